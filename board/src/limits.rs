@@ -1,0 +1,20 @@
+//! Every bound of the state machine, in one place.
+
+/// Commands in one Raft entry's batch (fences pack the position into 16 bits).
+pub const BATCH_COMMANDS_MAX: u32 = 1 << 16;
+/// Bytes of a CAS value or a ledger entry (default; the cell may configure a lower one).
+pub const VALUE_BYTES_MAX: usize = 1 << 20;
+/// Bytes of a key, resource owner, name, key value, holder or idempotency key.
+pub const NAME_BYTES_MAX: usize = 1024;
+/// Slots of one lease.
+pub const LEASE_SLOTS_MAX: u32 = 10_000;
+/// Waiters queued on one lease.
+pub const LEASE_WAITERS_MAX: u32 = 10_000;
+/// Longest TTL, wait or retention accepted (10 years).
+pub const DURATION_MS_MAX: u64 = 10 * 366 * 24 * 3_600_000;
+/// How long an idempotency key's outcome is remembered after it was recorded.
+pub const IDEMPOTENCY_WINDOW_MS: u64 = 15 * 60 * 1000;
+/// Due items one `Tick` processes; the leader proposes another when more are due.
+pub const TICK_WORK_MAX: usize = 1024;
+/// Rows one list query returns.
+pub const LIST_ROWS_MAX: usize = 10_000;

@@ -1,0 +1,87 @@
+//! Read-only views of the state machine (served after a linearizable read barrier).
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{LeaseHolder, ResourceId};
+
+/// A read of the state machine. Reads never change state; `now_ms` (supplied by the
+/// serving cell) hides holders and waiters whose deadline has passed but whose expiry tick
+/// has not yet applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Query {
+    /// One CAS key.
+    KvGet { key: Vec<u8> },
+    /// Leases whose `owner/name` starts with `prefix` (empty = all), with live holders.
+    LeaseList { prefix: String, limit: u32 },
+    /// Counters whose `owner/name` starts with `prefix` (empty = all).
+    CounterList { prefix: String, limit: u32 },
+    /// Ledger entries of `owner/name`, one partition or all, with `seq > after_seq`.
+    LedgerList { owner: String, name: String, partition: Option<String>, after_seq: u64, limit: u32 },
+    /// The earliest pending deadline (for the leader's tick loop).
+    NextDeadline,
+}
+
+/// The answer to a [`Query`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QueryResult {
+    /// A CAS key: `None` when absent.
+    Kv(Option<KvEntry>),
+    /// Leases with at least one live holder or waiter.
+    Leases(Vec<LeaseView>),
+    /// Counters.
+    Counters(Vec<CounterView>),
+    /// Ledger entries in partition then sequence order.
+    LedgerEntries(Vec<LedgerEntryView>),
+    /// The earliest pending deadline in ms, if any.
+    NextDeadline(Option<u64>),
+}
+
+/// A CAS key's current value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvEntry {
+    /// The stored bytes.
+    pub value: Vec<u8>,
+    /// Modification revision (the fence of the write that stored it).
+    pub version: u64,
+}
+
+/// One lease with its live holders and waiters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseView {
+    /// Which lease.
+    pub lease: ResourceId,
+    /// Declared slots at the last acquire.
+    pub slots: u32,
+    /// Live holders, by fence.
+    pub holders: Vec<LeaseHolder>,
+    /// Queued waiters in FIFO order: (holder, wait deadline).
+    pub waiters: Vec<(String, u64)>,
+}
+
+/// One counter's state in its current period.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CounterView {
+    /// Which counter.
+    pub counter: ResourceId,
+    /// Consumed in `period`.
+    pub consumed: u64,
+    /// Cap at the last consume.
+    pub cap: u64,
+    /// Period label of the last consume (e.g. `2026-07-21`).
+    pub period: String,
+}
+
+/// One ledger entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEntryView {
+    /// Ledger and partition (`key`).
+    pub ledger: ResourceId,
+    /// Gap-free sequence in the partition, from 1.
+    pub seq: u64,
+    /// The entry bytes (JSON from the CLI and engine).
+    pub entry: Vec<u8>,
+    /// Identity of the appender.
+    pub appended_by: String,
+    /// Stamp time of the append.
+    pub at_ms: u64,
+}

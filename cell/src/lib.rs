@@ -1,0 +1,2 @@
+//! # whip-cell: one Raft group
+#![deny(missing_docs, unreachable_pub)]

@@ -1,0 +1,2 @@
+//! The `whip` binary.
+fn main() {}
