@@ -1,2 +1,33 @@
 //! # whip-cell: one Raft group
+//!
+//! Owns everything about a single replicated cell: the openraft type configuration, the
+//! durable log and state-machine store (redb by default, sled selectable, both behind one
+//! [`storage::Backend`] trait), applying [`whip_board::apply`] inside one storage commit with
+//! the applied log id, snapshots, the proposal batcher (many client requests per Raft
+//! entry), leader time stamping, the tick loop that proposes expiry, request forwarding to
+//! the leader, linearizable reads (read index), membership changes, the gRPC service
+//! ([`service`]) and a retrying typed client ([`client`]).
+//!
+//! Invariants: a write is acknowledged only after its entry is fsynced on a quorum and
+//! applied; apply never reads a clock (the leader's stamp carries time); stamps never go
+//! backward, also across leader changes.
+//!
+//! Must never: know about key ranges, other cells or the WhippleScript engine (that is
+//! `whip-fabric` and above); decide the meaning of a command (that is `whip-board`).
 #![deny(missing_docs, unreachable_pub)]
+
+pub mod client;
+mod convert;
+pub mod error;
+pub mod limits;
+pub mod network;
+pub mod runtime;
+pub mod service;
+pub mod status;
+pub mod storage;
+pub mod types;
+
+pub use client::CellClient;
+pub use error::CellError;
+pub use runtime::{Cell, CellConfig};
+pub use storage::StorageKind;

@@ -1,2 +1,124 @@
-//! The `whip` binary.
-fn main() {}
+//! # whip: the command line of whip fabric
+//!
+//! Owns the `whip` binary: argument parsing (clap), the embedded single-voter store under
+//! `.whipplescript/`, cell administration, the primitive commands, benchmarks and (through
+//! `whip-engine`) the WhippleScript commands. Exit codes: 0 ok, 1 failure, 2 usage.
+//!
+//! Must never: implement coordination semantics (that is `whip-board`) or Raft (that is
+//! `whip-cell`); it only parses, connects and prints.
+
+mod bench;
+mod cellcmd;
+mod connect;
+mod output;
+mod primitives;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// whip fabric: shared state for agent teams that stays correct under crashes and partitions.
+#[derive(Parser, Debug)]
+#[command(name = "whip", version, about)]
+struct Cli {
+    /// Talk to this cell member (`host:port`, or several comma-separated) instead of the
+    /// embedded store.
+    #[arg(long, global = true, env = "WHIP_CELL")]
+    cell: Option<String>,
+    /// Directory of the embedded store (default `.whipplescript`).
+    #[arg(long, global = true, env = "WHIPPLESCRIPT_STORE")]
+    store: Option<PathBuf>,
+    /// Print machine-readable JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run, join and inspect cells.
+    #[command(subcommand)]
+    Cell(cellcmd::CellCommand),
+    /// CAS keys with versions and fences.
+    #[command(subcommand)]
+    Kv(primitives::KvCommand),
+    /// Leases with slots, TTL, re-entry and waiting.
+    #[command(subcommand)]
+    Lease(primitives::LeaseCommand),
+    /// Counters with a cap per period.
+    #[command(subcommand)]
+    Counter(primitives::CounterCommand),
+    /// Append-only partitioned ledgers.
+    #[command(subcommand)]
+    Ledger(primitives::LedgerCommand),
+    /// Measure throughput and latency against a cell.
+    Bench(bench::BenchArgs),
+    /// Check WhippleScript programs.
+    Check(CheckArgs),
+}
+
+/// `whip check FILE… [--root W] [--explain]`.
+#[derive(clap::Args, Debug)]
+struct CheckArgs {
+    /// Programs to check.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// The workflow to run when a file declares several.
+    #[arg(long)]
+    root: Option<String>,
+    /// Print the lowered program (what `then` and `after` became).
+    #[arg(long, alias = "ir")]
+    explain: bool,
+}
+
+/// Settings every command shares.
+#[derive(Clone, Debug)]
+pub(crate) struct Global {
+    pub(crate) cell: Option<String>,
+    pub(crate) store: Option<PathBuf>,
+    pub(crate) json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let global = Global { cell: cli.cell, store: cli.store, json: cli.json };
+    if let Command::Check(args) = cli.command {
+        return check(&global, args);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build();
+    let runtime = match runtime {
+        Ok(rt) => rt,
+        Err(e) => return output::fail(&global, &anyhow::anyhow!("cannot start runtime: {e}")),
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Cell(cmd) => cellcmd::run(&global, cmd).await,
+            Command::Kv(cmd) => primitives::kv(&global, cmd).await,
+            Command::Lease(cmd) => primitives::lease(&global, cmd).await,
+            Command::Counter(cmd) => primitives::counter(&global, cmd).await,
+            Command::Ledger(cmd) => primitives::ledger(&global, cmd).await,
+            Command::Bench(args) => bench::run(&global, args).await,
+            Command::Check(_) => unreachable!("handled above"),
+        }
+    });
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
+        Ok(code) => code,
+        Err(e) => output::fail(&global, &e),
+    }
+}
+
+fn check(global: &Global, args: CheckArgs) -> ExitCode {
+    let _ = (global, args);
+    eprintln!("error: whip check is not available in this build yet");
+    ExitCode::from(1)
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WHIP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,openraft=error"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}

@@ -1,0 +1,219 @@
+//! A typed client of a cell: any member's address (or the embedded store's local socket),
+//! retries while leadership moves, and an idempotency key on every write so a retry never
+//! applies twice.
+
+use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Response, Status};
+use whip_proto::v1 as pb;
+use whip_proto::v1::admin_client::AdminClient;
+use whip_proto::v1::cell_client::CellClient as GrpcCellClient;
+
+use crate::error::CellError;
+use crate::limits;
+use crate::network::endpoint;
+
+/// Where a client connects.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// One or more members' `host:port`; requests rotate to the next one when one fails.
+    Tcp(Vec<String>),
+    /// The local socket of an embedded cell held by another process.
+    Unix(PathBuf),
+}
+
+/// How long a call keeps retrying an unavailable cell before giving up.
+pub const RETRY_FOR_MS: u64 = 10_000;
+
+/// A typed, retrying client of one cell.
+pub struct CellClient {
+    channels: Vec<Channel>,
+    next: AtomicUsize,
+    client_id: u64,
+    seq: AtomicU64,
+    retry_for: Duration,
+}
+
+impl CellClient {
+    /// A client of `target`; connections open lazily on first use.
+    pub fn new(target: Target) -> Result<Self, CellError> {
+        let channels = match target {
+            Target::Tcp(addrs) if addrs.is_empty() => {
+                return Err(CellError::InvalidArgument("no cell address given".into()));
+            }
+            Target::Tcp(addrs) => addrs.iter().map(|a| endpoint(a).connect_lazy()).collect(),
+            Target::Unix(path) => vec![unix_channel(path)],
+        };
+        let client_id = std::collections::hash_map::RandomState::new().build_hasher().finish();
+        Ok(CellClient {
+            channels,
+            next: AtomicUsize::new(0),
+            client_id,
+            seq: AtomicU64::new(0),
+            retry_for: Duration::from_millis(RETRY_FOR_MS),
+        })
+    }
+
+    /// A client of the members at `addrs`.
+    pub fn connect(addrs: &[String]) -> Result<Self, CellError> {
+        CellClient::new(Target::Tcp(addrs.to_vec()))
+    }
+
+    /// Change how long calls retry while the cell is unavailable.
+    pub fn with_retry_for(mut self, retry_for: Duration) -> Self {
+        self.retry_for = retry_for;
+        self
+    }
+
+    /// A fresh idempotency key: this client's random id and a sequence number.
+    pub fn next_idempotency_key(&self) -> String {
+        format!("c{:016x}-{}", self.client_id, self.seq.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn key_or_new(&self, key: &mut String) {
+        if key.is_empty() {
+            *key = self.next_idempotency_key();
+        }
+    }
+
+    /// Run `call` against the current member, rotating members and backing off while the
+    /// cell answers `unavailable`, up to the retry bound. The same request (and so the same
+    /// idempotency key) is sent every time.
+    async fn call<T, F, Fut>(&self, call: F) -> Result<T, CellError>
+    where
+        F: Fn(Channel) -> Fut,
+        Fut: Future<Output = Result<Response<T>, Status>>,
+    {
+        let deadline = tokio::time::Instant::now() + self.retry_for;
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            let index = self.next.load(Ordering::Relaxed) % self.channels.len();
+            match call(self.channels[index].clone()).await {
+                Ok(response) => return Ok(response.into_inner()),
+                Err(status) if retryable(&status) && tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(member = index, error = %status.message(), "retrying");
+                    self.next.store(index + 1, Ordering::Relaxed);
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                }
+                Err(status) => return Err(CellError::from(status)),
+            }
+        }
+    }
+
+    fn cell(channel: Channel) -> GrpcCellClient<Channel> {
+        GrpcCellClient::new(channel)
+            .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(limits::MESSAGE_BYTES_MAX)
+    }
+}
+
+fn retryable(status: &Status) -> bool {
+    matches!(status.code(), tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled)
+}
+
+/// Generate one typed method per unary RPC of the Cell service. Writes get an idempotency
+/// key when the caller did not set one.
+macro_rules! reads {
+    ($($name:ident($req:ty) -> $resp:ty;)*) => {$(
+        #[doc = concat!("Call `", stringify!($name), "` on the cell, retrying while it is unavailable.")]
+        pub async fn $name(&self, req: $req) -> Result<$resp, CellError> {
+            self.call(|ch| {
+                let req = req.clone();
+                async move { Self::cell(ch).$name(req).await }
+            })
+            .await
+        }
+    )*};
+}
+
+macro_rules! writes {
+    ($($name:ident($req:ty) -> $resp:ty;)*) => {$(
+        #[doc = concat!("Call `", stringify!($name), "` on the cell with an idempotency key, retrying while it is unavailable.")]
+        pub async fn $name(&self, mut req: $req) -> Result<$resp, CellError> {
+            self.key_or_new(&mut req.idempotency_key);
+            self.call(|ch| {
+                let req = req.clone();
+                async move { Self::cell(ch).$name(req).await }
+            })
+            .await
+        }
+    )*};
+}
+
+impl CellClient {
+    reads! {
+        kv_get(pb::KvGetRequest) -> pb::KvGetResponse;
+        lease_list(pb::LeaseListRequest) -> pb::LeaseListResponse;
+        counter_list(pb::CounterListRequest) -> pb::CounterListResponse;
+        ledger_list(pb::LedgerListRequest) -> pb::LedgerListResponse;
+        status(pb::StatusRequest) -> pb::StatusResponse;
+    }
+
+    writes! {
+        kv_put(pb::KvPutRequest) -> pb::KvWriteResponse;
+        kv_delete(pb::KvDeleteRequest) -> pb::KvWriteResponse;
+        lease_acquire(pb::LeaseAcquireRequest) -> pb::LeaseResponse;
+        lease_renew(pb::LeaseRenewRequest) -> pb::LeaseResponse;
+        lease_release(pb::LeaseReleaseRequest) -> pb::LeaseResponse;
+        lease_release_all(pb::LeaseReleaseAllRequest) -> pb::LeaseResponse;
+        counter_consume(pb::CounterConsumeRequest) -> pb::CounterResponse;
+        ledger_append(pb::LedgerAppendRequest) -> pb::LedgerAppendResponse;
+    }
+
+    /// Status of one specific member (no rotation): what that member sees.
+    pub async fn member_status(&self, member: usize) -> Result<pb::StatusResponse, CellError> {
+        let channel = self.channels[member % self.channels.len()].clone();
+        let response = Self::cell(channel).status(pb::StatusRequest {}).await?;
+        Ok(response.into_inner())
+    }
+
+    /// Initialize a new cell through the first member.
+    pub async fn init(&self, members: Vec<pb::Member>) -> Result<pb::AdminResponse, CellError> {
+        let response = AdminClient::new(self.channels[0].clone()).init(pb::InitRequest { members }).await?;
+        Ok(response.into_inner())
+    }
+
+    /// Add a learner (through any member; retried until the leader answers).
+    pub async fn add_learner(&self, member: pb::Member) -> Result<pb::AdminResponse, CellError> {
+        self.admin_call(|mut admin| {
+            let member = member.clone();
+            async move { admin.add_learner(pb::AddLearnerRequest { member: Some(member) }).await }
+        })
+        .await
+    }
+
+    /// Change the voter set.
+    pub async fn change_membership(&self, voters: Vec<u64>, retain: bool) -> Result<pb::AdminResponse, CellError> {
+        self.admin_call(|mut admin| {
+            let voters = voters.clone();
+            async move { admin.change_membership(pb::ChangeMembershipRequest { voters, retain }).await }
+        })
+        .await
+    }
+
+    async fn admin_call<F, Fut>(&self, call: F) -> Result<pb::AdminResponse, CellError>
+    where
+        F: Fn(AdminClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<Response<pb::AdminResponse>, Status>>,
+    {
+        self.call(|ch| call(AdminClient::new(ch))).await
+    }
+}
+
+fn unix_channel(path: PathBuf) -> Channel {
+    Endpoint::from_static("http://embedded.local").connect_with_connector_lazy(tower::service_fn(
+        move |_: tonic::transport::Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        },
+    ))
+}

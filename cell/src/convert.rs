@@ -1,0 +1,183 @@
+//! Between the wire (`whip.v1` protobuf) and the board's commands, outcomes and views.
+//! One function per shape; a shape that cannot occur is a bug, reported as `internal`.
+
+use tonic::Status;
+use whip_board::query::{CounterView, LeaseView, LedgerEntryView};
+use whip_board::{LeaseHolder, Outcome, QueryResult, Reset, ResourceId};
+use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
+
+fn unexpected<T: std::fmt::Debug>(what: &T) -> Status {
+    Status::internal(format!("unexpected answer {what:?}"))
+}
+
+/// Refuse an empty required field.
+pub(crate) fn non_empty(field: &str, value: &[u8]) -> Result<(), Status> {
+    if value.is_empty() {
+        return Err(Status::invalid_argument(format!("{field} must not be empty")));
+    }
+    Ok(())
+}
+
+/// A list limit: 0 means the maximum.
+pub(crate) fn limit(requested: u32) -> u32 {
+    let max = whip_board::limits::LIST_ROWS_MAX as u32;
+    if requested == 0 { max } else { requested.min(max) }
+}
+
+/// A required resource id.
+pub(crate) fn resource(id: Option<pb::ResourceId>, what: &str) -> Result<ResourceId, Status> {
+    let id = id.ok_or_else(|| Status::invalid_argument(format!("{what} is required")))?;
+    Ok(ResourceId { owner: id.owner, name: id.name, key: id.key })
+}
+
+fn resource_pb(id: ResourceId) -> pb::ResourceId {
+    pb::ResourceId { owner: id.owner, name: id.name, key: id.key }
+}
+
+/// A reset period from its wire code.
+pub(crate) fn reset(code: i32) -> Result<Reset, Status> {
+    match pb::Reset::try_from(code) {
+        Ok(pb::Reset::Hourly) => Ok(Reset::Hourly),
+        Ok(pb::Reset::Daily) => Ok(Reset::Daily),
+        Ok(pb::Reset::Weekly) => Ok(Reset::Weekly),
+        Ok(pb::Reset::Monthly) => Ok(Reset::Monthly),
+        _ => Err(Status::invalid_argument(format!(
+            "reset must be hourly, daily, weekly or monthly (got code {code})"
+        ))),
+    }
+}
+
+fn holder_pb(h: LeaseHolder) -> pb::LeaseHolder {
+    pb::LeaseHolder { holder: h.holder, fence: h.fence, expires_at_ms: h.expires_at_ms }
+}
+
+pub(crate) fn kv_get_response(result: QueryResult) -> Result<pb::KvGetResponse, Status> {
+    match result {
+        QueryResult::Kv(Some(e)) => Ok(pb::KvGetResponse { found: true, value: e.value, version: e.version }),
+        QueryResult::Kv(None) => Ok(pb::KvGetResponse::default()),
+        other => Err(unexpected(&other)),
+    }
+}
+
+pub(crate) fn kv_write_response(outcome: Outcome) -> Result<pb::KvWriteResponse, Status> {
+    let mut r = pb::KvWriteResponse::default();
+    match outcome {
+        Outcome::KvWritten { version, fence } => {
+            r.set_code(Code::KvWritten);
+            (r.version, r.fence) = (version, fence);
+        }
+        Outcome::KvDeleted { version } => {
+            r.set_code(Code::KvDeleted);
+            r.version = version;
+        }
+        Outcome::KvVersionMismatch { current } => {
+            r.set_code(Code::KvVersionMismatch);
+            r.current_version = current;
+        }
+        other => return Err(unexpected(&other)),
+    }
+    Ok(r)
+}
+
+pub(crate) fn lease_response(outcome: Outcome) -> Result<pb::LeaseResponse, Status> {
+    let mut r = pb::LeaseResponse::default();
+    match outcome {
+        Outcome::LeaseHeld { fence, expires_at_ms, reentered } => {
+            r.set_code(Code::LeaseHeld);
+            (r.fence, r.expires_at_ms, r.reentered) = (fence, expires_at_ms, reentered);
+        }
+        Outcome::LeaseContended { holders } => {
+            r.set_code(Code::LeaseContended);
+            r.holders = holders.into_iter().map(holder_pb).collect();
+        }
+        Outcome::LeaseWaiting { position, wait_until_ms } => {
+            r.set_code(Code::LeaseWaiting);
+            (r.position, r.wait_until_ms) = (position, wait_until_ms);
+        }
+        Outcome::LeaseRenewed { fence, expires_at_ms } => {
+            r.set_code(Code::LeaseRenewed);
+            (r.fence, r.expires_at_ms) = (fence, expires_at_ms);
+        }
+        Outcome::LeaseReleased => r.set_code(Code::LeaseReleased),
+        Outcome::LeaseNotHeld => r.set_code(Code::LeaseNotHeld),
+        Outcome::LeaseReleasedAll { released } => {
+            r.set_code(Code::LeaseReleasedAll);
+            r.released = released;
+        }
+        other => return Err(unexpected(&other)),
+    }
+    Ok(r)
+}
+
+pub(crate) fn counter_response(outcome: Outcome) -> Result<pb::CounterResponse, Status> {
+    let (code, consumed, remaining, period) = match outcome {
+        Outcome::CounterOk { consumed, remaining, period } => (Code::CounterOk, consumed, remaining, period),
+        Outcome::CounterOver { consumed, remaining, period } => {
+            (Code::CounterOver, consumed, remaining, period)
+        }
+        other => return Err(unexpected(&other)),
+    };
+    Ok(pb::CounterResponse { code: code as i32, consumed, remaining, period })
+}
+
+pub(crate) fn ledger_append_response(outcome: Outcome) -> Result<pb::LedgerAppendResponse, Status> {
+    match outcome {
+        Outcome::LedgerAppended { seq } => Ok(pb::LedgerAppendResponse { code: Code::LedgerAppended as i32, seq }),
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn lease_view_pb(v: LeaseView) -> pb::LeaseView {
+    pb::LeaseView {
+        lease: Some(resource_pb(v.lease)),
+        slots: v.slots,
+        holders: v.holders.into_iter().map(holder_pb).collect(),
+        waiters: v
+            .waiters
+            .into_iter()
+            .map(|(holder, wait_until_ms)| pb::LeaseWaiter { holder, wait_until_ms })
+            .collect(),
+    }
+}
+
+pub(crate) fn lease_list_response(result: QueryResult) -> Result<pb::LeaseListResponse, Status> {
+    match result {
+        QueryResult::Leases(views) => {
+            Ok(pb::LeaseListResponse { leases: views.into_iter().map(lease_view_pb).collect() })
+        }
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn counter_view_pb(v: CounterView) -> pb::CounterView {
+    pb::CounterView { counter: Some(resource_pb(v.counter)), consumed: v.consumed, cap: v.cap, period: v.period }
+}
+
+pub(crate) fn counter_list_response(result: QueryResult) -> Result<pb::CounterListResponse, Status> {
+    match result {
+        QueryResult::Counters(views) => {
+            Ok(pb::CounterListResponse { counters: views.into_iter().map(counter_view_pb).collect() })
+        }
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn ledger_entry_pb(v: LedgerEntryView) -> pb::LedgerEntry {
+    pb::LedgerEntry {
+        ledger: Some(resource_pb(v.ledger)),
+        seq: v.seq,
+        entry: v.entry,
+        appended_by: v.appended_by,
+        at_ms: v.at_ms,
+    }
+}
+
+pub(crate) fn ledger_list_response(result: QueryResult) -> Result<pb::LedgerListResponse, Status> {
+    match result {
+        QueryResult::LedgerEntries(entries) => {
+            Ok(pb::LedgerListResponse { entries: entries.into_iter().map(ledger_entry_pb).collect() })
+        }
+        other => Err(unexpected(&other)),
+    }
+}

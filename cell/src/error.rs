@@ -1,0 +1,46 @@
+//! The errors of a cell call: typed, with one mapping to gRPC status.
+
+use serde::{Deserialize, Serialize};
+
+/// Why a cell could not give an outcome. Business results (held, contended, over) are
+/// outcomes, not errors.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum CellError {
+    /// The request is malformed or out of bounds; retrying will not help.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// This member is not the leader and did not forward; `hint` is the leader's address.
+    #[error("not the leader, leader is {}", hint.as_deref().unwrap_or("unknown"))]
+    NotLeader {
+        /// The leader's address, if known.
+        hint: Option<String>,
+    },
+    /// No leader could serve the request in time; retry (with the same idempotency key).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// The cell is stopping or its storage failed.
+    #[error("fatal: {0}")]
+    Fatal(String),
+}
+
+impl From<CellError> for tonic::Status {
+    fn from(err: CellError) -> Self {
+        match &err {
+            CellError::InvalidArgument(m) => tonic::Status::invalid_argument(m.clone()),
+            CellError::NotLeader { .. } | CellError::Unavailable(_) => {
+                tonic::Status::unavailable(err.to_string())
+            }
+            CellError::Fatal(_) => tonic::Status::internal(err.to_string()),
+        }
+    }
+}
+
+impl From<tonic::Status> for CellError {
+    fn from(status: tonic::Status) -> Self {
+        match status.code() {
+            tonic::Code::InvalidArgument => CellError::InvalidArgument(status.message().to_string()),
+            tonic::Code::Internal => CellError::Fatal(status.message().to_string()),
+            _ => CellError::Unavailable(status.message().to_string()),
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! Every bound and timing of a cell, in one place.
+
+/// Client requests in one Raft entry.
+pub const BATCH_REQUESTS_MAX: usize = 1024;
+/// Raft entries proposed concurrently by one leader; more requests wait and batch up.
+pub const BATCHES_IN_FLIGHT_MAX: usize = 4;
+/// Requests queued for proposal before callers see back-pressure.
+pub const PROPOSAL_QUEUE_MAX: usize = 16 * 1024;
+/// Default byte limit of a CAS value or ledger entry (configurable per cell).
+pub const VALUE_BYTES_MAX_DEFAULT: usize = 1 << 20;
+/// Largest gRPC message (a batch forwarded between voters, a snapshot chunk).
+pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
+/// Connecting to a peer gives up after this long.
+pub const CONNECT_TIMEOUT_MS: u64 = 1_000;
+/// Pause between retries to an unreachable peer.
+pub const PEER_BACKOFF_MS: u64 = 200;
+/// Raft heartbeat (also openraft's AppendEntries timeout: TRAPS.md 3).
+pub const HEARTBEAT_MS: u64 = 100;
+/// Raft election timeout range.
+pub const ELECTION_TIMEOUT_MIN_MS: u64 = 400;
+/// Raft election timeout range.
+pub const ELECTION_TIMEOUT_MAX_MS: u64 = 800;
+/// Entries per AppendEntries message.
+pub const APPEND_ENTRIES_MAX: u64 = 64;
+/// Default number of log entries after which a snapshot is built.
+pub const SNAPSHOT_AFTER_ENTRIES_DEFAULT: u64 = 20_000;
+/// How often the leader checks for due deadlines.
+pub const TICK_INTERVAL_MS: u64 = 100;
+/// How long a request waits for a leader to appear before it is refused as unavailable.
+pub const LEADER_WAIT_MS: u64 = 3_000;
+/// Ticks one round of the tick loop proposes before yielding to the next interval.
+pub const TICKS_PER_ROUND_MAX: usize = 8;

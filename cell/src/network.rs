@@ -1,0 +1,154 @@
+//! Raft transport between voters over tonic: one lazily connected channel per peer,
+//! openraft messages as postcard blobs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Unreachable};
+use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use tonic::transport::{Channel, Endpoint};
+use whip_proto::v1::Blob;
+use whip_proto::v1::raft_client::RaftClient;
+
+use crate::limits;
+use crate::types::{NodeId, TypeConfig, decode, encode};
+
+/// Channels to peers by address, shared by Raft replication and request forwarding, so each
+/// peer costs one HTTP/2 connection (TRAPS.md 8).
+#[derive(Clone, Default)]
+pub struct Peers {
+    channels: Arc<Mutex<HashMap<String, Channel>>>,
+}
+
+impl Peers {
+    /// The channel to `addr` (`host:port`), created on first use and connected lazily.
+    pub fn channel(&self, addr: &str) -> Channel {
+        let mut channels = self.channels.lock().expect("peer map lock");
+        channels
+            .entry(addr.to_string())
+            .or_insert_with(|| endpoint(addr).connect_lazy())
+            .clone()
+    }
+
+    /// A Raft-service client for `addr`.
+    pub fn raft_client(&self, addr: &str) -> RaftClient<Channel> {
+        RaftClient::new(self.channel(addr))
+            .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(limits::MESSAGE_BYTES_MAX)
+    }
+}
+
+/// The endpoint settings every peer and client channel uses.
+pub fn endpoint(addr: &str) -> Endpoint {
+    Endpoint::from_shared(format!("http://{addr}"))
+        .expect("peer address forms a valid URI")
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_millis(limits::CONNECT_TIMEOUT_MS))
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_while_idle(true)
+}
+
+/// Creates one [`Connection`] per target voter.
+#[derive(Clone)]
+pub struct Network {
+    peers: Peers,
+}
+
+impl Network {
+    /// A network over a shared channel cache.
+    pub fn new(peers: Peers) -> Self {
+        Network { peers }
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Connection;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Connection {
+        Connection { target, client: self.peers.raft_client(&node.addr) }
+    }
+}
+
+/// The Raft transport to one voter.
+pub struct Connection {
+    target: NodeId,
+    client: RaftClient<Channel>,
+}
+
+type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, E>>;
+
+impl Connection {
+    /// Send one postcard-encoded message and decode the remote `Result<T, E>`.
+    async fn call<Req, T, E>(&mut self, kind: RpcKind, req: &Req, option: &RPCOption) -> RpcResult<T, E>
+    where
+        Req: serde::Serialize,
+        T: for<'de> serde::Deserialize<'de>,
+        E: for<'de> serde::Deserialize<'de> + std::error::Error,
+    {
+        let mut request = tonic::Request::new(Blob { data: encode(req) });
+        request.set_timeout(option.hard_ttl());
+        let response = match kind {
+            RpcKind::Append => self.client.append_entries(request).await,
+            RpcKind::Vote => self.client.vote(request).await,
+            RpcKind::Snapshot => self.client.install_snapshot(request).await,
+        };
+        let blob = response.map_err(|status| {
+            // A peer that is down or cut off is unreachable: openraft then backs off.
+            let err = std::io::Error::other(format!("to {}: {}", self.target, status.message()));
+            match status.code() {
+                tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => {
+                    RPCError::Unreachable(Unreachable::new(&err))
+                }
+                _ => RPCError::Network(NetworkError::new(&err)),
+            }
+        })?;
+        let result: Result<T, E> = decode(&blob.into_inner().data).map_err(|e| {
+            RPCError::Network(NetworkError::new(&std::io::Error::other(e)))
+        })?;
+        result.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(self.target, e)))
+    }
+}
+
+#[derive(Clone, Copy)]
+enum RpcKind {
+    Append,
+    Vote,
+    Snapshot,
+}
+
+impl RaftNetwork<TypeConfig> for Connection {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>, RaftError<NodeId>> {
+        self.call(RpcKind::Append, &rpc, &option).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> {
+        self.call(RpcKind::Snapshot, &rpc, &option).await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<NodeId>, RaftError<NodeId>> {
+        self.call(RpcKind::Vote, &rpc, &option).await
+    }
+
+    /// Retry an unreachable peer at a steady pace without logging storms (TRAPS.md 6).
+    fn backoff(&self) -> Backoff {
+        Backoff::new(std::iter::repeat(Duration::from_millis(limits::PEER_BACKOFF_MS)))
+    }
+}

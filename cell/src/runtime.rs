@@ -1,0 +1,410 @@
+//! A running cell member: Raft, storage, the proposal batcher, forwarding and the tick loop.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, ServerState, SnapshotPolicy};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use whip_board::{Command, Outcome, Query, QueryResult, Request};
+use whip_proto::v1::Blob;
+
+use crate::error::CellError;
+use crate::limits;
+use crate::network::{Network, Peers};
+use crate::storage::{LogStore, SmStore, StateMachineView, StorageKind, open_backend};
+use crate::types::{Batch, NodeId, Raft, decode, encode};
+
+/// How to run one cell member.
+#[derive(Clone, Debug)]
+pub struct CellConfig {
+    /// This member's id (unique in the cell, > 0).
+    pub id: NodeId,
+    /// The address other members and clients reach this member at (`host:port`).
+    pub advertise: String,
+    /// The data directory (log, state machine, snapshot).
+    pub data_dir: PathBuf,
+    /// Storage engine.
+    pub storage: StorageKind,
+    /// Largest CAS value or ledger entry accepted, in bytes.
+    pub value_bytes_max: usize,
+    /// Build a snapshot after this many log entries.
+    pub snapshot_after_entries: u64,
+    /// Test-only offset added to this member's wall clock (clock-skew faults).
+    pub clock_offset_ms: i64,
+}
+
+impl CellConfig {
+    /// Defaults for member `id` at `advertise` with data in `data_dir`.
+    pub fn new(id: NodeId, advertise: impl Into<String>, data_dir: impl Into<PathBuf>) -> Self {
+        CellConfig {
+            id,
+            advertise: advertise.into(),
+            data_dir: data_dir.into(),
+            storage: StorageKind::Redb,
+            value_bytes_max: limits::VALUE_BYTES_MAX_DEFAULT,
+            snapshot_after_entries: limits::SNAPSHOT_AFTER_ENTRIES_DEFAULT,
+            clock_offset_ms: 0,
+        }
+    }
+}
+
+struct Pending {
+    request: Request,
+    /// False for requests forwarded to us: we answer `NotLeader` instead of forwarding again.
+    forwardable: bool,
+    reply: oneshot::Sender<Result<Outcome, CellError>>,
+}
+
+/// A running cell member. Cheap to clone.
+#[derive(Clone)]
+pub struct Cell {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: CellConfig,
+    raft: Raft,
+    view: StateMachineView,
+    peers: Peers,
+    proposals: mpsc::Sender<Pending>,
+    last_stamp_ms: AtomicU64,
+}
+
+impl Cell {
+    /// Open storage and start Raft, the proposal batcher and the tick loop. The member
+    /// serves nothing until [`crate::serve`] runs its gRPC service.
+    pub async fn start(config: CellConfig) -> Result<Cell, CellError> {
+        let fatal = |e: &dyn std::fmt::Display| CellError::Fatal(e.to_string());
+        let backend = open_backend(config.storage, &config.data_dir).map_err(|e| fatal(&e))?;
+        let log = LogStore::new(backend.clone());
+        let sm = SmStore::open(backend, config.data_dir.clone()).await.map_err(|e| fatal(&e))?;
+        let view = sm.view();
+        let raft_config = openraft::Config {
+            cluster_name: "whip-cell".to_string(),
+            heartbeat_interval: limits::HEARTBEAT_MS,
+            election_timeout_min: limits::ELECTION_TIMEOUT_MIN_MS,
+            election_timeout_max: limits::ELECTION_TIMEOUT_MAX_MS,
+            max_payload_entries: limits::APPEND_ENTRIES_MAX,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_after_entries),
+            max_in_snapshot_log_to_keep: config.snapshot_after_entries.min(1000),
+            ..Default::default()
+        };
+        let raft_config = Arc::new(raft_config.validate().map_err(|e| fatal(&e))?);
+        let peers = Peers::default();
+        let raft = Raft::new(config.id, raft_config, Network::new(peers.clone()), log, sm)
+            .await
+            .map_err(|e| fatal(&e))?;
+        let (tx, rx) = mpsc::channel(limits::PROPOSAL_QUEUE_MAX);
+        let inner = Arc::new(Inner { config, raft, view, peers, proposals: tx, last_stamp_ms: AtomicU64::new(0) });
+        tokio::spawn(proposer_loop(inner.clone(), rx));
+        tokio::spawn(tick_loop(Arc::downgrade(&inner)));
+        Ok(Cell { inner })
+    }
+
+    /// This member's id.
+    pub fn id(&self) -> NodeId {
+        self.inner.config.id
+    }
+
+    /// This member's configuration.
+    pub fn config(&self) -> &CellConfig {
+        &self.inner.config
+    }
+
+    /// The Raft handle (metrics, membership).
+    pub fn raft(&self) -> &Raft {
+        &self.inner.raft
+    }
+
+    /// The shared peer channels.
+    pub fn peers(&self) -> &Peers {
+        &self.inner.peers
+    }
+
+    /// Apply one request through Raft (batched with others, forwarded to the leader when
+    /// needed) and return its outcome once applied.
+    pub async fn submit(&self, request: Request) -> Result<Outcome, CellError> {
+        self.submit_inner(request, true).await
+    }
+
+    /// Like [`Cell::submit`] for a request another member forwarded: never forwards again.
+    pub async fn submit_forwarded(&self, request: Request) -> Result<Outcome, CellError> {
+        self.submit_inner(request, false).await
+    }
+
+    async fn submit_inner(&self, request: Request, forwardable: bool) -> Result<Outcome, CellError> {
+        whip_board::validate(&request.command, self.inner.config.value_bytes_max)
+            .map_err(CellError::InvalidArgument)?;
+        let (reply, rx) = oneshot::channel();
+        let pending = Pending { request, forwardable, reply };
+        self.inner.proposals.send(pending).await.map_err(|_| stopped())?;
+        match rx.await.map_err(|_| stopped())?? {
+            Outcome::Invalid { reason } => Err(CellError::InvalidArgument(reason)),
+            outcome => Ok(outcome),
+        }
+    }
+
+    /// A linearizable read: the leader confirms its leadership with a quorum (read index)
+    /// and waits until it has applied that far; a follower forwards the read to the leader.
+    pub async fn read(&self, query: Query) -> Result<QueryResult, CellError> {
+        self.read_inner(query, true).await
+    }
+
+    /// Like [`Cell::read`] for a read another member forwarded.
+    pub async fn read_forwarded(&self, query: Query) -> Result<QueryResult, CellError> {
+        self.read_inner(query, false).await
+    }
+
+    async fn read_inner(&self, query: Query, forwardable: bool) -> Result<QueryResult, CellError> {
+        let leader = self.inner.wait_leader().await?;
+        if leader != self.id() {
+            if !forwardable {
+                return Err(CellError::NotLeader { hint: self.inner.addr_of(leader) });
+            }
+            return self.inner.forward_read(leader, &query).await;
+        }
+        match self.inner.raft.ensure_linearizable().await {
+            Ok(_) => {}
+            Err(RaftError::APIError(e)) => return Err(CellError::Unavailable(e.to_string())),
+            Err(RaftError::Fatal(e)) => return Err(CellError::Fatal(e.to_string())),
+        }
+        self.local_query(query).await
+    }
+
+    /// Read this member's applied state without a barrier (may be stale on a follower).
+    pub async fn local_query(&self, query: Query) -> Result<QueryResult, CellError> {
+        let now = self.inner.now_ms().max(self.inner.last_stamp_ms.load(Ordering::Relaxed));
+        self.inner.view.query(now, query).await.map_err(|e| CellError::Fatal(e.to_string()))
+    }
+
+    /// Make this member the first of a new cell with `members` (id → address) as voters.
+    pub async fn initialize(&self, members: BTreeMap<NodeId, String>) -> Result<(), CellError> {
+        let nodes: BTreeMap<NodeId, BasicNode> =
+            members.into_iter().map(|(id, addr)| (id, BasicNode { addr })).collect();
+        self.inner.raft.initialize(nodes).await.map_err(|e| match e {
+            RaftError::APIError(e) => CellError::InvalidArgument(e.to_string()),
+            RaftError::Fatal(e) => CellError::Fatal(e.to_string()),
+        })
+    }
+
+    /// Add a non-voting learner and wait until it has caught up (snapshot or log).
+    pub async fn add_learner(&self, id: NodeId, addr: String) -> Result<(), CellError> {
+        let leader = self.inner.wait_leader().await?;
+        if leader != self.id() {
+            return Err(CellError::NotLeader { hint: self.inner.addr_of(leader) });
+        }
+        self.inner.raft.add_learner(id, BasicNode { addr }, true).await.map(|_| ()).map_err(write_error)
+    }
+
+    /// Change the voter set to `voters` (joint consensus); `retain` keeps removed voters as
+    /// learners.
+    pub async fn change_membership(&self, voters: BTreeSet<NodeId>, retain: bool) -> Result<(), CellError> {
+        let leader = self.inner.wait_leader().await?;
+        if leader != self.id() {
+            return Err(CellError::NotLeader { hint: self.inner.addr_of(leader) });
+        }
+        self.inner.raft.change_membership(voters, retain).await.map(|_| ()).map_err(write_error)
+    }
+
+    /// The address of the current leader, if known.
+    pub fn leader_addr(&self) -> Option<String> {
+        let leader = self.inner.raft.metrics().borrow().current_leader?;
+        self.inner.addr_of(leader)
+    }
+
+    /// Stop Raft and release storage.
+    pub async fn shutdown(&self) {
+        if let Err(e) = self.inner.raft.shutdown().await {
+            tracing::warn!(error = %e, "raft shutdown");
+        }
+    }
+}
+
+fn stopped() -> CellError {
+    CellError::Fatal("cell is stopping".to_string())
+}
+
+fn write_error<E: std::fmt::Display>(e: RaftError<NodeId, E>) -> CellError {
+    match e {
+        RaftError::APIError(e) => CellError::Unavailable(e.to_string()),
+        RaftError::Fatal(e) => CellError::Fatal(e.to_string()),
+    }
+}
+
+impl Inner {
+    fn now_ms(&self) -> u64 {
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
+        (wall + self.config.clock_offset_ms).max(0) as u64
+    }
+
+    /// The stamp time for the next proposal: the wall clock, never below the last one.
+    fn next_stamp_ms(&self) -> u64 {
+        let now = self.now_ms();
+        self.last_stamp_ms.fetch_max(now, Ordering::Relaxed).max(now)
+    }
+
+    fn addr_of(&self, id: NodeId) -> Option<String> {
+        let metrics = self.raft.metrics().borrow().clone();
+        let config = metrics.membership_config;
+        config.membership().get_node(&id).map(|n| n.addr.clone())
+    }
+
+    /// The current leader, waiting up to `LEADER_WAIT_MS` for one to be elected.
+    async fn wait_leader(&self) -> Result<NodeId, CellError> {
+        let mut metrics = self.raft.metrics();
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(limits::LEADER_WAIT_MS);
+        loop {
+            if let Some(leader) = metrics.borrow().current_leader {
+                return Ok(leader);
+            }
+            match tokio::time::timeout_at(deadline, metrics.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(stopped()),
+                Err(_) => return Err(CellError::Unavailable("no leader elected yet".to_string())),
+            }
+        }
+    }
+
+    async fn forward_read(&self, leader: NodeId, query: &Query) -> Result<QueryResult, CellError> {
+        let addr = self.addr_of(leader).ok_or_else(|| CellError::Unavailable("leader address unknown".into()))?;
+        let mut client = self.peers.raft_client(&addr);
+        let blob = client.read(Blob { data: encode(query) }).await.map_err(CellError::from)?;
+        let result: Result<QueryResult, CellError> =
+            decode(&blob.into_inner().data).map_err(CellError::Unavailable)?;
+        result
+    }
+
+    async fn forward_writes(&self, leader: NodeId, batch: Vec<Pending>) {
+        let Some(addr) = self.addr_of(leader) else {
+            return fail_all(batch, CellError::Unavailable("leader address unknown".into()));
+        };
+        let requests: Vec<&Request> = batch.iter().map(|p| &p.request).collect();
+        let mut client = self.peers.raft_client(&addr);
+        let reply = client.forward(Blob { data: encode(&requests) }).await;
+        let results: Result<Vec<Result<Outcome, CellError>>, CellError> = match reply {
+            Ok(blob) => decode(&blob.into_inner().data).map_err(CellError::Unavailable),
+            Err(status) => Err(CellError::from(status)),
+        };
+        match results {
+            Ok(results) if results.len() == batch.len() => {
+                for (p, r) in batch.into_iter().zip(results) {
+                    let _ = p.reply.send(r);
+                }
+            }
+            Ok(_) => fail_all(batch, CellError::Fatal("forwarded batch answered out of shape".into())),
+            Err(e) => fail_all(batch, e),
+        }
+    }
+
+    /// Propose one batch on this member (the leader) and answer each request.
+    async fn propose(self: &Arc<Self>, batch: Vec<Pending>) {
+        let requests = batch.iter().map(|p| p.request.clone()).collect();
+        let result = self.raft.client_write(Batch { time_ms: self.next_stamp_ms(), requests }).await;
+        match result {
+            Ok(response) => {
+                let outcomes = response.data.outcomes;
+                assert_eq!(outcomes.len(), batch.len(), "one outcome per request");
+                for (p, outcome) in batch.into_iter().zip(outcomes) {
+                    let _ = p.reply.send(Ok(outcome));
+                }
+            }
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                // Leadership moved between our check and the proposal: the entry was not
+                // appended, so forwarding cannot apply anything twice.
+                match f.leader_id {
+                    Some(leader) => self.route(leader, batch).await,
+                    None => fail_all(batch, CellError::Unavailable("leadership is changing".into())),
+                }
+            }
+            Err(e) => fail_all(batch, write_error(e)),
+        }
+    }
+
+    /// Send a batch to `leader`: propose it here or forward what may be forwarded.
+    async fn route(self: &Arc<Self>, leader: NodeId, batch: Vec<Pending>) {
+        if leader == self.config.id {
+            return Box::pin(self.propose(batch)).await;
+        }
+        let (forward, refuse): (Vec<_>, Vec<_>) = batch.into_iter().partition(|p| p.forwardable);
+        fail_all(refuse, CellError::NotLeader { hint: self.addr_of(leader) });
+        if !forward.is_empty() {
+            self.forward_writes(leader, forward).await;
+        }
+    }
+}
+
+fn fail_all(batch: Vec<Pending>, err: CellError) {
+    for p in batch {
+        let _ = p.reply.send(Err(err.clone()));
+    }
+}
+
+/// Gather queued requests into batches: while `BATCHES_IN_FLIGHT_MAX` entries are in flight,
+/// new requests wait in the queue and leave together in the next entry. This is what turns
+/// one fsync per request into one fsync per batch.
+async fn proposer_loop(inner: Arc<Inner>, mut rx: mpsc::Receiver<Pending>) {
+    let slots = Arc::new(Semaphore::new(limits::BATCHES_IN_FLIGHT_MAX));
+    while let Some(first) = rx.recv().await {
+        let Ok(permit) = slots.clone().acquire_owned().await else { break };
+        let mut batch = vec![first];
+        while batch.len() < limits::BATCH_REQUESTS_MAX {
+            match rx.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
+            }
+        }
+        let inner = inner.clone();
+        tokio::spawn(async move {
+            match inner.wait_leader().await {
+                Ok(leader) => inner.route(leader, batch).await,
+                Err(e) => fail_all(batch, e),
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// On the leader, propose a `Tick` whenever a deadline is due (lease expiry, waiter expiry,
+/// retention, idempotency pruning). Followers only watch. Holds a weak handle so a dropped
+/// cell stops its loop.
+async fn tick_loop(inner: std::sync::Weak<Inner>) {
+    let mut interval = tokio::time::interval(Duration::from_millis(limits::TICK_INTERVAL_MS));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        let metrics = inner.raft.metrics().borrow().clone();
+        if metrics.running_state.is_err() {
+            return;
+        }
+        if metrics.state != ServerState::Leader {
+            continue;
+        }
+        let cell = Cell { inner: inner.clone() };
+        if let Err(e) = tick_once(&cell).await {
+            tracing::debug!(error = %e, "tick");
+        }
+    }
+}
+
+async fn tick_once(cell: &Cell) -> Result<(), CellError> {
+    for _ in 0..limits::TICKS_PER_ROUND_MAX {
+        let next = match cell.local_query(Query::NextDeadline).await? {
+            QueryResult::NextDeadline(next) => next,
+            _ => None,
+        };
+        let due = next.is_some_and(|at| at <= cell.inner.now_ms());
+        if !due {
+            return Ok(());
+        }
+        let tick = Request { idempotency_key: None, command: Command::Tick };
+        if let Outcome::Ticked { processed: 0 } = cell.submit(tick).await? {
+            return Ok(());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,267 @@
+//! The gRPC face of a cell member: the typed client API (`whip.v1.Cell`), the admin API and
+//! the Raft transport, all on one port.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+
+use tonic::{Request as GrpcRequest, Response, Status};
+use whip_board::{Command, Outcome, Query, QueryResult, Request};
+use whip_proto::v1 as pb;
+use whip_proto::v1::{admin_server, cell_server, raft_server};
+
+use crate::convert;
+use crate::limits;
+use crate::runtime::Cell;
+use crate::types::{decode, encode};
+
+type GrpcResult<T> = Result<Response<T>, Status>;
+
+/// Build the tonic router serving every service of `cell`.
+pub fn router(cell: Cell) -> tonic::transport::server::Router {
+    tonic::transport::Server::builder()
+        .add_service(
+            cell_server::CellServer::new(CellApi { cell: cell.clone() })
+                .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
+                .max_encoding_message_size(limits::MESSAGE_BYTES_MAX),
+        )
+        .add_service(admin_server::AdminServer::new(AdminApi { cell: cell.clone() }))
+        .add_service(
+            raft_server::RaftServer::new(RaftApi { cell })
+                .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
+                .max_encoding_message_size(limits::MESSAGE_BYTES_MAX),
+        )
+}
+
+/// Serve `cell` on `listener` (TCP, with TCP_NODELAY: TRAPS.md 9) until `shutdown` resolves.
+pub async fn serve(
+    cell: Cell,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), tonic::transport::Error> {
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    router(cell).serve_with_incoming_shutdown(incoming, shutdown).await
+}
+
+/// Bind `addr` for [`serve`].
+pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await
+}
+
+struct CellApi {
+    cell: Cell,
+}
+
+impl CellApi {
+    async fn submit(&self, idempotency_key: String, command: Command) -> Result<Outcome, Status> {
+        let idempotency_key = (!idempotency_key.is_empty()).then_some(idempotency_key);
+        Ok(self.cell.submit(Request { idempotency_key, command }).await?)
+    }
+
+    async fn read(&self, query: Query) -> Result<QueryResult, Status> {
+        Ok(self.cell.read(query).await?)
+    }
+}
+
+#[tonic::async_trait]
+impl cell_server::Cell for CellApi {
+    async fn kv_get(&self, req: GrpcRequest<pb::KvGetRequest>) -> GrpcResult<pb::KvGetResponse> {
+        let req = req.into_inner();
+        convert::non_empty("key", &req.key)?;
+        let result = self.read(Query::KvGet { key: req.key }).await?;
+        Ok(Response::new(convert::kv_get_response(result)?))
+    }
+
+    async fn kv_put(&self, req: GrpcRequest<pb::KvPutRequest>) -> GrpcResult<pb::KvWriteResponse> {
+        let req = req.into_inner();
+        let command = Command::KvPut { key: req.key, value: req.value, expect_version: req.expect_version };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::kv_write_response(outcome)?))
+    }
+
+    async fn kv_delete(&self, req: GrpcRequest<pb::KvDeleteRequest>) -> GrpcResult<pb::KvWriteResponse> {
+        let req = req.into_inner();
+        let command = Command::KvDelete { key: req.key, expect_version: req.expect_version };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::kv_write_response(outcome)?))
+    }
+
+    async fn lease_acquire(&self, req: GrpcRequest<pb::LeaseAcquireRequest>) -> GrpcResult<pb::LeaseResponse> {
+        let req = req.into_inner();
+        let command = Command::LeaseAcquire {
+            lease: convert::resource(req.lease, "lease")?,
+            holder: req.holder,
+            slots: req.slots,
+            ttl_ms: req.ttl_ms,
+            wait_ms: req.wait_ms,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::lease_response(outcome)?))
+    }
+
+    async fn lease_renew(&self, req: GrpcRequest<pb::LeaseRenewRequest>) -> GrpcResult<pb::LeaseResponse> {
+        let req = req.into_inner();
+        let lease = convert::resource(req.lease, "lease")?;
+        let command = Command::LeaseRenew { lease, holder: req.holder, ttl_ms: req.ttl_ms };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::lease_response(outcome)?))
+    }
+
+    async fn lease_release(&self, req: GrpcRequest<pb::LeaseReleaseRequest>) -> GrpcResult<pb::LeaseResponse> {
+        let req = req.into_inner();
+        let lease = convert::resource(req.lease, "lease")?;
+        let command = Command::LeaseRelease { lease, holder: req.holder };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::lease_response(outcome)?))
+    }
+
+    async fn lease_release_all(
+        &self,
+        req: GrpcRequest<pb::LeaseReleaseAllRequest>,
+    ) -> GrpcResult<pb::LeaseResponse> {
+        let req = req.into_inner();
+        let outcome = self.submit(req.idempotency_key, Command::LeaseReleaseAll { holder: req.holder }).await?;
+        Ok(Response::new(convert::lease_response(outcome)?))
+    }
+
+    async fn lease_list(&self, req: GrpcRequest<pb::LeaseListRequest>) -> GrpcResult<pb::LeaseListResponse> {
+        let req = req.into_inner();
+        let result = self.read(Query::LeaseList { prefix: req.prefix, limit: convert::limit(req.limit) }).await?;
+        Ok(Response::new(convert::lease_list_response(result)?))
+    }
+
+    async fn counter_consume(
+        &self,
+        req: GrpcRequest<pb::CounterConsumeRequest>,
+    ) -> GrpcResult<pb::CounterResponse> {
+        let req = req.into_inner();
+        let command = Command::CounterConsume {
+            counter: convert::resource(req.counter, "counter")?,
+            amount: req.amount,
+            cap: req.cap,
+            reset: convert::reset(req.reset)?,
+            timezone: req.timezone,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::counter_response(outcome)?))
+    }
+
+    async fn counter_list(&self, req: GrpcRequest<pb::CounterListRequest>) -> GrpcResult<pb::CounterListResponse> {
+        let req = req.into_inner();
+        let query = Query::CounterList { prefix: req.prefix, limit: convert::limit(req.limit) };
+        let result = self.read(query).await?;
+        Ok(Response::new(convert::counter_list_response(result)?))
+    }
+
+    async fn ledger_append(
+        &self,
+        req: GrpcRequest<pb::LedgerAppendRequest>,
+    ) -> GrpcResult<pb::LedgerAppendResponse> {
+        let req = req.into_inner();
+        let command = Command::LedgerAppend {
+            ledger: convert::resource(req.ledger, "ledger")?,
+            entry: req.entry,
+            appended_by: req.appended_by,
+            retain_ms: req.retain_ms,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::ledger_append_response(outcome)?))
+    }
+
+    async fn ledger_list(&self, req: GrpcRequest<pb::LedgerListRequest>) -> GrpcResult<pb::LedgerListResponse> {
+        let req = req.into_inner();
+        let query = Query::LedgerList {
+            owner: req.owner,
+            name: req.name,
+            partition: req.partition,
+            after_seq: req.after_seq,
+            limit: convert::limit(req.limit),
+        };
+        let result = self.read(query).await?;
+        Ok(Response::new(convert::ledger_list_response(result)?))
+    }
+
+    async fn status(&self, _req: GrpcRequest<pb::StatusRequest>) -> GrpcResult<pb::StatusResponse> {
+        Ok(Response::new(crate::status::status(&self.cell)))
+    }
+}
+
+struct AdminApi {
+    cell: Cell,
+}
+
+#[tonic::async_trait]
+impl admin_server::Admin for AdminApi {
+    async fn init(&self, req: GrpcRequest<pb::InitRequest>) -> GrpcResult<pb::AdminResponse> {
+        let members: BTreeMap<u64, String> =
+            req.into_inner().members.into_iter().map(|m| (m.id, m.addr)).collect();
+        if members.is_empty() {
+            return Err(Status::invalid_argument("init needs at least one member"));
+        }
+        let count = members.len();
+        self.cell.initialize(members).await?;
+        Ok(Response::new(pb::AdminResponse { message: format!("initialized with {count} voters") }))
+    }
+
+    async fn add_learner(&self, req: GrpcRequest<pb::AddLearnerRequest>) -> GrpcResult<pb::AdminResponse> {
+        let member = req.into_inner().member.ok_or_else(|| Status::invalid_argument("member is required"))?;
+        self.cell.add_learner(member.id, member.addr.clone()).await?;
+        Ok(Response::new(pb::AdminResponse { message: format!("learner {} at {} caught up", member.id, member.addr) }))
+    }
+
+    async fn change_membership(
+        &self,
+        req: GrpcRequest<pb::ChangeMembershipRequest>,
+    ) -> GrpcResult<pb::AdminResponse> {
+        let req = req.into_inner();
+        let voters: BTreeSet<u64> = req.voters.into_iter().collect();
+        if voters.is_empty() {
+            return Err(Status::invalid_argument("a cell needs at least one voter"));
+        }
+        self.cell.change_membership(voters.clone(), req.retain).await?;
+        Ok(Response::new(pb::AdminResponse { message: format!("voters are now {voters:?}") }))
+    }
+}
+
+struct RaftApi {
+    cell: Cell,
+}
+
+fn decode_blob<T: for<'de> serde::Deserialize<'de>>(req: GrpcRequest<pb::Blob>) -> Result<T, Status> {
+    decode(&req.into_inner().data).map_err(|e| Status::invalid_argument(format!("malformed message: {e}")))
+}
+
+fn blob<T: serde::Serialize>(value: &T) -> GrpcResult<pb::Blob> {
+    Ok(Response::new(pb::Blob { data: encode(value) }))
+}
+
+#[tonic::async_trait]
+impl raft_server::Raft for RaftApi {
+    async fn append_entries(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
+        let rpc = decode_blob(req)?;
+        blob(&self.cell.raft().append_entries(rpc).await)
+    }
+
+    async fn vote(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
+        let rpc = decode_blob(req)?;
+        blob(&self.cell.raft().vote(rpc).await)
+    }
+
+    async fn install_snapshot(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
+        let rpc = decode_blob(req)?;
+        blob(&self.cell.raft().install_snapshot(rpc).await)
+    }
+
+    async fn forward(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
+        let requests: Vec<Request> = decode_blob(req)?;
+        let results = futures::future::join_all(
+            requests.into_iter().map(|r| self.cell.submit_forwarded(r)),
+        )
+        .await;
+        blob(&results)
+    }
+
+    async fn read(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
+        let query: Query = decode_blob(req)?;
+        blob(&self.cell.read_forwarded(query).await)
+    }
+}

@@ -1,0 +1,37 @@
+//! What `whip cell status` shows: leader, term, members and per-voter lag.
+
+use whip_proto::v1 as pb;
+
+use crate::runtime::Cell;
+
+/// A snapshot of this member's view of the cell.
+pub fn status(cell: &Cell) -> pb::StatusResponse {
+    let m = cell.raft().metrics().borrow().clone();
+    let last_log_index = m.last_log_index.unwrap_or(0);
+    let membership = m.membership_config.membership();
+    let voters: std::collections::BTreeSet<u64> = membership.voter_ids().collect();
+    let members = membership
+        .nodes()
+        .map(|(id, node)| {
+            let matched = m.replication.as_ref().and_then(|r| r.get(id)).map(|l| l.map_or(0, |l| l.index));
+            let matched = if *id == m.id { Some(last_log_index) } else { matched };
+            pb::MemberStatus {
+                id: *id,
+                addr: node.addr.clone(),
+                voter: voters.contains(id),
+                matched_index: matched,
+                lag: matched.map(|i| last_log_index.saturating_sub(i)),
+            }
+        })
+        .collect();
+    pb::StatusResponse {
+        id: m.id,
+        leader: m.current_leader,
+        term: m.current_term,
+        members,
+        last_log_index,
+        last_applied: m.last_applied.map_or(0, |l| l.index),
+        state: format!("{:?}", m.state),
+        storage: cell.config().storage.name().to_string(),
+    }
+}

@@ -1,0 +1,146 @@
+//! The durable Raft log (openraft `RaftLogStorage`) over a [`Backend`].
+
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{ErrorSubject, ErrorVerb, RaftLogReader, Vote};
+
+use super::{Backend, BackendError, blocking};
+use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig, decode, encode};
+
+const VOTE: &str = "vote";
+const COMMITTED: &str = "committed";
+const PURGED: &str = "last_purged";
+
+/// The Raft log of one cell. Cheap to clone: clones share the backend.
+#[derive(Clone)]
+pub struct LogStore {
+    backend: Arc<dyn Backend>,
+}
+
+impl LogStore {
+    /// A log store over `backend`.
+    pub fn new(backend: Arc<dyn Backend>) -> Self {
+        LogStore { backend }
+    }
+
+    async fn meta<T: for<'de> serde::Deserialize<'de> + Send + 'static>(
+        &self,
+        name: &'static str,
+    ) -> Result<Option<T>, StorageError> {
+        let backend = self.backend.clone();
+        let bytes = blocking(move || backend.meta_get(name)).await.map_err(read_err)?;
+        bytes.map(|b| decode(&b).map_err(|e| read_err(BackendError::new("decode meta", e)))).transpose()
+    }
+}
+
+fn read_err(e: BackendError) -> StorageError {
+    openraft::StorageIOError::new(ErrorSubject::Logs, ErrorVerb::Read, openraft::AnyError::new(&e)).into()
+}
+
+fn write_err(e: BackendError) -> StorageError {
+    openraft::StorageIOError::new(ErrorSubject::Logs, ErrorVerb::Write, openraft::AnyError::new(&e)).into()
+}
+
+fn bounds(range: &impl RangeBounds<u64>) -> (u64, u64) {
+    let from = match range.start_bound() {
+        Bound::Included(x) => *x,
+        Bound::Excluded(x) => x.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let to = match range.end_bound() {
+        Bound::Included(x) => x.saturating_add(1),
+        Bound::Excluded(x) => *x,
+        Bound::Unbounded => u64::MAX,
+    };
+    (from, to)
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        let (from, to) = bounds(&range);
+        let backend = self.backend.clone();
+        let rows = blocking(move || backend.log_range(from, to)).await.map_err(read_err)?;
+        rows.iter()
+            .map(|(_, b)| decode(b).map_err(|e| read_err(BackendError::new("decode entry", e))))
+            .collect()
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let backend = self.backend.clone();
+        let last = blocking(move || backend.log_last()).await.map_err(read_err)?;
+        let last_purged = self.meta::<Option<LogId>>(PURGED).await?.flatten();
+        let last_log_id = match last {
+            Some((_, bytes)) => {
+                let entry: Entry = decode(&bytes).map_err(|e| read_err(BackendError::new("decode entry", e)))?;
+                Some(entry.log_id)
+            }
+            None => last_purged,
+        };
+        Ok(LogState { last_purged_log_id: last_purged, last_log_id })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
+        let (backend, bytes) = (self.backend.clone(), encode(vote));
+        blocking(move || backend.meta_put(VOTE, bytes)).await.map_err(write_err)
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError> {
+        self.meta(VOTE).await
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        let (backend, bytes) = (self.backend.clone(), encode(&committed));
+        blocking(move || backend.meta_put(COMMITTED, bytes)).await.map_err(write_err)
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        Ok(self.meta::<Option<LogId>>(COMMITTED).await?.flatten())
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let rows: Vec<(u64, Vec<u8>)> = entries.into_iter().map(|e| (e.log_id.index, encode(&e))).collect();
+        let backend = self.backend.clone();
+        // The append is durable (fsynced) before openraft hears it is flushed, so an entry is
+        // on disk before it counts toward a quorum and before any client is acknowledged.
+        let result = blocking(move || backend.log_append(&rows)).await;
+        match result {
+            Ok(()) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                let io = std::io::Error::other(e.to_string());
+                callback.log_io_completed(Err(io));
+                Err(write_err(e))
+            }
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let backend = self.backend.clone();
+        blocking(move || backend.log_truncate(log_id.index)).await.map_err(write_err)
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let (backend, bytes) = (self.backend.clone(), encode(&Some(log_id)));
+        blocking(move || backend.log_purge(log_id.index, (PURGED, bytes))).await.map_err(write_err)
+    }
+}

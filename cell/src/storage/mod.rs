@@ -1,0 +1,120 @@
+//! Durable storage of a cell: one backend (redb or sled) holding the Raft log, the Raft
+//! metadata (vote, committed, purged) and the state machine's keyspace.
+//!
+//! Both backends sit behind [`Backend`], so the openraft log store and state machine are one
+//! concrete type each (TRAPS.md 7) and both backends pass the same suites. Every backend call
+//! is synchronous and runs on the blocking pool (TRAPS.md 13), never on a tokio worker.
+
+mod log_store;
+mod redb_backend;
+mod sled_backend;
+mod state_machine;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use log_store::LogStore;
+pub use redb_backend::RedbBackend;
+pub use sled_backend::SledBackend;
+pub use state_machine::{SmStore, SnapshotBuilder, StateMachineView};
+
+/// Which storage engine a cell uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StorageKind {
+    /// redb: maintained, ACID, `Durability::Immediate` commits (the default).
+    #[default]
+    Redb,
+    /// sled 0.34.7: selectable; calls run off the tokio workers (TRAPS.md 11).
+    Sled,
+}
+
+impl StorageKind {
+    /// The name used on the command line and in status.
+    pub fn name(self) -> &'static str {
+        match self {
+            StorageKind::Redb => "redb",
+            StorageKind::Sled => "sled",
+        }
+    }
+}
+
+impl std::str::FromStr for StorageKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "redb" => Ok(StorageKind::Redb),
+            "sled" => Ok(StorageKind::Sled),
+            other => Err(format!("unknown storage {other:?}, expected redb or sled")),
+        }
+    }
+}
+
+/// An I/O failure of a backend, with what it was doing.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}: {message}")]
+pub struct BackendError {
+    /// What the backend was doing.
+    pub context: &'static str,
+    /// The engine's error text.
+    pub message: String,
+}
+
+impl BackendError {
+    pub(crate) fn new(context: &'static str, err: impl std::fmt::Display) -> Self {
+        BackendError { context, message: err.to_string() }
+    }
+}
+
+/// Result of a backend call.
+pub type BackendResult<T> = Result<T, BackendError>;
+
+/// A set of state-machine writes to commit atomically: `None` deletes.
+pub type WriteSet = std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// The storage engine under a cell. Three keyspaces: `log` (u64 index → entry bytes),
+/// `meta` (Raft metadata by name) and `sm` (the state machine's ordered bytes).
+pub trait Backend: Send + Sync + 'static {
+    /// Append (or overwrite) log entries and make them durable before returning.
+    fn log_append(&self, entries: &[(u64, Vec<u8>)]) -> BackendResult<()>;
+    /// Entries with `from <= index < to`, in order.
+    fn log_range(&self, from: u64, to: u64) -> BackendResult<Vec<(u64, Vec<u8>)>>;
+    /// The last log entry, if any.
+    fn log_last(&self) -> BackendResult<Option<(u64, Vec<u8>)>>;
+    /// Delete entries with `index >= from` (durably).
+    fn log_truncate(&self, from: u64) -> BackendResult<()>;
+    /// Delete entries with `index <= upto` and record `meta` in the same commit (durably).
+    fn log_purge(&self, upto: u64, meta: (&str, Vec<u8>)) -> BackendResult<()>;
+    /// A metadata value.
+    fn meta_get(&self, name: &str) -> BackendResult<Option<Vec<u8>>>;
+    /// Store a metadata value durably.
+    fn meta_put(&self, name: &str, value: Vec<u8>) -> BackendResult<()>;
+    /// A state-machine value.
+    fn sm_get(&self, key: &[u8]) -> BackendResult<Option<Vec<u8>>>;
+    /// State-machine pairs with `start <= key < end`, at most `limit`.
+    fn sm_scan(&self, start: &[u8], end: &[u8], limit: usize) -> BackendResult<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Commit a write set atomically. Not necessarily durable on return: the log is the
+    /// source of truth and a crash replays committed entries (`durable` forces it).
+    fn sm_commit(&self, writes: WriteSet, durable: bool) -> BackendResult<()>;
+    /// Replace the whole state machine with `pairs`, durably (snapshot install).
+    fn sm_replace(&self, pairs: Vec<(Vec<u8>, Vec<u8>)>) -> BackendResult<()>;
+    /// Every state-machine pair (snapshot build; called while no apply runs).
+    fn sm_dump(&self) -> BackendResult<Vec<(Vec<u8>, Vec<u8>)>>;
+}
+
+/// Open the backend of `kind` under `dir` (created if missing).
+pub fn open_backend(kind: StorageKind, dir: &Path) -> BackendResult<Arc<dyn Backend>> {
+    std::fs::create_dir_all(dir).map_err(|e| BackendError::new("create data dir", e))?;
+    Ok(match kind {
+        StorageKind::Redb => Arc::new(RedbBackend::open(&dir.join("cell.redb"))?),
+        StorageKind::Sled => Arc::new(SledBackend::open(&dir.join("cell.sled"))?),
+    })
+}
+
+/// Run a blocking backend call on the blocking pool.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> BackendResult<T> + Send + 'static,
+) -> BackendResult<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| BackendError::new("blocking task", e))?
+}

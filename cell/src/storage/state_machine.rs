@@ -1,0 +1,324 @@
+//! The replicated state machine (openraft `RaftStateMachine`): `whip_board::apply` inside
+//! one storage commit per applied batch of entries, together with the last-applied log id.
+
+use std::cell::RefCell;
+use std::io::Cursor;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    EntryPayload, ErrorSubject, ErrorVerb, RaftSnapshotBuilder, SnapshotMeta, StoredMembership,
+};
+use serde::{Deserialize, Serialize};
+use whip_board::{Outcome, Stamp, Txn};
+
+use super::{Backend, BackendError, BackendResult, WriteSet, blocking};
+use crate::types::{BatchOutcome, Entry, LogId, NodeId, StorageError, TypeConfig, decode, encode};
+
+/// Where the state machine records what it has applied, inside its own keyspace. Board keys
+/// never start with 0xff, so this key is out of their way and commits with their writes.
+const APPLIED_KEY: &[u8] = b"\xff\xffapplied";
+const SNAPSHOT_FILE: &str = "snapshot.bin";
+
+/// What the state machine has applied: stored atomically with every commit.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Applied {
+    log_id: Option<LogId>,
+    membership: StoredMembership<NodeId, openraft::BasicNode>,
+    /// The last stamp time applied; stamps never go below it.
+    time_ms: u64,
+}
+
+/// A snapshot as stored on disk and sent to followers.
+#[derive(Serialize, Deserialize)]
+struct SnapshotFile {
+    meta: SnapshotMeta<NodeId, openraft::BasicNode>,
+    pairs: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// A read-only view of the applied state, shared with the service for reads and ticks.
+#[derive(Clone)]
+pub struct StateMachineView {
+    backend: Arc<dyn Backend>,
+}
+
+impl StateMachineView {
+    /// Answer a board query against the applied state at `now_ms`.
+    pub async fn query(&self, now_ms: u64, query: whip_board::Query) -> BackendResult<whip_board::QueryResult> {
+        let backend = self.backend.clone();
+        blocking(move || {
+            let txn = Overlay::new(backend.as_ref());
+            let result = whip_board::query(&txn, now_ms, &query);
+            txn.finish().map(|_| result)
+        })
+        .await
+    }
+
+    /// The last applied stamp time.
+    pub async fn applied_time_ms(&self) -> BackendResult<u64> {
+        let backend = self.backend.clone();
+        blocking(move || Ok(read_applied(backend.as_ref())?.time_ms)).await
+    }
+}
+
+/// The state machine of one cell.
+pub struct SmStore {
+    backend: Arc<dyn Backend>,
+    dir: PathBuf,
+    applied: Applied,
+}
+
+fn read_applied(backend: &dyn Backend) -> BackendResult<Applied> {
+    match backend.sm_get(APPLIED_KEY)? {
+        Some(bytes) => decode(&bytes).map_err(|e| BackendError::new("decode applied", e)),
+        None => Ok(Applied::default()),
+    }
+}
+
+fn sm_err(verb: ErrorVerb) -> impl Fn(BackendError) -> StorageError {
+    move |e| openraft::StorageIOError::new(ErrorSubject::StateMachine, verb, openraft::AnyError::new(&e)).into()
+}
+
+impl SmStore {
+    /// Open the state machine over `backend`; `dir` holds the current snapshot file.
+    pub async fn open(backend: Arc<dyn Backend>, dir: PathBuf) -> Result<Self, StorageError> {
+        let b = backend.clone();
+        let applied = blocking(move || read_applied(b.as_ref())).await.map_err(sm_err(ErrorVerb::Read))?;
+        Ok(SmStore { backend, dir, applied })
+    }
+
+    /// A read-only view for queries.
+    pub fn view(&self) -> StateMachineView {
+        StateMachineView { backend: self.backend.clone() }
+    }
+
+    fn snapshot_path(&self) -> PathBuf {
+        self.dir.join(SNAPSHOT_FILE)
+    }
+}
+
+/// Apply `entries` on top of `applied`, all in one write set.
+fn apply_entries(
+    backend: &dyn Backend,
+    mut applied: Applied,
+    entries: Vec<Entry>,
+) -> BackendResult<(Applied, Vec<BatchOutcome>)> {
+    let mut txn = Overlay::new(backend);
+    let mut responses = Vec::with_capacity(entries.len());
+    for entry in entries {
+        applied.log_id = Some(entry.log_id);
+        let response = match entry.payload {
+            EntryPayload::Blank => BatchOutcome::default(),
+            EntryPayload::Membership(m) => {
+                applied.membership = StoredMembership::new(Some(entry.log_id), m);
+                BatchOutcome::default()
+            }
+            EntryPayload::Normal(batch) => {
+                applied.time_ms = applied.time_ms.max(batch.time_ms);
+                let outcomes: Vec<Outcome> = batch
+                    .requests
+                    .iter()
+                    .enumerate()
+                    .map(|(position, request)| {
+                        let position = u32::try_from(position).expect("batch length is bounded");
+                        let stamp = Stamp { index: entry.log_id.index, position, time_ms: applied.time_ms };
+                        whip_board::apply(&mut txn, stamp, request)
+                    })
+                    .collect();
+                BatchOutcome { outcomes }
+            }
+        };
+        responses.push(response);
+    }
+    txn.put(APPLIED_KEY, &encode(&applied));
+    let writes = txn.finish()?;
+    backend.sm_commit(writes, false)?;
+    Ok((applied, responses))
+}
+
+/// Builds one snapshot from a dump taken while no apply ran, so the pairs and the applied
+/// log id agree even though openraft builds snapshots concurrently with apply.
+pub struct SnapshotBuilder {
+    path: PathBuf,
+    applied: Applied,
+    pairs: BackendResult<Vec<(Vec<u8>, Vec<u8>)>>,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let pairs = std::mem::replace(&mut self.pairs, Ok(Vec::new())).map_err(sm_err(ErrorVerb::Read))?;
+        let last = self.applied.log_id;
+        let snapshot_id = match last {
+            Some(l) => format!("{}-{}", l.leader_id.term, l.index),
+            None => "0-0".to_string(),
+        };
+        let meta = SnapshotMeta {
+            last_log_id: last,
+            last_membership: self.applied.membership.clone(),
+            snapshot_id,
+        };
+        let bytes = encode(&SnapshotFile { meta: meta.clone(), pairs });
+        write_durably(self.path.clone(), bytes.clone()).await.map_err(sm_err(ErrorVerb::Write))?;
+        tracing::info!(index = last.map(|l| l.index), bytes = bytes.len(), "snapshot built");
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
+    }
+}
+
+/// Write a file, fsync it and rename it into place, so a crash never leaves half of one
+/// (TRAPS.md 4: the log is purged once a snapshot exists).
+async fn write_durably(path: PathBuf, bytes: Vec<u8>) -> BackendResult<()> {
+    blocking(move || {
+        use std::io::Write;
+        let tmp = path.with_extension("tmp");
+        let mut file = std::fs::File::create(&tmp).map_err(|e| BackendError::new("write snapshot", e))?;
+        file.write_all(&bytes).map_err(|e| BackendError::new("write snapshot", e))?;
+        file.sync_all().map_err(|e| BackendError::new("sync snapshot", e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| BackendError::new("rename snapshot", e))?;
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| BackendError::new("sync dir", e))?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+impl RaftStateMachine<TypeConfig> for SmStore {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId>, StoredMembership<NodeId, openraft::BasicNode>), StorageError> {
+        Ok((self.applied.log_id, self.applied.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<BatchOutcome>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        let (backend, applied) = (self.backend.clone(), self.applied.clone());
+        let (applied, responses) = blocking(move || apply_entries(backend.as_ref(), applied, entries))
+            .await
+            .map_err(sm_err(ErrorVerb::Write))?;
+        self.applied = applied;
+        Ok(responses)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        let backend = self.backend.clone();
+        let pairs = blocking(move || backend.sm_dump()).await;
+        SnapshotBuilder { path: self.snapshot_path(), applied: self.applied.clone(), pairs }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, openraft::BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let bytes = snapshot.into_inner();
+        let file: SnapshotFile = decode(&bytes)
+            .map_err(|e| sm_err(ErrorVerb::Read)(BackendError::new("decode snapshot", e)))?;
+        let mut pairs = file.pairs;
+        let mut applied = pairs
+            .iter()
+            .find(|(k, _)| k.as_slice() == APPLIED_KEY)
+            .map(|(_, v)| decode::<Applied>(v))
+            .transpose()
+            .map_err(|e| sm_err(ErrorVerb::Read)(BackendError::new("decode snapshot", e)))?
+            .unwrap_or_default();
+        applied.log_id = meta.last_log_id;
+        applied.membership = meta.last_membership.clone();
+        pairs.retain(|(k, _)| k.as_slice() != APPLIED_KEY);
+        pairs.push((APPLIED_KEY.to_vec(), encode(&applied)));
+        write_durably(self.snapshot_path(), bytes).await.map_err(sm_err(ErrorVerb::Write))?;
+        let backend = self.backend.clone();
+        blocking(move || backend.sm_replace(pairs)).await.map_err(sm_err(ErrorVerb::Write))?;
+        self.applied = applied;
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        let path = self.snapshot_path();
+        let bytes = blocking(move || match std::fs::read(&path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(BackendError::new("read snapshot", e)),
+        })
+        .await
+        .map_err(sm_err(ErrorVerb::Read))?;
+        let Some(bytes) = bytes else { return Ok(None) };
+        let file: SnapshotFile = decode(&bytes)
+            .map_err(|e| sm_err(ErrorVerb::Read)(BackendError::new("decode snapshot", e)))?;
+        Ok(Some(Snapshot { meta: file.meta, snapshot: Box::new(Cursor::new(bytes)) }))
+    }
+}
+
+/// A board [`Txn`] over the backend: reads go to the backend, writes gather in a write set
+/// that commits atomically at the end. The first backend error poisons the overlay, so a
+/// batch decided on a failed read is never committed.
+struct Overlay<'a> {
+    backend: &'a dyn Backend,
+    writes: WriteSet,
+    error: RefCell<Option<BackendError>>,
+}
+
+impl<'a> Overlay<'a> {
+    fn new(backend: &'a dyn Backend) -> Self {
+        Overlay { backend, writes: WriteSet::new(), error: RefCell::new(None) }
+    }
+
+    fn note<T: Default>(&self, result: BackendResult<T>) -> T {
+        result.unwrap_or_else(|e| {
+            self.error.borrow_mut().get_or_insert(e);
+            T::default()
+        })
+    }
+
+    fn finish(self) -> BackendResult<WriteSet> {
+        match self.error.into_inner() {
+            Some(e) => Err(e),
+            None => Ok(self.writes),
+        }
+    }
+}
+
+impl Txn for Overlay<'_> {
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        match self.writes.get(key) {
+            Some(value) => value.clone(),
+            None => self.note(self.backend.sm_get(key)),
+        }
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) {
+        self.writes.insert(key.to_vec(), Some(value.to_vec()));
+    }
+
+    fn delete(&mut self, key: &[u8]) {
+        self.writes.insert(key.to_vec(), None);
+    }
+
+    fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        if start >= end {
+            return Vec::new();
+        }
+        let pending: Vec<_> = self.writes.range(start.to_vec()..end.to_vec()).collect();
+        // Pending deletes can hide at most `pending.len()` stored rows, so reading that many
+        // more than `limit` from the backend is enough to fill `limit` after merging.
+        let base = self.note(self.backend.sm_scan(start, end, limit.saturating_add(pending.len())));
+        let mut merged: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = base.into_iter().collect();
+        for (k, v) in pending {
+            match v {
+                Some(v) => merged.insert(k.clone(), v.clone()),
+                None => merged.remove(k),
+            };
+        }
+        merged.into_iter().take(limit).collect()
+    }
+}

@@ -1,0 +1,209 @@
+//! `whip cell serve|init|status|dev|add-learner|voters`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Subcommand;
+use serde_json::json;
+use whip_cell::{Cell, CellClient, CellConfig, StorageKind};
+use whip_proto::v1 as pb;
+
+use crate::connect::cell_addrs;
+use crate::output;
+use crate::Global;
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum CellCommand {
+    /// Run one cell member until interrupted.
+    Serve {
+        /// Member id (unique in the cell, > 0).
+        #[arg(long)]
+        id: u64,
+        /// Address to listen on (`host:port`).
+        #[arg(long)]
+        listen: SocketAddr,
+        /// Address peers and clients use (default: --listen).
+        #[arg(long)]
+        advertise: Option<String>,
+        /// Data directory.
+        #[arg(long)]
+        data: PathBuf,
+        /// Storage engine: redb (default) or sled.
+        #[arg(long, default_value = "redb")]
+        storage: StorageKind,
+        /// Test-only: add this offset (ms, may be negative) to this member's clock.
+        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+        clock_offset_ms: i64,
+    },
+    /// Make a new cell of the given voters (sent to the first one, or to --cell).
+    Init {
+        /// A voter as ID=ADDR; repeat for each.
+        #[arg(long = "member", required = true)]
+        members: Vec<String>,
+    },
+    /// Leader, term, members, last applied and per-voter lag.
+    Status,
+    /// Run a whole cell of N voters on loopback in this process (demos and tests).
+    Dev {
+        #[arg(long, default_value_t = 3)]
+        voters: u64,
+        #[arg(long, default_value_t = 7000)]
+        base_port: u16,
+        #[arg(long, default_value = ".whipplescript/dev")]
+        data: PathBuf,
+        #[arg(long, default_value = "redb")]
+        storage: StorageKind,
+    },
+    /// Add a non-voting learner (ID=ADDR) and wait until it caught up.
+    AddLearner {
+        #[arg(long)]
+        member: String,
+    },
+    /// Set the voter set (promote learners, remove voters), e.g. `--voters 1,2,4`.
+    Voters {
+        #[arg(long, value_delimiter = ',', required = true)]
+        voters: Vec<u64>,
+        /// Keep removed voters as learners.
+        #[arg(long)]
+        retain: bool,
+    },
+}
+
+pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
+    match cmd {
+        CellCommand::Serve { id, listen, advertise, data, storage, clock_offset_ms } => {
+            let mut config = CellConfig::new(id, advertise.unwrap_or_else(|| listen.to_string()), data);
+            config.storage = storage;
+            config.clock_offset_ms = clock_offset_ms;
+            serve(config, listen).await
+        }
+        CellCommand::Init { members } => init(global, members).await,
+        CellCommand::Status => status(global).await,
+        CellCommand::Dev { voters, base_port, data, storage } => dev(global, voters, base_port, data, storage).await,
+        CellCommand::AddLearner { member } => {
+            let (id, addr) = parse_member(&member)?;
+            let r = remote(global)?.add_learner(pb::Member { id, addr }).await?;
+            done(global, r.message)
+        }
+        CellCommand::Voters { voters, retain } => {
+            let r = remote(global)?.change_membership(voters, retain).await?;
+            done(global, r.message)
+        }
+    }
+}
+
+fn remote(global: &Global) -> Result<CellClient> {
+    let spec = global.cell.as_deref().ok_or_else(|| anyhow!("this command needs --cell ADDR"))?;
+    Ok(CellClient::connect(&cell_addrs(spec))?)
+}
+
+fn done(global: &Global, message: String) -> Result<ExitCode> {
+    if global.json { output::json(&json!({"ok": true, "message": message})) } else { output::line(&message) }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_member(text: &str) -> Result<(u64, String)> {
+    let (id, addr) = text.split_once('=').ok_or_else(|| anyhow!("member {text:?} is not ID=ADDR"))?;
+    let id: u64 = id.parse().map_err(|_| anyhow!("member id {id:?} is not a number"))?;
+    if id == 0 {
+        bail!("member ids start at 1");
+    }
+    Ok((id, addr.to_string()))
+}
+
+async fn start_member(config: CellConfig, listen: SocketAddr) -> Result<(Cell, tokio::task::JoinHandle<()>)> {
+    let listener = whip_cell::service::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+    let cell = Cell::start(config).await?;
+    let served = cell.clone();
+    let server = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        if let Err(e) = whip_cell::service::serve(served, listener, shutdown).await {
+            tracing::error!(error = %e, "server stopped");
+        }
+    });
+    Ok((cell, server))
+}
+
+async fn serve(config: CellConfig, listen: SocketAddr) -> Result<ExitCode> {
+    let id = config.id;
+    let (cell, server) = start_member(config, listen).await?;
+    eprintln!("cell member {id} serving on {listen}");
+    let _ = server.await;
+    cell.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn init(global: &Global, members: Vec<String>) -> Result<ExitCode> {
+    let parsed: Vec<(u64, String)> = members.iter().map(|m| parse_member(m)).collect::<Result<_>>()?;
+    let first = match &global.cell {
+        Some(spec) => cell_addrs(spec),
+        None => vec![parsed[0].1.clone()],
+    };
+    let members = parsed.into_iter().map(|(id, addr)| pb::Member { id, addr }).collect();
+    let r = CellClient::connect(&first)?.init(members).await?;
+    done(global, r.message)
+}
+
+async fn status(global: &Global) -> Result<ExitCode> {
+    let session = crate::connect::session(global).await?;
+    let result = session.client.status(pb::StatusRequest {}).await;
+    session.close().await;
+    let s = result?;
+    if global.json {
+        let members: Vec<_> = s.members.iter().map(|m| json!({
+            "id": m.id, "addr": m.addr, "voter": m.voter, "matched_index": m.matched_index, "lag": m.lag,
+        })).collect();
+        output::json(&json!({
+            "id": s.id, "leader": s.leader, "term": s.term, "members": members, "state": s.state,
+            "last_log_index": s.last_log_index, "last_applied": s.last_applied, "storage": s.storage,
+        }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let leader = s.leader.map_or("none".to_string(), |l| l.to_string());
+    output::line(&format!("member {} ({}), leader {leader}, term {}", s.id, s.state, s.term));
+    output::line(&format!("last log {}, last applied {}, storage {}", s.last_log_index, s.last_applied, s.storage));
+    for m in &s.members {
+        let role = if m.voter { "voter" } else { "learner" };
+        let lag = m.lag.map_or("?".to_string(), |l| l.to_string());
+        output::line(&format!("  {} {} {role} lag {lag}", m.id, m.addr));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn dev(global: &Global, voters: u64, base_port: u16, data: PathBuf, storage: StorageKind) -> Result<ExitCode> {
+    if voters == 0 {
+        bail!("--voters must be at least 1");
+    }
+    let addrs: BTreeMap<u64, String> =
+        (1..=voters).map(|i| (i, format!("127.0.0.1:{}", u64::from(base_port) + i - 1))).collect();
+    let mut members = Vec::new();
+    for (id, addr) in &addrs {
+        let mut config = CellConfig::new(*id, addr.clone(), data.join(format!("voter-{id}")));
+        config.storage = storage;
+        members.push(start_member(config, addr.parse()?).await?);
+    }
+    let first = &members[0].0;
+    if !first.raft().is_initialized().await? {
+        first.initialize(addrs.clone()).await?;
+    }
+    let leader = first.raft().wait(Some(Duration::from_secs(10))).metrics(|m| m.current_leader.is_some(), "leader").await;
+    let leader = leader.map_err(|_| anyhow!("no leader elected within 10s"))?.current_leader;
+    let list: Vec<&String> = addrs.values().collect();
+    if global.json {
+        output::json(&json!({"addresses": list, "leader": leader}));
+    } else {
+        output::line(&format!("cell of {voters} voters ready: {}", addrs.values().cloned().collect::<Vec<_>>().join(",")));
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    for (cell, server) in members {
+        let _ = server.await;
+        cell.shutdown().await;
+    }
+    Ok(ExitCode::SUCCESS)
+}

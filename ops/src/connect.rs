@@ -1,0 +1,117 @@
+//! Reaching a cell: a cluster named by `--cell`, or the embedded single-voter store.
+//!
+//! Embedded: the first `whip` process takes the store's lock, starts a one-voter cell (the
+//! same Raft and state-machine code as a cluster) and serves it on a local socket inside the
+//! store. A second process that finds the lock taken talks to the holder over that socket.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use whip_cell::client::Target;
+use whip_cell::{Cell, CellClient, CellConfig};
+
+use crate::Global;
+
+/// A connection for one command; [`Session::close`] stops an embedded cell we started.
+pub(crate) struct Session {
+    pub(crate) client: CellClient,
+    embedded: Option<Embedded>,
+}
+
+struct Embedded {
+    cell: Cell,
+    socket: PathBuf,
+    server: tokio::task::JoinHandle<()>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    _lock: File,
+}
+
+impl Session {
+    /// Stop the embedded cell (if this process holds it) after the command is done.
+    pub(crate) async fn close(self) {
+        if let Some(e) = self.embedded {
+            let _ = e.stop.send(());
+            let _ = e.server.await;
+            e.cell.shutdown().await;
+            let _ = std::fs::remove_file(&e.socket);
+        }
+    }
+}
+
+/// The addresses named by `--cell` (comma-separated).
+pub(crate) fn cell_addrs(spec: &str) -> Vec<String> {
+    spec.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
+}
+
+/// Connect as the global flags say.
+pub(crate) async fn session(global: &Global) -> Result<Session> {
+    if let Some(spec) = &global.cell {
+        let client = CellClient::connect(&cell_addrs(spec))?;
+        return Ok(Session { client, embedded: None });
+    }
+    let store = global.store.clone().unwrap_or_else(|| PathBuf::from(".whipplescript"));
+    embedded(&store).await
+}
+
+async fn embedded(store: &Path) -> Result<Session> {
+    std::fs::create_dir_all(store).with_context(|| format!("cannot create store {}", store.display()))?;
+    let socket = store.join("cell.sock");
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(store.join("whip.lock"))
+        .context("cannot open the store lock")?;
+    match lock.try_lock() {
+        Ok(()) => start_embedded(store, socket, lock).await,
+        Err(std::fs::TryLockError::WouldBlock) => {
+            tracing::debug!(socket = %socket.display(), "store is held by another process; using its socket");
+            let client = CellClient::new(Target::Unix(socket))?;
+            Ok(Session { client, embedded: None })
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(e).context("cannot lock the store"),
+    }
+}
+
+async fn start_embedded(store: &Path, socket: PathBuf, lock: File) -> Result<Session> {
+    let config = CellConfig::new(1, "embedded", store.join("cell"));
+    let cell = Cell::start(config).await.context("cannot open the embedded cell")?;
+    if !cell.raft().is_initialized().await.context("embedded cell")? {
+        cell.initialize(BTreeMap::from([(1, "embedded".to_string())])).await?;
+    }
+    // One voter needs no election timeout: ask for the election now.
+    let _ = cell.raft().trigger().elect().await;
+    let _ = std::fs::remove_file(&socket);
+    let listener = tokio::net::UnixListener::bind(&socket)
+        .with_context(|| format!("cannot listen on {}", socket.display()))?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let router = whip_cell::service::router(cell.clone());
+    let server = tokio::spawn(async move {
+        let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        if let Err(e) = router.serve_with_incoming_shutdown(incoming, shutdown).await {
+            tracing::warn!(error = %e, "embedded socket server");
+        }
+    });
+    wait_leader(&cell).await?;
+    let client = CellClient::new(Target::Unix(socket.clone()))?;
+    let embedded = Embedded { cell, socket, server, stop, _lock: lock };
+    Ok(Session { client, embedded: Some(embedded) })
+}
+
+async fn wait_leader(cell: &Cell) -> Result<()> {
+    let waited = cell
+        .raft()
+        .wait(Some(Duration::from_secs(5)))
+        .metrics(|m| m.current_leader == Some(m.id), "embedded leader")
+        .await;
+    if waited.is_err() {
+        bail!("the embedded cell did not elect itself within 5s");
+    }
+    Ok(())
+}
