@@ -431,3 +431,174 @@ fn view(lease: ResourceId, record: Record, now_ms: u64) -> Option<LeaseView> {
         waiters,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::txn::MemTxn;
+
+    fn id() -> ResourceId {
+        ResourceId {
+            owner: "o".into(),
+            name: "n".into(),
+            key: "k".into(),
+        }
+    }
+
+    fn at(index: u64, time_ms: u64) -> Stamp {
+        Stamp {
+            index,
+            position: 0,
+            time_ms,
+        }
+    }
+
+    fn take(txn: &mut MemTxn, stamp: Stamp, holder: &str, slots: u32, wait_ms: u64) -> Outcome {
+        let lease = id();
+        acquire(
+            txn,
+            stamp,
+            &Acquire {
+                lease: &lease,
+                holder,
+                slots,
+                ttl_ms: 100,
+                wait_ms,
+            },
+        )
+    }
+
+    fn held(stamp: Stamp, expires_at_ms: u64, reentered: bool) -> Outcome {
+        Outcome::LeaseHeld {
+            fence: stamp.fence(),
+            expires_at_ms,
+            reentered,
+        }
+    }
+
+    #[test]
+    fn slots_reentry_and_contention() {
+        let mut txn = MemTxn::default();
+        assert_eq!(
+            take(&mut txn, at(1, 0), "a", 2, 0),
+            held(at(1, 0), 100, false)
+        );
+        assert_eq!(
+            take(&mut txn, at(2, 10), "b", 2, 0),
+            held(at(2, 10), 110, false)
+        );
+        assert_eq!(
+            take(&mut txn, at(3, 50), "a", 2, 0),
+            held(at(1, 0), 150, true)
+        );
+        let Outcome::LeaseContended { holders } = take(&mut txn, at(4, 60), "c", 2, 0) else {
+            panic!("expected contention");
+        };
+        assert_eq!(holders.len(), 2);
+        // b is dead at 110 even before a tick; c takes its slot.
+        assert_eq!(
+            take(&mut txn, at(5, 110), "c", 2, 0),
+            held(at(5, 110), 210, false)
+        );
+        assert!(txn.get(&keys::holder("b", &id())).is_none());
+    }
+
+    #[test]
+    fn waiters_promote_fifo_on_release() {
+        let mut txn = MemTxn::default();
+        take(&mut txn, at(1, 0), "a", 1, 0);
+        let waiting = |position, wait_until_ms| Outcome::LeaseWaiting {
+            position,
+            wait_until_ms,
+        };
+        assert_eq!(take(&mut txn, at(2, 1), "b", 1, 50), waiting(0, 51));
+        assert_eq!(take(&mut txn, at(3, 2), "c", 1, 50), waiting(1, 52));
+        assert_eq!(take(&mut txn, at(4, 3), "b", 1, 500), waiting(0, 51));
+        assert_eq!(
+            release(&mut txn, at(5, 10), &id(), "a"),
+            Outcome::LeaseReleased
+        );
+        assert_eq!(
+            take(&mut txn, at(6, 11), "b", 1, 0),
+            held(at(5, 10), 111, true)
+        );
+        assert_eq!(take(&mut txn, at(7, 12), "c", 1, 50), waiting(0, 52));
+        // c's wait runs out: it is contended, not queued again.
+        let Outcome::LeaseContended { .. } = take(&mut txn, at(8, 52), "c", 1, 50) else {
+            panic!("expected contention after the wait ran out");
+        };
+    }
+
+    #[test]
+    fn expiry_promotes_and_renew_never_moves_back() {
+        let mut txn = MemTxn::default();
+        take(&mut txn, at(1, 0), "a", 1, 0);
+        take(&mut txn, at(2, 1), "b", 1, 500);
+        let renewed = renew(&mut txn, at(3, 20), &id(), "a", 10);
+        assert_eq!(
+            renewed,
+            Outcome::LeaseRenewed {
+                fence: at(1, 0).fence(),
+                expires_at_ms: 100
+            }
+        );
+        assert_eq!(
+            renew(&mut txn, at(4, 20), &id(), "b", 10),
+            Outcome::LeaseNotHeld
+        );
+        assert_eq!(deadline::next(&txn), Some(100));
+        assert_eq!(expire(&mut txn, at(5, 100), &id()), 1);
+        let view = list(&txn, 100, "", 10);
+        assert_eq!(
+            view[0].holders,
+            vec![LeaseHolder {
+                holder: "b".into(),
+                fence: at(5, 100).fence(),
+                expires_at_ms: 200
+            }]
+        );
+    }
+
+    #[test]
+    fn release_all_frees_slots_and_places() {
+        let mut txn = MemTxn::default();
+        take(&mut txn, at(1, 0), "a", 1, 0);
+        take(&mut txn, at(2, 0), "b", 1, 100);
+        let other = ResourceId {
+            key: "k2".into(),
+            ..id()
+        };
+        let request = Acquire {
+            lease: &other,
+            holder: "b",
+            slots: 1,
+            ttl_ms: 100,
+            wait_ms: 0,
+        };
+        acquire(&mut txn, at(3, 0), &request);
+        assert_eq!(
+            release_all(&mut txn, at(4, 1), "b"),
+            Outcome::LeaseReleasedAll { released: 2 }
+        );
+        assert_eq!(
+            release(&mut txn, at(5, 1), &id(), "a"),
+            Outcome::LeaseReleased
+        );
+        assert!(txn.map.is_empty(), "left {:?}", txn.map);
+    }
+
+    #[test]
+    fn lowered_slots_keep_holders_but_grant_nothing() {
+        let mut txn = MemTxn::default();
+        take(&mut txn, at(1, 0), "a", 2, 0);
+        take(&mut txn, at(2, 0), "b", 2, 0);
+        let Outcome::LeaseContended { .. } = take(&mut txn, at(3, 0), "c", 1, 0) else {
+            panic!("expected contention");
+        };
+        release(&mut txn, at(4, 0), &id(), "a");
+        let Outcome::LeaseContended { .. } = take(&mut txn, at(5, 0), "c", 1, 0) else {
+            panic!("expected contention with one slot");
+        };
+        assert_eq!(list(&txn, 0, "o/", 10)[0].slots, 1);
+    }
+}
