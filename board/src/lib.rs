@@ -10,32 +10,195 @@
 //!
 //! Must never: read a clock, draw randomness, spawn threads, touch files, sockets, Raft,
 //! sled, redb or tokio. Everything it knows comes in through the stamp and the command.
-#![deny(unreachable_pub)]
+//!
+//! ```
+//! use whip_board::{Command, MemTxn, Outcome, Request, Stamp, apply};
+//! let mut txn = MemTxn::default();
+//! let put = Command::KvPut { key: b"a".to_vec(), value: b"x".to_vec(), expect_version: Some(0) };
+//! let request = Request { idempotency_key: Some("client-1/1".into()), command: put };
+//! let stamp = Stamp { index: 1, position: 0, time_ms: 1_000 };
+//! let written = apply(&mut txn, stamp, &request);
+//! assert_eq!(written, Outcome::KvWritten { version: stamp.fence(), fence: stamp.fence() });
+//! // A retry with the same idempotency key returns the recorded outcome.
+//! let later = Stamp { index: 2, position: 0, time_ms: 2_000 };
+//! assert_eq!(apply(&mut txn, later, &request), written);
+//! ```
+#![deny(missing_docs, unreachable_pub)]
 
+mod codec;
+mod counter;
+mod deadline;
+mod idempotency;
+mod keys;
+mod kv;
+mod lease;
+mod ledger;
 pub mod limits;
 pub mod query;
 pub mod txn;
 pub mod types;
+mod validate;
 
 pub use query::{Query, QueryResult};
 pub use txn::{MemTxn, Txn};
 pub use types::{Command, LeaseHolder, Outcome, Request, Reset, ResourceId, Stamp};
+pub use validate::validate;
+
+use deadline::Item;
+use limits::{LIST_ROWS_MAX, TICK_WORK_MAX, VALUE_BYTES_MAX};
 
 /// Apply one request at `stamp`. Records the outcome under the request's idempotency key;
 /// a repeat within the window returns the recorded outcome without applying again.
+///
+/// An invalid request (see [`validate`]) changes nothing and is not recorded: validation
+/// depends only on the request, so a retry gets the same `Invalid` again.
 pub fn apply(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
-    let _ = (txn, stamp, request);
-    unimplemented!("board::apply is being written")
+    let key = request.idempotency_key.as_deref();
+    let valid = key.map_or(Ok(()), validate::idempotency_key);
+    if let Err(reason) = valid.and_then(|()| validate(&request.command, VALUE_BYTES_MAX)) {
+        return Outcome::Invalid { reason };
+    }
+    if let Some(outcome) = key.and_then(|key| idempotency::recorded(txn, stamp.time_ms, key)) {
+        return outcome;
+    }
+    let outcome = apply_command(txn, stamp, &request.command);
+    if let Some(key) = key {
+        idempotency::record(txn, stamp.time_ms, key, &outcome);
+    }
+    outcome
 }
 
-/// Answer a read at `now_ms`.
+fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
+    let now_ms = stamp.time_ms;
+    match command {
+        Command::KvPut {
+            key,
+            value,
+            expect_version,
+        } => kv::put(txn, stamp, key, value, *expect_version),
+        Command::KvDelete {
+            key,
+            expect_version,
+        } => kv::delete(txn, key, *expect_version),
+        Command::LeaseAcquire {
+            lease,
+            holder,
+            slots,
+            ttl_ms,
+            wait_ms,
+        } => {
+            let request = lease::Acquire {
+                lease,
+                holder,
+                slots: *slots,
+                ttl_ms: *ttl_ms,
+                wait_ms: *wait_ms,
+            };
+            lease::acquire(txn, stamp, &request)
+        }
+        Command::LeaseRenew {
+            lease,
+            holder,
+            ttl_ms,
+        } => lease::renew(txn, stamp, lease, holder, *ttl_ms),
+        Command::LeaseRelease { lease, holder } => lease::release(txn, stamp, lease, holder),
+        Command::LeaseReleaseAll { holder } => lease::release_all(txn, stamp, holder),
+        Command::CounterConsume {
+            counter,
+            amount,
+            cap,
+            reset,
+            timezone,
+        } => {
+            let tz = counter::zone(timezone).expect("validated time zone");
+            let request = counter::Consume {
+                counter,
+                amount: *amount,
+                cap: *cap,
+                reset: *reset,
+                tz,
+            };
+            counter::consume(txn, now_ms, &request)
+        }
+        Command::LedgerAppend {
+            ledger,
+            entry,
+            appended_by,
+            retain_ms,
+        } => {
+            let request = ledger::Append {
+                ledger,
+                entry,
+                appended_by,
+                retain_ms: *retain_ms,
+            };
+            ledger::append(txn, now_ms, &request)
+        }
+        Command::Tick => tick(txn, stamp),
+    }
+}
+
+/// Process due deadlines in deadline order. `processed` counts removed holders, waiters,
+/// ledger entries and idempotency records, plus stale index entries; the tick stops taking
+/// new index entries once it reaches `TICK_WORK_MAX` (settling one lease may go past it).
+fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
+    let now_ms = stamp.time_ms;
+    let budget = u32::try_from(TICK_WORK_MAX).expect("tick budget fits u32");
+    let mut processed = 0u32;
+    for (key, item) in deadline::due(txn, now_ms, TICK_WORK_MAX) {
+        if processed >= budget {
+            break;
+        }
+        // Settling an earlier item may already have removed this one.
+        if txn.get(&key).is_none() {
+            continue;
+        }
+        // Drop the entry first: processing a live item re-indexes whatever stays pending,
+        // and a stale entry (its item moved or went away) must not stop later ticks.
+        txn.delete(&key);
+        let removed = match &item {
+            Item::Holder { lease, .. } | Item::Waiter { lease, .. } => {
+                lease::expire(txn, stamp, lease)
+            }
+            Item::Ledger { ledger } => ledger::prune(txn, now_ms, ledger, budget - processed),
+            Item::Idempotency { key } => idempotency::prune(txn, now_ms, key),
+        };
+        processed += removed.max(1);
+    }
+    Outcome::Ticked { processed }
+}
+
+/// Answer a read at `now_ms`. A list `limit` of 0 means `limits::LIST_ROWS_MAX`; larger
+/// limits are capped to it.
 pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
-    let _ = (txn, now_ms, query);
-    unimplemented!("board::query is being written")
-}
-
-/// Check a command's inputs before proposing it.
-pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String> {
-    let _ = (command, value_bytes_max);
-    Ok(())
+    let cap = |limit: u32| match limit as usize {
+        0 => LIST_ROWS_MAX,
+        limit => limit.min(LIST_ROWS_MAX),
+    };
+    match query {
+        Query::KvGet { key } => QueryResult::Kv(kv::get(txn, key)),
+        Query::LeaseList { prefix, limit } => {
+            QueryResult::Leases(lease::list(txn, now_ms, prefix, cap(*limit)))
+        }
+        Query::CounterList { prefix, limit } => {
+            QueryResult::Counters(counter::list(txn, prefix, cap(*limit)))
+        }
+        Query::LedgerList {
+            owner,
+            name,
+            partition,
+            after_seq,
+            limit,
+        } => {
+            let request = ledger::List {
+                owner,
+                name,
+                partition: partition.as_deref(),
+                after_seq: *after_seq,
+                limit: cap(*limit),
+            };
+            QueryResult::LedgerEntries(ledger::list(txn, &request))
+        }
+        Query::NextDeadline => QueryResult::NextDeadline(deadline::next(txn)),
+    }
 }

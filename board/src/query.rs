@@ -10,13 +10,37 @@ use crate::types::{LeaseHolder, ResourceId};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Query {
     /// One CAS key.
-    KvGet { key: Vec<u8> },
+    KvGet {
+        /// The key.
+        key: Vec<u8>,
+    },
     /// Leases whose `owner/name` starts with `prefix` (empty = all), with live holders.
-    LeaseList { prefix: String, limit: u32 },
+    LeaseList {
+        /// Prefix of `owner/name` (empty = all).
+        prefix: String,
+        /// Most leases returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
     /// Counters whose `owner/name` starts with `prefix` (empty = all).
-    CounterList { prefix: String, limit: u32 },
+    CounterList {
+        /// Prefix of `owner/name` (empty = all).
+        prefix: String,
+        /// Most counters returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
     /// Ledger entries of `owner/name`, one partition or all, with `seq > after_seq`.
-    LedgerList { owner: String, name: String, partition: Option<String>, after_seq: u64, limit: u32 },
+    LedgerList {
+        /// Ledger owner.
+        owner: String,
+        /// Ledger name.
+        name: String,
+        /// One partition, or all when `None`.
+        partition: Option<String>,
+        /// Only entries with a greater sequence number.
+        after_seq: u64,
+        /// Most entries returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
     /// The earliest pending deadline (for the leader's tick loop).
     NextDeadline,
 }

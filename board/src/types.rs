@@ -66,22 +66,80 @@ pub struct Request {
 pub enum Command {
     /// Write `value` under `key` if the key's version equals `expect_version`
     /// (`Some(0)` = the key must be absent, `None` = unconditional).
-    KvPut { key: Vec<u8>, value: Vec<u8>, expect_version: Option<u64> },
+    KvPut {
+        /// The key.
+        key: Vec<u8>,
+        /// The bytes to store.
+        value: Vec<u8>,
+        /// The version the key must have (`Some(0)` = absent, `None` = any).
+        expect_version: Option<u64>,
+    },
     /// Delete `key` if its version equals `expect_version` (`None` = unconditional).
-    KvDelete { key: Vec<u8>, expect_version: Option<u64> },
+    KvDelete {
+        /// The key.
+        key: Vec<u8>,
+        /// The version the key must have (`None` = any).
+        expect_version: Option<u64>,
+    },
     /// Take one of `slots` slots of a lease for `holder`, for `ttl_ms` from the stamp.
     /// With `wait_ms > 0` a full lease queues the holder FIFO until `stamp + wait_ms`.
-    LeaseAcquire { lease: ResourceId, holder: String, slots: u32, ttl_ms: u64, wait_ms: u64 },
+    LeaseAcquire {
+        /// Which lease.
+        lease: ResourceId,
+        /// Who takes the slot.
+        holder: String,
+        /// Declared slots of the lease.
+        slots: u32,
+        /// Time to live of the slot from the stamp.
+        ttl_ms: u64,
+        /// How long to queue when the lease is full (0 = do not wait).
+        wait_ms: u64,
+    },
     /// Move the holder's deadline to `stamp + ttl_ms` (never backward).
-    LeaseRenew { lease: ResourceId, holder: String, ttl_ms: u64 },
+    LeaseRenew {
+        /// Which lease.
+        lease: ResourceId,
+        /// The current holder.
+        holder: String,
+        /// New time to live from the stamp.
+        ttl_ms: u64,
+    },
     /// Give back the holder's slot (and drop it from the wait queue).
-    LeaseRelease { lease: ResourceId, holder: String },
+    LeaseRelease {
+        /// Which lease.
+        lease: ResourceId,
+        /// The holder or waiter.
+        holder: String,
+    },
     /// Release every slot and wait-queue place of `holder`, in any lease.
-    LeaseReleaseAll { holder: String },
+    LeaseReleaseAll {
+        /// The holder or waiter.
+        holder: String,
+    },
     /// Spend `amount` of a counter capped at `cap` per period.
-    CounterConsume { counter: ResourceId, amount: u64, cap: u64, reset: Reset, timezone: String },
+    CounterConsume {
+        /// Which counter.
+        counter: ResourceId,
+        /// How much to spend (0 reads the period without charging).
+        amount: u64,
+        /// Most that may be consumed in one period.
+        cap: u64,
+        /// When consumption resets.
+        reset: Reset,
+        /// IANA time zone anchoring the period (e.g. `America/New_York`).
+        timezone: String,
+    },
     /// Append an entry to a ledger partition (`counter.key` is the partition).
-    LedgerAppend { ledger: ResourceId, entry: Vec<u8>, appended_by: String, retain_ms: u64 },
+    LedgerAppend {
+        /// Which ledger; `key` is the partition.
+        ledger: ResourceId,
+        /// The entry bytes.
+        entry: Vec<u8>,
+        /// Identity of the appender.
+        appended_by: String,
+        /// How long the entry is kept after its append.
+        retain_ms: u64,
+    },
     /// Process every deadline that is due at the stamp (lease expiry, waiter expiry,
     /// ledger retention, idempotency-window pruning), at most `limits::TICK_WORK_MAX` items.
     Tick,
@@ -91,35 +149,92 @@ pub enum Command {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
     /// A key was written; `version` is the key's modification revision (= `fence`).
-    KvWritten { version: u64, fence: u64 },
+    KvWritten {
+        /// The key's new revision.
+        version: u64,
+        /// The fence of the write (equal to `version`).
+        fence: u64,
+    },
     /// A key was deleted; `version` was its revision before the delete.
-    KvDeleted { version: u64 },
+    KvDeleted {
+        /// The revision the key had before the delete.
+        version: u64,
+    },
     /// The expected version did not match; `current` is the key's revision (0 = absent).
-    KvVersionMismatch { current: u64 },
+    KvVersionMismatch {
+        /// The key's current revision (0 = absent).
+        current: u64,
+    },
     /// The holder holds a slot (new grant or re-entry).
-    LeaseHeld { fence: u64, expires_at_ms: u64, reentered: bool },
+    LeaseHeld {
+        /// The fence of the grant.
+        fence: u64,
+        /// When the slot expires unless renewed.
+        expires_at_ms: u64,
+        /// The holder already held the slot.
+        reentered: bool,
+    },
     /// The lease is full and the caller did not wait, or its wait ran out.
-    LeaseContended { holders: Vec<LeaseHolder> },
+    LeaseContended {
+        /// The live holders.
+        holders: Vec<LeaseHolder>,
+    },
     /// The lease is full and the holder is queued at `position` (0 = next).
-    LeaseWaiting { position: u32, wait_until_ms: u64 },
+    LeaseWaiting {
+        /// Place in the FIFO queue (0 = next).
+        position: u32,
+        /// When the wait runs out.
+        wait_until_ms: u64,
+    },
     /// The holder's deadline is now `expires_at_ms`.
-    LeaseRenewed { fence: u64, expires_at_ms: u64 },
+    LeaseRenewed {
+        /// The fence of the holder's grant.
+        fence: u64,
+        /// The new deadline.
+        expires_at_ms: u64,
+    },
     /// The holder's slot (or queue place) was given back.
     LeaseReleased,
     /// The holder held nothing on this lease.
     LeaseNotHeld,
     /// `released` slots and queue places of one holder were given back.
-    LeaseReleasedAll { released: u32 },
+    LeaseReleasedAll {
+        /// Slots and queue places given back.
+        released: u32,
+    },
     /// The counter was charged.
-    CounterOk { consumed: u64, remaining: u64, period: String },
+    CounterOk {
+        /// Consumed in the period after the charge.
+        consumed: u64,
+        /// Cap minus consumed.
+        remaining: u64,
+        /// The period label used.
+        period: String,
+    },
     /// Charging would pass the cap; nothing was charged.
-    CounterOver { consumed: u64, remaining: u64, period: String },
+    CounterOver {
+        /// Consumed in the period (unchanged).
+        consumed: u64,
+        /// Cap minus consumed.
+        remaining: u64,
+        /// The period label used.
+        period: String,
+    },
     /// The entry was appended at `seq` (gap-free per partition, from 1).
-    LedgerAppended { seq: u64 },
+    LedgerAppended {
+        /// The entry's sequence number.
+        seq: u64,
+    },
     /// A tick processed `processed` due items.
-    Ticked { processed: u32 },
+    Ticked {
+        /// Due items processed (including stale index entries removed).
+        processed: u32,
+    },
     /// The command was refused as invalid; nothing changed.
-    Invalid { reason: String },
+    Invalid {
+        /// Why, lowercase, with the numbers.
+        reason: String,
+    },
 }
 
 /// One live holder of a lease.

@@ -1,0 +1,259 @@
+//! Layout of the one ordered keyspace.
+//!
+//! Each family starts with one byte. String components are escaped (`0x00` becomes
+//! `0x00 0xFF`) and terminated with `0x00 0x01`, so components never run into each other
+//! (`a/b` + `c` differs from `a` + `b/c`) and byte order follows string order. Numbers are
+//! big-endian `u64`, so byte order is numeric order.
+//!
+//! Lease and counter keys start with the display name `owner/name` so that a list by
+//! display prefix is one range scan; the owner and name follow as separate components.
+
+use crate::types::ResourceId;
+
+/// CAS keys: family, raw key bytes.
+pub(crate) const KV: u8 = b'k';
+/// Lease records: family, display, owner, name, key.
+pub(crate) const LEASE: u8 = b'l';
+/// Holder index: family, holder, owner, name, key (value: the lease id).
+pub(crate) const HOLDER: u8 = b'h';
+/// Counter records: family, display, owner, name, key.
+pub(crate) const COUNTER: u8 = b'c';
+/// Ledger partition heads: family, owner, name, partition.
+pub(crate) const LEDGER_HEAD: u8 = b'g';
+/// Ledger entries: family, owner, name, partition, sequence.
+pub(crate) const LEDGER_ENTRY: u8 = b'e';
+/// Idempotency records: family, raw idempotency key.
+pub(crate) const IDEMPOTENCY: u8 = b'i';
+/// Deadline index: family, deadline, kind, identity.
+pub(crate) const DEADLINE: u8 = b'd';
+
+/// Append `s` escaped but without its terminator (a prefix of every longer string's form).
+pub(crate) fn push_open(out: &mut Vec<u8>, s: &[u8]) {
+    for &byte in s {
+        out.push(byte);
+        if byte == 0 {
+            out.push(0xFF);
+        }
+    }
+}
+
+/// Append `s` escaped and terminated.
+pub(crate) fn push_str(out: &mut Vec<u8>, s: &[u8]) {
+    push_open(out, s);
+    out.extend_from_slice(&[0, 1]);
+}
+
+/// Append a big-endian number.
+pub(crate) fn push_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(&n.to_be_bytes());
+}
+
+/// Split escaped, terminated components; `None` when the bytes are not well formed.
+pub(crate) fn split(mut bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut parts = Vec::new();
+    while !bytes.is_empty() {
+        let mut part = Vec::new();
+        loop {
+            match bytes {
+                [0, 0xFF, rest @ ..] => {
+                    part.push(0);
+                    bytes = rest;
+                }
+                [0, 1, rest @ ..] => {
+                    bytes = rest;
+                    break;
+                }
+                [byte, rest @ ..] if *byte != 0 => {
+                    part.push(*byte);
+                    bytes = rest;
+                }
+                _ => return None,
+            }
+        }
+        parts.push(part);
+    }
+    Some(parts)
+}
+
+/// The smallest key greater than every key starting with `prefix`.
+pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xFF {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // Every prefix starts with a family byte below 0xFF, so this is unreachable.
+    panic!("prefix {prefix:?} has no end")
+}
+
+/// `owner/name`: how users see a resource without its key.
+pub(crate) fn display(id: &ResourceId) -> String {
+    format!("{}/{}", id.owner, id.name)
+}
+
+/// Owner, name and key, each escaped: the identity of a resource inside a family.
+pub(crate) fn push_resource(out: &mut Vec<u8>, id: &ResourceId) {
+    push_str(out, id.owner.as_bytes());
+    push_str(out, id.name.as_bytes());
+    push_str(out, id.key.as_bytes());
+}
+
+/// Key of a listed resource (lease or counter): family, display, owner, name, key.
+pub(crate) fn listed(family: u8, id: &ResourceId) -> Vec<u8> {
+    let mut out = vec![family];
+    push_str(&mut out, display(id).as_bytes());
+    push_resource(&mut out, id);
+    out
+}
+
+/// Range start of listed resources whose display starts with `prefix`.
+pub(crate) fn listed_prefix(family: u8, prefix: &str) -> Vec<u8> {
+    let mut out = vec![family];
+    push_open(&mut out, prefix.as_bytes());
+    out
+}
+
+/// Decode a listed key back into its resource id.
+pub(crate) fn parse_listed(key: &[u8]) -> ResourceId {
+    let parts = split(&key[1..]).expect("listed key is well formed");
+    assert_eq!(parts.len(), 4, "listed key has four components");
+    let text = |bytes: &Vec<u8>| String::from_utf8(bytes.clone()).expect("key is utf-8");
+    ResourceId {
+        owner: text(&parts[1]),
+        name: text(&parts[2]),
+        key: text(&parts[3]),
+    }
+}
+
+/// Key of one CAS key.
+pub(crate) fn kv(key: &[u8]) -> Vec<u8> {
+    let mut out = vec![KV];
+    out.extend_from_slice(key);
+    out
+}
+
+/// Key of the holder index entry of `holder` on `lease`.
+pub(crate) fn holder(holder: &str, lease: &ResourceId) -> Vec<u8> {
+    let mut out = holder_prefix(holder);
+    push_resource(&mut out, lease);
+    out
+}
+
+/// Prefix of every holder index entry of `holder`.
+pub(crate) fn holder_prefix(holder: &str) -> Vec<u8> {
+    let mut out = vec![HOLDER];
+    push_str(&mut out, holder.as_bytes());
+    out
+}
+
+/// Prefix of every ledger head of `owner/name`.
+pub(crate) fn ledger_heads(owner: &str, name: &str) -> Vec<u8> {
+    let mut out = vec![LEDGER_HEAD];
+    push_str(&mut out, owner.as_bytes());
+    push_str(&mut out, name.as_bytes());
+    out
+}
+
+/// Key of one ledger partition's head.
+pub(crate) fn ledger_head(ledger: &ResourceId) -> Vec<u8> {
+    let mut out = vec![LEDGER_HEAD];
+    push_resource(&mut out, ledger);
+    out
+}
+
+/// Prefix of every entry of one ledger partition.
+pub(crate) fn ledger_entries(ledger: &ResourceId) -> Vec<u8> {
+    let mut out = vec![LEDGER_ENTRY];
+    push_resource(&mut out, ledger);
+    out
+}
+
+/// Key of one ledger entry.
+pub(crate) fn ledger_entry(ledger: &ResourceId, seq: u64) -> Vec<u8> {
+    let mut out = ledger_entries(ledger);
+    push_u64(&mut out, seq);
+    out
+}
+
+/// Key of one idempotency record.
+pub(crate) fn idempotency(key: &str) -> Vec<u8> {
+    let mut out = vec![IDEMPOTENCY];
+    out.extend_from_slice(key.as_bytes());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(owner: &str, name: &str, key: &str) -> ResourceId {
+        ResourceId {
+            owner: owner.into(),
+            name: name.into(),
+            key: key.into(),
+        }
+    }
+
+    #[test]
+    fn components_never_collide() {
+        assert_ne!(
+            listed(LEASE, &id("a/b", "c", "k")),
+            listed(LEASE, &id("a", "b/c", "k"))
+        );
+        let mut one = Vec::new();
+        push_str(&mut one, b"a\0");
+        push_str(&mut one, b"b");
+        let mut two = Vec::new();
+        push_str(&mut two, b"a");
+        push_str(&mut two, b"\0b");
+        assert_ne!(one, two);
+    }
+
+    #[test]
+    fn escaped_order_follows_string_order() {
+        let words: [&[u8]; 5] = [b"", b"\0", b"\0\0", b"a", b"ab"];
+        let encoded: Vec<Vec<u8>> = words
+            .iter()
+            .map(|w| {
+                let mut out = Vec::new();
+                push_str(&mut out, w);
+                out
+            })
+            .collect();
+        let mut sorted = encoded.clone();
+        sorted.sort();
+        assert_eq!(encoded, sorted);
+    }
+
+    #[test]
+    fn numbers_order_numerically() {
+        assert!(ledger_entry(&id("o", "n", "p"), 2) < ledger_entry(&id("o", "n", "p"), 256));
+    }
+
+    #[test]
+    fn listed_round_trips_and_prefix_matches() {
+        let lease = id("local/Ship", "deploy\0slot", "prod");
+        let key = listed(LEASE, &lease);
+        assert_eq!(parse_listed(&key), lease);
+        let start = listed_prefix(LEASE, "local/Sh");
+        assert!(key.starts_with(&start));
+        assert!(key < prefix_end(&start));
+        assert!(!key.starts_with(&listed_prefix(LEASE, "local/Shx")));
+    }
+
+    #[test]
+    fn split_rejects_malformed() {
+        assert_eq!(split(b"a\0"), None);
+        assert_eq!(
+            split(b"a\0\x01b\0\x01"),
+            Some(vec![b"a".to_vec(), b"b".to_vec()])
+        );
+    }
+
+    #[test]
+    fn prefix_end_skips_ff() {
+        assert_eq!(prefix_end(&[1, 0xFF, 0xFF]), vec![2]);
+    }
+}

@@ -1,0 +1,334 @@
+//! Goal: pin the user-visible behaviour of every command in readable scenario files.
+//! Method: each `testdata/*.txt` holds blocks of command lines, a `----` line and the
+//! expected output (one line per command; list queries print one line per row). All blocks
+//! of a file run in order on one store; each command gets the next log index. `@T` before a
+//! command sets the stamp time (ms, `+ms` relative, or RFC 3339 UTC). `REWRITE=1`
+//! regenerates the expected output; review the diff.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use chrono::DateTime;
+use whip_board::query::{LeaseView, LedgerEntryView};
+use whip_board::{
+    Command, MemTxn, Query, QueryResult, Request, Reset, ResourceId, Stamp, apply, query,
+};
+
+struct Runner {
+    txn: MemTxn,
+    index: u64,
+    time_ms: u64,
+}
+
+struct Line<'a> {
+    verb: &'a str,
+    args: HashMap<&'a str, &'a str>,
+}
+
+impl<'a> Line<'a> {
+    fn text(&self, name: &str) -> String {
+        self.args
+            .get(name)
+            .unwrap_or_else(|| panic!("missing {name}="))
+            .to_string()
+    }
+
+    fn number(&self, name: &str) -> u64 {
+        self.text(name)
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}= is not a number"))
+    }
+
+    fn number_or(&self, name: &str, default: u64) -> u64 {
+        self.args.get(name).map_or(default, |_| self.number(name))
+    }
+
+    fn optional(&self, name: &str) -> Option<u64> {
+        self.args.get(name).map(|_| self.number(name))
+    }
+
+    fn resource(&self) -> ResourceId {
+        let text = self.text("res");
+        let parts: Vec<&str> = text.split(',').collect();
+        assert_eq!(parts.len(), 3, "res= is owner,name,key");
+        ResourceId {
+            owner: parts[0].into(),
+            name: parts[1].into(),
+            key: parts[2].into(),
+        }
+    }
+
+    /// `value=text`, or `value-bytes=N` for N bytes of `x`.
+    fn bytes(&self, name: &str) -> Vec<u8> {
+        let sized = format!("{name}-bytes");
+        match self.args.get(sized.as_str()) {
+            Some(n) => vec![b'x'; n.parse().expect("size is a number")],
+            None => self.text(name).into_bytes(),
+        }
+    }
+}
+
+fn parse_time(text: &str, current: u64) -> u64 {
+    if let Some(delta) = text.strip_prefix('+') {
+        return current + delta.parse::<u64>().expect("relative time is a number");
+    }
+    if let Ok(ms) = text.parse() {
+        return ms;
+    }
+    let at = DateTime::parse_from_rfc3339(text).expect("time is ms or RFC 3339");
+    u64::try_from(at.timestamp_millis()).expect("time after 1970")
+}
+
+fn reset(text: &str) -> Reset {
+    match text {
+        "hourly" => Reset::Hourly,
+        "daily" => Reset::Daily,
+        "weekly" => Reset::Weekly,
+        "monthly" => Reset::Monthly,
+        other => panic!("unknown reset {other}"),
+    }
+}
+
+fn command(line: &Line<'_>) -> Option<Command> {
+    Some(match line.verb {
+        "put" => Command::KvPut {
+            key: line.bytes("key"),
+            value: line.bytes("value"),
+            expect_version: line.optional("expect"),
+        },
+        "delete" => Command::KvDelete {
+            key: line.bytes("key"),
+            expect_version: line.optional("expect"),
+        },
+        "acquire" => Command::LeaseAcquire {
+            lease: line.resource(),
+            holder: line.text("holder"),
+            slots: u32::try_from(line.number("slots")).expect("slots fit u32"),
+            ttl_ms: line.number("ttl"),
+            wait_ms: line.number_or("wait", 0),
+        },
+        "renew" => Command::LeaseRenew {
+            lease: line.resource(),
+            holder: line.text("holder"),
+            ttl_ms: line.number("ttl"),
+        },
+        "release" => Command::LeaseRelease {
+            lease: line.resource(),
+            holder: line.text("holder"),
+        },
+        "release-all" => Command::LeaseReleaseAll {
+            holder: line.text("holder"),
+        },
+        "consume" => Command::CounterConsume {
+            counter: line.resource(),
+            amount: line.number("amount"),
+            cap: line.number("cap"),
+            reset: reset(&line.text("reset")),
+            timezone: line.text("tz"),
+        },
+        "append" => Command::LedgerAppend {
+            ledger: line.resource(),
+            entry: line.bytes("entry"),
+            appended_by: line.text("by"),
+            retain_ms: line.number("retain"),
+        },
+        "tick" => Command::Tick,
+        _ => return None,
+    })
+}
+
+fn read(line: &Line<'_>) -> Query {
+    let limit = u32::try_from(line.number_or("limit", 0)).expect("limit fits u32");
+    let prefix = line
+        .args
+        .get("prefix")
+        .map_or(String::new(), |p| p.to_string());
+    match line.verb {
+        "get" => Query::KvGet {
+            key: line.bytes("key"),
+        },
+        "leases" => Query::LeaseList { prefix, limit },
+        "counters" => Query::CounterList { prefix, limit },
+        "ledger" => Query::LedgerList {
+            owner: line.text("owner"),
+            name: line.text("name"),
+            partition: line.args.get("partition").map(|p| p.to_string()),
+            after_seq: line.number_or("after", 0),
+            limit,
+        },
+        "next-deadline" => Query::NextDeadline,
+        other => panic!("unknown command {other}"),
+    }
+}
+
+fn lease_row(view: &LeaseView) -> String {
+    let l = &view.lease;
+    let mut row = format!("{}/{}/{} slots={}", l.owner, l.name, l.key, view.slots);
+    for h in &view.holders {
+        write!(row, " held:{}@{}..{}", h.holder, h.fence, h.expires_at_ms).expect("write");
+    }
+    for (holder, until) in &view.waiters {
+        write!(row, " waiting:{holder}..{until}").expect("write");
+    }
+    row
+}
+
+fn ledger_row(row: &LedgerEntryView) -> String {
+    let l = &row.ledger;
+    let entry = String::from_utf8_lossy(&row.entry);
+    format!(
+        "{}/{}#{} [{}] by {} at {}: {entry}",
+        l.owner, l.name, row.seq, l.key, row.appended_by, row.at_ms
+    )
+}
+
+fn render(result: QueryResult) -> String {
+    let rows: Vec<String> = match result {
+        QueryResult::Kv(None) => vec!["absent".into()],
+        QueryResult::Kv(Some(e)) => {
+            vec![format!(
+                "value={} version={}",
+                String::from_utf8_lossy(&e.value),
+                e.version
+            )]
+        }
+        QueryResult::Leases(views) => views.iter().map(lease_row).collect(),
+        QueryResult::Counters(views) => views
+            .iter()
+            .map(|c| {
+                let id = &c.counter;
+                let name = format!("{}/{}/{}", id.owner, id.name, id.key);
+                format!(
+                    "{name} consumed={} cap={} period={}",
+                    c.consumed, c.cap, c.period
+                )
+            })
+            .collect(),
+        QueryResult::LedgerEntries(rows) => rows.iter().map(ledger_row).collect(),
+        QueryResult::NextDeadline(next) => vec![format!("{next:?}")],
+    };
+    if rows.is_empty() {
+        "(none)".into()
+    } else {
+        rows.join("\n")
+    }
+}
+
+impl Runner {
+    fn run(&mut self, text: &str) -> String {
+        let mut words = text.split_whitespace().peekable();
+        if let Some(time) = words.peek().and_then(|w| w.strip_prefix('@')) {
+            let time_ms = parse_time(time, self.time_ms);
+            assert!(time_ms >= self.time_ms, "time goes backward at {text}");
+            self.time_ms = time_ms;
+            words.next();
+        }
+        let verb = words.next().expect("a command");
+        let args = words
+            .map(|w| {
+                w.split_once('=')
+                    .unwrap_or_else(|| panic!("argument {w} is not a=b"))
+            })
+            .collect();
+        let line = Line { verb, args };
+        match command(&line) {
+            Some(command) => {
+                self.index += 1;
+                let stamp = Stamp {
+                    index: self.index,
+                    position: 0,
+                    time_ms: self.time_ms,
+                };
+                let idempotency_key = line.args.get("idem").map(|k| k.to_string());
+                format!(
+                    "{:?}",
+                    apply(
+                        &mut self.txn,
+                        stamp,
+                        &Request {
+                            idempotency_key,
+                            command
+                        }
+                    )
+                )
+            }
+            None => render(query(&self.txn, self.time_ms, &read(&line))),
+        }
+    }
+}
+
+/// Run one file; returns the file rewritten with actual output.
+fn run_file(text: &str) -> String {
+    let mut runner = Runner {
+        txn: MemTxn::default(),
+        index: 0,
+        time_ms: 0,
+    };
+    let mut out = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        out.push_str(line);
+        out.push('\n');
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let mut outputs = vec![runner.run(trimmed)];
+        for line in lines.by_ref() {
+            out.push_str(line);
+            out.push('\n');
+            if line == "----" {
+                break;
+            }
+            if !line.trim().is_empty() && !line.trim().starts_with('#') {
+                outputs.push(runner.run(line.trim()));
+            }
+        }
+        // Skip the old expected output up to the blank line ending the block.
+        for line in lines.by_ref() {
+            if line.is_empty() {
+                break;
+            }
+        }
+        for output in outputs {
+            out.push_str(&output);
+            out.push('\n');
+        }
+        if lines.peek().is_some() {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[test]
+fn scenarios() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    let rewrite = std::env::var_os("REWRITE").is_some();
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .expect("board/testdata exists")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    paths.sort();
+    assert!(!paths.is_empty(), "no scenario files in {}", dir.display());
+    let mut failed = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(&path).expect("scenario is readable");
+        let actual = run_file(&text);
+        if rewrite {
+            std::fs::write(&path, &actual).expect("scenario is writable");
+        } else if actual != text {
+            eprintln!(
+                "--- {} expected\n{text}\n+++ actual\n{actual}",
+                path.display()
+            );
+            failed.push(path.display().to_string());
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "scenarios differ (REWRITE=1 regenerates): {failed:?}"
+    );
+}
