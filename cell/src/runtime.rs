@@ -100,7 +100,7 @@ impl Cell {
             .map_err(|e| fatal(&e))?;
         let (tx, rx) = mpsc::channel(limits::PROPOSAL_QUEUE_MAX);
         let inner = Arc::new(Inner { config, raft, view, peers, proposals: tx, last_stamp_ms: AtomicU64::new(0) });
-        tokio::spawn(proposer_loop(inner.clone(), rx));
+        tokio::spawn(proposer_loop(Arc::downgrade(&inner), rx));
         tokio::spawn(tick_loop(Arc::downgrade(&inner)));
         Ok(Cell { inner })
     }
@@ -346,10 +346,14 @@ fn fail_all(batch: Vec<Pending>, err: CellError) {
 /// Gather queued requests into batches: while `BATCHES_IN_FLIGHT_MAX` entries are in flight,
 /// new requests wait in the queue and leave together in the next entry. This is what turns
 /// one fsync per request into one fsync per batch.
-async fn proposer_loop(inner: Arc<Inner>, mut rx: mpsc::Receiver<Pending>) {
+/// Holds only a weak handle, so dropping the cell ends the loop and releases storage.
+async fn proposer_loop(inner: std::sync::Weak<Inner>, mut rx: mpsc::Receiver<Pending>) {
     let slots = Arc::new(Semaphore::new(limits::BATCHES_IN_FLIGHT_MAX));
     while let Some(first) = rx.recv().await {
         let Ok(permit) = slots.clone().acquire_owned().await else { break };
+        let Some(inner) = inner.upgrade() else {
+            return fail_all(vec![first], stopped());
+        };
         let mut batch = vec![first];
         while batch.len() < limits::BATCH_REQUESTS_MAX {
             match rx.try_recv() {
@@ -357,7 +361,6 @@ async fn proposer_loop(inner: Arc<Inner>, mut rx: mpsc::Receiver<Pending>) {
                 Err(_) => break,
             }
         }
-        let inner = inner.clone();
         tokio::spawn(async move {
             match inner.wait_leader().await {
                 Ok(leader) => inner.route(leader, batch).await,

@@ -1,0 +1,104 @@
+//! A cell whose members are separate `whip cell serve` processes, killed with SIGKILL.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use whip_cell::CellClient;
+use whip_proto::v1 as pb;
+
+/// The `whip` binary next to the test executable (`target/<profile>/whip`).
+pub fn whip_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>");
+    let bin = profile_dir.join("whip");
+    assert!(bin.exists(), "{} not built: run `cargo build -p whip` first", bin.display());
+    bin
+}
+
+/// Members of one cell, each its own process.
+pub struct ProcessCluster {
+    /// Data root.
+    pub dir: tempfile::TempDir,
+    /// Member addresses, index = id - 1.
+    pub addrs: Vec<String>,
+    children: Vec<Option<Child>>,
+}
+
+impl ProcessCluster {
+    /// Start `n` member processes and initialize the cell.
+    pub async fn start(n: usize) -> ProcessCluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let addrs: Vec<String> = crate::free_addrs(n).iter().map(|a| a.to_string()).collect();
+        let mut cluster = ProcessCluster { dir, addrs, children: (0..n).map(|_| None).collect() };
+        for id in 1..=n as u64 {
+            cluster.spawn(id);
+        }
+        let members = cluster
+            .addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| pb::Member { id: i as u64 + 1, addr: a.clone() })
+            .collect();
+        let first = CellClient::connect(&cluster.addrs[..1]).expect("client");
+        crate::wait_for("first member to listen", Duration::from_secs(10), || async {
+            first.member_status(0).await.is_ok()
+        })
+        .await;
+        first.init(members).await.expect("init cell");
+        cluster
+    }
+
+    /// Start (or restart) member `id`'s process.
+    pub fn spawn(&mut self, id: u64) {
+        let index = (id - 1) as usize;
+        let child = Command::new(whip_binary())
+            .args(["cell", "serve", "--id", &id.to_string(), "--listen", &self.addrs[index]])
+            .arg("--data")
+            .arg(self.dir.path().join(format!("member-{id}")))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn whip cell serve");
+        self.children[index] = Some(child);
+    }
+
+    /// SIGKILL member `id`.
+    pub fn kill(&mut self, id: u64) {
+        if let Some(mut child) = self.children[(id - 1) as usize].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// A client of every member.
+    pub fn client(&self) -> CellClient {
+        CellClient::connect(&self.addrs).expect("client")
+    }
+
+    /// The leader id as reported by any answering member.
+    pub async fn leader(&self) -> Option<u64> {
+        for i in 0..self.addrs.len() {
+            if self.children[i].is_none() {
+                continue;
+            }
+            let client = CellClient::connect(&self.addrs[i..=i]).expect("client");
+            if let Ok(s) = client.member_status(0).await {
+                if let Some(l) = s.leader {
+                    if self.children[(l - 1) as usize].is_some() {
+                        return Some(l);
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+impl Drop for ProcessCluster {
+    fn drop(&mut self) {
+        for id in 1..=self.children.len() as u64 {
+            self.kill(id);
+        }
+    }
+}
