@@ -112,12 +112,12 @@ fn period(time_ms: u64, reset: Reset, tz: &str) -> String {
 impl Model {
     fn apply(&mut self, stamp: Stamp, request: &Request) -> Outcome {
         let now = stamp.time_ms;
-        if let Some(key) = &request.idempotency_key {
-            if let Some((outcome, expires)) = self.idempotency.get(key) {
-                if *expires > now {
-                    return outcome.clone();
-                }
-            }
+        let key = request.idempotency_key.as_ref();
+        if let Some((outcome, _)) = key
+            .and_then(|k| self.idempotency.get(k))
+            .filter(|(_, expires)| *expires > now)
+        {
+            return outcome.clone();
         }
         let outcome = self.command(stamp, &request.command);
         if let Some(key) = &request.idempotency_key {
@@ -162,55 +162,7 @@ impl Model {
                 slots,
                 ttl_ms,
                 wait_ms,
-            } => {
-                let mut l = self.leases.remove(lease).unwrap_or_default();
-                l.slots = *slots;
-                let (_, expired) = l.settle(now, fence);
-                let outcome = if let Some(h) = l.holders.iter_mut().find(|h| &h.holder == holder) {
-                    h.expires_at_ms = h.expires_at_ms.max(now + ttl_ms);
-                    Outcome::LeaseHeld {
-                        fence: h.fence,
-                        expires_at_ms: h.expires_at_ms,
-                        reentered: true,
-                    }
-                } else if expired.contains(holder) {
-                    Outcome::LeaseContended {
-                        holders: l.holders.clone(),
-                    }
-                } else if let Some(at) = l.waiters.iter().position(|w| &w.0 == holder) {
-                    Outcome::LeaseWaiting {
-                        position: at as u32,
-                        wait_until_ms: l.waiters[at].1,
-                    }
-                } else if l.holders.len() < *slots as usize {
-                    let expires_at_ms = now + ttl_ms;
-                    l.holders.push(LeaseHolder {
-                        holder: holder.clone(),
-                        fence,
-                        expires_at_ms,
-                    });
-                    Outcome::LeaseHeld {
-                        fence,
-                        expires_at_ms,
-                        reentered: false,
-                    }
-                } else if *wait_ms == 0 {
-                    Outcome::LeaseContended {
-                        holders: l.holders.clone(),
-                    }
-                } else {
-                    l.waiters.push((holder.clone(), now + wait_ms, *ttl_ms));
-                    let position = l.waiters.len() as u32 - 1;
-                    Outcome::LeaseWaiting {
-                        position,
-                        wait_until_ms: now + wait_ms,
-                    }
-                };
-                if !l.is_empty() {
-                    self.leases.insert(lease.clone(), l);
-                }
-                outcome
-            }
+            } => self.acquire(stamp, lease, holder, *slots, *ttl_ms, *wait_ms),
             Command::LeaseRenew {
                 lease,
                 holder,
@@ -315,6 +267,65 @@ impl Model {
                 processed: self.tick(now, fence),
             },
         }
+    }
+
+    fn acquire(
+        &mut self,
+        stamp: Stamp,
+        lease: &ResourceId,
+        holder: &String,
+        slots: u32,
+        ttl_ms: u64,
+        wait_ms: u64,
+    ) -> Outcome {
+        let (now, fence) = (stamp.time_ms, stamp.fence());
+        let mut l = self.leases.remove(lease).unwrap_or_default();
+        l.slots = slots;
+        let (_, expired) = l.settle(now, fence);
+        let outcome = if let Some(h) = l.holders.iter_mut().find(|h| &h.holder == holder) {
+            h.expires_at_ms = h.expires_at_ms.max(now + ttl_ms);
+            Outcome::LeaseHeld {
+                fence: h.fence,
+                expires_at_ms: h.expires_at_ms,
+                reentered: true,
+            }
+        } else if expired.contains(holder) {
+            Outcome::LeaseContended {
+                holders: l.holders.clone(),
+            }
+        } else if let Some(at) = l.waiters.iter().position(|w| &w.0 == holder) {
+            Outcome::LeaseWaiting {
+                position: at as u32,
+                wait_until_ms: l.waiters[at].1,
+            }
+        } else if l.holders.len() < slots as usize {
+            let expires_at_ms = now + ttl_ms;
+            l.holders.push(LeaseHolder {
+                holder: holder.clone(),
+                fence,
+                expires_at_ms,
+            });
+            Outcome::LeaseHeld {
+                fence,
+                expires_at_ms,
+                reentered: false,
+            }
+        } else if wait_ms == 0 {
+            Outcome::LeaseContended {
+                holders: l.holders.clone(),
+            }
+        } else {
+            l.waiters.push((holder.clone(), now + wait_ms, ttl_ms));
+            let position = l.waiters.len() as u32 - 1;
+            Outcome::LeaseWaiting {
+                position,
+                wait_until_ms: now + wait_ms,
+            }
+        };
+        if !l.is_empty() {
+            self.leases.insert(lease.clone(), l);
+        }
+        outcome
     }
 
     fn release(&mut self, lease: &ResourceId, holder: &str, now: u64, fence: u64) -> bool {
@@ -450,7 +461,8 @@ fn command() -> impl Strategy<Value = Command> {
         1 => (key.clone(), any::<u8>(), version.clone()).prop_map(|(key, v, expect_version)| {
             Command::KvPut { key, value: vec![v], expect_version }
         }),
-        1 => (key, version).prop_map(|(key, expect_version)| Command::KvDelete { key, expect_version }),
+        1 => (key, version)
+            .prop_map(|(key, expect_version)| Command::KvDelete { key, expect_version }),
         4 => (lease.clone(), holder.clone(), 1..4u32, ttl.clone(), wait).prop_map(
             |(lease, holder, slots, ttl_ms, wait_ms)| Command::LeaseAcquire {
                 lease, holder, slots, ttl_ms, wait_ms,
