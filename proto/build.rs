@@ -5,6 +5,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // SAFETY: build scripts are single-threaded; nothing else reads the environment here.
     unsafe { std::env::set_var("PROTOC", protoc) };
     tonic_prost_build::configure()
+        .codec_path("crate::codec::WhipCodec")
         .file_descriptor_set_path(
             std::path::PathBuf::from(std::env::var("OUT_DIR")?).join("whip_descriptor.bin"),
         )

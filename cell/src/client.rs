@@ -49,7 +49,9 @@ impl CellClient {
             Target::Tcp(addrs) => addrs.iter().map(|a| endpoint(a).connect_lazy()).collect(),
             Target::Unix(path) => vec![unix_channel(path)],
         };
-        let client_id = std::collections::hash_map::RandomState::new().build_hasher().finish();
+        let client_id = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
         Ok(CellClient {
             channels,
             next: AtomicUsize::new(0),
@@ -72,7 +74,11 @@ impl CellClient {
 
     /// A fresh idempotency key: this client's random id and a sequence number.
     pub fn next_idempotency_key(&self) -> String {
-        format!("c{:016x}-{}", self.client_id, self.seq.fetch_add(1, Ordering::Relaxed))
+        format!(
+            "c{:016x}-{}",
+            self.client_id,
+            self.seq.fetch_add(1, Ordering::Relaxed)
+        )
     }
 
     fn key_or_new(&self, key: &mut String) {
@@ -114,7 +120,10 @@ impl CellClient {
 }
 
 fn retryable(status: &Status) -> bool {
-    matches!(status.code(), tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled)
+    matches!(
+        status.code(),
+        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+    )
 }
 
 /// Generate one typed method per unary RPC of the Cell service. Writes get an idempotency
@@ -175,7 +184,9 @@ impl CellClient {
 
     /// Initialize a new cell through the first member.
     pub async fn init(&self, members: Vec<pb::Member>) -> Result<pb::AdminResponse, CellError> {
-        let response = AdminClient::new(self.channels[0].clone()).init(pb::InitRequest { members }).await?;
+        let response = AdminClient::new(self.channels[0].clone())
+            .init(pb::InitRequest { members })
+            .await?;
         Ok(response.into_inner())
     }
 
@@ -183,16 +194,30 @@ impl CellClient {
     pub async fn add_learner(&self, member: pb::Member) -> Result<pb::AdminResponse, CellError> {
         self.admin_call(|mut admin| {
             let member = member.clone();
-            async move { admin.add_learner(pb::AddLearnerRequest { member: Some(member) }).await }
+            async move {
+                admin
+                    .add_learner(pb::AddLearnerRequest {
+                        member: Some(member),
+                    })
+                    .await
+            }
         })
         .await
     }
 
     /// Change the voter set.
-    pub async fn change_membership(&self, voters: Vec<u64>, retain: bool) -> Result<pb::AdminResponse, CellError> {
+    pub async fn change_membership(
+        &self,
+        voters: Vec<u64>,
+        retain: bool,
+    ) -> Result<pb::AdminResponse, CellError> {
         self.admin_call(|mut admin| {
             let voters = voters.clone();
-            async move { admin.change_membership(pb::ChangeMembershipRequest { voters, retain }).await }
+            async move {
+                admin
+                    .change_membership(pb::ChangeMembershipRequest { voters, retain })
+                    .await
+            }
         })
         .await
     }

@@ -14,7 +14,9 @@ fn unexpected<T: std::fmt::Debug>(what: &T) -> Status {
 /// Refuse an empty required field.
 pub(crate) fn non_empty(field: &str, value: &[u8]) -> Result<(), Status> {
     if value.is_empty() {
-        return Err(Status::invalid_argument(format!("{field} must not be empty")));
+        return Err(Status::invalid_argument(format!(
+            "{field} must not be empty"
+        )));
     }
     Ok(())
 }
@@ -22,17 +24,29 @@ pub(crate) fn non_empty(field: &str, value: &[u8]) -> Result<(), Status> {
 /// A list limit: 0 means the maximum.
 pub(crate) fn limit(requested: u32) -> u32 {
     let max = whip_board::limits::LIST_ROWS_MAX as u32;
-    if requested == 0 { max } else { requested.min(max) }
+    if requested == 0 {
+        max
+    } else {
+        requested.min(max)
+    }
 }
 
 /// A required resource id.
 pub(crate) fn resource(id: Option<pb::ResourceId>, what: &str) -> Result<ResourceId, Status> {
     let id = id.ok_or_else(|| Status::invalid_argument(format!("{what} is required")))?;
-    Ok(ResourceId { owner: id.owner, name: id.name, key: id.key })
+    Ok(ResourceId {
+        owner: id.owner,
+        name: id.name,
+        key: id.key,
+    })
 }
 
 fn resource_pb(id: ResourceId) -> pb::ResourceId {
-    pb::ResourceId { owner: id.owner, name: id.name, key: id.key }
+    pb::ResourceId {
+        owner: id.owner,
+        name: id.name,
+        key: id.key,
+    }
 }
 
 /// A reset period from its wire code.
@@ -49,12 +63,20 @@ pub(crate) fn reset(code: i32) -> Result<Reset, Status> {
 }
 
 fn holder_pb(h: LeaseHolder) -> pb::LeaseHolder {
-    pb::LeaseHolder { holder: h.holder, fence: h.fence, expires_at_ms: h.expires_at_ms }
+    pb::LeaseHolder {
+        holder: h.holder,
+        fence: h.fence,
+        expires_at_ms: h.expires_at_ms,
+    }
 }
 
 pub(crate) fn kv_get_response(result: QueryResult) -> Result<pb::KvGetResponse, Status> {
     match result {
-        QueryResult::Kv(Some(e)) => Ok(pb::KvGetResponse { found: true, value: e.value, version: e.version }),
+        QueryResult::Kv(Some(e)) => Ok(pb::KvGetResponse {
+            found: true,
+            value: e.value,
+            version: e.version,
+        }),
         QueryResult::Kv(None) => Ok(pb::KvGetResponse::default()),
         other => Err(unexpected(&other)),
     }
@@ -83,7 +105,11 @@ pub(crate) fn kv_write_response(outcome: Outcome) -> Result<pb::KvWriteResponse,
 pub(crate) fn lease_response(outcome: Outcome) -> Result<pb::LeaseResponse, Status> {
     let mut r = pb::LeaseResponse::default();
     match outcome {
-        Outcome::LeaseHeld { fence, expires_at_ms, reentered } => {
+        Outcome::LeaseHeld {
+            fence,
+            expires_at_ms,
+            reentered,
+        } => {
             r.set_code(Code::LeaseHeld);
             (r.fence, r.expires_at_ms, r.reentered) = (fence, expires_at_ms, reentered);
         }
@@ -91,11 +117,17 @@ pub(crate) fn lease_response(outcome: Outcome) -> Result<pb::LeaseResponse, Stat
             r.set_code(Code::LeaseContended);
             r.holders = holders.into_iter().map(holder_pb).collect();
         }
-        Outcome::LeaseWaiting { position, wait_until_ms } => {
+        Outcome::LeaseWaiting {
+            position,
+            wait_until_ms,
+        } => {
             r.set_code(Code::LeaseWaiting);
             (r.position, r.wait_until_ms) = (position, wait_until_ms);
         }
-        Outcome::LeaseRenewed { fence, expires_at_ms } => {
+        Outcome::LeaseRenewed {
+            fence,
+            expires_at_ms,
+        } => {
             r.set_code(Code::LeaseRenewed);
             (r.fence, r.expires_at_ms) = (fence, expires_at_ms);
         }
@@ -112,18 +144,32 @@ pub(crate) fn lease_response(outcome: Outcome) -> Result<pb::LeaseResponse, Stat
 
 pub(crate) fn counter_response(outcome: Outcome) -> Result<pb::CounterResponse, Status> {
     let (code, consumed, remaining, period) = match outcome {
-        Outcome::CounterOk { consumed, remaining, period } => (Code::CounterOk, consumed, remaining, period),
-        Outcome::CounterOver { consumed, remaining, period } => {
-            (Code::CounterOver, consumed, remaining, period)
-        }
+        Outcome::CounterOk {
+            consumed,
+            remaining,
+            period,
+        } => (Code::CounterOk, consumed, remaining, period),
+        Outcome::CounterOver {
+            consumed,
+            remaining,
+            period,
+        } => (Code::CounterOver, consumed, remaining, period),
         other => return Err(unexpected(&other)),
     };
-    Ok(pb::CounterResponse { code: code as i32, consumed, remaining, period })
+    Ok(pb::CounterResponse {
+        code: code as i32,
+        consumed,
+        remaining,
+        period,
+    })
 }
 
 pub(crate) fn ledger_append_response(outcome: Outcome) -> Result<pb::LedgerAppendResponse, Status> {
     match outcome {
-        Outcome::LedgerAppended { seq } => Ok(pb::LedgerAppendResponse { code: Code::LedgerAppended as i32, seq }),
+        Outcome::LedgerAppended { seq } => Ok(pb::LedgerAppendResponse {
+            code: Code::LedgerAppended as i32,
+            seq,
+        }),
         other => Err(unexpected(&other)),
     }
 }
@@ -136,29 +182,39 @@ fn lease_view_pb(v: LeaseView) -> pb::LeaseView {
         waiters: v
             .waiters
             .into_iter()
-            .map(|(holder, wait_until_ms)| pb::LeaseWaiter { holder, wait_until_ms })
+            .map(|(holder, wait_until_ms)| pb::LeaseWaiter {
+                holder,
+                wait_until_ms,
+            })
             .collect(),
     }
 }
 
 pub(crate) fn lease_list_response(result: QueryResult) -> Result<pb::LeaseListResponse, Status> {
     match result {
-        QueryResult::Leases(views) => {
-            Ok(pb::LeaseListResponse { leases: views.into_iter().map(lease_view_pb).collect() })
-        }
+        QueryResult::Leases(views) => Ok(pb::LeaseListResponse {
+            leases: views.into_iter().map(lease_view_pb).collect(),
+        }),
         other => Err(unexpected(&other)),
     }
 }
 
 fn counter_view_pb(v: CounterView) -> pb::CounterView {
-    pb::CounterView { counter: Some(resource_pb(v.counter)), consumed: v.consumed, cap: v.cap, period: v.period }
+    pb::CounterView {
+        counter: Some(resource_pb(v.counter)),
+        consumed: v.consumed,
+        cap: v.cap,
+        period: v.period,
+    }
 }
 
-pub(crate) fn counter_list_response(result: QueryResult) -> Result<pb::CounterListResponse, Status> {
+pub(crate) fn counter_list_response(
+    result: QueryResult,
+) -> Result<pb::CounterListResponse, Status> {
     match result {
-        QueryResult::Counters(views) => {
-            Ok(pb::CounterListResponse { counters: views.into_iter().map(counter_view_pb).collect() })
-        }
+        QueryResult::Counters(views) => Ok(pb::CounterListResponse {
+            counters: views.into_iter().map(counter_view_pb).collect(),
+        }),
         other => Err(unexpected(&other)),
     }
 }
@@ -175,9 +231,9 @@ fn ledger_entry_pb(v: LedgerEntryView) -> pb::LedgerEntry {
 
 pub(crate) fn ledger_list_response(result: QueryResult) -> Result<pb::LedgerListResponse, Status> {
     match result {
-        QueryResult::LedgerEntries(entries) => {
-            Ok(pb::LedgerListResponse { entries: entries.into_iter().map(ledger_entry_pb).collect() })
-        }
+        QueryResult::LedgerEntries(entries) => Ok(pb::LedgerListResponse {
+            entries: entries.into_iter().map(ledger_entry_pb).collect(),
+        }),
         other => Err(unexpected(&other)),
     }
 }

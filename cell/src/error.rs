@@ -38,7 +38,9 @@ impl From<CellError> for tonic::Status {
 impl From<tonic::Status> for CellError {
     fn from(status: tonic::Status) -> Self {
         match status.code() {
-            tonic::Code::InvalidArgument => CellError::InvalidArgument(status.message().to_string()),
+            tonic::Code::InvalidArgument => {
+                CellError::InvalidArgument(status.message().to_string())
+            }
             tonic::Code::Internal => CellError::Fatal(status.message().to_string()),
             _ => CellError::Unavailable(status.message().to_string()),
         }

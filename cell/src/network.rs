@@ -5,13 +5,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use openraft::BasicNode;
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Unreachable};
 use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::BasicNode;
 use tonic::transport::{Channel, Endpoint};
 use whip_proto::v1::Blob;
 use whip_proto::v1::raft_client::RaftClient;
@@ -71,7 +71,10 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Connection;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Connection {
-        Connection { target, client: self.peers.raft_client(&node.addr) }
+        Connection {
+            target,
+            client: self.peers.raft_client(&node.addr),
+        }
     }
 }
 
@@ -85,7 +88,12 @@ type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, E>>;
 
 impl Connection {
     /// Send one postcard-encoded message and decode the remote `Result<T, E>`.
-    async fn call<Req, T, E>(&mut self, kind: RpcKind, req: &Req, option: &RPCOption) -> RpcResult<T, E>
+    async fn call<Req, T, E>(
+        &mut self,
+        kind: RpcKind,
+        req: &Req,
+        option: &RPCOption,
+    ) -> RpcResult<T, E>
     where
         Req: serde::Serialize,
         T: for<'de> serde::Deserialize<'de>,
@@ -102,15 +110,14 @@ impl Connection {
             // A peer that is down or cut off is unreachable: openraft then backs off.
             let err = std::io::Error::other(format!("to {}: {}", self.target, status.message()));
             match status.code() {
-                tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => {
-                    RPCError::Unreachable(Unreachable::new(&err))
-                }
+                tonic::Code::Unavailable
+                | tonic::Code::DeadlineExceeded
+                | tonic::Code::Cancelled => RPCError::Unreachable(Unreachable::new(&err)),
                 _ => RPCError::Network(NetworkError::new(&err)),
             }
         })?;
-        let result: Result<T, E> = decode(&blob.into_inner().data).map_err(|e| {
-            RPCError::Network(NetworkError::new(&std::io::Error::other(e)))
-        })?;
+        let result: Result<T, E> = decode(&blob.into_inner().data)
+            .map_err(|e| RPCError::Network(NetworkError::new(&std::io::Error::other(e))))?;
         result.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(self.target, e)))
     }
 }
@@ -149,6 +156,8 @@ impl RaftNetwork<TypeConfig> for Connection {
 
     /// Retry an unreachable peer at a steady pace without logging storms (TRAPS.md 6).
     fn backoff(&self) -> Backoff {
-        Backoff::new(std::iter::repeat(Duration::from_millis(limits::PEER_BACKOFF_MS)))
+        Backoff::new(std::iter::repeat(Duration::from_millis(
+            limits::PEER_BACKOFF_MS,
+        )))
     }
 }

@@ -81,7 +81,9 @@ impl Cell {
         let fatal = |e: &dyn std::fmt::Display| CellError::Fatal(e.to_string());
         let backend = open_backend(config.storage, &config.data_dir).map_err(|e| fatal(&e))?;
         let log = LogStore::new(backend.clone());
-        let sm = SmStore::open(backend, config.data_dir.clone()).await.map_err(|e| fatal(&e))?;
+        let sm = SmStore::open(backend, config.data_dir.clone())
+            .await
+            .map_err(|e| fatal(&e))?;
         let view = sm.view();
         let raft_config = openraft::Config {
             cluster_name: "whip-cell".to_string(),
@@ -99,7 +101,14 @@ impl Cell {
             .await
             .map_err(|e| fatal(&e))?;
         let (tx, rx) = mpsc::channel(limits::PROPOSAL_QUEUE_MAX);
-        let inner = Arc::new(Inner { config, raft, view, peers, proposals: tx, last_stamp_ms: AtomicU64::new(0) });
+        let inner = Arc::new(Inner {
+            config,
+            raft,
+            view,
+            peers,
+            proposals: tx,
+            last_stamp_ms: AtomicU64::new(0),
+        });
         tokio::spawn(proposer_loop(Arc::downgrade(&inner), rx));
         tokio::spawn(tick_loop(Arc::downgrade(&inner)));
         Ok(Cell { inner })
@@ -136,12 +145,24 @@ impl Cell {
         self.submit_inner(request, false).await
     }
 
-    async fn submit_inner(&self, request: Request, forwardable: bool) -> Result<Outcome, CellError> {
+    async fn submit_inner(
+        &self,
+        request: Request,
+        forwardable: bool,
+    ) -> Result<Outcome, CellError> {
         whip_board::validate(&request.command, self.inner.config.value_bytes_max)
             .map_err(CellError::InvalidArgument)?;
         let (reply, rx) = oneshot::channel();
-        let pending = Pending { request, forwardable, reply };
-        self.inner.proposals.send(pending).await.map_err(|_| stopped())?;
+        let pending = Pending {
+            request,
+            forwardable,
+            reply,
+        };
+        self.inner
+            .proposals
+            .send(pending)
+            .await
+            .map_err(|_| stopped())?;
         match rx.await.map_err(|_| stopped())?? {
             Outcome::Invalid { reason } => Err(CellError::InvalidArgument(reason)),
             outcome => Ok(outcome),
@@ -163,7 +184,9 @@ impl Cell {
         let leader = self.inner.wait_leader().await?;
         if leader != self.id() {
             if !forwardable {
-                return Err(CellError::NotLeader { hint: self.inner.addr_of(leader) });
+                return Err(CellError::NotLeader {
+                    hint: self.inner.addr_of(leader),
+                });
             }
             return self.inner.forward_read(leader, &query).await;
         }
@@ -177,37 +200,68 @@ impl Cell {
 
     /// Read this member's applied state without a barrier (may be stale on a follower).
     pub async fn local_query(&self, query: Query) -> Result<QueryResult, CellError> {
-        let now = self.inner.now_ms().max(self.inner.last_stamp_ms.load(Ordering::Relaxed));
-        self.inner.view.query(now, query).await.map_err(|e| CellError::Fatal(e.to_string()))
+        let now = self
+            .inner
+            .now_ms()
+            .max(self.inner.last_stamp_ms.load(Ordering::Relaxed));
+        self.inner
+            .view
+            .query(now, query)
+            .await
+            .map_err(|e| CellError::Fatal(e.to_string()))
     }
 
     /// Make this member the first of a new cell with `members` (id → address) as voters.
     pub async fn initialize(&self, members: BTreeMap<NodeId, String>) -> Result<(), CellError> {
-        let nodes: BTreeMap<NodeId, BasicNode> =
-            members.into_iter().map(|(id, addr)| (id, BasicNode { addr })).collect();
-        self.inner.raft.initialize(nodes).await.map_err(|e| match e {
-            RaftError::APIError(e) => CellError::InvalidArgument(e.to_string()),
-            RaftError::Fatal(e) => CellError::Fatal(e.to_string()),
-        })
+        let nodes: BTreeMap<NodeId, BasicNode> = members
+            .into_iter()
+            .map(|(id, addr)| (id, BasicNode { addr }))
+            .collect();
+        self.inner
+            .raft
+            .initialize(nodes)
+            .await
+            .map_err(|e| match e {
+                RaftError::APIError(e) => CellError::InvalidArgument(e.to_string()),
+                RaftError::Fatal(e) => CellError::Fatal(e.to_string()),
+            })
     }
 
     /// Add a non-voting learner and wait until it has caught up (snapshot or log).
     pub async fn add_learner(&self, id: NodeId, addr: String) -> Result<(), CellError> {
         let leader = self.inner.wait_leader().await?;
         if leader != self.id() {
-            return Err(CellError::NotLeader { hint: self.inner.addr_of(leader) });
+            return Err(CellError::NotLeader {
+                hint: self.inner.addr_of(leader),
+            });
         }
-        self.inner.raft.add_learner(id, BasicNode { addr }, true).await.map(|_| ()).map_err(write_error)
+        self.inner
+            .raft
+            .add_learner(id, BasicNode { addr }, true)
+            .await
+            .map(|_| ())
+            .map_err(write_error)
     }
 
     /// Change the voter set to `voters` (joint consensus); `retain` keeps removed voters as
     /// learners.
-    pub async fn change_membership(&self, voters: BTreeSet<NodeId>, retain: bool) -> Result<(), CellError> {
+    pub async fn change_membership(
+        &self,
+        voters: BTreeSet<NodeId>,
+        retain: bool,
+    ) -> Result<(), CellError> {
         let leader = self.inner.wait_leader().await?;
         if leader != self.id() {
-            return Err(CellError::NotLeader { hint: self.inner.addr_of(leader) });
+            return Err(CellError::NotLeader {
+                hint: self.inner.addr_of(leader),
+            });
         }
-        self.inner.raft.change_membership(voters, retain).await.map(|_| ()).map_err(write_error)
+        self.inner
+            .raft
+            .change_membership(voters, retain)
+            .await
+            .map(|_| ())
+            .map_err(write_error)
     }
 
     /// The address of the current leader, if known.
@@ -237,14 +291,19 @@ fn write_error<E: std::fmt::Display>(e: RaftError<NodeId, E>) -> CellError {
 
 impl Inner {
     fn now_ms(&self) -> u64 {
-        let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as i64;
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as i64;
         (wall + self.config.clock_offset_ms).max(0) as u64
     }
 
     /// The stamp time for the next proposal: the wall clock, never below the last one.
     fn next_stamp_ms(&self) -> u64 {
         let now = self.now_ms();
-        self.last_stamp_ms.fetch_max(now, Ordering::Relaxed).max(now)
+        self.last_stamp_ms
+            .fetch_max(now, Ordering::Relaxed)
+            .max(now)
     }
 
     fn addr_of(&self, id: NodeId) -> Option<String> {
@@ -270,9 +329,16 @@ impl Inner {
     }
 
     async fn forward_read(&self, leader: NodeId, query: &Query) -> Result<QueryResult, CellError> {
-        let addr = self.addr_of(leader).ok_or_else(|| CellError::Unavailable("leader address unknown".into()))?;
+        let addr = self
+            .addr_of(leader)
+            .ok_or_else(|| CellError::Unavailable("leader address unknown".into()))?;
         let mut client = self.peers.raft_client(&addr);
-        let blob = client.read(Blob { data: encode(query) }).await.map_err(CellError::from)?;
+        let blob = client
+            .read(Blob {
+                data: encode(query),
+            })
+            .await
+            .map_err(CellError::from)?;
         let result: Result<QueryResult, CellError> =
             decode(&blob.into_inner().data).map_err(CellError::Unavailable)?;
         result
@@ -280,11 +346,18 @@ impl Inner {
 
     async fn forward_writes(&self, leader: NodeId, batch: Vec<Pending>) {
         let Some(addr) = self.addr_of(leader) else {
-            return fail_all(batch, CellError::Unavailable("leader address unknown".into()));
+            return fail_all(
+                batch,
+                CellError::Unavailable("leader address unknown".into()),
+            );
         };
         let requests: Vec<&Request> = batch.iter().map(|p| &p.request).collect();
         let mut client = self.peers.raft_client(&addr);
-        let reply = client.forward(Blob { data: encode(&requests) }).await;
+        let reply = client
+            .forward(Blob {
+                data: encode(&requests),
+            })
+            .await;
         let results: Result<Vec<Result<Outcome, CellError>>, CellError> = match reply {
             Ok(blob) => decode(&blob.into_inner().data).map_err(CellError::Unavailable),
             Err(status) => Err(CellError::from(status)),
@@ -295,7 +368,10 @@ impl Inner {
                     let _ = p.reply.send(r);
                 }
             }
-            Ok(_) => fail_all(batch, CellError::Fatal("forwarded batch answered out of shape".into())),
+            Ok(_) => fail_all(
+                batch,
+                CellError::Fatal("forwarded batch answered out of shape".into()),
+            ),
             Err(e) => fail_all(batch, e),
         }
     }
@@ -303,7 +379,13 @@ impl Inner {
     /// Propose one batch on this member (the leader) and answer each request.
     async fn propose(self: &Arc<Self>, batch: Vec<Pending>) {
         let requests = batch.iter().map(|p| p.request.clone()).collect();
-        let result = self.raft.client_write(Batch { time_ms: self.next_stamp_ms(), requests }).await;
+        let result = self
+            .raft
+            .client_write(Batch {
+                time_ms: self.next_stamp_ms(),
+                requests,
+            })
+            .await;
         match result {
             Ok(response) => {
                 let outcomes = response.data.outcomes;
@@ -317,7 +399,10 @@ impl Inner {
                 // appended, so forwarding cannot apply anything twice.
                 match f.leader_id {
                     Some(leader) => self.route(leader, batch).await,
-                    None => fail_all(batch, CellError::Unavailable("leadership is changing".into())),
+                    None => fail_all(
+                        batch,
+                        CellError::Unavailable("leadership is changing".into()),
+                    ),
                 }
             }
             Err(e) => fail_all(batch, write_error(e)),
@@ -330,7 +415,12 @@ impl Inner {
             return Box::pin(self.propose(batch)).await;
         }
         let (forward, refuse): (Vec<_>, Vec<_>) = batch.into_iter().partition(|p| p.forwardable);
-        fail_all(refuse, CellError::NotLeader { hint: self.addr_of(leader) });
+        fail_all(
+            refuse,
+            CellError::NotLeader {
+                hint: self.addr_of(leader),
+            },
+        );
         if !forward.is_empty() {
             self.forward_writes(leader, forward).await;
         }
@@ -350,7 +440,9 @@ fn fail_all(batch: Vec<Pending>, err: CellError) {
 async fn proposer_loop(inner: std::sync::Weak<Inner>, mut rx: mpsc::Receiver<Pending>) {
     let slots = Arc::new(Semaphore::new(limits::BATCHES_IN_FLIGHT_MAX));
     while let Some(first) = rx.recv().await {
-        let Ok(permit) = slots.clone().acquire_owned().await else { break };
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            break;
+        };
         let Some(inner) = inner.upgrade() else {
             return fail_all(vec![first], stopped());
         };
@@ -387,7 +479,9 @@ async fn tick_loop(inner: std::sync::Weak<Inner>) {
         if metrics.state != ServerState::Leader {
             continue;
         }
-        let cell = Cell { inner: inner.clone() };
+        let cell = Cell {
+            inner: inner.clone(),
+        };
         if let Err(e) = tick_once(&cell).await {
             tracing::debug!(error = %e, "tick");
         }
@@ -404,7 +498,10 @@ async fn tick_once(cell: &Cell) -> Result<(), CellError> {
         if !due {
             return Ok(());
         }
-        let tick = Request { idempotency_key: None, command: Command::Tick };
+        let tick = Request {
+            idempotency_key: None,
+            command: Command::Tick,
+        };
         if let Outcome::Ticked { processed: 0 } = cell.submit(tick).await? {
             return Ok(());
         }

@@ -24,7 +24,9 @@ pub fn router(cell: Cell) -> tonic::transport::server::Router {
                 .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
                 .max_encoding_message_size(limits::MESSAGE_BYTES_MAX),
         )
-        .add_service(admin_server::AdminServer::new(AdminApi { cell: cell.clone() }))
+        .add_service(admin_server::AdminServer::new(AdminApi {
+            cell: cell.clone(),
+        }))
         .add_service(
             raft_server::RaftServer::new(RaftApi { cell })
                 .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
@@ -39,7 +41,9 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    router(cell).serve_with_incoming_shutdown(incoming, shutdown).await
+    router(cell)
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
 }
 
 /// Bind `addr` for [`serve`].
@@ -54,7 +58,13 @@ struct CellApi {
 impl CellApi {
     async fn submit(&self, idempotency_key: String, command: Command) -> Result<Outcome, Status> {
         let idempotency_key = (!idempotency_key.is_empty()).then_some(idempotency_key);
-        Ok(self.cell.submit(Request { idempotency_key, command }).await?)
+        Ok(self
+            .cell
+            .submit(Request {
+                idempotency_key,
+                command,
+            })
+            .await?)
     }
 
     async fn read(&self, query: Query) -> Result<QueryResult, Status> {
@@ -73,19 +83,32 @@ impl cell_server::Cell for CellApi {
 
     async fn kv_put(&self, req: GrpcRequest<pb::KvPutRequest>) -> GrpcResult<pb::KvWriteResponse> {
         let req = req.into_inner();
-        let command = Command::KvPut { key: req.key, value: req.value, expect_version: req.expect_version };
+        let command = Command::KvPut {
+            key: req.key,
+            value: req.value,
+            expect_version: req.expect_version,
+        };
         let outcome = self.submit(req.idempotency_key, command).await?;
         Ok(Response::new(convert::kv_write_response(outcome)?))
     }
 
-    async fn kv_delete(&self, req: GrpcRequest<pb::KvDeleteRequest>) -> GrpcResult<pb::KvWriteResponse> {
+    async fn kv_delete(
+        &self,
+        req: GrpcRequest<pb::KvDeleteRequest>,
+    ) -> GrpcResult<pb::KvWriteResponse> {
         let req = req.into_inner();
-        let command = Command::KvDelete { key: req.key, expect_version: req.expect_version };
+        let command = Command::KvDelete {
+            key: req.key,
+            expect_version: req.expect_version,
+        };
         let outcome = self.submit(req.idempotency_key, command).await?;
         Ok(Response::new(convert::kv_write_response(outcome)?))
     }
 
-    async fn lease_acquire(&self, req: GrpcRequest<pb::LeaseAcquireRequest>) -> GrpcResult<pb::LeaseResponse> {
+    async fn lease_acquire(
+        &self,
+        req: GrpcRequest<pb::LeaseAcquireRequest>,
+    ) -> GrpcResult<pb::LeaseResponse> {
         let req = req.into_inner();
         let command = Command::LeaseAcquire {
             lease: convert::resource(req.lease, "lease")?,
@@ -98,18 +121,31 @@ impl cell_server::Cell for CellApi {
         Ok(Response::new(convert::lease_response(outcome)?))
     }
 
-    async fn lease_renew(&self, req: GrpcRequest<pb::LeaseRenewRequest>) -> GrpcResult<pb::LeaseResponse> {
+    async fn lease_renew(
+        &self,
+        req: GrpcRequest<pb::LeaseRenewRequest>,
+    ) -> GrpcResult<pb::LeaseResponse> {
         let req = req.into_inner();
         let lease = convert::resource(req.lease, "lease")?;
-        let command = Command::LeaseRenew { lease, holder: req.holder, ttl_ms: req.ttl_ms };
+        let command = Command::LeaseRenew {
+            lease,
+            holder: req.holder,
+            ttl_ms: req.ttl_ms,
+        };
         let outcome = self.submit(req.idempotency_key, command).await?;
         Ok(Response::new(convert::lease_response(outcome)?))
     }
 
-    async fn lease_release(&self, req: GrpcRequest<pb::LeaseReleaseRequest>) -> GrpcResult<pb::LeaseResponse> {
+    async fn lease_release(
+        &self,
+        req: GrpcRequest<pb::LeaseReleaseRequest>,
+    ) -> GrpcResult<pb::LeaseResponse> {
         let req = req.into_inner();
         let lease = convert::resource(req.lease, "lease")?;
-        let command = Command::LeaseRelease { lease, holder: req.holder };
+        let command = Command::LeaseRelease {
+            lease,
+            holder: req.holder,
+        };
         let outcome = self.submit(req.idempotency_key, command).await?;
         Ok(Response::new(convert::lease_response(outcome)?))
     }
@@ -119,13 +155,26 @@ impl cell_server::Cell for CellApi {
         req: GrpcRequest<pb::LeaseReleaseAllRequest>,
     ) -> GrpcResult<pb::LeaseResponse> {
         let req = req.into_inner();
-        let outcome = self.submit(req.idempotency_key, Command::LeaseReleaseAll { holder: req.holder }).await?;
+        let outcome = self
+            .submit(
+                req.idempotency_key,
+                Command::LeaseReleaseAll { holder: req.holder },
+            )
+            .await?;
         Ok(Response::new(convert::lease_response(outcome)?))
     }
 
-    async fn lease_list(&self, req: GrpcRequest<pb::LeaseListRequest>) -> GrpcResult<pb::LeaseListResponse> {
+    async fn lease_list(
+        &self,
+        req: GrpcRequest<pb::LeaseListRequest>,
+    ) -> GrpcResult<pb::LeaseListResponse> {
         let req = req.into_inner();
-        let result = self.read(Query::LeaseList { prefix: req.prefix, limit: convert::limit(req.limit) }).await?;
+        let result = self
+            .read(Query::LeaseList {
+                prefix: req.prefix,
+                limit: convert::limit(req.limit),
+            })
+            .await?;
         Ok(Response::new(convert::lease_list_response(result)?))
     }
 
@@ -145,9 +194,15 @@ impl cell_server::Cell for CellApi {
         Ok(Response::new(convert::counter_response(outcome)?))
     }
 
-    async fn counter_list(&self, req: GrpcRequest<pb::CounterListRequest>) -> GrpcResult<pb::CounterListResponse> {
+    async fn counter_list(
+        &self,
+        req: GrpcRequest<pb::CounterListRequest>,
+    ) -> GrpcResult<pb::CounterListResponse> {
         let req = req.into_inner();
-        let query = Query::CounterList { prefix: req.prefix, limit: convert::limit(req.limit) };
+        let query = Query::CounterList {
+            prefix: req.prefix,
+            limit: convert::limit(req.limit),
+        };
         let result = self.read(query).await?;
         Ok(Response::new(convert::counter_list_response(result)?))
     }
@@ -167,7 +222,10 @@ impl cell_server::Cell for CellApi {
         Ok(Response::new(convert::ledger_append_response(outcome)?))
     }
 
-    async fn ledger_list(&self, req: GrpcRequest<pb::LedgerListRequest>) -> GrpcResult<pb::LedgerListResponse> {
+    async fn ledger_list(
+        &self,
+        req: GrpcRequest<pb::LedgerListRequest>,
+    ) -> GrpcResult<pb::LedgerListResponse> {
         let req = req.into_inner();
         let query = Query::LedgerList {
             owner: req.owner,
@@ -192,20 +250,36 @@ struct AdminApi {
 #[tonic::async_trait]
 impl admin_server::Admin for AdminApi {
     async fn init(&self, req: GrpcRequest<pb::InitRequest>) -> GrpcResult<pb::AdminResponse> {
-        let members: BTreeMap<u64, String> =
-            req.into_inner().members.into_iter().map(|m| (m.id, m.addr)).collect();
+        let members: BTreeMap<u64, String> = req
+            .into_inner()
+            .members
+            .into_iter()
+            .map(|m| (m.id, m.addr))
+            .collect();
         if members.is_empty() {
             return Err(Status::invalid_argument("init needs at least one member"));
         }
         let count = members.len();
         self.cell.initialize(members).await?;
-        Ok(Response::new(pb::AdminResponse { message: format!("initialized with {count} voters") }))
+        Ok(Response::new(pb::AdminResponse {
+            message: format!("initialized with {count} voters"),
+        }))
     }
 
-    async fn add_learner(&self, req: GrpcRequest<pb::AddLearnerRequest>) -> GrpcResult<pb::AdminResponse> {
-        let member = req.into_inner().member.ok_or_else(|| Status::invalid_argument("member is required"))?;
-        self.cell.add_learner(member.id, member.addr.clone()).await?;
-        Ok(Response::new(pb::AdminResponse { message: format!("learner {} at {} caught up", member.id, member.addr) }))
+    async fn add_learner(
+        &self,
+        req: GrpcRequest<pb::AddLearnerRequest>,
+    ) -> GrpcResult<pb::AdminResponse> {
+        let member = req
+            .into_inner()
+            .member
+            .ok_or_else(|| Status::invalid_argument("member is required"))?;
+        self.cell
+            .add_learner(member.id, member.addr.clone())
+            .await?;
+        Ok(Response::new(pb::AdminResponse {
+            message: format!("learner {} at {} caught up", member.id, member.addr),
+        }))
     }
 
     async fn change_membership(
@@ -217,8 +291,12 @@ impl admin_server::Admin for AdminApi {
         if voters.is_empty() {
             return Err(Status::invalid_argument("a cell needs at least one voter"));
         }
-        self.cell.change_membership(voters.clone(), req.retain).await?;
-        Ok(Response::new(pb::AdminResponse { message: format!("voters are now {voters:?}") }))
+        self.cell
+            .change_membership(voters.clone(), req.retain)
+            .await?;
+        Ok(Response::new(pb::AdminResponse {
+            message: format!("voters are now {voters:?}"),
+        }))
     }
 }
 
@@ -226,12 +304,17 @@ struct RaftApi {
     cell: Cell,
 }
 
-fn decode_blob<T: for<'de> serde::Deserialize<'de>>(req: GrpcRequest<pb::Blob>) -> Result<T, Status> {
-    decode(&req.into_inner().data).map_err(|e| Status::invalid_argument(format!("malformed message: {e}")))
+fn decode_blob<T: for<'de> serde::Deserialize<'de>>(
+    req: GrpcRequest<pb::Blob>,
+) -> Result<T, Status> {
+    decode(&req.into_inner().data)
+        .map_err(|e| Status::invalid_argument(format!("malformed message: {e}")))
 }
 
 fn blob<T: serde::Serialize>(value: &T) -> GrpcResult<pb::Blob> {
-    Ok(Response::new(pb::Blob { data: encode(value) }))
+    Ok(Response::new(pb::Blob {
+        data: encode(value),
+    }))
 }
 
 #[tonic::async_trait]
@@ -253,10 +336,9 @@ impl raft_server::Raft for RaftApi {
 
     async fn forward(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
         let requests: Vec<Request> = decode_blob(req)?;
-        let results = futures::future::join_all(
-            requests.into_iter().map(|r| self.cell.submit_forwarded(r)),
-        )
-        .await;
+        let results =
+            futures::future::join_all(requests.into_iter().map(|r| self.cell.submit_forwarded(r)))
+                .await;
         blob(&results)
     }
 

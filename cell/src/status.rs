@@ -13,8 +13,16 @@ pub fn status(cell: &Cell) -> pb::StatusResponse {
     let members = membership
         .nodes()
         .map(|(id, node)| {
-            let matched = m.replication.as_ref().and_then(|r| r.get(id)).map(|l| l.map_or(0, |l| l.index));
-            let matched = if *id == m.id { Some(last_log_index) } else { matched };
+            let matched = m
+                .replication
+                .as_ref()
+                .and_then(|r| r.get(id))
+                .map(|l| l.map_or(0, |l| l.index));
+            let matched = if *id == m.id {
+                Some(last_log_index)
+            } else {
+                matched
+            };
             pb::MemberStatus {
                 id: *id,
                 addr: node.addr.clone(),

@@ -59,8 +59,10 @@ pub(crate) async fn run(global: &Global, args: BenchArgs) -> Result<ExitCode> {
     if args.clients == 0 {
         bail!("--clients must be at least 1");
     }
-    let duration = Duration::from_millis(parse_duration_ms(&args.duration).map_err(anyhow::Error::msg)?);
-    let warmup = Duration::from_millis(parse_duration_ms(&args.warmup).map_err(anyhow::Error::msg)?);
+    let duration =
+        Duration::from_millis(parse_duration_ms(&args.duration).map_err(anyhow::Error::msg)?);
+    let warmup =
+        Duration::from_millis(parse_duration_ms(&args.warmup).map_err(anyhow::Error::msg)?);
     let session = session(global).await?;
     let clients = connect_clients(global, &session.client, args.conns.max(1)).await?;
     let start = Instant::now();
@@ -71,7 +73,9 @@ pub(crate) async fn run(global: &Global, args: BenchArgs) -> Result<ExitCode> {
     for i in 0..args.clients {
         let client = clients[i % clients.len()].clone();
         let args = args.clone();
-        tasks.push(tokio::spawn(async move { client_loop(&client, &args, i, measure_from, end).await }));
+        tasks.push(tokio::spawn(async move {
+            client_loop(&client, &args, i, measure_from, end).await
+        }));
     }
     let progress = tokio::spawn(progress(start, end));
     let mut workers = Vec::new();
@@ -85,20 +89,35 @@ pub(crate) async fn run(global: &Global, args: BenchArgs) -> Result<ExitCode> {
 
 /// Clients go straight to the leader (found through any member), as a well-behaved client
 /// library would; the embedded store has one member.
-async fn connect_clients(global: &Global, first: &CellClient, conns: usize) -> Result<Vec<Arc<CellClient>>> {
+async fn connect_clients(
+    global: &Global,
+    first: &CellClient,
+    conns: usize,
+) -> Result<Vec<Arc<CellClient>>> {
     let Some(spec) = &global.cell else {
-        return Ok(vec![Arc::new(CellClient::new(whip_cell::client::Target::Unix(
-            global.store.clone().unwrap_or_else(|| ".whipplescript".into()).join("cell.sock"),
-        ))?)]);
+        return Ok(vec![Arc::new(CellClient::new(
+            whip_cell::client::Target::Unix(
+                global
+                    .store
+                    .clone()
+                    .unwrap_or_else(|| ".whipplescript".into())
+                    .join("cell.sock"),
+            ),
+        )?)]);
     };
     let status = first.status(pb::StatusRequest {}).await?;
-    let leader = status.leader.and_then(|l| status.members.iter().find(|m| m.id == l)).map(|m| m.addr.clone());
+    let leader = status
+        .leader
+        .and_then(|l| status.members.iter().find(|m| m.id == l))
+        .map(|m| m.addr.clone());
     let mut addrs = cell_addrs(spec);
     if let Some(leader) = leader {
         addrs.retain(|a| *a != leader);
         addrs.insert(0, leader);
     }
-    (0..conns).map(|_| Ok(Arc::new(CellClient::connect(&addrs)?))).collect()
+    (0..conns)
+        .map(|_| Ok(Arc::new(CellClient::connect(&addrs)?)))
+        .collect()
 }
 
 async fn progress(start: Instant, end: Instant) {
@@ -120,8 +139,18 @@ impl Rng {
     }
 }
 
-async fn client_loop(client: &CellClient, args: &BenchArgs, i: usize, from: Instant, end: Instant) -> Worker {
-    let mut w = Worker { latencies_us: Vec::new(), commits: 0, errors: 0 };
+async fn client_loop(
+    client: &CellClient,
+    args: &BenchArgs,
+    i: usize,
+    from: Instant,
+    end: Instant,
+) -> Worker {
+    let mut w = Worker {
+        latencies_us: Vec::new(),
+        commits: 0,
+        errors: 0,
+    };
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
     let mut versions = vec![0u64; args.keys.max(1)];
     let value = vec![b'x'; args.value_bytes];
@@ -130,15 +159,24 @@ async fn client_loop(client: &CellClient, args: &BenchArgs, i: usize, from: Inst
         if t0 >= end {
             return w;
         }
-        let slot = if args.keys == 0 { 0 } else { (rng.next() % args.keys as u64) as usize };
-        let key = if args.keys == 0 { format!("bench/own/{i}") } else { format!("bench/{slot}") };
+        let slot = if args.keys == 0 {
+            0
+        } else {
+            (rng.next() % args.keys as u64) as usize
+        };
+        let key = if args.keys == 0 {
+            format!("bench/own/{i}")
+        } else {
+            format!("bench/{slot}")
+        };
         let committed = match args.workload {
             Workload::Cas => cas(client, key, &value, &mut versions[slot]).await,
             Workload::Lease => lease(client, key, i).await,
             Workload::Ledger => ledger(client, i, &value).await,
         };
         if t0 >= from {
-            w.latencies_us.push(t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+            w.latencies_us
+                .push(t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
             match committed {
                 Ok(true) => w.commits += 1,
                 Ok(false) => {}
@@ -149,7 +187,12 @@ async fn client_loop(client: &CellClient, args: &BenchArgs, i: usize, from: Inst
 }
 
 async fn cas(client: &CellClient, key: String, value: &[u8], version: &mut u64) -> Result<bool> {
-    let req = pb::KvPutRequest { key: key.into_bytes(), value: value.to_vec(), expect_version: Some(*version), ..Default::default() };
+    let req = pb::KvPutRequest {
+        key: key.into_bytes(),
+        value: value.to_vec(),
+        expect_version: Some(*version),
+        ..Default::default()
+    };
     let r = client.kv_put(req).await?;
     if r.code == Code::KvWritten as i32 {
         *version = r.version;
@@ -161,21 +204,47 @@ async fn cas(client: &CellClient, key: String, value: &[u8], version: &mut u64) 
 }
 
 async fn lease(client: &CellClient, key: String, i: usize) -> Result<bool> {
-    let lease = Some(pb::ResourceId { owner: "bench".into(), name: "lease".into(), key });
+    let lease = Some(pb::ResourceId {
+        owner: "bench".into(),
+        name: "lease".into(),
+        key,
+    });
     let holder = format!("client-{i}");
-    let req = pb::LeaseAcquireRequest { lease: lease.clone(), holder: holder.clone(), slots: 1, ttl_ms: 30_000, ..Default::default() };
+    let req = pb::LeaseAcquireRequest {
+        lease: lease.clone(),
+        holder: holder.clone(),
+        slots: 1,
+        ttl_ms: 30_000,
+        ..Default::default()
+    };
     let r = client.lease_acquire(req).await?;
     if r.code == Code::LeaseHeld as i32 {
-        client.lease_release(pb::LeaseReleaseRequest { lease, holder, ..Default::default() }).await?;
+        client
+            .lease_release(pb::LeaseReleaseRequest {
+                lease,
+                holder,
+                ..Default::default()
+            })
+            .await?;
         return Ok(true);
     }
     Ok(false)
 }
 
 async fn ledger(client: &CellClient, i: usize, value: &[u8]) -> Result<bool> {
-    let ledger = Some(pb::ResourceId { owner: "bench".into(), name: "ledger".into(), key: format!("p{}", i % 16) });
+    let ledger = Some(pb::ResourceId {
+        owner: "bench".into(),
+        name: "ledger".into(),
+        key: format!("p{}", i % 16),
+    });
     let entry = serde_json::to_vec(&json!({ "data": String::from_utf8_lossy(value) }))?;
-    let req = pb::LedgerAppendRequest { ledger, entry, appended_by: format!("client-{i}"), retain_ms: 3_600_000, ..Default::default() };
+    let req = pb::LedgerAppendRequest {
+        ledger,
+        entry,
+        appended_by: format!("client-{i}"),
+        retain_ms: 3_600_000,
+        ..Default::default()
+    };
     client.ledger_append(req).await?;
     Ok(true)
 }
@@ -188,14 +257,26 @@ fn percentile(sorted: &[u32], p: f64) -> u32 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-fn report(global: &Global, args: &BenchArgs, duration: Duration, workers: Vec<Worker>) -> Result<ExitCode> {
-    let mut all: Vec<u32> = workers.iter().flat_map(|w| w.latencies_us.iter().copied()).collect();
+fn report(
+    global: &Global,
+    args: &BenchArgs,
+    duration: Duration,
+    workers: Vec<Worker>,
+) -> Result<ExitCode> {
+    let mut all: Vec<u32> = workers
+        .iter()
+        .flat_map(|w| w.latencies_us.iter().copied())
+        .collect();
     all.sort_unstable();
     let commits: u64 = workers.iter().map(|w| w.commits).sum();
     let errors: u64 = workers.iter().map(|w| w.errors).sum();
     let secs = duration.as_secs_f64();
     let ops_per_sec = commits as f64 / secs;
-    let (p50, p99, p999) = (percentile(&all, 50.0), percentile(&all, 99.0), percentile(&all, 99.9));
+    let (p50, p99, p999) = (
+        percentile(&all, 50.0),
+        percentile(&all, 99.0),
+        percentile(&all, 99.9),
+    );
     let workload = format!("{:?}", args.workload).to_lowercase();
     if global.json {
         output::json(&json!({
@@ -210,5 +291,9 @@ fn report(global: &Global, args: &BenchArgs, duration: Duration, workers: Vec<Wo
             all.len() as f64 / secs
         ));
     }
-    Ok(if errors > 0 && commits == 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if errors > 0 && commits == 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

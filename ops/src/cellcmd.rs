@@ -12,9 +12,9 @@ use serde_json::json;
 use whip_cell::{Cell, CellClient, CellConfig, StorageKind};
 use whip_proto::v1 as pb;
 
+use crate::Global;
 use crate::connect::cell_addrs;
 use crate::output;
-use crate::Global;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum CellCommand {
@@ -75,15 +75,28 @@ pub(crate) enum CellCommand {
 
 pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
     match cmd {
-        CellCommand::Serve { id, listen, advertise, data, storage, clock_offset_ms } => {
-            let mut config = CellConfig::new(id, advertise.unwrap_or_else(|| listen.to_string()), data);
+        CellCommand::Serve {
+            id,
+            listen,
+            advertise,
+            data,
+            storage,
+            clock_offset_ms,
+        } => {
+            let mut config =
+                CellConfig::new(id, advertise.unwrap_or_else(|| listen.to_string()), data);
             config.storage = storage;
             config.clock_offset_ms = clock_offset_ms;
             serve(config, listen).await
         }
         CellCommand::Init { members } => init(global, members).await,
         CellCommand::Status => status(global).await,
-        CellCommand::Dev { voters, base_port, data, storage } => dev(global, voters, base_port, data, storage).await,
+        CellCommand::Dev {
+            voters,
+            base_port,
+            data,
+            storage,
+        } => dev(global, voters, base_port, data, storage).await,
         CellCommand::AddLearner { member } => {
             let (id, addr) = parse_member(&member)?;
             let r = remote(global)?.add_learner(pb::Member { id, addr }).await?;
@@ -97,26 +110,42 @@ pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
 }
 
 fn remote(global: &Global) -> Result<CellClient> {
-    let spec = global.cell.as_deref().ok_or_else(|| anyhow!("this command needs --cell ADDR"))?;
+    let spec = global
+        .cell
+        .as_deref()
+        .ok_or_else(|| anyhow!("this command needs --cell ADDR"))?;
     Ok(CellClient::connect(&cell_addrs(spec))?)
 }
 
 fn done(global: &Global, message: String) -> Result<ExitCode> {
-    if global.json { output::json(&json!({"ok": true, "message": message})) } else { output::line(&message) }
+    if global.json {
+        output::json(&json!({"ok": true, "message": message}))
+    } else {
+        output::line(&message)
+    }
     Ok(ExitCode::SUCCESS)
 }
 
 fn parse_member(text: &str) -> Result<(u64, String)> {
-    let (id, addr) = text.split_once('=').ok_or_else(|| anyhow!("member {text:?} is not ID=ADDR"))?;
-    let id: u64 = id.parse().map_err(|_| anyhow!("member id {id:?} is not a number"))?;
+    let (id, addr) = text
+        .split_once('=')
+        .ok_or_else(|| anyhow!("member {text:?} is not ID=ADDR"))?;
+    let id: u64 = id
+        .parse()
+        .map_err(|_| anyhow!("member id {id:?} is not a number"))?;
     if id == 0 {
         bail!("member ids start at 1");
     }
     Ok((id, addr.to_string()))
 }
 
-async fn start_member(config: CellConfig, listen: SocketAddr) -> Result<(Cell, tokio::task::JoinHandle<()>)> {
-    let listener = whip_cell::service::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+async fn start_member(
+    config: CellConfig,
+    listen: SocketAddr,
+) -> Result<(Cell, tokio::task::JoinHandle<()>)> {
+    let listener = whip_cell::service::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
     let cell = Cell::start(config).await?;
     let served = cell.clone();
     let server = tokio::spawn(async move {
@@ -140,12 +169,18 @@ async fn serve(config: CellConfig, listen: SocketAddr) -> Result<ExitCode> {
 }
 
 async fn init(global: &Global, members: Vec<String>) -> Result<ExitCode> {
-    let parsed: Vec<(u64, String)> = members.iter().map(|m| parse_member(m)).collect::<Result<_>>()?;
+    let parsed: Vec<(u64, String)> = members
+        .iter()
+        .map(|m| parse_member(m))
+        .collect::<Result<_>>()?;
     let first = match &global.cell {
         Some(spec) => cell_addrs(spec),
         None => vec![parsed[0].1.clone()],
     };
-    let members = parsed.into_iter().map(|(id, addr)| pb::Member { id, addr }).collect();
+    let members = parsed
+        .into_iter()
+        .map(|(id, addr)| pb::Member { id, addr })
+        .collect();
     let r = CellClient::connect(&first)?.init(members).await?;
     done(global, r.message)
 }
@@ -166,8 +201,14 @@ async fn status(global: &Global) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let leader = s.leader.map_or("none".to_string(), |l| l.to_string());
-    output::line(&format!("member {} ({}), leader {leader}, term {}", s.id, s.state, s.term));
-    output::line(&format!("last log {}, last applied {}, storage {}", s.last_log_index, s.last_applied, s.storage));
+    output::line(&format!(
+        "member {} ({}), leader {leader}, term {}",
+        s.id, s.state, s.term
+    ));
+    output::line(&format!(
+        "last log {}, last applied {}, storage {}",
+        s.last_log_index, s.last_applied, s.storage
+    ));
     for m in &s.members {
         let role = if m.voter { "voter" } else { "learner" };
         let lag = m.lag.map_or("?".to_string(), |l| l.to_string());
@@ -176,12 +217,19 @@ async fn status(global: &Global) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn dev(global: &Global, voters: u64, base_port: u16, data: PathBuf, storage: StorageKind) -> Result<ExitCode> {
+async fn dev(
+    global: &Global,
+    voters: u64,
+    base_port: u16,
+    data: PathBuf,
+    storage: StorageKind,
+) -> Result<ExitCode> {
     if voters == 0 {
         bail!("--voters must be at least 1");
     }
-    let addrs: BTreeMap<u64, String> =
-        (1..=voters).map(|i| (i, format!("127.0.0.1:{}", u64::from(base_port) + i - 1))).collect();
+    let addrs: BTreeMap<u64, String> = (1..=voters)
+        .map(|i| (i, format!("127.0.0.1:{}", u64::from(base_port) + i - 1)))
+        .collect();
     let mut members = Vec::new();
     for (id, addr) in &addrs {
         let mut config = CellConfig::new(*id, addr.clone(), data.join(format!("voter-{id}")));
@@ -192,13 +240,22 @@ async fn dev(global: &Global, voters: u64, base_port: u16, data: PathBuf, storag
     if !first.raft().is_initialized().await? {
         first.initialize(addrs.clone()).await?;
     }
-    let leader = first.raft().wait(Some(Duration::from_secs(10))).metrics(|m| m.current_leader.is_some(), "leader").await;
-    let leader = leader.map_err(|_| anyhow!("no leader elected within 10s"))?.current_leader;
+    let leader = first
+        .raft()
+        .wait(Some(Duration::from_secs(10)))
+        .metrics(|m| m.current_leader.is_some(), "leader")
+        .await;
+    let leader = leader
+        .map_err(|_| anyhow!("no leader elected within 10s"))?
+        .current_leader;
     let list: Vec<&String> = addrs.values().collect();
     if global.json {
         output::json(&json!({"addresses": list, "leader": leader}));
     } else {
-        output::line(&format!("cell of {voters} voters ready: {}", addrs.values().cloned().collect::<Vec<_>>().join(",")));
+        output::line(&format!(
+            "cell of {voters} voters ready: {}",
+            addrs.values().cloned().collect::<Vec<_>>().join(",")
+        ));
     }
     let _ = tokio::signal::ctrl_c().await;
     for (cell, server) in members {

@@ -43,21 +43,32 @@ impl Session {
 
 /// The addresses named by `--cell` (comma-separated).
 pub(crate) fn cell_addrs(spec: &str) -> Vec<String> {
-    spec.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
+    spec.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Connect as the global flags say.
 pub(crate) async fn session(global: &Global) -> Result<Session> {
     if let Some(spec) = &global.cell {
         let client = CellClient::connect(&cell_addrs(spec))?;
-        return Ok(Session { client, embedded: None });
+        return Ok(Session {
+            client,
+            embedded: None,
+        });
     }
-    let store = global.store.clone().unwrap_or_else(|| PathBuf::from(".whipplescript"));
+    let store = global
+        .store
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(".whipplescript"));
     embedded(&store).await
 }
 
 async fn embedded(store: &Path) -> Result<Session> {
-    std::fs::create_dir_all(store).with_context(|| format!("cannot create store {}", store.display()))?;
+    std::fs::create_dir_all(store)
+        .with_context(|| format!("cannot create store {}", store.display()))?;
     let socket = store.join("cell.sock");
     let lock = File::options()
         .create(true)
@@ -70,7 +81,10 @@ async fn embedded(store: &Path) -> Result<Session> {
         Err(std::fs::TryLockError::WouldBlock) => {
             tracing::debug!(socket = %socket.display(), "store is held by another process; using its socket");
             let client = CellClient::new(Target::Unix(socket))?;
-            Ok(Session { client, embedded: None })
+            Ok(Session {
+                client,
+                embedded: None,
+            })
         }
         Err(std::fs::TryLockError::Error(e)) => Err(e).context("cannot lock the store"),
     }
@@ -78,9 +92,17 @@ async fn embedded(store: &Path) -> Result<Session> {
 
 async fn start_embedded(store: &Path, socket: PathBuf, lock: File) -> Result<Session> {
     let config = CellConfig::new(1, "embedded", store.join("cell"));
-    let cell = Cell::start(config).await.context("cannot open the embedded cell")?;
-    if !cell.raft().is_initialized().await.context("embedded cell")? {
-        cell.initialize(BTreeMap::from([(1, "embedded".to_string())])).await?;
+    let cell = Cell::start(config)
+        .await
+        .context("cannot open the embedded cell")?;
+    if !cell
+        .raft()
+        .is_initialized()
+        .await
+        .context("embedded cell")?
+    {
+        cell.initialize(BTreeMap::from([(1, "embedded".to_string())]))
+            .await?;
     }
     // One voter needs no election timeout: ask for the election now.
     let _ = cell.raft().trigger().elect().await;
@@ -94,14 +116,26 @@ async fn start_embedded(store: &Path, socket: PathBuf, lock: File) -> Result<Ses
         let shutdown = async {
             let _ = stopped.await;
         };
-        if let Err(e) = router.serve_with_incoming_shutdown(incoming, shutdown).await {
+        if let Err(e) = router
+            .serve_with_incoming_shutdown(incoming, shutdown)
+            .await
+        {
             tracing::warn!(error = %e, "embedded socket server");
         }
     });
     wait_leader(&cell).await?;
     let client = CellClient::new(Target::Unix(socket.clone()))?;
-    let embedded = Embedded { cell, socket, server, stop, _lock: lock };
-    Ok(Session { client, embedded: Some(embedded) })
+    let embedded = Embedded {
+        cell,
+        socket,
+        server,
+        stop,
+        _lock: lock,
+    };
+    Ok(Session {
+        client,
+        embedded: Some(embedded),
+    })
 }
 
 async fn wait_leader(cell: &Cell) -> Result<()> {

@@ -84,11 +84,17 @@ pub(crate) struct Global {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
-    let global = Global { cell: cli.cell, store: cli.store, json: cli.json };
+    let global = Global {
+        cell: cli.cell,
+        store: cli.store,
+        json: cli.json,
+    };
     if let Command::Check(args) = cli.command {
         return check(&global, args);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build();
     let runtime = match runtime {
         Ok(rt) => rt,
         Err(e) => return output::fail(&global, &anyhow::anyhow!("cannot start runtime: {e}")),
@@ -120,5 +126,8 @@ fn check(global: &Global, args: CheckArgs) -> ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("WHIP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,openraft=error"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }

@@ -7,18 +7,28 @@ use crate::Global;
 
 /// Parse a duration `30s`, `10m`, `2h`, `90d` or `250ms` into milliseconds.
 pub(crate) fn parse_duration_ms(text: &str) -> Result<u64, String> {
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
-    let value: u64 = digits.parse().map_err(|_| format!("invalid duration `{text}`: expected e.g. 30s, 10m, 2h, 90d"))?;
+    let value: u64 = digits
+        .parse()
+        .map_err(|_| format!("invalid duration `{text}`: expected e.g. 30s, 10m, 2h, 90d"))?;
     let scale = match unit {
         "ms" => 1,
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
         "d" => 86_400_000,
-        _ => return Err(format!("invalid duration `{text}`: unit must be ms, s, m, h or d")),
+        _ => {
+            return Err(format!(
+                "invalid duration `{text}`: unit must be ms, s, m, h or d"
+            ));
+        }
     };
-    value.checked_mul(scale).ok_or_else(|| format!("invalid duration `{text}`: too large"))
+    value
+        .checked_mul(scale)
+        .ok_or_else(|| format!("invalid duration `{text}`: too large"))
 }
 
 /// Print a JSON value on stdout (quietly stop on a closed pipe).

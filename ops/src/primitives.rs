@@ -10,9 +10,9 @@ use whip_proto::v1::OutcomeCode as Code;
 
 use whip_cell::CellClient;
 
+use crate::Global;
 use crate::connect::session;
 use crate::output::{self, parse_duration_ms, time_text};
-use crate::Global;
 
 /// Owner namespace of resources named from the command line (engine resources use
 /// `local/<Workflow>` or `shared`).
@@ -153,14 +153,23 @@ pub(crate) enum LedgerCommand {
 }
 
 fn code_name(code: i32) -> String {
-    let name = Code::try_from(code).map(|c| c.as_str_name()).unwrap_or("UNKNOWN");
+    let name = Code::try_from(code)
+        .map(|c| c.as_str_name())
+        .unwrap_or("UNKNOWN");
     let lower = name.to_ascii_lowercase();
     // `lease_held` → `held`, `counter_over` → `over`, `kv_written` → `written`.
-    lower.split_once('_').map(|(_, rest)| rest.to_string()).unwrap_or(lower)
+    lower
+        .split_once('_')
+        .map(|(_, rest)| rest.to_string())
+        .unwrap_or(lower)
 }
 
 fn print(global: &Global, value: Value, text: String) -> ExitCode {
-    if global.json { output::json(&value) } else { output::line(&text) }
+    if global.json {
+        output::json(&value)
+    } else {
+        output::line(&text)
+    }
     ExitCode::SUCCESS
 }
 
@@ -174,28 +183,53 @@ pub(crate) async fn kv(global: &Global, cmd: KvCommand) -> Result<ExitCode> {
 async fn kv_on(global: &Global, c: &CellClient, cmd: KvCommand) -> Result<ExitCode> {
     Ok(match cmd {
         KvCommand::Get { key } => {
-            let r = c.kv_get(pb::KvGetRequest { key: key.into_bytes() }).await?;
+            let r = c
+                .kv_get(pb::KvGetRequest {
+                    key: key.into_bytes(),
+                })
+                .await?;
             let value = String::from_utf8_lossy(&r.value).to_string();
-            let text = if r.found { format!("{value} (version {})", r.version) } else { "(absent)".into() };
-            print(global, json!({"found": r.found, "value": value, "version": r.version}), text)
+            let text = if r.found {
+                format!("{value} (version {})", r.version)
+            } else {
+                "(absent)".into()
+            };
+            print(
+                global,
+                json!({"found": r.found, "value": value, "version": r.version}),
+                text,
+            )
         }
         KvCommand::Put { key, value } => write(global, c.kv_put(put(key, value, None)).await?),
-        KvCommand::Cas { key, value, expect } => write(global, c.kv_put(put(key, value, Some(expect))).await?),
+        KvCommand::Cas { key, value, expect } => {
+            write(global, c.kv_put(put(key, value, Some(expect))).await?)
+        }
         KvCommand::Del { key, expect } => {
-            let req = pb::KvDeleteRequest { key: key.into_bytes(), expect_version: expect, ..Default::default() };
+            let req = pb::KvDeleteRequest {
+                key: key.into_bytes(),
+                expect_version: expect,
+                ..Default::default()
+            };
             write(global, c.kv_delete(req).await?)
         }
     })
 }
 
 fn put(key: String, value: String, expect_version: Option<u64>) -> pb::KvPutRequest {
-    pb::KvPutRequest { key: key.into_bytes(), value: value.into_bytes(), expect_version, ..Default::default() }
+    pb::KvPutRequest {
+        key: key.into_bytes(),
+        value: value.into_bytes(),
+        expect_version,
+        ..Default::default()
+    }
 }
 
 fn write(global: &Global, r: pb::KvWriteResponse) -> ExitCode {
     let outcome = code_name(r.code);
     let text = match Code::try_from(r.code) {
-        Ok(Code::KvVersionMismatch) => format!("version mismatch: current version is {}", r.current_version),
+        Ok(Code::KvVersionMismatch) => {
+            format!("version mismatch: current version is {}", r.current_version)
+        }
         _ => format!("{outcome} version={} fence={}", r.version, r.fence),
     };
     let value = json!({"outcome": outcome, "version": r.version, "fence": r.fence, "current_version": r.current_version});
@@ -203,7 +237,11 @@ fn write(global: &Global, r: pb::KvWriteResponse) -> ExitCode {
 }
 
 fn lease_id(t: &LeaseTarget) -> Option<pb::ResourceId> {
-    Some(pb::ResourceId { owner: t.owner.clone(), name: t.resource.clone(), key: t.key.clone() })
+    Some(pb::ResourceId {
+        owner: t.owner.clone(),
+        name: t.resource.clone(),
+        key: t.key.clone(),
+    })
 }
 
 pub(crate) async fn lease(global: &Global, cmd: LeaseCommand) -> Result<ExitCode> {
@@ -215,8 +253,17 @@ pub(crate) async fn lease(global: &Global, cmd: LeaseCommand) -> Result<ExitCode
 
 async fn lease_on(global: &Global, c: &CellClient, cmd: LeaseCommand) -> Result<ExitCode> {
     Ok(match cmd {
-        LeaseCommand::Acquire { target, slots, ttl, wait } => {
-            let wait_ms = wait.as_deref().map(parse_duration_ms).transpose().map_err(anyhow::Error::msg)?;
+        LeaseCommand::Acquire {
+            target,
+            slots,
+            ttl,
+            wait,
+        } => {
+            let wait_ms = wait
+                .as_deref()
+                .map(parse_duration_ms)
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
             let req = pb::LeaseAcquireRequest {
                 lease: lease_id(&target),
                 holder: target.holder.clone(),
@@ -229,14 +276,27 @@ async fn lease_on(global: &Global, c: &CellClient, cmd: LeaseCommand) -> Result<
         }
         LeaseCommand::Renew { target, ttl } => {
             let ttl_ms = parse_duration_ms(&ttl).map_err(anyhow::Error::msg)?;
-            let req = pb::LeaseRenewRequest { lease: lease_id(&target), holder: target.holder, ttl_ms, ..Default::default() };
+            let req = pb::LeaseRenewRequest {
+                lease: lease_id(&target),
+                holder: target.holder,
+                ttl_ms,
+                ..Default::default()
+            };
             lease_answer(global, c.lease_renew(req).await?)
         }
         LeaseCommand::Release { target } => {
-            let req = pb::LeaseReleaseRequest { lease: lease_id(&target), holder: target.holder, ..Default::default() };
+            let req = pb::LeaseReleaseRequest {
+                lease: lease_id(&target),
+                holder: target.holder,
+                ..Default::default()
+            };
             lease_answer(global, c.lease_release(req).await?)
         }
-        LeaseCommand::List { prefix } => lease_list(global, c.lease_list(pb::LeaseListRequest { prefix, limit: 0 }).await?),
+        LeaseCommand::List { prefix } => lease_list(
+            global,
+            c.lease_list(pb::LeaseListRequest { prefix, limit: 0 })
+                .await?,
+        ),
     })
 }
 
@@ -253,7 +313,11 @@ fn lease_answer(global: &Global, r: pb::LeaseResponse) -> ExitCode {
             value["expires_at"] = json!(time_text(r.expires_at_ms));
             value["expires_at_ms"] = json!(r.expires_at_ms);
             value["reentered"] = json!(r.reentered);
-            format!("{outcome} fence={} expires {}", r.fence, time_text(r.expires_at_ms))
+            format!(
+                "{outcome} fence={} expires {}",
+                r.fence,
+                time_text(r.expires_at_ms)
+            )
         }
         Ok(Code::LeaseContended) => {
             value["holders"] = r.holders.iter().map(holder_json).collect();
@@ -263,7 +327,11 @@ fn lease_answer(global: &Global, r: pb::LeaseResponse) -> ExitCode {
         Ok(Code::LeaseWaiting) => {
             value["position"] = json!(r.position);
             value["wait_until"] = json!(time_text(r.wait_until_ms));
-            format!("waiting at position {} until {}", r.position, time_text(r.wait_until_ms))
+            format!(
+                "waiting at position {} until {}",
+                r.position,
+                time_text(r.wait_until_ms)
+            )
         }
         Ok(Code::LeaseReleasedAll) => {
             value["released"] = json!(r.released);
@@ -297,11 +365,18 @@ fn lease_list(global: &Global, r: pb::LeaseListResponse) -> ExitCode {
         for h in &l.holders {
             output::line(&format!(
                 "{}::{}/{} held by {} (expires {})",
-                id.owner, id.name, id.key, h.holder, time_text(h.expires_at_ms)
+                id.owner,
+                id.name,
+                id.key,
+                h.holder,
+                time_text(h.expires_at_ms)
             ));
         }
         for w in &l.waiters {
-            output::line(&format!("{}::{}/{} waited for by {}", id.owner, id.name, id.key, w.holder));
+            output::line(&format!(
+                "{}::{}/{} waited for by {}",
+                id.owner, id.name, id.key, w.holder
+            ));
         }
     }
     ExitCode::SUCCESS
@@ -316,7 +391,15 @@ pub(crate) async fn counter(global: &Global, cmd: CounterCommand) -> Result<Exit
 
 async fn counter_on(global: &Global, c: &CellClient, cmd: CounterCommand) -> Result<ExitCode> {
     Ok(match cmd {
-        CounterCommand::Consume { counter, key, amount, cap, reset, timezone, owner } => {
+        CounterCommand::Consume {
+            counter,
+            key,
+            amount,
+            cap,
+            reset,
+            timezone,
+            owner,
+        } => {
             let reset = match reset {
                 ResetArg::Hourly => pb::Reset::Hourly,
                 ResetArg::Daily => pb::Reset::Daily,
@@ -324,7 +407,11 @@ async fn counter_on(global: &Global, c: &CellClient, cmd: CounterCommand) -> Res
                 ResetArg::Monthly => pb::Reset::Monthly,
             };
             let req = pb::CounterConsumeRequest {
-                counter: Some(pb::ResourceId { owner, name: counter, key }),
+                counter: Some(pb::ResourceId {
+                    owner,
+                    name: counter,
+                    key,
+                }),
                 amount,
                 cap,
                 reset: reset as i32,
@@ -334,20 +421,36 @@ async fn counter_on(global: &Global, c: &CellClient, cmd: CounterCommand) -> Res
             let r = c.counter_consume(req).await?;
             let outcome = code_name(r.code);
             let value = json!({"outcome": outcome, "consumed": r.consumed, "remaining": r.remaining, "period": r.period});
-            let text = format!("{outcome} consumed={} remaining={} period={}", r.consumed, r.remaining, r.period);
+            let text = format!(
+                "{outcome} consumed={} remaining={} period={}",
+                r.consumed, r.remaining, r.period
+            );
             print(global, value, text)
         }
         CounterCommand::List { prefix } => {
-            let r = c.counter_list(pb::CounterListRequest { prefix, limit: 0 }).await?;
+            let r = c
+                .counter_list(pb::CounterListRequest { prefix, limit: 0 })
+                .await?;
             let rows: Vec<Value> = r.counters.iter().map(|v| {
                 let id = v.counter.clone().unwrap_or_default();
                 json!({"owner": id.owner, "name": id.name, "key": id.key, "consumed": v.consumed, "cap": v.cap, "period": v.period})
             }).collect();
-            let text: Vec<String> = r.counters.iter().map(|v| {
-                let id = v.counter.clone().unwrap_or_default();
-                format!("{}::{}/{} consumed={} period={}", id.owner, id.name, id.key, v.consumed, v.period)
-            }).collect();
-            let text = if text.is_empty() { "no counters".to_string() } else { text.join("\n") };
+            let text: Vec<String> = r
+                .counters
+                .iter()
+                .map(|v| {
+                    let id = v.counter.clone().unwrap_or_default();
+                    format!(
+                        "{}::{}/{} consumed={} period={}",
+                        id.owner, id.name, id.key, v.consumed, v.period
+                    )
+                })
+                .collect();
+            let text = if text.is_empty() {
+                "no counters".to_string()
+            } else {
+                text.join("\n")
+            };
             print(global, json!({ "counters": rows }), text)
         }
     })
@@ -362,34 +465,77 @@ pub(crate) async fn ledger(global: &Global, cmd: LedgerCommand) -> Result<ExitCo
 
 async fn ledger_on(global: &Global, c: &CellClient, cmd: LedgerCommand) -> Result<ExitCode> {
     Ok(match cmd {
-        LedgerCommand::Append { ledger, partition, entry, retain, by, owner } => {
+        LedgerCommand::Append {
+            ledger,
+            partition,
+            entry,
+            retain,
+            by,
+            owner,
+        } => {
             let parsed: Value = match serde_json::from_str(&entry) {
                 Ok(v) => v,
                 Err(e) => bail!("--entry is not valid JSON: {e}"),
             };
             let req = pb::LedgerAppendRequest {
-                ledger: Some(pb::ResourceId { owner, name: ledger, key: partition }),
+                ledger: Some(pb::ResourceId {
+                    owner,
+                    name: ledger,
+                    key: partition,
+                }),
                 entry: parsed.to_string().into_bytes(),
                 appended_by: by,
                 retain_ms: parse_duration_ms(&retain).map_err(anyhow::Error::msg)?,
                 ..Default::default()
             };
             let r = c.ledger_append(req).await?;
-            print(global, json!({"seq": r.seq}), format!("appended #{}", r.seq))
+            print(
+                global,
+                json!({"seq": r.seq}),
+                format!("appended #{}", r.seq),
+            )
         }
-        LedgerCommand::List { ledger, partition, owner, after, limit } => {
-            let req = pb::LedgerListRequest { owner, name: ledger, partition, after_seq: after, limit };
+        LedgerCommand::List {
+            ledger,
+            partition,
+            owner,
+            after,
+            limit,
+        } => {
+            let req = pb::LedgerListRequest {
+                owner,
+                name: ledger,
+                partition,
+                after_seq: after,
+                limit,
+            };
             let r = c.ledger_list(req).await?;
             let rows: Vec<Value> = r.entries.iter().map(|e| {
                 let id = e.ledger.clone().unwrap_or_default();
                 let entry: Value = serde_json::from_slice(&e.entry).unwrap_or_else(|_| json!(String::from_utf8_lossy(&e.entry)));
                 json!({"ledger": id.name, "partition": id.key, "seq": e.seq, "entry": entry, "appended_by": e.appended_by, "at": time_text(e.at_ms)})
             }).collect();
-            let text: Vec<String> = r.entries.iter().map(|e| {
-                let id = e.ledger.clone().unwrap_or_default();
-                format!("{}::{}#{} [{}] by {}: {}", id.owner, id.name, e.seq, id.key, e.appended_by, String::from_utf8_lossy(&e.entry))
-            }).collect();
-            let text = if text.is_empty() { "no entries".to_string() } else { text.join("\n") };
+            let text: Vec<String> = r
+                .entries
+                .iter()
+                .map(|e| {
+                    let id = e.ledger.clone().unwrap_or_default();
+                    format!(
+                        "{}::{}#{} [{}] by {}: {}",
+                        id.owner,
+                        id.name,
+                        e.seq,
+                        id.key,
+                        e.appended_by,
+                        String::from_utf8_lossy(&e.entry)
+                    )
+                })
+                .collect();
+            let text = if text.is_empty() {
+                "no entries".to_string()
+            } else {
+                text.join("\n")
+            };
             print(global, json!({ "entries": rows }), text)
         }
     })

@@ -5,6 +5,8 @@
 //! transport. Must never: hold logic beyond generated code and constants.
 #![allow(missing_docs, unreachable_pub, clippy::all)]
 
+pub mod codec;
+
 /// Generated types and services of package `whip.v1`.
 pub mod v1 {
     tonic::include_proto!("whip.v1");

@@ -16,13 +16,16 @@ use std::time::Duration;
 
 use whip_cell::{Cell, CellClient, CellConfig, StorageKind};
 
-pub use process::ProcessCluster;
+pub use process::{ProcessCluster, whip_binary};
 
 /// Install a quiet tracing subscriber once (set `WHIP_LOG` to see more).
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("WHIP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,openraft=error"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
 }
 
 /// Wait until `check` holds, polling every 20 ms, or panic with `what` after `timeout`.
@@ -36,16 +39,23 @@ where
         if check().await {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
 /// Free loopback addresses, reserved by binding port 0.
 pub fn free_addrs(n: usize) -> Vec<SocketAddr> {
-    let listeners: Vec<std::net::TcpListener> =
-        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0")).collect();
-    listeners.iter().map(|l| l.local_addr().expect("local addr")).collect()
+    let listeners: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind port 0"))
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().expect("local addr"))
+        .collect()
 }
 
 struct Member {
@@ -71,21 +81,41 @@ impl Cluster {
     }
 
     /// Like [`Cluster::start`], adjusting each member's config first.
-    pub async fn start_with(n: usize, storage: StorageKind, adjust: impl Fn(&mut CellConfig)) -> Cluster {
+    pub async fn start_with(
+        n: usize,
+        storage: StorageKind,
+        adjust: impl Fn(&mut CellConfig),
+    ) -> Cluster {
         init_tracing();
         let dir = tempfile::tempdir().expect("temp dir");
-        let addrs: BTreeMap<u64, SocketAddr> =
-            free_addrs(n).into_iter().enumerate().map(|(i, a)| (i as u64 + 1, a)).collect();
-        let mut cluster = Cluster { dir, addrs: addrs.clone(), members: BTreeMap::new(), configs: BTreeMap::new() };
+        let addrs: BTreeMap<u64, SocketAddr> = free_addrs(n)
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| (i as u64 + 1, a))
+            .collect();
+        let mut cluster = Cluster {
+            dir,
+            addrs: addrs.clone(),
+            members: BTreeMap::new(),
+            configs: BTreeMap::new(),
+        };
         for id in addrs.keys() {
-            let mut config = CellConfig::new(*id, addrs[id].to_string(), cluster.dir.path().join(format!("member-{id}")));
+            let mut config = CellConfig::new(
+                *id,
+                addrs[id].to_string(),
+                cluster.dir.path().join(format!("member-{id}")),
+            );
             config.storage = storage;
             adjust(&mut config);
             cluster.configs.insert(*id, config);
             cluster.start_member(*id).await;
         }
         let members = addrs.iter().map(|(id, a)| (*id, a.to_string())).collect();
-        cluster.member(1).initialize(members).await.expect("initialize");
+        cluster
+            .member(1)
+            .initialize(members)
+            .await
+            .expect("initialize");
         cluster.wait_leader(Duration::from_secs(10)).await;
         cluster
     }
@@ -93,7 +123,9 @@ impl Cluster {
     /// Start (or restart) member `id` from its data directory.
     pub async fn start_member(&mut self, id: u64) {
         let config = self.configs[&id].clone();
-        let listener = whip_cell::service::bind(self.addrs[&id]).await.expect("bind member address");
+        let listener = whip_cell::service::bind(self.addrs[&id])
+            .await
+            .expect("bind member address");
         let cell = Cell::start(config).await.expect("start member");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let served = cell.clone();
@@ -129,21 +161,30 @@ impl Cluster {
     pub async fn wait_leader(&self, timeout: Duration) -> u64 {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let seen: Vec<Option<u64>> =
-                self.members.values().map(|m| m.cell.raft().metrics().borrow().current_leader).collect();
+            let seen: Vec<Option<u64>> = self
+                .members
+                .values()
+                .map(|m| m.cell.raft().metrics().borrow().current_leader)
+                .collect();
             if let Some(Some(l)) = seen.first() {
                 if seen.iter().all(|s| *s == Some(*l)) && self.members.contains_key(l) {
                     return *l;
                 }
             }
-            assert!(tokio::time::Instant::now() < deadline, "no agreed leader within {timeout:?}: {seen:?}");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no agreed leader within {timeout:?}: {seen:?}"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
     /// Addresses of the running members.
     pub fn running_addrs(&self) -> Vec<String> {
-        self.members.keys().map(|id| self.addrs[id].to_string()).collect()
+        self.members
+            .keys()
+            .map(|id| self.addrs[id].to_string())
+            .collect()
     }
 
     /// A client that may use any running member.

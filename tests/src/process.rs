@@ -10,9 +10,16 @@ use whip_proto::v1 as pb;
 /// The `whip` binary next to the test executable (`target/<profile>/whip`).
 pub fn whip_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>");
     let bin = profile_dir.join("whip");
-    assert!(bin.exists(), "{} not built: run `cargo build -p whip` first", bin.display());
+    assert!(
+        bin.exists(),
+        "{} not built: run `cargo build -p whip` first",
+        bin.display()
+    );
     bin
 }
 
@@ -30,7 +37,11 @@ impl ProcessCluster {
     pub async fn start(n: usize) -> ProcessCluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let addrs: Vec<String> = crate::free_addrs(n).iter().map(|a| a.to_string()).collect();
-        let mut cluster = ProcessCluster { dir, addrs, children: (0..n).map(|_| None).collect() };
+        let mut cluster = ProcessCluster {
+            dir,
+            addrs,
+            children: (0..n).map(|_| None).collect(),
+        };
         for id in 1..=n as u64 {
             cluster.spawn(id);
         }
@@ -38,12 +49,17 @@ impl ProcessCluster {
             .addrs
             .iter()
             .enumerate()
-            .map(|(i, a)| pb::Member { id: i as u64 + 1, addr: a.clone() })
+            .map(|(i, a)| pb::Member {
+                id: i as u64 + 1,
+                addr: a.clone(),
+            })
             .collect();
         let first = CellClient::connect(&cluster.addrs[..1]).expect("client");
-        crate::wait_for("first member to listen", Duration::from_secs(10), || async {
-            first.member_status(0).await.is_ok()
-        })
+        crate::wait_for(
+            "first member to listen",
+            Duration::from_secs(10),
+            || async { first.member_status(0).await.is_ok() },
+        )
         .await;
         first.init(members).await.expect("init cell");
         cluster
@@ -53,7 +69,14 @@ impl ProcessCluster {
     pub fn spawn(&mut self, id: u64) {
         let index = (id - 1) as usize;
         let child = Command::new(whip_binary())
-            .args(["cell", "serve", "--id", &id.to_string(), "--listen", &self.addrs[index]])
+            .args([
+                "cell",
+                "serve",
+                "--id",
+                &id.to_string(),
+                "--listen",
+                &self.addrs[index],
+            ])
             .arg("--data")
             .arg(self.dir.path().join(format!("member-{id}")))
             .stdout(Stdio::null())

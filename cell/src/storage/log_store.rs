@@ -31,17 +31,31 @@ impl LogStore {
         name: &'static str,
     ) -> Result<Option<T>, StorageError> {
         let backend = self.backend.clone();
-        let bytes = blocking(move || backend.meta_get(name)).await.map_err(read_err)?;
-        bytes.map(|b| decode(&b).map_err(|e| read_err(BackendError::new("decode meta", e)))).transpose()
+        let bytes = blocking(move || backend.meta_get(name))
+            .await
+            .map_err(read_err)?;
+        bytes
+            .map(|b| decode(&b).map_err(|e| read_err(BackendError::new("decode meta", e))))
+            .transpose()
     }
 }
 
 fn read_err(e: BackendError) -> StorageError {
-    openraft::StorageIOError::new(ErrorSubject::Logs, ErrorVerb::Read, openraft::AnyError::new(&e)).into()
+    openraft::StorageIOError::new(
+        ErrorSubject::Logs,
+        ErrorVerb::Read,
+        openraft::AnyError::new(&e),
+    )
+    .into()
 }
 
 fn write_err(e: BackendError) -> StorageError {
-    openraft::StorageIOError::new(ErrorSubject::Logs, ErrorVerb::Write, openraft::AnyError::new(&e)).into()
+    openraft::StorageIOError::new(
+        ErrorSubject::Logs,
+        ErrorVerb::Write,
+        openraft::AnyError::new(&e),
+    )
+    .into()
 }
 
 fn bounds(range: &impl RangeBounds<u64>) -> (u64, u64) {
@@ -65,7 +79,9 @@ impl RaftLogReader<TypeConfig> for LogStore {
     ) -> Result<Vec<Entry>, StorageError> {
         let (from, to) = bounds(&range);
         let backend = self.backend.clone();
-        let rows = blocking(move || backend.log_range(from, to)).await.map_err(read_err)?;
+        let rows = blocking(move || backend.log_range(from, to))
+            .await
+            .map_err(read_err)?;
         rows.iter()
             .map(|(_, b)| decode(b).map_err(|e| read_err(BackendError::new("decode entry", e))))
             .collect()
@@ -77,16 +93,22 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let backend = self.backend.clone();
-        let last = blocking(move || backend.log_last()).await.map_err(read_err)?;
+        let last = blocking(move || backend.log_last())
+            .await
+            .map_err(read_err)?;
         let last_purged = self.meta::<Option<LogId>>(PURGED).await?.flatten();
         let last_log_id = match last {
             Some((_, bytes)) => {
-                let entry: Entry = decode(&bytes).map_err(|e| read_err(BackendError::new("decode entry", e)))?;
+                let entry: Entry =
+                    decode(&bytes).map_err(|e| read_err(BackendError::new("decode entry", e)))?;
                 Some(entry.log_id)
             }
             None => last_purged,
         };
-        Ok(LogState { last_purged_log_id: last_purged, last_log_id })
+        Ok(LogState {
+            last_purged_log_id: last_purged,
+            last_log_id,
+        })
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -95,7 +117,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
         let (backend, bytes) = (self.backend.clone(), encode(vote));
-        blocking(move || backend.meta_put(VOTE, bytes)).await.map_err(write_err)
+        blocking(move || backend.meta_put(VOTE, bytes))
+            .await
+            .map_err(write_err)
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError> {
@@ -104,19 +128,28 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
         let (backend, bytes) = (self.backend.clone(), encode(&committed));
-        blocking(move || backend.meta_put(COMMITTED, bytes)).await.map_err(write_err)
+        blocking(move || backend.meta_put(COMMITTED, bytes))
+            .await
+            .map_err(write_err)
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
         Ok(self.meta::<Option<LogId>>(COMMITTED).await?.flatten())
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
     where
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let rows: Vec<(u64, Vec<u8>)> = entries.into_iter().map(|e| (e.log_id.index, encode(&e))).collect();
+        let rows: Vec<(u64, Vec<u8>)> = entries
+            .into_iter()
+            .map(|e| (e.log_id.index, encode(&e)))
+            .collect();
         let backend = self.backend.clone();
         // The append is durable (fsynced) before openraft hears it is flushed, so an entry is
         // on disk before it counts toward a quorum and before any client is acknowledged.
@@ -136,11 +169,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         let backend = self.backend.clone();
-        blocking(move || backend.log_truncate(log_id.index)).await.map_err(write_err)
+        blocking(move || backend.log_truncate(log_id.index))
+            .await
+            .map_err(write_err)
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         let (backend, bytes) = (self.backend.clone(), encode(&Some(log_id)));
-        blocking(move || backend.log_purge(log_id.index, (PURGED, bytes))).await.map_err(write_err)
+        blocking(move || backend.log_purge(log_id.index, (PURGED, bytes)))
+            .await
+            .map_err(write_err)
     }
 }

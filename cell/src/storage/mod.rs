@@ -61,7 +61,10 @@ pub struct BackendError {
 
 impl BackendError {
     pub(crate) fn new(context: &'static str, err: impl std::fmt::Display) -> Self {
-        BackendError { context, message: err.to_string() }
+        BackendError {
+            context,
+            message: err.to_string(),
+        }
     }
 }
 
@@ -91,7 +94,12 @@ pub trait Backend: Send + Sync + 'static {
     /// A state-machine value.
     fn sm_get(&self, key: &[u8]) -> BackendResult<Option<Vec<u8>>>;
     /// State-machine pairs with `start <= key < end`, at most `limit`.
-    fn sm_scan(&self, start: &[u8], end: &[u8], limit: usize) -> BackendResult<Vec<(Vec<u8>, Vec<u8>)>>;
+    fn sm_scan(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> BackendResult<Vec<(Vec<u8>, Vec<u8>)>>;
     /// Commit a write set atomically. Not necessarily durable on return: the log is the
     /// source of truth and a crash replays committed entries (`durable` forces it).
     fn sm_commit(&self, writes: WriteSet, durable: bool) -> BackendResult<()>;

@@ -35,13 +35,19 @@ impl RedbBackend {
                 Err(e) => return Err(BackendError::new("open redb", e)),
             }
         };
-        let txn = db.begin_write().map_err(|e| BackendError::new("open redb", e))?;
+        let txn = db
+            .begin_write()
+            .map_err(|e| BackendError::new("open redb", e))?;
         {
-            txn.open_table(LOG).map_err(|e| BackendError::new("open log table", e))?;
-            txn.open_table(META).map_err(|e| BackendError::new("open meta table", e))?;
-            txn.open_table(SM).map_err(|e| BackendError::new("open sm table", e))?;
+            txn.open_table(LOG)
+                .map_err(|e| BackendError::new("open log table", e))?;
+            txn.open_table(META)
+                .map_err(|e| BackendError::new("open meta table", e))?;
+            txn.open_table(SM)
+                .map_err(|e| BackendError::new("open sm table", e))?;
         }
-        txn.commit().map_err(|e| BackendError::new("open redb", e))?;
+        txn.commit()
+            .map_err(|e| BackendError::new("open redb", e))?;
         Ok(RedbBackend { db })
     }
 
@@ -51,9 +57,17 @@ impl RedbBackend {
         context: &'static str,
         f: impl FnOnce(&redb::WriteTransaction) -> Result<(), redb::Error>,
     ) -> BackendResult<()> {
-        let mut txn = self.db.begin_write().map_err(|e| BackendError::new(context, e))?;
-        let durability = if durable { Durability::Immediate } else { Durability::None };
-        txn.set_durability(durability).map_err(|e| BackendError::new(context, e))?;
+        let mut txn = self
+            .db
+            .begin_write()
+            .map_err(|e| BackendError::new(context, e))?;
+        let durability = if durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        };
+        txn.set_durability(durability)
+            .map_err(|e| BackendError::new(context, e))?;
         f(&txn).map_err(err(context))?;
         txn.commit().map_err(|e| BackendError::new(context, e))
     }
@@ -63,7 +77,10 @@ impl RedbBackend {
         context: &'static str,
         f: impl FnOnce(&redb::ReadTransaction) -> Result<T, redb::Error>,
     ) -> BackendResult<T> {
-        let txn = self.db.begin_read().map_err(|e| BackendError::new(context, e))?;
+        let txn = self
+            .db
+            .begin_read()
+            .map_err(|e| BackendError::new(context, e))?;
         f(&txn).map_err(err(context))
     }
 }
@@ -141,7 +158,12 @@ impl Backend for RedbBackend {
         })
     }
 
-    fn sm_scan(&self, start: &[u8], end: &[u8], limit: usize) -> BackendResult<Vec<(Vec<u8>, Vec<u8>)>> {
+    fn sm_scan(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> BackendResult<Vec<(Vec<u8>, Vec<u8>)>> {
         if start >= end {
             return Ok(Vec::new());
         }

@@ -32,7 +32,10 @@ impl SledBackend {
             .mode(sled::Mode::HighThroughput)
             .open()
             .map_err(|e| BackendError::new("open sled", e))?;
-        let tree = |name: &str| db.open_tree(name).map_err(|e| BackendError::new("open tree", e));
+        let tree = |name: &str| {
+            db.open_tree(name)
+                .map_err(|e| BackendError::new("open tree", e))
+        };
         let (log, meta, sm) = (tree("log")?, tree("meta")?, tree("sm")?);
         Ok(SledBackend { db, log, meta, sm })
     }
@@ -40,7 +43,10 @@ impl SledBackend {
     /// sled flushes every 500 ms on its own (TRAPS.md 12): an acknowledged write must not wait
     /// for that, so durable writes flush the whole database before returning.
     fn flush(&self, context: &'static str) -> BackendResult<()> {
-        self.db.flush().map(|_| ()).map_err(|e| BackendError::new(context, e))
+        self.db
+            .flush()
+            .map(|_| ())
+            .map_err(|e| BackendError::new(context, e))
     }
 }
 
@@ -50,7 +56,9 @@ impl Backend for SledBackend {
         for (index, bytes) in entries {
             batch.insert(&index_key(*index), bytes.as_slice());
         }
-        self.log.apply_batch(batch).map_err(|e| BackendError::new("append log", e))?;
+        self.log
+            .apply_batch(batch)
+            .map_err(|e| BackendError::new("append log", e))?;
         self.flush("append log")
     }
 
@@ -68,7 +76,10 @@ impl Backend for SledBackend {
     }
 
     fn log_last(&self) -> BackendResult<Option<(u64, Vec<u8>)>> {
-        let last = self.log.last().map_err(|e| BackendError::new("read last log", e))?;
+        let last = self
+            .log
+            .last()
+            .map_err(|e| BackendError::new("read last log", e))?;
         Ok(last.map(|(k, v)| (index_of(&k), v.to_vec())))
     }
 
@@ -78,40 +89,59 @@ impl Backend for SledBackend {
             let (k, _) = row.map_err(|e| BackendError::new("truncate log", e))?;
             batch.remove(k);
         }
-        self.log.apply_batch(batch).map_err(|e| BackendError::new("truncate log", e))?;
+        self.log
+            .apply_batch(batch)
+            .map_err(|e| BackendError::new("truncate log", e))?;
         self.flush("truncate log")
     }
 
     fn log_purge(&self, upto: u64, meta: (&str, Vec<u8>)) -> BackendResult<()> {
         // Record the purge point first: a crash between the two leaves extra entries below
         // it, which openraft ignores, never a hole above it.
-        self.meta.insert(meta.0, meta.1).map_err(|e| BackendError::new("purge log", e))?;
+        self.meta
+            .insert(meta.0, meta.1)
+            .map_err(|e| BackendError::new("purge log", e))?;
         self.flush("purge log")?;
         let mut batch = Batch::default();
         for row in self.log.range(..=index_key(upto)) {
             let (k, _) = row.map_err(|e| BackendError::new("purge log", e))?;
             batch.remove(k);
         }
-        self.log.apply_batch(batch).map_err(|e| BackendError::new("purge log", e))?;
+        self.log
+            .apply_batch(batch)
+            .map_err(|e| BackendError::new("purge log", e))?;
         self.flush("purge log")
     }
 
     fn meta_get(&self, name: &str) -> BackendResult<Option<Vec<u8>>> {
-        let value = self.meta.get(name).map_err(|e| BackendError::new("read meta", e))?;
+        let value = self
+            .meta
+            .get(name)
+            .map_err(|e| BackendError::new("read meta", e))?;
         Ok(value.map(|v| v.to_vec()))
     }
 
     fn meta_put(&self, name: &str, value: Vec<u8>) -> BackendResult<()> {
-        self.meta.insert(name, value).map_err(|e| BackendError::new("write meta", e))?;
+        self.meta
+            .insert(name, value)
+            .map_err(|e| BackendError::new("write meta", e))?;
         self.flush("write meta")
     }
 
     fn sm_get(&self, key: &[u8]) -> BackendResult<Option<Vec<u8>>> {
-        let value = self.sm.get(key).map_err(|e| BackendError::new("read state", e))?;
+        let value = self
+            .sm
+            .get(key)
+            .map_err(|e| BackendError::new("read state", e))?;
         Ok(value.map(|v| v.to_vec()))
     }
 
-    fn sm_scan(&self, start: &[u8], end: &[u8], limit: usize) -> BackendResult<Vec<(Vec<u8>, Vec<u8>)>> {
+    fn sm_scan(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> BackendResult<Vec<(Vec<u8>, Vec<u8>)>> {
         if start >= end {
             return Ok(Vec::new());
         }
@@ -133,8 +163,14 @@ impl Backend for SledBackend {
                 None => batch.remove(key),
             }
         }
-        self.sm.apply_batch(batch).map_err(|e| BackendError::new("commit state", e))?;
-        if durable { self.flush("commit state") } else { Ok(()) }
+        self.sm
+            .apply_batch(batch)
+            .map_err(|e| BackendError::new("commit state", e))?;
+        if durable {
+            self.flush("commit state")
+        } else {
+            Ok(())
+        }
     }
 
     fn sm_replace(&self, pairs: Vec<(Vec<u8>, Vec<u8>)>) -> BackendResult<()> {
@@ -146,7 +182,9 @@ impl Backend for SledBackend {
         for (k, v) in pairs {
             batch.insert(k, v);
         }
-        self.sm.apply_batch(batch).map_err(|e| BackendError::new("install state", e))?;
+        self.sm
+            .apply_batch(batch)
+            .map_err(|e| BackendError::new("install state", e))?;
         self.flush("install state")
     }
 

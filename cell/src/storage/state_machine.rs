@@ -45,7 +45,11 @@ pub struct StateMachineView {
 
 impl StateMachineView {
     /// Answer a board query against the applied state at `now_ms`.
-    pub async fn query(&self, now_ms: u64, query: whip_board::Query) -> BackendResult<whip_board::QueryResult> {
+    pub async fn query(
+        &self,
+        now_ms: u64,
+        query: whip_board::Query,
+    ) -> BackendResult<whip_board::QueryResult> {
         let backend = self.backend.clone();
         blocking(move || {
             let txn = Overlay::new(backend.as_ref());
@@ -77,20 +81,35 @@ fn read_applied(backend: &dyn Backend) -> BackendResult<Applied> {
 }
 
 fn sm_err(verb: ErrorVerb) -> impl Fn(BackendError) -> StorageError {
-    move |e| openraft::StorageIOError::new(ErrorSubject::StateMachine, verb, openraft::AnyError::new(&e)).into()
+    move |e| {
+        openraft::StorageIOError::new(
+            ErrorSubject::StateMachine,
+            verb,
+            openraft::AnyError::new(&e),
+        )
+        .into()
+    }
 }
 
 impl SmStore {
     /// Open the state machine over `backend`; `dir` holds the current snapshot file.
     pub async fn open(backend: Arc<dyn Backend>, dir: PathBuf) -> Result<Self, StorageError> {
         let b = backend.clone();
-        let applied = blocking(move || read_applied(b.as_ref())).await.map_err(sm_err(ErrorVerb::Read))?;
-        Ok(SmStore { backend, dir, applied })
+        let applied = blocking(move || read_applied(b.as_ref()))
+            .await
+            .map_err(sm_err(ErrorVerb::Read))?;
+        Ok(SmStore {
+            backend,
+            dir,
+            applied,
+        })
     }
 
     /// A read-only view for queries.
     pub fn view(&self) -> StateMachineView {
-        StateMachineView { backend: self.backend.clone() }
+        StateMachineView {
+            backend: self.backend.clone(),
+        }
     }
 
     fn snapshot_path(&self) -> PathBuf {
@@ -122,7 +141,11 @@ fn apply_entries(
                     .enumerate()
                     .map(|(position, request)| {
                         let position = u32::try_from(position).expect("batch length is bounded");
-                        let stamp = Stamp { index: entry.log_id.index, position, time_ms: applied.time_ms };
+                        let stamp = Stamp {
+                            index: entry.log_id.index,
+                            position,
+                            time_ms: applied.time_ms,
+                        };
                         whip_board::apply(&mut txn, stamp, request)
                     })
                     .collect();
@@ -147,7 +170,8 @@ pub struct SnapshotBuilder {
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        let pairs = std::mem::replace(&mut self.pairs, Ok(Vec::new())).map_err(sm_err(ErrorVerb::Read))?;
+        let pairs =
+            std::mem::replace(&mut self.pairs, Ok(Vec::new())).map_err(sm_err(ErrorVerb::Read))?;
         let last = self.applied.log_id;
         let snapshot_id = match last {
             Some(l) => format!("{}-{}", l.leader_id.term, l.index),
@@ -158,10 +182,22 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             last_membership: self.applied.membership.clone(),
             snapshot_id,
         };
-        let bytes = encode(&SnapshotFile { meta: meta.clone(), pairs });
-        write_durably(self.path.clone(), bytes.clone()).await.map_err(sm_err(ErrorVerb::Write))?;
-        tracing::info!(index = last.map(|l| l.index), bytes = bytes.len(), "snapshot built");
-        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
+        let bytes = encode(&SnapshotFile {
+            meta: meta.clone(),
+            pairs,
+        });
+        write_durably(self.path.clone(), bytes.clone())
+            .await
+            .map_err(sm_err(ErrorVerb::Write))?;
+        tracing::info!(
+            index = last.map(|l| l.index),
+            bytes = bytes.len(),
+            "snapshot built"
+        );
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(bytes)),
+        })
     }
 }
 
@@ -171,12 +207,17 @@ async fn write_durably(path: PathBuf, bytes: Vec<u8>) -> BackendResult<()> {
     blocking(move || {
         use std::io::Write;
         let tmp = path.with_extension("tmp");
-        let mut file = std::fs::File::create(&tmp).map_err(|e| BackendError::new("write snapshot", e))?;
-        file.write_all(&bytes).map_err(|e| BackendError::new("write snapshot", e))?;
-        file.sync_all().map_err(|e| BackendError::new("sync snapshot", e))?;
+        let mut file =
+            std::fs::File::create(&tmp).map_err(|e| BackendError::new("write snapshot", e))?;
+        file.write_all(&bytes)
+            .map_err(|e| BackendError::new("write snapshot", e))?;
+        file.sync_all()
+            .map_err(|e| BackendError::new("sync snapshot", e))?;
         std::fs::rename(&tmp, &path).map_err(|e| BackendError::new("rename snapshot", e))?;
         if let Some(dir) = path.parent() {
-            std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| BackendError::new("sync dir", e))?;
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| BackendError::new("sync dir", e))?;
         }
         Ok(())
     })
@@ -199,9 +240,10 @@ impl RaftStateMachine<TypeConfig> for SmStore {
     {
         let entries: Vec<Entry> = entries.into_iter().collect();
         let (backend, applied) = (self.backend.clone(), self.applied.clone());
-        let (applied, responses) = blocking(move || apply_entries(backend.as_ref(), applied, entries))
-            .await
-            .map_err(sm_err(ErrorVerb::Write))?;
+        let (applied, responses) =
+            blocking(move || apply_entries(backend.as_ref(), applied, entries))
+                .await
+                .map_err(sm_err(ErrorVerb::Write))?;
         self.applied = applied;
         Ok(responses)
     }
@@ -209,7 +251,11 @@ impl RaftStateMachine<TypeConfig> for SmStore {
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         let backend = self.backend.clone();
         let pairs = blocking(move || backend.sm_dump()).await;
-        SnapshotBuilder { path: self.snapshot_path(), applied: self.applied.clone(), pairs }
+        SnapshotBuilder {
+            path: self.snapshot_path(),
+            applied: self.applied.clone(),
+            pairs,
+        }
     }
 
     async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
@@ -236,9 +282,13 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         applied.membership = meta.last_membership.clone();
         pairs.retain(|(k, _)| k.as_slice() != APPLIED_KEY);
         pairs.push((APPLIED_KEY.to_vec(), encode(&applied)));
-        write_durably(self.snapshot_path(), bytes).await.map_err(sm_err(ErrorVerb::Write))?;
+        write_durably(self.snapshot_path(), bytes)
+            .await
+            .map_err(sm_err(ErrorVerb::Write))?;
         let backend = self.backend.clone();
-        blocking(move || backend.sm_replace(pairs)).await.map_err(sm_err(ErrorVerb::Write))?;
+        blocking(move || backend.sm_replace(pairs))
+            .await
+            .map_err(sm_err(ErrorVerb::Write))?;
         self.applied = applied;
         Ok(())
     }
@@ -255,7 +305,10 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         let Some(bytes) = bytes else { return Ok(None) };
         let file: SnapshotFile = decode(&bytes)
             .map_err(|e| sm_err(ErrorVerb::Read)(BackendError::new("decode snapshot", e)))?;
-        Ok(Some(Snapshot { meta: file.meta, snapshot: Box::new(Cursor::new(bytes)) }))
+        Ok(Some(Snapshot {
+            meta: file.meta,
+            snapshot: Box::new(Cursor::new(bytes)),
+        }))
     }
 }
 
@@ -270,7 +323,11 @@ struct Overlay<'a> {
 
 impl<'a> Overlay<'a> {
     fn new(backend: &'a dyn Backend) -> Self {
-        Overlay { backend, writes: WriteSet::new(), error: RefCell::new(None) }
+        Overlay {
+            backend,
+            writes: WriteSet::new(),
+            error: RefCell::new(None),
+        }
     }
 
     fn note<T: Default>(&self, result: BackendResult<T>) -> T {
@@ -311,7 +368,10 @@ impl Txn for Overlay<'_> {
         let pending: Vec<_> = self.writes.range(start.to_vec()..end.to_vec()).collect();
         // Pending deletes can hide at most `pending.len()` stored rows, so reading that many
         // more than `limit` from the backend is enough to fill `limit` after merging.
-        let base = self.note(self.backend.sm_scan(start, end, limit.saturating_add(pending.len())));
+        let base = self.note(
+            self.backend
+                .sm_scan(start, end, limit.saturating_add(pending.len())),
+        );
         let mut merged: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = base.into_iter().collect();
         for (k, v) in pending {
             match v {
