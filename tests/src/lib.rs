@@ -166,10 +166,11 @@ impl Cluster {
                 .values()
                 .map(|m| m.cell.raft().metrics().borrow().current_leader)
                 .collect();
-            if let Some(Some(l)) = seen.first() {
-                if seen.iter().all(|s| *s == Some(*l)) && self.members.contains_key(l) {
-                    return *l;
-                }
+            if let Some(Some(l)) = seen.first()
+                && seen.iter().all(|s| *s == Some(*l))
+                && self.members.contains_key(l)
+            {
+                return *l;
             }
             assert!(
                 tokio::time::Instant::now() < deadline,

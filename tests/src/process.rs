@@ -106,12 +106,12 @@ impl ProcessCluster {
                 continue;
             }
             let client = CellClient::connect(&self.addrs[i..=i]).expect("client");
-            if let Ok(s) = client.member_status(0).await {
-                if let Some(l) = s.leader {
-                    if self.children[(l - 1) as usize].is_some() {
-                        return Some(l);
-                    }
-                }
+            if let Ok(pb::StatusResponse {
+                leader: Some(l), ..
+            }) = client.member_status(0).await
+                && self.children[(l - 1) as usize].is_some()
+            {
+                return Some(l);
             }
         }
         None
