@@ -30,3 +30,5 @@ pub const TICK_INTERVAL_MS: u64 = 100;
 pub const LEADER_WAIT_MS: u64 = 3_000;
 /// Ticks one round of the tick loop proposes before yielding to the next interval.
 pub const TICKS_PER_ROUND_MAX: usize = 8;
+/// Newest log entries kept in memory for replication reads.
+pub const LOG_CACHE_ENTRIES_MAX: usize = 4096;

@@ -2,28 +2,60 @@
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{ErrorSubject, ErrorVerb, RaftLogReader, Vote};
 
 use super::{Backend, BackendError, blocking};
+use crate::limits;
 use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig, decode, encode};
 
 const VOTE: &str = "vote";
-const COMMITTED: &str = "committed";
 const PURGED: &str = "last_purged";
 
-/// The Raft log of one cell. Cheap to clone: clones share the backend.
+/// The Raft log of one cell. Cheap to clone: clones share the backend and the cache.
 #[derive(Clone)]
 pub struct LogStore {
     backend: Arc<dyn Backend>,
+    /// The newest durable entries, so replication to followers (which reads what was just
+    /// appended) does not go to disk. Holds at most `limits::LOG_CACHE_ENTRIES_MAX`.
+    recent: Arc<Mutex<BTreeMap<u64, Entry>>>,
 }
 
 impl LogStore {
     /// A log store over `backend`.
     pub fn new(backend: Arc<dyn Backend>) -> Self {
-        LogStore { backend }
+        LogStore { backend, recent: Arc::default() }
+    }
+
+    fn cached(&self, from: u64, to: u64) -> Option<Vec<Entry>> {
+        let recent = self.recent.lock().expect("log cache lock");
+        let first = *recent.keys().next()?;
+        let last = *recent.keys().next_back()?;
+        if from < first || from > last.saturating_add(1) {
+            return None;
+        }
+        Some(recent.range(from..to).map(|(_, e)| e.clone()).collect())
+    }
+
+    fn remember(&self, entries: Vec<Entry>) {
+        let mut recent = self.recent.lock().expect("log cache lock");
+        for entry in entries {
+            recent.insert(entry.log_id.index, entry);
+        }
+        while recent.len() > limits::LOG_CACHE_ENTRIES_MAX {
+            recent.pop_first();
+        }
+    }
+
+    fn forget(&self, range: impl RangeBounds<u64>) {
+        let mut recent = self.recent.lock().expect("log cache lock");
+        let doomed: Vec<u64> = recent.range(range).map(|(k, _)| *k).collect();
+        for k in doomed {
+            recent.remove(&k);
+        }
     }
 
     async fn meta<T: for<'de> serde::Deserialize<'de> + Send + 'static>(
@@ -78,6 +110,9 @@ impl RaftLogReader<TypeConfig> for LogStore {
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
         let (from, to) = bounds(&range);
+        if let Some(entries) = self.cached(from, to) {
+            return Ok(entries);
+        }
         let backend = self.backend.clone();
         let rows = blocking(move || backend.log_range(from, to))
             .await
@@ -126,17 +161,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.meta(VOTE).await
     }
 
-    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
-        let (backend, bytes) = (self.backend.clone(), encode(&committed));
-        blocking(move || backend.meta_put(COMMITTED, bytes))
-            .await
-            .map_err(write_err)
-    }
-
-    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
-        Ok(self.meta::<Option<LogId>>(COMMITTED).await?.flatten())
-    }
-
     async fn append<I>(
         &mut self,
         entries: I,
@@ -146,16 +170,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let rows: Vec<(u64, Vec<u8>)> = entries
-            .into_iter()
-            .map(|e| (e.log_id.index, encode(&e)))
-            .collect();
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        let rows: Vec<(u64, Vec<u8>)> = entries.iter().map(|e| (e.log_id.index, encode(e))).collect();
         let backend = self.backend.clone();
         // The append is durable (fsynced) before openraft hears it is flushed, so an entry is
         // on disk before it counts toward a quorum and before any client is acknowledged.
         let result = blocking(move || backend.log_append(&rows)).await;
         match result {
             Ok(()) => {
+                self.remember(entries);
                 callback.log_io_completed(Ok(()));
                 Ok(())
             }
@@ -168,6 +191,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        self.forget(log_id.index..);
         let backend = self.backend.clone();
         blocking(move || backend.log_truncate(log_id.index))
             .await
@@ -175,6 +199,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        self.forget(..=log_id.index);
         let (backend, bytes) = (self.backend.clone(), encode(&Some(log_id)));
         blocking(move || backend.log_purge(log_id.index, (PURGED, bytes)))
             .await

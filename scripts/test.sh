@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The test command of the README: build the `whip` binary (process-level tests start it),
+# then run every test of the workspace with nextest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "installing cargo-nextest" >&2
+  cargo install cargo-nextest --locked
+fi
+cargo build --workspace --bins
+cargo nextest run --workspace --no-fail-fast "$@"
