@@ -18,6 +18,8 @@
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod check;
+pub mod cli;
 pub mod diag;
+pub mod ir;
 pub mod limits;
 pub mod syntax;
