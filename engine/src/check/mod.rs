@@ -300,6 +300,11 @@ fn workflow(m: &Model, wf: &Wf, diags: &mut Vec<Diag>) -> Vec<(String, Span)> {
             cx.err("assert.not_boolean", a.span, msg, help);
         }
     }
+    // A declaration that failed to parse may have been the terminal rule or the producer.
+    let broken = !m.poisoned.is_empty() || wf.rules.iter().any(|(_, _, recovered)| *recovered);
+    if broken {
+        return invokes;
+    }
     if !service
         && !wf
             .rules

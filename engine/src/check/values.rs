@@ -54,27 +54,35 @@ impl Cx<'_> {
             };
             self.value(value, ty, &format!("{shown}.{}", name.name));
         }
-        for (field, ty) in &class.fields {
-            if seen.contains(&field.as_str()) || ty.is_optional() {
-                continue;
+        let missing: Vec<&(String, Ty)> = class
+            .fields
+            .iter()
+            .filter(|(f, ty)| !seen.contains(&f.as_str()) && !ty.is_optional())
+            .collect();
+        let Some((field, ty)) = missing.first() else {
+            return;
+        };
+        let msg = match ctx {
+            ObjCtx::Terminal(t) => {
+                format!("workflow terminal `{t}` is missing required field `{shown}.{field}`")
             }
-            let msg = match ctx {
-                ObjCtx::Terminal(t) => {
-                    format!("workflow terminal `{t}` is missing required field `{shown}.{field}`")
-                }
-                ObjCtx::Record | ObjCtx::Nested => {
-                    format!("record of `{shown}` is missing required field `{shown}.{field}`")
-                }
-                ObjCtx::Table => {
-                    format!("table row of `{shown}` is missing required field `{shown}.{field}`")
-                }
-                ObjCtx::Entry => {
-                    format!("ledger entry `{shown}` is missing required field `{shown}.{field}`")
-                }
-            };
-            let help = format!("add `{field} <{ty}>` or declare the field optional (`{ty}?`)");
-            self.err("value.missing_field", obj.span, msg, help);
-        }
+            ObjCtx::Record | ObjCtx::Nested => {
+                format!("record of `{shown}` is missing required field `{shown}.{field}`")
+            }
+            ObjCtx::Table => {
+                format!("table row of `{shown}` is missing required field `{shown}.{field}`")
+            }
+            ObjCtx::Entry => {
+                format!("ledger entry `{shown}` is missing required field `{shown}.{field}`")
+            }
+        };
+        let help = if missing.len() == 1 {
+            format!("add `{field} <{ty}>` or declare the field optional")
+        } else {
+            let names: Vec<String> = missing.iter().map(|(f, _)| f.clone()).collect();
+            format!("add the required fields {}", list(&names))
+        };
+        self.err("value.missing_field", obj.span, msg, help);
     }
 
     /// Checks one value against the type of slot `label` (`Class.field`).
