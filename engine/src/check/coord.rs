@@ -74,7 +74,15 @@ impl Cx<'_> {
         self.scopes.push(Vec::new());
         if let Some(b) = &a.binding {
             let ty = target.map_or(Ty::Any, |i| self.output_type(i, pred));
-            self.bind(b, Bind::Value(ty));
+            if b.name == a.target.name {
+                // `after x succeeds as x` (what `then` makes) shadows the effect binding.
+                self.scopes
+                    .last_mut()
+                    .expect("a scope")
+                    .push((b.name.clone(), Bind::Value(ty)));
+            } else {
+                self.bind(b, Bind::Value(ty));
+            }
         }
         if let Some(i) = target {
             self.open_afters.push(i);
