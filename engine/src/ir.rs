@@ -469,7 +469,7 @@ fn effect_parts(k: &StmtKind) -> Option<(String, Option<String>, String)> {
 /// A duration in its largest exact unit (`600` → `10m`).
 pub fn duration(seconds: u64) -> String {
     for (unit, n) in [("d", 86_400), ("h", 3600), ("m", 60)] {
-        if seconds % n == 0 {
+        if seconds.is_multiple_of(n) {
             return format!("{}{unit}", seconds / n);
         }
     }

@@ -17,3 +17,5 @@ pub const INCLUDED_FILES_MAX: usize = 64;
 pub const SNIPPET_COLUMNS_MAX: usize = 100;
 /// Longest name for which "did you mean" suggestions are computed, in bytes.
 pub const SUGGESTION_NAME_BYTES_MAX: usize = 64;
+/// Longest identifier accepted, in bytes (names appear in messages, so they stay short).
+pub const IDENT_BYTES_MAX: usize = 256;

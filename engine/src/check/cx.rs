@@ -379,14 +379,9 @@ impl<'a> Cx<'a> {
         let mut ty = base;
         let mut optional = false;
         for seg in &segs[1..] {
-            loop {
-                match ty {
-                    Ty::Optional(inner) => {
-                        optional = true;
-                        ty = *inner;
-                    }
-                    _ => break,
-                }
+            while let Ty::Optional(inner) = ty {
+                optional = true;
+                ty = *inner;
             }
             ty = match &ty {
                 Ty::Any => return Ty::Any,

@@ -292,7 +292,7 @@ fn workflow(m: &Model, wf: &Wf, diags: &mut Vec<Diag>) -> Vec<(String, Span)> {
         let mut cx = Cx::new(m, wf, "assertion".into(), diags);
         let t = cx.infer(a, Implicit::None);
         if !matches!(t, Ty::Bool | Ty::Any) {
-            let msg = format!("assertion is not a boolean expression");
+            let msg = "assertion is not a boolean expression".to_string();
             let help = format!(
                 "the expression is `{t}`; assert a comparison such as \
                                 `count(Done) == 1`"

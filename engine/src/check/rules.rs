@@ -179,8 +179,7 @@ impl Cx<'_> {
     pub(crate) fn requires_as(&mut self, word: &str, binding: &Option<Ident>, span: Span) {
         if binding.is_none() {
             let msg = format!("`{word}` requires an `as` binding");
-            let help =
-                format!("end the statement with `as name` and observe it with `after name …`");
+            let help = "end the statement with `as name` and observe it with `after name …`";
             self.err("rule.missing_binding", span, msg, help);
         }
     }

@@ -144,7 +144,15 @@ impl Lexer<'_> {
                     {
                         self.i += 1;
                     }
-                    self.push(Tok::Ident, start);
+                    if self.i - start > limits::IDENT_BYTES_MAX {
+                        let msg = format!(
+                            "identifier is longer than {} bytes",
+                            limits::IDENT_BYTES_MAX
+                        );
+                        self.error(start, "syntax.identifier", msg, "use a shorter name");
+                    } else {
+                        self.push(Tok::Ident, start);
+                    }
                 }
                 _ => self.punct(),
             }
@@ -315,8 +323,7 @@ impl Lexer<'_> {
         }
         self.i += 1;
         let mut text = String::new();
-        loop {
-            let Some(c) = self.at(0) else { break };
+        while let Some(c) = self.at(0) {
             match c {
                 b'"' => {
                     self.i += 1;
