@@ -112,7 +112,10 @@ fn includes_bring_declarations() {
     let dir = std::env::temp_dir().join(format!("whip-include-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("lib.whip"), "class Done {\n  note string\n}\n").unwrap();
-    let main = "include \"lib.whip\"\n\nworkflow W\n\noutput result Done\n\nrule r\n  when started\n=> {\n  complete result { note 1 }\n}\n";
+    let main = concat!(
+        "include \"lib.whip\"\n\nworkflow W\n\noutput result Done\n\n",
+        "rule r\n  when started\n=> {\n  complete result { note 1 }\n}\n",
+    );
     std::fs::write(dir.join("main.whip"), main).unwrap();
     let path = dir.join("main.whip");
     let (code, _, err) = run(&[path.to_str().unwrap()], None, false, false);
