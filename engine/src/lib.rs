@@ -1,6 +1,25 @@
 //! # whip-engine: WhippleScript on the fabric
 //!
 //! Owns the WhippleScript language (syntax, checking, lowering) and, later, its runtime.
+//!
+//! The front end is a pipeline of pure functions over text:
+//! [`syntax`] (lexer and parser to a typed AST with byte spans) → [`check`] (every static
+//! check of LANGUAGE.md §4, diagnostics word for word) → [`ir`] (rules with join plans,
+//! effects with stable ids, `then` desugared, resources with owners). [`cli::check`] is
+//! `whip check`.
+//!
+//! Invariants: the front end never panics, never loops and never recurses without bound on
+//! any input (binary files, megabyte lines, deep nesting): bad input yields diagnostics.
+//! Every bound lives in [`limits`].
+//!
 //! Must never: depend on cell or Raft internals; it talks to the fabric only through the
-//! client trait of the layer below.
+//! client trait of the layer below. The front end reads no clock, does no I/O except
+//! reading the source files it is given, and keeps no global state.
 #![deny(missing_docs, unreachable_pub)]
+
+pub mod check;
+pub mod cli;
+pub mod diag;
+pub mod ir;
+pub mod limits;
+pub mod syntax;

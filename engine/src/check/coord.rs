@@ -1,0 +1,565 @@
+//! `after` blocks, coordination statements and the discipline of §4: outcomes handled,
+//! no lease held forever, one lease per progression, failures observed.
+
+use std::collections::BTreeMap;
+
+use crate::check::cx::{AfterUse, Bind, Cx, EffectKind, Implicit};
+use crate::check::ops::{domain, literal_of};
+use crate::check::suggest;
+use crate::check::types::Ty;
+use crate::check::values::ObjCtx;
+use crate::diag::{Diag, Span};
+use crate::syntax::ast::*;
+
+const PREDICATES: &[&str] = &[
+    "succeeds",
+    "fails",
+    "completes",
+    "times out",
+    "cancelled",
+    "held",
+    "contended",
+    "ok",
+    "over",
+];
+
+impl Cx<'_> {
+    pub(crate) fn after(&mut self, a: &After, span: Span) {
+        let target = match self.lookup(&a.target.name) {
+            Some(Bind::Effect(i)) => Some(*i),
+            _ => None,
+        };
+        let pred = a.predicate.name.as_str();
+        match target {
+            None => {
+                let names: Vec<String> = self.effects.iter().map(|e| e.name.clone()).collect();
+                let msg = format!(
+                    "{} has `after` block for unknown effect binding `{}`",
+                    self.subject, a.target.name
+                );
+                let help = suggest::help(
+                    &a.target.name,
+                    names.iter().map(String::as_str),
+                    "bind the effect first, such as `timer 5s as t`, then `after t completes`",
+                );
+                self.err("after.unknown_binding", a.target.span, msg, help);
+            }
+            Some(_) if !PREDICATES.contains(&pred) => {
+                let msg = format!(
+                    "{} has unsupported `after` predicate `{pred}`",
+                    self.subject
+                );
+                let help = suggest::help(
+                    pred,
+                    PREDICATES.iter().copied(),
+                    "predicates are `succeeds`, `fails`, `completes`, `times out`, `cancelled`, \
+                     and for coordination `held`, `contended`, `ok`, `over`",
+                );
+                self.err("after.unknown_predicate", a.predicate.span, msg, help);
+            }
+            Some(i) if !predicate_fits(self.effects[i].kind, pred) => {
+                let msg = format!(
+                    "{} has unsupported `after` dependency predicate",
+                    self.subject
+                );
+                let help = format!(
+                    "`{pred}` does not apply to a `{}` effect; {}",
+                    kind_word(self.effects[i].kind),
+                    fitting(self.effects[i].kind)
+                );
+                self.err("after.predicate_mismatch", a.predicate.span, msg, help);
+            }
+            Some(_) => {}
+        }
+        self.scopes.push(Vec::new());
+        if let Some(b) = &a.binding {
+            let ty = target.map_or(Ty::Any, |i| self.output_type(i, pred));
+            if b.name == a.target.name {
+                // `after x succeeds as x` (what `then` makes) shadows the effect binding.
+                self.scopes
+                    .last_mut()
+                    .expect("a scope")
+                    .push((b.name.clone(), Bind::Value(ty)));
+            } else {
+                self.bind(b, Bind::Value(ty));
+            }
+        }
+        if let Some(i) = target {
+            self.open_afters.push(i);
+        }
+        self.block_public(&a.body);
+        if let Some(i) = target {
+            self.open_afters.pop();
+            let releases_or_ends = releases_or_ends(&a.body.stmts, &a.target.name);
+            self.afters.push(AfterUse {
+                effect: i,
+                predicate: pred.to_string(),
+                span,
+                from_then: a.from_then,
+                releases_or_ends,
+            });
+        }
+        self.scopes.pop();
+    }
+
+    fn output_type(&self, i: usize, pred: &str) -> Ty {
+        let e = &self.effects[i];
+        if e.kind != EffectKind::Invoke {
+            return Ty::Any;
+        }
+        let Some(child) = self.m.workflow(&e.target) else {
+            return Ty::Any;
+        };
+        let list = if pred == "fails" {
+            &child.failures
+        } else {
+            &child.outputs
+        };
+        match list.as_slice() {
+            [one] => one.ty.clone(),
+            _ => Ty::Any,
+        }
+    }
+
+    pub(crate) fn acquire(&mut self, a: &Acquire, span: Span) {
+        self.requires_as("acquire", &a.binding, span);
+        if !self.wf.leases.contains_key(&a.lease.name) && !self.m.poisoned.contains(&a.lease.name) {
+            let msg = format!(
+                "{} acquires undeclared lease `{}`",
+                self.subject, a.lease.name
+            );
+            let names = self.wf.leases.keys().map(String::as_str);
+            let help = suggest::help(
+                &a.lease.name,
+                names,
+                format!(
+                    "declare it: `lease {} {{ key Class ttl 10m }}`",
+                    a.lease.name
+                ),
+            );
+            self.err("lease.undeclared", a.lease.span, msg, help);
+        }
+        self.infer(&a.key, Implicit::None);
+        let acquires = self
+            .effects
+            .iter()
+            .filter(|e| e.kind == EffectKind::Acquire);
+        if acquires.take_while(|e| e.span != span).count() >= 1 {
+            let msg = format!(
+                "{} acquires more than one lease in a single progression",
+                self.subject
+            );
+            let help = "hold one lease at a time: record a fact and acquire the next lease in \
+                        another rule";
+            self.err("lease.nested_acquire", span, msg, help);
+        }
+    }
+
+    pub(crate) fn release(&mut self, x: &Ident) {
+        let ok = matches!(self.lookup(&x.name), Some(Bind::Effect(i))
+            if matches!(self.effects[*i].kind, EffectKind::Acquire | EffectKind::Claim));
+        if !ok {
+            let msg = format!(
+                "{} releases unbound coordination item `{}`",
+                self.subject, x.name
+            );
+            let help = "`release` frees a lease bound by `acquire … as name` or a claim bound by \
+                        `claim … as name`";
+            self.err("lease.release_unbound", x.span, msg, help);
+        }
+    }
+
+    pub(crate) fn consume(&mut self, c: &Consume, span: Span) {
+        self.requires_as("consume", &c.binding, span);
+        if !self.wf.counters.contains_key(&c.counter.name)
+            && !self.m.poisoned.contains(&c.counter.name)
+        {
+            let msg = format!(
+                "{} consumes undeclared counter `{}`",
+                self.subject, c.counter.name
+            );
+            let names = self.wf.counters.keys().map(String::as_str);
+            let help = suggest::help(
+                &c.counter.name,
+                names,
+                format!(
+                    "declare it: `counter {} {{ key Class cap 100 reset daily }}`",
+                    c.counter.name
+                ),
+            );
+            self.err("counter.undeclared", c.counter.span, msg, help);
+        }
+        self.infer(&c.key, Implicit::None);
+        let t = self.infer(&c.amount, Implicit::None);
+        if !matches!(t, Ty::Int | Ty::Any) {
+            let msg = format!("{} consumes a non-integer amount", self.subject);
+            let help = format!("the amount is `{t}`; counters count whole units");
+            self.err("counter.amount", c.amount.span, msg, help);
+        }
+    }
+
+    pub(crate) fn append(&mut self, c: &Ident, obj: &ObjectLit, l: &Ident) {
+        let ledger = self.wf.ledgers.get(&l.name).map(|r| r.decl.clone());
+        if ledger.is_none() && !self.m.poisoned.contains(&l.name) {
+            let msg = format!("{} appends to undeclared ledger `{}`", self.subject, l.name);
+            let names = self.wf.ledgers.keys().map(String::as_str);
+            let help = suggest::help(
+                &l.name,
+                names,
+                format!(
+                    "declare it: `ledger {} {{ entry Class partition by field retain 90d }}`",
+                    l.name
+                ),
+            );
+            self.err("ledger.undeclared", l.span, msg, help);
+        }
+        if !self.m.classes.contains_key(&c.name) {
+            if !self.m.poisoned.contains(&c.name) {
+                let msg = format!("{} appends unknown entry class `{}`", self.subject, c.name);
+                let names: Vec<&str> = self.m.class_names().collect();
+                let help = suggest::help(
+                    &c.name,
+                    names,
+                    "append an instance of the ledger's entry class",
+                );
+                self.err("ledger.unknown_entry", c.span, msg, help);
+            }
+            return;
+        }
+        if let Some(entry) = ledger.and_then(|d| d.entry).filter(|e| e.name != c.name) {
+            let msg = format!(
+                "{} appends `{}` to ledger `{}`, which records `{}`",
+                self.subject, c.name, l.name, entry.name
+            );
+            let help = format!("append a `{}` entry", entry.name);
+            self.err("ledger.entry_mismatch", c.span, msg, help);
+        }
+        self.object(obj, &c.name, ObjCtx::Entry);
+    }
+
+    pub(crate) fn file_issue(&mut self, t: &Ident, obj: &ObjectLit) {
+        self.tracker(t);
+        let mut has_title = false;
+        for (k, v) in &obj.fields {
+            let slot = match k.name.as_str() {
+                "title" => {
+                    has_title = true;
+                    Ty::String
+                }
+                "body" => Ty::String,
+                "labels" => Ty::Array(Box::new(Ty::String)),
+                _ => {
+                    let msg = format!("file issue has unknown field `{}`", k.name);
+                    let help = suggest::help(
+                        &k.name,
+                        ["title", "body", "labels"],
+                        "an issue has `title`, `body` and `labels`",
+                    );
+                    self.err("tracker.issue_field", k.span, msg, help);
+                    continue;
+                }
+            };
+            self.value(v, &slot, &format!("issue.{}", k.name));
+        }
+        if !has_title {
+            let msg = "file issue is missing required field `title`".to_string();
+            self.err("tracker.issue_title", obj.span, msg, "add `title \"…\"`");
+        }
+    }
+
+    pub(crate) fn finish(&mut self, x: &Ident, obj: Option<&ObjectLit>) {
+        let ok = matches!(self.lookup(&x.name), Some(Bind::Issue))
+            || matches!(self.lookup(&x.name), Some(Bind::Effect(i))
+                if self.effects[*i].kind == EffectKind::Claim);
+        if !ok {
+            let msg = format!("{} finishes unbound claim `{}`", self.subject, x.name);
+            let help = "finish a claim bound by `claim issue as name` or an issue bound by \
+                        `when tracker has ready issue as name`";
+            self.err("tracker.finish_unbound", x.span, msg, help);
+        }
+        for (k, v) in obj.map_or(&[][..], |o| &o.fields[..]) {
+            if k.name != "summary" {
+                let msg = format!("finish has unknown field `{}`", k.name);
+                self.err(
+                    "tracker.finish_field",
+                    k.span,
+                    msg,
+                    "`finish` takes `{ summary \"…\" }`",
+                );
+                continue;
+            }
+            self.value(v, &Ty::String, "finish.summary");
+        }
+    }
+}
+
+// Rule-level analyses, run once the body was walked.
+impl Cx<'_> {
+    pub(crate) fn coordination(&mut self) {
+        for i in 0..self.effects.len() {
+            let e = self.effects[i].clone();
+            let afters: Vec<AfterUse> = self
+                .afters
+                .iter()
+                .filter(|a| a.effect == i)
+                .cloned()
+                .collect();
+            let has = |p: &str| afters.iter().any(|a| a.predicate == p);
+            match e.kind {
+                EffectKind::Acquire => {
+                    for a in afters.iter().filter(|a| a.predicate == "succeeds") {
+                        let msg = format!(
+                            "{} observes acquire `{}` with `succeeds`, which also \
+                            matches a Contended outcome (the acquire op completes either way)",
+                            self.subject, e.name
+                        );
+                        let help = format!(
+                            "observe `after {0} held {{ … }}` and `after {0} \
+                                            contended {{ … }}`",
+                            e.name
+                        );
+                        self.err("lease.succeeds", a.span, msg, help);
+                    }
+                    if e.until_ttl || e.name.is_empty() {
+                        continue;
+                    }
+                    for outcome in ["held", "contended"] {
+                        if !has(outcome) {
+                            self.unhandled(&e.name, outcome, "lease", e.span);
+                        }
+                    }
+                    for a in afters
+                        .iter()
+                        .filter(|a| a.predicate == "held" && !a.releases_or_ends)
+                    {
+                        let msg = format!(
+                            "{} can hold lease `{}` forever: the `held` branch \
+                            neither releases it nor reaches a workflow terminal",
+                            self.subject, e.name
+                        );
+                        let help = format!(
+                            "add `release {}` (or `complete`/`fail`) inside the \
+                                            `held` branch, or acquire `until ttl`",
+                            e.name
+                        );
+                        self.err("lease.held_forever", a.span, msg, help);
+                    }
+                }
+                EffectKind::Consume => {
+                    for a in afters.iter().filter(|a| a.predicate == "succeeds") {
+                        let msg = format!(
+                            "{} observes counter consume `{}` with `succeeds`, which \
+                            also matches an Over outcome (the consume op completes either way)",
+                            self.subject, e.name
+                        );
+                        let help = format!(
+                            "observe `after {0} ok {{ … }}` and `after {0} over \
+                                            {{ … }}`",
+                            e.name
+                        );
+                        self.err("counter.succeeds", a.span, msg, help);
+                    }
+                    if e.name.is_empty() {
+                        continue;
+                    }
+                    for outcome in ["ok", "over"] {
+                        if !has(outcome) {
+                            self.unhandled(&e.name, outcome, "counter consume", e.span);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn unhandled(&mut self, name: &str, outcome: &str, what: &str, span: Span) {
+        let msg = format!(
+            "{} does not handle the `{outcome}` outcome of {what} `{name}`",
+            self.subject
+        );
+        let help = format!("add `after {name} {outcome} {{ … }}`");
+        let code = if what == "lease" {
+            "lease.unhandled_outcome"
+        } else {
+            "counter.unhandled_outcome"
+        };
+        self.err(code, span, msg, help);
+    }
+
+    /// An effectful rule must consume each fact trigger, or it fires again and again.
+    pub(crate) fn preserved_triggers(&mut self, rule: &Rule) {
+        if self.effects.is_empty() {
+            return;
+        }
+        for w in &rule.whens {
+            let WhenKind::Fact(c) = &w.kind else { continue };
+            let consumed = w
+                .binding
+                .as_ref()
+                .is_some_and(|b| self.consumed.contains(&b.name));
+            if !consumed {
+                let msg = format!(
+                    "effectful rule `{}` preserves trigger fact `schema:{}`",
+                    self.rule, c.name
+                );
+                let help = match &w.binding {
+                    Some(b) => format!(
+                        "a rule with effects must consume or change its trigger: \
+                                        add `done {}`",
+                        b.name
+                    ),
+                    None => "a rule with effects must consume or change its trigger: bind it \
+                             with `as x` and add `done x`"
+                        .to_string(),
+                };
+                self.err("rule.preserves_trigger", w.span, msg, help);
+            }
+        }
+    }
+
+    pub(crate) fn unhandled_failures(&mut self) {
+        for i in 0..self.effects.len() {
+            let e = &self.effects[i];
+            let observable = matches!(
+                e.kind,
+                EffectKind::Invoke | EffectKind::FileIssue | EffectKind::Claim | EffectKind::Finish
+            );
+            if !observable || e.name.is_empty() || e.kind.is_coordination() {
+                continue;
+            }
+            let afters: Vec<&AfterUse> = self.afters.iter().filter(|a| a.effect == i).collect();
+            if afters.iter().any(|a| a.from_then) {
+                continue;
+            }
+            if afters
+                .iter()
+                .any(|a| matches!(a.predicate.as_str(), "fails" | "completes"))
+            {
+                continue;
+            }
+            let msg = format!(
+                "effect `{}`'s failure is unhandled in rule `{}`; if it fails or \
+                times out, the instance will auto-fail with a generic reason",
+                e.name, self.rule
+            );
+            let help = format!(
+                "add `after {} fails {{ … }}` to decide what a failure means",
+                e.name
+            );
+            let span = e.span;
+            self.report(Diag::warning("effect.unhandled_failure", span, msg).help(help));
+        }
+    }
+
+    /// Reports `a == "x" and a == "y"` and exclusions that rule out a whole domain.
+    pub(crate) fn satisfiable(&mut self, g: &Expr, imp: Implicit<'_>) {
+        let mut conjuncts = Vec::new();
+        flatten_and(g, &mut conjuncts);
+        let mut eqs: BTreeMap<String, (Vec<String>, Vec<String>, Ty)> = BTreeMap::new();
+        for c in conjuncts {
+            let ExprKind::Binary(op @ (BinOp::Eq | BinOp::Ne), l, r) = &c.kind else {
+                continue;
+            };
+            let (path, lit) = match (&l.kind, literal_of(r), &r.kind, literal_of(l)) {
+                (ExprKind::Path(p), Some(v), _, _) | (_, _, ExprKind::Path(p), Some(v)) => (p, v),
+                _ => continue,
+            };
+            self.quiet = true;
+            let ty = self.path(path, c.span, imp);
+            self.quiet = false;
+            let key: Vec<&str> = path.iter().map(|s| s.name.as_str()).collect();
+            let entry = eqs
+                .entry(key.join("."))
+                .or_insert_with(|| (vec![], vec![], ty));
+            if *op == BinOp::Eq {
+                entry.0.push(lit)
+            } else {
+                entry.1.push(lit)
+            }
+        }
+        for (eq, ne, ty) in eqs.values() {
+            let Some(d) = domain(self.m, ty) else {
+                continue;
+            };
+            let distinct_eq = eq.iter().any(|v| *v != eq[0]);
+            if distinct_eq || eq.iter().any(|v| ne.contains(v)) {
+                let msg = format!(
+                    "{} has statically unsatisfiable finite-domain equality",
+                    self.subject
+                );
+                self.err(
+                    "expr.unsatisfiable_equality",
+                    g.span,
+                    msg,
+                    "a value cannot equal two different variants at once",
+                );
+            } else if !d.is_empty() && d.iter().all(|v| ne.contains(v)) {
+                let msg = format!(
+                    "{} has statically unsatisfiable finite-domain exclusion",
+                    self.subject
+                );
+                self.err(
+                    "expr.unsatisfiable_exclusion",
+                    g.span,
+                    msg,
+                    "the exclusions rule out every variant; drop one of them",
+                );
+            }
+        }
+    }
+
+    fn block_public(&mut self, b: &Block) {
+        self.block_checked(b);
+    }
+}
+
+fn flatten_and<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match &e.kind {
+        ExprKind::Binary(BinOp::And, l, r) => {
+            flatten_and(l, out);
+            flatten_and(r, out);
+        }
+        _ => out.push(e),
+    }
+}
+
+/// True when `stmts` (or a nested `after`) releases `name` or reaches a terminal.
+fn releases_or_ends(stmts: &[Stmt], name: &str) -> bool {
+    stmts.iter().any(|s| match &s.kind {
+        StmtKind::Release(x) => x.name == name,
+        StmtKind::Complete(..) | StmtKind::Fail(..) => true,
+        StmtKind::After(a) => releases_or_ends(&a.body.stmts, name),
+        _ => false,
+    })
+}
+
+fn predicate_fits(kind: EffectKind, pred: &str) -> bool {
+    match pred {
+        "held" | "contended" => kind == EffectKind::Acquire,
+        "ok" | "over" => kind == EffectKind::Consume,
+        _ => true,
+    }
+}
+
+fn kind_word(kind: EffectKind) -> &'static str {
+    match kind {
+        EffectKind::Timer => "timer",
+        EffectKind::Invoke => "invoke",
+        EffectKind::Acquire => "acquire",
+        EffectKind::Renew => "renew",
+        EffectKind::Consume => "consume",
+        EffectKind::Append => "append",
+        EffectKind::FileIssue => "file issue",
+        EffectKind::Claim => "claim",
+        EffectKind::Finish => "finish",
+    }
+}
+
+fn fitting(kind: EffectKind) -> &'static str {
+    match kind {
+        EffectKind::Acquire => "observe `held` and `contended`",
+        EffectKind::Consume => "observe `ok` and `over`",
+        _ => "observe `succeeds`, `fails`, `completes`, `times out` or `cancelled`",
+    }
+}

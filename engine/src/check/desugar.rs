@@ -1,0 +1,68 @@
+//! `then` chains: `then y <- EFFECT` followed by the rest of the block becomes
+//! `EFFECT as y` and `after y succeeds as y { rest }`.
+
+use crate::syntax::ast::*;
+
+/// Desugars every `then` step of `block`, recursively.
+pub fn block(b: &Block) -> Block {
+    Block {
+        stmts: stmts(&b.stmts),
+        span: b.span,
+    }
+}
+
+fn stmts(list: &[Stmt]) -> Vec<Stmt> {
+    let mut out = Vec::new();
+    for (i, s) in list.iter().enumerate() {
+        match &s.kind {
+            StmtKind::Then(name, effect) => {
+                let mut effect = (**effect).clone();
+                set_binding(&mut effect.kind, name.clone());
+                out.push(effect);
+                let rest = stmts(&list[i + 1..]);
+                let end = list.last().map_or(s.span, |l| l.span);
+                let body = Block {
+                    stmts: rest,
+                    span: s.span.to(end),
+                };
+                let after = After {
+                    target: name.clone(),
+                    predicate: Ident {
+                        name: "succeeds".into(),
+                        span: s.span,
+                    },
+                    binding: Some(name.clone()),
+                    body,
+                    from_then: true,
+                };
+                out.push(Stmt {
+                    kind: StmtKind::After(after),
+                    span: s.span,
+                });
+                return out;
+            }
+            StmtKind::After(a) => {
+                let mut a = a.clone();
+                a.body = block(&a.body);
+                out.push(Stmt {
+                    kind: StmtKind::After(a),
+                    span: s.span,
+                });
+            }
+            _ => out.push(s.clone()),
+        }
+    }
+    out
+}
+
+fn set_binding(kind: &mut StmtKind, name: Ident) {
+    let slot = match kind {
+        StmtKind::Timer(_, b) | StmtKind::Invoke(_, _, b) | StmtKind::Renew(_, _, b) => b,
+        StmtKind::Append(_, _, _, b) | StmtKind::FileIssue(_, _, b) => b,
+        StmtKind::Claim(_, _, b) | StmtKind::Finish(_, _, b) => b,
+        StmtKind::Acquire(a) => &mut a.binding,
+        StmtKind::Consume(c) => &mut c.binding,
+        _ => return,
+    };
+    *slot = Some(name);
+}

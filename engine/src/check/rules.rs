@@ -1,0 +1,363 @@
+//! Rules: `when` lines, body statements, and the coordination discipline.
+
+use crate::check::cx::{Bind, Cx, Effect, EffectKind, Implicit};
+use crate::check::suggest;
+use crate::check::types::Ty;
+use crate::check::values::ObjCtx;
+use crate::diag::Span;
+use crate::syntax::ast::*;
+
+/// Runtime facts a rule may match with `when fact …`.
+pub(crate) const RUNTIME_FACTS: &[&str] = &[
+    "timer.fired",
+    "effect.completed",
+    "effect.failed",
+    "effect.timed_out",
+    "effect.cancelled",
+    "workflow.completed",
+    "workflow.failed",
+    "issue.filed",
+    "issue.closed",
+];
+
+/// Prefixes of in-turn observations: evidence, never matchable.
+const EVIDENCE_PREFIXES: &[&str] = &["turn", "evidence", "observation", "tool", "agent"];
+
+impl Cx<'_> {
+    /// Checks a whole rule (already desugared).
+    pub(crate) fn rule(&mut self, rule: &Rule, service: bool, muted: bool) {
+        self.rule = rule.name.name.clone();
+        for w in &rule.whens {
+            self.when(w);
+        }
+        for w in &rule.whens {
+            if let Some(g) = &w.guard {
+                let imp = match &w.kind {
+                    WhenKind::Fact(c) => Implicit::Guard(&c.name),
+                    _ => Implicit::None,
+                };
+                self.guard(g, imp);
+            }
+        }
+        self.block_checked(&rule.body);
+        if muted {
+            return;
+        }
+        self.coordination();
+        self.preserved_triggers(rule);
+        if !service {
+            self.unhandled_failures();
+        }
+    }
+
+    fn when(&mut self, w: &When) {
+        let bind = match &w.kind {
+            WhenKind::Started => None,
+            WhenKind::Fact(c) => {
+                if !self.m.classes.contains_key(&c.name) && !self.m.poisoned.contains(&c.name) {
+                    self.report(crate::check::model::unknown_schema(self.m, &c.name, c.span));
+                }
+                Some(Bind::Fact(c.name.clone()))
+            }
+            WhenKind::ReadyIssue(t) => {
+                self.tracker(t);
+                Some(Bind::Issue)
+            }
+            WhenKind::Runtime(path) => {
+                self.runtime_fact(path, w.span);
+                Some(Bind::Runtime)
+            }
+        };
+        if let (Some(b), Some(name)) = (bind, &w.binding) {
+            self.bind(name, b);
+        }
+    }
+
+    fn runtime_fact(&mut self, path: &[Ident], span: Span) {
+        let name: Vec<&str> = path.iter().map(|p| p.name.as_str()).collect();
+        let name = name.join(".");
+        if EVIDENCE_PREFIXES.contains(&path[0].name.as_str()) {
+            let msg = format!(
+                "{} matches evidence-only fact `{name}`: in-turn observations are evidence, not \
+                 rule-matchable facts",
+                self.subject
+            );
+            let help = "record a fact from an `after` block instead, and match that class";
+            self.err("rule.evidence_fact", span, msg, help);
+        } else if !RUNTIME_FACTS.contains(&name.as_str()) {
+            let msg = format!("{} matches unknown runtime fact `{name}`", self.subject);
+            let help = suggest::help(
+                &name,
+                RUNTIME_FACTS.iter().copied(),
+                format!(
+                    "runtime facts are {}",
+                    crate::check::cx::list(
+                        &RUNTIME_FACTS
+                            .iter()
+                            .map(|s| s.to_string())
+                            .collect::<Vec<_>>()
+                    )
+                ),
+            );
+            self.err("rule.unknown_runtime_fact", span, msg, help);
+        }
+    }
+
+    pub(crate) fn tracker(&mut self, t: &Ident) {
+        if !self.wf.trackers.contains_key(&t.name) && !self.m.poisoned.contains(&t.name) {
+            let msg = format!("{} uses undeclared tracker `{}`", self.subject, t.name);
+            let names = self.wf.trackers.keys().map(String::as_str);
+            let help = suggest::help(&t.name, names, format!("declare it: `tracker {}`", t.name));
+            self.err("tracker.undeclared", t.span, msg, help);
+        }
+    }
+
+    /// A `where` guard: boolean, and no statically unsatisfiable finite-domain constraint.
+    pub(crate) fn guard(&mut self, g: &Expr, imp: Implicit<'_>) {
+        let t = self.infer(g, imp);
+        let ok =
+            matches!(t, Ty::Bool | Ty::Any) || matches!(&t, Ty::Optional(b) if **b == Ty::Bool);
+        if !ok {
+            let msg = format!("{} has non-boolean `where` guard", self.subject);
+            let help = format!("the guard is `{t}`; compare a value, such as `x.n > 0`");
+            self.err("rule.non_boolean_guard", g.span, msg, help);
+            return;
+        }
+        self.satisfiable(g, imp);
+    }
+
+    pub(crate) fn block_checked(&mut self, b: &Block) {
+        self.scopes.push(Vec::new());
+        let mut indices = Vec::with_capacity(b.stmts.len());
+        for s in &b.stmts {
+            indices.push(self.declare_effect(s));
+        }
+        for (s, idx) in b.stmts.iter().zip(indices) {
+            self.stmt(s, idx);
+        }
+        self.scopes.pop();
+    }
+
+    fn declare_effect(&mut self, s: &Stmt) -> Option<usize> {
+        let (kind, binding, until_ttl, target) = match &s.kind {
+            StmtKind::Timer(_, b) => (EffectKind::Timer, b, false, String::new()),
+            StmtKind::Invoke(w, _, b) => (EffectKind::Invoke, b, false, w.name.clone()),
+            StmtKind::Acquire(a) => (
+                EffectKind::Acquire,
+                &a.binding,
+                a.until_ttl,
+                a.lease.name.clone(),
+            ),
+            StmtKind::Renew(_, _, b) => (EffectKind::Renew, b, false, String::new()),
+            StmtKind::Consume(c) => (
+                EffectKind::Consume,
+                &c.binding,
+                false,
+                c.counter.name.clone(),
+            ),
+            StmtKind::Append(_, _, l, b) => (EffectKind::Append, b, false, l.name.clone()),
+            StmtKind::FileIssue(t, _, b) => (EffectKind::FileIssue, b, false, t.name.clone()),
+            StmtKind::Claim(_, _, b) => (EffectKind::Claim, b, false, String::new()),
+            StmtKind::Finish(_, _, b) => (EffectKind::Finish, b, false, String::new()),
+            _ => return None,
+        };
+        let name = binding.as_ref().map_or(String::new(), |b| b.name.clone());
+        let idx = self.effects.len();
+        self.effects.push(Effect {
+            kind,
+            name,
+            span: s.span,
+            until_ttl,
+            target,
+        });
+        if let Some(b) = binding {
+            self.bind(b, Bind::Effect(idx));
+        }
+        Some(idx)
+    }
+
+    pub(crate) fn requires_as(&mut self, word: &str, binding: &Option<Ident>, span: Span) {
+        if binding.is_none() {
+            let msg = format!("`{word}` requires an `as` binding");
+            let help = "end the statement with `as name` and observe it with `after name …`";
+            self.err("rule.missing_binding", span, msg, help);
+        }
+    }
+}
+
+// Statement checks live in their own impl block to keep each function short.
+impl Cx<'_> {
+    fn stmt(&mut self, s: &Stmt, _effect: Option<usize>) {
+        match &s.kind {
+            StmtKind::Record(c, obj) => self.record(c, obj),
+            StmtKind::Done(x, rec) => {
+                match self.lookup(&x.name) {
+                    Some(Bind::Fact(_)) => {
+                        self.consumed.insert(x.name.clone());
+                    }
+                    _ => {
+                        let msg = format!(
+                            "{} consumes unknown fact binding `{}`",
+                            self.subject, x.name
+                        );
+                        let facts: Vec<String> = self
+                            .scopes
+                            .iter()
+                            .flatten()
+                            .filter(|(_, b)| matches!(b, Bind::Fact(_)))
+                            .map(|(n, _)| n.clone())
+                            .collect();
+                        let help = suggest::help(
+                            &x.name,
+                            facts.iter().map(String::as_str),
+                            "`done` consumes a fact bound by `when Class as name`",
+                        );
+                        self.err("rule.unknown_fact_binding", x.span, msg, help);
+                    }
+                }
+                if let Some((c, obj)) = rec {
+                    self.record(c, obj);
+                }
+            }
+            StmtKind::Complete(n, payload) => self.terminal(n, payload, true),
+            StmtKind::Fail(n, payload) => self.terminal(n, payload, false),
+            StmtKind::Timer(_, b) => self.requires_as("timer", b, s.span),
+            StmtKind::Invoke(w, obj, b) => {
+                self.requires_as("invoke", b, s.span);
+                self.invoke(w, obj, s.span);
+            }
+            StmtKind::After(a) => self.after(a, s.span),
+            StmtKind::Then(..) => {}
+            StmtKind::Acquire(a) => self.acquire(a, s.span),
+            StmtKind::Release(x) => self.release(x),
+            StmtKind::Renew(x, _, b) => {
+                self.requires_as("renew", b, s.span);
+                if !matches!(self.effect_of(x), Some(EffectKind::Acquire)) {
+                    let msg = format!(
+                        "{} renews unbound coordination binding `{}`",
+                        self.subject, x.name
+                    );
+                    let help = "`renew` extends a lease bound by `acquire … as name`";
+                    self.err("lease.renew_unbound", x.span, msg, help);
+                }
+            }
+            StmtKind::Consume(c) => self.consume(c, s.span),
+            StmtKind::Append(c, obj, l, _) => self.append(c, obj, l),
+            StmtKind::FileIssue(t, obj, _) => self.file_issue(t, obj),
+            StmtKind::Claim(x, _, b) => {
+                self.requires_as("claim", b, s.span);
+                let ok = matches!(self.lookup(&x.name), Some(Bind::Issue))
+                    || matches!(self.effect_of(x), Some(EffectKind::FileIssue));
+                if !ok {
+                    let msg = format!("{} claims unbound issue `{}`", self.subject, x.name);
+                    let help = "claim an issue bound by `when tracker has ready issue as name` or \
+                                by `file issue … as name`";
+                    self.err("tracker.claim_unbound", x.span, msg, help);
+                }
+            }
+            StmtKind::Finish(x, obj, _) => self.finish(x, obj.as_ref()),
+        }
+    }
+
+    fn effect_of(&self, x: &Ident) -> Option<EffectKind> {
+        match self.lookup(&x.name) {
+            Some(Bind::Effect(i)) => Some(self.effects[*i].kind),
+            _ => None,
+        }
+    }
+
+    fn record(&mut self, c: &Ident, obj: &ObjectLit) {
+        if self.m.classes.contains_key(&c.name) && !c.name.contains("::") {
+            self.object(obj, &c.name, ObjCtx::Record);
+        } else if !self.m.poisoned.contains(&c.name) {
+            let msg = format!("{} records unknown class `{}`", self.subject, c.name);
+            let names: Vec<&str> = self.m.class_names().collect();
+            let help = suggest::help(&c.name, names, "declare the class with `class Name { … }`");
+            self.err("rule.record_unknown_class", c.span, msg, help);
+        }
+    }
+
+    fn terminal(&mut self, n: &Ident, payload: &Expr, complete: bool) {
+        let list = if complete {
+            &self.wf.outputs
+        } else {
+            &self.wf.failures
+        };
+        let Some(t) = list.iter().find(|t| t.name == n.name).cloned() else {
+            let names: Vec<String> = list.iter().map(|t| t.name.clone()).collect();
+            let (verb, kw) = if complete {
+                ("completes", "output")
+            } else {
+                ("fails", "failure")
+            };
+            let msg = format!(
+                "{} {verb} unknown workflow terminal `{}`",
+                self.subject, n.name
+            );
+            let help = suggest::help(
+                &n.name,
+                names.iter().map(String::as_str),
+                format!("declare it: `{kw} {} Type`", n.name),
+            );
+            self.err("rule.unknown_terminal", n.span, msg, help);
+            self.infer(payload, Implicit::None);
+            return;
+        };
+        match (&payload.kind, &t.ty) {
+            (ExprKind::Object(o), Ty::Class(c)) => self.object(o, c, ObjCtx::Terminal(&n.name)),
+            _ => self.value(payload, &t.ty, &n.name),
+        }
+    }
+
+    fn invoke(&mut self, w: &Ident, obj: &ObjectLit, span: Span) {
+        self.invokes.push((w.name.clone(), span));
+        let Some(child) = self.m.workflow(&w.name) else {
+            let msg = format!("{} invokes unknown workflow `{}`", self.subject, w.name);
+            let names = self.m.workflows.iter().map(|w| w.name.name.as_str());
+            let help = suggest::help(&w.name, names, "declare the child workflow in this program");
+            return self.err("invoke.unknown_workflow", w.span, msg, help);
+        };
+        if child.has_tag("private") && child.name.name != self.wf.name.name {
+            let msg = format!("{} invokes private workflow `{}`", self.subject, w.name);
+            let help = "a `@private` workflow may not be invoked by its siblings";
+            self.err("invoke.private", w.span, msg, help);
+        }
+        let mut given = Vec::new();
+        for (k, v) in &obj.fields {
+            let (true, ExprKind::Object(inputs)) = (k.name == "input", &v.kind) else {
+                let msg = format!("invoke of `{}` has unknown field `{}`", w.name, k.name);
+                self.err(
+                    "invoke.field",
+                    k.span,
+                    msg,
+                    "write `invoke Workflow { input { … } } as c`",
+                );
+                continue;
+            };
+            for (name, value) in &inputs.fields {
+                given.push(name.name.clone());
+                match child.inputs.iter().find(|i| i.name == name.name) {
+                    Some(input) => {
+                        self.value(value, &input.ty, &format!("{}.{}", w.name, name.name))
+                    }
+                    None => {
+                        let msg = format!("workflow `{}` has no input `{}`", w.name, name.name);
+                        let names = child.inputs.iter().map(|i| i.name.as_str());
+                        let help = suggest::help(&name.name, names, "pass only declared inputs");
+                        self.err("invoke.unknown_input", name.span, msg, help);
+                    }
+                }
+            }
+        }
+        for input in &child.inputs {
+            if !given.contains(&input.name) && !input.ty.is_optional() {
+                let msg = format!(
+                    "invocation of `{}` is missing required input `{}`",
+                    w.name, input.name
+                );
+                let help = format!("add `{} <{}>` to the `input` block", input.name, input.ty);
+                self.err("invoke.missing_input", obj.span, msg, help);
+            }
+        }
+    }
+}

@@ -1,0 +1,528 @@
+//! The typed AST. Every node carries the byte span it came from.
+
+use serde::Serialize;
+
+use crate::diag::Span;
+
+/// A name with its span.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Ident {
+    /// The text.
+    pub name: String,
+    /// Where.
+    pub span: Span,
+}
+
+/// One parsed file.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct File {
+    /// Top-level items in source order.
+    pub items: Vec<Item>,
+    /// Names of declarations that failed to parse: references to them are not reported.
+    pub poisoned: Vec<Ident>,
+}
+
+/// A top-level (or workflow-block) item with its tags.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Item {
+    /// `@service`, `@external`, `@private`.
+    pub tags: Vec<Ident>,
+    /// What it declares.
+    pub kind: ItemKind,
+    /// From the first tag or keyword to the end.
+    pub span: Span,
+    /// True when the parser had to recover inside this item (its checks are muted).
+    pub recovered: bool,
+}
+
+/// The kinds of item.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum ItemKind {
+    /// `use std.coord`
+    Use(Vec<Ident>),
+    /// `include "lib.whip"`
+    Include(StrLit, Span),
+    /// `workflow Name …`
+    Workflow(Workflow),
+    /// `input|output|failure name …`
+    Contract(Contract),
+    /// `class Name { … }`
+    Class(ClassDecl),
+    /// `enum Name { … }`
+    Enum(EnumDecl),
+    /// `table name as Class [ … ]`
+    Table(Table),
+    /// `rule name when … => { … }`
+    Rule(Rule),
+    /// `assert expr`
+    Assert(Expr),
+    /// `lease NAME { … }`
+    Lease(LeaseDecl),
+    /// `counter NAME { … }`
+    Counter(CounterDecl),
+    /// `ledger NAME { … }`
+    Ledger(LedgerDecl),
+    /// `tracker NAME [{ provider … }]`
+    Tracker(TrackerDecl),
+}
+
+/// A workflow declaration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Workflow {
+    /// Its name.
+    pub name: Ident,
+    /// Optional signature.
+    pub sig: Option<Signature>,
+    /// `Some` for the block form; `None` for the header form (the rest of the file).
+    pub body: Option<Vec<Item>>,
+}
+
+/// `(a: T, …) -> Out ! Err`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Signature {
+    /// Inputs.
+    pub params: Vec<FieldDecl>,
+    /// Output contract `result`.
+    pub output: Option<TypeExpr>,
+    /// Failure contract `error`.
+    pub failure: Option<TypeExpr>,
+}
+
+/// Which side of a workflow a contract describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ContractKind {
+    /// `input`
+    Input,
+    /// `output`
+    Output,
+    /// `failure`
+    Failure,
+}
+
+/// `output result Done` or `input req { id string }`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Contract {
+    /// Input, output or failure.
+    pub kind: ContractKind,
+    /// The terminal or input name.
+    pub name: Ident,
+    /// Its type or inline fields.
+    pub shape: Shape,
+}
+
+/// A named type or an inline field list.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Shape {
+    /// `Done`, `string`, …
+    Type(TypeExpr),
+    /// `{ note string }`
+    Fields(Vec<FieldDecl>),
+}
+
+/// `name Type`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldDecl {
+    /// Field name.
+    pub name: Ident,
+    /// Field type.
+    pub ty: TypeExpr,
+}
+
+/// `class Name { … }`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClassDecl {
+    /// Its name.
+    pub name: Ident,
+    /// Its fields.
+    pub fields: Vec<FieldDecl>,
+}
+
+/// `enum Name { A B }`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EnumDecl {
+    /// Its name.
+    pub name: Ident,
+    /// Its variants.
+    pub variants: Vec<Ident>,
+}
+
+/// A type expression.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TypeExpr {
+    /// Its shape.
+    pub kind: TypeKind,
+    /// Where.
+    pub span: Span,
+}
+
+/// The shapes of a type expression.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum TypeKind {
+    /// `string`, `Deploy`, …
+    Named(String),
+    /// `"open"`
+    Literal(String),
+    /// `T[]`
+    Array(Box<TypeExpr>),
+    /// `T?`
+    Optional(Box<TypeExpr>),
+    /// `map<T>`
+    Map(Box<TypeExpr>),
+    /// `A | B`
+    Union(Vec<TypeExpr>),
+}
+
+/// `table name as Class [ {…} … ]`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Table {
+    /// Its name.
+    pub name: Ident,
+    /// The class of its rows.
+    pub class: Ident,
+    /// The rows.
+    pub rows: Vec<ObjectLit>,
+}
+
+/// A duration literal.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Duration {
+    /// In seconds.
+    pub seconds: u64,
+    /// Where.
+    pub span: Span,
+}
+
+/// An integer with its span.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct IntLit {
+    /// The value.
+    pub value: i64,
+    /// Where.
+    pub span: Span,
+}
+
+/// `lease NAME { [shared] key Class [slots N] ttl D }`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeaseDecl {
+    /// Its name.
+    pub name: Ident,
+    /// Declared `shared`.
+    pub shared: bool,
+    /// `key`
+    pub key: Option<Ident>,
+    /// `slots`
+    pub slots: Option<IntLit>,
+    /// `ttl`
+    pub ttl: Option<Duration>,
+}
+
+/// `counter NAME { [shared] key C cap N reset P [timezone "Z"] }`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CounterDecl {
+    /// Its name.
+    pub name: Ident,
+    /// Declared `shared`.
+    pub shared: bool,
+    /// `key`
+    pub key: Option<Ident>,
+    /// `cap`
+    pub cap: Option<IntLit>,
+    /// `reset`
+    pub reset: Option<Ident>,
+    /// `timezone` with the span of its string.
+    pub timezone: Option<(String, Span)>,
+}
+
+/// `ledger NAME { [shared] entry C partition by F retain D }`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LedgerDecl {
+    /// Its name.
+    pub name: Ident,
+    /// Declared `shared`.
+    pub shared: bool,
+    /// `entry`
+    pub entry: Option<Ident>,
+    /// `partition by`
+    pub partition: Option<Ident>,
+    /// `retain`
+    pub retain: Option<Duration>,
+}
+
+/// `tracker NAME [{ provider P }]`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrackerDecl {
+    /// Its name.
+    pub name: Ident,
+    /// `provider`, when given.
+    pub provider: Option<Ident>,
+}
+
+/// `rule name when… => { … }`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rule {
+    /// Its name.
+    pub name: Ident,
+    /// The joined `when` lines.
+    pub whens: Vec<When>,
+    /// The body.
+    pub body: Block,
+}
+
+/// One `when` line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct When {
+    /// What it matches.
+    pub kind: WhenKind,
+    /// Optional binding.
+    pub binding: Option<Ident>,
+    /// Optional `where` guard.
+    pub guard: Option<Expr>,
+    /// The whole line.
+    pub span: Span,
+}
+
+/// What a `when` line matches.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum WhenKind {
+    /// `when started`
+    Started,
+    /// `when Class`
+    Fact(Ident),
+    /// `when tracker has ready issue`
+    ReadyIssue(Ident),
+    /// `when fact timer.fired`
+    Runtime(Vec<Ident>),
+}
+
+/// `{ statement* }`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Block {
+    /// Statements in source order (order does not sequence effects).
+    pub stmts: Vec<Stmt>,
+    /// From `{` to `}`.
+    pub span: Span,
+}
+
+/// A rule-body statement.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stmt {
+    /// What it does.
+    pub kind: StmtKind,
+    /// The statement (for blocks: up to the opening brace).
+    pub span: Span,
+}
+
+/// Rule-body statements.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum StmtKind {
+    /// `record Class { … }`
+    Record(Ident, ObjectLit),
+    /// `done x [-> record Class {…}]`
+    Done(Ident, Option<(Ident, ObjectLit)>),
+    /// `complete NAME payload`
+    Complete(Ident, Expr),
+    /// `fail NAME payload`
+    Fail(Ident, Expr),
+    /// `timer D as t`
+    Timer(Duration, Option<Ident>),
+    /// `invoke Workflow { input {…} } as c`
+    Invoke(Ident, ObjectLit, Option<Ident>),
+    /// `after x PREDICATE [as y] { … }`
+    After(After),
+    /// `then y <- EFFECT` (removed by desugaring before checking)
+    Then(Ident, Box<Stmt>),
+    /// `acquire LEASE for KEY [until ttl] [wait D] as x`
+    Acquire(Acquire),
+    /// `release x`
+    Release(Ident),
+    /// `renew x [until D] as y`
+    Renew(Ident, Option<Duration>, Option<Ident>),
+    /// `consume COUNTER for KEY amount N as x`
+    Consume(Consume),
+    /// `append Class {…} to LEDGER [as x]`
+    Append(Ident, ObjectLit, Ident, Option<Ident>),
+    /// `file issue into TRACKER {…} [as x]`
+    FileIssue(Ident, ObjectLit, Option<Ident>),
+    /// `claim x [ttl D] as h`
+    Claim(Ident, Option<Duration>, Option<Ident>),
+    /// `finish x [{…}] [as y]`
+    Finish(Ident, Option<ObjectLit>, Option<Ident>),
+}
+
+/// `after x PREDICATE [as y] { … }`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct After {
+    /// The effect binding it waits on.
+    pub target: Ident,
+    /// `succeeds`, `held`, `times out`, …
+    pub predicate: Ident,
+    /// `as y`
+    pub binding: Option<Ident>,
+    /// The block.
+    pub body: Block,
+    /// Made by desugaring a `then` step.
+    pub from_then: bool,
+}
+
+/// `acquire LEASE for KEY [until ttl] [wait D] as x`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Acquire {
+    /// The lease.
+    pub lease: Ident,
+    /// The key.
+    pub key: Expr,
+    /// `until ttl`
+    pub until_ttl: bool,
+    /// `wait D`
+    pub wait: Option<Duration>,
+    /// `as x`
+    pub binding: Option<Ident>,
+}
+
+/// `consume COUNTER for KEY amount N as x`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Consume {
+    /// The counter.
+    pub counter: Ident,
+    /// The key.
+    pub key: Expr,
+    /// The amount.
+    pub amount: Expr,
+    /// `as x`
+    pub binding: Option<Ident>,
+}
+
+/// A string literal with its `{{ path }}` parts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StrLit {
+    /// The decoded (and for `"""` blocks, dedented) text.
+    pub value: String,
+    /// Literal text and interpolations.
+    pub parts: Vec<StrPart>,
+    /// First-line content type of a `"""` block, such as `markdown`.
+    pub content_type: Option<String>,
+}
+
+/// A piece of a string literal.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum StrPart {
+    /// Plain text.
+    Lit(String),
+    /// `{{ a.b }}`
+    Path(Vec<String>),
+}
+
+/// `{ field value … }`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ObjectLit {
+    /// Fields in source order.
+    pub fields: Vec<(Ident, Expr)>,
+    /// From `{` to `}`.
+    pub span: Span,
+}
+
+/// An expression.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Expr {
+    /// Its shape.
+    pub kind: ExprKind,
+    /// Where.
+    pub span: Span,
+}
+
+/// Unary operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum UnOp {
+    /// `not` / `!`
+    Not,
+    /// `-`
+    Neg,
+}
+
+/// Binary operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum BinOp {
+    /// `or` / `||`
+    Or,
+    /// `and` / `&&`
+    And,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `in`
+    In,
+    /// `not in`
+    NotIn,
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
+}
+
+impl BinOp {
+    /// The operator as written.
+    pub fn text(self) -> &'static str {
+        match self {
+            BinOp::Or => "or",
+            BinOp::And => "and",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::In => "in",
+            BinOp::NotIn => "not in",
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+        }
+    }
+}
+
+/// Expression shapes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum ExprKind {
+    /// `a.b.c`
+    Path(Vec<Ident>),
+    /// A string.
+    Str(StrLit),
+    /// An integer.
+    Int(i64),
+    /// A decimal.
+    Float(f64),
+    /// `true` / `false`
+    Bool(bool),
+    /// `null`
+    Null,
+    /// A duration, in seconds.
+    Duration(u64),
+    /// `[a, b]`
+    Array(Vec<Expr>),
+    /// `{ a 1 }`
+    Object(ObjectLit),
+    /// `not x`, `-x`
+    Unary(UnOp, Box<Expr>),
+    /// `a op b`
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `count(x)`
+    Call(Ident, Vec<Expr>),
+    /// `Class where expr` (live facts)
+    Query(Ident, Option<Box<Expr>>),
+    /// `effect kind [a.b] [where expr]` (effects of the instance)
+    EffectQuery(Ident, Vec<Ident>, Option<Box<Expr>>),
+}
