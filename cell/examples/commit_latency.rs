@@ -16,6 +16,11 @@ fn main() {
             times.push(t.elapsed().as_micros());
         }
         times.sort_unstable();
-        println!("{}: durable append p50 {} us, p99 {} us", kind.name(), times[1000], times[1980]);
+        println!(
+            "{}: durable append p50 {} us, p99 {} us",
+            kind.name(),
+            times[1000],
+            times[1980]
+        );
     }
 }

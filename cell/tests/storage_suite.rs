@@ -9,7 +9,7 @@ use std::sync::Arc;
 use openraft::storage::{RaftLogStorage, RaftStateMachine};
 use openraft::testing::{StoreBuilder, Suite};
 use openraft::{Entry, EntryPayload, LogId, RaftSnapshotBuilder};
-use whip_board::{Command, MemTxn, Request, ResourceId, Reset, Stamp};
+use whip_board::{Command, MemTxn, Request, Reset, ResourceId, Stamp};
 use whip_cell::storage::{Backend, LogStore, SmStore, StorageKind, open_backend};
 use whip_cell::types::{Batch, StorageError, TypeConfig};
 
@@ -43,13 +43,24 @@ fn command_log(len: usize) -> Vec<Request> {
         x ^= x << 17;
         x
     };
-    let id = |name: &str, key: u64| ResourceId { owner: "t".into(), name: name.into(), key: format!("k{key}") };
+    let id = |name: &str, key: u64| ResourceId {
+        owner: "t".into(),
+        name: name.into(),
+        key: format!("k{key}"),
+    };
     (0..len)
         .map(|i| {
             let r = next();
             let command = match r % 9 {
-                0 => Command::KvPut { key: format!("kv{}", r % 5).into_bytes(), value: vec![i as u8], expect_version: None },
-                1 => Command::KvDelete { key: format!("kv{}", r % 5).into_bytes(), expect_version: None },
+                0 => Command::KvPut {
+                    key: format!("kv{}", r % 5).into_bytes(),
+                    value: vec![i as u8],
+                    expect_version: None,
+                },
+                1 => Command::KvDelete {
+                    key: format!("kv{}", r % 5).into_bytes(),
+                    expect_version: None,
+                },
                 2 | 3 => Command::LeaseAcquire {
                     lease: id("lease", r % 3),
                     holder: format!("h{}", (r >> 8) % 4),
@@ -57,7 +68,10 @@ fn command_log(len: usize) -> Vec<Request> {
                     ttl_ms: 50 + (r >> 16) % 500,
                     wait_ms: (r >> 20) % 2 * 300,
                 },
-                4 => Command::LeaseRelease { lease: id("lease", r % 3), holder: format!("h{}", (r >> 8) % 4) },
+                4 => Command::LeaseRelease {
+                    lease: id("lease", r % 3),
+                    holder: format!("h{}", (r >> 8) % 4),
+                },
                 5 => Command::CounterConsume {
                     counter: id("budget", r % 2),
                     amount: (r >> 8) % 40,
@@ -65,12 +79,22 @@ fn command_log(len: usize) -> Vec<Request> {
                     reset: Reset::Hourly,
                     timezone: "Europe/Berlin".into(),
                 },
-                6 => Command::LedgerAppend { ledger: id("audit", r % 2), entry: vec![b'x'; 8], appended_by: "t".into(), retain_ms: 2_000 },
-                7 => Command::LeaseReleaseAll { holder: format!("h{}", (r >> 8) % 4) },
+                6 => Command::LedgerAppend {
+                    ledger: id("audit", r % 2),
+                    entry: vec![b'x'; 8],
+                    appended_by: "t".into(),
+                    retain_ms: 2_000,
+                },
+                7 => Command::LeaseReleaseAll {
+                    holder: format!("h{}", (r >> 8) % 4),
+                },
                 _ => Command::Tick,
             };
             let idempotency_key = (r % 4 == 0).then(|| format!("idem-{}", r % 50));
-            Request { idempotency_key, command }
+            Request {
+                idempotency_key,
+                command,
+            }
         })
         .collect()
 }
@@ -81,7 +105,10 @@ fn entries(log: &[Request], per_entry: usize) -> Vec<Entry<TypeConfig>> {
         .enumerate()
         .map(|(i, chunk)| Entry {
             log_id: LogId::new(openraft::CommittedLeaderId::new(1, 1), i as u64 + 1),
-            payload: EntryPayload::Normal(Batch { time_ms: 1_700_000_000_000 + i as u64 * 97, requests: chunk.to_vec() }),
+            payload: EntryPayload::Normal(Batch {
+                time_ms: 1_700_000_000_000 + i as u64 * 97,
+                requests: chunk.to_vec(),
+            }),
         })
         .collect()
 }
@@ -90,7 +117,11 @@ fn model(log: &[Request], per_entry: usize) -> MemTxn {
     let mut txn = MemTxn::default();
     for (i, chunk) in log.chunks(per_entry).enumerate() {
         for (position, request) in chunk.iter().enumerate() {
-            let stamp = Stamp { index: i as u64 + 1, position: position as u32, time_ms: 1_700_000_000_000 + i as u64 * 97 };
+            let stamp = Stamp {
+                index: i as u64 + 1,
+                position: position as u32,
+                time_ms: 1_700_000_000_000 + i as u64 * 97,
+            };
             whip_board::apply(&mut txn, stamp, request);
         }
     }
@@ -99,12 +130,23 @@ fn model(log: &[Request], per_entry: usize) -> MemTxn {
 
 /// Board bytes of a backend, without the store's own bookkeeping key (0xff prefix).
 fn board_bytes(backend: &Arc<dyn Backend>) -> Vec<(Vec<u8>, Vec<u8>)> {
-    backend.sm_dump().unwrap().into_iter().filter(|(k, _)| k.first() != Some(&0xff)).collect()
+    backend
+        .sm_dump()
+        .unwrap()
+        .into_iter()
+        .filter(|(k, _)| k.first() != Some(&0xff))
+        .collect()
 }
 
-async fn apply_through_store(kind: StorageKind, dir: &std::path::Path, log: &[Request]) -> (Arc<dyn Backend>, SmStore) {
+async fn apply_through_store(
+    kind: StorageKind,
+    dir: &std::path::Path,
+    log: &[Request],
+) -> (Arc<dyn Backend>, SmStore) {
     let backend = open_backend(kind, dir).unwrap();
-    let mut sm = SmStore::open(backend.clone(), dir.to_path_buf()).await.unwrap();
+    let mut sm = SmStore::open(backend.clone(), dir.to_path_buf())
+        .await
+        .unwrap();
     // Apply in several calls, as openraft does, to cross commit boundaries.
     let all = entries(log, 7);
     for chunk in all.chunks(13) {
@@ -122,18 +164,34 @@ async fn state_machine_suite_backends_agree_with_the_model() {
     for kind in [StorageKind::Redb, StorageKind::Sled] {
         let dir = tempfile::tempdir().unwrap();
         let (backend, mut sm) = apply_through_store(kind, dir.path(), &log).await;
-        assert_eq!(board_bytes(&backend), expected, "{kind:?} state differs from the model");
+        assert_eq!(
+            board_bytes(&backend),
+            expected,
+            "{kind:?} state differs from the model"
+        );
         let mut builder = sm.get_snapshot_builder().await;
         snapshots.push((kind, builder.build_snapshot().await.unwrap(), dir));
     }
     // A snapshot from each backend installs on the other and gives the same bytes.
     for (from, snapshot, _dir) in snapshots {
-        let to = if from == StorageKind::Redb { StorageKind::Sled } else { StorageKind::Redb };
+        let to = if from == StorageKind::Redb {
+            StorageKind::Sled
+        } else {
+            StorageKind::Redb
+        };
         let dir = tempfile::tempdir().unwrap();
         let backend = open_backend(to, dir.path()).unwrap();
-        let mut sm = SmStore::open(backend.clone(), dir.path().to_path_buf()).await.unwrap();
-        sm.install_snapshot(&snapshot.meta, snapshot.snapshot).await.unwrap();
-        assert_eq!(board_bytes(&backend), expected, "snapshot {from:?} → {to:?} differs");
+        let mut sm = SmStore::open(backend.clone(), dir.path().to_path_buf())
+            .await
+            .unwrap();
+        sm.install_snapshot(&snapshot.meta, snapshot.snapshot)
+            .await
+            .unwrap();
+        assert_eq!(
+            board_bytes(&backend),
+            expected,
+            "snapshot {from:?} → {to:?} differs"
+        );
         let (applied, _) = sm.applied_state().await.unwrap();
         assert_eq!(applied, snapshot.meta.last_log_id);
     }
@@ -155,6 +213,10 @@ async fn log_survives_reopen() {
         let backend = open_backend(kind, dir.path()).unwrap();
         let mut store = LogStore::new(backend);
         let state = store.get_log_state().await.unwrap();
-        assert_eq!(state.last_log_id.map(|l| l.index), Some(10), "{kind:?} lost log entries on reopen");
+        assert_eq!(
+            state.last_log_id.map(|l| l.index),
+            Some(10),
+            "{kind:?} lost log entries on reopen"
+        );
     }
 }

@@ -118,9 +118,14 @@ fn main() -> ExitCode {
 }
 
 fn check(global: &Global, args: CheckArgs) -> ExitCode {
-    let _ = (global, args);
-    eprintln!("error: whip check is not available in this build yet");
-    ExitCode::from(1)
+    let options = whip_engine::cli::CheckOptions {
+        files: args.files,
+        root: args.root,
+        json: global.json,
+        explain: args.explain,
+    };
+    let code = whip_engine::cli::check(&options, &mut std::io::stdout(), &mut std::io::stderr());
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
 fn init_tracing() {

@@ -17,17 +17,31 @@ async fn main() {
     for i in 0..2000u64 {
         let request = Request {
             idempotency_key: None,
-            command: Command::KvPut { key: b"k".to_vec(), value: i.to_be_bytes().to_vec(), expect_version: None },
+            command: Command::KvPut {
+                key: b"k".to_vec(),
+                value: i.to_be_bytes().to_vec(),
+                expect_version: None,
+            },
         };
         let t = Instant::now();
         cell.submit(request).await.expect("submit");
         direct.push(t.elapsed().as_micros());
     }
     direct.sort_unstable();
-    println!("direct submit on leader: p50 {} us p99 {} us", direct[1000], direct[1980]);
+    println!(
+        "direct submit on leader: p50 {} us p99 {} us",
+        direct[1000], direct[1980]
+    );
     if std::env::var("TRACE_ONE").is_ok() {
         tracing::info!("==== one traced write");
-        let request = Request { idempotency_key: None, command: Command::KvPut { key: b"t".to_vec(), value: vec![1], expect_version: None } };
+        let request = Request {
+            idempotency_key: None,
+            command: Command::KvPut {
+                key: b"t".to_vec(),
+                value: vec![1],
+                expect_version: None,
+            },
+        };
         cell.submit(request).await.expect("submit");
         tracing::info!("==== done");
     }
@@ -36,12 +50,19 @@ async fn main() {
     for i in 0..2000u64 {
         let t = Instant::now();
         client
-            .kv_put(whip_proto::v1::KvPutRequest { key: b"k".to_vec(), value: i.to_be_bytes().to_vec(), ..Default::default() })
+            .kv_put(whip_proto::v1::KvPutRequest {
+                key: b"k".to_vec(),
+                value: i.to_be_bytes().to_vec(),
+                ..Default::default()
+            })
             .await
             .expect("put");
         rpc.push(t.elapsed().as_micros());
     }
     rpc.sort_unstable();
-    println!("gRPC put to leader: p50 {} us p99 {} us", rpc[1000], rpc[1980]);
+    println!(
+        "gRPC put to leader: p50 {} us p99 {} us",
+        rpc[1000], rpc[1980]
+    );
     cluster.shutdown().await;
 }

@@ -1,8 +1,8 @@
 //! The durable Raft log (openraft `RaftLogStorage`) over a [`Backend`].
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -27,7 +27,10 @@ pub struct LogStore {
 impl LogStore {
     /// A log store over `backend`.
     pub fn new(backend: Arc<dyn Backend>) -> Self {
-        LogStore { backend, recent: Arc::default() }
+        LogStore {
+            backend,
+            recent: Arc::default(),
+        }
     }
 
     fn cached(&self, from: u64, to: u64) -> Option<Vec<Entry>> {
@@ -171,7 +174,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: Send,
     {
         let entries: Vec<Entry> = entries.into_iter().collect();
-        let rows: Vec<(u64, Vec<u8>)> = entries.iter().map(|e| (e.log_id.index, encode(e))).collect();
+        let rows: Vec<(u64, Vec<u8>)> = entries
+            .iter()
+            .map(|e| (e.log_id.index, encode(e)))
+            .collect();
         let backend = self.backend.clone();
         // The append is durable (fsynced) before openraft hears it is flushed, so an entry is
         // on disk before it counts toward a quorum and before any client is acknowledged.
