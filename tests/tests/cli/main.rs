@@ -1,0 +1,331 @@
+//! The `whip` binary as users and outside checks run it: exact command lines of the issue's
+//! interface contract, JSON field names, exit codes, the embedded store and its socket.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use whip_tests::whip_binary;
+
+fn whip(dir: &Path, args: &[&str]) -> Output {
+    Command::new(whip_binary())
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run whip")
+}
+
+fn json_of(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "whip failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn embedded_store_serializes_two_processes_on_one_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = json_of(&whip(
+        dir.path(),
+        &[
+            "lease", "acquire", "deploy", "prod", "--holder", "a", "--ttl", "30s", "--json",
+        ],
+    ));
+    assert_eq!(a["outcome"], "held");
+    assert!(a["fence"].as_u64().unwrap() > 0);
+    assert!(a["expires_at"].is_string());
+    let b = json_of(&whip(
+        dir.path(),
+        &[
+            "--json", "lease", "acquire", "deploy", "prod", "--holder", "b", "--ttl", "30s",
+        ],
+    ));
+    assert_eq!(b["outcome"], "contended");
+    assert!(
+        dir.path().join(".whipplescript").is_dir(),
+        "embedded store not in .whipplescript/"
+    );
+    let list = whip(dir.path(), &["lease", "list"]);
+    assert!(String::from_utf8_lossy(&list.stdout).contains("shared::deploy/prod held by a"));
+}
+
+#[test]
+fn counter_and_ledger_contract_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let consume = [
+        "counter",
+        "consume",
+        "tokens",
+        "core",
+        "--amount",
+        "60",
+        "--cap",
+        "100",
+        "--reset",
+        "daily",
+        "--timezone",
+        "America/New_York",
+        "--json",
+    ];
+    let ok = json_of(&whip(dir.path(), &consume));
+    assert_eq!(
+        (ok["outcome"].as_str(), ok["remaining"].as_u64()),
+        (Some("ok"), Some(40))
+    );
+    assert!(
+        ok["period"].as_str().unwrap().len() == 10,
+        "daily period is a date: {}",
+        ok["period"]
+    );
+    let over = json_of(&whip(dir.path(), &consume));
+    assert_eq!(
+        (over["outcome"].as_str(), over["remaining"].as_u64()),
+        (Some("over"), Some(40))
+    );
+    let first = json_of(&whip(
+        dir.path(),
+        &[
+            "ledger",
+            "append",
+            "decisions",
+            "deploys",
+            "--entry",
+            r#"{"choice":"ship"}"#,
+            "--json",
+        ],
+    ));
+    let second = json_of(&whip(
+        dir.path(),
+        &[
+            "ledger",
+            "append",
+            "decisions",
+            "deploys",
+            "--entry",
+            r#"{"choice":"wait"}"#,
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        (first["seq"].as_u64(), second["seq"].as_u64()),
+        (Some(1), Some(2))
+    );
+}
+
+#[test]
+fn bad_input_exits_1_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = whip(
+        dir.path(),
+        &[
+            "counter",
+            "consume",
+            "c",
+            "k",
+            "--amount",
+            "1",
+            "--cap",
+            "5",
+            "--reset",
+            "daily",
+            "--timezone",
+            "Mars/Olympus",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Mars/Olympus"));
+    let out = whip(
+        dir.path(),
+        &["ledger", "append", "l", "p", "--entry", "{not json"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not valid JSON"));
+    let out = whip(
+        dir.path(),
+        &[
+            "lease", "acquire", "r", "k", "--holder", "h", "--ttl", "10x",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let out = whip(dir.path(), &["lease", "acquire"]);
+    assert_eq!(out.status.code(), Some(2), "usage errors exit 2");
+    let out = whip(
+        dir.path(),
+        &[
+            "counter", "consume", "c", "k", "--amount", "-5", "--cap", "5", "--reset", "daily",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a negative amount is a usage error"
+    );
+}
+
+#[test]
+fn second_process_talks_to_the_store_holder_over_its_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    // A long benchmark holds the embedded store for two seconds.
+    let mut holder = Command::new(whip_binary())
+        .current_dir(dir.path())
+        .args([
+            "bench",
+            "cas",
+            "--clients",
+            "2",
+            "--duration",
+            "2s",
+            "--warmup",
+            "0s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let socket = dir.path().join(".whipplescript/cell.sock");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "store holder never opened its socket"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let put = json_of(&whip(
+        dir.path(),
+        &["kv", "put", "shared-key", "v", "--json"],
+    ));
+    assert_eq!(put["outcome"], "written");
+    assert!(holder.wait().unwrap().success());
+    let got = json_of(&whip(dir.path(), &["kv", "get", "shared-key", "--json"]));
+    assert_eq!(got["value"], "v", "write made through the socket was lost");
+}
+
+#[test]
+fn cluster_contract_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = whip_tests::free_addrs(1)[0].port().max(20_000);
+    let ports: Vec<u16> = (0..3).map(|i| base + i).collect();
+    let mut dev = Command::new(whip_binary())
+        .current_dir(dir.path())
+        .args([
+            "cell",
+            "dev",
+            "--voters",
+            "3",
+            "--base-port",
+            &base.to_string(),
+            "--data",
+            "dev",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(dev.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    for p in &ports {
+        assert!(
+            line.contains(&format!("127.0.0.1:{p}")),
+            "dev did not print voter address {p}: {line}"
+        );
+    }
+    let cell = format!("127.0.0.1:{}", ports[1]);
+    let status = json_of(&whip(
+        dir.path(),
+        &["cell", "status", "--cell", &cell, "--json"],
+    ));
+    assert!(status["leader"].is_u64());
+    assert!(status["term"].is_u64());
+    assert_eq!(status["members"].as_array().unwrap().len(), 3);
+    let held = json_of(&whip(
+        dir.path(),
+        &[
+            "lease", "acquire", "deploy", "prod", "--holder", "a", "--ttl", "30s", "--cell", &cell,
+            "--json",
+        ],
+    ));
+    assert_eq!(held["outcome"], "held");
+    let other = format!("127.0.0.1:{}", ports[2]);
+    let contended = json_of(&whip(
+        dir.path(),
+        &[
+            "lease", "acquire", "deploy", "prod", "--holder", "b", "--ttl", "30s", "--cell",
+            &other, "--json",
+        ],
+    ));
+    assert_eq!(contended["outcome"], "contended");
+    let released = json_of(&whip(
+        dir.path(),
+        &[
+            "lease", "release", "deploy", "prod", "--holder", "a", "--cell", &cell, "--json",
+        ],
+    ));
+    assert_eq!(released["outcome"], "released");
+    let bench = json_of(&whip(
+        dir.path(),
+        &[
+            "bench",
+            "cas",
+            "--cell",
+            &cell,
+            "--clients",
+            "4",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0s",
+            "--json",
+        ],
+    ));
+    for field in ["ops_per_sec", "p50_us", "p99_us", "p999_us"] {
+        assert!(
+            bench[field].is_number(),
+            "bench JSON lacks {field}: {bench}"
+        );
+    }
+    assert!(bench["ops_per_sec"].as_f64().unwrap() > 0.0);
+    interrupt(&dev);
+    let _ = dev.wait();
+}
+
+/// Stop `whip cell dev` as a user would, with Ctrl-C (SIGINT).
+fn interrupt(child: &std::process::Child) {
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+}
+
+#[test]
+fn check_accepts_the_seed_programs() {
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/check/valid");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&seeds).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with("seed") && name.ends_with(".whip") {
+            let out = Command::new(whip_binary())
+                .arg("check")
+                .arg(&path)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(String::from_utf8_lossy(&out.stdout).starts_with("== "));
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3);
+}
