@@ -32,3 +32,5 @@ pub const LEADER_WAIT_MS: u64 = 3_000;
 pub const TICKS_PER_ROUND_MAX: usize = 8;
 /// Newest log entries kept in memory for replication reads.
 pub const LOG_CACHE_ENTRIES_MAX: usize = 4096;
+/// How often applying makes the state machine's store durable (between, the log covers it).
+pub const STATE_DURABLE_EVERY_MS: u64 = 1_000;

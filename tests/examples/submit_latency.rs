@@ -10,7 +10,16 @@ use whip_tests::Cluster;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let cluster = Cluster::start(3, StorageKind::Redb).await;
+    let voters: usize = std::env::var("VOTERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let storage = if std::env::var("SLED").is_ok() {
+        StorageKind::Sled
+    } else {
+        StorageKind::Redb
+    };
+    let cluster = Cluster::start(voters, storage).await;
     let leader = cluster.wait_leader(Duration::from_secs(5)).await;
     let cell = cluster.member(leader).clone();
     let mut direct = Vec::new();
@@ -45,6 +54,28 @@ async fn main() {
         cell.submit(request).await.expect("submit");
         tracing::info!("==== done");
     }
+    let mut raw = Vec::new();
+    for i in 0..2000u64 {
+        let batch = whip_cell::types::Batch {
+            time_ms: 1,
+            requests: vec![Request {
+                idempotency_key: None,
+                command: Command::KvPut {
+                    key: b"r".to_vec(),
+                    value: i.to_be_bytes().to_vec(),
+                    expect_version: None,
+                },
+            }],
+        };
+        let t = Instant::now();
+        cell.raft().client_write(batch).await.expect("client_write");
+        raw.push(t.elapsed().as_micros());
+    }
+    raw.sort_unstable();
+    println!(
+        "raw client_write on leader: p50 {} us p99 {} us",
+        raw[1000], raw[1980]
+    );
     let client = cluster.client_of(leader);
     let mut rpc = Vec::new();
     for i in 0..2000u64 {
@@ -63,6 +94,17 @@ async fn main() {
     println!(
         "gRPC put to leader: p50 {} us p99 {} us",
         rpc[1000], rpc[1980]
+    );
+    let mut status = Vec::new();
+    for _ in 0..2000u64 {
+        let t = Instant::now();
+        client.member_status(0).await.expect("status");
+        status.push(t.elapsed().as_micros());
+    }
+    status.sort_unstable();
+    println!(
+        "gRPC status round trip: p50 {} us p99 {} us",
+        status[1000], status[1980]
     );
     cluster.shutdown().await;
 }

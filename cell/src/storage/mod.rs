@@ -74,6 +74,20 @@ pub type BackendResult<T> = Result<T, BackendError>;
 /// A set of state-machine writes to commit atomically: `None` deletes.
 pub type WriteSet = std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
+/// A consistent read view of the state machine, held for the length of one apply or query
+/// so a batch of lookups costs one read transaction, not one per key.
+pub trait SmRead {
+    /// A state-machine value.
+    fn get(&self, key: &[u8]) -> BackendResult<Option<Vec<u8>>>;
+    /// State-machine pairs with `start <= key < end`, at most `limit`.
+    fn scan(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> BackendResult<Vec<(Vec<u8>, Vec<u8>)>>;
+}
+
 /// The storage engine under a cell. Three keyspaces: `log` (u64 index → entry bytes),
 /// `meta` (Raft metadata by name) and `sm` (the state machine's ordered bytes).
 pub trait Backend: Send + Sync + 'static {
@@ -91,15 +105,8 @@ pub trait Backend: Send + Sync + 'static {
     fn meta_get(&self, name: &str) -> BackendResult<Option<Vec<u8>>>;
     /// Store a metadata value durably.
     fn meta_put(&self, name: &str, value: Vec<u8>) -> BackendResult<()>;
-    /// A state-machine value.
-    fn sm_get(&self, key: &[u8]) -> BackendResult<Option<Vec<u8>>>;
-    /// State-machine pairs with `start <= key < end`, at most `limit`.
-    fn sm_scan(
-        &self,
-        start: &[u8],
-        end: &[u8],
-        limit: usize,
-    ) -> BackendResult<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// A read view of the state machine as of the last commit.
+    fn sm_reader(&self) -> BackendResult<Box<dyn SmRead + '_>>;
     /// Commit a write set atomically. Not necessarily durable on return: the log is the
     /// source of truth and a crash replays committed entries (`durable` forces it).
     fn sm_commit(&self, writes: WriteSet, durable: bool) -> BackendResult<()>;
@@ -113,7 +120,7 @@ pub trait Backend: Send + Sync + 'static {
 pub fn open_backend(kind: StorageKind, dir: &Path) -> BackendResult<Arc<dyn Backend>> {
     std::fs::create_dir_all(dir).map_err(|e| BackendError::new("create data dir", e))?;
     Ok(match kind {
-        StorageKind::Redb => Arc::new(RedbBackend::open(&dir.join("cell.redb"))?),
+        StorageKind::Redb => Arc::new(RedbBackend::open(dir)?),
         StorageKind::Sled => Arc::new(SledBackend::open(&dir.join("cell.sled"))?),
     })
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use sled::{Batch, Db, Tree};
 
-use super::{Backend, BackendError, BackendResult, WriteSet};
+use super::{Backend, BackendError, BackendResult, SmRead, WriteSet};
 
 /// A cell's storage in one sled database.
 pub struct SledBackend {
@@ -27,11 +27,24 @@ fn index_of(key: &[u8]) -> u64 {
 impl SledBackend {
     /// Open or create the database at `path`.
     pub fn open(path: &Path) -> BackendResult<Self> {
-        let db = sled::Config::new()
+        let config = sled::Config::new()
             .path(path)
-            .mode(sled::Mode::HighThroughput)
-            .open()
-            .map_err(|e| BackendError::new("open sled", e))?;
+            .mode(sled::Mode::HighThroughput);
+        // A previous owner in this process may still be releasing the file lock (TRAPS.md
+        // 14): retry for a few seconds before giving up.
+        let mut attempt = 0;
+        let db = loop {
+            match config.open() {
+                Ok(db) => break db,
+                Err(sled::Error::Io(e))
+                    if e.kind() == std::io::ErrorKind::WouldBlock && attempt < 50 =>
+                {
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(e) => return Err(BackendError::new("open sled", e)),
+            }
+        };
         let tree = |name: &str| {
             db.open_tree(name)
                 .map_err(|e| BackendError::new("open tree", e))
@@ -128,31 +141,8 @@ impl Backend for SledBackend {
         self.flush("write meta")
     }
 
-    fn sm_get(&self, key: &[u8]) -> BackendResult<Option<Vec<u8>>> {
-        let value = self
-            .sm
-            .get(key)
-            .map_err(|e| BackendError::new("read state", e))?;
-        Ok(value.map(|v| v.to_vec()))
-    }
-
-    fn sm_scan(
-        &self,
-        start: &[u8],
-        end: &[u8],
-        limit: usize,
-    ) -> BackendResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        if start >= end {
-            return Ok(Vec::new());
-        }
-        self.sm
-            .range(start..end)
-            .take(limit)
-            .map(|row| {
-                let (k, v) = row.map_err(|e| BackendError::new("scan state", e))?;
-                Ok((k.to_vec(), v.to_vec()))
-            })
-            .collect()
+    fn sm_reader(&self) -> BackendResult<Box<dyn SmRead + '_>> {
+        Ok(Box::new(SledReader { tree: &self.sm }))
     }
 
     fn sm_commit(&self, writes: WriteSet, durable: bool) -> BackendResult<()> {
@@ -193,6 +183,41 @@ impl Backend for SledBackend {
             .iter()
             .map(|row| {
                 let (k, v) = row.map_err(|e| BackendError::new("dump state", e))?;
+                Ok((k.to_vec(), v.to_vec()))
+            })
+            .collect()
+    }
+}
+
+/// Reads of the state-machine tree. sled has no read snapshots; apply is the only writer
+/// and runs serially, so reads inside one apply or query see one state.
+struct SledReader<'a> {
+    tree: &'a Tree,
+}
+
+impl SmRead for SledReader<'_> {
+    fn get(&self, key: &[u8]) -> BackendResult<Option<Vec<u8>>> {
+        let value = self
+            .tree
+            .get(key)
+            .map_err(|e| BackendError::new("read state", e))?;
+        Ok(value.map(|v| v.to_vec()))
+    }
+
+    fn scan(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> BackendResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        if start >= end {
+            return Ok(Vec::new());
+        }
+        self.tree
+            .range(start..end)
+            .take(limit)
+            .map(|row| {
+                let (k, v) = row.map_err(|e| BackendError::new("scan state", e))?;
                 Ok((k.to_vec(), v.to_vec()))
             })
             .collect()

@@ -13,7 +13,8 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 use whip_board::{Outcome, Stamp, Txn};
 
-use super::{Backend, BackendError, BackendResult, WriteSet, blocking};
+use super::{Backend, BackendError, BackendResult, SmRead, WriteSet, blocking};
+use crate::limits;
 use crate::types::{BatchOutcome, Entry, LogId, NodeId, StorageError, TypeConfig, decode, encode};
 
 /// Where the state machine records what it has applied, inside its own keyspace. Board keys
@@ -71,10 +72,13 @@ pub struct SmStore {
     backend: Arc<dyn Backend>,
     dir: PathBuf,
     applied: Applied,
+    /// When the state machine's own store was last made durable. Between those points a
+    /// crash loses applied state, which replay from the log (or the snapshot) restores.
+    last_durable: std::time::Instant,
 }
 
 fn read_applied(backend: &dyn Backend) -> BackendResult<Applied> {
-    match backend.sm_get(APPLIED_KEY)? {
+    match backend.sm_reader()?.get(APPLIED_KEY)? {
         Some(bytes) => decode(&bytes).map_err(|e| BackendError::new("decode applied", e)),
         None => Ok(Applied::default()),
     }
@@ -98,11 +102,30 @@ impl SmStore {
         let applied = blocking(move || read_applied(b.as_ref()))
             .await
             .map_err(sm_err(ErrorVerb::Read))?;
-        Ok(SmStore {
+        let mut store = SmStore {
             backend,
             dir,
             applied,
-        })
+            last_durable: std::time::Instant::now(),
+        };
+        store.recover_from_snapshot().await?;
+        Ok(store)
+    }
+
+    /// After a crash the state machine's own store may be older than the durable snapshot
+    /// (its commits are mostly non-durable, and the log below the snapshot may be purged):
+    /// start from the snapshot then.
+    async fn recover_from_snapshot(&mut self) -> Result<(), StorageError> {
+        let Some(snapshot) = self.get_current_snapshot().await? else {
+            return Ok(());
+        };
+        if snapshot.meta.last_log_id <= self.applied.log_id {
+            return Ok(());
+        }
+        tracing::info!(snapshot = ?snapshot.meta.last_log_id, applied = ?self.applied.log_id,
+            "state behind the snapshot; installing it");
+        self.install_snapshot(&snapshot.meta, snapshot.snapshot)
+            .await
     }
 
     /// A read-only view for queries.
@@ -122,6 +145,7 @@ fn apply_entries(
     backend: &dyn Backend,
     mut applied: Applied,
     entries: Vec<Entry>,
+    durable: bool,
 ) -> BackendResult<(Applied, Vec<BatchOutcome>)> {
     let mut txn = Overlay::new(backend);
     let mut responses = Vec::with_capacity(entries.len());
@@ -156,7 +180,7 @@ fn apply_entries(
     }
     txn.put(APPLIED_KEY, &encode(&applied));
     let writes = txn.finish()?;
-    backend.sm_commit(writes, false)?;
+    backend.sm_commit(writes, durable)?;
     Ok((applied, responses))
 }
 
@@ -240,10 +264,15 @@ impl RaftStateMachine<TypeConfig> for SmStore {
     {
         let entries: Vec<Entry> = entries.into_iter().collect();
         let (backend, applied) = (self.backend.clone(), self.applied.clone());
+        let interval = std::time::Duration::from_millis(limits::STATE_DURABLE_EVERY_MS);
+        let durable = self.last_durable.elapsed() >= interval;
         let (applied, responses) =
-            blocking(move || apply_entries(backend.as_ref(), applied, entries))
+            blocking(move || apply_entries(backend.as_ref(), applied, entries, durable))
                 .await
                 .map_err(sm_err(ErrorVerb::Write))?;
+        if durable {
+            self.last_durable = std::time::Instant::now();
+        }
         self.applied = applied;
         Ok(responses)
     }
@@ -316,17 +345,28 @@ impl RaftStateMachine<TypeConfig> for SmStore {
 /// that commits atomically at the end. The first backend error poisons the overlay, so a
 /// batch decided on a failed read is never committed.
 struct Overlay<'a> {
-    backend: &'a dyn Backend,
+    reader: Option<Box<dyn SmRead + 'a>>,
     writes: WriteSet,
     error: RefCell<Option<BackendError>>,
 }
 
 impl<'a> Overlay<'a> {
     fn new(backend: &'a dyn Backend) -> Self {
+        let (reader, error) = match backend.sm_reader() {
+            Ok(reader) => (Some(reader), None),
+            Err(e) => (None, Some(e)),
+        };
         Overlay {
-            backend,
+            reader,
             writes: WriteSet::new(),
-            error: RefCell::new(None),
+            error: RefCell::new(error),
+        }
+    }
+
+    fn read<T: Default>(&self, f: impl FnOnce(&dyn SmRead) -> BackendResult<T>) -> T {
+        match &self.reader {
+            Some(reader) => self.note(f(reader.as_ref())),
+            None => T::default(),
         }
     }
 
@@ -349,7 +389,7 @@ impl Txn for Overlay<'_> {
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
         match self.writes.get(key) {
             Some(value) => value.clone(),
-            None => self.note(self.backend.sm_get(key)),
+            None => self.read(|r| r.get(key)),
         }
     }
 
@@ -368,10 +408,8 @@ impl Txn for Overlay<'_> {
         let pending: Vec<_> = self.writes.range(start.to_vec()..end.to_vec()).collect();
         // Pending deletes can hide at most `pending.len()` stored rows, so reading that many
         // more than `limit` from the backend is enough to fill `limit` after merging.
-        let base = self.note(
-            self.backend
-                .sm_scan(start, end, limit.saturating_add(pending.len())),
-        );
+        let wanted = limit.saturating_add(pending.len());
+        let base = self.read(|r| r.scan(start, end, wanted));
         let mut merged: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = base.into_iter().collect();
         for (k, v) in pending {
             match v {
