@@ -3,7 +3,7 @@
 /// Client requests in one Raft entry.
 pub const BATCH_REQUESTS_MAX: usize = 1024;
 /// Raft entries proposed concurrently by one leader; more requests wait and batch up.
-pub const BATCHES_IN_FLIGHT_MAX: usize = 4;
+pub const BATCHES_IN_FLIGHT_MAX: usize = 1;
 /// Requests queued for proposal before callers see back-pressure.
 pub const PROPOSAL_QUEUE_MAX: usize = 16 * 1024;
 /// Default byte limit of a CAS value or ledger entry (configurable per cell).
