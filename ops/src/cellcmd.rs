@@ -189,7 +189,18 @@ async fn status(global: &Global) -> Result<ExitCode> {
     let session = crate::connect::session(global).await?;
     let result = session.client.status(pb::StatusRequest {}).await;
     session.close().await;
-    let s = result?;
+    let mut s = result?;
+    // Only the leader knows how far each voter got: take the member list from it.
+    if s.leader.is_some_and(|l| l != s.id)
+        && let Some(addr) = s
+            .members
+            .iter()
+            .find(|m| Some(m.id) == s.leader)
+            .map(|m| m.addr.clone())
+        && let Ok(leader) = CellClient::connect(&[addr])?.member_status(0).await
+    {
+        s.members = leader.members;
+    }
     if global.json {
         let members: Vec<_> = s.members.iter().map(|m| json!({
             "id": m.id, "addr": m.addr, "voter": m.voter, "matched_index": m.matched_index, "lag": m.lag,
