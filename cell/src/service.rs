@@ -16,9 +16,15 @@ use crate::types::{decode, encode};
 
 type GrpcResult<T> = Result<Response<T>, Status>;
 
-/// Build the tonic router serving every service of `cell`.
+/// Build the tonic router serving every service of `cell`, with gRPC reflection so tools
+/// such as grpcurl can list and call the API without the .proto file.
 pub fn router(cell: Cell) -> tonic::transport::server::Router {
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(whip_proto::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .expect("the compiled descriptor set is valid");
     tonic::transport::Server::builder()
+        .add_service(reflection)
         .add_service(
             cell_server::CellServer::new(CellApi { cell: cell.clone() })
                 .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
