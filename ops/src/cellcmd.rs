@@ -139,32 +139,60 @@ fn parse_member(text: &str) -> Result<(u64, String)> {
     Ok((id, addr.to_string()))
 }
 
-async fn start_member(
-    config: CellConfig,
-    listen: SocketAddr,
-) -> Result<(Cell, tokio::task::JoinHandle<()>)> {
+/// A running member: its cell, its gRPC server task and the switch that stops the server.
+struct Member {
+    cell: Cell,
+    server: tokio::task::JoinHandle<()>,
+    stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Member {
+    /// Stop Raft first (so peers stop sending), then give the server a bounded drain: open
+    /// peer connections must not keep a stopping member alive.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.cell.shutdown().await;
+        let mut server = self.server;
+        if tokio::time::timeout(Duration::from_secs(2), &mut server)
+            .await
+            .is_err()
+        {
+            server.abort();
+        }
+    }
+}
+
+async fn start_member(config: CellConfig, listen: SocketAddr) -> Result<Member> {
     let listener = whip_cell::service::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let cell = Cell::start(config).await?;
     let served = cell.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
+            let _ = stopped.await;
         };
         if let Err(e) = whip_cell::service::serve(served, listener, shutdown).await {
             tracing::error!(error = %e, "server stopped");
         }
     });
-    Ok((cell, server))
+    Ok(Member { cell, server, stop })
+}
+
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM (what service managers send), so a member stops
+/// its server and Raft cleanly either way.
+async fn stop_signal() {
+    crate::signals::stopped().await;
 }
 
 async fn serve(config: CellConfig, listen: SocketAddr) -> Result<ExitCode> {
     let id = config.id;
-    let (cell, server) = start_member(config, listen).await?;
+    let member = start_member(config, listen).await?;
     eprintln!("cell member {id} serving on {listen}");
-    let _ = server.await;
-    cell.shutdown().await;
+    stop_signal().await;
+    eprintln!("cell member {id} stopping");
+    member.stop().await;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -247,7 +275,7 @@ async fn dev(
         config.storage = storage;
         members.push(start_member(config, addr.parse()?).await?);
     }
-    let first = &members[0].0;
+    let first = &members[0].cell;
     if !first.raft().is_initialized().await? {
         first.initialize(addrs.clone()).await?;
     }
@@ -268,10 +296,9 @@ async fn dev(
             addrs.values().cloned().collect::<Vec<_>>().join(",")
         ));
     }
-    let _ = tokio::signal::ctrl_c().await;
-    for (cell, server) in members {
-        let _ = server.await;
-        cell.shutdown().await;
+    stop_signal().await;
+    for member in members {
+        member.stop().await;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -12,6 +12,7 @@ mod cellcmd;
 mod connect;
 mod output;
 mod primitives;
+mod signals;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -100,6 +101,7 @@ fn main() -> ExitCode {
         Err(e) => return output::fail(&global, &anyhow::anyhow!("cannot start runtime: {e}")),
     };
     let result = runtime.block_on(async {
+        signals::watch();
         match cli.command {
             Command::Cell(cmd) => cellcmd::run(&global, cmd).await,
             Command::Kv(cmd) => primitives::kv(&global, cmd).await,

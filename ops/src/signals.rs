@@ -1,0 +1,41 @@
+//! Stop requests: SIGINT (Ctrl-C) and SIGTERM (service managers), watched from the start of
+//! the process so a signal that arrives early is not lost.
+
+use std::sync::OnceLock;
+
+use tokio::sync::watch;
+
+static STOP: OnceLock<watch::Receiver<bool>> = OnceLock::new();
+
+/// Start watching for stop signals (call once, inside the runtime, before any work).
+pub(crate) fn watch() {
+    let (tx, rx) = watch::channel(false);
+    if STOP.set(rx).is_err() {
+        return;
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::spawn(async move {
+        let terminated = async {
+            match term.as_mut() {
+                Some(term) => {
+                    term.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
+            _ = terminated => tracing::info!("terminated"),
+        }
+        let _ = tx.send(true);
+    });
+}
+
+/// Resolves once a stop signal arrived.
+pub(crate) async fn stopped() {
+    let Some(rx) = STOP.get() else {
+        return std::future::pending().await;
+    };
+    let mut rx = rx.clone();
+    let _ = rx.wait_for(|stop| *stop).await;
+}
