@@ -279,14 +279,18 @@ async fn dev(
     if !first.raft().is_initialized().await? {
         first.initialize(addrs.clone()).await?;
     }
-    let leader = first
-        .raft()
-        .wait(Some(Duration::from_secs(10)))
-        .metrics(|m| m.current_leader.is_some(), "leader")
-        .await;
-    let leader = leader
-        .map_err(|_| anyhow!("no leader elected within 10s"))?
-        .current_leader;
+    // Ready means every voter knows the leader, so any address printed serves at once.
+    let mut leader = None;
+    for member in &members {
+        let seen = member
+            .cell
+            .raft()
+            .wait(Some(Duration::from_secs(10)))
+            .metrics(|m| m.current_leader.is_some(), "leader")
+            .await
+            .map_err(|_| anyhow!("no leader elected within 10s"))?;
+        leader = seen.current_leader;
+    }
     let list: Vec<&String> = addrs.values().collect();
     if global.json {
         output::json(&json!({"addresses": list, "leader": leader}));

@@ -37,7 +37,7 @@ impl SledBackend {
             match config.open() {
                 Ok(db) => break db,
                 Err(sled::Error::Io(e))
-                    if e.kind() == std::io::ErrorKind::WouldBlock && attempt < 50 =>
+                    if e.to_string().contains("acquire lock") && attempt < 50 =>
                 {
                     attempt += 1;
                     std::thread::sleep(std::time::Duration::from_millis(100));
