@@ -30,10 +30,6 @@ pub enum Target {
 /// How long a call keeps retrying an unavailable cell before giving up.
 pub const RETRY_FOR_MS: u64 = 10_000;
 
-/// One attempt gives up after this long (a member cut off from its peers may hold a request
-/// until leadership moves); the call then retries, with the same idempotency key, elsewhere.
-pub const ATTEMPT_TIMEOUT_MS: u64 = 3_000;
-
 /// A typed, retrying client of one cell.
 pub struct CellClient {
     channels: Vec<Channel>,
@@ -50,14 +46,7 @@ impl CellClient {
             Target::Tcp(addrs) if addrs.is_empty() => {
                 return Err(CellError::InvalidArgument("no cell address given".into()));
             }
-            Target::Tcp(addrs) => addrs
-                .iter()
-                .map(|a| {
-                    endpoint(a)
-                        .timeout(Duration::from_millis(ATTEMPT_TIMEOUT_MS))
-                        .connect_lazy()
-                })
-                .collect(),
+            Target::Tcp(addrs) => addrs.iter().map(|a| endpoint(a).connect_lazy()).collect(),
             Target::Unix(path) => vec![unix_channel(path)],
         };
         let client_id = std::collections::hash_map::RandomState::new()
@@ -246,13 +235,13 @@ impl CellClient {
 }
 
 fn unix_channel(path: PathBuf) -> Channel {
-    Endpoint::from_static("http://embedded.local")
-        .timeout(Duration::from_millis(ATTEMPT_TIMEOUT_MS))
-        .connect_with_connector_lazy(tower::service_fn(move |_: tonic::transport::Uri| {
+    Endpoint::from_static("http://embedded.local").connect_with_connector_lazy(tower::service_fn(
+        move |_: tonic::transport::Uri| {
             let path = path.clone();
             async move {
                 let stream = tokio::net::UnixStream::connect(path).await?;
                 Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
             }
-        }))
+        },
+    ))
 }
