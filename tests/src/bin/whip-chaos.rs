@@ -120,8 +120,13 @@ fn main() -> ExitCode {
         whip,
         timing: Default::default(),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build();
-    let report = match runtime.map_err(|e| e.to_string()).and_then(|rt| rt.block_on(chaos::run(options))) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build();
+    let report = match runtime
+        .map_err(|e| e.to_string())
+        .and_then(|rt| rt.block_on(chaos::run(options)))
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("whip chaos: {e}");
@@ -143,7 +148,11 @@ fn print_report(report: &chaos::Report, json: bool) -> ExitCode {
     } else {
         print!("{}", report.table());
     }
-    if report.violation_count() == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if report.violation_count() == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 fn check_file(path: &std::path::Path, seed: u64, json: bool) -> ExitCode {

@@ -38,7 +38,10 @@ pub fn workload_of(op: &Op) -> &str {
 pub fn check_all(ops: &[Op], bounds: Bounds) -> (Vec<WorkloadResult>, Vec<Violation>) {
     let mut groups: BTreeMap<String, Vec<Op>> = BTreeMap::new();
     for op in ops {
-        groups.entry(workload_of(op).to_string()).or_default().push(op.clone());
+        groups
+            .entry(workload_of(op).to_string())
+            .or_default()
+            .push(op.clone());
     }
     let mut results = Vec::new();
     let mut violations = Vec::new();
@@ -81,7 +84,12 @@ fn counts(workload: &str, ops: &[Op]) -> WorkloadResult {
 
 type KeyCheck = fn(&str, &str, &[&Op], Bounds) -> Result<Option<Violation>, String>;
 
-fn search_keys(workload: &str, ops: &[Op], bounds: Bounds, check: KeyCheck) -> (Vec<Violation>, u64) {
+fn search_keys(
+    workload: &str,
+    ops: &[Op],
+    bounds: Bounds,
+    check: KeyCheck,
+) -> (Vec<Violation>, u64) {
     let mut keys: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
     for op in ops {
         keys.entry(op.key.as_str()).or_default().push(op);
@@ -108,7 +116,15 @@ fn register_check(
     bounds: Bounds,
 ) -> Result<Option<Violation>, String> {
     let entries = register_entries(ops)?;
-    judge(workload, key, ops, &RegisterModel, Some(Register::Any), entries, bounds)
+    judge(
+        workload,
+        key,
+        ops,
+        &RegisterModel,
+        Some(Register::Any),
+        entries,
+        bounds,
+    )
 }
 
 fn lease_check(

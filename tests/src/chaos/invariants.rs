@@ -54,17 +54,31 @@ pub fn check_ledger(ops: &[Op]) -> Vec<Violation> {
 fn check_partition(key: &str, ops: &[&Op]) -> Result<(), Violation> {
     let fail = |message: String, shown: &[&Op]| Err(violation("ledger", key, message, shown));
     let appends: Vec<&Op> = ops.iter().copied().filter(|o| o.f == "append").collect();
-    let Some(list) = ops.iter().copied().find(|o| o.f == "list" && o.kind == Kind::Ok) else {
-        return fail("the final listing of the partition never succeeded".into(), &[]);
+    let Some(list) = ops
+        .iter()
+        .copied()
+        .find(|o| o.f == "list" && o.kind == Kind::Ok)
+    else {
+        return fail(
+            "the final listing of the partition never succeeded".into(),
+            &[],
+        );
     };
     let listed = listed_entries(&list.output);
     let mut by_entry: BTreeMap<&str, u64> = BTreeMap::new();
     for (n, (seq, entry)) in listed.iter().enumerate() {
         if *seq != n as u64 + 1 {
-            return fail(format!("seq {seq} at position {} (gap or duplicate)", n + 1), &[list]);
+            return fail(
+                format!("seq {seq} at position {} (gap or duplicate)", n + 1),
+                &[list],
+            );
         }
         if by_entry.insert(entry.as_str(), *seq).is_some() {
-            let dup: Vec<&Op> = appends.iter().copied().filter(|o| entry_of(o) == *entry).collect();
+            let dup: Vec<&Op> = appends
+                .iter()
+                .copied()
+                .filter(|o| entry_of(o) == *entry)
+                .collect();
             return fail(format!("entry {entry} appended twice (seq {seq})"), &dup);
         }
     }
@@ -76,19 +90,26 @@ fn check_partition(key: &str, ops: &[&Op]) -> Result<(), Violation> {
                 return fail(format!("acknowledged entry {entry} is lost"), &[op, list]);
             }
             (Kind::Ok, Some(seq)) if Some(seq) != u64_at(&op.output, "seq").ok() => {
-                return fail(format!("entry {entry} acknowledged at another seq than {seq}"), &[
-                    op, list,
-                ]);
+                return fail(
+                    format!("entry {entry} acknowledged at another seq than {seq}"),
+                    &[op, list],
+                );
             }
             (Kind::Fail, Some(seq)) => {
-                return fail(format!("failed append {entry} is present at seq {seq}"), &[op]);
+                return fail(
+                    format!("failed append {entry} is present at seq {seq}"),
+                    &[op],
+                );
             }
             _ => {}
         }
     }
     let invoked: BTreeSet<String> = appends.iter().map(|o| entry_of(o)).collect();
     if let Some((seq, entry)) = listed.iter().find(|(_, e)| !invoked.contains(e)) {
-        return fail(format!("entry {entry} at seq {seq} was never appended"), &[list]);
+        return fail(
+            format!("entry {entry} at seq {seq} was never appended"),
+            &[list],
+        );
     }
     real_time_order("ledger", key, &appends, "seq")
 }
@@ -152,17 +173,27 @@ pub fn check_counter(ops: &[Op]) -> Vec<Violation> {
 fn check_counter_key(key: &str, ops: &[&Op]) -> Result<(), Violation> {
     let fail = |message: String, shown: &[&Op]| Err(violation("counter", key, message, shown));
     let mut periods: BTreeMap<String, Vec<&Op>> = BTreeMap::new();
-    for op in ops.iter().copied().filter(|o| o.f == "consume" && o.kind == Kind::Ok) {
+    for op in ops
+        .iter()
+        .copied()
+        .filter(|o| o.f == "consume" && o.kind == Kind::Ok)
+    {
         let cap = u64_at(&op.input, "cap").unwrap_or(0);
         let consumed = u64_at(&op.output, "consumed").unwrap_or(0);
         let remaining = u64_at(&op.output, "remaining").unwrap_or(0);
         if consumed > cap || consumed + remaining != cap {
-            return fail(format!("consumed {consumed} remaining {remaining} cap {cap}"), &[op]);
+            return fail(
+                format!("consumed {consumed} remaining {remaining} cap {cap}"),
+                &[op],
+            );
         }
         let charged = op.output.get("ok").and_then(Value::as_bool) == Some(true);
         let amount = u64_at(&op.input, "amount").unwrap_or(1);
         if !charged && consumed + amount <= cap {
-            return fail(format!("refused {amount} with {consumed} of {cap} consumed"), &[op]);
+            return fail(
+                format!("refused {amount} with {consumed} of {cap} consumed"),
+                &[op],
+            );
         }
         if charged {
             let period = str_at(&op.output, "period").unwrap_or_default();
@@ -174,22 +205,31 @@ fn check_counter_key(key: &str, ops: &[&Op]) -> Result<(), Violation> {
         for op in charged {
             let consumed = u64_at(&op.output, "consumed").unwrap_or(0);
             if let Some(other) = seen.insert(consumed, op) {
-                return fail(format!("two charges both left consumed at {consumed}"), &[other, op]);
+                return fail(
+                    format!("two charges both left consumed at {consumed}"),
+                    &[other, op],
+                );
             }
         }
         real_time_order("counter", key, charged, "consumed")?;
         let final_view = ops.iter().copied().find(|o| {
-            o.f == "final" && o.kind == Kind::Ok && str_at(&o.output, "period").ok().as_ref() == Some(period)
+            o.f == "final"
+                && o.kind == Kind::Ok
+                && str_at(&o.output, "period").ok().as_ref() == Some(period)
         });
         if let Some(view) = final_view {
             let consumed = u64_at(&view.output, "consumed").unwrap_or(0);
             let highest = seen.keys().next_back().copied().unwrap_or(0);
             if consumed < highest.max(seen.len() as u64) {
-                return fail(format!("final consumed {consumed} below acknowledged {highest}"), &[
-                    view,
-                ]);
+                return fail(
+                    format!("final consumed {consumed} below acknowledged {highest}"),
+                    &[view],
+                );
             }
-            let unknown = ops.iter().filter(|o| o.f == "consume" && o.kind == Kind::Info).count();
+            let unknown = ops
+                .iter()
+                .filter(|o| o.f == "consume" && o.kind == Kind::Info)
+                .count();
             let charged_n = seen.len() as u64;
             if consumed > charged_n + unknown as u64 {
                 let message = format!(
@@ -251,15 +291,20 @@ fn check_lease_key(key: &str, ops: &[&Op]) -> Result<(), Violation> {
         .collect();
     for (i, g) in grants.iter().enumerate() {
         if i > 0 && grants[i - 1].fence == g.fence {
-            return Err(violation("lease", key, format!("fence {} granted twice", g.fence), &[
-                grants[i - 1].op,
-                g.op,
-            ]));
+            return Err(violation(
+                "lease",
+                key,
+                format!("fence {} granted twice", g.fence),
+                &[grants[i - 1].op, g.op],
+            ));
         }
         if i > 0 && grants[i - 1].start_ms > g.start_ms {
             let message = format!(
                 "stamp went backward: fence {} at {} ms, fence {} at {} ms",
-                grants[i - 1].fence, grants[i - 1].start_ms, g.fence, g.start_ms
+                grants[i - 1].fence,
+                grants[i - 1].start_ms,
+                g.fence,
+                g.start_ms
             );
             return Err(violation("lease", key, message, &[grants[i - 1].op, g.op]));
         }

@@ -126,7 +126,11 @@ impl List {
             let at = nodes.len();
             let prev = at - 1;
             nodes[prev].next = at;
-            let partner = if side == Side::Return { call_node[i] } else { NIL };
+            let partner = if side == Side::Return {
+                call_node[i]
+            } else {
+                NIL
+            };
             nodes.push(Node {
                 side,
                 op: i,
@@ -251,7 +255,8 @@ where
 {
     let mut order: Vec<usize> = (0..entries.len()).collect();
     order.sort_by_key(|&i| entries[i].call);
-    let pick = |idx: &[usize]| -> Vec<Entry<M::Op>> { idx.iter().map(|&i| entries[i].clone()).collect() };
+    let pick =
+        |idx: &[usize]| -> Vec<Entry<M::Op>> { idx.iter().map(|&i| entries[i].clone()).collect() };
     let fails_from = |init: M::State, idx: &[usize]| {
         check_from(model, init, &pick(idx), bounds) == Verdict::Violation
     };

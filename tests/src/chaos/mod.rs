@@ -124,7 +124,11 @@ impl Report {
         s += &format!("faults: {}  seed: {}\n", self.faults, self.seed);
         s += &format!(
             "verdict: {}\n",
-            if self.violation_count() == 0 { "PASS" } else { "FAIL" }
+            if self.violation_count() == 0 {
+                "PASS"
+            } else {
+                "FAIL"
+            }
         );
         s
     }
@@ -152,8 +156,13 @@ fn median(v: &[u64]) -> Option<u64> {
 
 /// The longest gap between successful operations (ms) while workers ran.
 pub fn longest_gap_ms(ops: &[Op], end_ns: u64) -> u64 {
-    let worked: Vec<&Op> = ops.iter().filter(|o| o.f != "list" && o.f != "final").collect();
-    let Some(first) = worked.iter().map(|o| o.call).min() else { return 0 };
+    let worked: Vec<&Op> = ops
+        .iter()
+        .filter(|o| o.f != "list" && o.f != "final")
+        .collect();
+    let Some(first) = worked.iter().map(|o| o.call).min() else {
+        return 0;
+    };
     let mut done: Vec<u64> = worked
         .iter()
         .filter(|o| o.kind == Kind::Ok)
@@ -190,15 +199,17 @@ pub fn judge(ops: &[Op], seed: u64, recovery: &Recovery, end_ns: u64) -> Report 
 
 /// Run the harness and judge the history.
 pub async fn run(options: Options) -> Result<Report, String> {
-    std::fs::create_dir_all(&options.out)
-        .map_err(|e| format!("{}: {e}", options.out.display()))?;
+    std::fs::create_dir_all(&options.out).map_err(|e| format!("{}: {e}", options.out.display()))?;
     let start = Instant::now();
     let mut net = net::Net::create(options.nodes)?;
     std::fs::write(options.out.join("names.txt"), net.names().join("\n"))
         .map_err(|e| e.to_string())?;
     let data = options.out.join("data");
     let mut nodes = nodes::Nodes::start(&options.whip, &data_dir(&data)?, &net).await?;
-    if nemesis::caught_up(&nodes, Duration::from_secs(20)).await.is_none() {
+    if nemesis::caught_up(&nodes, Duration::from_secs(20))
+        .await
+        .is_none()
+    {
         return Err("the cell elected no leader within 20 s".into());
     }
     eprintln!("cell of {} nodes up at {:?}", nodes.len(), nodes.addrs);
@@ -218,7 +229,8 @@ pub async fn run(options: Options) -> Result<Report, String> {
             workers.spawn(workload::run_worker(*workload, shared.clone(), seed));
         }
     }
-    let log = std::fs::File::create(options.out.join("nemesis.jsonl")).map_err(|e| e.to_string())?;
+    let log =
+        std::fs::File::create(options.out.join("nemesis.jsonl")).map_err(|e| e.to_string())?;
     let mut nemesis = Nemesis {
         net: &mut net,
         nodes: &mut nodes,

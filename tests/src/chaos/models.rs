@@ -82,19 +82,21 @@ impl Model for RegisterModel {
             (Register::Any, RegisterOp::Read { value, version }) => {
                 Some(Register::Is(value.clone(), Version::Known(*version)))
             }
-            (Register::Is(current, at), RegisterOp::Read { value, version }) => {
-                (current == value && at.matches(*version))
-                    .then(|| Register::Is(value.clone(), Version::Known(*version)))
-            }
+            (Register::Is(current, at), RegisterOp::Read { value, version }) => (current == value
+                && at.matches(*version))
+            .then(|| Register::Is(value.clone(), Version::Known(*version))),
             (_, RegisterOp::Write { value, version }) => {
                 let floor = floor_of(state);
                 written(value, *version, floor)
             }
-            (_, RegisterOp::Cas {
-                expect,
-                value,
-                version,
-            }) => {
+            (
+                _,
+                RegisterOp::Cas {
+                    expect,
+                    value,
+                    version,
+                },
+            ) => {
                 if let Register::Is(_, at) = state
                     && !at.matches(*expect)
                 {
@@ -133,7 +135,11 @@ pub fn register_entries(ops: &[&Op]) -> Result<Vec<(usize, Entry<RegisterOp>)>, 
         let version = known.then(|| u64_at(&op.output, "version")).transpose()?;
         let register_op = match op.f.as_str() {
             "read" => RegisterOp::Read {
-                value: op.output.get("value").and_then(Value::as_str).map(str::to_string),
+                value: op
+                    .output
+                    .get("value")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
                 version: version.unwrap_or(0),
             },
             "write" => RegisterOp::Write {
@@ -411,7 +417,13 @@ fn acquired(v: &Value) -> Result<Acquired, String> {
         .ok_or_else(|| format!("contended answer without holders: {v}"))?;
     holders
         .iter()
-        .map(|h| Ok((str_at(h, "holder")?, u64_at(h, "fence")?, u64_at(h, "expires_at_ms")?)))
+        .map(|h| {
+            Ok((
+                str_at(h, "holder")?,
+                u64_at(h, "fence")?,
+                u64_at(h, "expires_at_ms")?,
+            ))
+        })
         .collect::<Result<Vec<_>, String>>()
         .map(Acquired::Contended)
 }

@@ -37,7 +37,9 @@ impl Fault {
             "kill" => Ok(Fault::Kill),
             "pause" => Ok(Fault::Pause),
             "skew" => Ok(Fault::Skew),
-            other => Err(format!("unknown nemesis {other:?} (partition, kill, pause, skew)")),
+            other => Err(format!(
+                "unknown nemesis {other:?} (partition, kill, pause, skew)"
+            )),
         }
     }
 }
@@ -111,13 +113,17 @@ impl Nemesis<'_> {
             return Ok(());
         }
         loop {
-            let quiet = self.rng.random_range(self.timing.quiet_ms.0..=self.timing.quiet_ms.1);
+            let quiet = self
+                .rng
+                .random_range(self.timing.quiet_ms.0..=self.timing.quiet_ms.1);
             tokio::time::sleep(Duration::from_millis(quiet)).await;
             if Instant::now() >= until {
                 break;
             }
             let fault = *self.faults.choose(&mut self.rng).expect("faults not empty");
-            let hold = self.rng.random_range(self.timing.hold_ms.0..=self.timing.hold_ms.1);
+            let hold = self
+                .rng
+                .random_range(self.timing.hold_ms.0..=self.timing.hold_ms.1);
             self.recovery.faults += 1;
             self.round(fault, Duration::from_millis(hold)).await?;
         }
@@ -159,7 +165,10 @@ impl Nemesis<'_> {
                 self.nodes.set_clock_offset(target, offset);
                 self.nodes.kill(target);
                 self.nodes.spawn(target)?;
-                self.event("skew", json!({ "node": target, "offset_ms": offset, "leader": lost_leader }));
+                self.event(
+                    "skew",
+                    json!({ "node": target, "offset_ms": offset, "leader": lost_leader }),
+                );
                 lost_leader
             }
         };
@@ -179,7 +188,10 @@ impl Nemesis<'_> {
 
     /// Cut the network one of the ways possible for this many nodes; returns its name and
     /// the node isolated from everyone, if any.
-    async fn partition(&mut self, leader: Option<usize>) -> Result<(String, Option<usize>), String> {
+    async fn partition(
+        &mut self,
+        leader: Option<usize>,
+    ) -> Result<(String, Option<usize>), String> {
         let n = self.nodes.len();
         let mut ids: Vec<usize> = (1..=n).collect();
         ids.shuffle(&mut self.rng);
@@ -202,7 +214,10 @@ impl Nemesis<'_> {
                     }
                 }
                 let isolated = (minority.len() == 1).then(|| minority[0]);
-                Ok((format!("minority {minority:?} majority {majority:?}"), isolated))
+                Ok((
+                    format!("minority {minority:?} majority {majority:?}"),
+                    isolated,
+                ))
             }
             "bridge" => {
                 let bridge = ids[0];
@@ -213,7 +228,10 @@ impl Nemesis<'_> {
                         self.net.block(*a, *b)?;
                     }
                 }
-                Ok((format!("bridge {bridge} between {left:?} and {right:?}"), None))
+                Ok((
+                    format!("bridge {bridge} between {left:?} and {right:?}"),
+                    None,
+                ))
             }
             _ => {
                 for i in 0..n {

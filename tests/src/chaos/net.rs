@@ -80,7 +80,13 @@ impl Net {
         let bridge = self.bridge.clone();
         ip(&["link", "add", &bridge, "type", "bridge"])?;
         self.created_links.push(bridge.clone());
-        ip(&["addr", "add", &format!("198.18.{}.254/24", self.subnet), "dev", &bridge])?;
+        ip(&[
+            "addr",
+            "add",
+            &format!("198.18.{}.254/24", self.subnet),
+            "dev",
+            &bridge,
+        ])?;
         ip(&["link", "set", &bridge, "up"])?;
         for i in 0..self.namespaces.len() {
             let ns = self.namespaces[i].clone();
@@ -92,7 +98,9 @@ impl Net {
             self.created_links.push(host.clone());
             ip(&["link", "set", &inner, "netns", &ns])?;
             let addr = format!("{}/24", self.addr(i + 1));
-            ip(&["netns", "exec", &ns, "ip", "addr", "add", &addr, "dev", &inner])?;
+            ip(&[
+                "netns", "exec", &ns, "ip", "addr", "add", &addr, "dev", &inner,
+            ])?;
             ip(&["netns", "exec", &ns, "ip", "link", "set", &inner, "up"])?;
             ip(&["netns", "exec", &ns, "ip", "link", "set", "lo", "up"])?;
             ip(&["link", "set", &host, "master", &bridge])?;
@@ -119,7 +127,16 @@ impl Net {
         }
         for (from, to) in [(a, b), (b, a)] {
             let route = format!("{}/32", self.addr(to));
-            ip(&["netns", "exec", self.namespace(from), "ip", "route", "add", "blackhole", &route])?;
+            ip(&[
+                "netns",
+                "exec",
+                self.namespace(from),
+                "ip",
+                "route",
+                "add",
+                "blackhole",
+                &route,
+            ])?;
         }
         Ok(())
     }
@@ -138,7 +155,15 @@ impl Net {
         for (a, b) in std::mem::take(&mut self.blocked) {
             for (from, to) in [(a, b), (b, a)] {
                 let route = format!("{}/32", self.addr(to));
-                let r = ip(&["netns", "exec", self.namespace(from), "ip", "route", "del", &route]);
+                let r = ip(&[
+                    "netns",
+                    "exec",
+                    self.namespace(from),
+                    "ip",
+                    "route",
+                    "del",
+                    &route,
+                ]);
                 first_error = first_error.and(r);
             }
         }
@@ -191,7 +216,9 @@ fn kill_inside(ns: &str) {
 fn remove_stale() {
     for line in ip_output(&["netns", "list"]).lines() {
         let name = line.split_whitespace().next().unwrap_or("");
-        let Some(rest) = name.strip_prefix("whipchaos-") else { continue };
+        let Some(rest) = name.strip_prefix("whipchaos-") else {
+            continue;
+        };
         let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
         if pid.is_some_and(|p| !pid_alive(p)) {
             eprintln!("removing stale namespace {name}");
@@ -200,9 +227,13 @@ fn remove_stale() {
         }
     }
     for line in ip_output(&["-o", "link", "show"]).lines() {
-        let Some(name) = line.split(": ").nth(1) else { continue };
+        let Some(name) = line.split(": ").nth(1) else {
+            continue;
+        };
         let name = name.split('@').next().unwrap_or("");
-        let Some(rest) = name.strip_prefix("wc") else { continue };
+        let Some(rest) = name.strip_prefix("wc") else {
+            continue;
+        };
         let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
         let tail = &rest[digits.len()..];
         let ours = tail == "br" || tail.starts_with('h');

@@ -64,7 +64,10 @@ impl Nodes {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        first.init(members).await.map_err(|e| format!("init: {e}"))?;
+        first
+            .init(members)
+            .await
+            .map_err(|e| format!("init: {e}"))?;
         Ok(nodes)
     }
 

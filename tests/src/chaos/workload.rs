@@ -206,7 +206,12 @@ async fn cas_round(w: &mut Worker) {
     let read_key = key.clone();
     let read = w
         .run("read", &key, Value::Null, async move {
-            match client.kv_get(pb::KvGetRequest { key: read_key.into_bytes() }).await {
+            match client
+                .kv_get(pb::KvGetRequest {
+                    key: read_key.into_bytes(),
+                })
+                .await
+            {
                 Ok(r) => Done::Ok(json!({
                     "value": r.found.then(|| String::from_utf8_lossy(&r.value).into_owned()),
                     "version": r.version,
@@ -371,9 +376,13 @@ pub async fn final_reads(
     for key in partitions {
         recorder.record(process, Kind::Invoke, "list", &key, Value::Null);
         match list_partition(&client, &key).await {
-            Ok(entries) => {
-                recorder.record(process, Kind::Ok, "list", &key, json!({ "entries": entries }))
-            }
+            Ok(entries) => recorder.record(
+                process,
+                Kind::Ok,
+                "list",
+                &key,
+                json!({ "entries": entries }),
+            ),
             Err(e) => {
                 recorder.record(process, Kind::Fail, "list", &key, json!({ "error": e }));
             }
@@ -404,14 +413,19 @@ pub async fn final_reads(
                     .counters
                     .iter()
                     .find(|c| c.counter.as_ref().is_some_and(|r| r.key == id.key));
-                let value = view.map_or(json!({ "consumed": 0, "period": "" }), |c| {
-                    json!({ "consumed": c.consumed, "period": c.period, "cap": c.cap })
-                });
+                let value = view.map_or(
+                    json!({ "consumed": 0, "period": "" }),
+                    |c| json!({ "consumed": c.consumed, "period": c.period, "cap": c.cap }),
+                );
                 recorder.record(process, Kind::Ok, "final", &key, value);
             }
-            Err(e) => {
-                recorder.record(process, Kind::Fail, "final", &key, json!({ "error": e.to_string() }))
-            }
+            Err(e) => recorder.record(
+                process,
+                Kind::Fail,
+                "final",
+                &key,
+                json!({ "error": e.to_string() }),
+            ),
         }
     }
     Ok(())
