@@ -333,11 +333,12 @@ impl Inner {
             .addr_of(leader)
             .ok_or_else(|| CellError::Unavailable("leader address unknown".into()))?;
         let mut client = self.peers.raft_client(&addr);
-        let blob = client
-            .read(Blob {
-                data: encode(query),
-            })
+        let read = client.read(Blob {
+            data: encode(query),
+        });
+        let blob = tokio::time::timeout(forward_timeout(), read)
             .await
+            .map_err(|_| forward_timed_out(leader))?
             .map_err(CellError::from)?;
         let result: Result<QueryResult, CellError> =
             decode(&blob.into_inner().data).map_err(CellError::Unavailable)?;
@@ -353,14 +354,16 @@ impl Inner {
         };
         let requests: Vec<&Request> = batch.iter().map(|p| &p.request).collect();
         let mut client = self.peers.raft_client(&addr);
-        let reply = client
-            .forward(Blob {
-                data: encode(&requests),
-            })
-            .await;
+        let forward = client.forward(Blob {
+            data: encode(&requests),
+        });
+        let reply = tokio::time::timeout(forward_timeout(), forward).await;
         let results: Result<Vec<Result<Outcome, CellError>>, CellError> = match reply {
-            Ok(blob) => decode(&blob.into_inner().data).map_err(CellError::Unavailable),
-            Err(status) => Err(CellError::from(status)),
+            Ok(Ok(blob)) => decode(&blob.into_inner().data).map_err(CellError::Unavailable),
+            Ok(Err(status)) => Err(CellError::from(status)),
+            // The leader may still apply the batch: callers retry with the same idempotency
+            // key, so the outcome is recorded once and returned to the retry.
+            Err(_) => Err(forward_timed_out(leader)),
         };
         match results {
             Ok(results) if results.len() == batch.len() => {
@@ -425,6 +428,17 @@ impl Inner {
             self.forward_writes(leader, forward).await;
         }
     }
+}
+
+fn forward_timeout() -> Duration {
+    Duration::from_millis(limits::FORWARD_TIMEOUT_MS)
+}
+
+fn forward_timed_out(leader: NodeId) -> CellError {
+    CellError::Unavailable(format!(
+        "leader {leader} did not answer within {} ms",
+        limits::FORWARD_TIMEOUT_MS
+    ))
 }
 
 fn fail_all(batch: Vec<Pending>, err: CellError) {

@@ -243,7 +243,8 @@ fn check_counter_key(key: &str, ops: &[&Op]) -> Result<(), Violation> {
 }
 
 /// Never more live holders than slots: for each new grant (in fence order, which is log
-/// order), the earlier grants still live at its stamp and not released before it was asked.
+/// order), the earlier grants still live at its stamp whose release (if any) certainly came
+/// after it (called after the grant returned). A lower bound, so never a false alarm.
 pub fn check_lease_slots(ops: &[Op]) -> Vec<Violation> {
     let mut out = Vec::new();
     for (key, ops) in by_key(ops, &["acquire", "release"]) {
@@ -282,12 +283,12 @@ fn check_lease_key(key: &str, ops: &[&Op]) -> Result<(), Violation> {
         })
         .collect();
     grants.sort_by_key(|g| g.fence);
-    // Release completions per holder (released = true).
+    // Calls of releases that may have taken effect (ok and released, or unknown), per holder.
     let released: BTreeMap<String, u64> = ops
         .iter()
-        .filter(|o| o.f == "release" && o.kind == Kind::Ok)
-        .filter(|o| o.output.get("released").and_then(Value::as_bool) == Some(true))
-        .filter_map(|o| Some((str_at(&o.input, "holder").ok()?, o.ret)))
+        .filter(|o| o.f == "release" && o.kind != Kind::Fail)
+        .filter(|o| o.output.get("released").and_then(Value::as_bool) != Some(false))
+        .filter_map(|o| Some((str_at(&o.input, "holder").ok()?, o.call)))
         .collect();
     for (i, g) in grants.iter().enumerate() {
         if i > 0 && grants[i - 1].fence == g.fence {
@@ -311,7 +312,7 @@ fn check_lease_key(key: &str, ops: &[&Op]) -> Result<(), Violation> {
         let live: Vec<&Grant> = grants[..i]
             .iter()
             .filter(|e| e.expires_at_ms > g.start_ms)
-            .filter(|e| released.get(&e.holder).is_none_or(|ret| *ret > g.op.call))
+            .filter(|e| released.get(&e.holder).is_none_or(|call| *call > g.op.ret))
             .collect();
         if live.len() as u64 + 1 > g.slots {
             let mut shown: Vec<&Op> = live.iter().map(|e| e.op).collect();

@@ -49,9 +49,9 @@ pub struct Bounds {
 impl Default for Bounds {
     fn default() -> Self {
         Bounds {
-            steps_max: 20_000_000,
-            cache_entries_max: 2_000_000,
-            time_max: Duration::from_secs(20),
+            steps_max: 5_000_000,
+            cache_entries_max: 1_000_000,
+            time_max: Duration::from_secs(10),
         }
     }
 }

@@ -21,7 +21,7 @@ pub mod workload;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -222,7 +222,7 @@ pub async fn run(options: Options) -> Result<Report, String> {
             recorder: recorder.clone(),
             addrs: nodes.addrs.clone(),
             stop: stop.clone(),
-            started: Arc::new(AtomicU64::new(0)),
+            rotation: Default::default(),
         };
         for i in 0..options.concurrency {
             let seed = options.seed.wrapping_mul(1_000_003) ^ ((w as u64) << 32 | i as u64);

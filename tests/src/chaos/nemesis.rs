@@ -174,7 +174,7 @@ impl Nemesis<'_> {
         };
         let hold_until = Instant::now() + hold;
         if probe {
-            match first_write(&self.nodes.addrs, hold + Duration::from_secs(20)).await {
+            match first_write(&self.nodes.addrs, hold + Duration::from_secs(10)).await {
                 Some(ms) => {
                     self.recovery.leader_loss_ms.push(ms);
                     self.event("leader-loss-recovered", json!({ "after_ms": ms }));

@@ -6,8 +6,8 @@
 //! Keys rotate (`cas/k<n>`, `lease/k<n>`, `counter/k<n>`) after a bounded number of
 //! operations so each key's history stays small enough for the linearizability search.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::rngs::StdRng;
@@ -75,6 +75,8 @@ pub const LEASE_TTL_MS: u64 = 1_000;
 pub const OP_TIMEOUT_MS: u64 = 2_000;
 /// How long the client retries an unavailable cell inside one operation.
 pub const CLIENT_RETRY_MS: u64 = 1_500;
+/// One attempt inside an operation; then the client moves to the next member.
+pub const CLIENT_ATTEMPT_MS: u64 = 700;
 /// Ledger entries are kept this long (longer than any run).
 pub const LEDGER_RETAIN_MS: u64 = 6 * 3_600_000;
 
@@ -87,9 +89,21 @@ pub struct Shared {
     pub addrs: Vec<String>,
     /// Set when the run is over.
     pub stop: Arc<AtomicBool>,
-    /// Operations started on this workload (drives key rotation).
-    pub started: Arc<AtomicU64>,
+    /// Which key the workload is on and how far along it is.
+    pub rotation: Arc<Mutex<Rotation>>,
 }
+
+/// Key rotation: the current key index, operations started on it, unknown outcomes on it.
+#[derive(Debug, Default)]
+pub struct Rotation {
+    key: u64,
+    ops: u64,
+    unknown: u64,
+}
+
+/// Unknown outcomes on one key before workers move on: each one stays concurrent with
+/// everything after it, and the search's cost grows exponentially with them.
+pub const UNKNOWN_PER_KEY_MAX: u64 = 3;
 
 /// How one operation ended.
 enum Done {
@@ -129,7 +143,8 @@ impl Worker {
     fn new(shared: Shared, seed: u64) -> Result<Worker, String> {
         let client = CellClient::connect(&shared.addrs)
             .map_err(|e| e.to_string())?
-            .with_retry_for(Duration::from_millis(CLIENT_RETRY_MS));
+            .with_retry_for(Duration::from_millis(CLIENT_RETRY_MS))
+            .with_attempt_timeout(Duration::from_millis(CLIENT_ATTEMPT_MS));
         let client = Arc::new(client);
         let process = shared.recorder.new_process();
         Ok(Worker {
@@ -147,8 +162,15 @@ impl Worker {
     }
 
     fn key(&self, prefix: &str, per_key: u64) -> String {
-        let n = self.shared.started.fetch_add(1, Ordering::Relaxed) / per_key;
-        format!("{prefix}/k{n}")
+        let mut r = self.shared.rotation.lock().expect("rotation lock");
+        if r.ops >= per_key || r.unknown >= UNKNOWN_PER_KEY_MAX {
+            *r = Rotation {
+                key: r.key + 1,
+                ..Rotation::default()
+            };
+        }
+        r.ops += 1;
+        format!("{prefix}/k{}", r.key)
     }
 
     /// Record `f` on `key`, run `op` with the timeout, record how it ended.
@@ -172,6 +194,14 @@ impl Worker {
             }
             Done::Info(v) => {
                 recorder.record(self.process, Kind::Info, f, key, v);
+                let mut r = self.shared.rotation.lock().expect("rotation lock");
+                if key
+                    .rsplit_once("/k")
+                    .is_some_and(|(_, k)| k == r.key.to_string())
+                {
+                    r.unknown += 1;
+                }
+                drop(r);
                 self.process = recorder.new_process();
                 None
             }

@@ -144,3 +144,14 @@ fn unknown_acquire_may_hold_a_slot() {
         ),
     ]);
 }
+
+#[test]
+fn release_concurrent_with_a_grant_may_come_first() {
+    let ops = [
+        held(1, "a", 1, 10, 5000, 0, 1),
+        release(1, "a", true, 2, 6),
+        held(2, "b", 1, 20, 5100, 4, 8),
+    ];
+    passes(&ops);
+    assert!(check_lease_slots(&ops).is_empty());
+}
