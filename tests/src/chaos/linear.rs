@@ -193,7 +193,7 @@ pub fn check_from<M: Model>(
     let mut at = list.nodes[0].next;
     while at != NIL {
         steps += 1;
-        if steps % 4096 == 0 && started.elapsed() > bounds.time_max {
+        if steps.is_multiple_of(4096) && started.elapsed() > bounds.time_max {
             return Verdict::Unknown(format!("search exceeded {:?}", bounds.time_max));
         }
         if steps > bounds.steps_max {

@@ -96,7 +96,7 @@ pub struct Nemesis<'a> {
 impl Nemesis<'_> {
     /// A nemesis with a schedule seeded by `seed`.
     pub fn seeded(seed: u64) -> StdRng {
-        StdRng::seed_from_u64(seed ^ 0x6e65_6d65_7369_73)
+        StdRng::seed_from_u64(seed ^ 0x006e_656d_6573_6973)
     }
 
     fn event(&mut self, what: &str, detail: serde_json::Value) {
