@@ -190,10 +190,25 @@ impl Cell {
             }
             return self.inner.forward_read(leader, &query).await;
         }
+        // openraft 0.9 takes max(committed, this term's first entry) as the read index. A
+        // leader restarted after kill -9 resumes its old term at once (Engine::startup) with
+        // `committed` reset to its state machine's last durable apply, so that index can be
+        // older than writes it acknowledged before the crash: `whip chaos` (seed 3) saw
+        // stale reads. Every acknowledged write is in this leader's log, so reading after
+        // applying its whole log as of now is linearizable.
+        let log_end = self.inner.raft.metrics().borrow().last_log_index;
         match self.inner.raft.ensure_linearizable().await {
             Ok(_) => {}
             Err(RaftError::APIError(e)) => return Err(CellError::Unavailable(e.to_string())),
             Err(RaftError::Fatal(e)) => return Err(CellError::Fatal(e.to_string())),
+        }
+        if let Some(index) = log_end {
+            self.inner
+                .raft
+                .wait(Some(Duration::from_millis(limits::LEADER_WAIT_MS)))
+                .applied_index_at_least(Some(index), "read covers the leader's log")
+                .await
+                .map_err(|e| CellError::Unavailable(format!("read waits for apply: {e}")))?;
         }
         self.local_query(query).await
     }
