@@ -37,6 +37,7 @@ pub struct CellClient {
     client_id: u64,
     seq: AtomicU64,
     retry_for: Duration,
+    attempt_timeout: Duration,
 }
 
 impl CellClient {
@@ -58,6 +59,7 @@ impl CellClient {
             client_id,
             seq: AtomicU64::new(0),
             retry_for: Duration::from_millis(RETRY_FOR_MS),
+            attempt_timeout: Duration::from_millis(limits::CLIENT_ATTEMPT_TIMEOUT_MS),
         })
     }
 
@@ -69,6 +71,12 @@ impl CellClient {
     /// Change how long calls retry while the cell is unavailable.
     pub fn with_retry_for(mut self, retry_for: Duration) -> Self {
         self.retry_for = retry_for;
+        self
+    }
+
+    /// Change how long one attempt may take before the call moves to the next member.
+    pub fn with_attempt_timeout(mut self, attempt_timeout: Duration) -> Self {
+        self.attempt_timeout = attempt_timeout;
         self
     }
 
@@ -99,7 +107,15 @@ impl CellClient {
         let mut backoff = Duration::from_millis(20);
         loop {
             let index = self.next.load(Ordering::Relaxed) % self.channels.len();
-            match call(self.channels[index].clone()).await {
+            let attempt =
+                tokio::time::timeout(self.attempt_timeout, call(self.channels[index].clone()));
+            let result = attempt.await.unwrap_or_else(|_| {
+                Err(Status::unavailable(format!(
+                    "no answer within {} ms",
+                    self.attempt_timeout.as_millis()
+                )))
+            });
+            match result {
                 Ok(response) => return Ok(response.into_inner()),
                 Err(status) if retryable(&status) && tokio::time::Instant::now() < deadline => {
                     tracing::debug!(member = index, error = %status.message(), "retrying");

@@ -190,10 +190,25 @@ impl Cell {
             }
             return self.inner.forward_read(leader, &query).await;
         }
+        // openraft 0.9 takes max(committed, this term's first entry) as the read index. A
+        // leader restarted after kill -9 resumes its old term at once (Engine::startup) with
+        // `committed` reset to its state machine's last durable apply, so that index can be
+        // older than writes it acknowledged before the crash: `whip chaos` (seed 3) saw
+        // stale reads. Every acknowledged write is in this leader's log, so reading after
+        // applying its whole log as of now is linearizable.
+        let log_end = self.inner.raft.metrics().borrow().last_log_index;
         match self.inner.raft.ensure_linearizable().await {
             Ok(_) => {}
             Err(RaftError::APIError(e)) => return Err(CellError::Unavailable(e.to_string())),
             Err(RaftError::Fatal(e)) => return Err(CellError::Fatal(e.to_string())),
+        }
+        if let Some(index) = log_end {
+            self.inner
+                .raft
+                .wait(Some(Duration::from_millis(limits::LEADER_WAIT_MS)))
+                .applied_index_at_least(Some(index), "read covers the leader's log")
+                .await
+                .map_err(|e| CellError::Unavailable(format!("read waits for apply: {e}")))?;
         }
         self.local_query(query).await
     }
@@ -333,11 +348,12 @@ impl Inner {
             .addr_of(leader)
             .ok_or_else(|| CellError::Unavailable("leader address unknown".into()))?;
         let mut client = self.peers.raft_client(&addr);
-        let blob = client
-            .read(Blob {
-                data: encode(query),
-            })
+        let read = client.read(Blob {
+            data: encode(query),
+        });
+        let blob = tokio::time::timeout(forward_timeout(), read)
             .await
+            .map_err(|_| forward_timed_out(leader))?
             .map_err(CellError::from)?;
         let result: Result<QueryResult, CellError> =
             decode(&blob.into_inner().data).map_err(CellError::Unavailable)?;
@@ -353,14 +369,16 @@ impl Inner {
         };
         let requests: Vec<&Request> = batch.iter().map(|p| &p.request).collect();
         let mut client = self.peers.raft_client(&addr);
-        let reply = client
-            .forward(Blob {
-                data: encode(&requests),
-            })
-            .await;
+        let forward = client.forward(Blob {
+            data: encode(&requests),
+        });
+        let reply = tokio::time::timeout(forward_timeout(), forward).await;
         let results: Result<Vec<Result<Outcome, CellError>>, CellError> = match reply {
-            Ok(blob) => decode(&blob.into_inner().data).map_err(CellError::Unavailable),
-            Err(status) => Err(CellError::from(status)),
+            Ok(Ok(blob)) => decode(&blob.into_inner().data).map_err(CellError::Unavailable),
+            Ok(Err(status)) => Err(CellError::from(status)),
+            // The leader may still apply the batch: callers retry with the same idempotency
+            // key, so the outcome is recorded once and returned to the retry.
+            Err(_) => Err(forward_timed_out(leader)),
         };
         match results {
             Ok(results) if results.len() == batch.len() => {
@@ -425,6 +443,17 @@ impl Inner {
             self.forward_writes(leader, forward).await;
         }
     }
+}
+
+fn forward_timeout() -> Duration {
+    Duration::from_millis(limits::FORWARD_TIMEOUT_MS)
+}
+
+fn forward_timed_out(leader: NodeId) -> CellError {
+    CellError::Unavailable(format!(
+        "leader {leader} did not answer within {} ms",
+        limits::FORWARD_TIMEOUT_MS
+    ))
 }
 
 fn fail_all(batch: Vec<Pending>, err: CellError) {

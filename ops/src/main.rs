@@ -58,6 +58,13 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Check WhippleScript programs.
     Check(CheckArgs),
+    /// Fault and linearizability harness (runs `whip-chaos` next to this binary; as root).
+    #[command(disable_help_flag = true)]
+    Chaos {
+        /// Arguments passed to `whip-chaos` (`whip chaos --help` lists them).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 /// `whip check FILE… [--root W] [--explain]`.
@@ -93,6 +100,9 @@ fn main() -> ExitCode {
     if let Command::Check(args) = cli.command {
         return check(&global, args);
     }
+    if let Command::Chaos { args } = cli.command {
+        return chaos(&global, args);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build();
@@ -109,7 +119,7 @@ fn main() -> ExitCode {
             Command::Counter(cmd) => primitives::counter(&global, cmd).await,
             Command::Ledger(cmd) => primitives::ledger(&global, cmd).await,
             Command::Bench(args) => bench::run(&global, args).await,
-            Command::Check(_) => unreachable!("handled above"),
+            Command::Check(_) | Command::Chaos { .. } => unreachable!("handled above"),
         }
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
@@ -128,6 +138,31 @@ fn check(global: &Global, args: CheckArgs) -> ExitCode {
     };
     let code = whip_engine::cli::check(&options, &mut std::io::stdout(), &mut std::io::stderr());
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// Run the `whip-chaos` harness found next to this executable with `args` (and `--json`).
+fn chaos(global: &Global, mut args: Vec<String>) -> ExitCode {
+    let exe = std::env::current_exe().ok();
+    let harness = exe
+        .as_deref()
+        .and_then(std::path::Path::parent)
+        .map(|d| d.join("whip-chaos"));
+    let Some(harness) = harness.filter(|h| h.exists()) else {
+        let e = anyhow::anyhow!(
+            "whip-chaos not found next to whip: build it with `cargo build -p whip-tests`"
+        );
+        return output::fail(global, &e);
+    };
+    if global.json {
+        args.push("--json".into());
+    }
+    match std::process::Command::new(&harness).args(&args).status() {
+        Ok(status) => ExitCode::from(status.code().map_or(1, |c| u8::try_from(c).unwrap_or(1))),
+        Err(e) => output::fail(
+            global,
+            &anyhow::anyhow!("cannot run {}: {e}", harness.display()),
+        ),
+    }
 }
 
 fn init_tracing() {

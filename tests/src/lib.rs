@@ -7,6 +7,7 @@
 //! and kills it with SIGKILL. Must never: mock a component of our own.
 #![deny(missing_docs, unreachable_pub)]
 
+pub mod chaos;
 mod process;
 
 use std::collections::BTreeMap;

@@ -94,6 +94,16 @@ impl ProcessCluster {
         }
     }
 
+    /// Send `signal` (e.g. `libc::SIGSTOP`, `libc::SIGCONT`) to member `id`'s process.
+    pub fn signal(&self, id: u64, signal: i32) {
+        if let Some(child) = &self.children[(id - 1) as usize] {
+            // SAFETY: kill(2) on our own child's pid; no memory is shared.
+            unsafe {
+                libc::kill(child.id() as i32, signal);
+            }
+        }
+    }
+
     /// A client of every member.
     pub fn client(&self) -> CellClient {
         CellClient::connect(&self.addrs).expect("client")
@@ -121,6 +131,7 @@ impl ProcessCluster {
 impl Drop for ProcessCluster {
     fn drop(&mut self) {
         for id in 1..=self.children.len() as u64 {
+            self.signal(id, libc::SIGCONT);
             self.kill(id);
         }
     }

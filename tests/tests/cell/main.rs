@@ -5,6 +5,7 @@ mod t10_elect;
 mod t20_follower;
 mod t30_leader_kill;
 mod t35_process_kill;
+mod t36_process_pause;
 mod t40_restart;
 mod t50_snapshot;
 mod t60_idempotency;

@@ -1,0 +1,176 @@
+//! `whip-chaos`: the fault and linearizability harness (`whip chaos` execs it).
+//!
+//! Exit codes: 0 no violation, 1 a violation or a failure, 2 usage.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use whip_tests::chaos::{self, Options, nemesis::Fault, nemesis::Recovery, workload::Workload};
+
+/// Run N voters in network namespaces under partitions, kills, pauses and clock skew, record
+/// every operation and check the history (linearizability and invariants).
+#[derive(Parser, Debug)]
+#[command(name = "whip chaos", version)]
+struct Args {
+    /// Voters, one process and namespace each.
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// How long the workload and faults run (`60s`, `5m`, `1500ms`).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Faults: partition, kill, pause, skew (comma-separated; `none` for none).
+    #[arg(long, default_value = "partition,kill,pause,skew")]
+    nemesis: String,
+    /// Workloads: cas, lease, counter, ledger (board: not until task boards exist).
+    #[arg(long, default_value = "cas,lease,counter,ledger")]
+    workload: String,
+    /// Seed of the schedule (printed; replay with the same seed). Random when absent.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Output directory: history.jsonl, nemesis.jsonl, node logs, verdict.json.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Workers per workload.
+    #[arg(long, default_value_t = 3)]
+    concurrency: usize,
+    /// The `whip` binary (default: next to this executable).
+    #[arg(long)]
+    whip: Option<PathBuf>,
+    /// Only check an existing history file (JSON lines) and print the verdict.
+    #[arg(long)]
+    check: Option<PathBuf>,
+    /// Print the verdict as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (number, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = number.parse().map_err(|_| format!("bad duration {s:?}"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" | "" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        _ => Err(format!("bad duration unit in {s:?} (ms, s, m, h)")),
+    }
+}
+
+fn list<T>(s: &str, parse: fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && *p != "none")
+        .map(parse)
+        .collect()
+}
+
+fn usage(message: &str) -> ExitCode {
+    eprintln!("whip chaos: {message}");
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let seed = args.seed.unwrap_or_else(|| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        t.map(|d| d.as_nanos() as u64 % 1_000_000_000).unwrap_or(1)
+    });
+    if let Some(path) = &args.check {
+        return check_file(path, seed, args.json);
+    }
+    let faults = match list(&args.nemesis, Fault::parse) {
+        Ok(f) => f,
+        Err(e) => return usage(&e),
+    };
+    let workloads = match list(&args.workload, Workload::parse) {
+        Ok(w) if w.is_empty() => return usage("no workload given"),
+        Ok(w) => w,
+        Err(e) => return usage(&e),
+    };
+    if args.nodes == 0 || args.nodes > 9 {
+        return usage("--nodes must be between 1 and 9");
+    }
+    let whip = match args.whip.clone().or_else(default_whip) {
+        Some(w) => w,
+        None => return usage("cannot find the whip binary next to whip-chaos: pass --whip"),
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("whip-chaos-{seed}")));
+    eprintln!(
+        "whip chaos: seed {seed}, out {} (replay: --seed {seed} --nodes {} --nemesis {} \
+         --workload {} --duration {:?})",
+        out.display(),
+        args.nodes,
+        args.nemesis,
+        args.workload,
+        args.duration
+    );
+    let options = Options {
+        nodes: args.nodes,
+        duration: args.duration,
+        faults,
+        workloads,
+        seed,
+        out,
+        concurrency: args.concurrency.max(1),
+        whip,
+        timing: Default::default(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build();
+    let report = match runtime
+        .map_err(|e| e.to_string())
+        .and_then(|rt| rt.block_on(chaos::run(options)))
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("whip chaos: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    print_report(&report, args.json)
+}
+
+fn print_report(report: &chaos::Report, json: bool) -> ExitCode {
+    for v in &report.violations {
+        eprintln!(
+            "VIOLATION {} {}: {}\nsmallest failing sub-history:\n{}\n",
+            v.workload, v.key, v.message, v.history
+        );
+    }
+    if json {
+        println!("{}", report.json());
+    } else {
+        print!("{}", report.table());
+    }
+    if report.violation_count() == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn check_file(path: &std::path::Path, seed: u64, json: bool) -> ExitCode {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => return usage(&format!("{}: {e}", path.display())),
+    };
+    let events = match chaos::history::parse(&text) {
+        Ok(e) => e,
+        Err(e) => return usage(&format!("{}: {e}", path.display())),
+    };
+    let end = events.iter().map(|e| e.time).max().unwrap_or(0);
+    let ops = chaos::history::pair(&events);
+    print_report(&chaos::judge(&ops, seed, &Recovery::default(), end), json)
+}
+
+fn default_whip() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?.join("whip");
+    bin.exists().then_some(bin)
+}

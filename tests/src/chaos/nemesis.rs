@@ -1,0 +1,329 @@
+//! The nemesis: a seeded schedule of faults. Each round waits a quiet interval, injects one
+//! fault (partition, kill -9, SIGSTOP pause or clock skew), holds it, heals it and measures
+//! recovery: leader loss → first successful write, and heal → every voter caught up.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::seq::{IndexedRandom, SliceRandom};
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use serde_json::json;
+use whip_cell::CellClient;
+use whip_proto::v1 as pb;
+
+use super::net::Net;
+use super::nodes::Nodes;
+
+/// A kind of fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Network partitions: isolate the leader, majority/minority, bridge, ring.
+    Partition,
+    /// SIGKILL a node, restart it later.
+    Kill,
+    /// SIGSTOP a node, SIGCONT it later.
+    Pause,
+    /// Restart a node with a clock offset.
+    Skew,
+}
+
+impl Fault {
+    /// Parse a nemesis name.
+    pub fn parse(name: &str) -> Result<Fault, String> {
+        match name {
+            "partition" => Ok(Fault::Partition),
+            "kill" => Ok(Fault::Kill),
+            "pause" => Ok(Fault::Pause),
+            "skew" => Ok(Fault::Skew),
+            other => Err(format!(
+                "unknown nemesis {other:?} (partition, kill, pause, skew)"
+            )),
+        }
+    }
+}
+
+/// Recovery times measured during a run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Recovery {
+    /// Leader lost (killed, paused, isolated or restarted) → first successful write, ms.
+    pub leader_loss_ms: Vec<u64>,
+    /// Heal → every voter applied the leader's log as of the heal, ms.
+    pub heal_catchup_ms: Vec<u64>,
+    /// Faults injected.
+    pub faults: u64,
+}
+
+/// The schedule's timing.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    /// Quiet time between faults, ms (range).
+    pub quiet_ms: (u64, u64),
+    /// How long a fault is held, ms (range).
+    pub hold_ms: (u64, u64),
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            quiet_ms: (1_500, 4_000),
+            hold_ms: (2_000, 6_000),
+        }
+    }
+}
+
+/// Runs faults against `net` and `nodes` until `until`.
+pub struct Nemesis<'a> {
+    /// The namespaces.
+    pub net: &'a mut Net,
+    /// The nodes.
+    pub nodes: &'a mut Nodes,
+    /// Enabled faults.
+    pub faults: Vec<Fault>,
+    /// The seeded schedule.
+    pub rng: StdRng,
+    /// Where events are logged (JSON lines).
+    pub log: std::fs::File,
+    /// Run start (event times are relative to it).
+    pub start: Instant,
+    /// Timing.
+    pub timing: Timing,
+    /// What was measured.
+    pub recovery: Recovery,
+}
+
+impl Nemesis<'_> {
+    /// A nemesis with a schedule seeded by `seed`.
+    pub fn seeded(seed: u64) -> StdRng {
+        StdRng::seed_from_u64(seed ^ 0x006e_656d_6573_6973)
+    }
+
+    fn event(&mut self, what: &str, detail: serde_json::Value) {
+        let at_ms = self.start.elapsed().as_millis() as u64;
+        let line = json!({ "time_ms": at_ms, "event": what, "detail": detail });
+        let _ = writeln!(self.log, "{line}");
+        eprintln!("[{:>7.1}s] nemesis {what} {detail}", at_ms as f64 / 1000.0);
+    }
+
+    /// Inject faults until `until`, then heal everything.
+    pub async fn run(&mut self, until: Instant) -> Result<(), String> {
+        if self.faults.is_empty() {
+            tokio::time::sleep_until(until.into()).await;
+            return Ok(());
+        }
+        loop {
+            let quiet = self
+                .rng
+                .random_range(self.timing.quiet_ms.0..=self.timing.quiet_ms.1);
+            tokio::time::sleep(Duration::from_millis(quiet)).await;
+            if Instant::now() >= until {
+                break;
+            }
+            let fault = *self.faults.choose(&mut self.rng).expect("faults not empty");
+            let hold = self
+                .rng
+                .random_range(self.timing.hold_ms.0..=self.timing.hold_ms.1);
+            self.recovery.faults += 1;
+            self.round(fault, Duration::from_millis(hold)).await?;
+        }
+        Ok(())
+    }
+
+    async fn round(&mut self, fault: Fault, hold: Duration) -> Result<(), String> {
+        let leader = self.nodes.leader().await;
+        let n = self.nodes.len();
+        let target_leader = self.rng.random_bool(0.5);
+        let random_node = self.rng.random_range(1..=n);
+        let target = match leader {
+            Some(l) if target_leader => l,
+            _ => random_node,
+        };
+        let lost_leader = leader == Some(target);
+        let probe = match fault {
+            Fault::Partition => {
+                let (what, isolated) = self.partition(leader).await?;
+                self.event("partition", json!({ "kind": what, "leader": leader }));
+                isolated.is_some() && isolated == leader
+            }
+            Fault::Kill => {
+                self.nodes.kill(target);
+                self.event("kill", json!({ "node": target, "leader": lost_leader }));
+                lost_leader
+            }
+            Fault::Pause => {
+                self.nodes.pause(target);
+                self.event("pause", json!({ "node": target, "leader": lost_leader }));
+                lost_leader
+            }
+            Fault::Skew => {
+                let offset = if self.rng.random_bool(0.25) {
+                    0
+                } else {
+                    self.rng.random_range(-4_000i64..=4_000)
+                };
+                self.nodes.set_clock_offset(target, offset);
+                self.nodes.kill(target);
+                self.nodes.spawn(target)?;
+                self.event(
+                    "skew",
+                    json!({ "node": target, "offset_ms": offset, "leader": lost_leader }),
+                );
+                lost_leader
+            }
+        };
+        let hold_until = Instant::now() + hold;
+        if probe {
+            match first_write(&self.nodes.addrs, hold + Duration::from_secs(10)).await {
+                Some(ms) => {
+                    self.recovery.leader_loss_ms.push(ms);
+                    self.event("leader-loss-recovered", json!({ "after_ms": ms }));
+                }
+                None => self.event("leader-loss-not-recovered", json!({})),
+            }
+        }
+        tokio::time::sleep_until(hold_until.into()).await;
+        self.heal().await
+    }
+
+    /// Cut the network one of the ways possible for this many nodes; returns its name and
+    /// the node isolated from everyone, if any.
+    async fn partition(
+        &mut self,
+        leader: Option<usize>,
+    ) -> Result<(String, Option<usize>), String> {
+        let n = self.nodes.len();
+        let mut ids: Vec<usize> = (1..=n).collect();
+        ids.shuffle(&mut self.rng);
+        let mut kinds = vec!["isolate-leader", "majority-minority", "bridge"];
+        if n >= 4 {
+            kinds.push("ring");
+        }
+        let kind = *kinds.choose(&mut self.rng).expect("kinds");
+        match kind {
+            "isolate-leader" => {
+                let node = leader.unwrap_or(ids[0]);
+                self.net.isolate(node)?;
+                Ok((format!("isolate-leader node {node}"), Some(node)))
+            }
+            "majority-minority" => {
+                let (minority, majority) = ids.split_at(n / 2);
+                for a in minority {
+                    for b in majority {
+                        self.net.block(*a, *b)?;
+                    }
+                }
+                let isolated = (minority.len() == 1).then(|| minority[0]);
+                Ok((
+                    format!("minority {minority:?} majority {majority:?}"),
+                    isolated,
+                ))
+            }
+            "bridge" => {
+                let bridge = ids[0];
+                let rest = &ids[1..];
+                let (left, right) = rest.split_at(rest.len() / 2);
+                for a in left {
+                    for b in right {
+                        self.net.block(*a, *b)?;
+                    }
+                }
+                Ok((
+                    format!("bridge {bridge} between {left:?} and {right:?}"),
+                    None,
+                ))
+            }
+            _ => {
+                for i in 0..n {
+                    for j in i + 2..n {
+                        if !(i == 0 && j == n - 1) {
+                            self.net.block(ids[i], ids[j])?;
+                        }
+                    }
+                }
+                Ok((format!("ring {ids:?}"), None))
+            }
+        }
+    }
+
+    /// Undo every cut and pause, restart dead nodes, and measure catch-up.
+    pub async fn heal(&mut self) -> Result<(), String> {
+        let was_cut = self.net.is_cut();
+        self.net.heal()?;
+        self.nodes.heal()?;
+        let healed = Instant::now();
+        self.event("heal", json!({ "network": was_cut }));
+        match caught_up(self.nodes, Duration::from_secs(30)).await {
+            Some(()) => {
+                let ms = healed.elapsed().as_millis() as u64;
+                self.recovery.heal_catchup_ms.push(ms);
+                self.event("caught-up", json!({ "after_ms": ms }));
+            }
+            None => self.event("not-caught-up", json!({ "within_ms": 30_000 })),
+        }
+        Ok(())
+    }
+}
+
+/// Milliseconds until a write succeeds through any member, or `None` after `within`.
+async fn first_write(addrs: &[String], within: Duration) -> Option<u64> {
+    let started = Instant::now();
+    let clients: Vec<CellClient> = addrs
+        .iter()
+        .filter_map(|a| CellClient::connect(std::slice::from_ref(a)).ok())
+        .map(|c| c.with_retry_for(Duration::ZERO))
+        .collect();
+    let mut n = 0u64;
+    while started.elapsed() < within {
+        n += 1;
+        let attempts = clients.iter().map(|c| {
+            let request = pb::KvPutRequest {
+                key: b"probe/leader".to_vec(),
+                value: n.to_string().into_bytes(),
+                expect_version: None,
+                idempotency_key: String::new(),
+            };
+            Box::pin(async move {
+                match tokio::time::timeout(Duration::from_millis(400), c.kv_put(request)).await {
+                    Ok(Ok(_)) => Ok(()),
+                    _ => Err(()),
+                }
+            })
+        });
+        if futures::future::select_ok(attempts).await.is_ok() {
+            return Some(started.elapsed().as_millis() as u64);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+/// Wait until every node has applied the leader's last log index as of now.
+pub async fn caught_up(nodes: &Nodes, within: Duration) -> Option<()> {
+    let deadline = Instant::now() + within;
+    let target = loop {
+        if let Some(l) = nodes.leader().await
+            && let Some(s) = nodes.status(l, Duration::from_millis(500)).await
+            && s.state == "Leader"
+        {
+            break s.last_log_index;
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    for id in 1..=nodes.len() {
+        loop {
+            let applied = nodes.status(id, Duration::from_millis(500)).await;
+            if applied.is_some_and(|s| s.last_applied >= target) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Some(())
+}

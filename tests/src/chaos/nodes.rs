@@ -1,0 +1,199 @@
+//! The node processes: `whip cell serve`, one voter each, inside its own namespace
+//! (`ip netns exec` execs in place, so the child's pid is the node's). Kill is SIGKILL,
+//! pause is SIGSTOP/SIGCONT, skew restarts a node with `--clock-offset-ms`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use whip_cell::CellClient;
+use whip_proto::v1 as pb;
+
+use super::net::Net;
+
+/// The port every node listens on inside its namespace.
+pub const PORT: u16 = 7400;
+
+struct Node {
+    child: Option<Child>,
+    paused: bool,
+    clock_offset_ms: i64,
+}
+
+/// The running nodes of one cell.
+pub struct Nodes {
+    whip: PathBuf,
+    dir: PathBuf,
+    /// Node addresses (`198.18.x.n:PORT`), index = id - 1.
+    pub addrs: Vec<String>,
+    namespaces: Vec<String>,
+    nodes: Vec<Node>,
+}
+
+impl Nodes {
+    /// Start `net`'s nodes (data and logs under `dir`) and initialize them as one cell.
+    pub async fn start(whip: &Path, dir: &Path, net: &Net) -> Result<Nodes, String> {
+        let n = net.namespaces.len();
+        let mut nodes = Nodes {
+            whip: whip.to_path_buf(),
+            dir: dir.to_path_buf(),
+            addrs: (1..=n).map(|i| format!("{}:{PORT}", net.addr(i))).collect(),
+            namespaces: net.namespaces.clone(),
+            nodes: (0..n)
+                .map(|_| Node {
+                    child: None,
+                    paused: false,
+                    clock_offset_ms: 0,
+                })
+                .collect(),
+        };
+        for id in 1..=n {
+            nodes.spawn(id)?;
+        }
+        let members = (1..=n)
+            .map(|id| pb::Member {
+                id: id as u64,
+                addr: nodes.addrs[id - 1].clone(),
+            })
+            .collect();
+        let first = CellClient::connect(&nodes.addrs[..1]).map_err(|e| e.to_string())?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while first.member_status(0).await.is_err() {
+            if tokio::time::Instant::now() > deadline {
+                return Err("node 1 did not listen within 20 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        first
+            .init(members)
+            .await
+            .map_err(|e| format!("init: {e}"))?;
+        Ok(nodes)
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when there are no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Start (or restart) node `id` with its current clock offset.
+    pub fn spawn(&mut self, id: usize) -> Result<(), String> {
+        let log_path = self.dir.join(format!("node-{id}.log"));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| format!("{}: {e}", log_path.display()))?;
+        let err = log.try_clone().map_err(|e| e.to_string())?;
+        let node = &self.nodes[id - 1];
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.namespaces[id - 1]])
+            .arg(&self.whip)
+            .args(["cell", "serve", "--id", &id.to_string(), "--listen"])
+            .arg(&self.addrs[id - 1])
+            .arg("--data")
+            .arg(self.dir.join(format!("node-{id}")))
+            .arg(format!("--clock-offset-ms={}", node.clock_offset_ms))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("spawn node {id}: {e}"))?;
+        self.nodes[id - 1].child = Some(child);
+        self.nodes[id - 1].paused = false;
+        Ok(())
+    }
+
+    /// SIGKILL node `id` and reap it.
+    pub fn kill(&mut self, id: usize) {
+        let node = &mut self.nodes[id - 1];
+        if let Some(mut child) = node.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        node.paused = false;
+    }
+
+    /// Is node `id` running (possibly paused)?
+    pub fn is_running(&self, id: usize) -> bool {
+        self.nodes[id - 1].child.is_some()
+    }
+
+    /// SIGSTOP node `id`.
+    pub fn pause(&mut self, id: usize) {
+        self.signal(id, libc::SIGSTOP);
+        self.nodes[id - 1].paused = true;
+    }
+
+    /// SIGCONT node `id`.
+    pub fn resume(&mut self, id: usize) {
+        self.signal(id, libc::SIGCONT);
+        self.nodes[id - 1].paused = false;
+    }
+
+    fn signal(&self, id: usize, signal: i32) {
+        if let Some(child) = &self.nodes[id - 1].child {
+            // SAFETY: kill(2) on our own child's pid; no memory is shared.
+            unsafe {
+                libc::kill(child.id() as i32, signal);
+            }
+        }
+    }
+
+    /// Set node `id`'s clock offset; takes effect at its next (re)start.
+    pub fn set_clock_offset(&mut self, id: usize, offset_ms: i64) {
+        self.nodes[id - 1].clock_offset_ms = offset_ms;
+    }
+
+    /// Resume paused nodes and restart dead ones.
+    pub fn heal(&mut self) -> Result<(), String> {
+        for id in 1..=self.nodes.len() {
+            if self.nodes[id - 1].paused {
+                self.resume(id);
+            }
+            if self.nodes[id - 1].child.is_none() {
+                self.spawn(id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What node `id` reports about itself, within `timeout`.
+    pub async fn status(&self, id: usize, timeout: Duration) -> Option<pb::StatusResponse> {
+        let client = CellClient::connect(&self.addrs[id - 1..id]).ok()?;
+        tokio::time::timeout(timeout, client.member_status(0))
+            .await
+            .ok()?
+            .ok()
+    }
+
+    /// The leader as reported by the first node that knows one.
+    pub async fn leader(&self) -> Option<usize> {
+        for id in 1..=self.nodes.len() {
+            if !self.is_running(id) || self.nodes[id - 1].paused {
+                continue;
+            }
+            if let Some(pb::StatusResponse {
+                leader: Some(l), ..
+            }) = self.status(id, Duration::from_millis(300)).await
+            {
+                return Some(l as usize);
+            }
+        }
+        None
+    }
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for id in 1..=self.nodes.len() {
+            self.resume(id);
+            self.kill(id);
+        }
+    }
+}

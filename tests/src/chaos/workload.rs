@@ -1,0 +1,487 @@
+//! The client workers. Each worker is a loop of operations on one logical process at a
+//! time; every operation is recorded as an invoke and a completion. A completion the
+//! worker cannot be sure of (timeout, unavailable after retries) is `info`, and the worker
+//! continues as a fresh process, since the old one may still have a request in flight.
+//!
+//! Keys rotate (`cas/k<n>`, `lease/k<n>`, `counter/k<n>`) after a bounded number of
+//! operations so each key's history stays small enough for the linearizability search.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use whip_cell::{CellClient, CellError};
+use whip_proto::v1 as pb;
+
+use super::history::{Kind, Recorder};
+
+/// A workload the harness can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// A CAS register per key.
+    Cas,
+    /// A lease with slots per key.
+    Lease,
+    /// A counter with a cap per key.
+    Counter,
+    /// A partitioned append-only ledger.
+    Ledger,
+}
+
+impl Workload {
+    /// Parse a workload name; `board` is refused until task boards exist.
+    pub fn parse(name: &str) -> Result<Workload, String> {
+        match name {
+            "cas" => Ok(Workload::Cas),
+            "lease" => Ok(Workload::Lease),
+            "counter" => Ok(Workload::Counter),
+            "ledger" => Ok(Workload::Ledger),
+            "board" => Err("workload board is not available until task boards exist".into()),
+            other => Err(format!(
+                "unknown workload {other:?} (cas, lease, counter, ledger)"
+            )),
+        }
+    }
+
+    /// The workload's name (also the prefix of its keys).
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Cas => "cas",
+            Workload::Lease => "lease",
+            Workload::Counter => "counter",
+            Workload::Ledger => "ledger",
+        }
+    }
+}
+
+/// Operations per CAS key before workers move to the next key.
+pub const CAS_OPS_PER_KEY: u64 = 120;
+/// Operations per lease key.
+pub const LEASE_OPS_PER_KEY: u64 = 150;
+/// Operations per counter key (a bit more than the cap, so caps are reached).
+pub const COUNTER_OPS_PER_KEY: u64 = 40;
+/// The counter cap.
+pub const COUNTER_CAP: u64 = 25;
+/// Ledger partitions.
+pub const LEDGER_PARTITIONS: u64 = 3;
+/// Lease slots.
+pub const LEASE_SLOTS: u32 = 2;
+/// Lease time to live.
+pub const LEASE_TTL_MS: u64 = 1_000;
+/// How long one operation may take before its outcome is unknown.
+pub const OP_TIMEOUT_MS: u64 = 2_000;
+/// How long the client retries an unavailable cell inside one operation.
+pub const CLIENT_RETRY_MS: u64 = 1_500;
+/// One attempt inside an operation; then the client moves to the next member.
+pub const CLIENT_ATTEMPT_MS: u64 = 700;
+/// Ledger entries are kept this long (longer than any run).
+pub const LEDGER_RETAIN_MS: u64 = 6 * 3_600_000;
+
+/// What a worker shares with the others of its workload.
+#[derive(Clone)]
+pub struct Shared {
+    /// The history.
+    pub recorder: Recorder,
+    /// Node addresses.
+    pub addrs: Vec<String>,
+    /// Set when the run is over.
+    pub stop: Arc<AtomicBool>,
+    /// Which key the workload is on and how far along it is.
+    pub rotation: Arc<Mutex<Rotation>>,
+}
+
+/// Key rotation: the current key index, operations started on it, unknown outcomes on it.
+#[derive(Debug, Default)]
+pub struct Rotation {
+    key: u64,
+    ops: u64,
+    unknown: u64,
+}
+
+/// Unknown outcomes on one key before workers move on: each one stays concurrent with
+/// everything after it, and the search's cost grows exponentially with them.
+pub const UNKNOWN_PER_KEY_MAX: u64 = 3;
+
+/// How one operation ended.
+enum Done {
+    Ok(Value),
+    Fail(Value),
+    Info(Value),
+}
+
+fn error_done(e: &CellError, read: bool) -> Done {
+    let value = json!({ "error": e.to_string() });
+    match e {
+        CellError::InvalidArgument(_) => Done::Fail(value),
+        _ if read => Done::Fail(value),
+        _ => Done::Info(value),
+    }
+}
+
+fn resource(key: &str) -> pb::ResourceId {
+    let (name, key) = key.split_once('/').unwrap_or(("chaos", key));
+    pb::ResourceId {
+        owner: "chaos".into(),
+        name: name.into(),
+        key: key.into(),
+    }
+}
+
+/// One worker: a logical process that becomes a new one after each unknown outcome.
+struct Worker {
+    shared: Shared,
+    client: Arc<CellClient>,
+    process: u64,
+    rng: StdRng,
+    count: u64,
+}
+
+impl Worker {
+    fn new(shared: Shared, seed: u64) -> Result<Worker, String> {
+        let client = CellClient::connect(&shared.addrs)
+            .map_err(|e| e.to_string())?
+            .with_retry_for(Duration::from_millis(CLIENT_RETRY_MS))
+            .with_attempt_timeout(Duration::from_millis(CLIENT_ATTEMPT_MS));
+        let client = Arc::new(client);
+        let process = shared.recorder.new_process();
+        Ok(Worker {
+            shared,
+            client,
+            process,
+            rng: StdRng::seed_from_u64(seed),
+            count: 0,
+        })
+    }
+
+    fn unique(&mut self) -> String {
+        self.count += 1;
+        format!("{}-{}", self.process, self.count)
+    }
+
+    fn key(&self, prefix: &str, per_key: u64) -> String {
+        let mut r = self.shared.rotation.lock().expect("rotation lock");
+        if r.ops >= per_key || r.unknown >= UNKNOWN_PER_KEY_MAX {
+            *r = Rotation {
+                key: r.key + 1,
+                ..Rotation::default()
+            };
+        }
+        r.ops += 1;
+        format!("{prefix}/k{}", r.key)
+    }
+
+    /// Record `f` on `key`, run `op` with the timeout, record how it ended.
+    async fn run<Fut>(&mut self, f: &str, key: &str, input: Value, op: Fut) -> Option<Value>
+    where
+        Fut: std::future::Future<Output = Done>,
+    {
+        let recorder = self.shared.recorder.clone();
+        recorder.record(self.process, Kind::Invoke, f, key, input);
+        let done = tokio::time::timeout(Duration::from_millis(OP_TIMEOUT_MS), op)
+            .await
+            .unwrap_or_else(|_| Done::Info(json!({ "error": "timeout" })));
+        match done {
+            Done::Ok(v) => {
+                recorder.record(self.process, Kind::Ok, f, key, v.clone());
+                Some(v)
+            }
+            Done::Fail(v) => {
+                recorder.record(self.process, Kind::Fail, f, key, v);
+                None
+            }
+            Done::Info(v) => {
+                recorder.record(self.process, Kind::Info, f, key, v);
+                let mut r = self.shared.rotation.lock().expect("rotation lock");
+                if key
+                    .rsplit_once("/k")
+                    .is_some_and(|(_, k)| k == r.key.to_string())
+                {
+                    r.unknown += 1;
+                }
+                drop(r);
+                self.process = recorder.new_process();
+                None
+            }
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.shared.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// Run one worker of `workload` until the stop flag is set.
+pub async fn run_worker(workload: Workload, shared: Shared, seed: u64) -> Result<(), String> {
+    let mut worker = Worker::new(shared, seed)?;
+    while !worker.stopped() {
+        match workload {
+            Workload::Cas => cas_round(&mut worker).await,
+            Workload::Lease => lease_round(&mut worker).await,
+            Workload::Counter => counter_round(&mut worker).await,
+            Workload::Ledger => ledger_round(&mut worker).await,
+        }
+        let pause = worker.rng.random_range(0..20);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+    Ok(())
+}
+
+/// Read, then write or compare-and-set against the version read.
+async fn cas_round(w: &mut Worker) {
+    let key = w.key("cas", CAS_OPS_PER_KEY);
+    let client = w.client.clone();
+    let read_key = key.clone();
+    let read = w
+        .run("read", &key, Value::Null, async move {
+            match client
+                .kv_get(pb::KvGetRequest {
+                    key: read_key.into_bytes(),
+                })
+                .await
+            {
+                Ok(r) => Done::Ok(json!({
+                    "value": r.found.then(|| String::from_utf8_lossy(&r.value).into_owned()),
+                    "version": r.version,
+                })),
+                Err(e) => error_done(&e, true),
+            }
+        })
+        .await;
+    let expect = read
+        .as_ref()
+        .and_then(|v| v.get("version"))
+        .and_then(Value::as_u64);
+    let value = w.unique();
+    let conditional = expect.is_some() && w.rng.random_bool(0.75);
+    let (f, input) = if conditional {
+        ("cas", json!({ "expect": expect, "value": value }))
+    } else {
+        ("write", json!({ "value": value }))
+    };
+    let request = pb::KvPutRequest {
+        key: key.clone().into_bytes(),
+        value: value.into_bytes(),
+        expect_version: if conditional { expect } else { None },
+        idempotency_key: w.client.next_idempotency_key(),
+    };
+    let client = w.client.clone();
+    w.run(f, &key, input, async move {
+        match client.kv_put(request).await {
+            Ok(r) if r.code == pb::OutcomeCode::KvWritten as i32 => {
+                Done::Ok(json!({ "version": r.version }))
+            }
+            Ok(r) => Done::Fail(json!({ "current": r.current_version })),
+            Err(e) => error_done(&e, false),
+        }
+    })
+    .await;
+}
+
+/// Acquire a slot with a fresh holder name; sometimes release it, sometimes let it expire.
+async fn lease_round(w: &mut Worker) {
+    let key = w.key("lease", LEASE_OPS_PER_KEY);
+    let holder = format!("h{}", w.unique());
+    let input = json!({ "holder": holder, "slots": LEASE_SLOTS, "ttl_ms": LEASE_TTL_MS });
+    let request = pb::LeaseAcquireRequest {
+        lease: Some(resource(&key)),
+        holder: holder.clone(),
+        slots: LEASE_SLOTS,
+        ttl_ms: LEASE_TTL_MS,
+        wait_ms: 0,
+        idempotency_key: w.client.next_idempotency_key(),
+    };
+    let client = w.client.clone();
+    let got = w
+        .run("acquire", &key, input, async move {
+            match client.lease_acquire(request).await {
+                Ok(r) if r.code == pb::OutcomeCode::LeaseHeld as i32 => Done::Ok(json!({
+                    "held": true, "fence": r.fence, "expires_at_ms": r.expires_at_ms,
+                    "reentered": r.reentered,
+                })),
+                Ok(r) => Done::Ok(json!({
+                    "held": false,
+                    "code": r.code,
+                    "holders": r.holders.iter().map(|h| json!({
+                        "holder": h.holder, "fence": h.fence, "expires_at_ms": h.expires_at_ms,
+                    })).collect::<Vec<_>>(),
+                })),
+                Err(e) => error_done(&e, false),
+            }
+        })
+        .await;
+    let held = got.and_then(|v| v.get("held").and_then(Value::as_bool)) == Some(true);
+    if !held {
+        return;
+    }
+    let hold = w.rng.random_range(0..LEASE_TTL_MS / 2);
+    tokio::time::sleep(Duration::from_millis(hold)).await;
+    if !w.rng.random_bool(0.6) {
+        return;
+    }
+    let request = pb::LeaseReleaseRequest {
+        lease: Some(resource(&key)),
+        holder: holder.clone(),
+        idempotency_key: w.client.next_idempotency_key(),
+    };
+    let client = w.client.clone();
+    w.run("release", &key, json!({ "holder": holder }), async move {
+        match client.lease_release(request).await {
+            Ok(r) => Done::Ok(json!({
+                "released": r.code == pb::OutcomeCode::LeaseReleased as i32,
+            })),
+            Err(e) => error_done(&e, false),
+        }
+    })
+    .await;
+}
+
+/// Consume 1 against the cap.
+async fn counter_round(w: &mut Worker) {
+    let key = w.key("counter", COUNTER_OPS_PER_KEY);
+    let request = pb::CounterConsumeRequest {
+        counter: Some(resource(&key)),
+        amount: 1,
+        cap: COUNTER_CAP,
+        reset: pb::Reset::Hourly as i32,
+        timezone: "UTC".into(),
+        idempotency_key: w.client.next_idempotency_key(),
+    };
+    let client = w.client.clone();
+    let input = json!({ "amount": 1, "cap": COUNTER_CAP });
+    w.run("consume", &key, input, async move {
+        match client.counter_consume(request).await {
+            Ok(r) => Done::Ok(json!({
+                "ok": r.code == pb::OutcomeCode::CounterOk as i32,
+                "consumed": r.consumed, "remaining": r.remaining, "period": r.period,
+            })),
+            Err(e) => error_done(&e, false),
+        }
+    })
+    .await;
+}
+
+/// Append a unique entry to one of the partitions.
+async fn ledger_round(w: &mut Worker) {
+    let partition = w.rng.random_range(0..LEDGER_PARTITIONS);
+    let key = format!("ledger/p{partition}");
+    let entry = w.unique();
+    let request = pb::LedgerAppendRequest {
+        ledger: Some(resource(&key)),
+        entry: entry.clone().into_bytes(),
+        appended_by: format!("p{}", w.process),
+        retain_ms: LEDGER_RETAIN_MS,
+        idempotency_key: w.client.next_idempotency_key(),
+    };
+    let client = w.client.clone();
+    w.run("append", &key, json!({ "entry": entry }), async move {
+        match client.ledger_append(request).await {
+            Ok(r) => Done::Ok(json!({ "seq": r.seq })),
+            Err(e) => error_done(&e, false),
+        }
+    })
+    .await;
+}
+
+/// After the run, read every ledger partition and counter in full and record the results
+/// (`list` and `final` operations) for the invariant checks.
+pub async fn final_reads(
+    recorder: &Recorder,
+    addrs: &[String],
+    ops: &[super::history::Op],
+) -> Result<(), String> {
+    let client = CellClient::connect(addrs)
+        .map_err(|e| e.to_string())?
+        .with_retry_for(Duration::from_secs(30));
+    let process = recorder.new_process();
+    let mut partitions: Vec<String> = ops
+        .iter()
+        .filter(|o| o.f == "append")
+        .map(|o| o.key.clone())
+        .collect();
+    partitions.sort();
+    partitions.dedup();
+    for key in partitions {
+        recorder.record(process, Kind::Invoke, "list", &key, Value::Null);
+        match list_partition(&client, &key).await {
+            Ok(entries) => recorder.record(
+                process,
+                Kind::Ok,
+                "list",
+                &key,
+                json!({ "entries": entries }),
+            ),
+            Err(e) => {
+                recorder.record(process, Kind::Fail, "list", &key, json!({ "error": e }));
+            }
+        }
+    }
+    let mut counters: Vec<String> = ops
+        .iter()
+        .filter(|o| o.f == "consume")
+        .map(|o| o.key.clone())
+        .collect();
+    counters.sort();
+    counters.dedup();
+    if counters.is_empty() {
+        return Ok(());
+    }
+    let views = client
+        .counter_list(pb::CounterListRequest {
+            prefix: "chaos/counter".into(),
+            limit: 0,
+        })
+        .await;
+    for key in counters {
+        recorder.record(process, Kind::Invoke, "final", &key, Value::Null);
+        let id = resource(&key);
+        match &views {
+            Ok(list) => {
+                let view = list
+                    .counters
+                    .iter()
+                    .find(|c| c.counter.as_ref().is_some_and(|r| r.key == id.key));
+                let value = view.map_or(
+                    json!({ "consumed": 0, "period": "" }),
+                    |c| json!({ "consumed": c.consumed, "period": c.period, "cap": c.cap }),
+                );
+                recorder.record(process, Kind::Ok, "final", &key, value);
+            }
+            Err(e) => recorder.record(
+                process,
+                Kind::Fail,
+                "final",
+                &key,
+                json!({ "error": e.to_string() }),
+            ),
+        }
+    }
+    Ok(())
+}
+
+async fn list_partition(client: &CellClient, key: &str) -> Result<Vec<(u64, String)>, String> {
+    let id = resource(key);
+    let mut out = Vec::new();
+    loop {
+        let page = client
+            .ledger_list(pb::LedgerListRequest {
+                owner: id.owner.clone(),
+                name: id.name.clone(),
+                partition: Some(id.key.clone()),
+                after_seq: out.last().map_or(0, |(s, _)| *s),
+                limit: 1000,
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        if page.entries.is_empty() {
+            return Ok(out);
+        }
+        out.extend(
+            page.entries
+                .into_iter()
+                .map(|e| (e.seq, String::from_utf8_lossy(&e.entry).into_owned())),
+        );
+    }
+}
