@@ -104,7 +104,9 @@ impl CellClient {
         Fut: Future<Output = Result<Response<T>, Status>>,
     {
         let deadline = tokio::time::Instant::now() + self.retry_for;
-        let mut backoff = Duration::from_millis(20);
+        // Short, capped pauses: a new leader is usually elected within one election timeout,
+        // and the client should be among the first to reach it.
+        let mut backoff = Duration::from_millis(10);
         loop {
             let index = self.next.load(Ordering::Relaxed) % self.channels.len();
             let attempt =
@@ -121,7 +123,7 @@ impl CellClient {
                     tracing::debug!(member = index, error = %status.message(), "retrying");
                     self.next.store(index + 1, Ordering::Relaxed);
                     tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                    backoff = (backoff * 2).min(Duration::from_millis(100));
                 }
                 Err(status) => return Err(CellError::from(status)),
             }

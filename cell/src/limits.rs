@@ -17,9 +17,9 @@ pub const PEER_BACKOFF_MS: u64 = 200;
 /// Raft heartbeat (also openraft's AppendEntries timeout: TRAPS.md 3).
 pub const HEARTBEAT_MS: u64 = 100;
 /// Raft election timeout range.
-pub const ELECTION_TIMEOUT_MIN_MS: u64 = 400;
+pub const ELECTION_TIMEOUT_MIN_MS: u64 = 200;
 /// Raft election timeout range.
-pub const ELECTION_TIMEOUT_MAX_MS: u64 = 800;
+pub const ELECTION_TIMEOUT_MAX_MS: u64 = 400;
 /// Entries per AppendEntries message.
 pub const APPEND_ENTRIES_MAX: u64 = 64;
 /// Default number of log entries after which a snapshot is built.
