@@ -17,7 +17,7 @@ use crate::Global;
 
 /// A connection for one command; [`Session::close`] stops an embedded cell we started.
 pub(crate) struct Session {
-    pub(crate) client: CellClient,
+    pub(crate) client: std::sync::Arc<CellClient>,
     embedded: Option<Embedded>,
 }
 
@@ -55,7 +55,7 @@ pub(crate) async fn session(global: &Global) -> Result<Session> {
     if let Some(spec) = &global.cell {
         let client = CellClient::connect(&cell_addrs(spec))?;
         return Ok(Session {
-            client,
+            client: client.into(),
             embedded: None,
         });
     }
@@ -82,7 +82,7 @@ async fn embedded(store: &Path) -> Result<Session> {
             tracing::debug!(socket = %socket.display(), "store is held by another process; using its socket");
             let client = CellClient::new(Target::Unix(socket))?;
             Ok(Session {
-                client,
+                client: client.into(),
                 embedded: None,
             })
         }
@@ -133,7 +133,7 @@ async fn start_embedded(store: &Path, socket: PathBuf, lock: File) -> Result<Ses
         _lock: lock,
     };
     Ok(Session {
-        client,
+        client: client.into(),
         embedded: Some(embedded),
     })
 }

@@ -12,6 +12,7 @@ mod cellcmd;
 mod connect;
 mod output;
 mod primitives;
+mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,13 +51,14 @@ enum Command {
     /// Counters with a cap per period.
     #[command(subcommand)]
     Counter(primitives::CounterCommand),
-    /// Append-only partitioned ledgers.
-    #[command(subcommand)]
-    Ledger(primitives::LedgerCommand),
+    /// Append-only partitioned ledgers: `whip ledger NAME [--partition P]`, `append`, `list`.
+    Ledger(run::LedgerArgs),
     /// Measure throughput and latency against a cell.
     Bench(bench::BenchArgs),
     /// Check WhippleScript programs.
     Check(CheckArgs),
+    #[command(flatten)]
+    Engine(run::EngineCommand),
 }
 
 /// `whip check FILE… [--root W] [--explain]`.
@@ -105,7 +107,8 @@ fn main() -> ExitCode {
             Command::Kv(cmd) => primitives::kv(&global, cmd).await,
             Command::Lease(cmd) => primitives::lease(&global, cmd).await,
             Command::Counter(cmd) => primitives::counter(&global, cmd).await,
-            Command::Ledger(cmd) => primitives::ledger(&global, cmd).await,
+            Command::Ledger(args) => run::ledger(&global, args).await,
+            Command::Engine(cmd) => run::run(&global, cmd).await,
             Command::Bench(args) => bench::run(&global, args).await,
             Command::Check(_) => unreachable!("handled above"),
         }
