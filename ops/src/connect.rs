@@ -15,6 +15,9 @@ use whip_cell::{Cell, CellClient, CellConfig};
 
 use crate::Global;
 
+/// How long a client of another process's embedded store retries before giving up.
+const SOCKET_RETRY_MS: u64 = 1_000;
+
 /// A connection for one command; [`Session::close`] stops an embedded cell we started.
 pub(crate) struct Session {
     pub(crate) client: std::sync::Arc<CellClient>,
@@ -80,7 +83,10 @@ async fn embedded(store: &Path) -> Result<Session> {
         Ok(()) => start_embedded(store, socket, lock).await,
         Err(std::fs::TryLockError::WouldBlock) => {
             tracing::debug!(socket = %socket.display(), "store is held by another process; using its socket");
-            let client = CellClient::new(Target::Unix(socket))?;
+            // The holder may exit at any time; callers that outlive it reconnect rather
+            // than wait out the long retry meant for leader elections.
+            let client = CellClient::new(Target::Unix(socket))?
+                .with_retry_for(Duration::from_millis(SOCKET_RETRY_MS));
             Ok(Session {
                 client: client.into(),
                 embedded: None,

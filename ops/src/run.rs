@@ -114,6 +114,9 @@ fn engine_error(e: RuntimeError) -> anyhow::Error {
 
 /// Run one engine command.
 pub(crate) async fn run(global: &Global, cmd: EngineCommand) -> Result<ExitCode> {
+    if let EngineCommand::Run(args) = cmd {
+        return run_program(global, args).await;
+    }
     let session = session(global).await?;
     let engine = Engine::new(Arc::clone(&session.client));
     let result = dispatch(global, &engine, cmd).await;
@@ -149,17 +152,66 @@ fn load_program(args: &StartArgs) -> Result<(Program, Value)> {
     Ok((program, input))
 }
 
+/// Reconnects `whip run` makes when the embedded store's holder goes away under it.
+const RECONNECTS_MAX: usize = 50;
+
+/// `whip run`: start, then drive. A process that reached the embedded store through
+/// another process's socket takes the store over when that process exits, and goes on.
+async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
+    let (program, input) = load_program(&args.start)?;
+    let source = program.source.clone();
+    let mut session = session(global).await?;
+    let mut engine = Engine::new(Arc::clone(&session.client));
+    let started = engine.add_program(program);
+    let id = match engine.start(&started, None, input, None, None).await {
+        Ok(id) => id,
+        Err(e) => {
+            session.close().await;
+            return Err(engine_error(e));
+        }
+    };
+    let mut reconnects = 0;
+    loop {
+        match engine.drive(&id, args.wait).await {
+            Ok(report) => {
+                session.close().await;
+                return Ok(print_run(global, &report));
+            }
+            Err(RuntimeError::Fabric(e))
+                if global.cell.is_none() && reconnects < RECONNECTS_MAX =>
+            {
+                tracing::debug!(error = %e, "store holder went away; reconnecting");
+                reconnects += 1;
+                session.close().await;
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                session = session_retry(global).await?;
+                engine = Engine::new(Arc::clone(&session.client));
+                let program = Program::check(source.clone()).map_err(|e| anyhow!("{e}"))?;
+                engine.add_program(program);
+            }
+            Err(e) => {
+                session.close().await;
+                return Err(engine_error(e));
+            }
+        }
+    }
+}
+
+async fn session_retry(global: &Global) -> Result<crate::connect::Session> {
+    let mut last = None;
+    for _ in 0..20 {
+        match session(global).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Err(last.unwrap_or_else(|| anyhow!("cannot reopen the store")))
+}
+
 async fn dispatch(global: &Global, engine: &Eng, cmd: EngineCommand) -> Result<ExitCode> {
     match cmd {
-        EngineCommand::Run(args) => {
-            let (program, input) = load_program(&args.start)?;
-            let program = engine.add_program(program);
-            let report = engine
-                .run(&program, input, args.wait)
-                .await
-                .map_err(engine_error)?;
-            Ok(print_run(global, &report))
-        }
+        EngineCommand::Run(_) => unreachable!("handled by run_program"),
         EngineCommand::Start(args) => {
             let (program, input) = load_program(&args)?;
             let program = engine.add_program(program);

@@ -114,7 +114,9 @@ impl<F: FabricClient> Engine<F> {
         }
         let mut claimed = Vec::new();
         if !ready_ids.is_empty() {
-            claimed = self.claim(loaded, &ready_ids).await?;
+            let (runs, fired) = self.claim(loaded, &ready_ids).await?;
+            claimed = runs;
+            pass.settled += fired;
         }
         let header = loaded.state.header.clone();
         let mut results: Vec<(Effect, String, Ran)> = futures::stream::iter(claimed)
@@ -150,17 +152,22 @@ impl<F: FabricClient> Engine<F> {
                 pass.children.push(child_id(&header.id, effect));
             }
         }
-        pass.settled = self.record(loaded, results).await?;
+        pass.settled += self.record(loaded, results).await?;
         Ok(pass)
     }
 
     /// Claim effects: one guarded commit moves each to `running` with a fresh run row.
     /// Timers that are due complete right here (they have nothing to execute).
-    async fn claim(&self, loaded: &mut Loaded, ids: &[String]) -> Result<Vec<(Effect, String)>> {
+    async fn claim(
+        &self,
+        loaded: &mut Loaded,
+        ids: &[String],
+    ) -> Result<(Vec<(Effect, String)>, usize)> {
         for _ in 0..CONFLICT_RETRIES_MAX {
             let now = now_ms();
             let mut draft = Draft::new(&loaded.state);
             let mut claimed = Vec::new();
+            let mut fired = 0;
             for id in ids {
                 let Some(effect) = draft.state.effects.get(id).cloned() else {
                     continue;
@@ -185,16 +192,17 @@ impl<F: FabricClient> Engine<F> {
                         json!({"id": id, "run": run, "state": "completed",
                             "output": {"outcome": "fired"}}),
                     );
+                    fired += 1;
                     continue;
                 }
                 claimed.push((effect, run));
             }
             if self.commit(loaded, draft).await? {
-                return Ok(claimed);
+                return Ok((claimed, fired));
             }
             *loaded = self.load(&loaded.state.header.id).await?;
         }
-        Ok(Vec::new())
+        Ok((Vec::new(), 0))
     }
 
     /// Record terminals of our runs; a run that lost its lease records nothing.
