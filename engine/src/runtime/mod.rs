@@ -494,3 +494,6 @@ fn commit_ops(version: u64, draft: &Draft) -> TxnOps {
     }
     ops
 }
+
+#[cfg(test)]
+mod tests;

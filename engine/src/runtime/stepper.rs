@@ -86,7 +86,7 @@ impl<F: FabricClient> Engine<F> {
 }
 
 /// One round: the first ready firing in declaration order, as a draft.
-fn round(program: &Arc<Program>, wf: &Wf, st: &State) -> Option<Draft> {
+pub(crate) fn round(program: &Arc<Program>, wf: &Wf, st: &State) -> Option<Draft> {
     let mut draft = Draft::new(st);
     // A settled failure nobody observes fails the instance.
     if let Some(reason) = unhandled_failure(wf, st) {
