@@ -163,7 +163,7 @@ async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let mut session = session(global).await?;
     let mut engine = Engine::new(Arc::clone(&session.client));
     let started = engine.add_program(program);
-    let id = match engine.start(&started, None, input, None, None).await {
+    let id = match engine.start_and_step(&started, input).await {
         Ok(id) => id,
         Err(e) => {
             session.close().await;
@@ -589,4 +589,73 @@ async fn ledger_view(
         lines.push("no ledger entries".into());
     }
     print(global, Value::Array(rows), lines)
+}
+
+/// `whip bench engine --program FILE`: `runners` closed loops, each `whip run` (start and
+/// drive to idle) of the program again and again; completed instances per second.
+pub(crate) async fn bench_engine(
+    global: &Global,
+    file: &std::path::Path,
+    runners: usize,
+    warmup: std::time::Duration,
+    duration: std::time::Duration,
+) -> Result<ExitCode> {
+    use std::time::Instant;
+    let program = Program::load(file, None).map_err(|e| anyhow!("{e}"))?;
+    let session = session(global).await?;
+    let engine = Arc::new(Engine::new(Arc::clone(&session.client)));
+    let program = engine.add_program(program);
+    let measure_from = Instant::now() + warmup;
+    let end = measure_from + duration;
+    let mut tasks = Vec::new();
+    for _ in 0..runners.max(1) {
+        let (engine, program) = (Arc::clone(&engine), Arc::clone(&program));
+        tasks.push(tokio::spawn(async move {
+            let (mut completed, mut other, mut latencies) = (0u64, 0u64, Vec::new());
+            while Instant::now() < end {
+                let started = Instant::now();
+                let report = engine.run(&program, Value::Null, false).await;
+                if started < measure_from {
+                    continue;
+                }
+                match report {
+                    Ok(r) if r.status == "completed" => {
+                        completed += 1;
+                        latencies.push(started.elapsed().as_micros() as u64);
+                    }
+                    _ => other += 1,
+                }
+            }
+            (completed, other, latencies)
+        }));
+    }
+    let (mut completed, mut other, mut latencies) = (0, 0, Vec::new());
+    for t in tasks {
+        let (c, o, l) = t.await?;
+        completed += c;
+        other += o;
+        latencies.extend(l);
+    }
+    session.close().await;
+    latencies.sort_unstable();
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+    };
+    let per_sec = completed as f64 / duration.as_secs_f64();
+    let value = json!({
+        "workload": "engine", "program": file.display().to_string(), "runners": runners,
+        "completed": completed, "not_completed": other, "instances_per_sec": per_sec,
+        "p50_us": pct(0.5), "p99_us": pct(0.99),
+    });
+    let text = format!(
+        "engine {} runners={runners} completed={completed} instances/s={per_sec:.0} \
+         p50={}us p99={}us",
+        file.display(),
+        pct(0.5),
+        pct(0.99)
+    );
+    print(global, value, vec![text])
 }

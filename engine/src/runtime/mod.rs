@@ -297,6 +297,26 @@ impl<F: FabricClient> Engine<F> {
         parent: Option<(String, String)>,
         id: Option<String>,
     ) -> Result<String> {
+        self.start_inner(program, workflow, input, parent, id, false)
+            .await
+    }
+
+    /// Start, committing the first stepper round with the start (one write fewer): what
+    /// `whip run` does.
+    pub async fn start_and_step(&self, program: &Arc<Program>, input: Value) -> Result<String> {
+        self.start_inner(program, None, input, None, None, true)
+            .await
+    }
+
+    async fn start_inner(
+        &self,
+        program: &Arc<Program>,
+        workflow: Option<&str>,
+        input: Value,
+        parent: Option<(String, String)>,
+        id: Option<String>,
+        step_first: bool,
+    ) -> Result<String> {
         let wf = match workflow {
             Some(w) => program.workflow(w).map_err(RuntimeError::Invalid)?,
             None => program.root().map_err(RuntimeError::Invalid)?,
@@ -309,7 +329,7 @@ impl<F: FabricClient> Engine<F> {
             program: program.version.clone(),
             status: state::RUNNING.into(),
             input: input.clone(),
-            parent,
+            parent: parent.clone(),
             created_ms: now_ms(),
             ..Header::default()
         };
@@ -326,6 +346,16 @@ impl<F: FabricClient> Engine<F> {
                 live: true,
             };
             draft.emit("fact.derived", json!({"fact": fact, "source": "start"}));
+        }
+        if step_first {
+            // The first stepper round rides on the start's commit: one write fewer.
+            if let Some(round) = stepper::round(program, wf, &draft.state) {
+                let mut dirty = std::mem::take(&mut draft.state.dirty);
+                draft.state = round.state;
+                dirty.append(&mut draft.state.dirty);
+                draft.state.dirty = dirty;
+                draft.events.extend(round.events);
+            }
         }
         let mut ops = commit_ops(0, &draft);
         self.program_puts(program, wf, &mut ops);

@@ -64,7 +64,7 @@ impl<F: FabricClient> Engine<F> {
             if self.commit(loaded, draft).await? {
                 rounds += 1;
                 if terminal {
-                    self.after_terminal(&loaded.state.header.id).await?;
+                    self.after_terminal_of(&loaded.state).await?;
                 }
             } else {
                 conflicts += 1;
@@ -75,6 +75,14 @@ impl<F: FabricClient> Engine<F> {
             }
         }
         Ok(rounds)
+    }
+
+    /// Free the leases of a terminal instance when it ever acquired one.
+    pub(crate) async fn after_terminal_of(&self, st: &State) -> Result<()> {
+        if st.effects.values().any(|e| e.kind == "acquire") {
+            self.after_terminal(&st.header.id).await?;
+        }
+        Ok(())
     }
 
     /// Free what a terminal instance holds (idempotent: keyed by the instance).

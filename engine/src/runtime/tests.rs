@@ -89,8 +89,8 @@ async fn seeds_behave_as_the_book_says() {
 async fn two_racing_steppers_cannot_both_commit() {
     let fabric = Arc::new(MemFabric::new());
     let (a, b) = (engine(&fabric), engine(&fabric));
-    let program = a.add_program(seed("seed_ledger_decisions"));
-    b.add_program(seed("seed_ledger_decisions"));
+    let program = a.add_program(seed("seed_counter_budget"));
+    b.add_program(seed("seed_counter_budget"));
     let id = a
         .start(&program, None, Value::Null, None, None)
         .await
@@ -111,12 +111,16 @@ async fn two_racing_steppers_cannot_both_commit() {
     // The loser re-reads and finds the firing already committed.
     let events = a.events(&id).await.unwrap();
     let firings = events.iter().filter(|e| e.kind == "rule.committed").count();
-    assert_eq!(firings, 1);
-    assert_eq!(
-        b.step(&id).await.unwrap(),
-        0,
-        "nothing new to fire before the effect settles"
-    );
+    assert_eq!(firings, 1, "only the winner committed");
+    // The loser's step goes on from the winner's commit: it fires the other job only.
+    assert_eq!(b.step(&id).await.unwrap(), 1);
+    let events = a.events(&id).await.unwrap();
+    let keys: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.kind == "rule.committed")
+        .map(|e| &e.data["firing"]["key"])
+        .collect();
+    assert_eq!(keys, vec![&json!("0:f000001"), &json!("0:f000002")]);
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(
         seqs,
