@@ -163,14 +163,31 @@ async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let mut session = session(global).await?;
     let mut engine = Engine::new(Arc::clone(&session.client));
     let started = engine.add_program(program);
-    let id = match engine.start_and_step(&started, input).await {
-        Ok(id) => id,
-        Err(e) => {
-            session.close().await;
-            return Err(engine_error(e));
-        }
-    };
+    let id = whip_engine::runtime::fresh_id("ins_");
     let mut reconnects = 0;
+    // A retried start is safe: the start commit only applies while the instance is absent.
+    loop {
+        match engine
+            .start_and_step(&started, input.clone(), Some(id.clone()))
+            .await
+        {
+            Ok(_) => break,
+            Err(RuntimeError::Fabric(e))
+                if global.cell.is_none() && reconnects < RECONNECTS_MAX =>
+            {
+                tracing::debug!(error = %e, "store holder went away; reconnecting");
+                reconnects += 1;
+                session.close().await;
+                session = session_retry(global).await?;
+                engine = Engine::new(Arc::clone(&session.client));
+                engine.add_program(Program::check(source.clone()).map_err(|e| anyhow!("{e}"))?);
+            }
+            Err(e) => {
+                session.close().await;
+                return Err(engine_error(e));
+            }
+        }
+    }
     loop {
         match engine.drive(&id, args.wait).await {
             Ok(report) => {

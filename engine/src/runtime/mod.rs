@@ -303,9 +303,13 @@ impl<F: FabricClient> Engine<F> {
 
     /// Start, committing the first stepper round with the start (one write fewer): what
     /// `whip run` does.
-    pub async fn start_and_step(&self, program: &Arc<Program>, input: Value) -> Result<String> {
-        self.start_inner(program, None, input, None, None, true)
-            .await
+    pub async fn start_and_step(
+        &self,
+        program: &Arc<Program>,
+        input: Value,
+        id: Option<String>,
+    ) -> Result<String> {
+        self.start_inner(program, None, input, None, id, true).await
     }
 
     async fn start_inner(

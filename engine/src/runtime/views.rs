@@ -54,7 +54,7 @@ impl<F: FabricClient> Engine<F> {
         input: Value,
         wait: bool,
     ) -> Result<RunReport> {
-        let id = self.start_and_step(program, input).await?;
+        let id = self.start_and_step(program, input, None).await?;
         self.drive(&id, wait).await
     }
 
