@@ -73,6 +73,77 @@ pub(crate) fn delete(txn: &mut impl Txn, key: &[u8], expect_version: Option<u64>
     Outcome::KvDeleted { version: current }
 }
 
+/// Compare every `(key, expected)` (0 = absent); when all pass, write every put with this
+/// command's fence as the new revision and remove every delete. The first failing compare
+/// is reported and nothing changes.
+pub(crate) fn txn(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    compares: &[(Vec<u8>, u64)],
+    puts: &[(Vec<u8>, Vec<u8>)],
+    deletes: &[Vec<u8>],
+) -> Outcome {
+    for (key, expected) in compares {
+        let current = current(txn, key);
+        if current != *expected {
+            return Outcome::KvTxnFailed {
+                key: key.clone(),
+                current,
+            };
+        }
+    }
+    let fence = stamp.fence();
+    for (key, value) in puts {
+        let current = current(txn, key);
+        assert!(
+            fence > current,
+            "fence {fence} does not pass revision {current}"
+        );
+        let record = Record {
+            value: value.clone(),
+            version: fence,
+        };
+        txn.put(&keys::kv(key), &encode(&record));
+    }
+    for key in deletes {
+        txn.delete(&keys::kv(key));
+    }
+    Outcome::KvTxnCommitted { fence }
+}
+
+/// Up to `limit` keys starting with `prefix` and greater than `after_key`, in key order.
+pub(crate) fn range(
+    txn: &impl Txn,
+    prefix: &[u8],
+    after_key: &[u8],
+    limit: usize,
+) -> Vec<(Vec<u8>, KvEntry)> {
+    let start_prefix = keys::kv(prefix);
+    let end = keys::prefix_end(&start_prefix);
+    let start = if after_key > prefix {
+        // The smallest key greater than `after_key`: the key with a zero byte appended.
+        let mut start = keys::kv(after_key);
+        start.push(0);
+        start
+    } else {
+        start_prefix
+    };
+    if start >= end {
+        return Vec::new();
+    }
+    txn.scan(&start, &end, limit)
+        .into_iter()
+        .map(|(key, bytes)| {
+            let record: Record = decode(&bytes);
+            let entry = KvEntry {
+                value: record.value,
+                version: record.version,
+            };
+            (key[1..].to_vec(), entry)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,5 +209,66 @@ mod tests {
         delete(&mut txn, b"a", None);
         put(&mut txn, stamp(3), b"a", b"x", None);
         assert_eq!(get(&txn, b"a").map(|e| e.version), Some(stamp(3).fence()));
+    }
+
+    #[test]
+    fn txn_applies_all_or_nothing() {
+        let mut txn = MemTxn::default();
+        put(&mut txn, stamp(1), b"a", b"x", None);
+        let v1 = stamp(1).fence();
+        let failed = super::txn(
+            &mut txn,
+            stamp(2),
+            &[(b"a".to_vec(), v1), (b"b".to_vec(), 7)],
+            &[(b"c".to_vec(), b"z".to_vec())],
+            &[b"a".to_vec()],
+        );
+        assert_eq!(
+            failed,
+            Outcome::KvTxnFailed {
+                key: b"b".to_vec(),
+                current: 0
+            }
+        );
+        assert_eq!(get(&txn, b"c"), None);
+        assert!(get(&txn, b"a").is_some());
+        let v3 = stamp(3).fence();
+        let done = super::txn(
+            &mut txn,
+            stamp(3),
+            &[(b"a".to_vec(), v1), (b"b".to_vec(), 0)],
+            &[
+                (b"b".to_vec(), b"y".to_vec()),
+                (b"c".to_vec(), b"z".to_vec()),
+            ],
+            &[b"a".to_vec(), b"absent".to_vec()],
+        );
+        assert_eq!(done, Outcome::KvTxnCommitted { fence: v3 });
+        assert_eq!(get(&txn, b"a"), None);
+        assert_eq!(get(&txn, b"b").map(|e| e.version), Some(v3));
+        assert_eq!(get(&txn, b"c").map(|e| e.value), Some(b"z".to_vec()));
+    }
+
+    #[test]
+    fn range_reads_one_prefix_after_a_key() {
+        let mut txn = MemTxn::default();
+        for (i, key) in ["e/1/a", "e/1/b", "e/1/c", "e/10/a", "e/2/a", "f"]
+            .iter()
+            .enumerate()
+        {
+            put(&mut txn, stamp(i as u64 + 1), key.as_bytes(), b"v", None);
+        }
+        let keys_of = |rows: Vec<(Vec<u8>, KvEntry)>| -> Vec<String> {
+            rows.into_iter()
+                .map(|(k, _)| String::from_utf8(k).unwrap())
+                .collect()
+        };
+        assert_eq!(
+            keys_of(range(&txn, b"e/1/", b"", 100)),
+            vec!["e/1/a", "e/1/b", "e/1/c"]
+        );
+        assert_eq!(keys_of(range(&txn, b"e/1/", b"e/1/a", 1)), vec!["e/1/b"]);
+        assert_eq!(keys_of(range(&txn, b"", b"e/2/a", 100)), vec!["f"]);
+        assert_eq!(range(&txn, b"g", b"", 100), vec![]);
     }
 }

@@ -135,6 +135,11 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome
             ledger::append(txn, now_ms, &request)
         }
         Command::Tick => tick(txn, stamp),
+        Command::KvTxn {
+            compares,
+            puts,
+            deletes,
+        } => kv::txn(txn, stamp, compares, puts, deletes),
     }
 }
 
@@ -200,5 +205,10 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
             QueryResult::LedgerEntries(ledger::list(txn, &request))
         }
         Query::NextDeadline => QueryResult::NextDeadline(deadline::next(txn)),
+        Query::KvRange {
+            prefix,
+            after_key,
+            limit,
+        } => QueryResult::KvRange(kv::range(txn, prefix, after_key, cap(*limit))),
     }
 }

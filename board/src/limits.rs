@@ -18,3 +18,7 @@ pub const IDEMPOTENCY_WINDOW_MS: u64 = 15 * 60 * 1000;
 pub const TICK_WORK_MAX: usize = 1024;
 /// Rows one list query returns.
 pub const LIST_ROWS_MAX: usize = 10_000;
+/// Compares, puts and deletes (together) in one `KvTxn`.
+pub const KV_TXN_OPS_MAX: usize = 4096;
+/// Bytes of all keys and values of one `KvTxn` together.
+pub const KV_TXN_BYTES_MAX: usize = 4 << 20;

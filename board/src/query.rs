@@ -43,6 +43,15 @@ pub enum Query {
     },
     /// The earliest pending deadline (for the leader's tick loop).
     NextDeadline,
+    /// CAS keys starting with `prefix` and greater than `after_key`, in key order.
+    KvRange {
+        /// Key prefix (may be empty: every key).
+        prefix: Vec<u8>,
+        /// Only keys strictly greater than this (empty = from the start of the prefix).
+        after_key: Vec<u8>,
+        /// Most keys returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
 }
 
 /// The answer to a [`Query`].
@@ -58,6 +67,8 @@ pub enum QueryResult {
     LedgerEntries(Vec<LedgerEntryView>),
     /// The earliest pending deadline in ms, if any.
     NextDeadline(Option<u64>),
+    /// CAS keys of a range read, in key order, with their values and revisions.
+    KvRange(Vec<(Vec<u8>, KvEntry)>),
 }
 
 /// A CAS key's current value.

@@ -143,6 +143,17 @@ pub enum Command {
     /// Process every deadline that is due at the stamp (lease expiry, waiter expiry,
     /// ledger retention, idempotency-window pruning), at most `limits::TICK_WORK_MAX` items.
     Tick,
+    /// Compare several CAS keys and, when every compare passes, apply every put and delete
+    /// atomically with one fence (all written keys get the same new revision). A failed
+    /// compare changes nothing. A key may not be both put and deleted.
+    KvTxn {
+        /// `(key, expected revision)`; 0 = the key must be absent.
+        compares: Vec<(Vec<u8>, u64)>,
+        /// `(key, value)` written unconditionally once the compares pass.
+        puts: Vec<(Vec<u8>, Vec<u8>)>,
+        /// Keys deleted once the compares pass (absent keys are skipped).
+        deletes: Vec<Vec<u8>>,
+    },
 }
 
 /// The business result of one command. Codes are stable and mirrored in proto.
@@ -234,6 +245,19 @@ pub enum Outcome {
     Invalid {
         /// Why, lowercase, with the numbers.
         reason: String,
+    },
+    /// Every compare of a `KvTxn` passed and its writes were applied; every put key now has
+    /// revision `fence`.
+    KvTxnCommitted {
+        /// The fence (and new revision of every put key).
+        fence: u64,
+    },
+    /// A compare of a `KvTxn` failed (the first in order); nothing changed.
+    KvTxnFailed {
+        /// The key whose revision did not match.
+        key: Vec<u8>,
+        /// Its current revision (0 = absent).
+        current: u64,
     },
 }
 

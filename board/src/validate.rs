@@ -1,7 +1,9 @@
 //! Input checks shared by the cell (before proposing) and `apply` (before changing state).
 
 use crate::counter;
-use crate::limits::{DURATION_MS_MAX, LEASE_SLOTS_MAX, NAME_BYTES_MAX};
+use crate::limits::{
+    DURATION_MS_MAX, KV_TXN_BYTES_MAX, KV_TXN_OPS_MAX, LEASE_SLOTS_MAX, NAME_BYTES_MAX,
+};
 use crate::types::{Command, ResourceId};
 
 fn name(what: &str, bytes: usize) -> Result<(), String> {
@@ -131,7 +133,57 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
             duration("retain_ms", *retain_ms)
         }
         Command::Tick => Ok(()),
+        Command::KvTxn {
+            compares,
+            puts,
+            deletes,
+        } => kv_txn(compares, puts, deletes, value_bytes_max),
     }
+}
+
+fn kv_txn(
+    compares: &[(Vec<u8>, u64)],
+    puts: &[(Vec<u8>, Vec<u8>)],
+    deletes: &[Vec<u8>],
+    value_bytes_max: usize,
+) -> Result<(), String> {
+    let ops = compares.len() + puts.len() + deletes.len();
+    if ops == 0 {
+        return Err("kv txn is empty".into());
+    }
+    if ops > KV_TXN_OPS_MAX {
+        return Err(format!(
+            "kv txn has {ops} operations, limit is {KV_TXN_OPS_MAX}"
+        ));
+    }
+    let mut bytes = 0usize;
+    for (key, _) in compares {
+        name("key", key.len())?;
+        bytes += key.len();
+    }
+    for (key, bytes_of) in puts {
+        name("key", key.len())?;
+        value("value", bytes_of.len(), value_bytes_max)?;
+        bytes += key.len() + bytes_of.len();
+    }
+    for key in deletes {
+        name("key", key.len())?;
+        bytes += key.len();
+    }
+    if bytes > KV_TXN_BYTES_MAX {
+        return Err(format!(
+            "kv txn is {bytes} bytes, limit is {KV_TXN_BYTES_MAX}"
+        ));
+    }
+    let put_keys: std::collections::BTreeSet<&[u8]> =
+        puts.iter().map(|(key, _)| key.as_slice()).collect();
+    if put_keys.len() != puts.len() {
+        return Err("kv txn puts one key twice".into());
+    }
+    if deletes.iter().any(|key| put_keys.contains(key.as_slice())) {
+        return Err("kv txn puts and deletes the same key".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -266,6 +266,28 @@ impl Model {
             Command::Tick => Outcome::Ticked {
                 processed: self.tick(now, fence),
             },
+            Command::KvTxn {
+                compares,
+                puts,
+                deletes,
+            } => {
+                for (key, expected) in compares {
+                    let current = self.kv.get(key).map_or(0, |e| e.1);
+                    if current != *expected {
+                        return Outcome::KvTxnFailed {
+                            key: key.clone(),
+                            current,
+                        };
+                    }
+                }
+                for (key, value) in puts {
+                    self.kv.insert(key.clone(), (value.clone(), fence));
+                }
+                for key in deletes {
+                    self.kv.remove(key);
+                }
+                Outcome::KvTxnCommitted { fence }
+            }
         }
     }
 
@@ -461,8 +483,13 @@ fn command() -> impl Strategy<Value = Command> {
         1 => (key.clone(), any::<u8>(), version.clone()).prop_map(|(key, v, expect_version)| {
             Command::KvPut { key, value: vec![v], expect_version }
         }),
-        1 => (key, version)
+        1 => (key.clone(), version.clone())
             .prop_map(|(key, expect_version)| Command::KvDelete { key, expect_version }),
+        1 => (key.clone(), key, version, any::<u8>()).prop_map(|(put, delete, expect, v)| {
+            let deletes = if put == delete { vec![] } else { vec![delete] };
+            let compares = expect.map_or(vec![], |e| vec![(put.clone(), e)]);
+            Command::KvTxn { compares, puts: vec![(put, vec![v])], deletes }
+        }),
         4 => (lease.clone(), holder.clone(), 1..4u32, ttl.clone(), wait).prop_map(
             |(lease, holder, slots, ttl_ms, wait_ms)| Command::LeaseAcquire {
                 lease, holder, slots, ttl_ms, wait_ms,

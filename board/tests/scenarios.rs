@@ -207,6 +207,17 @@ fn render(result: QueryResult) -> String {
             .collect(),
         QueryResult::LedgerEntries(rows) => rows.iter().map(ledger_row).collect(),
         QueryResult::NextDeadline(next) => vec![format!("{next:?}")],
+        QueryResult::KvRange(rows) => rows
+            .iter()
+            .map(|(k, e)| {
+                format!(
+                    "{}={} version={}",
+                    String::from_utf8_lossy(k),
+                    String::from_utf8_lossy(&e.value),
+                    e.version
+                )
+            })
+            .collect(),
     };
     if rows.is_empty() {
         "(none)".into()

@@ -183,6 +183,7 @@ impl CellClient {
         counter_list(pb::CounterListRequest) -> pb::CounterListResponse;
         ledger_list(pb::LedgerListRequest) -> pb::LedgerListResponse;
         status(pb::StatusRequest) -> pb::StatusResponse;
+        kv_range(pb::KvRangeRequest) -> pb::KvRangeResponse;
     }
 
     writes! {
@@ -194,6 +195,7 @@ impl CellClient {
         lease_release_all(pb::LeaseReleaseAllRequest) -> pb::LeaseResponse;
         counter_consume(pb::CounterConsumeRequest) -> pb::CounterResponse;
         ledger_append(pb::LedgerAppendRequest) -> pb::LedgerAppendResponse;
+        kv_txn(pb::KvTxnRequest) -> pb::KvTxnResponse;
     }
 
     /// Status of one specific member (no rotation): what that member sees.

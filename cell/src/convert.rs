@@ -237,3 +237,36 @@ pub(crate) fn ledger_list_response(result: QueryResult) -> Result<pb::LedgerList
         other => Err(unexpected(&other)),
     }
 }
+
+pub(crate) fn kv_txn_response(outcome: Outcome) -> Result<pb::KvTxnResponse, Status> {
+    let mut r = pb::KvTxnResponse::default();
+    match outcome {
+        Outcome::KvTxnCommitted { fence } => {
+            r.set_code(Code::KvTxnCommitted);
+            r.fence = fence;
+        }
+        Outcome::KvTxnFailed { key, current } => {
+            r.set_code(Code::KvTxnFailed);
+            (r.failed_key, r.current_version) = (key, current);
+        }
+        Outcome::Invalid { reason } => return Err(Status::invalid_argument(reason)),
+        other => return Err(unexpected(&other)),
+    }
+    Ok(r)
+}
+
+pub(crate) fn kv_range_response(result: QueryResult) -> Result<pb::KvRangeResponse, Status> {
+    match result {
+        QueryResult::KvRange(rows) => Ok(pb::KvRangeResponse {
+            entries: rows
+                .into_iter()
+                .map(|(key, e)| pb::KvRangeEntry {
+                    key,
+                    value: e.value,
+                    version: e.version,
+                })
+                .collect(),
+        }),
+        other => Err(unexpected(&other)),
+    }
+}

@@ -244,6 +244,35 @@ impl cell_server::Cell for CellApi {
         Ok(Response::new(convert::ledger_list_response(result)?))
     }
 
+    async fn kv_txn(&self, req: GrpcRequest<pb::KvTxnRequest>) -> GrpcResult<pb::KvTxnResponse> {
+        let req = req.into_inner();
+        let command = Command::KvTxn {
+            compares: req
+                .compares
+                .into_iter()
+                .map(|c| (c.key, c.expect_version))
+                .collect(),
+            puts: req.puts.into_iter().map(|p| (p.key, p.value)).collect(),
+            deletes: req.deletes,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::kv_txn_response(outcome)?))
+    }
+
+    async fn kv_range(
+        &self,
+        req: GrpcRequest<pb::KvRangeRequest>,
+    ) -> GrpcResult<pb::KvRangeResponse> {
+        let req = req.into_inner();
+        let query = Query::KvRange {
+            prefix: req.prefix,
+            after_key: req.after_key,
+            limit: convert::limit(req.limit),
+        };
+        let result = self.read(query).await?;
+        Ok(Response::new(convert::kv_range_response(result)?))
+    }
+
     async fn status(&self, _req: GrpcRequest<pb::StatusRequest>) -> GrpcResult<pb::StatusResponse> {
         Ok(Response::new(crate::status::status(&self.cell)))
     }

@@ -155,6 +155,25 @@ pub fn check_source(path: &str, src: &str, root: Option<&str>) -> FileReport {
     check_loaded(sources, Vec::new(), 0, Path::new(path), root)
 }
 
+/// Parses and checks `src` as if read from `path` and returns the checked model (rules
+/// desugared) with its diagnostics: what the runtime executes.
+pub fn check_model(
+    path: &str,
+    src: &str,
+    root: Option<&str>,
+) -> (crate::check::CheckedModel, Vec<Diag>) {
+    let mut sources = SourceMap::default();
+    sources.add(path, src.to_string());
+    let mut diags = Vec::new();
+    let (file, parse_diags) = crate::syntax::parse_file(sources.text(0), 0);
+    diags.extend(parse_diags);
+    let mut files = vec![file];
+    load_includes(Path::new(path), &mut files, &mut sources, &mut diags);
+    let (model, check_diags) = crate::check::check(&files, root);
+    diags.extend(check_diags);
+    (model, diags)
+}
+
 fn check_loaded(
     mut sources: SourceMap,
     mut diags: Vec<Diag>,

@@ -22,4 +22,5 @@ pub mod cli;
 pub mod diag;
 pub mod ir;
 pub mod limits;
+pub mod runtime;
 pub mod syntax;

@@ -19,3 +19,12 @@ pub const SNIPPET_COLUMNS_MAX: usize = 100;
 pub const SUGGESTION_NAME_BYTES_MAX: usize = 64;
 /// Longest identifier accepted, in bytes (names appear in messages, so they stay short).
 pub const IDENT_BYTES_MAX: usize = 256;
+/// Fact combinations one rule's join examines in one round.
+pub const JOIN_COMBINATIONS_MAX: usize = 100_000;
+/// Default run lease: a run not finished within it may be reclaimed by another worker
+/// (`WHIPPLESCRIPT_RUN_LEASE_MS` overrides).
+pub const RUN_LEASE_MS: u64 = 30_000;
+/// How often a lease wait is retried on worker passes.
+pub const LEASE_WAIT_POLL_MS: u64 = 200;
+/// Longest sleep of `whip run --wait` between passes.
+pub const WAIT_SLEEP_MS_MAX: u64 = 1_000;

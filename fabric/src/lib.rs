@@ -1,9 +1,195 @@
 //! # whip-fabric: many cells as one fabric
 //!
 //! Will own the node runtime hosting many cells behind one gRPC server, the meta cell and
-//! its range map, the router (`FabricClient`), cell identities, signed hash-chained
-//! envelopes and handoff, singletons, elections and schedules (see ARCHITECTURE.md).
+//! its range map, the router, cell identities, signed hash-chained envelopes and handoff,
+//! singletons, elections and schedules (see ARCHITECTURE.md).
+//!
+//! Today it owns [`FabricClient`]: the only view the WhippleScript engine has of the store
+//! (CAS keys with multi-key transactions and range reads, leases, counters, ledgers),
+//! implemented for [`whip_cell::CellClient`] (one cell, embedded or clustered) and for
+//! [`MemFabric`] (the board on a `BTreeMap`, for tests).
 //!
 //! Must never: decide the meaning of a command (that is `whip-board`) or talk Raft
-//! internals of a single group (that is `whip-cell`). Empty until the fabric issue.
+//! internals of a single group (that is `whip-cell`).
 #![deny(missing_docs, unreachable_pub)]
+
+mod cell;
+mod mem;
+
+use std::future::Future;
+
+pub use mem::MemFabric;
+pub use whip_board::query::{CounterView, KvEntry, LeaseView, LedgerEntryView};
+pub use whip_board::{Outcome, Reset, ResourceId};
+
+/// An operating failure talking to the fabric (business results are [`Outcome`]s).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FabricError {
+    /// The request was refused as malformed; retrying will not help.
+    Invalid(String),
+    /// The fabric could not answer (unavailable, stopping, an unexpected answer).
+    Unavailable(String),
+}
+
+impl std::fmt::Display for FabricError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FabricError::Invalid(m) => write!(f, "{m}"),
+            FabricError::Unavailable(m) => write!(f, "fabric unavailable: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for FabricError {}
+
+/// Result of a fabric call.
+pub type FabricResult<T> = Result<T, FabricError>;
+
+/// The operations of one multi-key transaction (see `whip_board::Command::KvTxn`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TxnOps {
+    /// `(key, expected revision)`; 0 = absent.
+    pub compares: Vec<(Vec<u8>, u64)>,
+    /// Keys written once every compare passed.
+    pub puts: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Keys deleted once every compare passed.
+    pub deletes: Vec<Vec<u8>>,
+}
+
+/// How a [`TxnOps`] ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TxnResult {
+    /// Applied; every put key has revision `fence`.
+    Committed {
+        /// The fence of the commit.
+        fence: u64,
+    },
+    /// A compare failed; nothing changed.
+    Failed {
+        /// The key that did not match.
+        key: Vec<u8>,
+        /// Its current revision.
+        current: u64,
+    },
+}
+
+/// A lease request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseRequest {
+    /// Which lease.
+    pub lease: ResourceId,
+    /// The holder (an instance id).
+    pub holder: String,
+    /// Declared slots.
+    pub slots: u32,
+    /// Time to live of a grant.
+    pub ttl_ms: u64,
+    /// How long to queue when full (0 = do not wait).
+    pub wait_ms: u64,
+}
+
+/// A counter consume request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumeRequest {
+    /// Which counter.
+    pub counter: ResourceId,
+    /// How much to spend.
+    pub amount: u64,
+    /// Cap per period.
+    pub cap: u64,
+    /// Reset period.
+    pub reset: Reset,
+    /// IANA zone of the period.
+    pub timezone: String,
+}
+
+/// A ledger append request (`ledger.key` is the partition).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendRequest {
+    /// Which ledger and partition.
+    pub ledger: ResourceId,
+    /// Entry bytes (JSON).
+    pub entry: Vec<u8>,
+    /// The appender (an instance id).
+    pub appended_by: String,
+    /// Retention.
+    pub retain_ms: u64,
+}
+
+/// The engine's view of the store. Every write takes an idempotency key: a retry with the
+/// same key returns the recorded outcome and applies once.
+pub trait FabricClient: Send + Sync + 'static {
+    /// One CAS key.
+    fn kv_get(&self, key: Vec<u8>) -> impl Future<Output = FabricResult<Option<KvEntry>>> + Send;
+    /// An atomic multi-key transaction.
+    fn kv_txn(
+        &self,
+        ops: TxnOps,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<TxnResult>> + Send;
+    /// Keys starting with `prefix` and greater than `after_key`, at most `limit`.
+    fn kv_range(
+        &self,
+        prefix: Vec<u8>,
+        after_key: Vec<u8>,
+        limit: u32,
+    ) -> impl Future<Output = FabricResult<Vec<(Vec<u8>, KvEntry)>>> + Send;
+    /// Take a lease slot: `LeaseHeld`, `LeaseContended` or `LeaseWaiting`.
+    fn lease_acquire(
+        &self,
+        request: LeaseRequest,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<Outcome>> + Send;
+    /// Extend a held slot: `LeaseRenewed` or `LeaseNotHeld`.
+    fn lease_renew(
+        &self,
+        lease: ResourceId,
+        holder: String,
+        ttl_ms: u64,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<Outcome>> + Send;
+    /// Give a slot back: `LeaseReleased` or `LeaseNotHeld`.
+    fn lease_release(
+        &self,
+        lease: ResourceId,
+        holder: String,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<Outcome>> + Send;
+    /// Give back every slot of `holder`: `LeaseReleasedAll`.
+    fn lease_release_all(
+        &self,
+        holder: String,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<Outcome>> + Send;
+    /// Spend from a counter: `CounterOk` or `CounterOver`.
+    fn counter_consume(
+        &self,
+        request: ConsumeRequest,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<Outcome>> + Send;
+    /// Append to a ledger: `LedgerAppended`.
+    fn ledger_append(
+        &self,
+        request: AppendRequest,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<Outcome>> + Send;
+    /// Live leases whose `owner/name` starts with `prefix`.
+    fn lease_list(
+        &self,
+        prefix: String,
+    ) -> impl Future<Output = FabricResult<Vec<LeaseView>>> + Send;
+    /// Counters whose `owner/name` starts with `prefix`.
+    fn counter_list(
+        &self,
+        prefix: String,
+    ) -> impl Future<Output = FabricResult<Vec<CounterView>>> + Send;
+    /// Entries of one ledger (one partition or all) after `after_seq`.
+    fn ledger_list(
+        &self,
+        owner: String,
+        name: String,
+        partition: Option<String>,
+        after_seq: u64,
+        limit: u32,
+    ) -> impl Future<Output = FabricResult<Vec<LedgerEntryView>>> + Send;
+}

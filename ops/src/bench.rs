@@ -24,6 +24,9 @@ pub(crate) enum Workload {
     Lease,
     /// Append to ledger partitions.
     Ledger,
+    /// Run a WhippleScript program (`--program FILE`) to completion, over and over:
+    /// completed instances per second.
+    Engine,
 }
 
 #[derive(Args, Debug)]
@@ -47,6 +50,9 @@ pub(crate) struct BenchArgs {
     /// Value size in bytes (CAS) or entry size (ledger).
     #[arg(long, default_value_t = 64)]
     value_bytes: usize,
+    /// The program `bench engine` runs (each client is one runner).
+    #[arg(long)]
+    program: Option<std::path::PathBuf>,
 }
 
 struct Worker {
@@ -63,6 +69,12 @@ pub(crate) async fn run(global: &Global, args: BenchArgs) -> Result<ExitCode> {
         Duration::from_millis(parse_duration_ms(&args.duration).map_err(anyhow::Error::msg)?);
     let warmup =
         Duration::from_millis(parse_duration_ms(&args.warmup).map_err(anyhow::Error::msg)?);
+    if let Workload::Engine = args.workload {
+        let Some(program) = &args.program else {
+            bail!("`whip bench engine` needs --program FILE");
+        };
+        return crate::run::bench_engine(global, program, args.clients, warmup, duration).await;
+    }
     let session = session(global).await?;
     let clients = connect_clients(global, &session.client, args.conns.max(1)).await?;
     let start = Instant::now();
@@ -173,6 +185,7 @@ async fn client_loop(
             Workload::Cas => cas(client, key, &value, &mut versions[slot]).await,
             Workload::Lease => lease(client, key, i).await,
             Workload::Ledger => ledger(client, i, &value).await,
+            Workload::Engine => unreachable!("bench engine runs in run::bench_engine"),
         };
         if t0 >= from {
             w.latencies_us

@@ -15,9 +15,12 @@ use whip_cell::{Cell, CellClient, CellConfig};
 
 use crate::Global;
 
+/// How long a client of another process's embedded store retries before giving up.
+const SOCKET_RETRY_MS: u64 = 1_000;
+
 /// A connection for one command; [`Session::close`] stops an embedded cell we started.
 pub(crate) struct Session {
-    pub(crate) client: CellClient,
+    pub(crate) client: std::sync::Arc<CellClient>,
     embedded: Option<Embedded>,
 }
 
@@ -55,7 +58,7 @@ pub(crate) async fn session(global: &Global) -> Result<Session> {
     if let Some(spec) = &global.cell {
         let client = CellClient::connect(&cell_addrs(spec))?;
         return Ok(Session {
-            client,
+            client: client.into(),
             embedded: None,
         });
     }
@@ -80,9 +83,12 @@ async fn embedded(store: &Path) -> Result<Session> {
         Ok(()) => start_embedded(store, socket, lock).await,
         Err(std::fs::TryLockError::WouldBlock) => {
             tracing::debug!(socket = %socket.display(), "store is held by another process; using its socket");
-            let client = CellClient::new(Target::Unix(socket))?;
+            // The holder may exit at any time; callers that outlive it reconnect rather
+            // than wait out the long retry meant for leader elections.
+            let client = CellClient::new(Target::Unix(socket))?
+                .with_retry_for(Duration::from_millis(SOCKET_RETRY_MS));
             Ok(Session {
-                client,
+                client: client.into(),
                 embedded: None,
             })
         }
@@ -133,7 +139,7 @@ async fn start_embedded(store: &Path, socket: PathBuf, lock: File) -> Result<Ses
         _lock: lock,
     };
     Ok(Session {
-        client,
+        client: client.into(),
         embedded: Some(embedded),
     })
 }

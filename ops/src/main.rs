@@ -12,6 +12,7 @@ mod cellcmd;
 mod connect;
 mod output;
 mod primitives;
+mod run;
 mod signals;
 
 use std::path::PathBuf;
@@ -51,9 +52,8 @@ enum Command {
     /// Counters with a cap per period.
     #[command(subcommand)]
     Counter(primitives::CounterCommand),
-    /// Append-only partitioned ledgers.
-    #[command(subcommand)]
-    Ledger(primitives::LedgerCommand),
+    /// Append-only partitioned ledgers: `whip ledger NAME [--partition P]`, `append`, `list`.
+    Ledger(run::LedgerArgs),
     /// Measure throughput and latency against a cell.
     Bench(bench::BenchArgs),
     /// Check WhippleScript programs.
@@ -65,6 +65,8 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    #[command(flatten)]
+    Engine(run::EngineCommand),
 }
 
 /// `whip check FILE… [--root W] [--explain]`.
@@ -117,7 +119,8 @@ fn main() -> ExitCode {
             Command::Kv(cmd) => primitives::kv(&global, cmd).await,
             Command::Lease(cmd) => primitives::lease(&global, cmd).await,
             Command::Counter(cmd) => primitives::counter(&global, cmd).await,
-            Command::Ledger(cmd) => primitives::ledger(&global, cmd).await,
+            Command::Ledger(args) => run::ledger(&global, args).await,
+            Command::Engine(cmd) => run::run(&global, cmd).await,
             Command::Bench(args) => bench::run(&global, args).await,
             Command::Check(_) | Command::Chaos { .. } => unreachable!("handled above"),
         }

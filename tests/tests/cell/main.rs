@@ -2,6 +2,7 @@
 //! directories. Files are ordered by behaviour, from election to bad input.
 
 mod t10_elect;
+mod t15_kv_txn;
 mod t20_follower;
 mod t30_leader_kill;
 mod t35_process_kill;

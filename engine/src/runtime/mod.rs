@@ -1,0 +1,533 @@
+//! The WhippleScript runtime on the fabric: starter, stepper, worker and projection loops
+//! (LANGUAGE.md §5) with every durable row in CAS keys of the fabric.
+//!
+//! Layout (one instance's rows share the prefix `e/<instance>/`):
+//! - `p/<version>`: a program version (source text, path, root)
+//! - `i/<instance>`: the instance index row (`whip instances`)
+//! - `w/<instance>`: present while the instance may have work (`whip worker --all`)
+//! - `e/<instance>/s/q`: the event-sequence key; every commit compares its revision
+//! - `e/<instance>/s/{h,f/…,x/…,k/…,c/…,r/…}`: header, facts, effects, firings, `after`
+//!   continuations, runs (projections of the log)
+//! - `e/<instance>/l/<seq>`: the append-only event log
+//! - `g/<kind>/<owner>/<name>`: coordination resources that programs declared
+//!
+//! A commit is one `KvTxn` guarded by the revision of the event-sequence key, so two
+//! steppers (or a stepper and a worker) racing on one instance cannot both commit: the
+//! loser re-reads and tries again.
+
+mod eval;
+pub mod program;
+pub mod state;
+mod stepper;
+mod views;
+pub mod worker;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use whip_fabric::{FabricClient, FabricError, TxnOps, TxnResult};
+
+pub use program::{Program, Source};
+pub use state::{Event, State};
+pub use views::*;
+
+use state::{Fact, Header};
+
+/// Rows read per range page.
+const PAGE_ROWS: u32 = 10_000;
+/// Commits a stepper retries after losing a race before giving up for this pass.
+pub const CONFLICT_RETRIES_MAX: usize = 64;
+/// Rounds one `step` commits at most (a runaway program stops here).
+pub const ROUNDS_PER_STEP_MAX: usize = 10_000;
+
+/// A runtime error: bad input (exit 1, nothing changed) or the fabric failing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RuntimeError {
+    /// Bad input: unknown ids, illegal transitions, malformed input.
+    Invalid(String),
+    /// The fabric failed.
+    Fabric(FabricError),
+}
+
+impl std::fmt::Display for RuntimeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RuntimeError::Invalid(m) => write!(f, "{m}"),
+            RuntimeError::Fabric(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for RuntimeError {}
+
+impl From<FabricError> for RuntimeError {
+    fn from(e: FabricError) -> Self {
+        RuntimeError::Fabric(e)
+    }
+}
+
+/// Result of a runtime call.
+pub type Result<T> = std::result::Result<T, RuntimeError>;
+
+pub(crate) fn invalid<T>(msg: impl Into<String>) -> Result<T> {
+    Err(RuntimeError::Invalid(msg.into()))
+}
+
+/// Wall clock in ms (the runtime, unlike the board, may read it).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A fresh random-looking id with `prefix` (time, process and a counter, hashed).
+pub fn fresh_id(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let seed = std::collections::hash_map::RandomState::new();
+    let salt = std::hash::BuildHasher::hash_one(&seed, (nanos, n, std::process::id()));
+    let hash = program::fnv64(&[
+        &nanos.to_le_bytes(),
+        &n.to_le_bytes(),
+        &std::process::id().to_le_bytes(),
+        &salt.to_le_bytes(),
+    ]);
+    format!("{prefix}{hash:016x}")
+}
+
+pub(crate) fn key(parts: &[&str]) -> Vec<u8> {
+    parts.concat().into_bytes()
+}
+
+/// One instance as read from the fabric: its rows and the revision of its sequence key.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// The rows.
+    pub state: State,
+    /// Revision of `e/<id>/s/q` (0 = absent).
+    pub version: u64,
+}
+
+/// A batch of events about to be committed for one instance.
+pub(crate) struct Draft {
+    pub(crate) state: State,
+    pub(crate) events: Vec<Event>,
+    pub(crate) at_ms: u64,
+}
+
+impl Draft {
+    pub(crate) fn new(state: &State) -> Draft {
+        let mut state = state.clone();
+        state.dirty.clear();
+        Draft {
+            state,
+            events: Vec::new(),
+            at_ms: now_ms(),
+        }
+    }
+
+    /// Append an event and fold it.
+    pub(crate) fn emit(&mut self, kind: &str, data: Value) {
+        let ev = Event {
+            seq: self.state.header.last_seq + 1,
+            at_ms: self.at_ms,
+            kind: kind.to_string(),
+            data,
+        };
+        self.state.apply(&ev);
+        self.events.push(ev);
+    }
+
+    pub(crate) fn next_id(&self, slot: usize, prefix: &str) -> String {
+        format!("{prefix}{:06}", self.state.header.next[slot] + 1)
+    }
+}
+
+/// The runtime over one fabric client.
+pub struct Engine<F: FabricClient> {
+    fabric: Arc<F>,
+    programs: Mutex<HashMap<String, Arc<Program>>>,
+    stored: Mutex<std::collections::HashSet<String>>,
+    /// Identity of this process's worker (run records, stepper leases).
+    pub worker_id: String,
+    /// Effects one worker pass runs at once.
+    pub concurrency: usize,
+}
+
+impl<F: FabricClient> Engine<F> {
+    /// An engine on `fabric`; concurrency from `WHIPPLESCRIPT_WORKER_CONCURRENCY`.
+    pub fn new(fabric: Arc<F>) -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let concurrency = std::env::var("WHIPPLESCRIPT_WORKER_CONCURRENCY")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(cpus.clamp(1, 16));
+        Engine {
+            fabric,
+            programs: Mutex::new(HashMap::new()),
+            stored: Mutex::new(Default::default()),
+            worker_id: fresh_id("wkr_"),
+            concurrency,
+        }
+    }
+
+    /// The fabric client.
+    pub fn fabric(&self) -> &F {
+        &self.fabric
+    }
+
+    /// Register a checked program with this engine (it is stored at the first start).
+    pub fn add_program(&self, program: Program) -> Arc<Program> {
+        let program = Arc::new(program);
+        self.programs
+            .lock()
+            .expect("programs lock")
+            .insert(program.version.clone(), program.clone());
+        program
+    }
+
+    /// A program version, from the cache or the fabric.
+    pub async fn program(&self, version: &str) -> Result<Arc<Program>> {
+        if let Some(p) = self.programs.lock().expect("programs lock").get(version) {
+            return Ok(p.clone());
+        }
+        let Some(entry) = self.fabric.kv_get(key(&["p/", version])).await? else {
+            return invalid(format!("unknown program version {version}"));
+        };
+        let source: Source = serde_json::from_slice(&entry.value)
+            .map_err(|e| RuntimeError::Invalid(format!("program {version} unreadable: {e}")))?;
+        let program = Program::check(source).map_err(RuntimeError::Invalid)?;
+        Ok(self.add_program(program))
+    }
+
+    /// Read every row of an instance (`Invalid` when unknown).
+    pub async fn load(&self, id: &str) -> Result<Loaded> {
+        let prefix = key(&["e/", id, "/s/"]);
+        let mut after = Vec::new();
+        let mut state = State::default();
+        let mut version = 0;
+        loop {
+            let rows = self
+                .fabric
+                .kv_range(prefix.clone(), after.clone(), PAGE_ROWS)
+                .await?;
+            let full = rows.len() as u32 >= PAGE_ROWS;
+            for (k, entry) in &rows {
+                let rel = String::from_utf8_lossy(&k[prefix.len()..]).to_string();
+                if rel == "q" {
+                    version = entry.version;
+                    continue;
+                }
+                put_row(&mut state, &rel, &entry.value);
+            }
+            match rows.last() {
+                Some((k, _)) if full => after = k.clone(),
+                _ => break,
+            }
+        }
+        if version == 0 {
+            return invalid(format!("unknown instance {id}"));
+        }
+        Ok(Loaded { state, version })
+    }
+
+    /// Commit a draft guarded by the sequence key's revision; `Ok(false)` when another
+    /// writer committed first (nothing changed).
+    pub(crate) async fn commit(&self, loaded: &mut Loaded, draft: Draft) -> Result<bool> {
+        if draft.events.is_empty() {
+            return Ok(true);
+        }
+        let ops = commit_ops(loaded.version, &draft);
+        let idem = format!(
+            "{}/seq/{}/{}",
+            draft.state.header.id, draft.state.header.last_seq, self.worker_id
+        );
+        match self.fabric.kv_txn(ops, idem).await? {
+            TxnResult::Committed { fence } => {
+                let mut state = draft.state;
+                state.dirty.clear();
+                *loaded = Loaded {
+                    state,
+                    version: fence,
+                };
+                Ok(true)
+            }
+            TxnResult::Failed { .. } => Ok(false),
+        }
+    }
+
+    /// Every event of an instance, in order.
+    pub async fn events(&self, id: &str) -> Result<Vec<Event>> {
+        self.load(id).await?;
+        let prefix = key(&["e/", id, "/l/"]);
+        let mut after = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            let rows = self
+                .fabric
+                .kv_range(prefix.clone(), after.clone(), PAGE_ROWS)
+                .await?;
+            let full = rows.len() as u32 >= PAGE_ROWS;
+            for (_, entry) in &rows {
+                if let Ok(ev) = serde_json::from_slice::<Event>(&entry.value) {
+                    out.push(ev);
+                }
+            }
+            match rows.last() {
+                Some((k, _)) if full => after = k.clone(),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Start an instance of `workflow` (the root when `None`) with `input`.
+    pub async fn start(
+        &self,
+        program: &Arc<Program>,
+        workflow: Option<&str>,
+        input: Value,
+        parent: Option<(String, String)>,
+        id: Option<String>,
+    ) -> Result<String> {
+        self.start_inner(program, workflow, input, parent, id, false)
+            .await
+    }
+
+    /// Start, committing the first stepper round with the start (one write fewer): what
+    /// `whip run` does.
+    pub async fn start_and_step(
+        &self,
+        program: &Arc<Program>,
+        input: Value,
+        id: Option<String>,
+    ) -> Result<String> {
+        self.start_inner(program, None, input, None, id, true).await
+    }
+
+    async fn start_inner(
+        &self,
+        program: &Arc<Program>,
+        workflow: Option<&str>,
+        input: Value,
+        parent: Option<(String, String)>,
+        id: Option<String>,
+        step_first: bool,
+    ) -> Result<String> {
+        let wf = match workflow {
+            Some(w) => program.workflow(w).map_err(RuntimeError::Invalid)?,
+            None => program.root().map_err(RuntimeError::Invalid)?,
+        };
+        let facts = seed_facts(program, wf, &input)?;
+        let id = id.unwrap_or_else(|| fresh_id("ins_"));
+        let header = Header {
+            id: id.clone(),
+            workflow: wf.name.name.clone(),
+            program: program.version.clone(),
+            status: state::RUNNING.into(),
+            input: input.clone(),
+            parent: parent.clone(),
+            created_ms: now_ms(),
+            ..Header::default()
+        };
+        let mut draft = Draft::new(&State::default());
+        draft.emit(
+            "external.started",
+            json!({"header": header, "input": input}),
+        );
+        for (class, value) in facts {
+            let fact = Fact {
+                id: draft.next_id(0, "f"),
+                class,
+                value,
+                live: true,
+            };
+            draft.emit("fact.derived", json!({"fact": fact, "source": "start"}));
+        }
+        if step_first {
+            // The first stepper round rides on the start's commit: one write fewer.
+            if let Some(round) = stepper::round(program, wf, &draft.state) {
+                let mut dirty = std::mem::take(&mut draft.state.dirty);
+                draft.state = round.state;
+                dirty.append(&mut draft.state.dirty);
+                draft.state.dirty = dirty;
+                draft.events.extend(round.events);
+            }
+        }
+        let mut ops = commit_ops(0, &draft);
+        self.program_puts(program, wf, &mut ops);
+        let idem = format!("{id}/start");
+        match self.fabric.kv_txn(ops, idem).await? {
+            TxnResult::Committed { .. } => Ok(id),
+            // The id exists already (a retried child start): the instance is there.
+            TxnResult::Failed { .. } => Ok(id),
+        }
+    }
+
+    fn program_puts(&self, program: &Program, wf: &crate::check::model::Wf, ops: &mut TxnOps) {
+        let mut stored = self.stored.lock().expect("stored lock");
+        if !stored.insert(program.version.clone()) {
+            return;
+        }
+        let source = serde_json::to_vec(&program.source).expect("source encodes");
+        ops.puts.push((key(&["p/", &program.version]), source));
+        for w in &program.model.workflows {
+            let _ = wf;
+            for (name, r) in &w.ledgers {
+                let partition = r.decl.partition.as_ref().map_or("", |p| p.name.as_str());
+                let k = key(&["g/ledger/", &r.owner, "/", name]);
+                if !ops.puts.iter().any(|(existing, _)| *existing == k) {
+                    ops.puts.push((k, partition.as_bytes().to_vec()));
+                }
+            }
+        }
+    }
+}
+
+/// Table rows and inputs as facts.
+fn seed_facts(
+    program: &Program,
+    wf: &crate::check::model::Wf,
+    input: &Value,
+) -> Result<Vec<(String, Value)>> {
+    let mut facts = Vec::new();
+    let state = State::default();
+    let env = state::Env::default();
+    let scope = eval::Scope {
+        env: &env,
+        state: &state,
+    };
+    for table in &wf.tables {
+        for row in &table.rows {
+            facts.push((table.class.name.clone(), scope.object(row)));
+        }
+    }
+    let fields = match input {
+        Value::Null => serde_json::Map::new(),
+        Value::Object(m) => m.clone(),
+        _ => return invalid("--input must be a JSON object"),
+    };
+    for (name, value) in fields {
+        let Some(decl) = wf.inputs.iter().find(|t| t.name == name) else {
+            let known: Vec<&str> = wf.inputs.iter().map(|t| t.name.as_str()).collect();
+            return invalid(format!(
+                "workflow `{}` has no input `{name}` (inputs: {})",
+                wf.name.name,
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        };
+        let class = match &decl.ty {
+            crate::check::types::Ty::Class(c) => crate::check::types::display_class(c).to_string(),
+            _ => name.clone(),
+        };
+        facts.push((class, value));
+    }
+    let _ = program;
+    Ok(facts)
+}
+
+fn put_row(state: &mut State, rel: &str, bytes: &[u8]) {
+    let Some((kind, id)) = rel.split_once('/').or(Some((rel, ""))) else {
+        return;
+    };
+    let parsed = |bytes: &[u8]| serde_json::from_slice::<Value>(bytes).ok();
+    let Some(v) = parsed(bytes) else { return };
+    let _ = id;
+    match kind {
+        "h" => {
+            if let Ok(h) = serde_json::from_value(v) {
+                state.header = h;
+            }
+        }
+        "f" => {
+            if let Ok(f) = serde_json::from_value::<Fact>(v) {
+                state.facts.insert(f.id.clone(), f);
+            }
+        }
+        "x" => {
+            if let Ok(x) = serde_json::from_value::<state::Effect>(v) {
+                state.effects.insert(x.id.clone(), x);
+            }
+        }
+        "k" => {
+            if let Ok(k) = serde_json::from_value::<state::Firing>(v) {
+                state.firings.insert(k.key.clone(), k);
+            }
+        }
+        "c" => {
+            if let Ok(c) = serde_json::from_value::<state::Cont>(v) {
+                state.conts.insert(c.id.clone(), c);
+            }
+        }
+        "r" => {
+            if let Ok(r) = serde_json::from_value::<state::Run>(v) {
+                state.runs.insert(r.id.clone(), r);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn row_bytes(state: &State, rel: &str) -> Option<Vec<u8>> {
+    let (kind, id) = rel.split_once('/').unwrap_or((rel, ""));
+    let value = match kind {
+        "h" => serde_json::to_vec(&state.header),
+        "f" => serde_json::to_vec(state.facts.get(id)?),
+        "x" => serde_json::to_vec(state.effects.get(id)?),
+        "k" => serde_json::to_vec(state.firings.get(id)?),
+        "c" => serde_json::to_vec(state.conts.get(id)?),
+        "r" => serde_json::to_vec(state.runs.get(id)?),
+        _ => return None,
+    };
+    value.ok()
+}
+
+/// The writes of one commit: events, changed rows, sequence key, index and work marker.
+fn commit_ops(version: u64, draft: &Draft) -> TxnOps {
+    let h = &draft.state.header;
+    let id = h.id.as_str();
+    let seq_key = key(&["e/", id, "/s/q"]);
+    let mut ops = TxnOps {
+        compares: vec![(seq_key.clone(), version)],
+        ..TxnOps::default()
+    };
+    for ev in &draft.events {
+        let k = format!("e/{id}/l/{:012}", ev.seq).into_bytes();
+        ops.puts
+            .push((k, serde_json::to_vec(ev).expect("event encodes")));
+    }
+    for rel in &draft.state.dirty {
+        if let Some(bytes) = row_bytes(&draft.state, rel) {
+            ops.puts.push((key(&["e/", id, "/s/", rel]), bytes));
+        }
+    }
+    ops.puts
+        .push((seq_key, h.last_seq.to_string().into_bytes()));
+    let index = json!({
+        "id": id, "status": h.status, "workflow": h.workflow, "program": h.program,
+        "epoch": h.epoch, "updated_ms": h.updated_ms, "parent": h.parent,
+    });
+    ops.puts
+        .push((key(&["i/", id]), index.to_string().into_bytes()));
+    let work = key(&["w/", id]);
+    if state::is_terminal(&h.status) || h.status == state::PAUSED {
+        ops.deletes.push(work);
+    } else {
+        ops.puts.push((work, Vec::new()));
+    }
+    ops
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,397 @@
+//! The rows of one instance and the event fold that produces them.
+//!
+//! Every change to an instance is an [`Event`]; [`State::apply`] folds one event into the
+//! rows. The stepper and the worker only ever change state by appending events and folding
+//! them, so the stored rows (facts, effects, firings, continuations, runs, header) are by
+//! construction a projection of the log, and [`State::rebuild`] can recompute them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Instance lifecycle states.
+pub const RUNNING: &str = "running";
+/// Paused: steps and new effect starts are refused until resumed.
+pub const PAUSED: &str = "paused";
+/// Terminal: a rule ran `complete`.
+pub const COMPLETED: &str = "completed";
+/// Terminal: a rule ran `fail` (or a failure went unobserved).
+pub const FAILED: &str = "failed";
+/// Terminal: an operator ran `cancel`.
+pub const CANCELLED: &str = "cancelled";
+
+/// True for completed, failed and cancelled.
+pub fn is_terminal(status: &str) -> bool {
+    matches!(status, COMPLETED | FAILED | CANCELLED)
+}
+
+/// The instance header.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// `ins_…`
+    pub id: String,
+    /// Workflow name.
+    pub workflow: String,
+    /// Program version id (`pv_…`).
+    pub program: String,
+    /// Lifecycle status.
+    pub status: String,
+    /// Revision epoch (0 until `revise`).
+    pub epoch: u64,
+    /// Creation time (ms).
+    pub created_ms: u64,
+    /// Time of the last event (ms).
+    pub updated_ms: u64,
+    /// Input payload.
+    pub input: Value,
+    /// Terminal name and payload once terminal.
+    pub terminal: Option<(String, Value)>,
+    /// Why the instance failed when no rule said so.
+    pub reason: Option<String>,
+    /// Parent instance and effect, for a child.
+    pub parent: Option<(String, String)>,
+    /// Sequence of the last event.
+    pub last_seq: u64,
+    /// Next fact, effect, continuation and run numbers.
+    pub next: [u64; 4],
+}
+
+/// A fact.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Fact {
+    /// `f000001`
+    pub id: String,
+    /// Class name.
+    pub class: String,
+    /// Field values.
+    pub value: Value,
+    /// False once consumed by `done`.
+    pub live: bool,
+}
+
+/// An effect.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Effect {
+    /// `x000001`
+    pub id: String,
+    /// Stable id from its firing (`rule/eN@firing`): the idempotency key derives from it.
+    pub stable: String,
+    /// `timer`, `acquire`, `release`, `renew`, `consume`, `append`, `invoke`, …
+    pub kind: String,
+    /// The rule that requested it.
+    pub rule: String,
+    /// The binding `after` blocks name.
+    pub binding: Option<String>,
+    /// Evaluated arguments.
+    pub args: Value,
+    /// queued, running, completed, failed, timed_out, cancelled, blocked_…
+    pub state: String,
+    /// The value `after` blocks read once settled.
+    pub output: Option<Value>,
+    /// Operator retries (part of the idempotency key).
+    pub attempt: u32,
+    /// Worker passes that found a lease wait still pending.
+    pub pass: u32,
+    /// Not claimable before this time (timers, lease wait retries).
+    pub not_before_ms: u64,
+    /// The run executing it, with its lease deadline.
+    pub run: Option<(String, u64)>,
+    /// Why it is blocked: `{category, detail}`.
+    pub policy_block: Option<Value>,
+}
+
+/// A committed firing of a rule on a combination of facts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Firing {
+    /// `<rule index>:<fact ids>`
+    pub key: String,
+    /// Rule name.
+    pub rule: String,
+}
+
+/// A registered `after` block waiting on an effect.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cont {
+    /// `c000001`
+    pub id: String,
+    /// Index of the rule in declaration order.
+    pub rule: usize,
+    /// Statement indices from the rule body to the `after` statement.
+    pub path: Vec<usize>,
+    /// Captured bindings.
+    pub env: Env,
+    /// The effect waited on.
+    pub effect: String,
+    /// `succeeds`, `held`, …
+    pub predicate: String,
+    /// pending, done, dead
+    pub state: String,
+}
+
+/// A run: one attempt of a worker at an effect.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// `r000001`
+    pub id: String,
+    /// The effect.
+    pub effect: String,
+    /// Worker identity.
+    pub worker: String,
+    /// running, completed, failed, …
+    pub state: String,
+    /// Start time.
+    pub started_ms: u64,
+    /// End time.
+    pub ended_ms: Option<u64>,
+}
+
+/// Bindings captured by a firing: values, the fact behind a binding, the effect behind one.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Env {
+    /// Readable values.
+    pub values: BTreeMap<String, Value>,
+    /// Binding → fact id (for `done`).
+    pub facts: BTreeMap<String, String>,
+    /// Binding → effect id (for `after`, `release`, `renew`, `claim`, `finish`).
+    pub effects: BTreeMap<String, String>,
+}
+
+/// One entry of the append-only event log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Position in the instance's log, from 1.
+    pub seq: u64,
+    /// Wall time of the commit (ms).
+    pub at_ms: u64,
+    /// `external.started`, `rule.committed`, `fact.derived`, …
+    pub kind: String,
+    /// Kind-specific data.
+    pub data: Value,
+}
+
+/// Rows of one instance.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct State {
+    /// The header.
+    pub header: Header,
+    /// Facts by id.
+    pub facts: BTreeMap<String, Fact>,
+    /// Effects by id.
+    pub effects: BTreeMap<String, Effect>,
+    /// Firings by key.
+    pub firings: BTreeMap<String, Firing>,
+    /// Continuations by id.
+    pub conts: BTreeMap<String, Cont>,
+    /// Runs by id.
+    pub runs: BTreeMap<String, Run>,
+    /// Row keys (relative, e.g. `f/f000001`) changed since the last commit.
+    pub dirty: BTreeSet<String>,
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(v: &Value) -> T {
+    serde_json::from_value(v.clone()).expect("event data has the recorded shape")
+}
+
+impl State {
+    /// Fold one event.
+    pub fn apply(&mut self, ev: &Event) {
+        let d = &ev.data;
+        match ev.kind.as_str() {
+            "external.started" => {
+                self.header = parse(&d["header"]);
+            }
+            "fact.derived" => {
+                let fact: Fact = parse(&d["fact"]);
+                self.header.next[0] += 1;
+                self.dirty.insert(format!("f/{}", fact.id));
+                self.facts.insert(fact.id.clone(), fact);
+            }
+            "fact.consumed" => {
+                let id = d["id"].as_str().unwrap_or_default();
+                if let Some(f) = self.facts.get_mut(id) {
+                    f.live = false;
+                    self.dirty.insert(format!("f/{id}"));
+                }
+            }
+            "rule.committed" => {
+                if let Some(firing) = d.get("firing").filter(|f| !f.is_null()) {
+                    let firing: Firing = parse(firing);
+                    self.dirty.insert(format!("k/{}", firing.key));
+                    self.firings.insert(firing.key.clone(), firing);
+                }
+                if let Some(id) = d["after"].as_str() {
+                    self.set_cont(id, "done");
+                }
+            }
+            "after.registered" => {
+                let cont: Cont = parse(&d["after"]);
+                self.header.next[2] += 1;
+                self.dirty.insert(format!("c/{}", cont.id));
+                self.conts.insert(cont.id.clone(), cont);
+            }
+            "after.dropped" => self.set_cont(d["id"].as_str().unwrap_or_default(), "dead"),
+            "effect.requested" => {
+                let effect: Effect = parse(&d["effect"]);
+                self.header.next[1] += 1;
+                self.dirty.insert(format!("x/{}", effect.id));
+                self.effects.insert(effect.id.clone(), effect);
+            }
+            "effect.run_started" => self.run_started(ev),
+            "effect.terminal" => self.effect_terminal(ev),
+            "effect.waiting" => {
+                let id = d["id"].as_str().unwrap_or_default();
+                if let Some(e) = self.effect_mut(id) {
+                    e.state = "queued".into();
+                    e.pass = d["pass"].as_u64().unwrap_or(0) as u32;
+                    e.not_before_ms = d["not_before_ms"].as_u64().unwrap_or(0);
+                    e.run = None;
+                }
+                self.end_run(d["run"].as_str(), "waiting", ev.at_ms);
+            }
+            "effect.blocked" => {
+                let id = d["id"].as_str().unwrap_or_default();
+                if let Some(e) = self.effect_mut(id) {
+                    e.state = d["state"].as_str().unwrap_or("blocked").into();
+                    e.policy_block = Some(d["policy_block"].clone());
+                }
+            }
+            "effect.cancelled" => {
+                let id = d["id"].as_str().unwrap_or_default();
+                if let Some(e) = self.effect_mut(id) {
+                    e.state = "cancelled".into();
+                    e.run = None;
+                }
+            }
+            "effect.retried" => {
+                let id = d["id"].as_str().unwrap_or_default();
+                if let Some(e) = self.effect_mut(id) {
+                    e.state = "queued".into();
+                    e.attempt = d["attempt"].as_u64().unwrap_or(0) as u32;
+                    e.output = None;
+                    e.run = None;
+                    e.pass = 0;
+                    e.policy_block = None;
+                }
+            }
+            "instance.transitioned" => {
+                self.header.status = d["to"].as_str().unwrap_or(RUNNING).into();
+            }
+            "workflow.completed" | "workflow.failed" => {
+                let status = if ev.kind == "workflow.completed" {
+                    COMPLETED
+                } else {
+                    FAILED
+                };
+                self.header.status = status.into();
+                let name = d["name"].as_str().unwrap_or_default().to_string();
+                self.header.terminal = Some((name, d["payload"].clone()));
+                self.header.reason = d["reason"].as_str().map(str::to_string);
+            }
+            _ => {}
+        }
+        self.header.last_seq = ev.seq;
+        self.header.updated_ms = ev.at_ms;
+        self.dirty.insert("h".into());
+    }
+
+    fn effect_mut(&mut self, id: &str) -> Option<&mut Effect> {
+        let e = self.effects.get_mut(id)?;
+        self.dirty.insert(format!("x/{id}"));
+        Some(e)
+    }
+
+    fn set_cont(&mut self, id: &str, state: &str) {
+        if let Some(c) = self.conts.get_mut(id) {
+            c.state = state.into();
+            self.dirty.insert(format!("c/{id}"));
+        }
+    }
+
+    fn run_started(&mut self, ev: &Event) {
+        let d = &ev.data;
+        let id = d["id"].as_str().unwrap_or_default().to_string();
+        let run = d["run"].as_str().unwrap_or_default().to_string();
+        let until = d["lease_until_ms"].as_u64().unwrap_or(u64::MAX);
+        // A reclaimed run ends the previous one.
+        let previous = self.effects.get(&id).and_then(|e| e.run.clone());
+        if let Some((old, _)) = previous {
+            self.end_run(Some(&old), "abandoned", ev.at_ms);
+        }
+        if let Some(e) = self.effect_mut(&id) {
+            e.state = "running".into();
+            e.run = Some((run.clone(), until));
+        }
+        self.header.next[3] += 1;
+        self.dirty.insert(format!("r/{run}"));
+        self.runs.insert(
+            run.clone(),
+            Run {
+                id: run,
+                effect: id,
+                worker: d["worker"].as_str().unwrap_or_default().into(),
+                state: "running".into(),
+                started_ms: ev.at_ms,
+                ended_ms: None,
+            },
+        );
+    }
+
+    fn end_run(&mut self, run: Option<&str>, state: &str, at_ms: u64) {
+        let Some(run) = run else { return };
+        if let Some(r) = self.runs.get_mut(run) {
+            r.state = state.into();
+            r.ended_ms = Some(at_ms);
+            self.dirty.insert(format!("r/{run}"));
+        }
+    }
+
+    fn effect_terminal(&mut self, ev: &Event) {
+        let d = &ev.data;
+        let id = d["id"].as_str().unwrap_or_default().to_string();
+        let state = d["state"].as_str().unwrap_or("completed").to_string();
+        if let Some(e) = self.effect_mut(&id) {
+            e.state = state.clone();
+            e.output = Some(d["output"].clone());
+            e.run = None;
+            e.policy_block = None;
+        }
+        self.end_run(d["run"].as_str(), &state, ev.at_ms);
+    }
+
+    /// Recompute every row from the log alone.
+    pub fn rebuild(events: &[Event]) -> State {
+        let mut state = State::default();
+        for ev in events {
+            state.apply(ev);
+        }
+        state.dirty.clear();
+        state
+    }
+
+    /// Live facts of `class`.
+    pub fn live(&self, class: &str) -> impl Iterator<Item = &Fact> {
+        self.facts
+            .values()
+            .filter(move |f| f.live && f.class == class)
+    }
+
+    /// Counts for `whip status`.
+    pub fn counts(&self) -> Value {
+        let count = |s: &str| self.effects.values().filter(|e| e.state == s).count();
+        let blocked = self
+            .effects
+            .values()
+            .filter(|e| e.state.starts_with("blocked"))
+            .count();
+        json!({
+            "facts": self.facts.values().filter(|f| f.live).count(),
+            "queued_effects": count("queued"),
+            "running_effects": count("running"),
+            "blocked_effects": blocked,
+            "completed_effects": count("completed"),
+            "failed_effects": count("failed") + count("timed_out"),
+            "events": self.header.last_seq,
+        })
+    }
+}

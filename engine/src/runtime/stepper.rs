@@ -1,0 +1,545 @@
+//! The stepper: declaration-order rounds, each committing at most one firing (a new join
+//! combination or a pinned `after` continuation whose effect settled).
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use whip_fabric::FabricClient;
+
+use super::eval::{Scope, text, truthy};
+use super::program::{Program, is_effect};
+use super::state::{self, Cont, Effect, Env, Fact, Firing, State};
+use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, ROUNDS_PER_STEP_MAX, Result, now_ms};
+use crate::check::model::Wf;
+use crate::syntax::ast::{Block, Rule, Stmt, StmtKind};
+
+/// Effect states after which nothing more happens to the effect.
+pub(crate) fn settled(state: &str) -> bool {
+    matches!(state, "completed" | "failed" | "timed_out" | "cancelled")
+}
+
+/// Does an effect in `state` with `output` satisfy `after … predicate`?
+pub(crate) fn matches(predicate: &str, effect: &Effect) -> bool {
+    let outcome = effect
+        .output
+        .as_ref()
+        .and_then(|o| o.get("outcome"))
+        .and_then(Value::as_str);
+    match predicate {
+        "succeeds" | "completes" => effect.state == "completed",
+        "fails" => effect.state == "failed",
+        "times" | "times out" | "times_out" => effect.state == "timed_out",
+        "cancelled" => effect.state == "cancelled",
+        "held" | "contended" | "ok" | "over" => {
+            effect.state == "completed" && outcome == Some(predicate)
+        }
+        _ => false,
+    }
+}
+
+impl<F: FabricClient> Engine<F> {
+    /// Step an instance until no rule can fire; returns the rounds committed.
+    pub async fn step(&self, id: &str) -> Result<usize> {
+        let mut loaded = self.load(id).await?;
+        self.step_loaded(&mut loaded).await
+    }
+
+    /// Step an already loaded instance (the copy is kept current).
+    pub async fn step_loaded(&self, loaded: &mut Loaded) -> Result<usize> {
+        let program = self.program(&loaded.state.header.program).await?;
+        let wf = program
+            .workflow(&loaded.state.header.workflow)
+            .map_err(super::RuntimeError::Invalid)?;
+        let mut rounds = 0;
+        let mut conflicts = 0;
+        while rounds < ROUNDS_PER_STEP_MAX {
+            let h = &loaded.state.header;
+            if h.status != state::RUNNING {
+                break;
+            }
+            let Some(draft) = round(&program, wf, &loaded.state) else {
+                break;
+            };
+            let terminal = state::is_terminal(&draft.state.header.status);
+            if self.commit(loaded, draft).await? {
+                rounds += 1;
+                if terminal {
+                    self.after_terminal_of(&loaded.state).await?;
+                }
+            } else {
+                conflicts += 1;
+                if conflicts > CONFLICT_RETRIES_MAX {
+                    break;
+                }
+                *loaded = self.load(&loaded.state.header.id).await?;
+            }
+        }
+        Ok(rounds)
+    }
+
+    /// Free the leases of a terminal instance when it ever acquired one.
+    pub(crate) async fn after_terminal_of(&self, st: &State) -> Result<()> {
+        if st.effects.values().any(|e| e.kind == "acquire") {
+            self.after_terminal(&st.header.id).await?;
+        }
+        Ok(())
+    }
+
+    /// Free what a terminal instance holds (idempotent: keyed by the instance).
+    pub(crate) async fn after_terminal(&self, id: &str) -> Result<()> {
+        let key = format!("{id}/terminal/release-all");
+        self.fabric.lease_release_all(id.to_string(), key).await?;
+        Ok(())
+    }
+}
+
+/// One round: the first ready firing in declaration order, as a draft.
+pub(crate) fn round(program: &Arc<Program>, wf: &Wf, st: &State) -> Option<Draft> {
+    let mut draft = Draft::new(st);
+    // A settled failure nobody observes fails the instance.
+    if let Some(reason) = unhandled_failure(wf, st) {
+        draft.emit(
+            "workflow.failed",
+            json!({"name": "error", "payload": reason, "reason": reason}),
+        );
+        cancel_queued(&mut draft);
+        return Some(draft);
+    }
+    for (ri, (_, rule, _)) in wf.rules.iter().enumerate() {
+        let conts: Vec<Cont> = st
+            .conts
+            .values()
+            .filter(|c| c.rule == ri && c.state == "pending")
+            .cloned()
+            .collect();
+        for cont in conts {
+            let Some(effect) = st.effects.get(&cont.effect) else {
+                continue;
+            };
+            if !settled(&effect.state) {
+                continue;
+            }
+            if !matches(&cont.predicate, effect) {
+                draft.emit("after.dropped", json!({"id": cont.id}));
+                continue;
+            }
+            fire_cont(program, wf, ri, rule, &cont, effect, &mut draft);
+            return Some(draft);
+        }
+        if let Some((key, ids, env)) = next_combination(ri, rule, &draft.state) {
+            let firing = Firing {
+                key: key.clone(),
+                rule: rule.name.name.clone(),
+            };
+            draft.emit(
+                "rule.committed",
+                json!({"rule": rule.name.name, "firing": firing, "facts": ids}),
+            );
+            let mut env = env;
+            exec(program, wf, ri, &[], &rule.body, &mut env, &key, &mut draft);
+            finish_firing(&mut draft);
+            return Some(draft);
+        }
+    }
+    (!draft.events.is_empty()).then_some(draft)
+}
+
+fn unhandled_failure(wf: &Wf, st: &State) -> Option<String> {
+    for e in st.effects.values() {
+        if !matches!(e.state.as_str(), "failed" | "timed_out") {
+            continue;
+        }
+        let observed = st
+            .conts
+            .values()
+            .any(|c| c.effect == e.id && matches(&c.predicate, e));
+        if !observed {
+            let name = e.binding.clone().unwrap_or_else(|| e.kind.clone());
+            let _ = wf;
+            return Some(format!("unhandled failure of {name} in rule {}", e.rule));
+        }
+    }
+    None
+}
+
+fn fire_cont(
+    program: &Arc<Program>,
+    wf: &Wf,
+    ri: usize,
+    rule: &Rule,
+    cont: &Cont,
+    effect: &Effect,
+    draft: &mut Draft,
+) {
+    draft.emit(
+        "rule.committed",
+        json!({"rule": rule.name.name, "after": cont.id, "effect": effect.id}),
+    );
+    let Some(stmt) = stmt_at(&rule.body, &cont.path) else {
+        return;
+    };
+    let StmtKind::After(after) = &stmt.kind else {
+        return;
+    };
+    let mut env = cont.env.clone();
+    let output = effect.output.clone().unwrap_or(Value::Null);
+    env.values.insert(after.target.name.clone(), output.clone());
+    if let Some(b) = &after.binding {
+        env.values.insert(b.name.clone(), output);
+    }
+    let origin = cont.id.clone();
+    exec(
+        program,
+        wf,
+        ri,
+        &cont.path,
+        &after.body,
+        &mut env,
+        &origin,
+        draft,
+    );
+    finish_firing(draft);
+}
+
+fn stmt_at<'a>(body: &'a Block, path: &[usize]) -> Option<&'a Stmt> {
+    let (first, rest) = path.split_first()?;
+    let stmt = body.stmts.get(*first)?;
+    if rest.is_empty() {
+        return Some(stmt);
+    }
+    match &stmt.kind {
+        StmtKind::After(a) => stmt_at(&a.body, rest),
+        _ => None,
+    }
+}
+
+/// A terminal in this firing cancels the instance's queued effects.
+fn finish_firing(draft: &mut Draft) {
+    if state::is_terminal(&draft.state.header.status) {
+        cancel_queued(draft);
+    }
+}
+
+fn cancel_queued(draft: &mut Draft) {
+    let queued: Vec<String> = draft
+        .state
+        .effects
+        .values()
+        .filter(|e| e.state == "queued" || e.state.starts_with("blocked"))
+        .map(|e| e.id.clone())
+        .collect();
+    for id in queued {
+        draft.emit(
+            "effect.cancelled",
+            json!({"id": id, "reason": "instance terminal"}),
+        );
+    }
+}
+
+/// The first combination of live facts (in fact order) that passes every guard and has
+/// not fired yet.
+fn next_combination(ri: usize, rule: &Rule, st: &State) -> Option<(String, Vec<String>, Env)> {
+    let sources: Vec<Vec<(String, Value)>> = rule
+        .whens
+        .iter()
+        .map(|w| match &w.kind {
+            crate::syntax::ast::WhenKind::Started => vec![("started".into(), Value::Null)],
+            crate::syntax::ast::WhenKind::Fact(c) => st
+                .live(&c.name)
+                .map(|f| (f.id.clone(), f.value.clone()))
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    if sources.iter().any(Vec::is_empty) {
+        return None;
+    }
+    let mut pick = vec![0usize; sources.len()];
+    let mut tried = 0usize;
+    loop {
+        tried += 1;
+        if tried > crate::limits::JOIN_COMBINATIONS_MAX {
+            return None;
+        }
+        let ids: Vec<String> = pick
+            .iter()
+            .zip(&sources)
+            .map(|(i, s)| s[*i].0.clone())
+            .collect();
+        let key = format!("{ri}:{}", ids.join(","));
+        if !st.firings.contains_key(&key) {
+            let mut env = Env::default();
+            for ((i, s), w) in pick.iter().zip(&sources).zip(&rule.whens) {
+                if let Some(b) = &w.binding {
+                    env.values.insert(b.name.clone(), s[*i].1.clone());
+                    env.facts.insert(b.name.clone(), s[*i].0.clone());
+                }
+            }
+            let scope = Scope {
+                env: &env,
+                state: st,
+            };
+            let pass = rule
+                .whens
+                .iter()
+                .filter_map(|w| w.guard.as_ref())
+                .all(|g| truthy(&scope.eval(g)));
+            if pass {
+                return Some((key, ids, env));
+            }
+        }
+        // Advance the odometer (last source fastest).
+        let mut at = sources.len();
+        loop {
+            if at == 0 {
+                return None;
+            }
+            at -= 1;
+            pick[at] += 1;
+            if pick[at] < sources[at].len() {
+                break;
+            }
+            pick[at] = 0;
+        }
+    }
+}
+
+/// Execute a block: effects first (so `after` can name them), then facts, terminals and
+/// `after` registrations.
+#[allow(clippy::too_many_arguments)]
+fn exec(
+    program: &Arc<Program>,
+    wf: &Wf,
+    ri: usize,
+    path: &[usize],
+    block: &Block,
+    env: &mut Env,
+    origin: &str,
+    draft: &mut Draft,
+) {
+    let rule = &wf.rules[ri].1;
+    for stmt in &block.stmts {
+        if is_effect(&stmt.kind) {
+            let n = program.effect_number(&wf.name.name, ri, stmt.span.start as usize);
+            let stable = format!("{}/e{n}@{origin}", rule.name.name);
+            request_effect(wf, rule, stmt, stable, env, draft);
+        }
+    }
+    for (i, stmt) in block.stmts.iter().enumerate() {
+        match &stmt.kind {
+            StmtKind::Record(class, obj) => {
+                let value = Scope {
+                    env,
+                    state: &draft.state,
+                }
+                .object(obj);
+                record(draft, &class.name, value);
+            }
+            StmtKind::Done(x, then) => {
+                if let Some(id) = env.facts.get(&x.name)
+                    && draft.state.facts.get(id).is_some_and(|f| f.live)
+                {
+                    draft.emit("fact.consumed", json!({"id": id, "rule": rule.name.name}));
+                }
+                if let Some((class, obj)) = then {
+                    let value = Scope {
+                        env,
+                        state: &draft.state,
+                    }
+                    .object(obj);
+                    record(draft, &class.name, value);
+                }
+            }
+            StmtKind::Complete(name, payload) | StmtKind::Fail(name, payload) => {
+                if state::is_terminal(&draft.state.header.status) {
+                    continue;
+                }
+                let payload = Scope {
+                    env,
+                    state: &draft.state,
+                }
+                .eval(payload);
+                let kind = if matches!(stmt.kind, StmtKind::Complete(..)) {
+                    "workflow.completed"
+                } else {
+                    "workflow.failed"
+                };
+                draft.emit(
+                    kind,
+                    json!({"name": name.name, "payload": payload, "rule": rule.name.name}),
+                );
+            }
+            StmtKind::After(after) => {
+                let Some(effect) = env.effects.get(&after.target.name).cloned() else {
+                    continue;
+                };
+                let mut at = path.to_vec();
+                at.push(i);
+                let cont = Cont {
+                    id: draft.next_id(2, "c"),
+                    rule: ri,
+                    path: at,
+                    env: env.clone(),
+                    effect,
+                    predicate: after.predicate.name.clone(),
+                    state: "pending".into(),
+                };
+                draft.emit("after.registered", json!({"after": cont}));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn record(draft: &mut Draft, class: &str, value: Value) {
+    // Set semantics: the same content is the same fact.
+    if draft.state.live(class).any(|f| f.value == value) {
+        return;
+    }
+    let fact = Fact {
+        id: draft.next_id(0, "f"),
+        class: class.to_string(),
+        value,
+        live: true,
+    };
+    draft.emit("fact.derived", json!({"fact": fact}));
+}
+
+fn lease_of(wf: &Wf, name: &str) -> Value {
+    wf.leases.get(name).map_or(Value::Null, |r| {
+        json!({
+            "owner": r.owner,
+            "name": name,
+            "slots": r.decl.slots.map_or(1, |s| s.value.max(1)),
+            "ttl_ms": r.decl.ttl.map_or(60_000, |d| d.seconds * 1000),
+        })
+    })
+}
+
+fn request_effect(
+    wf: &Wf,
+    rule: &Rule,
+    stmt: &Stmt,
+    stable: String,
+    env: &mut Env,
+    draft: &mut Draft,
+) {
+    let now = now_ms();
+    let scope = Scope {
+        env,
+        state: &draft.state,
+    };
+    let mut not_before_ms = 0;
+    let (kind, binding, args) = match &stmt.kind {
+        StmtKind::Timer(d, b) => {
+            not_before_ms = now + d.seconds * 1000;
+            ("timer", b, json!({"seconds": d.seconds}))
+        }
+        StmtKind::Invoke(w, obj, b) => {
+            let input = scope.object(obj);
+            let input = input.get("input").cloned().unwrap_or(input);
+            ("invoke", b, json!({"workflow": w.name, "input": input}))
+        }
+        StmtKind::Acquire(a) => {
+            let mut args = lease_of(wf, &a.lease.name);
+            args["key"] = json!(text(&scope.eval(&a.key)));
+            let wait_ms = a.wait.map_or(0, |d| d.seconds * 1000);
+            args["wait_ms"] = json!(wait_ms);
+            args["wait_until_ms"] = json!(now + wait_ms);
+            args["until_ttl"] = json!(a.until_ttl);
+            ("acquire", &a.binding, args)
+        }
+        StmtKind::Release(x) | StmtKind::Renew(x, _, _) => {
+            let upstream = env
+                .effects
+                .get(&x.name)
+                .and_then(|id| draft.state.effects.get(id));
+            let mut args = upstream.map_or(Value::Null, |e| e.args.clone());
+            let kind = match &stmt.kind {
+                StmtKind::Renew(_, until, _) => {
+                    if let Some(d) = until {
+                        args["ttl_ms"] = json!(d.seconds * 1000);
+                    }
+                    "renew"
+                }
+                _ => "release",
+            };
+            if let Some(e) = upstream {
+                args["upstream_kind"] = json!(e.kind);
+            }
+            let binding = match &stmt.kind {
+                StmtKind::Renew(_, _, y) => y,
+                _ => &None,
+            };
+            (kind, binding, args)
+        }
+        StmtKind::Consume(c) => {
+            let amount = scope.eval(&c.amount);
+            let args = wf.counters.get(&c.counter.name).map_or(Value::Null, |r| {
+                json!({
+                    "owner": r.owner, "name": c.counter.name,
+                    "key": text(&scope.eval(&c.key)),
+                    "amount": amount.as_i64().unwrap_or(0).max(0),
+                    "cap": r.decl.cap.map_or(0, |v| v.value.max(0)),
+                    "reset": r.decl.reset.as_ref().map_or("daily".into(), |v| v.name.clone()),
+                    "timezone": r.decl.timezone.as_ref().map_or("UTC".into(), |z| z.0.clone()),
+                })
+            });
+            ("consume", &c.binding, args)
+        }
+        StmtKind::Append(class, obj, ledger, b) => {
+            let entry = scope.object(obj);
+            let args = wf.ledgers.get(&ledger.name).map_or(Value::Null, |r| {
+                let field = r.decl.partition.as_ref().map_or("", |p| p.name.as_str());
+                json!({
+                    "owner": r.owner, "name": ledger.name, "class": class.name,
+                    "partition": text(&entry[field]), "entry": entry,
+                    "retain_ms": r.decl.retain.map_or(90 * 86_400_000, |d| d.seconds * 1000),
+                })
+            });
+            ("append", b, args)
+        }
+        StmtKind::FileIssue(t, obj, b) => (
+            "file_issue",
+            b,
+            json!({"tracker": t.name, "issue": scope.object(obj)}),
+        ),
+        StmtKind::Claim(x, ttl, b) => {
+            let issue = scope.eval(&crate::syntax::ast::Expr {
+                kind: crate::syntax::ast::ExprKind::Path(vec![x.clone()]),
+                span: x.span,
+            });
+            let ttl_ms = ttl.map_or(600_000, |d| d.seconds * 1000);
+            ("claim", b, json!({"issue": issue, "ttl_ms": ttl_ms}))
+        }
+        StmtKind::Finish(x, obj, b) => {
+            let summary = obj.as_ref().map(|o| scope.object(o));
+            let upstream = env.effects.get(&x.name).cloned();
+            (
+                "finish",
+                b,
+                json!({"claim": upstream, "binding": x.name, "summary": summary}),
+            )
+        }
+        _ => return,
+    };
+    let effect = Effect {
+        id: draft.next_id(1, "x"),
+        stable,
+        kind: kind.to_string(),
+        rule: rule.name.name.clone(),
+        binding: binding.as_ref().map(|b| b.name.clone()),
+        args,
+        state: "queued".into(),
+        output: None,
+        attempt: 0,
+        pass: 0,
+        not_before_ms,
+        run: None,
+        policy_block: None,
+    };
+    if let Some(b) = &effect.binding {
+        env.effects.insert(b.clone(), effect.id.clone());
+    }
+    draft.emit("effect.requested", json!({"effect": effect}));
+}

@@ -1,0 +1,188 @@
+//! Runtime tests on the in-memory fabric: the seed programs end to end, a race of two
+//! steppers on one instance, and projections rebuilt from the event log.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use whip_fabric::{FabricClient, MemFabric};
+
+use super::stepper::round;
+use super::*;
+
+fn seed(name: &str) -> Program {
+    let path = format!(
+        "{}/tests/check/valid/{name}.whip",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    Program::load(std::path::Path::new(&path), None).expect("seed checks")
+}
+
+fn engine(fabric: &Arc<MemFabric>) -> Engine<MemFabric> {
+    Engine::new(Arc::clone(fabric))
+}
+
+fn note(r: &RunReport) -> Value {
+    r.terminal
+        .as_ref()
+        .map_or(Value::Null, |t| t.1["note"].clone())
+}
+
+#[tokio::test]
+async fn seeds_behave_as_the_book_says() {
+    let fabric = Arc::new(MemFabric::new());
+    let e = engine(&fabric);
+    let ship = e.add_program(seed("seed_lease_ship"));
+    let first = e.run(&ship, Value::Null, false).await.unwrap();
+    assert_eq!(first.status, "running");
+    let second = e.run(&ship, Value::Null, false).await.unwrap();
+    assert_eq!(
+        (second.status.as_str(), note(&second)),
+        ("completed", json!("skipped: deploy slot busy"))
+    );
+    let leases = fabric.lease_list(String::new()).await.unwrap();
+    assert_eq!(leases[0].holders[0].holder, first.id);
+    e.transition(&first.id, "cancelled").await.unwrap();
+    assert!(
+        fabric.lease_list(String::new()).await.unwrap().is_empty(),
+        "cancel frees the lease"
+    );
+
+    let budget = e.add_program(seed("seed_counter_budget"));
+    let one = e.run(&budget, Value::Null, false).await.unwrap();
+    assert_eq!(note(&one), json!("budget applied"));
+    let two = e.run(&budget, Value::Null, false).await.unwrap();
+    assert_eq!(note(&two), json!("nothing fit today's budget"));
+    let counters = fabric.counter_list(String::new()).await.unwrap();
+    assert_eq!(counters[0].consumed, 60);
+
+    let decisions = e.add_program(seed("seed_ledger_decisions"));
+    for _ in 0..2 {
+        let r = e.run(&decisions, Value::Null, false).await.unwrap();
+        assert_eq!(note(&r), json!("decision recorded"));
+    }
+    let entries = fabric
+        .ledger_list(
+            "local/Decisions".into(),
+            "decisions".into(),
+            Some("deploys".into()),
+            0,
+            0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        entries.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    let err = e.transition(&one.id, "paused").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot transition instance from completed to paused"
+    );
+    assert_eq!(
+        e.load("ins_nope").await.unwrap_err().to_string(),
+        "unknown instance ins_nope"
+    );
+}
+
+#[tokio::test]
+async fn two_racing_steppers_cannot_both_commit() {
+    let fabric = Arc::new(MemFabric::new());
+    let (a, b) = (engine(&fabric), engine(&fabric));
+    let program = a.add_program(seed("seed_counter_budget"));
+    b.add_program(seed("seed_counter_budget"));
+    let id = a
+        .start(&program, None, Value::Null, None, None)
+        .await
+        .unwrap();
+    let mut seen_a = a.load(&id).await.unwrap();
+    let mut seen_b = b.load(&id).await.unwrap();
+    let wf = program.root().unwrap();
+    let draft_a = round(&program, wf, &seen_a.state).expect("a round is ready");
+    let draft_b = round(&program, wf, &seen_b.state).expect("a round is ready");
+    assert!(
+        a.commit(&mut seen_a, draft_a).await.unwrap(),
+        "the first commit wins"
+    );
+    assert!(
+        !b.commit(&mut seen_b, draft_b).await.unwrap(),
+        "the second is refused"
+    );
+    // The loser re-reads and finds the firing already committed.
+    let events = a.events(&id).await.unwrap();
+    let firings = events.iter().filter(|e| e.kind == "rule.committed").count();
+    assert_eq!(firings, 1, "only the winner committed");
+    // The loser's step goes on from the winner's commit: it fires the other job only.
+    assert_eq!(b.step(&id).await.unwrap(), 1);
+    let events = a.events(&id).await.unwrap();
+    let keys: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.kind == "rule.committed")
+        .map(|e| &e.data["firing"]["key"])
+        .collect();
+    assert_eq!(keys, vec![&json!("0:f000001"), &json!("0:f000002")]);
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as u64).collect::<Vec<_>>(),
+        "the log has no gaps"
+    );
+}
+
+#[tokio::test]
+async fn projections_rebuild_from_the_log() {
+    let fabric = Arc::new(MemFabric::new());
+    let e = engine(&fabric);
+    for name in [
+        "seed_lease_ship",
+        "seed_counter_budget",
+        "seed_ledger_decisions",
+    ] {
+        let program = e.add_program(seed(name));
+        let r = e.run(&program, Value::Null, false).await.unwrap();
+        let stored = e.load(&r.id).await.unwrap().state;
+        let rebuilt = State::rebuild(&e.events(&r.id).await.unwrap());
+        assert_eq!(rebuilt.header, stored.header, "{name}");
+        assert_eq!(rebuilt.facts, stored.facts, "{name}");
+        assert_eq!(rebuilt.effects, stored.effects, "{name}");
+        assert_eq!(rebuilt.firings, stored.firings, "{name}");
+        assert_eq!(rebuilt.conts, stored.conts, "{name}");
+        assert_eq!(rebuilt.runs, stored.runs, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_reclaimed_run_does_not_append_twice() {
+    let fabric = Arc::new(MemFabric::new());
+    let e = engine(&fabric);
+    let program = e.add_program(seed("seed_ledger_decisions"));
+    let id = e
+        .start(&program, None, Value::Null, None, None)
+        .await
+        .unwrap();
+    e.step(&id).await.unwrap();
+    let loaded = e.load(&id).await.unwrap();
+    let effect = loaded.state.effects.values().next().unwrap().clone();
+    // A worker applied the append, then died before recording the run's terminal.
+    let request = whip_fabric::AppendRequest {
+        ledger: whip_fabric::ResourceId {
+            owner: "local/Decisions".into(),
+            name: "decisions".into(),
+            key: "deploys".into(),
+        },
+        entry: effect.args["entry"].to_string().into_bytes(),
+        appended_by: id.clone(),
+        retain_ms: 1000,
+    };
+    let key = format!("{id}/{}/a{}", effect.id, effect.attempt);
+    fabric.ledger_append(request, key).await.unwrap();
+    // Another worker runs the effect: same idempotency key, so the cell answers the
+    // recorded outcome and nothing is appended again.
+    let r = e.drive(&id, false).await.unwrap();
+    assert_eq!(r.status, "completed");
+    let entries = fabric
+        .ledger_list("local/Decisions".into(), "decisions".into(), None, 0, 0)
+        .await
+        .unwrap();
+    assert_eq!(entries.len(), 1);
+}

@@ -1,0 +1,306 @@
+//! The composed loops (`run`, `worker --all`), operator transitions and the read views the
+//! CLI prints.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use whip_fabric::{FabricClient, LeaseRequest, Outcome, ResourceId};
+
+use super::state::{self, State};
+use super::{Draft, Engine, Loaded, Result, invalid, key, now_ms};
+use crate::limits::WAIT_SLEEP_MS_MAX;
+
+/// What `whip run` reports.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The instance.
+    pub id: String,
+    /// Its workflow.
+    pub workflow: String,
+    /// Step and worker passes taken.
+    pub iterations: usize,
+    /// Final (or current) status.
+    pub status: String,
+    /// Terminal name and payload, when terminal.
+    pub terminal: Option<(String, Value)>,
+    /// Why it failed, when no rule said so.
+    pub reason: Option<String>,
+}
+
+/// The instance index row of `whip instances`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct InstanceRow {
+    /// `ins_…`
+    pub id: String,
+    /// Lifecycle status.
+    pub status: String,
+    /// Workflow name.
+    pub workflow: String,
+    /// Program version.
+    pub program: String,
+    /// Revision epoch.
+    pub epoch: u64,
+    /// Last event time (ms).
+    pub updated_ms: u64,
+}
+
+impl<F: FabricClient> Engine<F> {
+    /// Start an instance and drive it (and its children) until idle; with `wait`, sleep
+    /// until the next timer or lease-wait deadline and continue until terminal.
+    pub async fn run(
+        &self,
+        program: &Arc<super::Program>,
+        input: Value,
+        wait: bool,
+    ) -> Result<RunReport> {
+        let id = self.start_and_step(program, input, None).await?;
+        self.drive(&id, wait).await
+    }
+
+    /// Alternate step and worker passes on `id` (and the children it invokes).
+    pub async fn drive(&self, id: &str, wait: bool) -> Result<RunReport> {
+        let mut loaded = self.load(id).await?;
+        let mut children: Vec<String> = Vec::new();
+        let mut iterations = 0;
+        loop {
+            iterations += 1;
+            let mut progress = self.step_loaded(&mut loaded).await? > 0;
+            let pass = self.work_loaded(&mut loaded).await?;
+            progress |= pass.settled > 0;
+            for child in pass.children {
+                if !children.contains(&child) {
+                    children.push(child);
+                }
+            }
+            for child in children.clone() {
+                if let Ok(mut c) = self.load(&child).await {
+                    progress |= self.step_loaded(&mut c).await? > 0;
+                    let p = self.work_loaded(&mut c).await?;
+                    progress |= p.settled > 0;
+                    for x in p.children {
+                        if !children.contains(&x) {
+                            children.push(x);
+                        }
+                    }
+                }
+            }
+            if loaded.state.header.status != state::RUNNING {
+                break;
+            }
+            if progress {
+                continue;
+            }
+            // Children may have settled: look again before sleeping.
+            if !children.is_empty() && self.work_loaded(&mut loaded).await?.settled > 0 {
+                continue;
+            }
+            if !wait {
+                break;
+            }
+            let next = self.next_deadline(&loaded.state, &children).await;
+            let Some(next) = next else { break };
+            let sleep = next.saturating_sub(now_ms()).clamp(5, WAIT_SLEEP_MS_MAX);
+            tokio::time::sleep(Duration::from_millis(sleep)).await;
+            loaded = self.load(id).await?;
+        }
+        let h = &loaded.state.header;
+        Ok(RunReport {
+            id: h.id.clone(),
+            workflow: h.workflow.clone(),
+            iterations,
+            status: h.status.clone(),
+            terminal: h.terminal.clone(),
+            reason: h.reason.clone(),
+        })
+    }
+
+    async fn next_deadline(&self, st: &State, children: &[String]) -> Option<u64> {
+        let mut next = st
+            .effects
+            .values()
+            .filter(|e| e.state == "queued")
+            .map(|e| e.not_before_ms)
+            .min();
+        let running = st
+            .effects
+            .values()
+            .filter(|e| e.state == "running")
+            .filter_map(|e| e.run.as_ref().map(|r| r.1))
+            .min();
+        next = match (next, running) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        for child in children {
+            if let Ok(c) = self.load(child).await
+                && !state::is_terminal(&c.state.header.status)
+            {
+                let poll = now_ms() + 50;
+                next = Some(next.map_or(poll, |n| n.min(poll)));
+            }
+        }
+        next
+    }
+
+    /// Every instance, in id order.
+    pub async fn instances(&self) -> Result<Vec<InstanceRow>> {
+        let rows = self.fabric.kv_range(b"i/".to_vec(), Vec::new(), 0).await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(_, e)| serde_json::from_slice(&e.value).ok())
+            .collect())
+    }
+
+    /// Instances that may have work (`w/` markers).
+    pub async fn with_work(&self) -> Result<Vec<String>> {
+        let rows = self.fabric.kv_range(b"w/".to_vec(), Vec::new(), 0).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(k, _)| String::from_utf8_lossy(&k[2..]).to_string())
+            .collect())
+    }
+
+    /// One pass of `whip worker --all`: step and work every instance with work that no
+    /// other daemon is stepping (a short stepper lease per instance). Returns progress.
+    pub async fn work_all_once(&self) -> Result<usize> {
+        let mut progress = 0;
+        for id in self.with_work().await? {
+            let lease = ResourceId {
+                owner: "whip".into(),
+                name: "stepper".into(),
+                key: id.clone(),
+            };
+            let request = LeaseRequest {
+                lease: lease.clone(),
+                holder: self.worker_id.clone(),
+                slots: 1,
+                ttl_ms: 30_000,
+                wait_ms: 0,
+            };
+            let idem = super::fresh_id("stp_");
+            if !matches!(
+                self.fabric.lease_acquire(request, idem).await?,
+                Outcome::LeaseHeld { .. }
+            ) {
+                continue;
+            }
+            let result = async {
+                let mut loaded = self.load(&id).await?;
+                let mut n = self.step_loaded(&mut loaded).await?;
+                n += self.work_loaded(&mut loaded).await?.settled;
+                n += self.step_loaded(&mut loaded).await?;
+                Result::Ok(n)
+            }
+            .await;
+            let idem = super::fresh_id("stp_");
+            self.fabric
+                .lease_release(lease, self.worker_id.clone(), idem)
+                .await?;
+            match result {
+                Ok(n) => progress += n,
+                Err(super::RuntimeError::Invalid(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(progress)
+    }
+
+    /// `pause`, `resume` or `cancel`: returns the event sequence of the transition.
+    pub async fn transition(&self, id: &str, to: &str) -> Result<u64> {
+        for _ in 0..super::CONFLICT_RETRIES_MAX {
+            let mut loaded = self.load(id).await?;
+            let from = loaded.state.header.status.clone();
+            let legal = matches!(
+                (from.as_str(), to),
+                (state::RUNNING, state::PAUSED)
+                    | (state::PAUSED, state::RUNNING)
+                    | (state::RUNNING | state::PAUSED, state::CANCELLED)
+            );
+            if !legal {
+                return invalid(format!("cannot transition instance from {from} to {to}"));
+            }
+            let mut draft = Draft::new(&loaded.state);
+            draft.emit(
+                "instance.transitioned",
+                json!({"from": from, "to": to, "by": "operator"}),
+            );
+            if to == state::CANCELLED {
+                let open: Vec<String> = draft
+                    .state
+                    .effects
+                    .values()
+                    .filter(|e| !super::stepper::settled(&e.state))
+                    .map(|e| e.id.clone())
+                    .collect();
+                for e in open {
+                    draft.emit(
+                        "effect.cancelled",
+                        json!({"id": e, "reason": "instance cancelled"}),
+                    );
+                }
+            }
+            if self.commit(&mut loaded, draft).await? {
+                if to == state::CANCELLED {
+                    self.after_terminal(id).await?;
+                }
+                return Ok(loaded.state.header.last_seq);
+            }
+        }
+        invalid(format!(
+            "instance {id} is too busy to transition, try again"
+        ))
+    }
+
+    /// Move a failed or timed-out effect back to the queue with a new attempt.
+    pub async fn retry(&self, id: &str, effect: &str) -> Result<u64> {
+        for _ in 0..super::CONFLICT_RETRIES_MAX {
+            let mut loaded: Loaded = self.load(id).await?;
+            if state::is_terminal(&loaded.state.header.status) {
+                return invalid(format!(
+                    "instance {id} is {}; its effects cannot be retried",
+                    loaded.state.header.status
+                ));
+            }
+            let Some(e) = loaded.state.effects.get(effect).cloned() else {
+                return invalid(format!("instance {id} has no effect {effect}"));
+            };
+            if !matches!(e.state.as_str(), "failed" | "timed_out") {
+                return invalid(format!(
+                    "effect {effect} is {}; only failed or timed_out effects can be retried",
+                    e.state
+                ));
+            }
+            let mut draft = Draft::new(&loaded.state);
+            draft.emit(
+                "effect.retried",
+                json!({"id": effect, "attempt": e.attempt + 1, "by": "operator"}),
+            );
+            if self.commit(&mut loaded, draft).await? {
+                return Ok(loaded.state.header.last_seq);
+            }
+        }
+        invalid(format!("instance {id} is too busy, try again"))
+    }
+
+    /// Registered ledgers as `(owner, name)`, from the programs that declared them.
+    pub async fn ledgers(&self) -> Result<Vec<(String, String)>> {
+        let rows = self
+            .fabric
+            .kv_range(b"g/ledger/".to_vec(), Vec::new(), 0)
+            .await?;
+        let mut out = Vec::new();
+        for (k, _) in rows {
+            let text = String::from_utf8_lossy(&k["g/ledger/".len()..]).to_string();
+            if let Some((owner, name)) = text.rsplit_once('/') {
+                out.push((owner.to_string(), name.to_string()));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The `i/` key of an instance (for tests).
+pub fn index_key(id: &str) -> Vec<u8> {
+    key(&["i/", id])
+}

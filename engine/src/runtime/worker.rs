@@ -1,0 +1,405 @@
+//! The worker: claims ready effects under a fenced run lease (a `running` row with a
+//! deadline, written by a guarded commit), runs them concurrently with a bound, and
+//! records their terminals. Coordination effects pass a stable idempotency key (instance,
+//! effect, attempt) so a retried or reclaimed run never charges, appends or acquires twice.
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use whip_fabric::{
+    AppendRequest, ConsumeRequest, FabricClient, LeaseRequest, Outcome, Reset, ResourceId,
+};
+
+use super::program::fnv64;
+use super::state::{self, Effect, Header};
+use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, Result, key, now_ms};
+use crate::limits::{LEASE_WAIT_POLL_MS, RUN_LEASE_MS};
+
+/// What running one effect produced.
+#[derive(Debug, Clone)]
+enum Ran {
+    Terminal {
+        state: String,
+        output: Value,
+    },
+    Waiting {
+        not_before_ms: u64,
+    },
+    /// Still running elsewhere (a child instance).
+    Pending,
+}
+
+/// What a worker pass did.
+#[derive(Debug, Default, Clone)]
+pub struct Pass {
+    /// Effects whose terminal this pass recorded.
+    pub settled: usize,
+    /// Child instances started or still running.
+    pub children: Vec<String>,
+}
+
+fn run_lease_ms() -> u64 {
+    std::env::var("WHIPPLESCRIPT_RUN_LEASE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(RUN_LEASE_MS)
+}
+
+/// The child instance id of an invoke effect (deterministic: a retried start finds it).
+pub fn child_id(parent: &str, effect: &Effect) -> String {
+    let hash = fnv64(&[
+        parent.as_bytes(),
+        effect.stable.as_bytes(),
+        &effect.attempt.to_le_bytes(),
+    ]);
+    format!("ins_{hash:016x}")
+}
+
+fn resource(args: &Value, key_field: &str) -> ResourceId {
+    ResourceId {
+        owner: args["owner"].as_str().unwrap_or_default().into(),
+        name: args["name"].as_str().unwrap_or_default().into(),
+        key: args[key_field].as_str().unwrap_or_default().into(),
+    }
+}
+
+fn reset(name: &str) -> Reset {
+    match name {
+        "hourly" => Reset::Hourly,
+        "weekly" => Reset::Weekly,
+        "monthly" => Reset::Monthly,
+        _ => Reset::Daily,
+    }
+}
+
+fn ready(e: &Effect, now: u64) -> bool {
+    match e.state.as_str() {
+        "queued" => e.not_before_ms <= now,
+        // A run whose lease ran out (its worker died) may be reclaimed.
+        "running" => e.kind != "invoke" && e.run.as_ref().is_some_and(|(_, until)| *until <= now),
+        _ => false,
+    }
+}
+
+impl<F: FabricClient> Engine<F> {
+    /// One worker pass over an instance.
+    pub async fn work(&self, id: &str) -> Result<Pass> {
+        let mut loaded = self.load(id).await?;
+        self.work_loaded(&mut loaded).await
+    }
+
+    /// One worker pass over a loaded instance (the copy is kept current).
+    pub async fn work_loaded(&self, loaded: &mut Loaded) -> Result<Pass> {
+        let mut pass = Pass::default();
+        if loaded.state.header.status != state::RUNNING {
+            return Ok(pass);
+        }
+        let now = now_ms();
+        let mut ready_ids: Vec<String> = loaded
+            .state
+            .effects
+            .values()
+            .filter(|e| ready(e, now))
+            .map(|e| e.id.clone())
+            .collect();
+        ready_ids.truncate(self.concurrency.max(1));
+        let children: Vec<Effect> = loaded
+            .state
+            .effects
+            .values()
+            .filter(|e| e.kind == "invoke" && e.state == "running")
+            .cloned()
+            .collect();
+        if ready_ids.is_empty() && children.is_empty() {
+            return Ok(pass);
+        }
+        let mut claimed = Vec::new();
+        if !ready_ids.is_empty() {
+            let (runs, fired) = self.claim(loaded, &ready_ids).await?;
+            claimed = runs;
+            pass.settled += fired;
+        }
+        let header = loaded.state.header.clone();
+        let mut results: Vec<(Effect, String, Ran)> = futures::stream::iter(claimed)
+            .map(|(effect, run)| {
+                let header = &header;
+                async move {
+                    let ran = self.execute(header, &effect).await;
+                    (effect, run, ran)
+                }
+            })
+            .buffer_unordered(self.concurrency.max(1))
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .map(|(e, r, ran)| ran.map(|ran| (e, r, ran)))
+            .collect::<Result<_>>()?;
+        if std::env::var("WHIP_TEST_CRASH_AFTER_APPLY").is_ok_and(|v| v == "1")
+            && !results.is_empty()
+        {
+            // Test hook: die between the cell's apply and the run's terminal.
+            std::process::exit(3);
+        }
+        for effect in children {
+            let child = child_id(&header.id, &effect);
+            pass.children.push(child.clone());
+            if let Some(ran) = self.child_outcome(&child).await? {
+                let run = effect.run.clone().map(|r| r.0).unwrap_or_default();
+                results.push((effect, run, ran));
+            }
+        }
+        for (effect, _, ran) in &results {
+            if effect.kind == "invoke" && matches!(ran, Ran::Pending) {
+                pass.children.push(child_id(&header.id, effect));
+            }
+        }
+        pass.settled += self.record(loaded, results).await?;
+        Ok(pass)
+    }
+
+    /// Claim effects: one guarded commit moves each to `running` with a fresh run row.
+    /// Timers that are due complete right here (they have nothing to execute).
+    async fn claim(
+        &self,
+        loaded: &mut Loaded,
+        ids: &[String],
+    ) -> Result<(Vec<(Effect, String)>, usize)> {
+        for _ in 0..CONFLICT_RETRIES_MAX {
+            let now = now_ms();
+            let mut draft = Draft::new(&loaded.state);
+            let mut claimed = Vec::new();
+            let mut fired = 0;
+            for id in ids {
+                let Some(effect) = draft.state.effects.get(id).cloned() else {
+                    continue;
+                };
+                if !ready(&effect, now) {
+                    continue;
+                }
+                let run = draft.next_id(3, "r");
+                let until = if effect.kind == "invoke" {
+                    u64::MAX
+                } else {
+                    now + run_lease_ms()
+                };
+                draft.emit(
+                    "effect.run_started",
+                    json!({"id": id, "run": run, "worker": self.worker_id,
+                        "lease_until_ms": until, "attempt": effect.attempt}),
+                );
+                if effect.kind == "timer" {
+                    draft.emit(
+                        "effect.terminal",
+                        json!({"id": id, "run": run, "state": "completed",
+                            "output": {"outcome": "fired"}}),
+                    );
+                    fired += 1;
+                    continue;
+                }
+                claimed.push((effect, run));
+            }
+            if self.commit(loaded, draft).await? {
+                return Ok((claimed, fired));
+            }
+            *loaded = self.load(&loaded.state.header.id).await?;
+        }
+        Ok((Vec::new(), 0))
+    }
+
+    /// Record terminals of our runs; a run that lost its lease records nothing.
+    async fn record(
+        &self,
+        loaded: &mut Loaded,
+        results: Vec<(Effect, String, Ran)>,
+    ) -> Result<usize> {
+        if results.is_empty() {
+            return Ok(0);
+        }
+        for _ in 0..CONFLICT_RETRIES_MAX {
+            let mut draft = Draft::new(&loaded.state);
+            let mut settled = 0;
+            for (effect, run, ran) in &results {
+                let current = draft.state.effects.get(&effect.id);
+                let ours = current.is_some_and(|e| {
+                    e.state == "running" && e.run.as_ref().map(|r| &r.0) == Some(run)
+                });
+                if !ours {
+                    continue;
+                }
+                match ran {
+                    Ran::Terminal { state, output } => {
+                        settled += 1;
+                        draft.emit(
+                            "effect.terminal",
+                            json!({"id": effect.id, "run": run, "state": state, "output": output}),
+                        );
+                    }
+                    Ran::Waiting { not_before_ms } => draft.emit(
+                        "effect.waiting",
+                        json!({"id": effect.id, "run": run, "pass": effect.pass + 1,
+                            "not_before_ms": not_before_ms}),
+                    ),
+                    Ran::Pending => {}
+                }
+            }
+            if self.commit(loaded, draft).await? {
+                return Ok(settled);
+            }
+            *loaded = self.load(&loaded.state.header.id).await?;
+        }
+        Ok(0)
+    }
+
+    async fn child_outcome(&self, child: &str) -> Result<Option<Ran>> {
+        let Some(entry) = self.fabric.kv_get(key(&["e/", child, "/s/h"])).await? else {
+            return Ok(None);
+        };
+        let Ok(h) = serde_json::from_slice::<Header>(&entry.value) else {
+            return Ok(None);
+        };
+        if !state::is_terminal(&h.status) {
+            return Ok(None);
+        }
+        let payload = h.terminal.map_or(Value::Null, |t| t.1);
+        let state = if h.status == state::COMPLETED {
+            "completed"
+        } else {
+            "failed"
+        };
+        Ok(Some(Ran::Terminal {
+            state: state.into(),
+            output: payload,
+        }))
+    }
+
+    /// Run one effect against the fabric.
+    async fn execute(&self, header: &Header, e: &Effect) -> Result<Ran> {
+        let ins = header.id.clone();
+        let idem = format!("{ins}/{}/a{}", e.id, e.attempt);
+        let a = &e.args;
+        let ok = |output: Value| Ran::Terminal {
+            state: "completed".into(),
+            output,
+        };
+        let failed = |reason: String| Ran::Terminal {
+            state: "failed".into(),
+            output: json!({"error": reason}),
+        };
+        Ok(match e.kind.as_str() {
+            "acquire" => {
+                let now = now_ms();
+                let wait_until = a["wait_until_ms"].as_u64().unwrap_or(0);
+                let wait_ms = if a["wait_ms"].as_u64().unwrap_or(0) > 0 && wait_until > now {
+                    wait_until - now
+                } else {
+                    0
+                };
+                let request = LeaseRequest {
+                    lease: resource(a, "key"),
+                    holder: ins,
+                    slots: a["slots"].as_u64().unwrap_or(1) as u32,
+                    ttl_ms: a["ttl_ms"].as_u64().unwrap_or(60_000),
+                    wait_ms,
+                };
+                let idem = format!("{idem}/p{}", e.pass);
+                match self.fabric.lease_acquire(request, idem).await? {
+                    Outcome::LeaseHeld {
+                        fence,
+                        expires_at_ms,
+                        reentered,
+                    } => ok(json!({"outcome": "held", "fence": fence,
+                        "expires_at_ms": expires_at_ms, "reentered": reentered})),
+                    Outcome::LeaseWaiting { .. } => Ran::Waiting {
+                        not_before_ms: (now_ms() + LEASE_WAIT_POLL_MS).min(wait_until.max(now)),
+                    },
+                    Outcome::LeaseContended { holders } => {
+                        let holders: Vec<&str> =
+                            holders.iter().map(|h| h.holder.as_str()).collect();
+                        ok(json!({"outcome": "contended", "holders": holders}))
+                    }
+                    other => failed(format!("unexpected lease outcome {other:?}")),
+                }
+            }
+            "release" | "renew" => {
+                if a.is_null() || a["upstream_kind"] != "acquire" {
+                    return Ok(failed(format!("{} of an unknown lease binding", e.kind)));
+                }
+                let lease = resource(a, "key");
+                let outcome = if e.kind == "release" {
+                    self.fabric.lease_release(lease, ins, idem).await?
+                } else {
+                    let ttl = a["ttl_ms"].as_u64().unwrap_or(60_000);
+                    self.fabric.lease_renew(lease, ins, ttl, idem).await?
+                };
+                match outcome {
+                    Outcome::LeaseReleased => ok(json!({"outcome": "released"})),
+                    Outcome::LeaseRenewed {
+                        fence,
+                        expires_at_ms,
+                    } => ok(
+                        json!({"outcome": "renewed", "fence": fence, "expires_at_ms": expires_at_ms}),
+                    ),
+                    Outcome::LeaseNotHeld if e.kind == "release" => {
+                        ok(json!({"outcome": "not_held"}))
+                    }
+                    other => failed(format!("lease {}: {other:?}", e.kind)),
+                }
+            }
+            "consume" => {
+                let request = ConsumeRequest {
+                    counter: resource(a, "key"),
+                    amount: a["amount"].as_u64().unwrap_or(0),
+                    cap: a["cap"].as_u64().unwrap_or(0),
+                    reset: reset(a["reset"].as_str().unwrap_or("daily")),
+                    timezone: a["timezone"].as_str().unwrap_or("UTC").into(),
+                };
+                match self.fabric.counter_consume(request, idem).await? {
+                    Outcome::CounterOk {
+                        consumed,
+                        remaining,
+                        period,
+                    } => ok(json!({
+                        "outcome": "ok", "consumed": consumed, "remaining": remaining, "period": period})),
+                    Outcome::CounterOver {
+                        consumed,
+                        remaining,
+                        period,
+                    } => ok(json!({
+                        "outcome": "over", "consumed": consumed, "remaining": remaining, "period": period})),
+                    other => failed(format!("unexpected counter outcome {other:?}")),
+                }
+            }
+            "append" => {
+                let request = AppendRequest {
+                    ledger: resource(a, "partition"),
+                    entry: a["entry"].to_string().into_bytes(),
+                    appended_by: ins,
+                    retain_ms: a["retain_ms"].as_u64().unwrap_or(86_400_000),
+                };
+                match self.fabric.ledger_append(request, idem).await? {
+                    Outcome::LedgerAppended { seq } => {
+                        ok(json!({"outcome": "appended", "seq": seq}))
+                    }
+                    other => failed(format!("unexpected ledger outcome {other:?}")),
+                }
+            }
+            "invoke" => {
+                let child = child_id(&header.id, e);
+                let program = self.program(&header.program).await?;
+                let workflow = a["workflow"].as_str().unwrap_or_default();
+                let parent = Some((header.id.clone(), e.id.clone()));
+                let input = a["input"].clone();
+                match self
+                    .start(&program, Some(workflow), input, parent, Some(child))
+                    .await
+                {
+                    Ok(_) => Ran::Pending,
+                    Err(super::RuntimeError::Invalid(m)) => failed(m),
+                    Err(other) => return Err(other),
+                }
+            }
+            other => failed(format!(
+                "effect kind `{other}` is not supported on this runtime yet"
+            )),
+        })
+    }
+}

@@ -1,0 +1,315 @@
+//! [`FabricClient`] for one cell through its typed gRPC client: pb answers are turned back
+//! into the board's outcomes and views.
+
+use whip_cell::{CellClient, CellError};
+use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
+
+use crate::*;
+
+fn error(e: CellError) -> FabricError {
+    match e {
+        CellError::InvalidArgument(m) => FabricError::Invalid(m),
+        other => FabricError::Unavailable(other.to_string()),
+    }
+}
+
+fn resource_pb(id: ResourceId) -> Option<pb::ResourceId> {
+    Some(pb::ResourceId {
+        owner: id.owner,
+        name: id.name,
+        key: id.key,
+    })
+}
+
+fn resource(id: Option<pb::ResourceId>) -> ResourceId {
+    let id = id.unwrap_or_default();
+    ResourceId {
+        owner: id.owner,
+        name: id.name,
+        key: id.key,
+    }
+}
+
+fn holder(h: pb::LeaseHolder) -> whip_board::LeaseHolder {
+    whip_board::LeaseHolder {
+        holder: h.holder,
+        fence: h.fence,
+        expires_at_ms: h.expires_at_ms,
+    }
+}
+
+fn code_error(code: i32) -> FabricError {
+    FabricError::Unavailable(format!("unexpected outcome code {code}"))
+}
+
+fn lease_outcome(r: pb::LeaseResponse) -> FabricResult<Outcome> {
+    Ok(match Code::try_from(r.code) {
+        Ok(Code::LeaseHeld) => Outcome::LeaseHeld {
+            fence: r.fence,
+            expires_at_ms: r.expires_at_ms,
+            reentered: r.reentered,
+        },
+        Ok(Code::LeaseContended) => Outcome::LeaseContended {
+            holders: r.holders.into_iter().map(holder).collect(),
+        },
+        Ok(Code::LeaseWaiting) => Outcome::LeaseWaiting {
+            position: r.position,
+            wait_until_ms: r.wait_until_ms,
+        },
+        Ok(Code::LeaseRenewed) => Outcome::LeaseRenewed {
+            fence: r.fence,
+            expires_at_ms: r.expires_at_ms,
+        },
+        Ok(Code::LeaseReleased) => Outcome::LeaseReleased,
+        Ok(Code::LeaseNotHeld) => Outcome::LeaseNotHeld,
+        Ok(Code::LeaseReleasedAll) => Outcome::LeaseReleasedAll {
+            released: r.released,
+        },
+        _ => return Err(code_error(r.code)),
+    })
+}
+
+fn reset_pb(reset: Reset) -> pb::Reset {
+    match reset {
+        Reset::Hourly => pb::Reset::Hourly,
+        Reset::Daily => pb::Reset::Daily,
+        Reset::Weekly => pb::Reset::Weekly,
+        Reset::Monthly => pb::Reset::Monthly,
+    }
+}
+
+impl FabricClient for CellClient {
+    async fn kv_get(&self, key: Vec<u8>) -> FabricResult<Option<KvEntry>> {
+        let r = CellClient::kv_get(self, pb::KvGetRequest { key })
+            .await
+            .map_err(error)?;
+        Ok(r.found.then_some(KvEntry {
+            value: r.value,
+            version: r.version,
+        }))
+    }
+
+    async fn kv_txn(&self, ops: TxnOps, key: String) -> FabricResult<TxnResult> {
+        let request = pb::KvTxnRequest {
+            compares: ops
+                .compares
+                .into_iter()
+                .map(|(key, expect_version)| pb::KvCompare {
+                    key,
+                    expect_version,
+                })
+                .collect(),
+            puts: ops
+                .puts
+                .into_iter()
+                .map(|(key, value)| pb::KvPair { key, value })
+                .collect(),
+            deletes: ops.deletes,
+            idempotency_key: key,
+        };
+        let r = CellClient::kv_txn(self, request).await.map_err(error)?;
+        match Code::try_from(r.code) {
+            Ok(Code::KvTxnCommitted) => Ok(TxnResult::Committed { fence: r.fence }),
+            Ok(Code::KvTxnFailed) => Ok(TxnResult::Failed {
+                key: r.failed_key,
+                current: r.current_version,
+            }),
+            _ => Err(code_error(r.code)),
+        }
+    }
+
+    async fn kv_range(
+        &self,
+        prefix: Vec<u8>,
+        after_key: Vec<u8>,
+        limit: u32,
+    ) -> FabricResult<Vec<(Vec<u8>, KvEntry)>> {
+        let request = pb::KvRangeRequest {
+            prefix,
+            after_key,
+            limit,
+        };
+        let r = CellClient::kv_range(self, request).await.map_err(error)?;
+        Ok(r.entries
+            .into_iter()
+            .map(|e| {
+                let entry = KvEntry {
+                    value: e.value,
+                    version: e.version,
+                };
+                (e.key, entry)
+            })
+            .collect())
+    }
+
+    async fn lease_acquire(&self, r: LeaseRequest, key: String) -> FabricResult<Outcome> {
+        let request = pb::LeaseAcquireRequest {
+            lease: resource_pb(r.lease),
+            holder: r.holder,
+            slots: r.slots,
+            ttl_ms: r.ttl_ms,
+            wait_ms: r.wait_ms,
+            idempotency_key: key,
+        };
+        lease_outcome(
+            CellClient::lease_acquire(self, request)
+                .await
+                .map_err(error)?,
+        )
+    }
+
+    async fn lease_renew(
+        &self,
+        lease: ResourceId,
+        holder: String,
+        ttl_ms: u64,
+        key: String,
+    ) -> FabricResult<Outcome> {
+        let request = pb::LeaseRenewRequest {
+            lease: resource_pb(lease),
+            holder,
+            ttl_ms,
+            idempotency_key: key,
+        };
+        lease_outcome(
+            CellClient::lease_renew(self, request)
+                .await
+                .map_err(error)?,
+        )
+    }
+
+    async fn lease_release(
+        &self,
+        lease: ResourceId,
+        holder: String,
+        key: String,
+    ) -> FabricResult<Outcome> {
+        let request = pb::LeaseReleaseRequest {
+            lease: resource_pb(lease),
+            holder,
+            idempotency_key: key,
+        };
+        lease_outcome(
+            CellClient::lease_release(self, request)
+                .await
+                .map_err(error)?,
+        )
+    }
+
+    async fn lease_release_all(&self, holder: String, key: String) -> FabricResult<Outcome> {
+        let request = pb::LeaseReleaseAllRequest {
+            holder,
+            idempotency_key: key,
+        };
+        let r = CellClient::lease_release_all(self, request)
+            .await
+            .map_err(error)?;
+        lease_outcome(r)
+    }
+
+    async fn counter_consume(&self, r: ConsumeRequest, key: String) -> FabricResult<Outcome> {
+        let request = pb::CounterConsumeRequest {
+            counter: resource_pb(r.counter),
+            amount: r.amount,
+            cap: r.cap,
+            reset: reset_pb(r.reset) as i32,
+            timezone: r.timezone,
+            idempotency_key: key,
+        };
+        let r = CellClient::counter_consume(self, request)
+            .await
+            .map_err(error)?;
+        Ok(match Code::try_from(r.code) {
+            Ok(Code::CounterOk) => Outcome::CounterOk {
+                consumed: r.consumed,
+                remaining: r.remaining,
+                period: r.period,
+            },
+            Ok(Code::CounterOver) => Outcome::CounterOver {
+                consumed: r.consumed,
+                remaining: r.remaining,
+                period: r.period,
+            },
+            _ => return Err(code_error(r.code)),
+        })
+    }
+
+    async fn ledger_append(&self, r: AppendRequest, key: String) -> FabricResult<Outcome> {
+        let request = pb::LedgerAppendRequest {
+            ledger: resource_pb(r.ledger),
+            entry: r.entry,
+            appended_by: r.appended_by,
+            retain_ms: r.retain_ms,
+            idempotency_key: key,
+        };
+        let r = CellClient::ledger_append(self, request)
+            .await
+            .map_err(error)?;
+        Ok(Outcome::LedgerAppended { seq: r.seq })
+    }
+
+    async fn lease_list(&self, prefix: String) -> FabricResult<Vec<LeaseView>> {
+        let request = pb::LeaseListRequest { prefix, limit: 0 };
+        let r = CellClient::lease_list(self, request).await.map_err(error)?;
+        Ok(r.leases
+            .into_iter()
+            .map(|v| LeaseView {
+                lease: resource(v.lease),
+                slots: v.slots,
+                holders: v.holders.into_iter().map(holder).collect(),
+                waiters: v
+                    .waiters
+                    .into_iter()
+                    .map(|w| (w.holder, w.wait_until_ms))
+                    .collect(),
+            })
+            .collect())
+    }
+
+    async fn counter_list(&self, prefix: String) -> FabricResult<Vec<CounterView>> {
+        let request = pb::CounterListRequest { prefix, limit: 0 };
+        let r = CellClient::counter_list(self, request)
+            .await
+            .map_err(error)?;
+        Ok(r.counters
+            .into_iter()
+            .map(|v| CounterView {
+                counter: resource(v.counter),
+                consumed: v.consumed,
+                cap: v.cap,
+                period: v.period,
+            })
+            .collect())
+    }
+
+    async fn ledger_list(
+        &self,
+        owner: String,
+        name: String,
+        partition: Option<String>,
+        after_seq: u64,
+        limit: u32,
+    ) -> FabricResult<Vec<LedgerEntryView>> {
+        let request = pb::LedgerListRequest {
+            owner,
+            name,
+            partition,
+            after_seq,
+            limit,
+        };
+        let r = CellClient::ledger_list(self, request)
+            .await
+            .map_err(error)?;
+        Ok(r.entries
+            .into_iter()
+            .map(|e| LedgerEntryView {
+                ledger: resource(e.ledger),
+                seq: e.seq,
+                entry: e.entry,
+                appended_by: e.appended_by,
+                at_ms: e.at_ms,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,192 @@
+//! [`MemFabric`]: the board applied to a `BTreeMap` under a mutex, with a wall-clock stamp.
+//! Same semantics as a cell (idempotency, fences, lease expiry at read), no Raft, no disk:
+//! for engine tests.
+
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use whip_board::{Command, MemTxn, Query, QueryResult, Request, Stamp};
+
+use crate::*;
+
+/// An in-memory fabric (one process).
+#[derive(Default)]
+pub struct MemFabric {
+    state: Mutex<(MemTxn, u64, u64)>,
+}
+
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl MemFabric {
+    /// An empty fabric.
+    pub fn new() -> Self {
+        MemFabric::default()
+    }
+
+    fn apply(&self, command: Command, key: String) -> FabricResult<Outcome> {
+        let mut state = self.state.lock().expect("mem fabric lock");
+        let (txn, index, time) = &mut *state;
+        *index += 1;
+        *time = (*time).max(wall_ms());
+        let stamp = Stamp {
+            index: *index,
+            position: 0,
+            time_ms: *time,
+        };
+        let request = Request {
+            idempotency_key: (!key.is_empty()).then_some(key),
+            command,
+        };
+        match whip_board::apply(txn, stamp, &request) {
+            Outcome::Invalid { reason } => Err(FabricError::Invalid(reason)),
+            outcome => Ok(outcome),
+        }
+    }
+
+    fn read(&self, query: Query) -> QueryResult {
+        let state = self.state.lock().expect("mem fabric lock");
+        whip_board::query(&state.0, wall_ms().max(state.2), &query)
+    }
+}
+
+fn unexpected<T: std::fmt::Debug>(what: T) -> FabricError {
+    FabricError::Unavailable(format!("unexpected answer {what:?}"))
+}
+
+impl FabricClient for MemFabric {
+    async fn kv_get(&self, key: Vec<u8>) -> FabricResult<Option<KvEntry>> {
+        match self.read(Query::KvGet { key }) {
+            QueryResult::Kv(entry) => Ok(entry),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn kv_txn(&self, ops: TxnOps, key: String) -> FabricResult<TxnResult> {
+        let command = Command::KvTxn {
+            compares: ops.compares,
+            puts: ops.puts,
+            deletes: ops.deletes,
+        };
+        match self.apply(command, key)? {
+            Outcome::KvTxnCommitted { fence } => Ok(TxnResult::Committed { fence }),
+            Outcome::KvTxnFailed { key, current } => Ok(TxnResult::Failed { key, current }),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn kv_range(
+        &self,
+        prefix: Vec<u8>,
+        after_key: Vec<u8>,
+        limit: u32,
+    ) -> FabricResult<Vec<(Vec<u8>, KvEntry)>> {
+        let query = Query::KvRange {
+            prefix,
+            after_key,
+            limit,
+        };
+        match self.read(query) {
+            QueryResult::KvRange(rows) => Ok(rows),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn lease_acquire(&self, r: LeaseRequest, key: String) -> FabricResult<Outcome> {
+        let command = Command::LeaseAcquire {
+            lease: r.lease,
+            holder: r.holder,
+            slots: r.slots,
+            ttl_ms: r.ttl_ms,
+            wait_ms: r.wait_ms,
+        };
+        self.apply(command, key)
+    }
+
+    async fn lease_renew(
+        &self,
+        lease: ResourceId,
+        holder: String,
+        ttl_ms: u64,
+        key: String,
+    ) -> FabricResult<Outcome> {
+        let command = Command::LeaseRenew {
+            lease,
+            holder,
+            ttl_ms,
+        };
+        self.apply(command, key)
+    }
+
+    async fn lease_release(
+        &self,
+        lease: ResourceId,
+        holder: String,
+        key: String,
+    ) -> FabricResult<Outcome> {
+        self.apply(Command::LeaseRelease { lease, holder }, key)
+    }
+
+    async fn lease_release_all(&self, holder: String, key: String) -> FabricResult<Outcome> {
+        self.apply(Command::LeaseReleaseAll { holder }, key)
+    }
+
+    async fn counter_consume(&self, r: ConsumeRequest, key: String) -> FabricResult<Outcome> {
+        let command = Command::CounterConsume {
+            counter: r.counter,
+            amount: r.amount,
+            cap: r.cap,
+            reset: r.reset,
+            timezone: r.timezone,
+        };
+        self.apply(command, key)
+    }
+
+    async fn ledger_append(&self, r: AppendRequest, key: String) -> FabricResult<Outcome> {
+        let command = Command::LedgerAppend {
+            ledger: r.ledger,
+            entry: r.entry,
+            appended_by: r.appended_by,
+            retain_ms: r.retain_ms,
+        };
+        self.apply(command, key)
+    }
+
+    async fn lease_list(&self, prefix: String) -> FabricResult<Vec<LeaseView>> {
+        match self.read(Query::LeaseList { prefix, limit: 0 }) {
+            QueryResult::Leases(rows) => Ok(rows),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn counter_list(&self, prefix: String) -> FabricResult<Vec<CounterView>> {
+        match self.read(Query::CounterList { prefix, limit: 0 }) {
+            QueryResult::Counters(rows) => Ok(rows),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn ledger_list(
+        &self,
+        owner: String,
+        name: String,
+        partition: Option<String>,
+        after_seq: u64,
+        limit: u32,
+    ) -> FabricResult<Vec<LedgerEntryView>> {
+        let query = Query::LedgerList {
+            owner,
+            name,
+            partition,
+            after_seq,
+            limit,
+        };
+        match self.read(query) {
+            QueryResult::LedgerEntries(rows) => Ok(rows),
+            other => Err(unexpected(other)),
+        }
+    }
+}

@@ -1,0 +1,678 @@
+//! WhippleScript commands: `whip run|start|step|worker|instances|status|log|facts|effects|
+//! runs|diagnostics|pause|resume|cancel|retry|leases|counters|ledger NAME`. Each parses,
+//! connects (embedded store or `--cell`), calls the engine and prints one line per row
+//! (LANGUAGE.md §6 shapes) or JSON with `--json`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+use whip_cell::CellClient;
+use whip_engine::runtime::{Engine, Program, RunReport, RuntimeError, State};
+use whip_fabric::FabricClient;
+
+use crate::Global;
+use crate::connect::session;
+use crate::output;
+
+/// The engine's subcommands (flattened into the top-level command list).
+#[derive(Subcommand, Debug)]
+pub(crate) enum EngineCommand {
+    /// Start an instance of a program and drive it until idle (`--wait`: until terminal).
+    Run(RunArgs),
+    /// Create an instance (seed inputs and tables) without stepping it.
+    Start(StartArgs),
+    /// Evaluate ready rules of an instance and commit their firings.
+    Step { id: String },
+    /// Run ready effects of one instance, or (`--all`) work every instance as a daemon.
+    Worker(WorkerArgs),
+    /// Every instance with its status.
+    Instances,
+    /// One instance's status and counts.
+    Status { id: String },
+    /// An instance's event log.
+    Log { id: String },
+    /// An instance's facts.
+    Facts { id: String },
+    /// An instance's effects.
+    Effects { id: String },
+    /// An instance's runs (worker attempts at effects).
+    Runs { id: String },
+    /// Failures and blocks of an instance's effects.
+    Diagnostics { id: String },
+    /// Block new steps and effect starts.
+    Pause { id: String },
+    /// Undo `pause`.
+    Resume { id: String },
+    /// End an instance (terminal): frees its leases and cancels its open effects.
+    Cancel { id: String },
+    /// Queue a failed or timed-out effect again with a new attempt.
+    Retry { id: String, effect: String },
+    /// Leases held by instances: `<owner>::<lease>/<key> held by <holder> (expires …)`.
+    Leases { name: Option<String> },
+    /// Counters: `<owner>::<counter>/<key> consumed=<n> period=<p>`.
+    Counters { name: Option<String> },
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct StartArgs {
+    /// The program.
+    file: PathBuf,
+    /// The workflow to start when the file declares several.
+    #[arg(long)]
+    root: Option<String>,
+    /// Input payload as a JSON object (`{"name": value}`).
+    #[arg(long)]
+    input: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    start: StartArgs,
+    /// Sleep until the next timer or lease-wait deadline and continue until terminal.
+    #[arg(long)]
+    wait: bool,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct WorkerArgs {
+    /// The instance to work (omit with `--all`).
+    id: Option<String>,
+    /// Step and work every instance with ready work, until stopped.
+    #[arg(long)]
+    all: bool,
+    /// With `--all`: one pass over every instance, then exit.
+    #[arg(long)]
+    once: bool,
+    /// With `--all`: stop after this long (e.g. 30s).
+    #[arg(long)]
+    duration: Option<String>,
+}
+
+/// `whip ledger NAME [--partition P]` (the view) next to `whip ledger append|list`.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct LedgerArgs {
+    #[command(subcommand)]
+    pub(crate) command: Option<crate::primitives::LedgerCommand>,
+    /// Ledger name (all ledgers when omitted).
+    pub(crate) name: Option<String>,
+    /// Only this partition.
+    #[arg(long)]
+    pub(crate) partition: Option<String>,
+}
+
+type Eng = Engine<CellClient>;
+
+fn engine_error(e: RuntimeError) -> anyhow::Error {
+    anyhow!("{e}")
+}
+
+/// Run one engine command.
+pub(crate) async fn run(global: &Global, cmd: EngineCommand) -> Result<ExitCode> {
+    if let EngineCommand::Run(args) = cmd {
+        return run_program(global, args).await;
+    }
+    let session = session(global).await?;
+    let engine = Engine::new(Arc::clone(&session.client));
+    let result = dispatch(global, &engine, cmd).await;
+    session.close().await;
+    result
+}
+
+/// `whip ledger [NAME] [--partition P]`.
+pub(crate) async fn ledger(global: &Global, args: LedgerArgs) -> Result<ExitCode> {
+    if let Some(cmd) = args.command {
+        return crate::primitives::ledger(global, cmd).await;
+    }
+    let session = session(global).await?;
+    let engine = Engine::new(Arc::clone(&session.client));
+    let result = ledger_view(global, &engine, args.name, args.partition).await;
+    session.close().await;
+    result
+}
+
+fn load_program(args: &StartArgs) -> Result<(Program, Value)> {
+    let program = Program::load(&args.file, args.root.as_deref()).map_err(|e| anyhow!("{e}"))?;
+    let input = match &args.input {
+        None => Value::Null,
+        Some(text) => {
+            let v: Value = serde_json::from_str(text)
+                .map_err(|e| anyhow!("--input is not valid JSON: {e}"))?;
+            if !v.is_object() {
+                bail!("--input must be a JSON object");
+            }
+            v
+        }
+    };
+    Ok((program, input))
+}
+
+/// Reconnects `whip run` makes when the embedded store's holder goes away under it.
+const RECONNECTS_MAX: usize = 50;
+
+/// `whip run`: start, then drive. A process that reached the embedded store through
+/// another process's socket takes the store over when that process exits, and goes on.
+async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
+    let (program, input) = load_program(&args.start)?;
+    let source = program.source.clone();
+    let mut session = session(global).await?;
+    let mut engine = Engine::new(Arc::clone(&session.client));
+    let started = engine.add_program(program);
+    let id = whip_engine::runtime::fresh_id("ins_");
+    let mut reconnects = 0;
+    // A retried start is safe: the start commit only applies while the instance is absent.
+    loop {
+        match engine
+            .start_and_step(&started, input.clone(), Some(id.clone()))
+            .await
+        {
+            Ok(_) => break,
+            Err(RuntimeError::Fabric(e))
+                if global.cell.is_none() && reconnects < RECONNECTS_MAX =>
+            {
+                tracing::debug!(error = %e, "store holder went away; reconnecting");
+                reconnects += 1;
+                session.close().await;
+                session = session_retry(global).await?;
+                engine = Engine::new(Arc::clone(&session.client));
+                engine.add_program(Program::check(source.clone()).map_err(|e| anyhow!("{e}"))?);
+            }
+            Err(e) => {
+                session.close().await;
+                return Err(engine_error(e));
+            }
+        }
+    }
+    loop {
+        match engine.drive(&id, args.wait).await {
+            Ok(report) => {
+                session.close().await;
+                return Ok(print_run(global, &report));
+            }
+            Err(RuntimeError::Fabric(e))
+                if global.cell.is_none() && reconnects < RECONNECTS_MAX =>
+            {
+                tracing::debug!(error = %e, "store holder went away; reconnecting");
+                reconnects += 1;
+                session.close().await;
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                session = session_retry(global).await?;
+                engine = Engine::new(Arc::clone(&session.client));
+                let program = Program::check(source.clone()).map_err(|e| anyhow!("{e}"))?;
+                engine.add_program(program);
+            }
+            Err(e) => {
+                session.close().await;
+                return Err(engine_error(e));
+            }
+        }
+    }
+}
+
+async fn session_retry(global: &Global) -> Result<crate::connect::Session> {
+    let mut last = None;
+    for _ in 0..20 {
+        match session(global).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Err(last.unwrap_or_else(|| anyhow!("cannot reopen the store")))
+}
+
+async fn dispatch(global: &Global, engine: &Eng, cmd: EngineCommand) -> Result<ExitCode> {
+    match cmd {
+        EngineCommand::Run(_) => unreachable!("handled by run_program"),
+        EngineCommand::Start(args) => {
+            let (program, input) = load_program(&args)?;
+            let program = engine.add_program(program);
+            let id = engine
+                .start(&program, None, input, None, None)
+                .await
+                .map_err(engine_error)?;
+            print(global, json!({"id": id}), vec![format!("started {id}")])
+        }
+        EngineCommand::Step { id } => {
+            let rounds = engine.step(&id).await.map_err(engine_error)?;
+            let st = engine.load(&id).await.map_err(engine_error)?.state;
+            let status = st.header.status;
+            let text = format!("{id} rounds={rounds} status={status}");
+            print(
+                global,
+                json!({"id": id, "rounds": rounds, "status": status}),
+                vec![text],
+            )
+        }
+        EngineCommand::Worker(args) => worker(global, engine, args).await,
+        EngineCommand::Instances => instances(global, engine).await,
+        EngineCommand::Status { id } => status(global, engine, &id).await,
+        EngineCommand::Log { id } => log(global, engine, &id).await,
+        EngineCommand::Facts { id } => facts(global, engine, &id).await,
+        EngineCommand::Effects { id } => effects(global, engine, &id).await,
+        EngineCommand::Runs { id } => runs(global, engine, &id).await,
+        EngineCommand::Diagnostics { id } => diagnostics(global, engine, &id).await,
+        EngineCommand::Pause { id } => transition(global, engine, &id, "paused").await,
+        EngineCommand::Resume { id } => transition(global, engine, &id, "running").await,
+        EngineCommand::Cancel { id } => transition(global, engine, &id, "cancelled").await,
+        EngineCommand::Retry { id, effect } => {
+            let seq = engine.retry(&id, &effect).await.map_err(engine_error)?;
+            let text = format!("{id} updated at event #{seq}");
+            print(
+                global,
+                json!({"id": id, "effect": effect, "event": seq}),
+                vec![text],
+            )
+        }
+        EngineCommand::Leases { name } => leases(global, engine, name).await,
+        EngineCommand::Counters { name } => counters(global, engine, name).await,
+    }
+}
+
+fn print(global: &Global, value: Value, lines: Vec<String>) -> Result<ExitCode> {
+    if global.json {
+        output::json(&value);
+    } else {
+        for l in lines {
+            output::line(&l);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_run(global: &Global, r: &RunReport) -> ExitCode {
+    let terminal = r
+        .terminal
+        .as_ref()
+        .map(|(n, p)| json!({"name": n, "payload": p}));
+    if global.json {
+        output::json(&json!({
+            "id": r.id, "workflow": r.workflow, "iterations": r.iterations,
+            "status": r.status, "terminal": terminal, "reason": r.reason,
+        }));
+    } else {
+        output::line(&format!("run {}", r.id));
+        output::line(&format!("workflow {}", r.workflow));
+        output::line(&format!("iterations {}", r.iterations));
+        output::line(&format!("status {}", r.status));
+        if let Some((name, payload)) = &r.terminal {
+            output::line(&format!("{name} {payload}"));
+        }
+    }
+    if r.status == "failed" {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS` in local time.
+fn local_time(ms: u64) -> String {
+    use chrono::TimeZone;
+    chrono::Local
+        .timestamp_millis_opt(ms as i64)
+        .single()
+        .map_or_else(
+            || ms.to_string(),
+            |t| t.format("%Y-%m-%d %H:%M:%S").to_string(),
+        )
+}
+
+async fn worker(global: &Global, engine: &Eng, args: WorkerArgs) -> Result<ExitCode> {
+    if !args.all {
+        let Some(id) = args.id else {
+            bail!("`whip worker` needs an instance id, or `--all`");
+        };
+        let pass = engine.work(&id).await.map_err(engine_error)?;
+        let rounds = engine.step(&id).await.map_err(engine_error)?;
+        let text = format!("{id} settled={} rounds={rounds}", pass.settled);
+        return print(
+            global,
+            json!({"id": id, "settled": pass.settled, "rounds": rounds}),
+            vec![text],
+        );
+    }
+    let until = match &args.duration {
+        Some(d) => {
+            let ms = output::parse_duration_ms(d).map_err(anyhow::Error::msg)?;
+            Some(std::time::Instant::now() + std::time::Duration::from_millis(ms))
+        }
+        None => None,
+    };
+    let mut total = 0;
+    loop {
+        let n = engine.work_all_once().await.map_err(engine_error)?;
+        total += n;
+        if args.once || until.is_some_and(|u| std::time::Instant::now() >= u) {
+            break;
+        }
+        if n == 0 {
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+                _ = tokio::signal::ctrl_c() => break,
+            }
+        }
+    }
+    print(
+        global,
+        json!({"progress": total}),
+        vec![format!("worker done progress={total}")],
+    )
+}
+
+async fn instances(global: &Global, engine: &Eng) -> Result<ExitCode> {
+    let rows = engine.instances().await.map_err(engine_error)?;
+    let lines = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} workflow_version={} epoch={} updated={}",
+                r.id,
+                r.status,
+                r.program,
+                r.epoch,
+                output::time_text(r.updated_ms)
+            )
+        })
+        .collect();
+    print(global, serde_json::to_value(&rows)?, lines)
+}
+
+async fn state_of(engine: &Eng, id: &str) -> Result<State> {
+    Ok(engine.load(id).await.map_err(engine_error)?.state)
+}
+
+async fn status(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
+    let st = state_of(engine, id).await?;
+    let h = &st.header;
+    let c = st.counts();
+    let mut line = format!(
+        "instance {} {} workflow={} workflow_version={} epoch={} facts={} queued_effects={} \
+         blocked_effects={} running_effects={} events={}",
+        h.id,
+        h.status,
+        h.workflow,
+        h.program,
+        h.epoch,
+        c["facts"],
+        c["queued_effects"],
+        c["blocked_effects"],
+        c["running_effects"],
+        c["events"]
+    );
+    if let Some((name, payload)) = &h.terminal {
+        line += &format!(" {name}={payload}");
+    }
+    let value = json!({
+        "id": h.id, "status": h.status, "workflow": h.workflow, "workflow_version": h.program,
+        "epoch": h.epoch, "counts": c, "terminal": h.terminal.as_ref()
+            .map(|(n, p)| json!({"name": n, "payload": p})),
+        "reason": h.reason, "updated_ms": h.updated_ms, "parent": h.parent,
+    });
+    print(global, value, vec![line])
+}
+
+async fn log(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
+    let events = engine.events(id).await.map_err(engine_error)?;
+    let lines = events
+        .iter()
+        .map(|e| format!("#{} {} {}", e.seq, e.kind, e.data))
+        .collect();
+    print(global, serde_json::to_value(&events)?, lines)
+}
+
+async fn facts(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
+    let st = state_of(engine, id).await?;
+    let lines = st
+        .facts
+        .values()
+        .map(|f| {
+            let live = if f.live { "live" } else { "consumed" };
+            format!("{} {} {} {live}", f.id, f.class, f.value)
+        })
+        .collect();
+    let rows: Vec<&whip_engine::runtime::state::Fact> = st.facts.values().collect();
+    print(global, serde_json::to_value(rows)?, lines)
+}
+
+async fn effects(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
+    let st = state_of(engine, id).await?;
+    let lines = st
+        .effects
+        .values()
+        .map(|e| {
+            let mut l = format!("{} {} {} rule={}", e.id, e.kind, e.state, e.rule);
+            if let Some(b) = &e.binding {
+                l += &format!(" binding={b}");
+            }
+            if let Some(o) = &e.output {
+                l += &format!(" output={o}");
+            }
+            if let Some(p) = &e.policy_block {
+                l += &format!(" policy_block={p}");
+            }
+            l
+        })
+        .collect();
+    let rows: Vec<&whip_engine::runtime::state::Effect> = st.effects.values().collect();
+    print(global, serde_json::to_value(rows)?, lines)
+}
+
+async fn runs(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
+    let st = state_of(engine, id).await?;
+    let lines = st
+        .runs
+        .values()
+        .map(|r| {
+            format!(
+                "{} effect={} {} worker={} started={}",
+                r.id,
+                r.effect,
+                r.state,
+                r.worker,
+                output::time_text(r.started_ms)
+            )
+        })
+        .collect();
+    let rows: Vec<&whip_engine::runtime::state::Run> = st.runs.values().collect();
+    print(global, serde_json::to_value(rows)?, lines)
+}
+
+async fn diagnostics(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
+    let st = state_of(engine, id).await?;
+    let mut rows = Vec::new();
+    if let Some(reason) = &st.header.reason {
+        rows.push(json!({"instance": id, "diagnostic": reason}));
+    }
+    for e in st.effects.values() {
+        if matches!(e.state.as_str(), "failed" | "timed_out") || e.policy_block.is_some() {
+            rows.push(json!({"effect": e.id, "state": e.state, "output": e.output,
+                "policy_block": e.policy_block}));
+        }
+    }
+    let mut lines: Vec<String> = rows.iter().map(Value::to_string).collect();
+    if lines.is_empty() {
+        lines.push("no diagnostics".into());
+    }
+    print(global, Value::Array(rows), lines)
+}
+
+async fn transition(global: &Global, engine: &Eng, id: &str, to: &str) -> Result<ExitCode> {
+    let seq = engine.transition(id, to).await.map_err(engine_error)?;
+    let text = format!("{id} updated at event #{seq}");
+    print(
+        global,
+        json!({"id": id, "status": to, "event": seq}),
+        vec![text],
+    )
+}
+
+async fn leases(global: &Global, engine: &Eng, name: Option<String>) -> Result<ExitCode> {
+    let views = FabricClient::lease_list(engine.fabric(), String::new())
+        .await
+        .context("cannot list leases")?;
+    let mut rows = Vec::new();
+    let mut lines = Vec::new();
+    for v in views {
+        let l = &v.lease;
+        if l.owner == "whip" || name.as_ref().is_some_and(|n| *n != l.name) {
+            continue;
+        }
+        for h in &v.holders {
+            lines.push(format!(
+                "{}::{}/{} held by {} (expires {})",
+                l.owner,
+                l.name,
+                l.key,
+                h.holder,
+                local_time(h.expires_at_ms)
+            ));
+            rows.push(json!({"owner": l.owner, "lease": l.name, "key": l.key,
+                "holder": h.holder, "fence": h.fence, "expires_at_ms": h.expires_at_ms}));
+        }
+    }
+    if lines.is_empty() {
+        lines.push("no leases held".into());
+    }
+    print(global, Value::Array(rows), lines)
+}
+
+async fn counters(global: &Global, engine: &Eng, name: Option<String>) -> Result<ExitCode> {
+    let views = FabricClient::counter_list(engine.fabric(), String::new())
+        .await
+        .context("cannot list counters")?;
+    let mut rows = Vec::new();
+    let mut lines = Vec::new();
+    for v in views {
+        let c = &v.counter;
+        if name.as_ref().is_some_and(|n| *n != c.name) {
+            continue;
+        }
+        lines.push(format!(
+            "{}::{}/{} consumed={} period={}",
+            c.owner, c.name, c.key, v.consumed, v.period
+        ));
+        rows.push(json!({"owner": c.owner, "counter": c.name, "key": c.key,
+            "consumed": v.consumed, "cap": v.cap, "period": v.period}));
+    }
+    if lines.is_empty() {
+        lines.push("no counters".into());
+    }
+    print(global, Value::Array(rows), lines)
+}
+
+async fn ledger_view(
+    global: &Global,
+    engine: &Eng,
+    name: Option<String>,
+    partition: Option<String>,
+) -> Result<ExitCode> {
+    let ledgers = engine.ledgers().await.map_err(engine_error)?;
+    let mut rows = Vec::new();
+    let mut lines = Vec::new();
+    for (owner, ledger) in ledgers {
+        if name.as_ref().is_some_and(|n| *n != ledger) {
+            continue;
+        }
+        let fabric = engine.fabric();
+        let entries = FabricClient::ledger_list(
+            fabric,
+            owner.clone(),
+            ledger.clone(),
+            partition.clone(),
+            0,
+            0,
+        )
+        .await
+        .context("cannot list the ledger")?;
+        for e in entries {
+            let entry = String::from_utf8_lossy(&e.entry).to_string();
+            lines.push(format!(
+                "{owner}::{ledger}#{} [{}] by {}: {entry}",
+                e.seq, e.ledger.key, e.appended_by
+            ));
+            let parsed: Value = serde_json::from_str(&entry).unwrap_or(Value::String(entry));
+            rows.push(json!({"owner": owner, "ledger": ledger, "seq": e.seq,
+                "partition": e.ledger.key, "by": e.appended_by, "entry": parsed,
+                "at_ms": e.at_ms}));
+        }
+    }
+    if lines.is_empty() {
+        lines.push("no ledger entries".into());
+    }
+    print(global, Value::Array(rows), lines)
+}
+
+/// `whip bench engine --program FILE`: `runners` closed loops, each `whip run` (start and
+/// drive to idle) of the program again and again; completed instances per second.
+pub(crate) async fn bench_engine(
+    global: &Global,
+    file: &std::path::Path,
+    runners: usize,
+    warmup: std::time::Duration,
+    duration: std::time::Duration,
+) -> Result<ExitCode> {
+    use std::time::Instant;
+    let program = Program::load(file, None).map_err(|e| anyhow!("{e}"))?;
+    let session = session(global).await?;
+    let engine = Arc::new(Engine::new(Arc::clone(&session.client)));
+    let program = engine.add_program(program);
+    let measure_from = Instant::now() + warmup;
+    let end = measure_from + duration;
+    let mut tasks = Vec::new();
+    for _ in 0..runners.max(1) {
+        let (engine, program) = (Arc::clone(&engine), Arc::clone(&program));
+        tasks.push(tokio::spawn(async move {
+            let (mut completed, mut other, mut latencies) = (0u64, 0u64, Vec::new());
+            while Instant::now() < end {
+                let started = Instant::now();
+                let report = engine.run(&program, Value::Null, false).await;
+                if started < measure_from {
+                    continue;
+                }
+                match report {
+                    Ok(r) if r.status == "completed" => {
+                        completed += 1;
+                        latencies.push(started.elapsed().as_micros() as u64);
+                    }
+                    _ => other += 1,
+                }
+            }
+            (completed, other, latencies)
+        }));
+    }
+    let (mut completed, mut other, mut latencies) = (0, 0, Vec::new());
+    for t in tasks {
+        let (c, o, l) = t.await?;
+        completed += c;
+        other += o;
+        latencies.extend(l);
+    }
+    session.close().await;
+    latencies.sort_unstable();
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+    };
+    let per_sec = completed as f64 / duration.as_secs_f64();
+    let value = json!({
+        "workload": "engine", "program": file.display().to_string(), "runners": runners,
+        "completed": completed, "not_completed": other, "instances_per_sec": per_sec,
+        "p50_us": pct(0.5), "p99_us": pct(0.99),
+    });
+    let text = format!(
+        "engine {} runners={runners} completed={completed} instances/s={per_sec:.0} \
+         p50={}us p99={}us",
+        file.display(),
+        pct(0.5),
+        pct(0.99)
+    );
+    print(global, value, vec![text])
+}

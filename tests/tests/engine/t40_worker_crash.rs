@@ -1,0 +1,37 @@
+//! Goal: a worker killed between the cell's apply and the run's terminal does not append
+//! twice when another worker reclaims the run. Method: `whip start` and `whip step`, then a
+//! `whip worker ID` that exits right after the ledger append (test hook), then, after its
+//! short run lease ran out, a second `whip worker ID`: one ledger entry, instance completed.
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::{ok, whip};
+
+#[test]
+fn a_killed_worker_does_not_append_twice() {
+    let dir = crate::workdir();
+    let started = ok(&whip(dir.path(), None, &["start", "decisions.whip"]));
+    let id = started.trim().strip_prefix("started ").unwrap().to_string();
+    ok(&whip(dir.path(), None, &["step", &id]));
+    let crashed = Command::new(crate::bin())
+        .current_dir(dir.path())
+        .args(["worker", &id])
+        .env("WHIP_TEST_CRASH_AFTER_APPLY", "1")
+        .env("WHIPPLESCRIPT_RUN_LEASE_MS", "300")
+        .output()
+        .unwrap();
+    assert_eq!(crashed.status.code(), Some(3), "the test hook did not fire");
+    let one = ok(&whip(dir.path(), None, &["ledger", "decisions"]));
+    assert_eq!(one.lines().count(), 1, "{one}");
+    let effects = ok(&whip(dir.path(), None, &["effects", &id]));
+    assert!(effects.contains("append running"), "{effects}");
+    std::thread::sleep(Duration::from_millis(400));
+    ok(&whip(dir.path(), None, &["worker", &id]));
+    let status = ok(&whip(dir.path(), None, &["status", &id]));
+    assert!(status.contains(" completed "), "{status}");
+    let ledger = ok(&whip(dir.path(), None, &["ledger", "decisions"]));
+    assert_eq!(ledger.lines().count(), 1, "appended twice: {ledger}");
+    let runs = ok(&whip(dir.path(), None, &["runs", &id]));
+    assert!(runs.contains("abandoned"), "{runs}");
+}
