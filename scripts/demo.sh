@@ -1,23 +1,37 @@
 #!/usr/bin/env bash
-# The main job of the README on a fresh machine: the embedded single-voter cell (same Raft
-# and state-machine path as a cluster) under a throw-away store, driving each primitive.
+# The main job of the README on a fresh machine: WhippleScript seed programs run with
+# `whip run` on the embedded single-voter cell (the same Raft and state-machine path as a
+# cluster) in a throw-away store, then each coordination primitive from the command line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p whip
 whip=$PWD/target/release/whip
+programs=$PWD/engine/tests/check/valid
 store=$(mktemp -d)
 trap 'rm -rf "$store"' EXIT
 export WHIPPLESCRIPT_STORE=$store
 set -x
-"$whip" lease acquire deploy_slot prod --holder ins_a --ttl 10m --owner local/Ship
-"$whip" lease acquire deploy_slot prod --holder ins_b --ttl 10m --owner local/Ship
-"$whip" lease list
-"$whip" lease release deploy_slot prod --holder ins_a --owner local/Ship
-"$whip" counter consume tokens core --amount 60 --cap 100 --reset daily --timezone America/New_York --owner local/Budget
-"$whip" counter consume tokens core --amount 60 --cap 100 --reset daily --timezone America/New_York --owner local/Budget
-"$whip" counter list
-"$whip" ledger append decisions deploys --entry '{"area":"deploys","choice":"ship api first"}' --owner local/Decisions --json
-"$whip" ledger list decisions --owner local/Decisions
-"$whip" kv put config/feature on
-"$whip" kv cas config/feature off --expect 1
+# Ledger: two runs append #1 and #2 in partition `deploys`.
+"$whip" run "$programs/seed_ledger_decisions.whip"
+"$whip" run "$programs/seed_ledger_decisions.whip"
+"$whip" ledger decisions
+# Counter: the first run admits j1 (60 of 100), defers j2; the second finds nothing fits.
+"$whip" run "$programs/seed_counter_budget.whip"
+"$whip" run "$programs/seed_counter_budget.whip"
+"$whip" counters
+# Lease: the first instance holds the deploy slot through its 5 s timer; the second is
+# contended and skips; a worker pass then fires the timer, the first deploys and releases.
+"$whip" run "$programs/seed_lease_ship.whip"
+"$whip" leases
+"$whip" run "$programs/seed_lease_ship.whip"
+"$whip" worker --all --duration 7s
+"$whip" leases
+"$whip" instances
+# The primitives directly.
+"$whip" lease acquire deploy prod --holder alice --ttl 10m
+"$whip" lease acquire deploy prod --holder bob --ttl 10m
+"$whip" counter consume tokens core --amount 60 --cap 100 --reset daily --timezone America/New_York --json
+"$whip" ledger append audit deploys --entry '{"choice":"ship"}' --json
+"$whip" kv cas config/owner alice --expect 0
+"$whip" kv cas config/owner bob --expect 0
 "$whip" cell status --json
