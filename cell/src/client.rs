@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -17,6 +18,9 @@ use whip_proto::v1::cell_client::CellClient as GrpcCellClient;
 use crate::error::CellError;
 use crate::limits;
 use crate::network::endpoint;
+use crate::runtime::Cell;
+use crate::service::CellApi;
+use whip_proto::v1::cell_server::Cell as CellService;
 
 /// Where a client connects.
 #[derive(Clone, Debug)]
@@ -33,6 +37,9 @@ pub const RETRY_FOR_MS: u64 = 10_000;
 /// A typed, retrying client of one cell.
 pub struct CellClient {
     channels: Vec<Channel>,
+    /// A cell in this process: calls go straight to its service handlers (same validation,
+    /// same Raft path) without a transport.
+    local: Option<Arc<CellApi>>,
     next: AtomicUsize,
     client_id: u64,
     seq: AtomicU64,
@@ -55,12 +62,30 @@ impl CellClient {
             .finish();
         Ok(CellClient {
             channels,
+            local: None,
             next: AtomicUsize::new(0),
             client_id,
             seq: AtomicU64::new(0),
             retry_for: Duration::from_millis(RETRY_FOR_MS),
             attempt_timeout: Duration::from_millis(limits::CLIENT_ATTEMPT_TIMEOUT_MS),
         })
+    }
+
+    /// A client of a cell running in this process (the embedded store's holder).
+    pub fn local(cell: Cell) -> Self {
+        let mut client =
+            CellClient::new(Target::Tcp(vec!["local".to_string()])).expect("one address is enough");
+        client.channels.clear();
+        client.local = Some(Arc::new(CellApi::new(cell)));
+        client
+    }
+
+    /// The first channel, or an error for an in-process client (which has none).
+    fn first_channel(&self) -> Result<Channel, CellError> {
+        self.channels
+            .first()
+            .cloned()
+            .ok_or_else(|| CellError::InvalidArgument("not available on an in-process cell".into()))
     }
 
     /// A client of the members at `addrs`.
@@ -103,6 +128,11 @@ impl CellClient {
         F: Fn(Channel) -> Fut,
         Fut: Future<Output = Result<Response<T>, Status>>,
     {
+        if self.channels.is_empty() {
+            return Err(CellError::InvalidArgument(
+                "not available on an in-process cell".into(),
+            ));
+        }
         let deadline = tokio::time::Instant::now() + self.retry_for;
         // Short, capped pauses: a new leader is usually elected within one election timeout,
         // and the client should be among the first to reach it.
@@ -153,6 +183,9 @@ macro_rules! reads {
     ($($name:ident($req:ty) -> $resp:ty;)*) => {$(
         #[doc = concat!("Call `", stringify!($name), "` on the cell, retrying while it is unavailable.")]
         pub async fn $name(&self, req: $req) -> Result<$resp, CellError> {
+            if let Some(api) = &self.local {
+                return Ok(CellService::$name(api.as_ref(), tonic::Request::new(req)).await?.into_inner());
+            }
             self.call(|ch| {
                 let req = req.clone();
                 async move { Self::cell(ch).$name(req).await }
@@ -167,6 +200,9 @@ macro_rules! writes {
         #[doc = concat!("Call `", stringify!($name), "` on the cell with an idempotency key, retrying while it is unavailable.")]
         pub async fn $name(&self, mut req: $req) -> Result<$resp, CellError> {
             self.key_or_new(&mut req.idempotency_key);
+            if let Some(api) = &self.local {
+                return Ok(CellService::$name(api.as_ref(), tonic::Request::new(req)).await?.into_inner());
+            }
             self.call(|ch| {
                 let req = req.clone();
                 async move { Self::cell(ch).$name(req).await }
@@ -200,6 +236,9 @@ impl CellClient {
 
     /// Status of one specific member (no rotation): what that member sees.
     pub async fn member_status(&self, member: usize) -> Result<pb::StatusResponse, CellError> {
+        if self.local.is_some() {
+            return self.status(pb::StatusRequest {}).await;
+        }
         let channel = self.channels[member % self.channels.len()].clone();
         let response = Self::cell(channel).status(pb::StatusRequest {}).await?;
         Ok(response.into_inner())
@@ -207,7 +246,7 @@ impl CellClient {
 
     /// Initialize a new cell through the first member.
     pub async fn init(&self, members: Vec<pb::Member>) -> Result<pb::AdminResponse, CellError> {
-        let response = AdminClient::new(self.channels[0].clone())
+        let response = AdminClient::new(self.first_channel()?)
             .init(pb::InitRequest { members })
             .await?;
         Ok(response.into_inner())

@@ -57,8 +57,15 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
     tokio::net::TcpListener::bind(addr).await
 }
 
-struct CellApi {
+/// The typed client API of one member. The in-process client calls it directly.
+pub(crate) struct CellApi {
     cell: Cell,
+}
+
+impl CellApi {
+    pub(crate) fn new(cell: Cell) -> Self {
+        CellApi { cell }
+    }
 }
 
 impl CellApi {

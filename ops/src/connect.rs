@@ -130,7 +130,7 @@ async fn start_embedded(store: &Path, socket: PathBuf, lock: File) -> Result<Ses
         }
     });
     wait_leader(&cell).await?;
-    let client = CellClient::new(Target::Unix(socket.clone()))?;
+    let client = CellClient::local(cell.clone());
     let embedded = Embedded {
         cell,
         socket,
