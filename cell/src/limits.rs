@@ -41,3 +41,10 @@ pub const FORWARD_TIMEOUT_MS: u64 = 1_500;
 /// One attempt of a client call gives up after this long and moves to the next member (a
 /// black-holed member otherwise holds the client until HTTP/2 keepalive notices).
 pub const CLIENT_ATTEMPT_TIMEOUT_MS: u64 = 3_000;
+/// Bytes of one snapshot chunk sent to a lagging voter.
+pub const SNAPSHOT_CHUNK_BYTES: u64 = 1 << 20;
+/// How long one snapshot chunk RPC may take. The last chunk also covers installing the whole
+/// snapshot on the receiver (decode, replace the state, fsync), which takes seconds for a
+/// large state: openraft's 200 ms default made a voter that fell behind a purged log retry
+/// its transfer forever (found by `whip chaos`, seed 5; see RELIABILITY.md).
+pub const SNAPSHOT_CHUNK_TIMEOUT_MS: u64 = 60_000;

@@ -93,6 +93,8 @@ impl Cell {
             max_payload_entries: limits::APPEND_ENTRIES_MAX,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_after_entries),
             max_in_snapshot_log_to_keep: config.snapshot_after_entries.min(1000),
+            snapshot_max_chunk_size: limits::SNAPSHOT_CHUNK_BYTES,
+            install_snapshot_timeout: limits::SNAPSHOT_CHUNK_TIMEOUT_MS,
             ..Default::default()
         };
         let raft_config = Arc::new(raft_config.validate().map_err(|e| fatal(&e))?);

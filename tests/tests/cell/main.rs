@@ -9,6 +9,7 @@ mod t35_process_kill;
 mod t36_process_pause;
 mod t40_restart;
 mod t50_snapshot;
+mod t55_big_snapshot;
 mod t60_idempotency;
 mod t70_lease_deadline;
 mod t80_bad_input;

@@ -1,0 +1,50 @@
+//! Goal: a voter that fell behind a purged log catches up by snapshot even when the state
+//! is large (tens of MB), so one chunk, or the final install, takes longer than openraft's
+//! default 200 ms snapshot RPC timeout. Regression for RELIABILITY.md finding 5 (seed 5):
+//! the leader retried the transfer forever and the voter never rejoined.
+//! Method: snapshot every 50 entries; stop a follower; write ~24 MB through 32 concurrent
+//! clients; restart the follower; wait until it applied the leader's log.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use whip_cell::StorageKind;
+use whip_tests::{Cluster, wait_for};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lagging_voter_catches_up_from_a_large_snapshot() {
+    let mut cluster =
+        Cluster::start_with(3, StorageKind::Redb, |c| c.snapshot_after_entries = 50).await;
+    let leader = cluster.wait_leader(Duration::from_secs(5)).await;
+    let lagging = (1..=3).find(|id| *id != leader).unwrap();
+    cluster.kill(lagging).await;
+    let client = Arc::new(cluster.client());
+    let value = "x".repeat(8 * 1024);
+    let mut writers = Vec::new();
+    for w in 0..32 {
+        let (client, value) = (client.clone(), value.clone());
+        writers.push(tokio::spawn(async move {
+            for i in 0..96 {
+                client.kv_put(crate::put(&format!("big/{w}/{i}"), &value)).await.unwrap();
+            }
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    let target = cluster.client_of(leader).member_status(0).await.unwrap().last_applied;
+    let snapshot = cluster.data_dir(leader).join("snapshot.bin");
+    let bytes = std::fs::metadata(&snapshot).map(|m| m.len()).unwrap_or(0);
+    assert!(bytes > 16 << 20, "state too small to exercise the transfer: {bytes} bytes");
+    cluster.start_member(lagging).await;
+    let member = cluster.member(lagging).clone();
+    wait_for("the lagging voter to install the snapshot", Duration::from_secs(60), || {
+        let member = member.clone();
+        async move {
+            let applied = member.raft().metrics().borrow().last_applied.map_or(0, |l| l.index);
+            applied >= target
+        }
+    })
+    .await;
+    cluster.shutdown().await;
+}
