@@ -312,7 +312,7 @@ fn print_run(global: &Global, r: &RunReport) -> ExitCode {
 }
 
 /// `YYYY-MM-DD HH:MM:SS` in local time.
-fn local_time(ms: u64) -> String {
+pub(crate) fn local_time(ms: u64) -> String {
     use chrono::TimeZone;
     chrono::Local
         .timestamp_millis_opt(ms as i64)

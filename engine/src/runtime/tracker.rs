@@ -181,7 +181,12 @@ fn check_claim(issue: &Issue, claimant: &str, fence: Option<u64>, now: u64) -> R
     if let Some(f) = fence
         && f != issue.fence
     {
-        return invalid(format!("fence {f} is stale, current is {}", issue.fence));
+        let word = if f < issue.fence {
+            "stale"
+        } else {
+            "not issued yet"
+        };
+        return invalid(format!("fence {f} is {word}, current is {}", issue.fence));
     }
     match issue.live_claim(now) {
         Some(c) if c.claimant == claimant => Ok(()),
