@@ -6,12 +6,12 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use whip_cell::CellClient;
 use whip_engine::runtime::tracker::{ClaimOutcome, Issue, IssueOp};
-use whip_engine::runtime::{Engine, fresh_id, now_ms};
+use whip_engine::runtime::{Engine, RuntimeError, fresh_id, now_ms};
 
 use crate::Global;
 use crate::connect::session;
@@ -20,7 +20,7 @@ use crate::output::{self, parse_duration_ms};
 type Eng = Engine<CellClient>;
 
 /// Who the command acts as, and the fence it presents.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub(crate) struct Caller {
     /// Claimant identity.
     #[arg(long = "as", default_value = "operator")]
@@ -30,7 +30,7 @@ pub(crate) struct Caller {
     fence: Option<u64>,
 }
 
-#[derive(Subcommand, Debug)]
+#[derive(Subcommand, Debug, Clone)]
 pub(crate) enum IssueCommand {
     /// File an issue into a tracker.
     New {
@@ -87,21 +87,44 @@ pub(crate) enum IssueCommand {
     },
 }
 
-/// Run one `whip issue` command.
+/// Reconnects a command makes when the embedded store's holder exits under it.
+const RECONNECTS_MAX: usize = 50;
+
+/// Run one `whip issue` command. On the embedded store, a process that reached the store
+/// through another process's socket reconnects when that process exits and tries again;
+/// the operations are safe to repeat (a repeated claim by the same claimant re-enters).
 pub(crate) async fn run(global: &Global, cmd: IssueCommand) -> Result<ExitCode> {
-    let session = session(global).await?;
-    let engine = Engine::new(Arc::clone(&session.client));
-    let result = dispatch(global, &engine, cmd).await;
-    session.close().await;
-    result
-}
-
-fn err(e: whip_engine::runtime::RuntimeError) -> anyhow::Error {
-    anyhow!("{e}")
-}
-
-async fn dispatch(global: &Global, engine: &Eng, cmd: IssueCommand) -> Result<ExitCode> {
     let idem = fresh_id("cli_");
+    let mut session = session(global).await?;
+    for _ in 0..RECONNECTS_MAX {
+        let engine = Engine::new(Arc::clone(&session.client));
+        let result = dispatch(global, &engine, &cmd, &idem).await;
+        let unavailable = result.as_ref().is_err_and(|e| {
+            matches!(e.downcast_ref(), Some(RuntimeError::Fabric(_))) && global.cell.is_none()
+        });
+        if !unavailable {
+            session.close().await;
+            return result;
+        }
+        session.close().await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        session = crate::run::session_retry(global).await?;
+    }
+    session.close().await;
+    bail!("the embedded store kept going away; try again")
+}
+
+fn err(e: RuntimeError) -> anyhow::Error {
+    anyhow::Error::new(e)
+}
+
+async fn dispatch(
+    global: &Global,
+    engine: &Eng,
+    cmd: &IssueCommand,
+    idem: &str,
+) -> Result<ExitCode> {
+    let cmd = cmd.clone();
     match cmd {
         IssueCommand::New {
             tracker,
@@ -116,7 +139,7 @@ async fn dispatch(global: &Global, engine: &Eng, cmd: IssueCommand) -> Result<Ex
             };
             let fields = json!({"title": title, "body": body, "labels": labels});
             let issue = engine
-                .issue_file(&owner, &tracker, &fields, "cli", &idem)
+                .issue_file(&owner, &tracker, &fields, "cli", idem)
                 .await
                 .map_err(err)?;
             let text = format!("{} filed into {}", issue.id, issue.tracker);
@@ -131,7 +154,7 @@ async fn dispatch(global: &Global, engine: &Eng, cmd: IssueCommand) -> Result<Ex
         IssueCommand::Claim { id, claimant, ttl } => {
             let ttl_ms = parse_duration_ms(&ttl).map_err(anyhow::Error::msg)?;
             match engine
-                .issue_claim(&id, &claimant, ttl_ms, &idem)
+                .issue_claim(&id, &claimant, ttl_ms, idem)
                 .await
                 .map_err(err)?
             {
@@ -151,12 +174,12 @@ async fn dispatch(global: &Global, engine: &Eng, cmd: IssueCommand) -> Result<Ex
         IssueCommand::Renew { id, caller, ttl } => {
             let ttl_ms = parse_duration_ms(&ttl).map_err(anyhow::Error::msg)?;
             let op = IssueOp::Renew { ttl_ms };
-            let issue = apply(engine, &id, &caller, op, &idem).await?;
+            let issue = apply(engine, &id, &caller, op, idem).await?;
             let text = format!("{} renewed by {}", issue.id, claim_text(&issue));
             print(global, row(&issue), vec![text])
         }
         IssueCommand::Release { id, caller } => {
-            let issue = apply(engine, &id, &caller, IssueOp::Release, &idem).await?;
+            let issue = apply(engine, &id, &caller, IssueOp::Release, idem).await?;
             let text = format!("{} released by {}", issue.id, caller.claimant);
             print(global, row(&issue), vec![text])
         }
@@ -168,7 +191,7 @@ async fn dispatch(global: &Global, engine: &Eng, cmd: IssueCommand) -> Result<Ex
             let op = IssueOp::Assign {
                 assignee: assignee.clone(),
             };
-            let issue = apply(engine, &id, &caller, op, &idem).await?;
+            let issue = apply(engine, &id, &caller, op, idem).await?;
             let text = format!("{} assigned to {assignee}", issue.id);
             print(global, row(&issue), vec![text])
         }
@@ -179,7 +202,7 @@ async fn dispatch(global: &Global, engine: &Eng, cmd: IssueCommand) -> Result<Ex
         } => {
             let summary = summary.map_or(Value::Null, |s| json!({"summary": s}));
             let op = IssueOp::Finish { summary };
-            let issue = apply(engine, &id, &caller, op, &idem).await?;
+            let issue = apply(engine, &id, &caller, op, idem).await?;
             let text = format!("{} closed by {}", issue.id, caller.claimant);
             print(global, row(&issue), vec![text])
         }

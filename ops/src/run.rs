@@ -214,7 +214,7 @@ async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
     }
 }
 
-async fn session_retry(global: &Global) -> Result<crate::connect::Session> {
+pub(crate) async fn session_retry(global: &Global) -> Result<crate::connect::Session> {
     let mut last = None;
     for _ in 0..20 {
         match session(global).await {
