@@ -10,6 +10,7 @@
 mod bench;
 mod cellcmd;
 mod connect;
+mod issue;
 mod output;
 mod primitives;
 mod run;
@@ -56,6 +57,9 @@ enum Command {
     Ledger(run::LedgerArgs),
     /// Measure throughput and latency against a cell.
     Bench(bench::BenchArgs),
+    /// Work items of the builtin tracker: `new|list|show|ready|claim|renew|release|assign|finish`.
+    #[command(subcommand)]
+    Issue(issue::IssueCommand),
     /// Check WhippleScript programs.
     Check(CheckArgs),
     /// Fault and linearizability harness (runs `whip-chaos` next to this binary; as root).
@@ -121,6 +125,7 @@ fn main() -> ExitCode {
             Command::Counter(cmd) => primitives::counter(&global, cmd).await,
             Command::Ledger(args) => run::ledger(&global, args).await,
             Command::Engine(cmd) => run::run(&global, cmd).await,
+            Command::Issue(cmd) => issue::run(&global, cmd).await,
             Command::Bench(args) => bench::run(&global, args).await,
             Command::Check(_) | Command::Chaos { .. } => unreachable!("handled above"),
         }

@@ -214,7 +214,7 @@ async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
     }
 }
 
-async fn session_retry(global: &Global) -> Result<crate::connect::Session> {
+pub(crate) async fn session_retry(global: &Global) -> Result<crate::connect::Session> {
     let mut last = None;
     for _ in 0..20 {
         match session(global).await {
@@ -312,7 +312,7 @@ fn print_run(global: &Global, r: &RunReport) -> ExitCode {
 }
 
 /// `YYYY-MM-DD HH:MM:SS` in local time.
-fn local_time(ms: u64) -> String {
+pub(crate) fn local_time(ms: u64) -> String {
     use chrono::TimeZone;
     chrono::Local
         .timestamp_millis_opt(ms as i64)

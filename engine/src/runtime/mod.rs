@@ -19,6 +19,7 @@ mod eval;
 pub mod program;
 pub mod state;
 mod stepper;
+pub mod tracker;
 mod views;
 pub mod worker;
 
@@ -380,6 +381,13 @@ impl<F: FabricClient> Engine<F> {
         ops.puts.push((key(&["p/", &program.version]), source));
         for w in &program.model.workflows {
             let _ = wf;
+            for name in w.trackers.keys() {
+                let owner = w.trackers[name].owner.as_str();
+                let k = key(&["g/tracker/", owner, "/", name]);
+                if !ops.puts.iter().any(|(existing, _)| *existing == k) {
+                    ops.puts.push((k, Vec::new()));
+                }
+            }
             for (name, r) in &w.ledgers {
                 let partition = r.decl.partition.as_ref().map_or("", |p| p.name.as_str());
                 let k = key(&["g/ledger/", &r.owner, "/", name]);

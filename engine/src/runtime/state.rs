@@ -187,6 +187,9 @@ pub struct State {
     pub runs: BTreeMap<String, Run>,
     /// Row keys (relative, e.g. `f/f000001`) changed since the last commit.
     pub dirty: BTreeSet<String>,
+    /// Ready issues per tracker name as `(issue id, view)`: an observation of the fabric
+    /// made before stepping (never stored; `has ready issue` matches these).
+    pub ready_issues: BTreeMap<String, Vec<(String, Value)>>,
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(v: &Value) -> T {

@@ -11,7 +11,7 @@ use super::program::{Program, is_effect};
 use super::state::{self, Cont, Effect, Env, Fact, Firing, State};
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, ROUNDS_PER_STEP_MAX, Result, now_ms};
 use crate::check::model::Wf;
-use crate::syntax::ast::{Block, Rule, Stmt, StmtKind};
+use crate::syntax::ast::{Block, Rule, Stmt, StmtKind, WhenKind};
 
 /// Effect states after which nothing more happens to the effect.
 pub(crate) fn settled(state: &str) -> bool {
@@ -52,6 +52,9 @@ impl<F: FabricClient> Engine<F> {
             .map_err(super::RuntimeError::Invalid)?;
         let mut rounds = 0;
         let mut conflicts = 0;
+        if loaded.state.header.status == state::RUNNING {
+            rounds += self.observe_trackers(wf, loaded).await?;
+        }
         while rounds < ROUNDS_PER_STEP_MAX {
             let h = &loaded.state.header;
             if h.status != state::RUNNING {
@@ -77,10 +80,15 @@ impl<F: FabricClient> Engine<F> {
         Ok(rounds)
     }
 
-    /// Free the leases of a terminal instance when it ever acquired one.
+    /// Free the leases and tracker claims of a terminal instance when it ever took one.
     pub(crate) async fn after_terminal_of(&self, st: &State) -> Result<()> {
+        let id = st.header.id.as_str();
         if st.effects.values().any(|e| e.kind == "acquire") {
-            self.after_terminal(&st.header.id).await?;
+            let key = format!("{id}/terminal/release-all");
+            self.fabric.lease_release_all(id.to_string(), key).await?;
+        }
+        if st.effects.values().any(|e| e.kind == "claim") {
+            self.issue_release_all(id).await?;
         }
         Ok(())
     }
@@ -89,7 +97,108 @@ impl<F: FabricClient> Engine<F> {
     pub(crate) async fn after_terminal(&self, id: &str) -> Result<()> {
         let key = format!("{id}/terminal/release-all");
         self.fabric.lease_release_all(id.to_string(), key).await?;
+        self.issue_release_all(id).await?;
         Ok(())
+    }
+
+    /// Look at the trackers the workflow's rules watch: the ready issues of each tracker
+    /// (kept on the loaded state for `has ready issue`), and the issues this instance filed,
+    /// whose filing and closing become the runtime facts `issue.filed` and `issue.closed`.
+    /// Returns 1 when a commit recorded new runtime facts.
+    async fn observe_trackers(&self, wf: &Wf, loaded: &mut Loaded) -> Result<usize> {
+        let watched = watched_trackers(wf);
+        let runtime = wants_issue_facts(wf);
+        if watched.is_empty() && !runtime {
+            return Ok(0);
+        }
+        let issues = self.issues(None).await?;
+        let now = now_ms();
+        let mut ready = std::collections::BTreeMap::new();
+        for t in watched {
+            let owner = wf.trackers.get(&t).map(|r| r.owner.clone());
+            let list: Vec<(String, Value)> = issues
+                .iter()
+                .filter(|i| i.tracker == t && Some(&i.owner) == owner.as_ref() && i.ready(now))
+                .map(|i| (format!("issue:{}", i.id), i.view(now)))
+                .collect();
+            ready.insert(t, list);
+        }
+        loaded.state.ready_issues = ready.clone();
+        if !runtime {
+            return Ok(0);
+        }
+        for _ in 0..CONFLICT_RETRIES_MAX {
+            let mut draft = Draft::new(&loaded.state);
+            issue_facts(&mut draft, &issues, now);
+            if draft.events.is_empty() {
+                return Ok(0);
+            }
+            if self.commit(loaded, draft).await? {
+                return Ok(1);
+            }
+            *loaded = self.load(&loaded.state.header.id).await?;
+            loaded.state.ready_issues = ready.clone();
+        }
+        Ok(0)
+    }
+}
+
+/// Trackers some rule matches with `when T has ready issue`.
+fn watched_trackers(wf: &Wf) -> Vec<String> {
+    let mut out = Vec::new();
+    for (_, rule, _) in &wf.rules {
+        for w in &rule.whens {
+            if let WhenKind::ReadyIssue(t) = &w.kind
+                && !out.contains(&t.name)
+            {
+                out.push(t.name.clone());
+            }
+        }
+    }
+    out
+}
+
+/// True when some rule matches `when fact issue.filed` or `issue.closed`.
+fn wants_issue_facts(wf: &Wf) -> bool {
+    wf.rules.iter().any(|(_, rule, _)| {
+        rule.whens.iter().any(|w| {
+            matches!(&w.kind, WhenKind::Runtime(p) if p.first().is_some_and(|x| x.name == "issue"))
+        })
+    })
+}
+
+/// Record `issue.filed` / `issue.closed` facts for issues this instance filed.
+fn issue_facts(draft: &mut Draft, issues: &[super::tracker::Issue], now: u64) {
+    let filed: Vec<String> = draft
+        .state
+        .effects
+        .values()
+        .filter(|e| e.kind == "file_issue" && e.state == "completed")
+        .filter_map(|e| e.output.as_ref()?.get("id")?.as_str().map(str::to_string))
+        .collect();
+    for id in filed {
+        let Some(issue) = issues.iter().find(|i| i.id == id) else {
+            continue;
+        };
+        let seen = |st: &State, class: &str| {
+            st.facts
+                .values()
+                .any(|f| f.class == class && f.value["id"] == json!(id))
+        };
+        for (class, due) in [
+            ("issue.filed", true),
+            ("issue.closed", issue.status == super::tracker::CLOSED),
+        ] {
+            if due && !seen(&draft.state, class) {
+                let fact = Fact {
+                    id: draft.next_id(0, "f"),
+                    class: class.into(),
+                    value: issue.view(now),
+                    live: true,
+                };
+                draft.emit("fact.derived", json!({"fact": fact, "source": "tracker"}));
+            }
+        }
     }
 }
 
@@ -248,7 +357,13 @@ fn next_combination(ri: usize, rule: &Rule, st: &State) -> Option<(String, Vec<S
                 .live(&c.name)
                 .map(|f| (f.id.clone(), f.value.clone()))
                 .collect(),
-            _ => Vec::new(),
+            WhenKind::ReadyIssue(t) => st.ready_issues.get(&t.name).cloned().unwrap_or_default(),
+            WhenKind::Runtime(path) => {
+                let name: Vec<&str> = path.iter().map(|p| p.name.as_str()).collect();
+                st.live(&name.join("."))
+                    .map(|f| (f.id.clone(), f.value.clone()))
+                    .collect()
+            }
         })
         .collect();
     if sources.iter().any(Vec::is_empty) {
@@ -466,6 +581,10 @@ fn request_effect(
             };
             if let Some(e) = upstream {
                 args["upstream_kind"] = json!(e.kind);
+                // A claim's release or renew needs the issue and fence the claim got.
+                if e.kind == "claim" {
+                    args["held"] = e.output.clone().unwrap_or(Value::Null);
+                }
             }
             let binding = match &stmt.kind {
                 StmtKind::Renew(_, _, y) => y,
@@ -499,11 +618,18 @@ fn request_effect(
             });
             ("append", b, args)
         }
-        StmtKind::FileIssue(t, obj, b) => (
-            "file_issue",
-            b,
-            json!({"tracker": t.name, "issue": scope.object(obj)}),
-        ),
+        StmtKind::FileIssue(t, obj, b) => {
+            let owner = wf
+                .trackers
+                .get(&t.name)
+                .map_or("shared", |r| r.owner.as_str());
+            let issue = scope.object(obj);
+            (
+                "file_issue",
+                b,
+                json!({"tracker": t.name, "owner": owner, "issue": issue}),
+            )
+        }
         StmtKind::Claim(x, ttl, b) => {
             let issue = scope.eval(&crate::syntax::ast::Expr {
                 kind: crate::syntax::ast::ExprKind::Path(vec![x.clone()]),
@@ -515,11 +641,13 @@ fn request_effect(
         StmtKind::Finish(x, obj, b) => {
             let summary = obj.as_ref().map(|o| scope.object(o));
             let upstream = env.effects.get(&x.name).cloned();
-            (
-                "finish",
-                b,
-                json!({"claim": upstream, "binding": x.name, "summary": summary}),
-            )
+            let held = upstream
+                .as_ref()
+                .and_then(|id| draft.state.effects.get(id))
+                .and_then(|e| e.output.clone());
+            let args = json!({"claim": upstream, "binding": x.name, "summary": summary,
+                "held": held});
+            ("finish", b, args)
         }
         _ => return,
     };

@@ -186,3 +186,94 @@ async fn a_reclaimed_run_does_not_append_twice() {
         .unwrap();
     assert_eq!(entries.len(), 1);
 }
+
+#[tokio::test]
+async fn tracker_backlog_files_claims_and_finishes_on_the_fabric() {
+    let fabric = Arc::new(MemFabric::new());
+    let e = engine(&fabric);
+    let backlog = e.add_program(seed("tracker_backlog"));
+    let r = e.run(&backlog, Value::Null, false).await.unwrap();
+    assert_eq!((r.status.as_str(), note(&r)), ("completed", json!("done")));
+    let issues = e.issues(Some("backlog")).await.unwrap();
+    assert_eq!(issues.len(), 1);
+    let issue = &issues[0];
+    assert_eq!(
+        (
+            issue.id.as_str(),
+            issue.status.as_str(),
+            issue.owner.as_str()
+        ),
+        ("WS-1", "closed", "local/Triage")
+    );
+    assert_eq!(issue.closed_by.as_deref(), Some(r.id.as_str()));
+    assert_eq!(issue.summary["summary"], json!("rotated WS-1"));
+}
+
+#[tokio::test]
+async fn two_claimants_race_for_one_issue_and_exactly_one_wins() {
+    use super::tracker::ClaimOutcome;
+    let fabric = Arc::new(MemFabric::new());
+    let e = Arc::new(engine(&fabric));
+    let fields = json!({"title": "race"});
+    let issue = e
+        .issue_file("shared", "backlog", &fields, "test", "t/file")
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for who in ["alice", "bob", "carol", "dave"] {
+        let (e, id) = (Arc::clone(&e), issue.id.clone());
+        tasks.push(tokio::spawn(async move {
+            e.issue_claim(&id, who, 60_000, &format!("claim/{who}"))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut winners = 0;
+    for t in tasks {
+        if let ClaimOutcome::Claimed { issue, .. } = t.await.unwrap() {
+            winners += 1;
+            assert_eq!(issue.fence, 1);
+        }
+    }
+    assert_eq!(winners, 1);
+}
+
+#[tokio::test]
+async fn a_stale_fence_cannot_finish() {
+    use super::tracker::{ClaimOutcome, IssueOp};
+    let fabric = Arc::new(MemFabric::new());
+    let e = engine(&fabric);
+    let issue = e
+        .issue_file("shared", "backlog", &json!({"title": "t"}), "test", "f")
+        .await
+        .unwrap();
+    // alice's claim lapses at once; bob claims with the next fence.
+    e.issue_claim(&issue.id, "alice", 1, "c1").await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let ClaimOutcome::Claimed { issue: held, .. } =
+        e.issue_claim(&issue.id, "bob", 60_000, "c2").await.unwrap()
+    else {
+        panic!("bob claims the lapsed issue");
+    };
+    assert_eq!(held.fence, 2);
+    let finish = IssueOp::Finish {
+        summary: Value::Null,
+    };
+    let err = e
+        .issue_apply(&issue.id, "alice", Some(1), finish.clone(), "fin-a")
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "fence 1 is stale, current is 2");
+    let err = e
+        .issue_apply(&issue.id, "alice", None, finish.clone(), "fin-a2")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("claimed by bob"), "{err}");
+    let (unchanged, _) = e.issue_read(&issue.id).await.unwrap();
+    assert_eq!(unchanged.status, "open");
+    let done = e
+        .issue_apply(&issue.id, "bob", Some(2), finish, "fin-b")
+        .await
+        .unwrap();
+    assert_eq!(done.status, "closed");
+}

@@ -319,6 +319,10 @@ impl<F: FabricClient> Engine<F> {
                     other => failed(format!("unexpected lease outcome {other:?}")),
                 }
             }
+            "file_issue" | "claim" | "finish" => self.execute_tracker(&ins, e, &idem).await?,
+            "release" | "renew" if a["upstream_kind"] == "claim" => {
+                self.execute_tracker(&ins, e, &idem).await?
+            }
             "release" | "renew" => {
                 if a.is_null() || a["upstream_kind"] != "acquire" {
                     return Ok(failed(format!("{} of an unknown lease binding", e.kind)));
@@ -400,6 +404,81 @@ impl<F: FabricClient> Engine<F> {
             other => failed(format!(
                 "effect kind `{other}` is not supported on this runtime yet"
             )),
+        })
+    }
+
+    /// Run a tracker effect: file, claim, finish, or release / renew of a claim. A refusal
+    /// (stale fence, someone else's claim, an unknown issue) fails the effect.
+    async fn execute_tracker(&self, ins: &str, e: &Effect, idem: &str) -> Result<Ran> {
+        use super::tracker::{ClaimOutcome, IssueOp};
+        let a = &e.args;
+        let held = &a["held"];
+        let issue_id = match e.kind.as_str() {
+            "claim" => a["issue"]["id"].as_str().unwrap_or_default(),
+            _ => held["issue"].as_str().unwrap_or_default(),
+        };
+        let fence = held["fence"].as_u64();
+        let result = match e.kind.as_str() {
+            "file_issue" => {
+                let owner = a["owner"].as_str().unwrap_or("shared");
+                let tracker = a["tracker"].as_str().unwrap_or_default();
+                self.issue_file(owner, tracker, &a["issue"], ins, idem)
+                    .await
+                    .map(|i| {
+                        json!({"outcome": "filed", "id": i.id, "tracker": i.tracker,
+                        "title": i.title, "body": i.body, "labels": i.labels})
+                    })
+            }
+            "claim" => {
+                let ttl_ms = a["ttl_ms"].as_u64().unwrap_or(600_000);
+                match self.issue_claim(issue_id, ins, ttl_ms, idem).await {
+                    Ok(ClaimOutcome::Claimed { issue, reentered }) => {
+                        let c = issue.claim.expect("a claimed issue has a claim");
+                        Ok(
+                            json!({"outcome": "claimed", "issue": issue.id, "id": issue.id,
+                            "fence": c.fence, "deadline_ms": c.deadline_ms,
+                            "reentered": reentered}),
+                        )
+                    }
+                    Ok(ClaimOutcome::Contended { issue }) => {
+                        let by = issue.claim.map(|c| c.claimant).unwrap_or_default();
+                        return Ok(Ran::Terminal {
+                            state: "failed".into(),
+                            output: json!({"outcome": "contended", "issue": issue.id,
+                                "error": format!("issue {} is claimed by {by}", issue.id)}),
+                        });
+                    }
+                    Err(err) => Err(err),
+                }
+            }
+            kind => {
+                let op = match kind {
+                    "finish" => IssueOp::Finish {
+                        summary: a["summary"].clone(),
+                    },
+                    "renew" => IssueOp::Renew {
+                        ttl_ms: a["ttl_ms"].as_u64().unwrap_or(600_000),
+                    },
+                    _ => IssueOp::Release,
+                };
+                self.issue_apply(issue_id, ins, fence, op, idem)
+                    .await
+                    .map(|i| {
+                        json!({"outcome": kind, "issue": i.id, "status": i.status,
+                        "fence": i.fence})
+                    })
+            }
+        };
+        Ok(match result {
+            Ok(output) => Ran::Terminal {
+                state: "completed".into(),
+                output,
+            },
+            Err(super::RuntimeError::Invalid(reason)) => Ran::Terminal {
+                state: "failed".into(),
+                output: json!({"error": reason}),
+            },
+            Err(other) => return Err(other),
         })
     }
 }

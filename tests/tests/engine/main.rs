@@ -6,6 +6,8 @@ mod t10_seeds_embedded;
 mod t20_two_processes;
 mod t30_seeds_cluster;
 mod t40_worker_crash;
+mod t50_trackers;
+mod t60_ownership_and_invoke;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
