@@ -13,6 +13,7 @@ use crate::types::{Outcome, Stamp};
 
 #[derive(Serialize, Deserialize)]
 struct Record {
+    #[serde(with = "serde_bytes")]
     value: Vec<u8>,
     version: u64,
 }

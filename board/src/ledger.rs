@@ -26,6 +26,7 @@ struct Head {
 
 #[derive(Serialize, Deserialize)]
 struct Entry {
+    #[serde(with = "serde_bytes")]
     entry: Vec<u8>,
     appended_by: String,
     at_ms: u64,

@@ -12,6 +12,7 @@ pub enum Query {
     /// One CAS key.
     KvGet {
         /// The key.
+        #[serde(with = "serde_bytes")]
         key: Vec<u8>,
     },
     /// Leases whose `owner/name` starts with `prefix` (empty = all), with live holders.
@@ -46,8 +47,10 @@ pub enum Query {
     /// CAS keys starting with `prefix` and greater than `after_key`, in key order.
     KvRange {
         /// Key prefix (may be empty: every key).
+        #[serde(with = "serde_bytes")]
         prefix: Vec<u8>,
         /// Only keys strictly greater than this (empty = from the start of the prefix).
+        #[serde(with = "serde_bytes")]
         after_key: Vec<u8>,
         /// Most keys returned (capped by `limits::LIST_ROWS_MAX`).
         limit: u32,
@@ -75,6 +78,7 @@ pub enum QueryResult {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvEntry {
     /// The stored bytes.
+    #[serde(with = "serde_bytes")]
     pub value: Vec<u8>,
     /// Modification revision (the fence of the write that stored it).
     pub version: u64,
@@ -114,6 +118,7 @@ pub struct LedgerEntryView {
     /// Gap-free sequence in the partition, from 1.
     pub seq: u64,
     /// The entry bytes (JSON from the CLI and engine).
+    #[serde(with = "serde_bytes")]
     pub entry: Vec<u8>,
     /// Identity of the appender.
     pub appended_by: String,

@@ -68,8 +68,10 @@ pub enum Command {
     /// (`Some(0)` = the key must be absent, `None` = unconditional).
     KvPut {
         /// The key.
+        #[serde(with = "serde_bytes")]
         key: Vec<u8>,
         /// The bytes to store.
+        #[serde(with = "serde_bytes")]
         value: Vec<u8>,
         /// The version the key must have (`Some(0)` = absent, `None` = any).
         expect_version: Option<u64>,
@@ -77,6 +79,7 @@ pub enum Command {
     /// Delete `key` if its version equals `expect_version` (`None` = unconditional).
     KvDelete {
         /// The key.
+        #[serde(with = "serde_bytes")]
         key: Vec<u8>,
         /// The version the key must have (`None` = any).
         expect_version: Option<u64>,
@@ -134,6 +137,7 @@ pub enum Command {
         /// Which ledger; `key` is the partition.
         ledger: ResourceId,
         /// The entry bytes.
+        #[serde(with = "serde_bytes")]
         entry: Vec<u8>,
         /// Identity of the appender.
         appended_by: String,
@@ -255,6 +259,7 @@ pub enum Outcome {
     /// A compare of a `KvTxn` failed (the first in order); nothing changed.
     KvTxnFailed {
         /// The key whose revision did not match.
+        #[serde(with = "serde_bytes")]
         key: Vec<u8>,
         /// Its current revision (0 = absent).
         current: u64,

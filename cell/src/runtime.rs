@@ -470,17 +470,36 @@ fn fail_all(batch: Vec<Pending>, err: CellError) {
 /// Holds only a weak handle, so dropping the cell ends the loop and releases storage.
 async fn proposer_loop(inner: std::sync::Weak<Inner>, mut rx: mpsc::Receiver<Pending>) {
     let slots = Arc::new(Semaphore::new(limits::BATCHES_IN_FLIGHT_MAX));
-    while let Some(first) = rx.recv().await {
+    // A request that did not fit the previous batch opens the next one.
+    let mut carried: Option<Pending> = None;
+    loop {
+        let first = match carried.take() {
+            Some(p) => p,
+            None => match rx.recv().await {
+                Some(p) => p,
+                None => break,
+            },
+        };
         let Ok(permit) = slots.clone().acquire_owned().await else {
             break;
         };
         let Some(inner) = inner.upgrade() else {
             return fail_all(vec![first], stopped());
         };
+        let mut bytes = payload_bytes(&first.request);
         let mut batch = vec![first];
+        // Bounded by count and by bytes: one entry must replicate well inside openraft's
+        // AppendEntries timeout (= the heartbeat interval, TRAPS.md 3).
         while batch.len() < limits::BATCH_REQUESTS_MAX {
             match rx.try_recv() {
-                Ok(p) => batch.push(p),
+                Ok(p) if bytes + payload_bytes(&p.request) > limits::BATCH_BYTES_MAX => {
+                    carried = Some(p);
+                    break;
+                }
+                Ok(p) => {
+                    bytes += payload_bytes(&p.request);
+                    batch.push(p);
+                }
                 Err(_) => break,
             }
         }
@@ -492,6 +511,27 @@ async fn proposer_loop(inner: std::sync::Weak<Inner>, mut rx: mpsc::Receiver<Pen
             drop(permit);
         });
     }
+}
+
+/// Roughly how many bytes a request adds to a Raft entry (its keys and values).
+fn payload_bytes(request: &Request) -> usize {
+    const OVERHEAD: usize = 64;
+    OVERHEAD
+        + match &request.command {
+            Command::KvPut { key, value, .. } => key.len() + value.len(),
+            Command::LedgerAppend { entry, .. } => entry.len(),
+            Command::KvTxn {
+                puts,
+                compares,
+                deletes,
+            } => {
+                let puts: usize = puts.iter().map(|(k, v)| k.len() + v.len()).sum();
+                let keys: usize = compares.iter().map(|(k, _)| k.len()).sum::<usize>()
+                    + deletes.iter().map(Vec::len).sum::<usize>();
+                puts + keys
+            }
+            _ => 0,
+        }
 }
 
 /// On the leader, propose a `Tick` whenever a deadline is due (lease expiry, waiter expiry,

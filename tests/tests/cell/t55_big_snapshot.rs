@@ -25,26 +25,46 @@ async fn lagging_voter_catches_up_from_a_large_snapshot() {
         let (client, value) = (client.clone(), value.clone());
         writers.push(tokio::spawn(async move {
             for i in 0..96 {
-                client.kv_put(crate::put(&format!("big/{w}/{i}"), &value)).await.unwrap();
+                client
+                    .kv_put(crate::put(&format!("big/{w}/{i}"), &value))
+                    .await
+                    .unwrap();
             }
         }));
     }
     for w in writers {
         w.await.unwrap();
     }
-    let target = cluster.client_of(leader).member_status(0).await.unwrap().last_applied;
+    let target = cluster
+        .client_of(leader)
+        .member_status(0)
+        .await
+        .unwrap()
+        .last_applied;
     let snapshot = cluster.data_dir(leader).join("snapshot.bin");
     let bytes = std::fs::metadata(&snapshot).map(|m| m.len()).unwrap_or(0);
-    assert!(bytes > 16 << 20, "state too small to exercise the transfer: {bytes} bytes");
+    assert!(
+        bytes > 16 << 20,
+        "state too small to exercise the transfer: {bytes} bytes"
+    );
     cluster.start_member(lagging).await;
     let member = cluster.member(lagging).clone();
-    wait_for("the lagging voter to install the snapshot", Duration::from_secs(60), || {
-        let member = member.clone();
-        async move {
-            let applied = member.raft().metrics().borrow().last_applied.map_or(0, |l| l.index);
-            applied >= target
-        }
-    })
+    wait_for(
+        "the lagging voter to install the snapshot",
+        Duration::from_secs(60),
+        || {
+            let member = member.clone();
+            async move {
+                let applied = member
+                    .raft()
+                    .metrics()
+                    .borrow()
+                    .last_applied
+                    .map_or(0, |l| l.index);
+                applied >= target
+            }
+        },
+    )
     .await;
     cluster.shutdown().await;
 }
