@@ -43,8 +43,10 @@ async fn lagging_voter_catches_up_from_a_large_snapshot() {
         .last_applied;
     let snapshot = cluster.data_dir(leader).join("snapshot.bin");
     let bytes = std::fs::metadata(&snapshot).map(|m| m.len()).unwrap_or(0);
+    // Several of openraft's default 3 MB chunks; the newest snapshot may predate the last
+    // writes, so ask for a third of what was written.
     assert!(
-        bytes > 16 << 20,
+        bytes > 8 << 20,
         "state too small to exercise the transfer: {bytes} bytes"
     );
     cluster.start_member(lagging).await;
