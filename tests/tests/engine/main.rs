@@ -8,6 +8,7 @@ mod t30_seeds_cluster;
 mod t40_worker_crash;
 mod t50_trackers;
 mod t60_ownership_and_invoke;
+mod t70_worker_daemons;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
