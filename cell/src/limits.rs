@@ -39,7 +39,7 @@ pub const STATE_DURABLE_EVERY_MS: u64 = 1_000;
 /// A request forwarded to the leader (writes or a read) gives up after this long, so a leader
 /// that stopped answering (paused, cut off) does not hold the proposal slot until TCP
 /// keepalive notices (found by `whip chaos`: SIGSTOP of the leader stalled writes ~25 s).
-pub const FORWARD_TIMEOUT_MS: u64 = 1_500;
+pub const FORWARD_TIMEOUT_MS: u64 = 1_000;
 /// One attempt of a client call gives up after this long and moves to the next member (a
 /// black-holed member otherwise holds the client until HTTP/2 keepalive notices).
 pub const CLIENT_ATTEMPT_TIMEOUT_MS: u64 = 3_000;

@@ -362,12 +362,18 @@ impl Inner {
         result
     }
 
-    async fn forward_writes(&self, leader: NodeId, batch: Vec<Pending>) {
+    /// Forward a batch to `leader` and answer each request. When the leader cannot be
+    /// reached (down, paused, cut off), the batch comes back with the reason, unanswered.
+    async fn forward_writes(
+        &self,
+        leader: NodeId,
+        batch: Vec<Pending>,
+    ) -> Result<(), (Vec<Pending>, CellError)> {
         let Some(addr) = self.addr_of(leader) else {
-            return fail_all(
+            return Err((
                 batch,
                 CellError::Unavailable("leader address unknown".into()),
-            );
+            ));
         };
         let requests: Vec<&Request> = batch.iter().map(|p| &p.request).collect();
         let mut client = self.peers.raft_client(&addr);
@@ -375,24 +381,41 @@ impl Inner {
             data: encode(&requests),
         });
         let reply = tokio::time::timeout(forward_timeout(), forward).await;
-        let results: Result<Vec<Result<Outcome, CellError>>, CellError> = match reply {
-            Ok(Ok(blob)) => decode(&blob.into_inner().data).map_err(CellError::Unavailable),
-            Ok(Err(status)) => Err(CellError::from(status)),
+        let results: Vec<Result<Outcome, CellError>> = match reply {
+            Ok(Ok(blob)) => match decode(&blob.into_inner().data) {
+                Ok(results) => results,
+                Err(e) => return Err((batch, CellError::Unavailable(e))),
+            },
+            Ok(Err(status)) => return Err((batch, CellError::from(status))),
             // The leader may still apply the batch: callers retry with the same idempotency
             // key, so the outcome is recorded once and returned to the retry.
-            Err(_) => Err(forward_timed_out(leader)),
+            Err(_) => return Err((batch, forward_timed_out(leader))),
         };
-        match results {
-            Ok(results) if results.len() == batch.len() => {
-                for (p, r) in batch.into_iter().zip(results) {
-                    let _ = p.reply.send(r);
-                }
+        if results.len() != batch.len() {
+            let err = CellError::Fatal("forwarded batch answered out of shape".into());
+            fail_all(batch, err);
+            return Ok(());
+        }
+        for (p, r) in batch.into_iter().zip(results) {
+            let _ = p.reply.send(r);
+        }
+        Ok(())
+    }
+
+    /// Wait up to `LEADER_WAIT_MS` for a leader other than `old`.
+    async fn wait_new_leader(&self, old: NodeId) -> Option<NodeId> {
+        let mut metrics = self.raft.metrics();
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(limits::LEADER_WAIT_MS);
+        loop {
+            if let Some(leader) = metrics.borrow().current_leader
+                && leader != old
+            {
+                return Some(leader);
             }
-            Ok(_) => fail_all(
-                batch,
-                CellError::Fatal("forwarded batch answered out of shape".into()),
-            ),
-            Err(e) => fail_all(batch, e),
+            match tokio::time::timeout_at(deadline, metrics.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return None,
+            }
         }
     }
 
@@ -441,8 +464,30 @@ impl Inner {
                 hint: self.addr_of(leader),
             },
         );
-        if !forward.is_empty() {
-            self.forward_writes(leader, forward).await;
+        if forward.is_empty() {
+            return;
+        }
+        let Err((batch, err)) = self.forward_writes(leader, forward).await else {
+            return;
+        };
+        // The leader is unreachable. Once another member leads, send it the requests that
+        // carry an idempotency key (a repeat of one the old leader did apply returns the
+        // recorded outcome); a request without one may have applied, so it fails instead.
+        let (keyed, unkeyed): (Vec<_>, Vec<_>) = batch
+            .into_iter()
+            .partition(|p| p.request.idempotency_key.is_some());
+        fail_all(unkeyed, err.clone());
+        if keyed.is_empty() {
+            return;
+        }
+        match self.wait_new_leader(leader).await {
+            Some(new) if new == self.config.id => Box::pin(self.propose(keyed)).await,
+            Some(new) => {
+                if let Err((batch, err)) = self.forward_writes(new, keyed).await {
+                    fail_all(batch, err);
+                }
+            }
+            None => fail_all(keyed, err),
         }
     }
 }
