@@ -1,6 +1,9 @@
 //! # whip-engine: WhippleScript on the fabric
 //!
-//! Owns the WhippleScript language (syntax, checking, lowering) and, later, its runtime.
+//! Owns the WhippleScript language (syntax, checking, lowering) and its runtime
+//! ([`runtime`]: starter, stepper, worker and projections, with every durable row — program
+//! versions, instances, events, facts, effects, runs, tracker issues — stored through the
+//! fabric's client trait, so the same code runs on the embedded cell and on a cluster).
 //!
 //! The front end is a pipeline of pure functions over text:
 //! [`syntax`] (lexer and parser to a typed AST with byte spans) → [`check`] (every static
