@@ -154,6 +154,7 @@ pub enum Command {
         /// `(key, expected revision)`; 0 = the key must be absent.
         compares: Vec<(Vec<u8>, u64)>,
         /// `(key, value)` written unconditionally once the compares pass.
+        #[serde(with = "pairs_as_bytes")]
         puts: Vec<(Vec<u8>, Vec<u8>)>,
         /// Keys deleted once the compares pass (absent keys are skipped).
         deletes: Vec<Vec<u8>>,
@@ -275,4 +276,70 @@ pub struct LeaseHolder {
     pub fence: u64,
     /// When the slot expires unless renewed.
     pub expires_at_ms: u64,
+}
+
+/// `(key, value)` pairs with both sides as byte strings: postcard writes the same bytes as
+/// for plain `Vec<u8>` (so stored data stays readable) but copies each in one go instead of
+/// byte by byte, which matters for the engine's multi-key transactions.
+mod pairs_as_bytes {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+    use serde_bytes::{ByteBuf, Bytes};
+
+    pub(super) fn serialize<S: Serializer>(
+        pairs: &[(Vec<u8>, Vec<u8>)],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let borrowed: Vec<(&Bytes, &Bytes)> = pairs
+            .iter()
+            .map(|(k, v)| (Bytes::new(k), Bytes::new(v)))
+            .collect();
+        borrowed.serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Pairs, D::Error> {
+        let owned: Vec<(ByteBuf, ByteBuf)> = Vec::deserialize(deserializer)?;
+        Ok(owned
+            .into_iter()
+            .map(|(k, v)| (k.into_vec(), v.into_vec()))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Byte fields are declared as byte strings only for speed: their postcard encoding must
+    /// stay exactly that of plain `Vec<u8>`, or stored logs and state would stop decoding.
+    #[test]
+    fn byte_fields_encode_as_plain_vectors() {
+        let puts = vec![
+            (b"key".to_vec(), vec![0, 1, 255]),
+            (Vec::new(), b"v".to_vec()),
+        ];
+        let command = Command::KvTxn {
+            compares: Vec::new(),
+            puts: puts.clone(),
+            deletes: Vec::new(),
+        };
+        let put = Command::KvPut {
+            key: b"k".to_vec(),
+            value: vec![7; 300],
+            expect_version: None,
+        };
+        let ours = postcard::to_stdvec(&(command, put)).unwrap();
+        let plain_txn =
+            postcard::to_stdvec(&(Vec::<(Vec<u8>, u64)>::new(), &puts, Vec::<Vec<u8>>::new()))
+                .unwrap();
+        let plain_put = postcard::to_stdvec(&(b"k".to_vec(), vec![7u8; 300], None::<u64>)).unwrap();
+        // Variant tag, then the fields in order, exactly as plain vectors would be written.
+        assert_eq!(&ours[1..1 + plain_txn.len()], plain_txn.as_slice());
+        assert_eq!(&ours[ours.len() - plain_put.len()..], plain_put.as_slice());
+        let back: (Command, Command) = postcard::from_bytes(&ours).unwrap();
+        assert!(matches!(back.0, Command::KvTxn { puts: p, .. } if p.len() == 2));
+    }
 }
