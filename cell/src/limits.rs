@@ -3,7 +3,7 @@
 /// Client requests in one Raft entry.
 pub const BATCH_REQUESTS_MAX: usize = 1024;
 /// Bytes of client payload in one Raft entry (a single larger request still goes alone).
-pub const BATCH_BYTES_MAX: usize = 256 * 1024;
+pub const BATCH_BYTES_MAX: usize = 128 * 1024;
 /// Raft entries proposed concurrently by one leader; more requests wait and batch up.
 pub const BATCHES_IN_FLIGHT_MAX: usize = 1;
 /// Requests queued for proposal before callers see back-pressure.
@@ -23,7 +23,7 @@ pub const ELECTION_TIMEOUT_MIN_MS: u64 = 200;
 /// Raft election timeout range.
 pub const ELECTION_TIMEOUT_MAX_MS: u64 = 400;
 /// Entries per AppendEntries message.
-pub const APPEND_ENTRIES_MAX: u64 = 8;
+pub const APPEND_ENTRIES_MAX: u64 = 4;
 /// Default number of log entries after which a snapshot is built.
 pub const SNAPSHOT_AFTER_ENTRIES_DEFAULT: u64 = 20_000;
 /// How often the leader checks for due deadlines.

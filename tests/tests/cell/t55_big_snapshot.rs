@@ -1,8 +1,8 @@
 //! Goal: a voter that fell behind a purged log catches up by snapshot even when the state
-//! is large (tens of MB), so one chunk, or the final install, takes longer than openraft's
+//! is large (over one default 3 MB chunk), so one chunk, or the final install, takes longer than openraft's
 //! default 200 ms snapshot RPC timeout. Regression for RELIABILITY.md finding 5 (seed 5):
 //! the leader retried the transfer forever and the voter never rejoined.
-//! Method: snapshot every 50 entries; stop a follower; write ~24 MB through 32 concurrent
+//! Method: snapshot every 50 entries; stop a follower; write ~12 MB through 16 concurrent
 //! clients; restart the follower; wait until it applied the leader's log.
 
 use std::sync::Arc;
@@ -21,7 +21,7 @@ async fn lagging_voter_catches_up_from_a_large_snapshot() {
     let client = Arc::new(cluster.client());
     let value = "x".repeat(8 * 1024);
     let mut writers = Vec::new();
-    for w in 0..32 {
+    for w in 0..16 {
         let (client, value) = (client.clone(), value.clone());
         writers.push(tokio::spawn(async move {
             for i in 0..96 {
@@ -43,10 +43,10 @@ async fn lagging_voter_catches_up_from_a_large_snapshot() {
         .last_applied;
     let snapshot = cluster.data_dir(leader).join("snapshot.bin");
     let bytes = std::fs::metadata(&snapshot).map(|m| m.len()).unwrap_or(0);
-    // Several of openraft's default 3 MB chunks; the newest snapshot may predate the last
-    // writes, so ask for a third of what was written.
+    // More than one of openraft's default 3 MB chunks; the newest snapshot may predate the
+    // last writes, so ask for a third of what was written.
     assert!(
-        bytes > 8 << 20,
+        bytes > 4 << 20,
         "state too small to exercise the transfer: {bytes} bytes"
     );
     cluster.start_member(lagging).await;
