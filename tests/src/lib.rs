@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use whip_cell::{Cell, CellClient, CellConfig, StorageKind};
 
-pub use process::{ProcessCluster, whip_binary};
+pub use process::{DevCell, ProcessCluster, whip_binary};
 
 /// Install a quiet tracing subscriber once (set `WHIP_LOG` to see more).
 pub fn init_tracing() {

@@ -136,3 +136,61 @@ impl Drop for ProcessCluster {
         }
     }
 }
+
+/// A 3-voter `whip cell dev` process (voter i on 127.0.0.1:(base+i)), stopped with SIGINT
+/// like a user's Ctrl-C when dropped.
+pub struct DevCell {
+    child: Child,
+    /// Port of voter 1; voters 2 and 3 follow.
+    pub base: u16,
+    /// The line `whip cell dev` printed once every voter knew the leader.
+    pub ready_line: String,
+}
+
+impl DevCell {
+    /// Start the dev cell with its data under `dir/dev` and wait for its ready line.
+    pub fn start(dir: &std::path::Path) -> DevCell {
+        let base = crate::free_addrs(1)[0].port().max(20_000);
+        let mut child = Command::new(whip_binary())
+            .current_dir(dir)
+            .args([
+                "cell",
+                "dev",
+                "--voters",
+                "3",
+                "--base-port",
+                &base.to_string(),
+            ])
+            .args(["--data", "dev"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn whip cell dev");
+        let mut ready_line = String::new();
+        let stdout = child.stdout.take().expect("piped stdout");
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready_line)
+            .expect("read the ready line");
+        assert!(
+            ready_line.contains("ready"),
+            "whip cell dev said {ready_line:?}"
+        );
+        DevCell {
+            child,
+            base,
+            ready_line,
+        }
+    }
+
+    /// The address of voter `i` (0-based).
+    pub fn member(&self, i: u16) -> String {
+        format!("127.0.0.1:{}", self.base + i)
+    }
+}
+
+impl Drop for DevCell {
+    fn drop(&mut self) {
+        // SAFETY: plain libc call on a child pid we own.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let _ = self.child.wait();
+    }
+}

@@ -208,30 +208,9 @@ fn second_process_talks_to_the_store_holder_over_its_socket() {
 #[test]
 fn cluster_contract_commands() {
     let dir = tempfile::tempdir().unwrap();
-    let base = whip_tests::free_addrs(1)[0].port().max(20_000);
+    let dev = whip_tests::DevCell::start(dir.path());
+    let (base, line) = (dev.base, dev.ready_line.clone());
     let ports: Vec<u16> = (0..3).map(|i| base + i).collect();
-    let mut dev = Command::new(whip_binary())
-        .current_dir(dir.path())
-        .args([
-            "cell",
-            "dev",
-            "--voters",
-            "3",
-            "--base-port",
-            &base.to_string(),
-            "--data",
-            "dev",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(dev.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
     for p in &ports {
         assert!(
             line.contains(&format!("127.0.0.1:{p}")),
@@ -293,15 +272,7 @@ fn cluster_contract_commands() {
         );
     }
     assert!(bench["ops_per_sec"].as_f64().unwrap() > 0.0);
-    interrupt(&dev);
-    let _ = dev.wait();
-}
-
-/// Stop `whip cell dev` as a user would, with Ctrl-C (SIGINT).
-fn interrupt(child: &std::process::Child) {
-    let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
+    drop(dev);
 }
 
 #[test]

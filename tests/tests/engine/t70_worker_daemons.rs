@@ -14,28 +14,8 @@ const INSTANCES: usize = 24;
 #[test]
 fn two_worker_daemons_share_instances_without_double_work() {
     let dir = crate::workdir();
-    let base = whip_tests::free_addrs(1)[0].port().max(20_000);
-    let mut dev = Command::new(crate::bin())
-        .current_dir(dir.path())
-        .args([
-            "cell",
-            "dev",
-            "--voters",
-            "3",
-            "--base-port",
-            &base.to_string(),
-            "--data",
-            "dev",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    let mut out = std::io::BufReader::new(dev.stdout.take().unwrap());
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert!(line.contains("ready"), "{line}");
-    let member = |i: u16| format!("127.0.0.1:{}", base + i);
+    let dev = whip_tests::DevCell::start(dir.path());
+    let member = |i: u16| dev.member(i);
     let mut started = BTreeSet::new();
     for _ in 0..INSTANCES {
         let out = crate::whip(
@@ -93,8 +73,4 @@ fn two_worker_daemons_share_instances_without_double_work() {
         .map(|e| e["by"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(appenders, started, "each instance appended exactly once");
-    let _ = Command::new("kill")
-        .args(["-INT", &dev.id().to_string()])
-        .status();
-    let _ = dev.wait();
 }
