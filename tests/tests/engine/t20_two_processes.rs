@@ -19,7 +19,17 @@ fn spawn_wait(dir: &std::path::Path, file: &str) -> std::process::Child {
 }
 
 fn wait_held(dir: &std::path::Path) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    // Let the first process take the store before polling, so the poll is the second
+    // process (the case under test), not a racer for the store lock.
+    let socket = dir.join(".whipplescript/cell.sock");
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while !socket.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "first run never opened the store"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     loop {
         // A poll may race the first process for the store; only a held lease counts.
         let out = whip(dir, None, &["leases"]);
