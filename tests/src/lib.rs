@@ -155,6 +155,23 @@ impl Cluster {
         &self.members[&id].cell
     }
 
+    /// Wait until running member `id` has applied at least `index` (panics after `timeout`).
+    pub async fn wait_applied(&self, id: u64, index: u64, timeout: Duration) {
+        let member = self.member(id).clone();
+        wait_for(
+            &format!("member {id} to apply index {index}"),
+            timeout,
+            || {
+                let member = member.clone();
+                async move {
+                    let applied = member.raft().metrics().borrow().last_applied;
+                    applied.map_or(0, |l| l.index) >= index
+                }
+            },
+        )
+        .await;
+    }
+
     /// Ids of running members.
     pub fn running(&self) -> Vec<u64> {
         self.members.keys().copied().collect()

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use whip_board::{Query, QueryResult};
 use whip_cell::StorageKind;
-use whip_tests::{Cluster, wait_for};
+use whip_tests::Cluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lagging_voter_catches_up_by_snapshot() {
@@ -25,23 +25,9 @@ async fn lagging_voter_catches_up_by_snapshot() {
     let leader_status = cluster.client_of(leader).member_status(0).await.unwrap();
     cluster.start_member(lagging).await;
     let member = cluster.member(lagging).clone();
-    wait_for(
-        "the lagging voter to apply everything",
-        Duration::from_secs(15),
-        || {
-            let member = member.clone();
-            async move {
-                let applied = member
-                    .raft()
-                    .metrics()
-                    .borrow()
-                    .last_applied
-                    .map_or(0, |l| l.index);
-                applied >= leader_status.last_applied
-            }
-        },
-    )
-    .await;
+    cluster
+        .wait_applied(lagging, leader_status.last_applied, Duration::from_secs(15))
+        .await;
     let snapshot = member.raft().metrics().borrow().snapshot;
     assert!(snapshot.is_some(), "the voter caught up without a snapshot");
     assert!(

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use whip_cell::StorageKind;
-use whip_tests::{Cluster, wait_for};
+use whip_tests::Cluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lagging_voter_catches_up_from_a_large_snapshot() {
@@ -50,23 +50,8 @@ async fn lagging_voter_catches_up_from_a_large_snapshot() {
         "state too small to exercise the transfer: {bytes} bytes"
     );
     cluster.start_member(lagging).await;
-    let member = cluster.member(lagging).clone();
-    wait_for(
-        "the lagging voter to install the snapshot",
-        Duration::from_secs(60),
-        || {
-            let member = member.clone();
-            async move {
-                let applied = member
-                    .raft()
-                    .metrics()
-                    .borrow()
-                    .last_applied
-                    .map_or(0, |l| l.index);
-                applied >= target
-            }
-        },
-    )
-    .await;
+    cluster
+        .wait_applied(lagging, target, Duration::from_secs(60))
+        .await;
     cluster.shutdown().await;
 }
