@@ -39,10 +39,23 @@ pub(crate) enum Item {
     Idempotency {
         /// The idempotency key.
         key: String,
+        /// The routing point of the recorded command (the entry moves with its range).
+        point: Option<u64>,
     },
 }
 
 impl Item {
+    /// The routing point of the item's resource; `None` for cell-local items.
+    pub(crate) fn point(&self) -> Option<u64> {
+        match self {
+            Item::Holder { lease, .. } | Item::Waiter { lease, .. } => {
+                Some(crate::route::resource_point(lease))
+            }
+            Item::Ledger { ledger } => Some(crate::route::resource_point(ledger)),
+            Item::Idempotency { point, .. } => *point,
+        }
+    }
+
     fn kind(&self) -> u8 {
         match self {
             Item::Holder { .. } => 1,
@@ -64,7 +77,7 @@ pub(crate) fn key(deadline_ms: u64, item: &Item) -> Vec<u8> {
             keys::push_str(&mut out, holder.as_bytes());
         }
         Item::Ledger { ledger } => keys::push_resource(&mut out, ledger),
-        Item::Idempotency { key } => out.extend_from_slice(key.as_bytes()),
+        Item::Idempotency { key, .. } => out.extend_from_slice(key.as_bytes()),
     }
     out
 }
@@ -116,7 +129,10 @@ mod tests {
     use crate::txn::MemTxn;
 
     fn idem(key: &str) -> Item {
-        Item::Idempotency { key: key.into() }
+        Item::Idempotency {
+            key: key.into(),
+            point: None,
+        }
     }
 
     #[test]

@@ -16,6 +16,13 @@ use crate::types::Outcome;
 struct Record {
     outcome: Outcome,
     expires_at_ms: u64,
+    /// The routing point of the command, so the record moves with its range.
+    point: Option<u64>,
+}
+
+/// The routing point of a stored record (`None` for commands no range owns).
+pub(crate) fn point_of(value: &[u8]) -> Option<u64> {
+    decode::<Record>(value).point
 }
 
 fn load(txn: &impl Txn, key: &str) -> Option<Record> {
@@ -30,9 +37,16 @@ pub(crate) fn recorded(txn: &impl Txn, now_ms: u64, key: &str) -> Option<Outcome
 }
 
 /// Record `outcome` for `key` at `now_ms`, replacing an expired record.
-pub(crate) fn record(txn: &mut impl Txn, now_ms: u64, key: &str, outcome: &Outcome) {
+pub(crate) fn record(
+    txn: &mut impl Txn,
+    now_ms: u64,
+    key: &str,
+    outcome: &Outcome,
+    point: Option<u64>,
+) {
     let item = Item::Idempotency {
         key: key.to_string(),
+        point,
     };
     if let Some(old) = load(txn, key) {
         deadline::remove(txn, old.expires_at_ms, &item);
@@ -41,6 +55,7 @@ pub(crate) fn record(txn: &mut impl Txn, now_ms: u64, key: &str, outcome: &Outco
     let record = Record {
         outcome: outcome.clone(),
         expires_at_ms,
+        point,
     };
     txn.put(&keys::idempotency(key), &encode(&record));
     deadline::insert(txn, expires_at_ms, &item);
@@ -56,6 +71,7 @@ pub(crate) fn prune(txn: &mut impl Txn, now_ms: u64, key: &str) -> u32 {
                 old.expires_at_ms,
                 &Item::Idempotency {
                     key: key.to_string(),
+                    point: old.point,
                 },
             );
             1
@@ -72,7 +88,7 @@ mod tests {
     #[test]
     fn recorded_until_window_passes_then_pruned() {
         let mut txn = MemTxn::default();
-        record(&mut txn, 100, "c1", &Outcome::LeaseReleased);
+        record(&mut txn, 100, "c1", &Outcome::LeaseReleased, None);
         let end = 100 + IDEMPOTENCY_WINDOW_MS;
         assert_eq!(recorded(&txn, end - 1, "c1"), Some(Outcome::LeaseReleased));
         assert_eq!(recorded(&txn, end, "c1"), None);
@@ -85,8 +101,8 @@ mod tests {
     #[test]
     fn re_recording_moves_the_deadline() {
         let mut txn = MemTxn::default();
-        record(&mut txn, 100, "c1", &Outcome::LeaseReleased);
-        record(&mut txn, 200, "c1", &Outcome::LeaseNotHeld);
+        record(&mut txn, 100, "c1", &Outcome::LeaseReleased, None);
+        record(&mut txn, 200, "c1", &Outcome::LeaseNotHeld, None);
         assert_eq!(deadline::next(&txn), Some(200 + IDEMPOTENCY_WINDOW_MS));
         assert_eq!(txn.map.len(), 2);
     }

@@ -26,6 +26,10 @@ pub(crate) const LEDGER_ENTRY: u8 = b'e';
 pub(crate) const IDEMPOTENCY: u8 = b'i';
 /// Deadline index: family, deadline, kind, identity.
 pub(crate) const DEADLINE: u8 = b'd';
+/// Owned key ranges of this cell (fabric mode): family, start (big-endian).
+pub(crate) const RANGE: u8 = b'r';
+/// The fence offset of this cell (raised when a range arrives from another cell).
+pub(crate) const FENCE_OFFSET: u8 = b'f';
 
 /// Append `s` escaped but without its terminator (a prefix of every longer string's form).
 pub(crate) fn push_open(out: &mut Vec<u8>, s: &[u8]) {
@@ -52,6 +56,27 @@ pub(crate) fn push_u64(out: &mut Vec<u8>, n: u64) {
 pub(crate) fn split(mut bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
     let mut parts = Vec::new();
     while !bytes.is_empty() {
+        let (mut first, rest) = split_first(bytes, 1)?;
+        parts.append(&mut first);
+        bytes = rest;
+    }
+    Some(parts)
+}
+
+/// A resource id from three components (owner, name, key).
+pub(crate) fn resource_of(parts: &[Vec<u8>]) -> Option<ResourceId> {
+    let text = |bytes: &Vec<u8>| String::from_utf8(bytes.clone()).ok();
+    Some(ResourceId {
+        owner: text(parts.first()?)?,
+        name: text(parts.get(1)?)?,
+        key: text(parts.get(2)?)?,
+    })
+}
+
+/// The first `n` escaped components of `bytes` and the bytes after them.
+pub(crate) fn split_first(mut bytes: &[u8], n: usize) -> Option<(Vec<Vec<u8>>, &[u8])> {
+    let mut parts = Vec::with_capacity(n);
+    while parts.len() < n {
         let mut part = Vec::new();
         loop {
             match bytes {
@@ -72,7 +97,7 @@ pub(crate) fn split(mut bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
         }
         parts.push(part);
     }
-    Some(parts)
+    Some((parts, bytes))
 }
 
 /// The smallest key greater than every key starting with `prefix`.

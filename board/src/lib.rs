@@ -15,7 +15,7 @@
 //! use whip_board::{Command, MemTxn, Outcome, Request, Stamp, apply};
 //! let mut txn = MemTxn::default();
 //! let put = Command::KvPut { key: b"a".to_vec(), value: b"x".to_vec(), expect_version: Some(0) };
-//! let request = Request { idempotency_key: Some("client-1/1".into()), command: put };
+//! let request = Request::new(Some("client-1/1".into()), put);
 //! let stamp = Stamp { index: 1, position: 0, time_ms: 1_000 };
 //! let written = apply(&mut txn, stamp, &request);
 //! assert_eq!(written, Outcome::KvWritten { version: stamp.fence(), fence: stamp.fence() });
@@ -35,11 +35,13 @@ mod lease;
 mod ledger;
 pub mod limits;
 pub mod query;
+mod range;
+pub mod route;
 pub mod txn;
 pub mod types;
 mod validate;
 
-pub use query::{Query, QueryResult};
+pub use query::{Query, QueryResult, RangeView};
 pub use txn::{MemTxn, Txn};
 pub use types::{Command, LeaseHolder, Outcome, Request, Reset, ResourceId, Stamp};
 pub use validate::validate;
@@ -52,18 +54,35 @@ use limits::{LIST_ROWS_MAX, TICK_WORK_MAX, VALUE_BYTES_MAX};
 ///
 /// An invalid request (see [`validate`]) changes nothing and is not recorded: validation
 /// depends only on the request, so a retry gets the same `Invalid` again.
+///
+/// In a fabric (the cell owns ranges) a keyed command runs only when its point lies in a
+/// range this cell serves at the request's epoch; otherwise it answers `WrongRange` and
+/// records nothing. Fences include the cell's offset (see [`range`]), so they keep growing
+/// when a range arrives from another cell.
 pub fn apply(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
     let key = request.idempotency_key.as_deref();
     let valid = key.map_or(Ok(()), validate::idempotency_key);
     if let Err(reason) = valid.and_then(|()| validate(&request.command, VALUE_BYTES_MAX)) {
         return Outcome::Invalid { reason };
     }
+    let point = match route::command_point(&request.command) {
+        Ok(point) => point,
+        // A standalone cell runs transactions over any keys.
+        Err(_) if range::serving(txn).is_none() => None,
+        Err(reason) => return Outcome::Invalid { reason },
+    };
     if let Some(outcome) = key.and_then(|key| idempotency::recorded(txn, stamp.time_ms, key)) {
         return outcome;
     }
+    if let Some(point) = point
+        && let Err(refusal) = range::admit(txn, point, request.epoch)
+    {
+        return refusal;
+    }
+    let stamp = range::shift(txn, stamp);
     let outcome = apply_command(txn, stamp, &request.command);
     if let Some(key) = key {
-        idempotency::record(txn, stamp.time_ms, key, &outcome);
+        idempotency::record(txn, stamp.time_ms, key, &outcome, point);
     }
     outcome
 }
@@ -140,6 +159,31 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome
             puts,
             deletes,
         } => kv::txn(txn, stamp, compares, puts, deletes),
+        Command::RangeAssign {
+            start,
+            last,
+            epoch,
+            fence_above,
+        } => {
+            let range = RangeView {
+                start: *start,
+                last: *last,
+                epoch: *epoch,
+                frozen: false,
+            };
+            range::assign(txn, stamp, range, *fence_above)
+        }
+        Command::RangeFreeze { start, last, epoch } => {
+            range::freeze(txn, stamp, *start, *last, *epoch)
+        }
+        Command::RangeSplit {
+            start,
+            last,
+            at,
+            epoch,
+        } => range::split(txn, *start, *last, *at, *epoch),
+        Command::RangeImport { rows } => range::import(txn, rows),
+        Command::RangeDrop { start, last } => range::drop_rows(txn, *start, *last),
     }
 }
 
@@ -166,7 +210,7 @@ fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
                 lease::expire(txn, stamp, lease)
             }
             Item::Ledger { ledger } => ledger::prune(txn, now_ms, ledger, budget - processed),
-            Item::Idempotency { key } => idempotency::prune(txn, now_ms, key),
+            Item::Idempotency { key, .. } => idempotency::prune(txn, now_ms, key),
         };
         processed += removed.max(1);
     }
@@ -210,5 +254,47 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
             after_key,
             limit,
         } => QueryResult::KvRange(kv::range(txn, prefix, after_key, cap(*limit))),
+        Query::Routed { epoch, query } => routed(txn, now_ms, *epoch, query),
+        Query::Ranges => QueryResult::Ranges(range::rows(txn)),
+        Query::RangeExport {
+            start,
+            last,
+            after_key,
+            limit,
+        } => {
+            let (rows, next) = range::export(txn, *start, *last, after_key, cap(*limit));
+            QueryResult::RangeRows { rows, next }
+        }
+    }
+}
+
+/// A router's read: refused unless this cell serves its point at `epoch`; list results keep
+/// only rows of served ranges (a frozen range's rows are already on their way elsewhere).
+fn routed(txn: &impl Txn, now_ms: u64, epoch: u64, inner: &Query) -> QueryResult {
+    if let Some(point) = route::query_point(inner)
+        && let Err(Outcome::WrongRange { epoch }) = range::admit(txn, point, epoch)
+    {
+        return QueryResult::WrongRange { epoch };
+    }
+    let serving = range::serving(txn);
+    let serves = |p: u64| range::serves(&serving, p);
+    match query(txn, now_ms, inner) {
+        QueryResult::KvRange(mut rows) => {
+            rows.retain(|(key, _)| serves(route::kv_point(key)));
+            QueryResult::KvRange(rows)
+        }
+        QueryResult::Leases(mut rows) => {
+            rows.retain(|v| serves(route::resource_point(&v.lease)));
+            QueryResult::Leases(rows)
+        }
+        QueryResult::Counters(mut rows) => {
+            rows.retain(|v| serves(route::resource_point(&v.counter)));
+            QueryResult::Counters(rows)
+        }
+        QueryResult::LedgerEntries(mut rows) => {
+            rows.retain(|v| serves(route::resource_point(&v.ledger)));
+            QueryResult::LedgerEntries(rows)
+        }
+        other => other,
     }
 }

@@ -22,3 +22,9 @@ pub const LIST_ROWS_MAX: usize = 10_000;
 pub const KV_TXN_OPS_MAX: usize = 4096;
 /// Bytes of all keys and values of one `KvTxn` together.
 pub const KV_TXN_BYTES_MAX: usize = 4 << 20;
+/// Ranges one cell owns.
+pub const RANGES_PER_CELL_MAX: usize = 1024;
+/// Rows one range export page or one range drop command carries.
+pub const RANGE_ROWS_PER_COMMAND_MAX: usize = 4096;
+/// Stored rows one export page examines (a page may come back short but never scans more).
+pub const RANGE_SCAN_ROWS_MAX: usize = 65_536;

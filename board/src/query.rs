@@ -55,9 +55,33 @@ pub enum Query {
         /// Most keys returned (capped by `limits::LIST_ROWS_MAX`).
         limit: u32,
     },
+    /// A keyed read sent by a router: answered only when this cell serves the query's point
+    /// at `epoch` (else `WrongRange`). Lists inside it see only served ranges.
+    Routed {
+        /// The router's epoch for the point.
+        epoch: u64,
+        /// The read.
+        query: Box<Query>,
+    },
+    /// The ranges this cell owns.
+    Ranges,
+    /// Stored rows of range `[start, last]` after `after_key` (a move copies them).
+    RangeExport {
+        /// First point.
+        start: u64,
+        /// Last point (inclusive).
+        last: u64,
+        /// Only rows with a greater key (empty = from the start).
+        #[serde(with = "serde_bytes")]
+        after_key: Vec<u8>,
+        /// Most rows returned.
+        limit: u32,
+    },
 }
 
 /// The answer to a [`Query`].
+///
+/// (`Query` variants added later sit at the end: postcard encodes the variant index.)
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum QueryResult {
     /// A CAS key: `None` when absent.
@@ -72,6 +96,33 @@ pub enum QueryResult {
     NextDeadline(Option<u64>),
     /// CAS keys of a range read, in key order, with their values and revisions.
     KvRange(Vec<(Vec<u8>, KvEntry)>),
+    /// This cell does not serve the read's point at the router's epoch.
+    WrongRange {
+        /// The epoch this cell knows for the point (0 = not owned here).
+        epoch: u64,
+    },
+    /// The ranges this cell owns.
+    Ranges(Vec<RangeView>),
+    /// Exported rows and where the next page starts (`None` = done).
+    RangeRows {
+        /// Raw stored rows.
+        rows: Vec<(Vec<u8>, Vec<u8>)>,
+        /// The key after which the next page starts.
+        next: Option<Vec<u8>>,
+    },
+}
+
+/// One ring range owned by a cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RangeView {
+    /// First point.
+    pub start: u64,
+    /// Last point (inclusive).
+    pub last: u64,
+    /// The range's epoch.
+    pub epoch: u64,
+    /// Frozen: a move is under way and the cell no longer serves it.
+    pub frozen: bool,
 }
 
 /// A CAS key's current value.

@@ -59,6 +59,20 @@ pub struct Request {
     pub idempotency_key: Option<String>,
     /// The command itself.
     pub command: Command,
+    /// The range epoch the router saw for the command's point (0 = not routed). A cell in
+    /// a fabric runs a keyed command only when this matches the epoch of its range.
+    pub epoch: u64,
+}
+
+impl Request {
+    /// A request that is not routed (a standalone cell, or a command every cell runs).
+    pub fn new(idempotency_key: Option<String>, command: Command) -> Self {
+        Request {
+            idempotency_key,
+            command,
+            epoch: 0,
+        }
+    }
 }
 
 /// Everything that can change the state machine.
@@ -158,6 +172,53 @@ pub enum Command {
         puts: Vec<(Vec<u8>, Vec<u8>)>,
         /// Keys deleted once the compares pass (absent keys are skipped).
         deletes: Vec<Vec<u8>>,
+    },
+    /// Take ownership of ring range `[start, last]` at `epoch` (fabric mode); every fence
+    /// granted afterwards is above `fence_above` (the previous owner's high-water mark).
+    RangeAssign {
+        /// First point of the range.
+        start: u64,
+        /// Last point of the range (inclusive).
+        last: u64,
+        /// The range's epoch (> 0).
+        epoch: u64,
+        /// Fences granted from now on exceed this.
+        fence_above: u64,
+    },
+    /// Stop serving owned range `[start, last]` and move it to `epoch` (a move begins).
+    RangeFreeze {
+        /// First point.
+        start: u64,
+        /// Last point (inclusive).
+        last: u64,
+        /// The new epoch (above the current one).
+        epoch: u64,
+    },
+    /// Cut owned range `[start, last]` at `at` (first point of the upper half); both halves
+    /// get `epoch`.
+    RangeSplit {
+        /// First point.
+        start: u64,
+        /// Last point (inclusive).
+        last: u64,
+        /// First point of the upper half.
+        at: u64,
+        /// The new epoch of both halves.
+        epoch: u64,
+    },
+    /// Write rows exported from another cell's frozen range.
+    RangeImport {
+        /// Raw stored rows.
+        #[serde(with = "pairs_as_bytes")]
+        rows: Vec<(Vec<u8>, Vec<u8>)>,
+    },
+    /// Delete the rows of frozen range `[start, last]` (a bounded amount per command) and,
+    /// once none is left, forget the range.
+    RangeDrop {
+        /// First point.
+        start: u64,
+        /// Last point (inclusive).
+        last: u64,
     },
 }
 
@@ -264,6 +325,43 @@ pub enum Outcome {
         key: Vec<u8>,
         /// Its current revision (0 = absent).
         current: u64,
+    },
+    /// This cell does not serve the command's point at the request's epoch: it owns no
+    /// such range (`epoch` 0), the range is moving, or the router's map is stale.
+    WrongRange {
+        /// The epoch this cell knows for the point (0 = not owned here).
+        epoch: u64,
+    },
+    /// A range is owned and served at `epoch`.
+    RangeAssigned {
+        /// The range's epoch.
+        epoch: u64,
+    },
+    /// A range is frozen at `epoch`; every fence this cell granted is below `fence_high`.
+    RangeFrozen {
+        /// The new epoch.
+        epoch: u64,
+        /// The cell's high-water fence.
+        fence_high: u64,
+    },
+    /// No owned range is exactly `[start, last]`.
+    RangeUnknown {
+        /// First point asked for.
+        start: u64,
+        /// Last point asked for.
+        last: u64,
+    },
+    /// Exported rows were written.
+    RangeImported {
+        /// How many.
+        rows: u32,
+    },
+    /// Rows of a frozen range were deleted; `done` once the range is gone.
+    RangeDropped {
+        /// Rows deleted by this command.
+        removed: u32,
+        /// The range and all its rows are gone.
+        done: bool,
     },
 }
 

@@ -3,6 +3,7 @@
 use crate::counter;
 use crate::limits::{
     DURATION_MS_MAX, KV_TXN_BYTES_MAX, KV_TXN_OPS_MAX, LEASE_SLOTS_MAX, NAME_BYTES_MAX,
+    RANGE_ROWS_PER_COMMAND_MAX,
 };
 use crate::types::{Command, ResourceId};
 
@@ -138,6 +139,15 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
             puts,
             deletes,
         } => kv_txn(compares, puts, deletes, value_bytes_max),
+        Command::RangeImport { rows } if rows.len() > RANGE_ROWS_PER_COMMAND_MAX => Err(format!(
+            "range import has {} rows, limit is {RANGE_ROWS_PER_COMMAND_MAX}",
+            rows.len()
+        )),
+        Command::RangeAssign { .. }
+        | Command::RangeFreeze { .. }
+        | Command::RangeSplit { .. }
+        | Command::RangeImport { .. }
+        | Command::RangeDrop { .. } => Ok(()),
     }
 }
 

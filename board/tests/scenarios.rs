@@ -34,10 +34,14 @@ impl<'a> Line<'a> {
             .to_string()
     }
 
+    /// A decimal number, or hexadecimal with `0x` (ring points).
     fn number(&self, name: &str) -> u64 {
-        self.text(name)
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}= is not a number"))
+        let text = self.text(name);
+        let parsed = match text.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).ok(),
+            None => text.parse().ok(),
+        };
+        parsed.unwrap_or_else(|| panic!("{name}= is not a number"))
     }
 
     fn number_or(&self, name: &str, default: u64) -> u64 {
@@ -134,6 +138,27 @@ fn command(line: &Line<'_>) -> Option<Command> {
             retain_ms: line.number("retain"),
         },
         "tick" => Command::Tick,
+        "assign" => Command::RangeAssign {
+            start: line.number("start"),
+            last: line.number("last"),
+            epoch: line.number("epoch"),
+            fence_above: line.number_or("above", 0),
+        },
+        "freeze" => Command::RangeFreeze {
+            start: line.number("start"),
+            last: line.number("last"),
+            epoch: line.number("epoch"),
+        },
+        "split" => Command::RangeSplit {
+            start: line.number("start"),
+            last: line.number("last"),
+            at: line.number("at"),
+            epoch: line.number("epoch"),
+        },
+        "drop" => Command::RangeDrop {
+            start: line.number("start"),
+            last: line.number("last"),
+        },
         _ => return None,
     })
 }
@@ -158,7 +183,26 @@ fn read(line: &Line<'_>) -> Query {
             limit,
         },
         "next-deadline" => Query::NextDeadline,
+        "ranges" => Query::Ranges,
+        "export" => Query::RangeExport {
+            start: line.number("start"),
+            last: line.number("last"),
+            after_key: Vec::new(),
+            limit,
+        },
         other => panic!("unknown command {other}"),
+    }
+}
+
+/// A read, wrapped as a router's read when the line names an `epoch=`.
+fn routed_read(line: &Line<'_>) -> Query {
+    let query = read(line);
+    match line.optional("epoch") {
+        Some(epoch) => Query::Routed {
+            epoch,
+            query: Box::new(query),
+        },
+        None => query,
     }
 }
 
@@ -207,6 +251,17 @@ fn render(result: QueryResult) -> String {
             .collect(),
         QueryResult::LedgerEntries(rows) => rows.iter().map(ledger_row).collect(),
         QueryResult::NextDeadline(next) => vec![format!("{next:?}")],
+        QueryResult::WrongRange { epoch } => vec![format!("WrongRange {{ epoch: {epoch} }}")],
+        QueryResult::Ranges(rows) => rows
+            .iter()
+            .map(|r| {
+                let state = if r.frozen { " frozen" } else { "" };
+                format!("{:#x}..={:#x} epoch={}{state}", r.start, r.last, r.epoch)
+            })
+            .collect(),
+        QueryResult::RangeRows { rows, next } => {
+            vec![format!("{} rows, next={:?}", rows.len(), next.is_some())]
+        }
         QueryResult::KvRange(rows) => rows
             .iter()
             .map(|(k, e)| {
@@ -252,19 +307,14 @@ impl Runner {
                     time_ms: self.time_ms,
                 };
                 let idempotency_key = line.args.get("idem").map(|k| k.to_string());
-                format!(
-                    "{:?}",
-                    apply(
-                        &mut self.txn,
-                        stamp,
-                        &Request {
-                            idempotency_key,
-                            command
-                        }
-                    )
-                )
+                let request = Request {
+                    idempotency_key,
+                    command,
+                    epoch: line.number_or("epoch", 0),
+                };
+                format!("{:?}", apply(&mut self.txn, stamp, &request))
             }
-            None => render(query(&self.txn, self.time_ms, &read(&line))),
+            None => render(query(&self.txn, self.time_ms, &routed_read(&line))),
         }
     }
 }

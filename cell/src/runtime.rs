@@ -614,10 +614,7 @@ async fn tick_once(cell: &Cell) -> Result<(), CellError> {
         if !due {
             return Ok(());
         }
-        let tick = Request {
-            idempotency_key: None,
-            command: Command::Tick,
-        };
+        let tick = Request::new(None, Command::Tick);
         if let Outcome::Ticked { processed: 0 } = cell.submit(tick).await? {
             return Ok(());
         }

@@ -73,10 +73,7 @@ impl CellApi {
         let idempotency_key = (!idempotency_key.is_empty()).then_some(idempotency_key);
         Ok(self
             .cell
-            .submit(Request {
-                idempotency_key,
-                command,
-            })
+            .submit(Request::new(idempotency_key, command))
             .await?)
     }
 

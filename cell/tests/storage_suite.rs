@@ -91,10 +91,7 @@ fn command_log(len: usize) -> Vec<Request> {
                 _ => Command::Tick,
             };
             let idempotency_key = (r % 4 == 0).then(|| format!("idem-{}", r % 50));
-            Request {
-                idempotency_key,
-                command,
-            }
+            Request::new(idempotency_key, command)
         })
         .collect()
 }

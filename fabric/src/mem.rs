@@ -37,10 +37,7 @@ impl MemFabric {
             position: 0,
             time_ms: *time,
         };
-        let request = Request {
-            idempotency_key: (!key.is_empty()).then_some(key),
-            command,
-        };
+        let request = Request::new((!key.is_empty()).then_some(key), command);
         match whip_board::apply(txn, stamp, &request) {
             Outcome::Invalid { reason } => Err(FabricError::Invalid(reason)),
             outcome => Ok(outcome),

@@ -24,14 +24,14 @@ async fn main() {
     let cell = cluster.member(leader).clone();
     let mut direct = Vec::new();
     for i in 0..2000u64 {
-        let request = Request {
-            idempotency_key: None,
-            command: Command::KvPut {
+        let request = Request::new(
+            None,
+            Command::KvPut {
                 key: b"k".to_vec(),
                 value: i.to_be_bytes().to_vec(),
                 expect_version: None,
             },
-        };
+        );
         let t = Instant::now();
         cell.submit(request).await.expect("submit");
         direct.push(t.elapsed().as_micros());
@@ -43,14 +43,14 @@ async fn main() {
     );
     if std::env::var("TRACE_ONE").is_ok() {
         tracing::info!("==== one traced write");
-        let request = Request {
-            idempotency_key: None,
-            command: Command::KvPut {
+        let request = Request::new(
+            None,
+            Command::KvPut {
                 key: b"t".to_vec(),
                 value: vec![1],
                 expect_version: None,
             },
-        };
+        );
         cell.submit(request).await.expect("submit");
         tracing::info!("==== done");
     }
@@ -58,14 +58,14 @@ async fn main() {
     for i in 0..2000u64 {
         let batch = whip_cell::types::Batch {
             time_ms: 1,
-            requests: vec![Request {
-                idempotency_key: None,
-                command: Command::KvPut {
+            requests: vec![Request::new(
+                None,
+                Command::KvPut {
                     key: b"r".to_vec(),
                     value: i.to_be_bytes().to_vec(),
                     expect_version: None,
                 },
-            }],
+            )],
         };
         let t = Instant::now();
         cell.raft().client_write(batch).await.expect("client_write");

@@ -1,0 +1,359 @@
+//! Key ranges owned by this cell, when it is part of a fabric.
+//!
+//! A cell with no range rows is standalone: it runs every command. Once a range is assigned
+//! the cell is in fabric mode and runs a keyed command only when the command's point lies in
+//! a range it owns, that range is not frozen, and the command carries the range's epoch;
+//! otherwise it answers `WrongRange` with the epoch it knows, so the router refreshes its
+//! map. A move freezes the range on the source (new epoch; from then on the source refuses
+//! it), copies its rows to the target (`Import`), assigns it there with a fence floor above
+//! the source's high-water mark, and finally drops it on the source.
+//!
+//! Fences stay monotonic across moves: this cell keeps an index offset, added to every
+//! stamp's index before a command runs, raised on assignment so that every later fence is
+//! above the fences the source granted.
+
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{decode, encode};
+use crate::deadline::Item;
+use crate::keys::{self, FENCE_OFFSET, RANGE};
+use crate::limits::{RANGE_ROWS_PER_COMMAND_MAX, RANGE_SCAN_ROWS_MAX, RANGES_PER_CELL_MAX};
+use crate::query::RangeView;
+use crate::route;
+use crate::txn::Txn;
+use crate::types::{Outcome, Stamp};
+
+#[derive(Serialize, Deserialize)]
+struct Row {
+    last: u64,
+    epoch: u64,
+    frozen: bool,
+}
+
+fn row_key(start: u64) -> Vec<u8> {
+    let mut out = vec![RANGE];
+    keys::push_u64(&mut out, start);
+    out
+}
+
+/// Every range row of this cell, in ring order.
+pub(crate) fn rows(txn: &impl Txn) -> Vec<RangeView> {
+    txn.scan(&[RANGE], &[RANGE + 1], RANGES_PER_CELL_MAX)
+        .into_iter()
+        .map(|(key, value)| {
+            let start = u64::from_be_bytes(key[1..9].try_into().expect("range key holds a u64"));
+            let row: Row = decode(&value);
+            RangeView {
+                start,
+                last: row.last,
+                epoch: row.epoch,
+                frozen: row.frozen,
+            }
+        })
+        .collect()
+}
+
+fn put_row(txn: &mut impl Txn, view: &RangeView) {
+    let row = Row {
+        last: view.last,
+        epoch: view.epoch,
+        frozen: view.frozen,
+    };
+    txn.put(&row_key(view.start), &encode(&row));
+}
+
+fn containing(rows: &[RangeView], point: u64) -> Option<&RangeView> {
+    rows.iter().find(|r| r.start <= point && point <= r.last)
+}
+
+/// Whether a command at `point` carrying `epoch` may run here; the refusal otherwise.
+pub(crate) fn admit(txn: &impl Txn, point: u64, epoch: u64) -> Result<(), Outcome> {
+    let rows = rows(txn);
+    if rows.is_empty() {
+        return Ok(());
+    }
+    match containing(&rows, point) {
+        Some(r) if !r.frozen && r.epoch == epoch => Ok(()),
+        Some(r) => Err(Outcome::WrongRange { epoch: r.epoch }),
+        None => Err(Outcome::WrongRange { epoch: 0 }),
+    }
+}
+
+/// Rows owned and serving here, or `None` for a standalone cell (everything is served).
+pub(crate) fn serving(txn: &impl Txn) -> Option<Vec<RangeView>> {
+    let rows = rows(txn);
+    if rows.is_empty() {
+        return None;
+    }
+    Some(rows.into_iter().filter(|r| !r.frozen).collect())
+}
+
+/// Whether `point` lies in one of `serving` (or the cell is standalone).
+pub(crate) fn serves(serving: &Option<Vec<RangeView>>, point: u64) -> bool {
+    serving
+        .as_ref()
+        .is_none_or(|rows| containing(rows, point).is_some())
+}
+
+/// The stamp commands see: its index raised by this cell's fence offset.
+pub(crate) fn shift(txn: &impl Txn, stamp: Stamp) -> Stamp {
+    let offset = offset(txn);
+    Stamp {
+        index: stamp.index + offset,
+        ..stamp
+    }
+}
+
+fn offset(txn: &impl Txn) -> u64 {
+    txn.get(&[FENCE_OFFSET]).map_or(0, |bytes| decode(&bytes))
+}
+
+/// Raise the offset so that every fence granted after `stamp` (already shifted) is above
+/// `fence_above`.
+fn raise_floor(txn: &mut impl Txn, stamp: Stamp, fence_above: u64) {
+    let needed_index = (fence_above >> 16) + 1;
+    if stamp.index >= needed_index {
+        return;
+    }
+    let raised = offset(txn) + (needed_index - stamp.index);
+    txn.put(&[FENCE_OFFSET], &encode(&raised));
+}
+
+/// Take ownership of `[start, last]` at `epoch`; fences from now on exceed `fence_above`.
+pub(crate) fn assign(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    range: RangeView,
+    fence_above: u64,
+) -> Outcome {
+    if range.start > range.last || range.epoch == 0 {
+        return invalid(format!(
+            "range {:#x}..={:#x} at epoch {} is empty or has epoch 0",
+            range.start, range.last, range.epoch
+        ));
+    }
+    let rows = rows(txn);
+    if let Some(same) = rows
+        .iter()
+        .find(|r| r.start == range.start && r.last == range.last)
+        && same.epoch == range.epoch
+        && !same.frozen
+    {
+        return Outcome::RangeAssigned { epoch: same.epoch };
+    }
+    if let Some(other) = rows
+        .iter()
+        .find(|r| r.start <= range.last && range.start <= r.last)
+    {
+        return invalid(format!(
+            "range {:#x}..={:#x} overlaps owned range {:#x}..={:#x}",
+            range.start, range.last, other.start, other.last
+        ));
+    }
+    if rows.len() >= RANGES_PER_CELL_MAX {
+        return invalid(format!("cell owns {RANGES_PER_CELL_MAX} ranges, the limit"));
+    }
+    raise_floor(txn, stamp, fence_above);
+    put_row(
+        txn,
+        &RangeView {
+            frozen: false,
+            ..range
+        },
+    );
+    Outcome::RangeAssigned { epoch: range.epoch }
+}
+
+fn exact(txn: &impl Txn, start: u64, last: u64) -> Result<RangeView, Outcome> {
+    rows(txn)
+        .into_iter()
+        .find(|r| r.start == start && r.last == last)
+        .ok_or_else(|| Outcome::RangeUnknown { start, last })
+}
+
+/// Stop serving `[start, last]` (a move begins) and move it to `epoch`.
+pub(crate) fn freeze(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    start: u64,
+    last: u64,
+    epoch: u64,
+) -> Outcome {
+    let row = match exact(txn, start, last) {
+        Ok(row) => row,
+        Err(outcome) => return outcome,
+    };
+    if row.frozen && row.epoch == epoch {
+        return Outcome::RangeFrozen {
+            epoch,
+            fence_high: stamp.fence(),
+        };
+    }
+    if epoch <= row.epoch {
+        return Outcome::WrongRange { epoch: row.epoch };
+    }
+    put_row(
+        txn,
+        &RangeView {
+            epoch,
+            frozen: true,
+            ..row
+        },
+    );
+    Outcome::RangeFrozen {
+        epoch,
+        fence_high: stamp.fence(),
+    }
+}
+
+/// Cut an owned range in two at `at` (the first point of the upper half), both at `epoch`.
+pub(crate) fn split(txn: &mut impl Txn, start: u64, last: u64, at: u64, epoch: u64) -> Outcome {
+    let row = match exact(txn, start, last) {
+        Ok(row) => row,
+        Err(outcome) => return outcome,
+    };
+    if row.frozen || epoch <= row.epoch {
+        return Outcome::WrongRange { epoch: row.epoch };
+    }
+    if at <= start || at > last {
+        return invalid(format!(
+            "split point {at:#x} is not inside {start:#x}..={last:#x}"
+        ));
+    }
+    if rows(txn).len() >= RANGES_PER_CELL_MAX {
+        return invalid(format!("cell owns {RANGES_PER_CELL_MAX} ranges, the limit"));
+    }
+    put_row(
+        txn,
+        &RangeView {
+            start,
+            last: at - 1,
+            epoch,
+            frozen: false,
+        },
+    );
+    put_row(
+        txn,
+        &RangeView {
+            start: at,
+            last,
+            epoch,
+            frozen: false,
+        },
+    );
+    Outcome::RangeAssigned { epoch }
+}
+
+/// The point of a stored row, or `None` for rows that belong to the cell itself (range
+/// rows, the fence offset, idempotency records, cell-local deadline entries).
+fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
+    let (&family, rest) = key.split_first()?;
+    match family {
+        keys::KV => Some(route::kv_point(rest)),
+        keys::LEASE | keys::COUNTER => {
+            let (parts, _) = keys::split_first(rest, 4)?;
+            keys::resource_of(&parts[1..]).map(|id| route::resource_point(&id))
+        }
+        keys::HOLDER => {
+            let (parts, _) = keys::split_first(rest, 4)?;
+            keys::resource_of(&parts[1..]).map(|id| route::resource_point(&id))
+        }
+        keys::LEDGER_HEAD | keys::LEDGER_ENTRY => {
+            let (parts, _) = keys::split_first(rest, 3)?;
+            keys::resource_of(&parts).map(|id| route::resource_point(&id))
+        }
+        keys::DEADLINE => decode::<Item>(value).point(),
+        keys::IDEMPOTENCY => crate::idempotency::point_of(value),
+        keys::RANGE | keys::FENCE_OFFSET => None,
+        other => panic!("stored row of unknown family {other:#x}"),
+    }
+}
+
+fn in_range(key: &[u8], value: &[u8], start: u64, last: u64) -> bool {
+    row_point(key, value).is_some_and(|p| start <= p && p <= last)
+}
+
+/// Rows of `[start, last]` after `after_key`: at most `limit` rows, examining at most
+/// `RANGE_SCAN_ROWS_MAX`; `next` is where the next page starts (`None` when done).
+pub(crate) fn export(
+    txn: &impl Txn,
+    start: u64,
+    last: u64,
+    after_key: &[u8],
+    limit: usize,
+) -> (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>) {
+    let mut from = after_key.to_vec();
+    from.push(0);
+    let scanned = txn.scan(&from, &[0xFF], RANGE_SCAN_ROWS_MAX);
+    let exhausted = scanned.len() < RANGE_SCAN_ROWS_MAX;
+    let mut rows = Vec::new();
+    let mut last_key = None;
+    for (key, value) in scanned {
+        if rows.len() >= limit.min(RANGE_ROWS_PER_COMMAND_MAX) {
+            return (rows, last_key);
+        }
+        if in_range(&key, &value, start, last) {
+            rows.push((key.clone(), value));
+        }
+        last_key = Some(key);
+    }
+    (rows, if exhausted { None } else { last_key })
+}
+
+/// Write rows exported by another cell. Rows of the cell's own families are refused.
+pub(crate) fn import(txn: &mut impl Txn, rows: &[(Vec<u8>, Vec<u8>)]) -> Outcome {
+    for (key, value) in rows {
+        if row_point(key, value).is_none() {
+            return invalid(format!(
+                "row of family {:?} cannot be imported",
+                key.first()
+            ));
+        }
+    }
+    for (key, value) in rows {
+        txn.put(key, value);
+    }
+    Outcome::RangeImported {
+        rows: rows.len() as u32,
+    }
+}
+
+/// Delete the data of frozen range `[start, last]`, at most `RANGE_ROWS_PER_COMMAND_MAX`
+/// rows per command; once nothing is left, forget the range.
+pub(crate) fn drop_rows(txn: &mut impl Txn, start: u64, last: u64) -> Outcome {
+    let row = match exact(txn, start, last) {
+        Ok(row) => row,
+        Err(outcome) => return outcome,
+    };
+    if !row.frozen {
+        return invalid(format!("range {start:#x}..={last:#x} is not frozen"));
+    }
+    let mut removed = 0u32;
+    let mut after = Vec::new();
+    loop {
+        let (rows, next) = export(txn, start, last, &after, RANGE_ROWS_PER_COMMAND_MAX);
+        for (key, _) in &rows {
+            txn.delete(key);
+            removed += 1;
+        }
+        if removed as usize >= RANGE_ROWS_PER_COMMAND_MAX {
+            return Outcome::RangeDropped {
+                removed,
+                done: false,
+            };
+        }
+        match next {
+            Some(key) => after = key,
+            None => break,
+        }
+    }
+    txn.delete(&row_key(start));
+    Outcome::RangeDropped {
+        removed,
+        done: true,
+    }
+}
+
+fn invalid(reason: String) -> Outcome {
+    Outcome::Invalid { reason }
+}

@@ -1,0 +1,150 @@
+//! Where a command runs in a fabric: every keyed command has a routing key, hashed to a
+//! point on a 64-bit ring; the cell owning the range holding that point applies it.
+//!
+//! The point of a key is the first 8 bytes (big-endian) of its blake3 hash. A CAS key may
+//! name its routing key in braces (`wf/{instance-7}/events`): only the text inside the first
+//! `{…}` is hashed, so keys sharing a tag live on one cell and may share a `KvTxn`. Leases,
+//! counters and ledgers route by their whole resource id (owner, name, key), so every slot
+//! of a lease and every entry of a ledger partition is on one cell.
+
+use crate::query::Query;
+use crate::types::{Command, ResourceId};
+
+/// The point of `routing_key` on the ring.
+pub fn point(routing_key: &[u8]) -> u64 {
+    let hash = blake3::hash(routing_key);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&hash.as_bytes()[..8]);
+    u64::from_be_bytes(first)
+}
+
+/// The part of a CAS key that is hashed: the text of its first `{…}` tag when it has a
+/// non-empty one, else the whole key.
+pub fn kv_routing_key(key: &[u8]) -> &[u8] {
+    if let Some(open) = key.iter().position(|&b| b == b'{')
+        && let Some(len) = key[open + 1..].iter().position(|&b| b == b'}')
+        && len > 0
+    {
+        return &key[open + 1..open + 1 + len];
+    }
+    key
+}
+
+/// The routing key of a lease, counter or ledger partition.
+pub fn resource_routing_key(id: &ResourceId) -> Vec<u8> {
+    let mut out = Vec::with_capacity(id.owner.len() + id.name.len() + id.key.len() + 2);
+    out.extend_from_slice(id.owner.as_bytes());
+    out.push(0);
+    out.extend_from_slice(id.name.as_bytes());
+    out.push(0);
+    out.extend_from_slice(id.key.as_bytes());
+    out
+}
+
+/// The point of a CAS key.
+pub fn kv_point(key: &[u8]) -> u64 {
+    point(kv_routing_key(key))
+}
+
+/// The point of a resource.
+pub fn resource_point(id: &ResourceId) -> u64 {
+    point(&resource_routing_key(id))
+}
+
+/// The point a command must run at: `Ok(None)` for commands every cell runs on its own
+/// (`Tick`, range management, `LeaseReleaseAll`, which a router sends to each cell);
+/// `Err` for a `KvTxn` whose keys route to different points.
+pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
+    Ok(match command {
+        Command::KvPut { key, .. } | Command::KvDelete { key, .. } => Some(kv_point(key)),
+        Command::LeaseAcquire { lease, .. }
+        | Command::LeaseRenew { lease, .. }
+        | Command::LeaseRelease { lease, .. } => Some(resource_point(lease)),
+        Command::CounterConsume { counter, .. } => Some(resource_point(counter)),
+        Command::LedgerAppend { ledger, .. } => Some(resource_point(ledger)),
+        Command::KvTxn {
+            compares,
+            puts,
+            deletes,
+        } => {
+            let keys = compares
+                .iter()
+                .map(|(k, _)| k)
+                .chain(puts.iter().map(|(k, _)| k))
+                .chain(deletes.iter());
+            txn_point(keys)?
+        }
+        _ => None,
+    })
+}
+
+fn txn_point<'a>(keys: impl Iterator<Item = &'a Vec<u8>>) -> Result<Option<u64>, String> {
+    let mut found: Option<(u64, &[u8])> = None;
+    for key in keys {
+        let routing = kv_routing_key(key);
+        match found {
+            None => found = Some((point(routing), routing)),
+            Some((_, first)) if first == routing => {}
+            Some((at, first)) => {
+                if point(routing) != at {
+                    return Err(format!(
+                        "transaction keys route to different cells ({:?} and {:?}); \
+                         give them one {{tag}}",
+                        String::from_utf8_lossy(first),
+                        String::from_utf8_lossy(routing)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(found.map(|(at, _)| at))
+}
+
+/// The point a read must run at, or `None` for reads every cell answers for its own
+/// ranges (lists and range scans, which a router gathers from each cell).
+pub fn query_point(query: &Query) -> Option<u64> {
+    match query {
+        Query::KvGet { key } => Some(kv_point(key)),
+        Query::LedgerList {
+            owner,
+            name,
+            partition: Some(partition),
+            ..
+        } => Some(resource_point(&ResourceId {
+            owner: owner.clone(),
+            name: name.clone(),
+            key: partition.clone(),
+        })),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_pick_the_hashed_part() {
+        assert_eq!(kv_routing_key(b"wf/{i-7}/events"), b"i-7");
+        assert_eq!(kv_routing_key(b"wf/{}/x"), b"wf/{}/x");
+        assert_eq!(kv_routing_key(b"plain"), b"plain");
+        assert_eq!(kv_routing_key(b"open{only"), b"open{only");
+        assert_eq!(kv_point(b"a/{t}/1"), kv_point(b"b/{t}/2"));
+    }
+
+    #[test]
+    fn transactions_must_share_a_point() {
+        let txn = |keys: &[&[u8]]| Command::KvTxn {
+            compares: Vec::new(),
+            puts: keys.iter().map(|k| (k.to_vec(), Vec::new())).collect(),
+            deletes: Vec::new(),
+        };
+        assert!(
+            command_point(&txn(&[b"x/{a}", b"y/{a}"]))
+                .unwrap()
+                .is_some()
+        );
+        assert!(command_point(&txn(&[b"x", b"y"])).is_err());
+        assert_eq!(command_point(&txn(&[])).unwrap(), None);
+    }
+}
