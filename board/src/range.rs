@@ -30,6 +30,9 @@ struct Row {
     frozen: bool,
 }
 
+/// Raw stored rows.
+type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
 fn row_key(start: u64) -> Vec<u8> {
     let mut out = vec![RANGE];
     keys::push_u64(&mut out, start);
@@ -168,7 +171,7 @@ fn exact(txn: &impl Txn, start: u64, last: u64) -> Result<RangeView, Outcome> {
     rows(txn)
         .into_iter()
         .find(|r| r.start == start && r.last == last)
-        .ok_or_else(|| Outcome::RangeUnknown { start, last })
+        .ok_or(Outcome::RangeUnknown { start, last })
 }
 
 /// Stop serving `[start, last]` (a move begins) and move it to `epoch`.
@@ -281,7 +284,7 @@ pub(crate) fn export(
     last: u64,
     after_key: &[u8],
     limit: usize,
-) -> (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>) {
+) -> (Rows, Option<Vec<u8>>) {
     let mut from = after_key.to_vec();
     from.push(0);
     let scanned = txn.scan(&from, &[0xFF], RANGE_SCAN_ROWS_MAX);
