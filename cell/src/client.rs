@@ -76,7 +76,7 @@ impl CellClient {
         let mut client =
             CellClient::new(Target::Tcp(vec!["local".to_string()])).expect("one address is enough");
         client.channels.clear();
-        client.local = Some(Arc::new(CellApi::new(cell)));
+        client.local = Some(Arc::new(CellApi::new(Arc::new(cell))));
         client
     }
 
@@ -247,7 +247,7 @@ impl CellClient {
     /// Initialize a new cell through the first member.
     pub async fn init(&self, members: Vec<pb::Member>) -> Result<pb::AdminResponse, CellError> {
         let response = AdminClient::new(self.first_channel()?)
-            .init(pb::InitRequest { members })
+            .init(pb::InitRequest { members, cell: 0 })
             .await?;
         Ok(response.into_inner())
     }
@@ -260,6 +260,7 @@ impl CellClient {
                 admin
                     .add_learner(pb::AddLearnerRequest {
                         member: Some(member),
+                        cell: 0,
                     })
                     .await
             }
@@ -277,7 +278,11 @@ impl CellClient {
             let voters = voters.clone();
             async move {
                 admin
-                    .change_membership(pb::ChangeMembershipRequest { voters, retain })
+                    .change_membership(pb::ChangeMembershipRequest {
+                        voters,
+                        retain,
+                        cell: 0,
+                    })
                     .await
             }
         })

@@ -21,7 +21,16 @@ pub enum CellError {
     /// The cell is stopping or its storage failed.
     #[error("fatal: {0}")]
     Fatal(String),
+    /// This cell does not serve the key's range at the caller's epoch (fabric mode): the
+    /// range moved or is moving, or the caller's range map is stale.
+    #[error("wrong range: this cell knows epoch {epoch} for the key")]
+    WrongRange {
+        /// The epoch the cell knows for the key's point (0 = not owned here).
+        epoch: u64,
+    },
 }
+
+const WRONG_RANGE_PREFIX: &str = "wrong range: this cell knows epoch ";
 
 impl From<CellError> for tonic::Status {
     fn from(err: CellError) -> Self {
@@ -31,6 +40,7 @@ impl From<CellError> for tonic::Status {
                 tonic::Status::unavailable(err.to_string())
             }
             CellError::Fatal(_) => tonic::Status::internal(err.to_string()),
+            CellError::WrongRange { .. } => tonic::Status::failed_precondition(err.to_string()),
         }
     }
 }
@@ -42,6 +52,15 @@ impl From<tonic::Status> for CellError {
                 CellError::InvalidArgument(status.message().to_string())
             }
             tonic::Code::Internal => CellError::Fatal(status.message().to_string()),
+            tonic::Code::FailedPrecondition if status.message().starts_with(WRONG_RANGE_PREFIX) => {
+                let rest = &status.message()[WRONG_RANGE_PREFIX.len()..];
+                let epoch = rest
+                    .split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                CellError::WrongRange { epoch }
+            }
             _ => CellError::Unavailable(status.message().to_string()),
         }
     }

@@ -18,10 +18,8 @@ pub const CONNECT_TIMEOUT_MS: u64 = 1_000;
 pub const PEER_BACKOFF_MS: u64 = 200;
 /// Raft heartbeat (also openraft's AppendEntries timeout: TRAPS.md 3).
 pub const HEARTBEAT_MS: u64 = 100;
-/// Raft election timeout range.
+/// Raft election timeout: a follower campaigns after a random time in `[min, 2 × min)`.
 pub const ELECTION_TIMEOUT_MIN_MS: u64 = 200;
-/// Raft election timeout range.
-pub const ELECTION_TIMEOUT_MAX_MS: u64 = 400;
 /// Entries per AppendEntries message.
 pub const APPEND_ENTRIES_MAX: u64 = 4;
 /// Default number of log entries after which a snapshot is built.

@@ -54,16 +54,17 @@ pub fn endpoint(addr: &str) -> Endpoint {
         .keep_alive_while_idle(true)
 }
 
-/// Creates one [`Connection`] per target voter.
+/// Creates one [`Connection`] per target voter of one cell.
 #[derive(Clone)]
 pub struct Network {
     peers: Peers,
+    cell_id: u64,
 }
 
 impl Network {
-    /// A network over a shared channel cache.
-    pub fn new(peers: Peers) -> Self {
-        Network { peers }
+    /// A network of cell `cell_id` over a shared channel cache.
+    pub fn new(peers: Peers, cell_id: u64) -> Self {
+        Network { peers, cell_id }
     }
 }
 
@@ -73,6 +74,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Connection {
         Connection {
             target,
+            cell_id: self.cell_id,
             client: self.peers.raft_client(&node.addr),
         }
     }
@@ -81,6 +83,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 /// The Raft transport to one voter.
 pub struct Connection {
     target: NodeId,
+    cell_id: u64,
     client: RaftClient<Channel>,
 }
 
@@ -99,7 +102,10 @@ impl Connection {
         T: for<'de> serde::Deserialize<'de>,
         E: for<'de> serde::Deserialize<'de> + std::error::Error,
     {
-        let mut request = tonic::Request::new(Blob { data: encode(req) });
+        let mut request = tonic::Request::new(Blob {
+            data: encode(req),
+            cell: self.cell_id,
+        });
         request.set_timeout(option.hard_ttl());
         let response = match kind {
             RpcKind::Append => self.client.append_entries(request).await,

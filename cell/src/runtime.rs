@@ -18,11 +18,29 @@ use crate::network::{Network, Peers};
 use crate::storage::{LogStore, SmStore, StateMachineView, StorageKind, open_backend};
 use crate::types::{Batch, NodeId, Raft, decode, encode};
 
+fn raft_config(config: &CellConfig) -> openraft::Config {
+    openraft::Config {
+        cluster_name: "whip-cell".to_string(),
+        heartbeat_interval: config.heartbeat_ms,
+        election_timeout_min: config.election_timeout_min_ms,
+        election_timeout_max: config.election_timeout_min_ms * 2,
+        max_payload_entries: limits::APPEND_ENTRIES_MAX,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_after_entries),
+        max_in_snapshot_log_to_keep: config.snapshot_after_entries.min(1000),
+        snapshot_max_chunk_size: limits::SNAPSHOT_CHUNK_BYTES,
+        install_snapshot_timeout: limits::SNAPSHOT_CHUNK_TIMEOUT_MS,
+        ..Default::default()
+    }
+}
+
 /// How to run one cell member.
 #[derive(Clone, Debug)]
 pub struct CellConfig {
-    /// This member's id (unique in the cell, > 0).
+    /// This member's id (unique in the cell, > 0). On a fabric node, the node id.
     pub id: NodeId,
+    /// Which cell of a fabric this member belongs to (0 for a standalone cell and for the
+    /// meta cell); Raft messages carry it so one node can host many cells.
+    pub cell_id: u64,
     /// The address other members and clients reach this member at (`host:port`).
     pub advertise: String,
     /// The data directory (log, state machine, snapshot).
@@ -35,6 +53,10 @@ pub struct CellConfig {
     pub snapshot_after_entries: u64,
     /// Test-only offset added to this member's wall clock (clock-skew faults).
     pub clock_offset_ms: i64,
+    /// How often the leader heartbeats its followers.
+    pub heartbeat_ms: u64,
+    /// A follower hearing no leader for a random time in `[min, 2 × min)` campaigns.
+    pub election_timeout_min_ms: u64,
 }
 
 impl CellConfig {
@@ -42,12 +64,15 @@ impl CellConfig {
     pub fn new(id: NodeId, advertise: impl Into<String>, data_dir: impl Into<PathBuf>) -> Self {
         CellConfig {
             id,
+            cell_id: 0,
             advertise: advertise.into(),
             data_dir: data_dir.into(),
             storage: StorageKind::Redb,
             value_bytes_max: limits::VALUE_BYTES_MAX_DEFAULT,
             snapshot_after_entries: limits::SNAPSHOT_AFTER_ENTRIES_DEFAULT,
             clock_offset_ms: 0,
+            heartbeat_ms: limits::HEARTBEAT_MS,
+            election_timeout_min_ms: limits::ELECTION_TIMEOUT_MIN_MS,
         }
     }
 }
@@ -78,6 +103,12 @@ impl Cell {
     /// Open storage and start Raft, the proposal batcher and the tick loop. The member
     /// serves nothing until [`crate::serve`] runs its gRPC service.
     pub async fn start(config: CellConfig) -> Result<Cell, CellError> {
+        Self::start_with_peers(config, Peers::default()).await
+    }
+
+    /// Like [`Cell::start`], sharing `peers` (one connection per remote node) with the other
+    /// cells of this node.
+    pub async fn start_with_peers(config: CellConfig, peers: Peers) -> Result<Cell, CellError> {
         let fatal = |e: &dyn std::fmt::Display| CellError::Fatal(e.to_string());
         let backend = open_backend(config.storage, &config.data_dir).map_err(|e| fatal(&e))?;
         let log = LogStore::new(backend.clone());
@@ -85,21 +116,9 @@ impl Cell {
             .await
             .map_err(|e| fatal(&e))?;
         let view = sm.view();
-        let raft_config = openraft::Config {
-            cluster_name: "whip-cell".to_string(),
-            heartbeat_interval: limits::HEARTBEAT_MS,
-            election_timeout_min: limits::ELECTION_TIMEOUT_MIN_MS,
-            election_timeout_max: limits::ELECTION_TIMEOUT_MAX_MS,
-            max_payload_entries: limits::APPEND_ENTRIES_MAX,
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_after_entries),
-            max_in_snapshot_log_to_keep: config.snapshot_after_entries.min(1000),
-            snapshot_max_chunk_size: limits::SNAPSHOT_CHUNK_BYTES,
-            install_snapshot_timeout: limits::SNAPSHOT_CHUNK_TIMEOUT_MS,
-            ..Default::default()
-        };
-        let raft_config = Arc::new(raft_config.validate().map_err(|e| fatal(&e))?);
-        let peers = Peers::default();
-        let raft = Raft::new(config.id, raft_config, Network::new(peers.clone()), log, sm)
+        let raft_config = Arc::new(raft_config(&config).validate().map_err(|e| fatal(&e))?);
+        let network = Network::new(peers.clone(), config.cell_id);
+        let raft = Raft::new(config.id, raft_config, network, log, sm)
             .await
             .map_err(|e| fatal(&e))?;
         let (tx, rx) = mpsc::channel(limits::PROPOSAL_QUEUE_MAX);
@@ -167,6 +186,7 @@ impl Cell {
             .map_err(|_| stopped())?;
         match rx.await.map_err(|_| stopped())?? {
             Outcome::Invalid { reason } => Err(CellError::InvalidArgument(reason)),
+            Outcome::WrongRange { epoch } => Err(CellError::WrongRange { epoch }),
             outcome => Ok(outcome),
         }
     }
@@ -221,11 +241,21 @@ impl Cell {
             .inner
             .now_ms()
             .max(self.inner.last_stamp_ms.load(Ordering::Relaxed));
-        self.inner
+        let result = self
+            .inner
             .view
             .query(now, query)
             .await
-            .map_err(|e| CellError::Fatal(e.to_string()))
+            .map_err(|e| CellError::Fatal(e.to_string()))?;
+        match result {
+            QueryResult::WrongRange { epoch } => Err(CellError::WrongRange { epoch }),
+            result => Ok(result),
+        }
+    }
+
+    /// Which cell of the fabric this member belongs to.
+    pub fn cell_id(&self) -> u64 {
+        self.inner.config.cell_id
     }
 
     /// Make this member the first of a new cell with `members` (id → address) as voters.
@@ -352,6 +382,7 @@ impl Inner {
         let mut client = self.peers.raft_client(&addr);
         let read = client.read(Blob {
             data: encode(query),
+            cell: self.config.cell_id,
         });
         let blob = tokio::time::timeout(forward_timeout(), read)
             .await
@@ -379,6 +410,7 @@ impl Inner {
         let mut client = self.peers.raft_client(&addr);
         let forward = client.forward(Blob {
             data: encode(&requests),
+            cell: self.config.cell_id,
         });
         let reply = tokio::time::timeout(forward_timeout(), forward).await;
         let results: Vec<Result<Outcome, CellError>> = match reply {

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use tonic::{Request as GrpcRequest, Response, Status};
 use whip_board::{Command, Outcome, Query, QueryResult, Request};
@@ -10,15 +11,70 @@ use whip_proto::v1 as pb;
 use whip_proto::v1::{admin_server, cell_server, raft_server};
 
 use crate::convert;
+use crate::error::CellError;
 use crate::limits;
 use crate::runtime::Cell;
 use crate::types::{decode, encode};
 
 type GrpcResult<T> = Result<Response<T>, Status>;
 
+/// What the typed client API runs on: one cell ([`Cell`]) or a fabric node's router, which
+/// sends each request to the cell owning its key.
+#[tonic::async_trait]
+pub trait Dispatch: Send + Sync + 'static {
+    /// Apply one request and return its outcome.
+    async fn submit(&self, request: Request) -> Result<Outcome, CellError>;
+    /// Answer one read, linearizably.
+    async fn read(&self, query: Query) -> Result<QueryResult, CellError>;
+    /// What `whip cell status` shows.
+    async fn status(&self) -> Result<pb::StatusResponse, CellError>;
+}
+
+#[tonic::async_trait]
+impl Dispatch for Cell {
+    async fn submit(&self, request: Request) -> Result<Outcome, CellError> {
+        Cell::submit(self, request).await
+    }
+
+    async fn read(&self, query: Query) -> Result<QueryResult, CellError> {
+        Cell::read(self, query).await
+    }
+
+    async fn status(&self) -> Result<pb::StatusResponse, CellError> {
+        Ok(crate::status::status(self))
+    }
+}
+
+/// The cells a server hosts, by cell id: Raft messages, forwarded requests and admin calls
+/// name the cell they are for.
+pub trait Cells: Send + Sync + 'static {
+    /// The hosted member of cell `id`, if this server hosts one.
+    fn cell(&self, id: u64) -> Option<Cell>;
+}
+
+impl Cells for Cell {
+    fn cell(&self, id: u64) -> Option<Cell> {
+        (id == self.cell_id()).then(|| self.clone())
+    }
+}
+
+fn hosted(cells: &dyn Cells, id: u64) -> Result<Cell, Status> {
+    cells
+        .cell(id)
+        .ok_or_else(|| Status::not_found(format!("cell {id} is not hosted on this node")))
+}
+
 /// Build the tonic router serving every service of `cell`, with gRPC reflection so tools
 /// such as grpcurl can list and call the API without the .proto file.
 pub fn router(cell: Cell) -> tonic::transport::server::Router {
+    services(Arc::new(cell.clone()), Arc::new(cell))
+}
+
+/// The router of a server whose client API runs on `dispatch` and which hosts `cells`.
+pub fn services(
+    dispatch: Arc<dyn Dispatch>,
+    cells: Arc<dyn Cells>,
+) -> tonic::transport::server::Router {
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(whip_proto::FILE_DESCRIPTOR_SET)
         .build_v1()
@@ -26,30 +82,40 @@ pub fn router(cell: Cell) -> tonic::transport::server::Router {
     tonic::transport::Server::builder()
         .add_service(reflection)
         .add_service(
-            cell_server::CellServer::new(CellApi { cell: cell.clone() })
+            cell_server::CellServer::new(CellApi { dispatch })
                 .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
                 .max_encoding_message_size(limits::MESSAGE_BYTES_MAX),
         )
         .add_service(admin_server::AdminServer::new(AdminApi {
-            cell: cell.clone(),
+            cells: cells.clone(),
         }))
         .add_service(
-            raft_server::RaftServer::new(RaftApi { cell })
+            raft_server::RaftServer::new(RaftApi { cells })
                 .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
                 .max_encoding_message_size(limits::MESSAGE_BYTES_MAX),
         )
 }
 
-/// Serve `cell` on `listener` (TCP, with TCP_NODELAY: TRAPS.md 9) until `shutdown` resolves.
+/// Serve `router` on `listener` (TCP, with TCP_NODELAY: TRAPS.md 9) until `shutdown`
+/// resolves.
+pub async fn serve_router(
+    router: tonic::transport::server::Router,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), tonic::transport::Error> {
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    router
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+}
+
+/// Serve `cell` on `listener` until `shutdown` resolves.
 pub async fn serve(
     cell: Cell,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    router(cell)
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await
+    serve_router(router(cell), listener, shutdown).await
 }
 
 /// Bind `addr` for [`serve`].
@@ -57,14 +123,14 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
     tokio::net::TcpListener::bind(addr).await
 }
 
-/// The typed client API of one member. The in-process client calls it directly.
+/// The typed client API. The in-process client calls it directly.
 pub(crate) struct CellApi {
-    cell: Cell,
+    dispatch: Arc<dyn Dispatch>,
 }
 
 impl CellApi {
-    pub(crate) fn new(cell: Cell) -> Self {
-        CellApi { cell }
+    pub(crate) fn new(dispatch: Arc<dyn Dispatch>) -> Self {
+        CellApi { dispatch }
     }
 }
 
@@ -72,13 +138,13 @@ impl CellApi {
     async fn submit(&self, idempotency_key: String, command: Command) -> Result<Outcome, Status> {
         let idempotency_key = (!idempotency_key.is_empty()).then_some(idempotency_key);
         Ok(self
-            .cell
+            .dispatch
             .submit(Request::new(idempotency_key, command))
             .await?)
     }
 
     async fn read(&self, query: Query) -> Result<QueryResult, Status> {
-        Ok(self.cell.read(query).await?)
+        Ok(self.dispatch.read(query).await?)
     }
 }
 
@@ -278,28 +344,26 @@ impl cell_server::Cell for CellApi {
     }
 
     async fn status(&self, _req: GrpcRequest<pb::StatusRequest>) -> GrpcResult<pb::StatusResponse> {
-        Ok(Response::new(crate::status::status(&self.cell)))
+        Ok(Response::new(self.dispatch.status().await?))
     }
 }
 
 struct AdminApi {
-    cell: Cell,
+    cells: Arc<dyn Cells>,
 }
 
 #[tonic::async_trait]
 impl admin_server::Admin for AdminApi {
     async fn init(&self, req: GrpcRequest<pb::InitRequest>) -> GrpcResult<pb::AdminResponse> {
-        let members: BTreeMap<u64, String> = req
-            .into_inner()
-            .members
-            .into_iter()
-            .map(|m| (m.id, m.addr))
-            .collect();
+        let req = req.into_inner();
+        let cell = hosted(self.cells.as_ref(), req.cell)?;
+        let members: BTreeMap<u64, String> =
+            req.members.into_iter().map(|m| (m.id, m.addr)).collect();
         if members.is_empty() {
             return Err(Status::invalid_argument("init needs at least one member"));
         }
         let count = members.len();
-        self.cell.initialize(members).await?;
+        cell.initialize(members).await?;
         Ok(Response::new(pb::AdminResponse {
             message: format!("initialized with {count} voters"),
         }))
@@ -309,13 +373,12 @@ impl admin_server::Admin for AdminApi {
         &self,
         req: GrpcRequest<pb::AddLearnerRequest>,
     ) -> GrpcResult<pb::AdminResponse> {
+        let req = req.into_inner();
+        let cell = hosted(self.cells.as_ref(), req.cell)?;
         let member = req
-            .into_inner()
             .member
             .ok_or_else(|| Status::invalid_argument("member is required"))?;
-        self.cell
-            .add_learner(member.id, member.addr.clone())
-            .await?;
+        cell.add_learner(member.id, member.addr.clone()).await?;
         Ok(Response::new(pb::AdminResponse {
             message: format!("learner {} at {} caught up", member.id, member.addr),
         }))
@@ -326,13 +389,12 @@ impl admin_server::Admin for AdminApi {
         req: GrpcRequest<pb::ChangeMembershipRequest>,
     ) -> GrpcResult<pb::AdminResponse> {
         let req = req.into_inner();
+        let cell = hosted(self.cells.as_ref(), req.cell)?;
         let voters: BTreeSet<u64> = req.voters.into_iter().collect();
         if voters.is_empty() {
             return Err(Status::invalid_argument("a cell needs at least one voter"));
         }
-        self.cell
-            .change_membership(voters.clone(), req.retain)
-            .await?;
+        cell.change_membership(voters.clone(), req.retain).await?;
         Ok(Response::new(pb::AdminResponse {
             message: format!("voters are now {voters:?}"),
         }))
@@ -340,49 +402,56 @@ impl admin_server::Admin for AdminApi {
 }
 
 struct RaftApi {
-    cell: Cell,
+    cells: Arc<dyn Cells>,
 }
 
-fn decode_blob<T: for<'de> serde::Deserialize<'de>>(
-    req: GrpcRequest<pb::Blob>,
-) -> Result<T, Status> {
-    decode(&req.into_inner().data)
-        .map_err(|e| Status::invalid_argument(format!("malformed message: {e}")))
+impl RaftApi {
+    /// The hosted cell a blob is for and its decoded message.
+    fn open<T: for<'de> serde::Deserialize<'de>>(
+        &self,
+        req: GrpcRequest<pb::Blob>,
+    ) -> Result<(Cell, T), Status> {
+        let blob = req.into_inner();
+        let cell = hosted(self.cells.as_ref(), blob.cell)?;
+        let message = decode(&blob.data)
+            .map_err(|e| Status::invalid_argument(format!("malformed message: {e}")))?;
+        Ok((cell, message))
+    }
 }
 
 fn blob<T: serde::Serialize>(value: &T) -> GrpcResult<pb::Blob> {
     Ok(Response::new(pb::Blob {
         data: encode(value),
+        cell: 0,
     }))
 }
 
 #[tonic::async_trait]
 impl raft_server::Raft for RaftApi {
     async fn append_entries(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
-        let rpc = decode_blob(req)?;
-        blob(&self.cell.raft().append_entries(rpc).await)
+        let (cell, rpc) = self.open(req)?;
+        blob(&cell.raft().append_entries(rpc).await)
     }
 
     async fn vote(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
-        let rpc = decode_blob(req)?;
-        blob(&self.cell.raft().vote(rpc).await)
+        let (cell, rpc) = self.open(req)?;
+        blob(&cell.raft().vote(rpc).await)
     }
 
     async fn install_snapshot(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
-        let rpc = decode_blob(req)?;
-        blob(&self.cell.raft().install_snapshot(rpc).await)
+        let (cell, rpc) = self.open(req)?;
+        blob(&cell.raft().install_snapshot(rpc).await)
     }
 
     async fn forward(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
-        let requests: Vec<Request> = decode_blob(req)?;
+        let (cell, requests): (Cell, Vec<Request>) = self.open(req)?;
         let results =
-            futures::future::join_all(requests.into_iter().map(|r| self.cell.submit_forwarded(r)))
-                .await;
+            futures::future::join_all(requests.into_iter().map(|r| cell.submit_forwarded(r))).await;
         blob(&results)
     }
 
     async fn read(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
-        let query: Query = decode_blob(req)?;
-        blob(&self.cell.read_forwarded(query).await)
+        let (cell, query): (Cell, Query) = self.open(req)?;
+        blob(&cell.read_forwarded(query).await)
     }
 }
