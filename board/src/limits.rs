@@ -28,3 +28,6 @@ pub const RANGES_PER_CELL_MAX: usize = 1024;
 pub const RANGE_ROWS_PER_COMMAND_MAX: usize = 4096;
 /// Stored rows one export page examines (a page may come back short but never scans more).
 pub const RANGE_SCAN_ROWS_MAX: usize = 65_536;
+/// Bytes of keys and values one range export page carries (a page stops after the row
+/// that passes it).
+pub const RANGE_EXPORT_BYTES_MAX: usize = 4 << 20;

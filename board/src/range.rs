@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use crate::codec::{decode, encode};
 use crate::deadline::Item;
 use crate::keys::{self, FENCE_OFFSET, RANGE};
-use crate::limits::{RANGE_ROWS_PER_COMMAND_MAX, RANGE_SCAN_ROWS_MAX, RANGES_PER_CELL_MAX};
+use crate::limits::{
+    RANGE_EXPORT_BYTES_MAX, RANGE_ROWS_PER_COMMAND_MAX, RANGE_SCAN_ROWS_MAX, RANGES_PER_CELL_MAX,
+};
 use crate::query::RangeView;
 use crate::route;
 use crate::txn::Txn;
@@ -290,12 +292,16 @@ pub(crate) fn export(
     let scanned = txn.scan(&from, &[0xFF], RANGE_SCAN_ROWS_MAX);
     let exhausted = scanned.len() < RANGE_SCAN_ROWS_MAX;
     let mut rows = Vec::new();
+    let mut bytes = 0usize;
     let mut last_key = None;
     for (key, value) in scanned {
-        if rows.len() >= limit.min(RANGE_ROWS_PER_COMMAND_MAX) {
+        let full =
+            rows.len() >= limit.min(RANGE_ROWS_PER_COMMAND_MAX) || bytes >= RANGE_EXPORT_BYTES_MAX;
+        if full {
             return (rows, last_key);
         }
         if in_range(&key, &value, start, last) {
+            bytes += key.len() + value.len();
             rows.push((key.clone(), value));
         }
         last_key = Some(key);

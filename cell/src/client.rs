@@ -237,10 +237,12 @@ impl CellClient {
     /// Status of one specific member (no rotation): what that member sees.
     pub async fn member_status(&self, member: usize) -> Result<pb::StatusResponse, CellError> {
         if self.local.is_some() {
-            return self.status(pb::StatusRequest {}).await;
+            return self.status(pb::StatusRequest::default()).await;
         }
         let channel = self.channels[member % self.channels.len()].clone();
-        let response = Self::cell(channel).status(pb::StatusRequest {}).await?;
+        let response = Self::cell(channel)
+            .status(pb::StatusRequest::default())
+            .await?;
         Ok(response.into_inner())
     }
 

@@ -597,6 +597,7 @@ fn payload_bytes(request: &Request) -> usize {
         + match &request.command {
             Command::KvPut { key, value, .. } => key.len() + value.len(),
             Command::LedgerAppend { entry, .. } => entry.len(),
+            Command::RangeImport { rows } => rows.iter().map(|(k, v)| k.len() + v.len()).sum(),
             Command::KvTxn {
                 puts,
                 compares,

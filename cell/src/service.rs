@@ -26,8 +26,8 @@ pub trait Dispatch: Send + Sync + 'static {
     async fn submit(&self, request: Request) -> Result<Outcome, CellError>;
     /// Answer one read, linearizably.
     async fn read(&self, query: Query) -> Result<QueryResult, CellError>;
-    /// What `whip cell status` shows.
-    async fn status(&self) -> Result<pb::StatusResponse, CellError>;
+    /// What `whip cell status` shows, for hosted cell `cell` (a single cell ignores it).
+    async fn status(&self, cell: u64) -> Result<pb::StatusResponse, CellError>;
 }
 
 #[tonic::async_trait]
@@ -40,7 +40,7 @@ impl Dispatch for Cell {
         Cell::read(self, query).await
     }
 
-    async fn status(&self) -> Result<pb::StatusResponse, CellError> {
+    async fn status(&self, _cell: u64) -> Result<pb::StatusResponse, CellError> {
         Ok(crate::status::status(self))
     }
 }
@@ -343,8 +343,9 @@ impl cell_server::Cell for CellApi {
         Ok(Response::new(convert::kv_range_response(result)?))
     }
 
-    async fn status(&self, _req: GrpcRequest<pb::StatusRequest>) -> GrpcResult<pb::StatusResponse> {
-        Ok(Response::new(self.dispatch.status().await?))
+    async fn status(&self, req: GrpcRequest<pb::StatusRequest>) -> GrpcResult<pb::StatusResponse> {
+        let cell = req.into_inner().cell;
+        Ok(Response::new(self.dispatch.status(cell).await?))
     }
 }
 

@@ -1,24 +1,39 @@
 //! # whip-fabric: many cells as one fabric
 //!
-//! Will own the node runtime hosting many cells behind one gRPC server, the meta cell and
-//! its range map, the router, cell identities, signed hash-chained envelopes and handoff,
-//! singletons, elections and schedules (see ARCHITECTURE.md).
+//! Owns:
+//! - the [`Node`]: one gRPC server hosting many cells (multi-Raft; Raft messages carry the
+//!   cell id), started again from its data directory after a restart;
+//! - the [`FabricMap`] in the meta cell (cell 0): nodes, cell placement, and the 64-bit hash
+//!   ring cut into ranges, each with an owning cell and an epoch;
+//! - the router (a node's client API): each keyed request goes to the cell owning its key
+//!   with the range's epoch; `WrongRange` and `NotLeader` answers refresh the cached map and
+//!   leader hints; lists are gathered from every cell;
+//! - [`admin`]: `fabric init`, `fabric status`, range moves and splits (freeze on the
+//!   source, copy, assign on the target with a fence floor, publish, drop);
+//! - [`FabricClient`]: the only view the WhippleScript engine has of the store, implemented
+//!   for [`whip_cell::CellClient`] (a cell or a node, embedded or remote) and for
+//!   [`MemFabric`] (the board on a `BTreeMap`, for tests).
 //!
-//! Today it owns [`FabricClient`]: the only view the WhippleScript engine has of the store
-//! (CAS keys with multi-key transactions and range reads, leases, counters, ledgers),
-//! implemented for [`whip_cell::CellClient`] (one cell, embedded or clustered) and for
-//! [`MemFabric`] (the board on a `BTreeMap`, for tests).
+//! Still to come here (see ARCHITECTURE.md): cell identities and signed hash-chained
+//! envelopes, the spill mover.
 //!
 //! Must never: decide the meaning of a command (that is `whip-board`) or talk Raft
 //! internals of a single group (that is `whip-cell`).
 #![deny(missing_docs, unreachable_pub)]
 
+pub mod admin;
 mod cell;
+pub mod limits;
+pub mod map;
 mod mem;
+pub mod node;
+mod router;
 
 use std::future::Future;
 
+pub use map::{FabricMap, RangeEntry};
 pub use mem::MemFabric;
+pub use node::{Node, NodeConfig};
 pub use whip_board::query::{CounterView, KvEntry, LeaseView, LedgerEntryView};
 pub use whip_board::{Outcome, Reset, ResourceId};
 

@@ -117,7 +117,7 @@ async fn connect_clients(
             ),
         )?)]);
     };
-    let status = first.status(pb::StatusRequest {}).await?;
+    let status = first.status(pb::StatusRequest::default()).await?;
     let leader = status
         .leader
         .and_then(|l| status.members.iter().find(|m| m.id == l))

@@ -215,7 +215,7 @@ async fn init(global: &Global, members: Vec<String>) -> Result<ExitCode> {
 
 async fn status(global: &Global) -> Result<ExitCode> {
     let session = crate::connect::session(global).await?;
-    let result = session.client.status(pb::StatusRequest {}).await;
+    let result = session.client.status(pb::StatusRequest::default()).await;
     session.close().await;
     let mut s = result?;
     // Only the leader knows how far each voter got: take the member list from it.

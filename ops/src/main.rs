@@ -10,6 +10,7 @@
 mod bench;
 mod cellcmd;
 mod connect;
+mod fabriccmd;
 mod issue;
 mod output;
 mod primitives;
@@ -44,6 +45,12 @@ enum Command {
     /// Run, join and inspect cells.
     #[command(subcommand)]
     Cell(cellcmd::CellCommand),
+    /// Run a node hosting many cells of a fabric.
+    #[command(subcommand)]
+    Node(fabriccmd::NodeCommand),
+    /// Bootstrap and inspect a multi-cell fabric; move and split ranges.
+    #[command(subcommand)]
+    Fabric(fabriccmd::FabricCommand),
     /// CAS keys with versions and fences.
     #[command(subcommand)]
     Kv(primitives::KvCommand),
@@ -120,6 +127,8 @@ fn main() -> ExitCode {
         signals::watch();
         match cli.command {
             Command::Cell(cmd) => cellcmd::run(&global, cmd).await,
+            Command::Node(cmd) => fabriccmd::node(cmd).await,
+            Command::Fabric(cmd) => fabriccmd::fabric(&global, cmd).await,
             Command::Kv(cmd) => primitives::kv(&global, cmd).await,
             Command::Lease(cmd) => primitives::lease(&global, cmd).await,
             Command::Counter(cmd) => primitives::counter(&global, cmd).await,

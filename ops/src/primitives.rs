@@ -42,9 +42,15 @@ pub(crate) enum KvCommand {
 #[derive(Args, Debug)]
 pub(crate) struct LeaseTarget {
     /// The lease (resource) name.
-    resource: String,
+    #[arg(required_unless_present = "singleton", conflicts_with = "singleton")]
+    resource: Option<String>,
     /// The key within the lease (one pool of slots per key).
-    key: String,
+    #[arg(required_unless_present = "singleton")]
+    key: Option<String>,
+    /// A singleton: one slot fabric-wide for SCOPE (a cron job, a service leader). Its
+    /// scope routes to exactly one cell, so there is one row however many cells exist.
+    #[arg(long, value_name = "SCOPE")]
+    singleton: Option<String>,
     /// Holder identity.
     #[arg(long)]
     holder: String,
@@ -236,11 +242,21 @@ fn write(global: &Global, r: pb::KvWriteResponse) -> ExitCode {
     print(global, value, text)
 }
 
+/// Owner namespace of singleton leases.
+const SINGLETON_OWNER: &str = "singleton";
+
 fn lease_id(t: &LeaseTarget) -> Option<pb::ResourceId> {
+    if let Some(scope) = &t.singleton {
+        return Some(pb::ResourceId {
+            owner: SINGLETON_OWNER.into(),
+            name: scope.clone(),
+            key: String::new(),
+        });
+    }
     Some(pb::ResourceId {
         owner: t.owner.clone(),
-        name: t.resource.clone(),
-        key: t.key.clone(),
+        name: t.resource.clone().unwrap_or_default(),
+        key: t.key.clone().unwrap_or_default(),
     })
 }
 
@@ -264,6 +280,9 @@ async fn lease_on(global: &Global, c: &CellClient, cmd: LeaseCommand) -> Result<
                 .map(parse_duration_ms)
                 .transpose()
                 .map_err(anyhow::Error::msg)?;
+            if target.singleton.is_some() && slots != 1 {
+                bail!("a singleton has exactly one slot");
+            }
             let req = pb::LeaseAcquireRequest {
                 lease: lease_id(&target),
                 holder: target.holder.clone(),

@@ -38,7 +38,7 @@ async fn add_learner_promote_and_remove() {
         .change_membership(vec![2, 3, 4], false)
         .await
         .expect("promote 4, remove 1");
-    let status = client.status(pb::StatusRequest {}).await.unwrap();
+    let status = client.status(pb::StatusRequest::default()).await.unwrap();
     let voters: Vec<u64> = status
         .members
         .iter()

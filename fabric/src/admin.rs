@@ -1,0 +1,622 @@
+//! Fabric administration: bootstrap, status, range moves and splits, and the
+//! `whip.v1.Node` gRPC service that exposes them on every node.
+//!
+//! Range changes are serialized by a lease in the meta cell, so two operators cannot move
+//! the same range at once. A move never lets two cells serve a range: the source freezes it
+//! (new epoch; it refuses the range from then on) before the target is assigned it, and the
+//! target's fences start above the source's high-water mark.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tonic::{Request as GrpcRequest, Response, Status};
+use whip_board::{Command, Outcome, Query, QueryResult, Request, ResourceId};
+use whip_cell::CellError;
+use whip_proto::v1 as pb;
+use whip_proto::v1::admin_client::AdminClient;
+use whip_proto::v1::cell_client::CellClient as GrpcCellClient;
+use whip_proto::v1::node_client::NodeClient;
+use whip_proto::v1::node_server;
+
+use crate::limits;
+use crate::map::{FabricMap, MAP_KEY, META_CELL, RangeEntry};
+use crate::node::{Node, unexpected};
+
+fn invalid(message: impl Into<String>) -> CellError {
+    CellError::InvalidArgument(message.into())
+}
+
+/// Retry `call` while the cell is unavailable (electing, moving leaders), up to `wait_ms`.
+async fn retrying<T, F, Fut>(what: &str, wait_ms: u64, call: F) -> Result<T, CellError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, CellError>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+    let mut backoff = Duration::from_millis(limits::ROUTE_BACKOFF_MIN_MS);
+    loop {
+        match call().await {
+            Err(e @ (CellError::Unavailable(_) | CellError::NotLeader { .. }))
+                if tokio::time::Instant::now() < deadline =>
+            {
+                tracing::debug!(what, error = %e, "retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(limits::ROUTE_BACKOFF_MAX_MS));
+            }
+            Err(e) => return Err(CellError::Unavailable(format!("{what}: {e}"))),
+            ok => return ok,
+        }
+    }
+}
+
+/// Apply an internal command on `cell` (unrouted), retrying while it is unavailable.
+async fn on_cell(
+    node: &Node,
+    map: &FabricMap,
+    cell: u64,
+    key: String,
+    command: Command,
+) -> Result<Outcome, CellError> {
+    let what = format!("cell {cell}");
+    retrying(&what, limits::INIT_WAIT_MS, || {
+        node.submit_cell(
+            Some(map),
+            cell,
+            Request::new(Some(key.clone()), command.clone()),
+        )
+    })
+    .await
+}
+
+/// Bootstrap a fabric from `node`: host every cell on its nodes, initialize each cell's
+/// Raft group, give each data cell its range and publish the map in the meta cell.
+pub async fn init(
+    node: &Node,
+    nodes: BTreeMap<u64, String>,
+    cells: u32,
+    replicas: u32,
+) -> Result<FabricMap, CellError> {
+    let map = FabricMap::plan(nodes, cells, replicas).map_err(CellError::InvalidArgument)?;
+    if map.addr(node.id()) != Some(node.addr()) {
+        return Err(invalid(format!(
+            "the node receiving init (node {} at {}) is not in the node list",
+            node.id(),
+            node.addr()
+        )));
+    }
+    if let Some(meta) = node.hosted(META_CELL)
+        && meta
+            .raft()
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .count()
+            > 0
+    {
+        return Err(invalid("this fabric is already initialized"));
+    }
+    for (&id, addr) in &map.nodes {
+        let mut hosted = map.cells_on(id);
+        if !hosted.contains(&META_CELL) {
+            hosted.insert(0, META_CELL);
+        }
+        for cell in hosted {
+            create_on(node, id, addr, cell).await?;
+        }
+    }
+    for (&cell, voters) in &map.cells {
+        let members = voters
+            .iter()
+            .map(|&id| pb::Member {
+                id,
+                addr: map.nodes[&id].clone(),
+            })
+            .collect();
+        let first = &map.nodes[&voters[0]];
+        let mut admin = AdminClient::new(node.peers().channel(first));
+        admin
+            .init(pb::InitRequest { members, cell })
+            .await
+            .map_err(|s| invalid(format!("init of cell {cell} on {first}: {}", s.message())))?;
+    }
+    add_meta_learners(node, &map).await?;
+    for range in &map.ranges {
+        let key = format!("fabric-init/range/{:x}", range.start);
+        let assign = Command::RangeAssign {
+            start: range.start,
+            last: range.last,
+            epoch: range.epoch,
+            fence_above: 0,
+        };
+        match on_cell(node, &map, range.cell, key, assign).await? {
+            Outcome::RangeAssigned { .. } => {}
+            other => return Err(CellError::Fatal(format!("range assign answered {other:?}"))),
+        }
+    }
+    publish(node, &map, 0).await?;
+    tracing::info!(
+        nodes = map.nodes.len(),
+        cells = map.cells.len(),
+        "fabric initialized"
+    );
+    Ok(map)
+}
+
+async fn create_on(node: &Node, id: u64, addr: &str, cell: u64) -> Result<(), CellError> {
+    if id == node.id() {
+        node.create_cell(cell).await?;
+        return Ok(());
+    }
+    let mut client = NodeClient::new(node.peers().channel(addr));
+    let request = pb::CreateCellRequest {
+        cell,
+        voters: Vec::new(),
+    };
+    client
+        .create_cell(request)
+        .await
+        .map_err(|s| CellError::Unavailable(format!("node {id} at {addr}: {}", s.message())))?;
+    Ok(())
+}
+
+/// Nodes that are not meta voters follow the meta cell as learners, so every node reads
+/// the map from a local member.
+async fn add_meta_learners(node: &Node, map: &FabricMap) -> Result<(), CellError> {
+    let voters = &map.cells[&META_CELL];
+    for (&id, addr) in &map.nodes {
+        if voters.contains(&id) {
+            continue;
+        }
+        retrying("meta learner", limits::INIT_WAIT_MS, || async {
+            let meta = node
+                .hosted(META_CELL)
+                .ok_or_else(|| CellError::Fatal("meta cell not hosted".into()))?;
+            let leader = meta
+                .leader_addr()
+                .ok_or_else(|| CellError::Unavailable("meta cell has no leader yet".into()))?;
+            let member = pb::Member {
+                id,
+                addr: addr.clone(),
+            };
+            AdminClient::new(node.peers().channel(&leader))
+                .add_learner(pb::AddLearnerRequest {
+                    member: Some(member),
+                    cell: META_CELL,
+                })
+                .await
+                .map(|_| ())
+                .map_err(CellError::from)
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// Write `map` to the meta cell if its key still has `version` (0 = absent).
+async fn publish(node: &Node, map: &FabricMap, version: u64) -> Result<(), CellError> {
+    let put = Command::KvPut {
+        key: MAP_KEY.to_vec(),
+        value: map.to_bytes(),
+        expect_version: Some(version),
+    };
+    let key = format!("fabric-map/{}/{version}", map.epoch_high);
+    match on_cell(node, map, META_CELL, key, put).await? {
+        Outcome::KvWritten { .. } => {
+            node.set_map(map.clone());
+            Ok(())
+        }
+        Outcome::KvVersionMismatch { current } => Err(CellError::Unavailable(format!(
+            "the range map changed underneath (version {current}, expected {version})"
+        ))),
+        other => Err(CellError::Fatal(format!("map write answered {other:?}"))),
+    }
+}
+
+/// The fabric as the meta cell and the cells see it now.
+pub async fn status(node: &Node) -> Result<pb::FabricStatusResponse, CellError> {
+    let (map, version) = node.load_map().await?;
+    let mut alarms = Vec::new();
+    let mut nodes = Vec::new();
+    for (&id, addr) in &map.nodes {
+        let reachable = id == node.id() || probe(node, addr, META_CELL).await.is_some();
+        if !reachable {
+            alarms.push(format!("node {id} at {addr} is unreachable"));
+        }
+        nodes.push(pb::NodeInfo {
+            id,
+            addr: addr.clone(),
+            reachable,
+        });
+    }
+    let mut cells = Vec::new();
+    for (&id, voters) in &map.cells {
+        let status = cell_status(node, &map, id).await;
+        let leader = status.as_ref().and_then(|s| s.leader);
+        if leader.is_none() {
+            alarms.push(format!("cell {id} has no leader"));
+        }
+        let ranges: Vec<pb::RangeInfo> = map
+            .ranges
+            .iter()
+            .filter(|r| r.cell == id)
+            .map(range_info)
+            .collect();
+        alarms.extend(range_alarms(node, id, &ranges).await);
+        cells.push(pb::CellInfo {
+            id,
+            leader,
+            voters: voters.clone(),
+            ranges,
+            term: status.as_ref().map_or(0, |s| s.term),
+            last_applied: status.as_ref().map_or(0, |s| s.last_applied),
+        });
+    }
+    Ok(pb::FabricStatusResponse {
+        nodes,
+        cells,
+        alarms,
+        map_version: version,
+    })
+}
+
+fn range_info(r: &RangeEntry) -> pb::RangeInfo {
+    pb::RangeInfo {
+        start: r.start,
+        last: r.last,
+        epoch: r.epoch,
+        cell: r.cell,
+    }
+}
+
+/// Status of `cell` from the hosted member, else from the first voter that answers.
+async fn cell_status(node: &Node, map: &FabricMap, cell: u64) -> Option<pb::StatusResponse> {
+    if let Some(member) = node.hosted(cell) {
+        return Some(whip_cell::status::status(&member));
+    }
+    for voter in &map.cells[&cell] {
+        if let Some(addr) = map.addr(*voter)
+            && let Some(status) = probe(node, addr, cell).await
+        {
+            return Some(status);
+        }
+    }
+    None
+}
+
+async fn probe(node: &Node, addr: &str, cell: u64) -> Option<pb::StatusResponse> {
+    let mut client = GrpcCellClient::new(node.peers().channel(addr));
+    let call = client.status(pb::StatusRequest { cell });
+    match tokio::time::timeout(Duration::from_millis(limits::STATUS_PROBE_MS), call).await {
+        Ok(Ok(response)) => Some(response.into_inner()),
+        _ => None,
+    }
+}
+
+/// Alarms when a hosted cell's own ranges disagree with the map (an interrupted move).
+async fn range_alarms(node: &Node, cell: u64, expected: &[pb::RangeInfo]) -> Vec<String> {
+    if cell == META_CELL || node.hosted(cell).is_none() {
+        return Vec::new();
+    }
+    let rows = match node.read_cell(None, cell, Query::Ranges).await {
+        Ok(QueryResult::Ranges(rows)) => rows,
+        _ => return Vec::new(),
+    };
+    let mut alarms = Vec::new();
+    for row in &rows {
+        let listed = expected
+            .iter()
+            .any(|r| r.start == row.start && r.last == row.last && r.epoch == row.epoch);
+        if row.frozen || !listed {
+            alarms.push(format!(
+                "cell {cell} holds range {:#x}..={:#x} epoch {}{} that the map does not give \
+                 it (a move or split was interrupted; run it again)",
+                row.start,
+                row.last,
+                row.epoch,
+                if row.frozen { " frozen" } else { "" }
+            ));
+        }
+    }
+    alarms
+}
+
+/// Holds the meta cell's range-admin lease for one range change.
+struct AdminLease<'a> {
+    node: &'a Node,
+    holder: String,
+}
+
+fn admin_lease() -> ResourceId {
+    ResourceId {
+        owner: "fabric".into(),
+        name: "range-admin".into(),
+        key: String::new(),
+    }
+}
+
+impl<'a> AdminLease<'a> {
+    async fn acquire(node: &'a Node) -> Result<AdminLease<'a>, CellError> {
+        let holder = format!("node-{}-{}", node.id(), crate::node::unique_suffix());
+        let acquire = Command::LeaseAcquire {
+            lease: admin_lease(),
+            holder: holder.clone(),
+            slots: 1,
+            ttl_ms: limits::RANGE_ADMIN_LEASE_TTL_MS,
+            wait_ms: 0,
+        };
+        let request = Request::new(Some(format!("{holder}/acquire")), acquire);
+        match node.submit_cell(None, META_CELL, request).await? {
+            Outcome::LeaseHeld { .. } => Ok(AdminLease { node, holder }),
+            Outcome::LeaseContended { holders } => Err(CellError::Unavailable(format!(
+                "another range change is running (held by {})",
+                holders.first().map_or("?", |h| h.holder.as_str())
+            ))),
+            other => Err(CellError::Fatal(format!("admin lease answered {other:?}"))),
+        }
+    }
+
+    async fn release(self) {
+        let release = Command::LeaseRelease {
+            lease: admin_lease(),
+            holder: self.holder.clone(),
+        };
+        let request = Request::new(Some(format!("{}/release", self.holder)), release);
+        if let Err(e) = self.node.submit_cell(None, META_CELL, request).await {
+            tracing::warn!(error = %e, "releasing the range-admin lease (it expires by itself)");
+        }
+    }
+}
+
+/// Move the range starting at `start` to `to_cell`.
+pub async fn move_range(
+    node: &Node,
+    start: u64,
+    to_cell: u64,
+) -> Result<pb::RangeMoveResponse, CellError> {
+    let lease = AdminLease::acquire(node).await?;
+    let result = move_locked(node, start, to_cell).await;
+    lease.release().await;
+    result
+}
+
+async fn move_locked(
+    node: &Node,
+    start: u64,
+    to_cell: u64,
+) -> Result<pb::RangeMoveResponse, CellError> {
+    let (map, version) = node.load_map().await?;
+    let range = *map
+        .range_at(start)
+        .ok_or_else(|| invalid(format!("no range starts at {start:#x}")))?;
+    if to_cell == META_CELL || !map.cells.contains_key(&to_cell) {
+        return Err(invalid(format!(
+            "cell {to_cell} is not a data cell of this fabric"
+        )));
+    }
+    if range.cell == to_cell {
+        return Err(invalid(format!(
+            "range {start:#x} is already on cell {to_cell}"
+        )));
+    }
+    let mut next = (*map).clone();
+    let epoch = next.next_epoch();
+    let step = |name: &str| format!("fabric-move/{start:x}/{epoch}/{name}");
+    let (source, last) = (range.cell, range.last);
+    let freeze = Command::RangeFreeze { start, last, epoch };
+    let fence_high = match on_cell(node, &map, source, step("freeze"), freeze).await? {
+        Outcome::RangeFrozen { fence_high, .. } => fence_high,
+        other => return Err(CellError::Fatal(format!("freeze answered {other:?}"))),
+    };
+    let rows = copy_rows(node, &map, range, to_cell, &step("import")).await?;
+    let assign = Command::RangeAssign {
+        start,
+        last,
+        epoch,
+        fence_above: fence_high,
+    };
+    match on_cell(node, &map, to_cell, step("assign"), assign).await? {
+        Outcome::RangeAssigned { .. } => {}
+        other => return Err(CellError::Fatal(format!("assign answered {other:?}"))),
+    }
+    let moved = RangeEntry {
+        cell: to_cell,
+        epoch,
+        ..range
+    };
+    for r in next.ranges.iter_mut().filter(|r| r.start == start) {
+        *r = moved;
+    }
+    publish(node, &next, version).await?;
+    let mut page = 0u32;
+    loop {
+        let drop = Command::RangeDrop { start, last };
+        match on_cell(node, &next, source, step(&format!("drop/{page}")), drop).await? {
+            Outcome::RangeDropped { done: true, .. } => break,
+            Outcome::RangeDropped { .. } => page += 1,
+            other => return Err(CellError::Fatal(format!("drop answered {other:?}"))),
+        }
+    }
+    tracing::info!(start, source, to_cell, epoch, rows, "range moved");
+    Ok(pb::RangeMoveResponse {
+        ranges: vec![range_info(&moved)],
+        rows,
+    })
+}
+
+/// Copy the frozen range's rows from its cell to `to_cell`, page by page.
+async fn copy_rows(
+    node: &Node,
+    map: &FabricMap,
+    range: RangeEntry,
+    to_cell: u64,
+    key_prefix: &str,
+) -> Result<u64, CellError> {
+    let mut after = Vec::new();
+    let mut copied = 0u64;
+    for page in 0u64.. {
+        let export = Query::RangeExport {
+            start: range.start,
+            last: range.last,
+            after_key: after.clone(),
+            limit: limits::MOVE_PAGE_ROWS,
+        };
+        let what = format!("export from cell {}", range.cell);
+        let answer = retrying(&what, limits::INIT_WAIT_MS, || {
+            node.read_cell(Some(map), range.cell, export.clone())
+        })
+        .await?;
+        let QueryResult::RangeRows { rows, next } = answer else {
+            return Err(unexpected(&answer));
+        };
+        if !rows.is_empty() {
+            copied += rows.len() as u64;
+            let import = Command::RangeImport { rows };
+            let key = format!("{key_prefix}/{page}");
+            match on_cell(node, map, to_cell, key, import).await? {
+                Outcome::RangeImported { .. } => {}
+                other => return Err(CellError::Fatal(format!("import answered {other:?}"))),
+            }
+        }
+        match next {
+            Some(key) => after = key,
+            None => break,
+        }
+    }
+    Ok(copied)
+}
+
+/// Cut the range starting at `start` in two at `at`; both halves stay on their cell.
+pub async fn split_range(
+    node: &Node,
+    start: u64,
+    at: u64,
+) -> Result<pb::RangeMoveResponse, CellError> {
+    let lease = AdminLease::acquire(node).await?;
+    let result = split_locked(node, start, at).await;
+    lease.release().await;
+    result
+}
+
+async fn split_locked(
+    node: &Node,
+    start: u64,
+    at: u64,
+) -> Result<pb::RangeMoveResponse, CellError> {
+    let (map, version) = node.load_map().await?;
+    let range = *map
+        .range_at(start)
+        .ok_or_else(|| invalid(format!("no range starts at {start:#x}")))?;
+    if at <= range.start || at > range.last {
+        return Err(invalid(format!(
+            "split point {at:#x} is not inside {:#x}..={:#x}",
+            range.start, range.last
+        )));
+    }
+    let mut next = (*map).clone();
+    let epoch = next.next_epoch();
+    let split = Command::RangeSplit {
+        start,
+        last: range.last,
+        at,
+        epoch,
+    };
+    let key = format!("fabric-split/{start:x}/{epoch}");
+    match on_cell(node, &map, range.cell, key, split).await? {
+        Outcome::RangeAssigned { .. } => {}
+        other => return Err(CellError::Fatal(format!("split answered {other:?}"))),
+    }
+    let lower = RangeEntry {
+        last: at - 1,
+        epoch,
+        ..range
+    };
+    let upper = RangeEntry {
+        start: at,
+        epoch,
+        ..range
+    };
+    let index = next
+        .ranges
+        .iter()
+        .position(|r| r.start == start)
+        .expect("range is listed");
+    next.ranges.splice(index..=index, [lower, upper]);
+    publish(node, &next, version).await?;
+    Ok(pb::RangeMoveResponse {
+        ranges: vec![range_info(&lower), range_info(&upper)],
+        rows: 0,
+    })
+}
+
+/// The `whip.v1.Node` service of one node.
+pub struct NodeApi {
+    node: Node,
+}
+
+impl NodeApi {
+    /// The service of `node`.
+    pub fn new(node: Node) -> Self {
+        NodeApi { node }
+    }
+}
+
+#[tonic::async_trait]
+impl node_server::Node for NodeApi {
+    async fn create_cell(
+        &self,
+        req: GrpcRequest<pb::CreateCellRequest>,
+    ) -> Result<Response<pb::AdminResponse>, Status> {
+        let cell = req.into_inner().cell;
+        self.node.create_cell(cell).await?;
+        Ok(Response::new(pb::AdminResponse {
+            message: format!("node {} hosts cell {cell}", self.node.id()),
+        }))
+    }
+
+    async fn fabric_init(
+        &self,
+        req: GrpcRequest<pb::FabricInitRequest>,
+    ) -> Result<Response<pb::FabricStatusResponse>, Status> {
+        let req = req.into_inner();
+        let mut nodes = BTreeMap::new();
+        for m in req.nodes {
+            if nodes.insert(m.id, m.addr).is_some() {
+                return Err(Status::invalid_argument(format!(
+                    "node {} is listed twice",
+                    m.id
+                )));
+            }
+        }
+        init(&self.node, nodes, req.cells, req.replicas).await?;
+        Ok(Response::new(status(&self.node).await?))
+    }
+
+    async fn fabric_status(
+        &self,
+        _req: GrpcRequest<pb::FabricStatusRequest>,
+    ) -> Result<Response<pb::FabricStatusResponse>, Status> {
+        Ok(Response::new(status(&self.node).await?))
+    }
+
+    async fn range_move(
+        &self,
+        req: GrpcRequest<pb::RangeMoveRequest>,
+    ) -> Result<Response<pb::RangeMoveResponse>, Status> {
+        let req = req.into_inner();
+        Ok(Response::new(
+            move_range(&self.node, req.start, req.to_cell).await?,
+        ))
+    }
+
+    async fn range_split(
+        &self,
+        req: GrpcRequest<pb::RangeSplitRequest>,
+    ) -> Result<Response<pb::RangeMoveResponse>, Status> {
+        let req = req.into_inner();
+        Ok(Response::new(
+            split_range(&self.node, req.start, req.at).await?,
+        ))
+    }
+}

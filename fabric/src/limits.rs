@@ -1,0 +1,20 @@
+//! Every bound of the fabric layer, in one place.
+
+/// Cells one node hosts.
+pub const CELLS_PER_NODE_MAX: usize = 4096;
+/// How long one call to another node may take before it counts as unavailable.
+pub const REMOTE_CALL_TIMEOUT_MS: u64 = 2_000;
+/// How long the router keeps retrying a request whose cell is unavailable or moving.
+pub const ROUTE_RETRY_MS: u64 = 10_000;
+/// First pause between router retries.
+pub const ROUTE_BACKOFF_MIN_MS: u64 = 10;
+/// Longest pause between router retries.
+pub const ROUTE_BACKOFF_MAX_MS: u64 = 200;
+/// How long `fabric init` waits for every cell to elect a leader and take its ranges.
+pub const INIT_WAIT_MS: u64 = 30_000;
+/// Rows copied per page when a range moves.
+pub const MOVE_PAGE_ROWS: u32 = 2_048;
+/// Time to live of the lease serializing range changes (renewed while a move runs).
+pub const RANGE_ADMIN_LEASE_TTL_MS: u64 = 60_000;
+/// How long a node status probe waits for another node.
+pub const STATUS_PROBE_MS: u64 = 1_000;

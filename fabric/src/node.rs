@@ -1,0 +1,396 @@
+//! A node: one process, one gRPC port, many cells.
+//!
+//! Every cell member the node hosts lives in `DATA/cells/<cell id>/` and is started again
+//! when the node restarts. Raft messages, forwarded requests and admin calls name their
+//! cell, so all cells share the port and one HTTP/2 connection per remote node. The node's
+//! client API is the [`crate::router`]: a request reaches the cell owning its key, wherever
+//! that cell's leader is.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use whip_board::{Query, QueryResult, Request};
+use whip_cell::network::Peers;
+use whip_cell::types::{decode, encode};
+use whip_cell::{Cell, CellConfig, CellError, StorageKind};
+use whip_proto::v1::Blob;
+
+use crate::limits;
+use crate::map::{FabricMap, MAP_KEY, META_CELL};
+
+/// How to run a node.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// This node's id (> 0); it is also its member id in every cell it hosts.
+    pub id: u64,
+    /// The address other nodes and clients reach this node at (`host:port`).
+    pub advertise: String,
+    /// The data directory; each hosted cell gets `cells/<id>/` inside it.
+    pub data_dir: PathBuf,
+    /// Storage engine of every hosted cell.
+    pub storage: StorageKind,
+    /// Raft heartbeat of hosted cells.
+    pub heartbeat_ms: u64,
+    /// Lower bound of the election timeout of hosted cells.
+    pub election_timeout_min_ms: u64,
+}
+
+impl NodeConfig {
+    /// Defaults for node `id` at `advertise` with data in `data_dir`.
+    pub fn new(id: u64, advertise: impl Into<String>, data_dir: impl Into<PathBuf>) -> Self {
+        let defaults = CellConfig::new(1, "", "");
+        NodeConfig {
+            id,
+            advertise: advertise.into(),
+            data_dir: data_dir.into(),
+            storage: StorageKind::Redb,
+            heartbeat_ms: defaults.heartbeat_ms,
+            election_timeout_min_ms: defaults.election_timeout_min_ms,
+        }
+    }
+}
+
+/// A running node. Cheap to clone.
+#[derive(Clone)]
+pub struct Node {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    config: NodeConfig,
+    peers: Peers,
+    cells: RwLock<BTreeMap<u64, Cell>>,
+    creating: tokio::sync::Mutex<()>,
+    map: RwLock<Option<Arc<FabricMap>>>,
+    /// Last known leader address per cell not hosted here.
+    hints: Mutex<HashMap<u64, String>>,
+}
+
+impl Node {
+    /// Start every cell member found in the data directory.
+    pub async fn start(config: NodeConfig) -> Result<Node, CellError> {
+        if config.id == 0 {
+            return Err(CellError::InvalidArgument("node ids start at 1".into()));
+        }
+        let cells_dir = config.data_dir.join("cells");
+        std::fs::create_dir_all(&cells_dir).map_err(|e| fatal(&cells_dir, e))?;
+        let node = Node {
+            inner: Arc::new(Inner {
+                config,
+                peers: Peers::default(),
+                cells: RwLock::new(BTreeMap::new()),
+                creating: tokio::sync::Mutex::new(()),
+                map: RwLock::new(None),
+                hints: Mutex::new(HashMap::new()),
+            }),
+        };
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&cells_dir).map_err(|e| fatal(&cells_dir, e))? {
+            let entry = entry.map_err(|e| fatal(&cells_dir, e))?;
+            if let Some(id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u64>().ok())
+            {
+                found.push(id);
+            }
+        }
+        for id in found {
+            node.create_cell(id).await?;
+        }
+        tracing::info!(
+            node = node.id(),
+            cells = node.hosted_ids().len(),
+            "node started"
+        );
+        Ok(node)
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> u64 {
+        self.inner.config.id
+    }
+
+    /// This node's advertised address.
+    pub fn addr(&self) -> &str {
+        &self.inner.config.advertise
+    }
+
+    /// The shared peer channels.
+    pub fn peers(&self) -> &Peers {
+        &self.inner.peers
+    }
+
+    /// The hosted member of `cell`, if any.
+    pub fn hosted(&self, cell: u64) -> Option<Cell> {
+        self.inner
+            .cells
+            .read()
+            .expect("cells lock")
+            .get(&cell)
+            .cloned()
+    }
+
+    /// Ids of the hosted cells.
+    pub fn hosted_ids(&self) -> Vec<u64> {
+        self.inner
+            .cells
+            .read()
+            .expect("cells lock")
+            .keys()
+            .copied()
+            .collect()
+    }
+
+    /// Host a member of `cell` (idempotent): open or create its storage and start Raft.
+    /// The member joins its cell when the cell is initialized or it is added as a learner.
+    pub async fn create_cell(&self, cell: u64) -> Result<Cell, CellError> {
+        let _one_at_a_time = self.inner.creating.lock().await;
+        if let Some(existing) = self.hosted(cell) {
+            return Ok(existing);
+        }
+        let hosted = self.hosted_ids().len();
+        if hosted >= limits::CELLS_PER_NODE_MAX {
+            return Err(CellError::InvalidArgument(format!(
+                "node hosts {hosted} cells, the limit"
+            )));
+        }
+        let c = &self.inner.config;
+        let dir = c.data_dir.join("cells").join(cell.to_string());
+        std::fs::create_dir_all(&dir).map_err(|e| fatal(&dir, e))?;
+        let mut config = CellConfig::new(c.id, c.advertise.clone(), dir);
+        config.cell_id = cell;
+        config.storage = c.storage;
+        config.heartbeat_ms = c.heartbeat_ms;
+        config.election_timeout_min_ms = c.election_timeout_min_ms;
+        let member = Cell::start_with_peers(config, self.inner.peers.clone()).await?;
+        self.inner
+            .cells
+            .write()
+            .expect("cells lock")
+            .insert(cell, member.clone());
+        Ok(member)
+    }
+
+    /// The gRPC router of this node: the routed client API, the admin and Raft services of
+    /// every hosted cell, and the node service (fabric init, status, range changes).
+    pub fn router(&self) -> tonic::transport::server::Router {
+        whip_cell::service::services(Arc::new(self.clone()), Arc::new(self.clone())).add_service(
+            whip_proto::v1::node_server::NodeServer::new(crate::admin::NodeApi::new(self.clone())),
+        )
+    }
+
+    /// Serve this node on `listener` until `shutdown` resolves.
+    pub async fn serve(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), tonic::transport::Error> {
+        whip_cell::service::serve_router(self.router(), listener, shutdown).await
+    }
+
+    /// Stop every hosted cell.
+    pub async fn shutdown(&self) {
+        let cells: Vec<Cell> = self
+            .inner
+            .cells
+            .read()
+            .expect("cells lock")
+            .values()
+            .cloned()
+            .collect();
+        for cell in cells {
+            cell.shutdown().await;
+        }
+    }
+
+    /// The cached range map, loaded from the meta cell when there is none.
+    pub async fn map(&self) -> Result<Arc<FabricMap>, CellError> {
+        if let Some(map) = self.inner.map.read().expect("map lock").clone() {
+            return Ok(map);
+        }
+        Ok(self.load_map().await?.0)
+    }
+
+    /// Forget the cached map (a cell answered `WrongRange`).
+    pub fn invalidate_map(&self) {
+        *self.inner.map.write().expect("map lock") = None;
+    }
+
+    /// Read the map from the meta cell (linearizable), cache it, and return it with the
+    /// version of its key.
+    pub async fn load_map(&self) -> Result<(Arc<FabricMap>, u64), CellError> {
+        let query = Query::KvGet {
+            key: MAP_KEY.to_vec(),
+        };
+        let entry = match self.read_cell(None, META_CELL, query).await? {
+            QueryResult::Kv(Some(entry)) => entry,
+            QueryResult::Kv(None) => {
+                return Err(CellError::Unavailable(
+                    "this fabric is not initialized yet (run `whip fabric init`)".into(),
+                ));
+            }
+            other => return Err(unexpected(&other)),
+        };
+        let map = Arc::new(FabricMap::from_bytes(&entry.value).map_err(CellError::Fatal)?);
+        *self.inner.map.write().expect("map lock") = Some(map.clone());
+        Ok((map, entry.version))
+    }
+
+    /// Cache `map` (after this node changed it).
+    pub(crate) fn set_map(&self, map: FabricMap) {
+        *self.inner.map.write().expect("map lock") = Some(Arc::new(map));
+    }
+
+    /// Apply `request` on `cell` as is (no routing): here when hosted, else on a member
+    /// named by `map` (the last known leader first).
+    pub async fn submit_cell(
+        &self,
+        map: Option<&FabricMap>,
+        cell: u64,
+        request: Request,
+    ) -> Result<whip_board::Outcome, CellError> {
+        if let Some(member) = self.hosted(cell) {
+            return member.submit(request).await;
+        }
+        let addr = self.remote_member(map, cell)?;
+        let blob = Blob {
+            data: encode(&vec![request]),
+            cell,
+        };
+        let mut client = self.inner.peers.raft_client(&addr);
+        let reply = tokio::time::timeout(remote_timeout(), client.forward(blob)).await;
+        let results: Vec<Result<whip_board::Outcome, CellError>> = match reply {
+            Ok(Ok(blob)) => decode(&blob.into_inner().data).map_err(CellError::Unavailable)?,
+            Ok(Err(status)) => return Err(self.remote_failed(cell, CellError::from(status))),
+            Err(_) => return Err(self.remote_failed(cell, timed_out(&addr))),
+        };
+        let result = results
+            .into_iter()
+            .next()
+            .ok_or_else(|| CellError::Fatal("forward answered nothing".into()))?;
+        result.map_err(|e| self.remote_failed(cell, e))
+    }
+
+    /// Answer `query` on `cell` as is (no routing), linearizably.
+    pub async fn read_cell(
+        &self,
+        map: Option<&FabricMap>,
+        cell: u64,
+        query: Query,
+    ) -> Result<QueryResult, CellError> {
+        if let Some(member) = self.hosted(cell) {
+            return member.read(query).await;
+        }
+        let addr = self.remote_member(map, cell)?;
+        let blob = Blob {
+            data: encode(&query),
+            cell,
+        };
+        let mut client = self.inner.peers.raft_client(&addr);
+        let reply = tokio::time::timeout(remote_timeout(), client.read(blob)).await;
+        let result: Result<QueryResult, CellError> = match reply {
+            Ok(Ok(blob)) => decode(&blob.into_inner().data).map_err(CellError::Unavailable)?,
+            Ok(Err(status)) => Err(CellError::from(status)),
+            Err(_) => Err(timed_out(&addr)),
+        };
+        match result {
+            Ok(QueryResult::WrongRange { epoch }) => Err(CellError::WrongRange { epoch }),
+            Ok(result) => Ok(result),
+            Err(e) => Err(self.remote_failed(cell, e)),
+        }
+    }
+
+    /// Where to send a call for `cell`, which this node does not host.
+    fn remote_member(&self, map: Option<&FabricMap>, cell: u64) -> Result<String, CellError> {
+        if let Some(hint) = self.inner.hints.lock().expect("hints lock").get(&cell) {
+            return Ok(hint.clone());
+        }
+        let cached;
+        let map = match map {
+            Some(map) => map,
+            None => {
+                cached = self
+                    .inner
+                    .map
+                    .read()
+                    .expect("map lock")
+                    .clone()
+                    .ok_or_else(|| {
+                        CellError::Unavailable(format!("cell {cell} is not hosted here"))
+                    })?;
+                cached.as_ref()
+            }
+        };
+        let voters = map
+            .cells
+            .get(&cell)
+            .ok_or_else(|| CellError::InvalidArgument(format!("cell {cell} does not exist")))?;
+        // Spread first attempts over the voters; a NotLeader answer names the leader.
+        let pick = voters[(rand_index() as usize) % voters.len()];
+        map.addr(pick)
+            .map(str::to_string)
+            .ok_or_else(|| CellError::Fatal(format!("node {pick} has no address in the map")))
+    }
+
+    /// Remember the leader a remote member named, or forget a hint that failed.
+    fn remote_failed(&self, cell: u64, err: CellError) -> CellError {
+        let mut hints = self.inner.hints.lock().expect("hints lock");
+        match &err {
+            CellError::NotLeader { hint: Some(addr) } => {
+                hints.insert(cell, addr.clone());
+            }
+            CellError::Unavailable(_) | CellError::NotLeader { hint: None } => {
+                hints.remove(&cell);
+            }
+            _ => {}
+        }
+        err
+    }
+}
+
+static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A name unique to this process and call: `<pid>-<sequence>`.
+pub(crate) fn unique_suffix() -> String {
+    let seq = SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(
+        "{}-{seq}-{:x}",
+        std::process::id(),
+        rand_index() & 0xffff_ffff
+    )
+}
+
+fn rand_index() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
+
+fn remote_timeout() -> Duration {
+    Duration::from_millis(limits::REMOTE_CALL_TIMEOUT_MS)
+}
+
+fn timed_out(addr: &str) -> CellError {
+    CellError::Unavailable(format!(
+        "{addr} did not answer within {} ms",
+        limits::REMOTE_CALL_TIMEOUT_MS
+    ))
+}
+
+fn fatal(path: &std::path::Path, e: std::io::Error) -> CellError {
+    CellError::Fatal(format!("{}: {e}", path.display()))
+}
+
+pub(crate) fn unexpected(result: &QueryResult) -> CellError {
+    CellError::Fatal(format!("unexpected answer {result:?}"))
+}
+
+impl whip_cell::service::Cells for Node {
+    fn cell(&self, id: u64) -> Option<Cell> {
+        self.hosted(id)
+    }
+}

@@ -1,0 +1,228 @@
+//! The router: a node's client API sends each request to the cell owning its key.
+//!
+//! A keyed command gets the epoch of its range from the cached map and goes to the owning
+//! cell (the hosted member forwards to the cell's leader; a cell hosted elsewhere is reached
+//! through one of its voters, and a `NotLeader` answer names the leader for the next try).
+//! `WrongRange` means the map is stale or the range is moving: the router reloads the map
+//! from the meta cell and tries again, with backoff, for at most `ROUTE_RETRY_MS`. Every
+//! write gets an idempotency key before its first try, so a retry never applies twice.
+//! Lists and range scans are gathered from every data cell and merged.
+
+use std::time::Duration;
+
+use whip_board::query::{CounterView, LeaseView, LedgerEntryView};
+use whip_board::route;
+use whip_board::{Command, Outcome, Query, QueryResult, Request};
+use whip_cell::CellError;
+use whip_proto::v1 as pb;
+
+use crate::limits;
+use crate::map::META_CELL;
+use crate::node::{Node, unexpected};
+
+impl Node {
+    /// Apply `request` on the cell owning its key.
+    pub async fn route_submit(&self, mut request: Request) -> Result<Outcome, CellError> {
+        if request.idempotency_key.is_none() {
+            let suffix = crate::node::unique_suffix();
+            request.idempotency_key = Some(format!("n{}-{suffix}", self.id()));
+        }
+        let point = route::command_point(&request.command).map_err(CellError::InvalidArgument)?;
+        match (point, &request.command) {
+            (Some(point), _) => {
+                self.with_route(point, |node, cell, epoch| {
+                    let mut request = request.clone();
+                    request.epoch = epoch;
+                    async move { node.submit_cell(None, cell, request).await }
+                })
+                .await
+            }
+            (None, Command::LeaseReleaseAll { .. }) => self.release_everywhere(request).await,
+            (None, _) => Err(CellError::InvalidArgument(
+                "this command is internal to a cell and not accepted by a fabric node".into(),
+            )),
+        }
+    }
+
+    /// Answer `query` from the cell owning its key, or gather a list from every data cell.
+    pub async fn route_read(&self, query: Query) -> Result<QueryResult, CellError> {
+        if let Some(point) = route::query_point(&query) {
+            return self
+                .with_route(point, |node, cell, epoch| {
+                    let routed = Query::Routed {
+                        epoch,
+                        query: Box::new(query.clone()),
+                    };
+                    async move { node.read_cell(None, cell, routed).await }
+                })
+                .await;
+        }
+        match &query {
+            Query::LeaseList { limit, .. }
+            | Query::CounterList { limit, .. }
+            | Query::KvRange { limit, .. }
+            | Query::LedgerList { limit, .. } => {
+                let limit = *limit;
+                self.gather(query, limit).await
+            }
+            _ => Err(CellError::InvalidArgument(
+                "this read is internal to a cell and not accepted by a fabric node".into(),
+            )),
+        }
+    }
+
+    /// Run `call(cell, epoch)` against the owner of `point`, refreshing the map on
+    /// `WrongRange` and retrying unavailable cells, within `ROUTE_RETRY_MS`.
+    async fn with_route<T, F, Fut>(&self, point: u64, call: F) -> Result<T, CellError>
+    where
+        F: Fn(Node, u64, u64) -> Fut,
+        Fut: std::future::Future<Output = Result<T, CellError>>,
+    {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(limits::ROUTE_RETRY_MS);
+        let mut backoff = Duration::from_millis(limits::ROUTE_BACKOFF_MIN_MS);
+        loop {
+            let map = self.map().await?;
+            let range = *map.locate(point);
+            let err = match call(self.clone(), range.cell, range.epoch).await {
+                Err(CellError::WrongRange { epoch }) => {
+                    tracing::debug!(
+                        point,
+                        cell = range.cell,
+                        epoch,
+                        "wrong range, reloading map"
+                    );
+                    self.invalidate_map();
+                    CellError::WrongRange { epoch }
+                }
+                Err(e @ (CellError::Unavailable(_) | CellError::NotLeader { .. })) => e,
+                other => return other,
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(CellError::Unavailable(format!(
+                    "cell {} (owner of point {point:#x}) did not serve the request within \
+                     {} ms: {err}",
+                    range.cell,
+                    limits::ROUTE_RETRY_MS
+                )));
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_millis(limits::ROUTE_BACKOFF_MAX_MS));
+        }
+    }
+
+    /// `LeaseReleaseAll` on every data cell: a holder's slots may be anywhere.
+    async fn release_everywhere(&self, request: Request) -> Result<Outcome, CellError> {
+        let map = self.map().await?;
+        let calls = map.data_cells().into_iter().map(|cell| {
+            let mut request = request.clone();
+            // One idempotency key per cell: each cell records its own outcome.
+            request.idempotency_key = request.idempotency_key.map(|k| format!("{k}@{cell}"));
+            let map = map.clone();
+            async move { self.submit_cell(Some(&map), cell, request).await }
+        });
+        let mut released = 0;
+        for outcome in futures::future::join_all(calls).await {
+            match outcome? {
+                Outcome::LeaseReleasedAll { released: n } => released += n,
+                other => return Err(CellError::Fatal(format!("unexpected outcome {other:?}"))),
+            }
+        }
+        Ok(Outcome::LeaseReleasedAll { released })
+    }
+
+    /// A list or scan from every data cell (each answers for the ranges it serves), merged
+    /// in the order one cell would list them and cut to `limit`.
+    async fn gather(&self, query: Query, limit: u32) -> Result<QueryResult, CellError> {
+        let map = self.map().await?;
+        let routed = Query::Routed {
+            epoch: 0,
+            query: Box::new(query),
+        };
+        let calls = map.data_cells().into_iter().map(|cell| {
+            let routed = routed.clone();
+            let map = map.clone();
+            async move { self.read_cell(Some(&map), cell, routed).await }
+        });
+        let answers = futures::future::join_all(calls).await;
+        let cap = match limit as usize {
+            0 => whip_board::limits::LIST_ROWS_MAX,
+            n => n.min(whip_board::limits::LIST_ROWS_MAX),
+        };
+        merge(answers, cap)
+    }
+}
+
+fn merge(
+    answers: Vec<Result<QueryResult, CellError>>,
+    cap: usize,
+) -> Result<QueryResult, CellError> {
+    let mut kv = Vec::new();
+    let mut leases: Vec<LeaseView> = Vec::new();
+    let mut counters: Vec<CounterView> = Vec::new();
+    let mut entries: Vec<LedgerEntryView> = Vec::new();
+    let mut kind = None;
+    for answer in answers {
+        let answer = answer?;
+        kind = Some(std::mem::discriminant(&answer));
+        match answer {
+            QueryResult::KvRange(rows) => kv.extend(rows),
+            QueryResult::Leases(rows) => leases.extend(rows),
+            QueryResult::Counters(rows) => counters.extend(rows),
+            QueryResult::LedgerEntries(rows) => entries.extend(rows),
+            other => return Err(unexpected(&other)),
+        }
+    }
+    let display = |id: &whip_board::ResourceId| {
+        (
+            format!("{}/{}", id.owner, id.name),
+            id.owner.clone(),
+            id.name.clone(),
+            id.key.clone(),
+        )
+    };
+    Ok(match kind {
+        Some(k) if k == std::mem::discriminant(&QueryResult::KvRange(Vec::new())) => {
+            kv.sort_by(|a, b| a.0.cmp(&b.0));
+            kv.truncate(cap);
+            QueryResult::KvRange(kv)
+        }
+        Some(k) if k == std::mem::discriminant(&QueryResult::Leases(Vec::new())) => {
+            leases.sort_by_key(|v| display(&v.lease));
+            leases.truncate(cap);
+            QueryResult::Leases(leases)
+        }
+        Some(k) if k == std::mem::discriminant(&QueryResult::Counters(Vec::new())) => {
+            counters.sort_by_key(|v| display(&v.counter));
+            counters.truncate(cap);
+            QueryResult::Counters(counters)
+        }
+        _ => {
+            entries.sort_by(|a, b| (&a.ledger.key, a.seq).cmp(&(&b.ledger.key, b.seq)));
+            entries.truncate(cap);
+            QueryResult::LedgerEntries(entries)
+        }
+    })
+}
+
+#[tonic::async_trait]
+impl whip_cell::service::Dispatch for Node {
+    async fn submit(&self, request: Request) -> Result<Outcome, CellError> {
+        self.route_submit(request).await
+    }
+
+    async fn read(&self, query: Query) -> Result<QueryResult, CellError> {
+        self.route_read(query).await
+    }
+
+    async fn status(&self, cell: u64) -> Result<pb::StatusResponse, CellError> {
+        let member = self.hosted(cell).ok_or_else(|| {
+            let which = if cell == META_CELL {
+                "the meta cell".to_string()
+            } else {
+                format!("cell {cell}")
+            };
+            CellError::Unavailable(format!("{which} is not hosted on node {}", self.id()))
+        })?;
+        Ok(whip_cell::status::status(&member))
+    }
+}

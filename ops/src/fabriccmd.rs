@@ -1,0 +1,309 @@
+//! `whip node serve` and `whip fabric init|status|move|split`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Subcommand;
+use serde_json::{Value, json};
+use whip_cell::StorageKind;
+use whip_fabric::{Node, NodeConfig};
+use whip_proto::v1 as pb;
+use whip_proto::v1::node_client::NodeClient;
+
+use crate::Global;
+use crate::connect::cell_addrs;
+use crate::output;
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum NodeCommand {
+    /// Run a node hosting any number of cells on one port, until interrupted.
+    Serve {
+        /// Node id (unique in the fabric, > 0).
+        #[arg(long)]
+        id: u64,
+        /// Address to listen on (`host:port`).
+        #[arg(long)]
+        listen: SocketAddr,
+        /// Address other nodes and clients use (default: --listen).
+        #[arg(long)]
+        advertise: Option<String>,
+        /// Data directory (one sub-directory per hosted cell).
+        #[arg(long)]
+        data: PathBuf,
+        /// Storage engine of every hosted cell: redb (default) or sled.
+        #[arg(long, default_value = "redb")]
+        storage: StorageKind,
+        /// Raft heartbeat of hosted cells, in ms (idle cells cost one message per
+        /// follower per heartbeat).
+        #[arg(long)]
+        heartbeat_ms: Option<u64>,
+        /// Lower bound of the election timeout of hosted cells, in ms.
+        #[arg(long)]
+        election_timeout_ms: Option<u64>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum FabricCommand {
+    /// Bootstrap a fabric: host and start every cell, cut the ring, publish the map.
+    Init {
+        /// A node as ID=ADDR; repeat for each.
+        #[arg(long = "node", required = true)]
+        nodes: Vec<String>,
+        /// Data cells (the meta cell comes on top).
+        #[arg(long, default_value_t = 4)]
+        cells: u32,
+        /// Voters per cell (default: 3, or fewer nodes).
+        #[arg(long, default_value_t = 0)]
+        replicas: u32,
+    },
+    /// Nodes, cells with leaders and voters, ranges, alarms.
+    Status,
+    /// Move the range starting at --start to another cell.
+    Move {
+        /// First point of the range (hex like 0x4000000000000000, or decimal).
+        #[arg(long)]
+        start: String,
+        /// The cell that takes it.
+        #[arg(long)]
+        to: u64,
+    },
+    /// Cut the range starting at --start in two at --at.
+    Split {
+        /// First point of the range.
+        #[arg(long)]
+        start: String,
+        /// First point of the upper half.
+        #[arg(long)]
+        at: String,
+    },
+}
+
+pub(crate) async fn node(cmd: NodeCommand) -> Result<ExitCode> {
+    let NodeCommand::Serve {
+        id,
+        listen,
+        advertise,
+        data,
+        storage,
+        heartbeat_ms,
+        election_timeout_ms,
+    } = cmd;
+    let mut config = NodeConfig::new(id, advertise.unwrap_or_else(|| listen.to_string()), data);
+    config.storage = storage;
+    if let Some(ms) = heartbeat_ms {
+        config.heartbeat_ms = ms;
+    }
+    if let Some(ms) = election_timeout_ms {
+        config.election_timeout_min_ms = ms;
+    }
+    if config.election_timeout_min_ms <= config.heartbeat_ms {
+        bail!("the election timeout must be longer than the heartbeat");
+    }
+    let listener = whip_cell::service::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let node = Node::start(config).await?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = node.clone();
+    let mut server = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        if let Err(e) = served.serve(listener, shutdown).await {
+            tracing::error!(error = %e, "server stopped");
+        }
+    });
+    eprintln!(
+        "node {id} serving on {listen} ({} cells)",
+        node.hosted_ids().len()
+    );
+    crate::signals::stopped().await;
+    eprintln!("node {id} stopping");
+    let _ = stop.send(());
+    node.shutdown().await;
+    if tokio::time::timeout(Duration::from_secs(2), &mut server)
+        .await
+        .is_err()
+    {
+        server.abort();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn node_client(global: &Global) -> Result<NodeClient<tonic::transport::Channel>> {
+    let spec = global
+        .cell
+        .as_deref()
+        .ok_or_else(|| anyhow!("this command needs --cell ADDR (any node of the fabric)"))?;
+    let addr = cell_addrs(spec)
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow!("--cell names no address"))?;
+    Ok(NodeClient::new(
+        whip_cell::network::endpoint(&addr).connect_lazy(),
+    ))
+}
+
+/// A ring point: `0x…` hex or decimal.
+fn point(text: &str) -> Result<u64> {
+    let parsed = match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.map_err(|_| anyhow!("{text:?} is not a ring point (0x… hex or decimal)"))
+}
+
+fn parse_node(text: &str) -> Result<pb::Member> {
+    let (id, addr) = text
+        .split_once('=')
+        .ok_or_else(|| anyhow!("node {text:?} is not ID=ADDR"))?;
+    let id: u64 = id
+        .parse()
+        .map_err(|_| anyhow!("node id {id:?} is not a number"))?;
+    if id == 0 {
+        bail!("node ids start at 1");
+    }
+    Ok(pb::Member {
+        id,
+        addr: addr.to_string(),
+    })
+}
+
+/// A node's refusal as a plain error: its message is already written for people.
+fn refused(status: tonic::Status) -> anyhow::Error {
+    anyhow!("{}", status.message())
+}
+
+pub(crate) async fn fabric(global: &Global, cmd: FabricCommand) -> Result<ExitCode> {
+    let mut client = node_client(global)?;
+    match cmd {
+        FabricCommand::Init {
+            nodes,
+            cells,
+            replicas,
+        } => {
+            let nodes = nodes.iter().map(|n| parse_node(n)).collect::<Result<_>>()?;
+            let request = pb::FabricInitRequest {
+                nodes,
+                cells,
+                replicas,
+            };
+            let status = client
+                .fabric_init(request)
+                .await
+                .map_err(refused)?
+                .into_inner();
+            print_status(global, &status, "fabric initialized");
+        }
+        FabricCommand::Status => {
+            let status = client
+                .fabric_status(pb::FabricStatusRequest {})
+                .await
+                .map_err(refused)?
+                .into_inner();
+            print_status(global, &status, "fabric");
+        }
+        FabricCommand::Move { start, to } => {
+            let request = pb::RangeMoveRequest {
+                start: point(&start)?,
+                to_cell: to,
+            };
+            let r = client
+                .range_move(request)
+                .await
+                .map_err(refused)?
+                .into_inner();
+            print_ranges(global, &r, &format!("moved {} rows", r.rows));
+        }
+        FabricCommand::Split { start, at } => {
+            let request = pb::RangeSplitRequest {
+                start: point(&start)?,
+                at: point(&at)?,
+            };
+            let r = client
+                .range_split(request)
+                .await
+                .map_err(refused)?
+                .into_inner();
+            print_ranges(global, &r, "split");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn range_json(r: &pb::RangeInfo) -> Value {
+    json!({
+        "start": format!("{:#018x}", r.start),
+        "last": format!("{:#018x}", r.last),
+        "epoch": r.epoch,
+        "cell": r.cell,
+    })
+}
+
+fn range_text(r: &pb::RangeInfo) -> String {
+    format!("{:#018x}..={:#018x} epoch {}", r.start, r.last, r.epoch)
+}
+
+fn print_ranges(global: &Global, r: &pb::RangeMoveResponse, what: &str) {
+    if global.json {
+        let ranges: Vec<Value> = r.ranges.iter().map(range_json).collect();
+        output::json(&json!({"ok": true, "ranges": ranges, "rows": r.rows}));
+        return;
+    }
+    output::line(what);
+    for range in &r.ranges {
+        output::line(&format!("  cell {}: {}", range.cell, range_text(range)));
+    }
+}
+
+fn print_status(global: &Global, s: &pb::FabricStatusResponse, title: &str) {
+    if global.json {
+        let nodes: Vec<Value> = s
+            .nodes
+            .iter()
+            .map(|n| json!({"id": n.id, "addr": n.addr, "reachable": n.reachable}))
+            .collect();
+        let cells: Vec<Value> = s
+            .cells
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id, "leader": c.leader, "voters": c.voters,
+                    "ranges": c.ranges.iter().map(range_json).collect::<Vec<_>>(),
+                    "term": c.term, "last_applied": c.last_applied,
+                })
+            })
+            .collect();
+        output::json(&json!({
+            "nodes": nodes, "cells": cells, "alarms": s.alarms, "map_version": s.map_version,
+        }));
+        return;
+    }
+    output::line(&format!(
+        "{title}: {} nodes, {} cells",
+        s.nodes.len(),
+        s.cells.len()
+    ));
+    for n in &s.nodes {
+        let state = if n.reachable { "up" } else { "UNREACHABLE" };
+        output::line(&format!("  node {} {} {state}", n.id, n.addr));
+    }
+    for c in &s.cells {
+        let leader = c.leader.map_or("none".to_string(), |l| format!("node {l}"));
+        let role = if c.id == 0 { " (meta)" } else { "" };
+        output::line(&format!(
+            "  cell {}{role}: leader {leader}, voters {:?}, term {}",
+            c.id, c.voters, c.term
+        ));
+        for r in &c.ranges {
+            output::line(&format!("    {}", range_text(r)));
+        }
+    }
+    for a in &s.alarms {
+        output::line(&format!("  ALARM {a}"));
+    }
+}
