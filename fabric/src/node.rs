@@ -222,6 +222,16 @@ impl Node {
     /// Read the map from the meta cell (linearizable), cache it, and return it with the
     /// version of its key.
     pub async fn load_map(&self) -> Result<(Arc<FabricMap>, u64), CellError> {
+        let initialized = self.hosted(META_CELL).is_some_and(|meta| {
+            let metrics = meta.raft().metrics().borrow().clone();
+            metrics.membership_config.membership().nodes().count() > 0
+        });
+        if !initialized {
+            return Err(CellError::Unavailable(format!(
+                "node {} is not part of an initialized fabric yet (run `whip fabric init`)",
+                self.id()
+            )));
+        }
         let query = Query::KvGet {
             key: MAP_KEY.to_vec(),
         };

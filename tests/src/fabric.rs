@@ -1,0 +1,221 @@
+//! Fabrics for tests: nodes hosting many cells, in this process ([`Fabric`]) or as
+//! `whip node serve` processes killed with SIGKILL ([`ProcessFabric`]).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use whip_cell::CellClient;
+use whip_fabric::{Node, NodeConfig};
+use whip_proto::v1 as pb;
+
+use crate::{free_addrs, init_tracing, wait_for, whip_binary};
+
+struct Running {
+    node: Node,
+    server: tokio::task::JoinHandle<()>,
+    stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Nodes in this process, each with its own gRPC server and data directory.
+pub struct Fabric {
+    /// The data root (each node under `node-<id>`).
+    pub dir: tempfile::TempDir,
+    /// Node id → address.
+    pub addrs: BTreeMap<u64, SocketAddr>,
+    nodes: BTreeMap<u64, Running>,
+}
+
+impl Fabric {
+    /// Start `nodes` nodes and initialize a fabric of `cells` data cells through node 1.
+    pub async fn start(nodes: usize, cells: u32) -> Fabric {
+        let fabric = Fabric::start_uninitialized(nodes).await;
+        let members = fabric
+            .addrs
+            .iter()
+            .map(|(id, a)| (*id, a.to_string()))
+            .collect();
+        whip_fabric::admin::init(fabric.node(1), members, cells, 0)
+            .await
+            .expect("fabric init");
+        fabric.wait_leaders(Duration::from_secs(10)).await;
+        fabric
+    }
+
+    /// Start `nodes` nodes hosting nothing yet.
+    pub async fn start_uninitialized(nodes: usize) -> Fabric {
+        init_tracing();
+        let addrs = free_addrs(nodes)
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| (i as u64 + 1, a))
+            .collect();
+        let mut fabric = Fabric {
+            dir: tempfile::tempdir().expect("temp dir"),
+            addrs,
+            nodes: BTreeMap::new(),
+        };
+        for id in 1..=nodes as u64 {
+            fabric.start_node(id).await;
+        }
+        fabric
+    }
+
+    /// Start (or restart) node `id` from its data directory.
+    pub async fn start_node(&mut self, id: u64) {
+        let addr = self.addrs[&id];
+        let dir = self.dir.path().join(format!("node-{id}"));
+        let node = Node::start(NodeConfig::new(id, addr.to_string(), dir))
+            .await
+            .expect("start node");
+        let listener = whip_cell::service::bind(addr)
+            .await
+            .expect("bind node address");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = node.clone();
+        let server = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            let _ = served.serve(listener, shutdown).await;
+        });
+        self.nodes.insert(id, Running { node, server, stop });
+    }
+
+    /// Stop node `id` abruptly: its server stops answering and every hosted cell stops.
+    pub async fn kill(&mut self, id: u64) {
+        let running = self.nodes.remove(&id).expect("node is running");
+        let _ = running.stop.send(());
+        running.server.abort();
+        let _ = running.server.await;
+        running.node.shutdown().await;
+    }
+
+    /// The running node `id`.
+    pub fn node(&self, id: u64) -> &Node {
+        &self.nodes[&id].node
+    }
+
+    /// Ids of running nodes.
+    pub fn running(&self) -> Vec<u64> {
+        self.nodes.keys().copied().collect()
+    }
+
+    /// A client bound to node `id` only.
+    pub fn client_of(&self, id: u64) -> CellClient {
+        CellClient::connect(&[self.addrs[&id].to_string()]).expect("client")
+    }
+
+    /// Wait until every cell hosted by a running node knows a running leader.
+    pub async fn wait_leaders(&self, timeout: Duration) {
+        let nodes: Vec<Node> = self.nodes.values().map(|r| r.node.clone()).collect();
+        let running = self.running();
+        wait_for("every cell to have a leader", timeout, || {
+            let nodes = nodes.clone();
+            let running = running.clone();
+            async move {
+                nodes.iter().all(|n| {
+                    n.hosted_ids().into_iter().all(|c| {
+                        let cell = n.hosted(c).expect("hosted");
+                        let leader = cell.raft().metrics().borrow().current_leader;
+                        leader.is_some_and(|l| running.contains(&l))
+                    })
+                })
+            }
+        })
+        .await;
+    }
+
+    /// The fabric status as node `via` reports it.
+    pub async fn status(&self, via: u64) -> pb::FabricStatusResponse {
+        whip_fabric::admin::status(self.node(via))
+            .await
+            .expect("fabric status")
+    }
+
+    /// Stop every node.
+    pub async fn shutdown(mut self) {
+        for id in self.running() {
+            self.kill(id).await;
+        }
+    }
+}
+
+/// Nodes as `whip node serve` processes.
+pub struct ProcessFabric {
+    /// Data root.
+    pub dir: tempfile::TempDir,
+    /// Node addresses, index = id - 1.
+    pub addrs: Vec<String>,
+    children: Vec<Option<Child>>,
+}
+
+impl ProcessFabric {
+    /// Start `n` node processes (not yet a fabric: run `whip fabric init`).
+    pub async fn start(n: usize) -> ProcessFabric {
+        let mut fabric = ProcessFabric {
+            dir: tempfile::tempdir().expect("temp dir"),
+            addrs: free_addrs(n).iter().map(|a| a.to_string()).collect(),
+            children: (0..n).map(|_| None).collect(),
+        };
+        for id in 1..=n as u64 {
+            fabric.spawn(id);
+        }
+        for addr in fabric.addrs.clone() {
+            let addr = addr.clone();
+            wait_for("node to listen", Duration::from_secs(10), || {
+                let addr = addr.clone();
+                async move { tokio::net::TcpStream::connect(&addr).await.is_ok() }
+            })
+            .await;
+        }
+        fabric
+    }
+
+    /// Start (or restart) node `id`'s process.
+    pub fn spawn(&mut self, id: u64) {
+        let index = (id - 1) as usize;
+        let child = Command::new(whip_binary())
+            .args([
+                "node",
+                "serve",
+                "--id",
+                &id.to_string(),
+                "--listen",
+                &self.addrs[index],
+            ])
+            .arg("--data")
+            .arg(self.dir.path().join(format!("node-{id}")))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn whip node serve");
+        self.children[index] = Some(child);
+    }
+
+    /// SIGKILL node `id`.
+    pub fn kill(&mut self, id: u64) {
+        if let Some(mut child) = self.children[(id - 1) as usize].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// `--node ID=ADDR` arguments naming every node.
+    pub fn node_args(&self) -> Vec<String> {
+        self.addrs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, a)| ["--node".to_string(), format!("{}={a}", i + 1)])
+            .collect()
+    }
+}
+
+impl Drop for ProcessFabric {
+    fn drop(&mut self) {
+        for id in 1..=self.children.len() as u64 {
+            self.kill(id);
+        }
+    }
+}

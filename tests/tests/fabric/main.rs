@@ -1,0 +1,62 @@
+//! Fabric behaviour: nodes hosting many cells, real gRPC on 127.0.0.1, real storage in temp
+//! directories, 3 voters per cell on distinct nodes. Ordered from bootstrap to faults.
+
+mod t10_init;
+mod t20_routing;
+mod t30_singletons;
+mod t40_moves;
+mod t50_node_kill;
+
+use whip_cell::CellClient;
+use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
+
+/// Put `value` under `key` at `expect` (None = unconditional) through `client`.
+pub(crate) async fn put(
+    client: &CellClient,
+    key: &str,
+    value: &str,
+    expect: Option<u64>,
+) -> pb::KvWriteResponse {
+    client
+        .kv_put(pb::KvPutRequest {
+            key: key.as_bytes().to_vec(),
+            value: value.as_bytes().to_vec(),
+            expect_version: expect,
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("put {key}: {e}"))
+}
+
+/// Read `key` through `client`: `(value, version)` or None.
+pub(crate) async fn get(client: &CellClient, key: &str) -> Option<(String, u64)> {
+    let r = client
+        .kv_get(pb::KvGetRequest {
+            key: key.as_bytes().to_vec(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("get {key}: {e}"));
+    r.found
+        .then(|| (String::from_utf8(r.value).expect("utf-8"), r.version))
+}
+
+/// A singleton lease acquire of `scope` for `holder`.
+pub(crate) fn singleton(scope: &str, holder: &str, ttl_ms: u64) -> pb::LeaseAcquireRequest {
+    pb::LeaseAcquireRequest {
+        lease: Some(pb::ResourceId {
+            owner: "singleton".into(),
+            name: scope.into(),
+            key: String::new(),
+        }),
+        holder: holder.into(),
+        slots: 1,
+        ttl_ms,
+        ..Default::default()
+    }
+}
+
+/// Whether a lease answer is a grant.
+pub(crate) fn held(r: &pb::LeaseResponse) -> bool {
+    r.code == Code::LeaseHeld as i32
+}

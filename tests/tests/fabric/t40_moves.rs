@@ -1,0 +1,206 @@
+//! Range moves and splits under load: writers hammer CAS keys and lease holders race for
+//! leases on ranges that are split and moved between cells. No acknowledged write is lost,
+//! no key's version (its fence) goes backward, and no lease ever shows two holders.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use whip_board::route;
+use whip_proto::v1 as pb;
+use whip_tests::fabric::Fabric;
+
+use crate::{get, held};
+
+const WRITERS: usize = 4;
+const KEYS_PER_WRITER: usize = 12;
+const LEASES: usize = 6;
+
+/// Each writer owns its keys and bumps them with CAS; returns key → (last acked value,
+/// versions seen in order).
+async fn writer(
+    client: whip_cell::CellClient,
+    w: usize,
+    stop: Arc<AtomicBool>,
+) -> BTreeMap<String, (u64, Vec<u64>)> {
+    let mut state: BTreeMap<String, (u64, Vec<u64>)> = BTreeMap::new();
+    let mut round = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        round += 1;
+        for k in 0..KEYS_PER_WRITER {
+            let key = format!("move-w{w}-k{k}");
+            let (value, versions) = state.entry(key.clone()).or_insert((0, Vec::new()));
+            let expect = versions.last().copied().unwrap_or(0);
+            let r = client
+                .kv_put(pb::KvPutRequest {
+                    key: key.clone().into_bytes(),
+                    value: round.to_string().into_bytes(),
+                    expect_version: Some(expect),
+                    idempotency_key: String::new(),
+                })
+                .await
+                .unwrap_or_else(|e| panic!("writer {w} put {key}: {e}"));
+            assert_eq!(
+                r.code,
+                pb::OutcomeCode::KvWritten as i32,
+                "only this writer writes {key}: {r:?}"
+            );
+            *value = round;
+            versions.push(r.version);
+        }
+    }
+    state
+}
+
+/// Holders take and give back one-slot leases; every grant is recorded as (lease, when it
+/// was acknowledged, fence). One slot means grants of a lease are acknowledged in the order
+/// they were applied, so sorted by acknowledgement their fences must grow.
+async fn holder(
+    client: whip_cell::CellClient,
+    h: usize,
+    stop: Arc<AtomicBool>,
+) -> Vec<(usize, std::time::Instant, u64)> {
+    let mut grants = Vec::new();
+    let mut i = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        i += 1;
+        let lease = (h + i) % LEASES;
+        let id = pb::ResourceId {
+            owner: "test".into(),
+            name: "deploy".into(),
+            key: format!("env-{lease}"),
+        };
+        let acquire = pb::LeaseAcquireRequest {
+            lease: Some(id.clone()),
+            holder: format!("h{h}"),
+            slots: 1,
+            ttl_ms: 30_000,
+            ..Default::default()
+        };
+        let r = client.lease_acquire(acquire).await.expect("acquire");
+        if held(&r) {
+            grants.push((lease, std::time::Instant::now(), r.fence));
+            let release = pb::LeaseReleaseRequest {
+                lease: Some(id),
+                holder: format!("h{h}"),
+                ..Default::default()
+            };
+            client.lease_release(release).await.expect("release");
+        }
+    }
+    grants
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn moves_and_splits_under_load_lose_nothing() {
+    let fabric = Fabric::start(3, 2).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let client = fabric.client_of(1 + (w as u64 % 3));
+        writers.push(tokio::spawn(writer(client, w, stop.clone())));
+    }
+    let mut holders = Vec::new();
+    for h in 0..4 {
+        let client = fabric.client_of(1 + (h as u64 % 3));
+        holders.push(tokio::spawn(holder(client, h, stop.clone())));
+    }
+    // A watcher: no lease ever lists two holders.
+    let watcher = {
+        let client = fabric.client_of(2);
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut checks = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let list = client
+                    .lease_list(pb::LeaseListRequest {
+                        prefix: "test/deploy".into(),
+                        limit: 0,
+                    })
+                    .await
+                    .expect("lease list");
+                for lease in &list.leases {
+                    assert!(lease.holders.len() <= 1, "two holders: {lease:?}");
+                }
+                checks += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            checks
+        })
+    };
+    let node = fabric.node(3).clone();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Split cell 1's range, move its upper half to cell 2, move cell 2's original range
+    // to cell 1, then move the first half over as well.
+    let map = node.map().await.expect("map");
+    let first = map.ranges[0];
+    let second = map.ranges[1];
+    let mid = first.start + (first.last - first.start) / 2 + 1;
+    whip_fabric::admin::split_range(&node, first.start, mid)
+        .await
+        .expect("split");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    whip_fabric::admin::move_range(&node, mid, 2)
+        .await
+        .expect("move upper half");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    whip_fabric::admin::move_range(&node, second.start, 1)
+        .await
+        .expect("move second range");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    whip_fabric::admin::move_range(&node, first.start, 2)
+        .await
+        .expect("move lower half");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut acked = BTreeMap::new();
+    for w in writers {
+        acked.extend(w.await.expect("writer"));
+    }
+    let mut grants: BTreeMap<usize, Vec<(std::time::Instant, u64)>> = BTreeMap::new();
+    for h in holders {
+        for (lease, at, fence) in h.await.expect("holder") {
+            grants.entry(lease).or_default().push((at, fence));
+        }
+    }
+    assert!(watcher.await.expect("watcher") > 0);
+    let map = node.map().await.expect("map");
+    assert_eq!(map.ranges.len(), 3);
+    assert_eq!(map.ranges.iter().filter(|r| r.cell == 2).count(), 2);
+    let reader = fabric.client_of(1);
+    let mut moved_keys = 0;
+    for (key, (value, versions)) in &acked {
+        assert!(
+            versions.windows(2).all(|w| w[0] < w[1]),
+            "{key} versions go forward: {versions:?}"
+        );
+        let got = get(&reader, key).await.expect("acked key exists");
+        assert_eq!(got.0, value.to_string(), "{key} keeps its last acked value");
+        assert_eq!(
+            Some(&got.1),
+            versions.last(),
+            "{key} keeps its last acked version"
+        );
+        if map.locate(route::kv_point(key.as_bytes())).cell == 2 && map.ranges[0].cell == 2 {
+            moved_keys += 1;
+        }
+    }
+    assert!(moved_keys > 0, "some hammered keys moved cells");
+    assert!(!grants.is_empty(), "holders got grants");
+    for (lease, mut list) in grants {
+        list.sort();
+        let fences: Vec<u64> = list.iter().map(|(_, f)| *f).collect();
+        assert!(
+            fences.windows(2).all(|w| w[0] < w[1]),
+            "lease env-{lease}: fences go forward across moves: {fences:?}"
+        );
+    }
+    let status = fabric.status(1).await;
+    assert!(
+        status.alarms.is_empty(),
+        "no stuck moves: {:?}",
+        status.alarms
+    );
+    fabric.shutdown().await;
+}
