@@ -40,6 +40,11 @@ pub(crate) enum Item {
         /// The idempotency key.
         key: String,
     },
+    /// An election leader's term ends.
+    Election {
+        /// The election group.
+        group: String,
+    },
 }
 
 impl Item {
@@ -49,6 +54,7 @@ impl Item {
             Item::Waiter { .. } => 2,
             Item::Ledger { .. } => 3,
             Item::Idempotency { .. } => 4,
+            Item::Election { .. } => 5,
         }
     }
 }
@@ -65,6 +71,7 @@ pub(crate) fn key(deadline_ms: u64, item: &Item) -> Vec<u8> {
         }
         Item::Ledger { ledger } => keys::push_resource(&mut out, ledger),
         Item::Idempotency { key } => out.extend_from_slice(key.as_bytes()),
+        Item::Election { group } => keys::push_str(&mut out, group.as_bytes()),
     }
     out
 }

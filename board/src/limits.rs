@@ -22,3 +22,12 @@ pub const LIST_ROWS_MAX: usize = 10_000;
 pub const KV_TXN_OPS_MAX: usize = 4096;
 /// Bytes of all keys and values of one `KvTxn` together.
 pub const KV_TXN_BYTES_MAX: usize = 4 << 20;
+/// Endpoints one election leader publishes.
+pub const ELECTION_ENDPOINTS_MAX: usize = 16;
+/// Bytes of one published endpoint (`host:port`, a URL).
+pub const ELECTION_ENDPOINT_BYTES_MAX: usize = 256;
+/// Bytes of a schedule spec (`*/5 9-17 * * 1-5`, `@every 30s`).
+pub const SCHEDULE_SPEC_BYTES_MAX: usize = 256;
+/// Years a schedule search looks forward or back before giving up (a spec like
+/// `0 0 31 2 *` never falls due; `0 0 29 2 *` can wait 8 years, from 2096 to 2104).
+pub const SCHEDULE_SCAN_YEARS_MAX: u32 = 10;
