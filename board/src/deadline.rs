@@ -42,6 +42,11 @@ pub(crate) enum Item {
         /// The routing point of the recorded command (the entry moves with its range).
         point: Option<u64>,
     },
+    /// An election leader's term ends.
+    Election {
+        /// The election group.
+        group: String,
+    },
 }
 
 impl Item {
@@ -53,6 +58,7 @@ impl Item {
             }
             Item::Ledger { ledger } => Some(crate::route::resource_point(ledger)),
             Item::Idempotency { point, .. } => *point,
+            Item::Election { group } => Some(crate::route::election_point(group)),
         }
     }
 
@@ -62,6 +68,7 @@ impl Item {
             Item::Waiter { .. } => 2,
             Item::Ledger { .. } => 3,
             Item::Idempotency { .. } => 4,
+            Item::Election { .. } => 5,
         }
     }
 }
@@ -78,6 +85,7 @@ pub(crate) fn key(deadline_ms: u64, item: &Item) -> Vec<u8> {
         }
         Item::Ledger { ledger } => keys::push_resource(&mut out, ledger),
         Item::Idempotency { key, .. } => out.extend_from_slice(key.as_bytes()),
+        Item::Election { group } => keys::push_str(&mut out, group.as_bytes()),
     }
     out
 }

@@ -30,6 +30,10 @@ pub(crate) const DEADLINE: u8 = b'd';
 pub(crate) const RANGE: u8 = b'r';
 /// The fence offset of this cell (raised when a range arrives from another cell).
 pub(crate) const FENCE_OFFSET: u8 = b'f';
+/// Election leaders: family, group (value: the leader record).
+pub(crate) const ELECTION: u8 = b'v';
+/// Schedule fire records: family, schedule name (value: the last fire).
+pub(crate) const SCHEDULE: u8 = b's';
 
 /// Append `s` escaped but without its terminator (a prefix of every longer string's form).
 pub(crate) fn push_open(out: &mut Vec<u8>, s: &[u8]) {
@@ -209,6 +213,27 @@ pub(crate) fn idempotency(key: &str) -> Vec<u8> {
     out
 }
 
+/// Key of a record named by one string (an election group, a schedule name).
+pub(crate) fn named(family: u8, name: &str) -> Vec<u8> {
+    let mut out = vec![family];
+    push_str(&mut out, name.as_bytes());
+    out
+}
+
+/// Range start of named records whose name starts with `prefix`.
+pub(crate) fn named_prefix(family: u8, prefix: &str) -> Vec<u8> {
+    let mut out = vec![family];
+    push_open(&mut out, prefix.as_bytes());
+    out
+}
+
+/// Decode a named key back into its name.
+pub(crate) fn parse_named(key: &[u8]) -> String {
+    let parts = split(&key[1..]).expect("named key is well formed");
+    assert_eq!(parts.len(), 1, "named key has one component");
+    String::from_utf8(parts[0].clone()).expect("key is utf-8")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,6 +291,16 @@ mod tests {
         assert!(key.starts_with(&start));
         assert!(key < prefix_end(&start));
         assert!(!key.starts_with(&listed_prefix(LEASE, "local/Shx")));
+    }
+
+    #[test]
+    fn named_round_trips_and_prefix_matches() {
+        let key = named(ELECTION, "jobs\0/a");
+        assert_eq!(parse_named(&key), "jobs\0/a");
+        let start = named_prefix(ELECTION, "jobs");
+        assert!(key.starts_with(&start) && key < prefix_end(&start));
+        assert!(!key.starts_with(&named_prefix(ELECTION, "jobs\0/b")));
+        assert!(!key.starts_with(&named_prefix(SCHEDULE, "")));
     }
 
     #[test]

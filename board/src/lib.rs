@@ -1,12 +1,15 @@
 //! # whip-board: the coordination state machine
 //!
-//! Owns the meaning of every coordination command: CAS keys, leases, counters and ledgers
-//! (later task boards, registry, mailboxes, ballots). [`apply`] is a pure function of the
-//! current bytes, a [`Stamp`] and a [`Request`]; [`query`] reads.
+//! Owns the meaning of every coordination command: CAS keys, leases, counters, ledgers,
+//! election leases and schedule firings (later task boards, registry, mailboxes, ballots).
+//! [`apply`] is a pure function of the current bytes, a [`Stamp`] and a [`Request`];
+//! [`query`] reads.
 //!
 //! Invariants: replaying the same log over the same starting bytes yields byte-identical
-//! state; a lease never has more live holders than its slots; a counter never passes its
-//! cap within a period; a ledger partition has no gaps; fences only grow.
+//! state; a lease never has more live holders than its slots; an election group never has
+//! more than one live leader; a schedule fires each due time at most once, and never an
+//! older one after a later one; a counter never passes its cap within a period; a ledger
+//! partition has no gaps; fences only grow.
 //!
 //! Must never: read a clock, draw randomness, spawn threads, touch files, sockets, Raft,
 //! sled, redb or tokio. Everything it knows comes in through the stamp and the command.
@@ -28,6 +31,7 @@
 mod codec;
 mod counter;
 mod deadline;
+mod election;
 mod idempotency;
 mod keys;
 mod kv;
@@ -37,13 +41,15 @@ pub mod limits;
 pub mod query;
 mod range;
 pub mod route;
+mod schedule;
 pub mod txn;
 pub mod types;
 mod validate;
 
 pub use query::{Query, QueryResult, RangeView};
+pub use schedule::ScheduleSpec;
 pub use txn::{MemTxn, Txn};
-pub use types::{Command, LeaseHolder, Outcome, Request, Reset, ResourceId, Stamp};
+pub use types::{Command, ElectionLeader, LeaseHolder, Outcome, Request, Reset, ResourceId, Stamp};
 pub use validate::validate;
 
 use deadline::Item;
@@ -184,12 +190,81 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome
         } => range::split(txn, *start, *last, *at, *epoch),
         Command::RangeImport { rows } => range::import(txn, rows),
         Command::RangeDrop { start, last } => range::drop_rows(txn, *start, *last),
+        Command::Campaign { .. }
+        | Command::Proclaim { .. }
+        | Command::Resign { .. }
+        | Command::ElectionRenew { .. }
+        | Command::ScheduleFire { .. } => apply_coordination(txn, stamp, command),
+    }
+}
+
+/// Election and schedule commands (split from `apply_command` to keep each match short).
+fn apply_coordination(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
+    let now_ms = stamp.time_ms;
+    match command {
+        Command::Campaign {
+            group,
+            candidate,
+            endpoints,
+            ttl_ms,
+        } => {
+            let request = election::Campaign {
+                group,
+                candidate,
+                endpoints,
+                ttl_ms: *ttl_ms,
+            };
+            election::campaign(txn, stamp, &request)
+        }
+        Command::Proclaim {
+            group,
+            candidate,
+            fence,
+            endpoints,
+        } => election::proclaim(txn, now_ms, &term(group, candidate, *fence), endpoints),
+        Command::Resign {
+            group,
+            candidate,
+            fence,
+        } => election::resign(txn, now_ms, &term(group, candidate, *fence)),
+        Command::ElectionRenew {
+            group,
+            candidate,
+            fence,
+            ttl_ms,
+        } => election::renew(txn, now_ms, &term(group, candidate, *fence), *ttl_ms),
+        Command::ScheduleFire {
+            name,
+            spec,
+            timezone,
+            due_ms,
+            claimant,
+        } => {
+            let request = schedule::Fire {
+                name,
+                spec,
+                timezone,
+                due_ms: *due_ms,
+                claimant,
+            };
+            schedule::fire(txn, stamp, &request)
+        }
+        other => unreachable!("{other:?} is not an election or schedule command"),
+    }
+}
+
+fn term<'a>(group: &'a str, candidate: &'a str, fence: u64) -> election::Term<'a> {
+    election::Term {
+        group,
+        candidate,
+        fence,
     }
 }
 
 /// Process due deadlines in deadline order. `processed` counts removed holders, waiters,
-/// ledger entries and idempotency records, plus stale index entries; the tick stops taking
-/// new index entries once it reaches `TICK_WORK_MAX` (settling one lease may go past it).
+/// ledger entries, idempotency records and election leaders, plus stale index entries; the
+/// tick stops taking new index entries once it reaches `TICK_WORK_MAX` (settling one lease
+/// may go past it).
 fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
     let now_ms = stamp.time_ms;
     let budget = u32::try_from(TICK_WORK_MAX).expect("tick budget fits u32");
@@ -211,6 +286,7 @@ fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
             }
             Item::Ledger { ledger } => ledger::prune(txn, now_ms, ledger, budget - processed),
             Item::Idempotency { key, .. } => idempotency::prune(txn, now_ms, key),
+            Item::Election { group } => election::expire(txn, now_ms, group),
         };
         processed += removed.max(1);
     }
@@ -254,6 +330,15 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
             after_key,
             limit,
         } => QueryResult::KvRange(kv::range(txn, prefix, after_key, cap(*limit))),
+        Query::ElectionLeader { group } => {
+            QueryResult::ElectionLeader(election::get(txn, now_ms, group))
+        }
+        Query::ElectionList { prefix, limit } => {
+            QueryResult::Elections(election::list(txn, now_ms, prefix, cap(*limit)))
+        }
+        Query::ScheduleList { prefix, limit } => {
+            QueryResult::Schedules(schedule::list(txn, prefix, cap(*limit)))
+        }
         Query::Routed { epoch, query } => routed(txn, now_ms, *epoch, query),
         Query::Ranges => QueryResult::Ranges(range::rows(txn)),
         Query::RangeExport {
@@ -294,6 +379,14 @@ fn routed(txn: &impl Txn, now_ms: u64, epoch: u64, inner: &Query) -> QueryResult
         QueryResult::LedgerEntries(mut rows) => {
             rows.retain(|v| serves(route::resource_point(&v.ledger)));
             QueryResult::LedgerEntries(rows)
+        }
+        QueryResult::Elections(mut rows) => {
+            rows.retain(|v| serves(route::election_point(&v.group)));
+            QueryResult::Elections(rows)
+        }
+        QueryResult::Schedules(mut rows) => {
+            rows.retain(|v| serves(route::schedule_point(&v.name)));
+            QueryResult::Schedules(rows)
         }
         other => other,
     }

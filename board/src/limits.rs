@@ -31,3 +31,12 @@ pub const RANGE_SCAN_ROWS_MAX: usize = 65_536;
 /// Bytes of keys and values one range export page carries (a page stops after the row
 /// that passes it).
 pub const RANGE_EXPORT_BYTES_MAX: usize = 4 << 20;
+/// Endpoints one election leader publishes.
+pub const ELECTION_ENDPOINTS_MAX: usize = 16;
+/// Bytes of one published endpoint (`host:port`, a URL).
+pub const ELECTION_ENDPOINT_BYTES_MAX: usize = 256;
+/// Bytes of a schedule spec (`*/5 9-17 * * 1-5`, `@every 30s`).
+pub const SCHEDULE_SPEC_BYTES_MAX: usize = 256;
+/// Years a schedule search looks forward or back before giving up (a spec like
+/// `0 0 31 2 *` never falls due; `0 0 29 2 *` can wait 8 years, from 2096 to 2104).
+pub const SCHEDULE_SCAN_YEARS_MAX: u32 = 10;

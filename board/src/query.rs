@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{LeaseHolder, ResourceId};
+use crate::types::{ElectionLeader, LeaseHolder, ResourceId};
 
 /// A read of the state machine. Reads never change state; `now_ms` (supplied by the
 /// serving cell) hides holders and waiters whose deadline has passed but whose expiry tick
@@ -55,6 +55,25 @@ pub enum Query {
         /// Most keys returned (capped by `limits::LIST_ROWS_MAX`).
         limit: u32,
     },
+    /// The live leader of one election group.
+    ElectionLeader {
+        /// The election group.
+        group: String,
+    },
+    /// Election groups starting with `prefix` (empty = all) that have a live leader.
+    ElectionList {
+        /// Prefix of the group (empty = all).
+        prefix: String,
+        /// Most leaders returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
+    /// Schedules whose name starts with `prefix` (empty = all), with their last firing.
+    ScheduleList {
+        /// Prefix of the schedule name (empty = all).
+        prefix: String,
+        /// Most schedules returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
     /// A keyed read sent by a router: answered only when this cell serves the query's point
     /// at `epoch` (else `WrongRange`). Lists inside it see only served ranges.
     Routed {
@@ -96,6 +115,12 @@ pub enum QueryResult {
     NextDeadline(Option<u64>),
     /// CAS keys of a range read, in key order, with their values and revisions.
     KvRange(Vec<(Vec<u8>, KvEntry)>),
+    /// The live leader of an election group: `None` when it has none.
+    ElectionLeader(Option<ElectionLeader>),
+    /// Live election leaders in group order.
+    Elections(Vec<ElectionLeader>),
+    /// Schedules in name order, with their last firing.
+    Schedules(Vec<ScheduleView>),
     /// This cell does not serve the read's point at the router's epoch.
     WrongRange {
         /// The epoch this cell knows for the point (0 = not owned here).
@@ -175,4 +200,21 @@ pub struct LedgerEntryView {
     pub appended_by: String,
     /// Stamp time of the append.
     pub at_ms: u64,
+}
+
+/// One schedule's last firing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleView {
+    /// The schedule's name.
+    pub name: String,
+    /// The spec of the last firing.
+    pub spec: String,
+    /// The IANA time zone of the last firing.
+    pub timezone: String,
+    /// The latest due time fired (ms since the Unix epoch).
+    pub last_due_ms: u64,
+    /// Who fired it.
+    pub claimant: String,
+    /// The fence of that firing.
+    pub fence: u64,
 }

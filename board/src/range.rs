@@ -268,6 +268,14 @@ fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
             keys::resource_of(&parts).map(|id| route::resource_point(&id))
         }
         keys::DEADLINE => decode::<Item>(value).point(),
+        keys::ELECTION | keys::SCHEDULE => {
+            let (parts, _) = keys::split_first(rest, 1)?;
+            let name = String::from_utf8(parts.into_iter().next()?).ok()?;
+            Some(match family {
+                keys::ELECTION => route::election_point(&name),
+                _ => route::schedule_point(&name),
+            })
+        }
         keys::IDEMPOTENCY => crate::idempotency::point_of(value),
         keys::RANGE | keys::FENCE_OFFSET => None,
         other => panic!("stored row of unknown family {other:#x}"),

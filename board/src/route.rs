@@ -41,6 +41,23 @@ pub fn resource_routing_key(id: &ResourceId) -> Vec<u8> {
     out
 }
 
+/// The point of an election group.
+pub fn election_point(group: &str) -> u64 {
+    tagged_point(b"election", group)
+}
+
+/// The point of a schedule (its firings dedup on one cell).
+pub fn schedule_point(name: &str) -> u64 {
+    tagged_point(b"schedule", name)
+}
+
+fn tagged_point(family: &[u8], name: &str) -> u64 {
+    let mut key = family.to_vec();
+    key.push(0);
+    key.extend_from_slice(name.as_bytes());
+    point(&key)
+}
+
 /// The point of a CAS key.
 pub fn kv_point(key: &[u8]) -> u64 {
     point(kv_routing_key(key))
@@ -62,6 +79,11 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
         | Command::LeaseRelease { lease, .. } => Some(resource_point(lease)),
         Command::CounterConsume { counter, .. } => Some(resource_point(counter)),
         Command::LedgerAppend { ledger, .. } => Some(resource_point(ledger)),
+        Command::Campaign { group, .. }
+        | Command::Proclaim { group, .. }
+        | Command::Resign { group, .. }
+        | Command::ElectionRenew { group, .. } => Some(election_point(group)),
+        Command::ScheduleFire { name, .. } => Some(schedule_point(name)),
         Command::KvTxn {
             compares,
             puts,
@@ -105,6 +127,7 @@ fn txn_point<'a>(keys: impl Iterator<Item = &'a Vec<u8>>) -> Result<Option<u64>,
 pub fn query_point(query: &Query) -> Option<u64> {
     match query {
         Query::KvGet { key } => Some(kv_point(key)),
+        Query::ElectionLeader { group } => Some(election_point(group)),
         Query::LedgerList {
             owner,
             name,

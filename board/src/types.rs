@@ -159,7 +159,8 @@ pub enum Command {
         retain_ms: u64,
     },
     /// Process every deadline that is due at the stamp (lease expiry, waiter expiry,
-    /// ledger retention, idempotency-window pruning), at most `limits::TICK_WORK_MAX` items.
+    /// ledger retention, idempotency-window pruning, election terms), at most
+    /// `limits::TICK_WORK_MAX` items.
     Tick,
     /// Compare several CAS keys and, when every compare passes, apply every put and delete
     /// atomically with one fence (all written keys get the same new revision). A failed
@@ -219,6 +220,65 @@ pub enum Command {
         start: u64,
         /// Last point (inclusive).
         last: u64,
+    },
+    /// Become the leader of `group` for `ttl_ms` from the stamp when it has no live leader;
+    /// the leader campaigning again keeps its fence and extends its deadline (never
+    /// backward). Either way the leader's endpoints become `endpoints`.
+    Campaign {
+        /// The election group.
+        group: String,
+        /// Who campaigns (an instance id).
+        candidate: String,
+        /// Where the candidate can be reached once it leads (`host:port`, URLs).
+        endpoints: Vec<String>,
+        /// Time to live of the leadership from the stamp.
+        ttl_ms: u64,
+    },
+    /// The leader of `group` with `fence` replaces its published endpoints.
+    Proclaim {
+        /// The election group.
+        group: String,
+        /// The leader.
+        candidate: String,
+        /// The fence of its election.
+        fence: u64,
+        /// The new endpoints.
+        endpoints: Vec<String>,
+    },
+    /// The leader of `group` with `fence` steps down; its endpoints are withdrawn.
+    Resign {
+        /// The election group.
+        group: String,
+        /// The leader.
+        candidate: String,
+        /// The fence of its election.
+        fence: u64,
+    },
+    /// Move the deadline of the leader of `group` with `fence` to `stamp + ttl_ms` (never
+    /// backward).
+    ElectionRenew {
+        /// The election group.
+        group: String,
+        /// The leader.
+        candidate: String,
+        /// The fence of its election.
+        fence: u64,
+        /// New time to live from the stamp.
+        ttl_ms: u64,
+    },
+    /// Claim the firing of schedule `name` at its due time `due_ms`: the first claim of a
+    /// due time fires, every later claim of it (or of an older one) learns who fired.
+    ScheduleFire {
+        /// The schedule's name (the dedup key).
+        name: String,
+        /// Cron spec (`m h dom mon dow`, `@daily`, `@every 30s`).
+        spec: String,
+        /// IANA time zone the spec is read in (e.g. `America/New_York`).
+        timezone: String,
+        /// The due time claimed (ms since the Unix epoch); must be a due time of the spec.
+        due_ms: u64,
+        /// Who claims the firing.
+        claimant: String,
     },
 }
 
@@ -363,6 +423,54 @@ pub enum Outcome {
         /// The range and all its rows are gone.
         done: bool,
     },
+    /// The candidate leads the group (a new term, or the leader campaigning or renewing).
+    Elected {
+        /// The fence of the leader's term (unchanged by re-entry and renewal).
+        fence: u64,
+        /// When the leadership ends unless renewed.
+        expires_at_ms: u64,
+    },
+    /// Another candidate leads the group; nothing changed.
+    ElectionLost {
+        /// The live leader.
+        leader: ElectionLeader,
+    },
+    /// The caller is not the live leader with that fence; nothing changed.
+    ElectionNotLeader {
+        /// The live leader, if any.
+        current: Option<ElectionLeader>,
+    },
+    /// The leader's endpoints were replaced.
+    Proclaimed {
+        /// The fence of the leader's term.
+        fence: u64,
+    },
+    /// The leader stepped down and its endpoints were withdrawn.
+    Resigned,
+    /// This claim fired the schedule at `due_ms`.
+    ScheduleFired {
+        /// The due time fired.
+        due_ms: u64,
+        /// The fence of the firing.
+        fence: u64,
+    },
+    /// The schedule already fired at `due_ms` (the claimed due time, or a later one when an
+    /// older due time was claimed); nothing changed.
+    ScheduleAlreadyFired {
+        /// The latest due time fired.
+        due_ms: u64,
+        /// Who fired it.
+        claimant: String,
+        /// The fence of that firing.
+        fence: u64,
+    },
+    /// The claimed due time is after the stamp; nothing changed.
+    ScheduleNotDue {
+        /// The claimed due time.
+        due_ms: u64,
+        /// The stamp time.
+        now_ms: u64,
+    },
 }
 
 /// One live holder of a lease.
@@ -373,6 +481,21 @@ pub struct LeaseHolder {
     /// The fence of its grant.
     pub fence: u64,
     /// When the slot expires unless renewed.
+    pub expires_at_ms: u64,
+}
+
+/// The leader of an election group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ElectionLeader {
+    /// The election group.
+    pub group: String,
+    /// The leading candidate.
+    pub candidate: String,
+    /// The fence of its term (granted when it won; kept by re-entry and renewal).
+    pub fence: u64,
+    /// Where the leader can be reached.
+    pub endpoints: Vec<String>,
+    /// When the leadership ends unless renewed.
     pub expires_at_ms: u64,
 }
 

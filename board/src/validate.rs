@@ -1,10 +1,14 @@
 //! Input checks shared by the cell (before proposing) and `apply` (before changing state).
 
+use chrono_tz::Tz;
+
 use crate::counter;
 use crate::limits::{
-    DURATION_MS_MAX, KV_TXN_BYTES_MAX, KV_TXN_OPS_MAX, LEASE_SLOTS_MAX, NAME_BYTES_MAX,
-    RANGE_ROWS_PER_COMMAND_MAX,
+    DURATION_MS_MAX, ELECTION_ENDPOINT_BYTES_MAX, ELECTION_ENDPOINTS_MAX, KV_TXN_BYTES_MAX,
+    KV_TXN_OPS_MAX, LEASE_SLOTS_MAX, NAME_BYTES_MAX, RANGE_ROWS_PER_COMMAND_MAX,
+    SCHEDULE_SPEC_BYTES_MAX,
 };
+use crate::schedule::ScheduleSpec;
 use crate::types::{Command, ResourceId};
 
 fn name(what: &str, bytes: usize) -> Result<(), String> {
@@ -50,6 +54,64 @@ fn resource(id: &ResourceId) -> Result<(), String> {
         return Err(format!(
             "key is {} bytes, limit is {NAME_BYTES_MAX}",
             id.key.len()
+        ));
+    }
+    Ok(())
+}
+
+fn zone(timezone: &str) -> Result<Tz, String> {
+    counter::zone(timezone).ok_or_else(|| format!("unknown time zone {timezone:?}"))
+}
+
+/// At most `ELECTION_ENDPOINTS_MAX` endpoints, each non-empty and bounded.
+fn endpoints(endpoints: &[String]) -> Result<(), String> {
+    if endpoints.len() > ELECTION_ENDPOINTS_MAX {
+        return Err(format!(
+            "{} endpoints, limit is {ELECTION_ENDPOINTS_MAX}",
+            endpoints.len()
+        ));
+    }
+    for endpoint in endpoints {
+        if endpoint.is_empty() {
+            return Err("endpoint is empty".into());
+        }
+        if endpoint.len() > ELECTION_ENDPOINT_BYTES_MAX {
+            return Err(format!(
+                "endpoint is {} bytes, limit is {ELECTION_ENDPOINT_BYTES_MAX}",
+                endpoint.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn ttl(ttl_ms: u64) -> Result<(), String> {
+    positive("ttl_ms", ttl_ms)?;
+    duration("ttl_ms", ttl_ms)
+}
+
+/// Names, spec and zone of a fire, and that `due_ms` is a due time of the spec. The due
+/// check depends only on the command, so it belongs here rather than in `apply`.
+fn schedule_fire(
+    schedule: &str,
+    spec: &str,
+    timezone: &str,
+    due_ms: u64,
+    claimant: &str,
+) -> Result<(), String> {
+    name("name", schedule.len())?;
+    name("claimant", claimant.len())?;
+    if spec.len() > SCHEDULE_SPEC_BYTES_MAX {
+        return Err(format!(
+            "spec is {} bytes, limit is {SCHEDULE_SPEC_BYTES_MAX}",
+            spec.len()
+        ));
+    }
+    let parsed = ScheduleSpec::parse(spec).map_err(|e| format!("spec {spec:?}: {e}"))?;
+    let tz = zone(timezone)?;
+    if parsed.latest_due_at_or_before(due_ms, tz) != Some(due_ms) {
+        return Err(format!(
+            "due_ms {due_ms} is not a due time of {spec:?} in {timezone}"
         ));
     }
     Ok(())
@@ -116,10 +178,7 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
         } => {
             resource(counter)?;
             positive("cap", *cap)?;
-            match counter::zone(timezone) {
-                Some(_) => Ok(()),
-                None => Err(format!("unknown time zone {timezone:?}")),
-            }
+            zone(timezone).map(|_| ())
         }
         Command::LedgerAppend {
             ledger,
@@ -148,6 +207,62 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
         | Command::RangeSplit { .. }
         | Command::RangeImport { .. }
         | Command::RangeDrop { .. } => Ok(()),
+        Command::Campaign { .. }
+        | Command::Proclaim { .. }
+        | Command::Resign { .. }
+        | Command::ElectionRenew { .. }
+        | Command::ScheduleFire { .. } => coordination(command),
+    }
+}
+
+/// Election and schedule commands (split from `validate` to keep each match short).
+fn coordination(command: &Command) -> Result<(), String> {
+    match command {
+        Command::Campaign {
+            group,
+            candidate,
+            endpoints: published,
+            ttl_ms,
+        } => {
+            name("group", group.len())?;
+            name("candidate", candidate.len())?;
+            ttl(*ttl_ms)?;
+            endpoints(published)
+        }
+        Command::Proclaim {
+            group,
+            candidate,
+            endpoints: published,
+            ..
+        } => {
+            name("group", group.len())?;
+            name("candidate", candidate.len())?;
+            endpoints(published)
+        }
+        Command::Resign {
+            group, candidate, ..
+        } => {
+            name("group", group.len())?;
+            name("candidate", candidate.len())
+        }
+        Command::ElectionRenew {
+            group,
+            candidate,
+            ttl_ms,
+            ..
+        } => {
+            name("group", group.len())?;
+            name("candidate", candidate.len())?;
+            ttl(*ttl_ms)
+        }
+        Command::ScheduleFire {
+            name: schedule,
+            spec,
+            timezone,
+            due_ms,
+            claimant,
+        } => schedule_fire(schedule, spec, timezone, *due_ms, claimant),
+        other => unreachable!("{other:?} is not an election or schedule command"),
     }
 }
 
@@ -293,5 +408,104 @@ mod tests {
         );
         let reason = Err("unknown time zone \"Mars/Olympus\"".into());
         assert_eq!(check(&consume(1, "Mars/Olympus")), reason);
+    }
+
+    fn campaign(group: &str, ttl_ms: u64, endpoints: Vec<String>) -> Command {
+        Command::Campaign {
+            group: group.into(),
+            candidate: "a".into(),
+            endpoints,
+            ttl_ms,
+        }
+    }
+
+    #[test]
+    fn election_limits() {
+        let one = vec!["h:1".to_string()];
+        assert_eq!(check(&campaign("g", 1, one.clone())), Ok(()));
+        assert_eq!(
+            check(&campaign("", 1, one.clone())),
+            Err("group is empty".into())
+        );
+        assert_eq!(
+            check(&campaign("g", 0, one)),
+            Err("ttl_ms must be at least 1".into())
+        );
+        assert_eq!(
+            check(&campaign("g", 1, vec!["h".into(); 17])),
+            Err("17 endpoints, limit is 16".into())
+        );
+        assert_eq!(
+            check(&campaign("g", 1, vec![String::new()])),
+            Err("endpoint is empty".into())
+        );
+        assert_eq!(
+            check(&campaign("g", 1, vec!["h".repeat(257)])),
+            Err("endpoint is 257 bytes, limit is 256".into())
+        );
+        let resign = Command::Resign {
+            group: "g".into(),
+            candidate: String::new(),
+            fence: 1,
+        };
+        assert_eq!(check(&resign), Err("candidate is empty".into()));
+        let renew = Command::ElectionRenew {
+            group: "g".into(),
+            candidate: "a".into(),
+            fence: 1,
+            ttl_ms: 0,
+        };
+        assert_eq!(check(&renew), Err("ttl_ms must be at least 1".into()));
+        let proclaim = Command::Proclaim {
+            group: "g".into(),
+            candidate: "a".into(),
+            fence: 1,
+            endpoints: vec![String::new()],
+        };
+        assert_eq!(check(&proclaim), Err("endpoint is empty".into()));
+    }
+
+    fn fire(spec: &str, timezone: &str, due_ms: u64) -> Command {
+        Command::ScheduleFire {
+            name: "n".into(),
+            spec: spec.into(),
+            timezone: timezone.into(),
+            due_ms,
+            claimant: "c".into(),
+        }
+    }
+
+    #[test]
+    fn schedule_spec_zone_and_due_time() {
+        let hour_ms = 3_600_000;
+        assert_eq!(
+            check(&fire("@hourly", "America/New_York", 5 * hour_ms)),
+            Ok(())
+        );
+        assert_eq!(
+            check(&fire("@hourly", "UTC", 5 * hour_ms + 1)),
+            Err("due_ms 18000001 is not a due time of \"@hourly\" in UTC".into())
+        );
+        assert_eq!(
+            check(&fire("0 0 31 2 *", "UTC", 0)),
+            Err("due_ms 0 is not a due time of \"0 0 31 2 *\" in UTC".into())
+        );
+        assert_eq!(
+            check(&fire("61 * * * *", "UTC", 0)),
+            Err("spec \"61 * * * *\": minute value 61 is out of range 0-59".into())
+        );
+        assert_eq!(
+            check(&fire("@hourly", "Mars/Olympus", 0)),
+            Err("unknown time zone \"Mars/Olympus\"".into())
+        );
+        assert_eq!(
+            check(&fire(&"*".repeat(257), "UTC", 0)),
+            Err("spec is 257 bytes, limit is 256".into())
+        );
+        let mut nameless = fire("@hourly", "UTC", 0);
+        if let Command::ScheduleFire { name, .. } = &mut nameless {
+            name.clear();
+        }
+        assert_eq!(check(&nameless), Err("name is empty".into()));
     }
 }

@@ -1,21 +1,22 @@
 //! Goal: the state machine agrees with a naive model on random command logs. Method:
-//! proptest draws sequences of commands over a few keys, leases, holders, counters and
-//! ledger partitions, with increasing stamps (batches share a time; time sometimes jumps
-//! far ahead) and reused idempotency keys. Each outcome must equal the model's; after each
-//! step the read views and the next deadline must match too, no lease has more live
-//! holders than the most slots it was granted under, no counter passes its cap and no
-//! ledger has a gap. Replaying the log on a fresh store must give byte-identical state.
-//! proptest prints the shrunk failing log and saves its seed under `proptest-regressions`.
+//! proptest draws sequences of commands over a few keys, leases, holders, counters, ledger
+//! partitions, election groups and schedules, with increasing stamps (batches share a time;
+//! time sometimes jumps far ahead) and reused idempotency keys. Each outcome must equal the
+//! model's; after each step the read views and the next deadline must match too, no lease
+//! has more live holders than the most slots it was granted under, no counter passes its
+//! cap and no ledger has a gap. Replaying the log on a fresh store must give byte-identical
+//! state. proptest prints the shrunk failing log and saves its seed under
+//! `proptest-regressions`.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use proptest::prelude::*;
-use whip_board::query::{CounterView, LeaseView, LedgerEntryView};
+use whip_board::query::{CounterView, LeaseView, LedgerEntryView, ScheduleView};
 use whip_board::{
-    Command, LeaseHolder, MemTxn, Outcome, Query, QueryResult, Request, Reset, ResourceId, Stamp,
-    apply, limits::IDEMPOTENCY_WINDOW_MS, query,
+    Command, ElectionLeader, LeaseHolder, MemTxn, Outcome, Query, QueryResult, Request, Reset,
+    ResourceId, Stamp, apply, limits::IDEMPOTENCY_WINDOW_MS, query,
 };
 
 fn rid(owner: &str, name: &str, key: &str) -> ResourceId {
@@ -95,6 +96,18 @@ struct Model {
     counters: BTreeMap<ResourceId, (u64, u64, String)>,
     ledgers: BTreeMap<ResourceId, (u64, VecDeque<MEntry>)>,
     idempotency: BTreeMap<String, (Outcome, u64)>,
+    /// Leaders by group, dead ones included until something settles or ticks them away.
+    elections: BTreeMap<String, ElectionLeader>,
+    schedules: BTreeMap<String, ScheduleView>,
+}
+
+/// The model's schedule specs, as due-time periods in UTC: one spec per generated name.
+fn schedule_period_ms(spec: &str) -> u64 {
+    match spec {
+        "@every 60s" => 60_000,
+        "*/2 * * * *" => 120_000,
+        other => panic!("the model knows no spec {other}"),
+    }
 }
 
 fn period(time_ms: u64, reset: Reset, tz: &str) -> String {
@@ -112,6 +125,17 @@ fn period(time_ms: u64, reset: Reset, tz: &str) -> String {
 impl Model {
     fn apply(&mut self, stamp: Stamp, request: &Request) -> Outcome {
         let now = stamp.time_ms;
+        if let Command::ScheduleFire {
+            spec,
+            timezone,
+            due_ms,
+            ..
+        } = &request.command
+            && due_ms % schedule_period_ms(spec) != 0
+        {
+            let reason = format!("due_ms {due_ms} is not a due time of {spec:?} in {timezone}");
+            return Outcome::Invalid { reason };
+        }
         let key = request.idempotency_key.as_ref();
         if let Some((outcome, _)) = key
             .and_then(|k| self.idempotency.get(k))
@@ -288,9 +312,145 @@ impl Model {
                 }
                 Outcome::KvTxnCommitted { fence }
             }
+            Command::Campaign { .. }
+            | Command::Proclaim { .. }
+            | Command::Resign { .. }
+            | Command::ElectionRenew { .. } => self.election(stamp, command),
+            Command::ScheduleFire {
+                name,
+                spec,
+                timezone,
+                due_ms,
+                claimant,
+            } => {
+                if *due_ms > now {
+                    return Outcome::ScheduleNotDue {
+                        due_ms: *due_ms,
+                        now_ms: now,
+                    };
+                }
+                if let Some(last) = self
+                    .schedules
+                    .get(name)
+                    .filter(|l| *due_ms <= l.last_due_ms)
+                {
+                    return Outcome::ScheduleAlreadyFired {
+                        due_ms: last.last_due_ms,
+                        claimant: last.claimant.clone(),
+                        fence: last.fence,
+                    };
+                }
+                let view = ScheduleView {
+                    name: name.clone(),
+                    spec: spec.clone(),
+                    timezone: timezone.clone(),
+                    last_due_ms: *due_ms,
+                    claimant: claimant.clone(),
+                    fence,
+                };
+                self.schedules.insert(name.clone(), view);
+                Outcome::ScheduleFired {
+                    due_ms: *due_ms,
+                    fence,
+                }
+            }
             // Range ownership has its own scenario file; the model runs standalone.
             other => unreachable!("the model does not generate {other:?}"),
         }
+    }
+
+    /// The group's live leader, after dropping a dead one.
+    fn live_leader(&mut self, group: &str, now: u64) -> Option<ElectionLeader> {
+        if self
+            .elections
+            .get(group)
+            .is_some_and(|l| l.expires_at_ms <= now)
+        {
+            self.elections.remove(group);
+        }
+        self.elections.get(group).cloned()
+    }
+
+    fn election(&mut self, stamp: Stamp, command: &Command) -> Outcome {
+        let (now, fence) = (stamp.time_ms, stamp.fence());
+        let (group, candidate, claimed) = match command {
+            Command::Campaign {
+                group, candidate, ..
+            } => (group, candidate, None),
+            Command::Proclaim {
+                group,
+                candidate,
+                fence,
+                ..
+            }
+            | Command::Resign {
+                group,
+                candidate,
+                fence,
+            }
+            | Command::ElectionRenew {
+                group,
+                candidate,
+                fence,
+                ..
+            } => (group, candidate, Some(*fence)),
+            other => panic!("{other:?} is not an election command"),
+        };
+        let live = self.live_leader(group, now);
+        let elected = |l: &ElectionLeader| Outcome::Elected {
+            fence: l.fence,
+            expires_at_ms: l.expires_at_ms,
+        };
+        if let Command::Campaign {
+            endpoints, ttl_ms, ..
+        } = command
+        {
+            let mut leader = match live {
+                Some(l) if &l.candidate != candidate => {
+                    return Outcome::ElectionLost { leader: l };
+                }
+                Some(mut l) => {
+                    l.expires_at_ms = l.expires_at_ms.max(now + ttl_ms);
+                    l
+                }
+                None => ElectionLeader {
+                    group: group.clone(),
+                    candidate: candidate.clone(),
+                    fence,
+                    endpoints: Vec::new(),
+                    expires_at_ms: now + ttl_ms,
+                },
+            };
+            leader.endpoints = endpoints.clone();
+            self.elections.insert(group.clone(), leader.clone());
+            return elected(&leader);
+        }
+        let Some(mut leader) =
+            live.filter(|l| &l.candidate == candidate && Some(l.fence) == claimed)
+        else {
+            return Outcome::ElectionNotLeader {
+                current: self.elections.get(group).cloned(),
+            };
+        };
+        let outcome = match command {
+            Command::Proclaim { endpoints, .. } => {
+                leader.endpoints = endpoints.clone();
+                Outcome::Proclaimed {
+                    fence: leader.fence,
+                }
+            }
+            Command::Resign { .. } => {
+                self.elections.remove(group);
+                return Outcome::Resigned;
+            }
+            Command::ElectionRenew { ttl_ms, .. } => {
+                leader.expires_at_ms = leader.expires_at_ms.max(now + ttl_ms);
+                elected(&leader)
+            }
+            other => panic!("{other:?} is not an election command"),
+        };
+        self.elections.insert(group.clone(), leader);
+        outcome
     }
 
     fn acquire(
@@ -382,7 +542,10 @@ impl Model {
         }
         let before = self.idempotency.len();
         self.idempotency.retain(|_, (_, expires)| *expires > now);
-        processed + (before - self.idempotency.len()) as u32
+        processed += (before - self.idempotency.len()) as u32;
+        let before = self.elections.len();
+        self.elections.retain(|_, l| l.expires_at_ms > now);
+        processed + (before - self.elections.len()) as u32
     }
 
     fn next_deadline(&self) -> Option<u64> {
@@ -397,7 +560,8 @@ impl Model {
             .values()
             .filter_map(|(_, e)| e.front().map(|e| e.at + e.retain));
         let idem = self.idempotency.values().map(|(_, expires)| *expires);
-        leases.chain(ledgers).chain(idem).min()
+        let elections = self.elections.values().map(|l| l.expires_at_ms);
+        leases.chain(ledgers).chain(idem).chain(elections).min()
     }
 
     fn lease_views(&self, now: u64) -> Vec<LeaseView> {
@@ -426,6 +590,14 @@ impl Model {
                     waiters,
                 })
             })
+            .collect()
+    }
+
+    fn live_leaders(&self, now: u64) -> Vec<ElectionLeader> {
+        self.elections
+            .values()
+            .filter(|l| l.expires_at_ms > now)
+            .cloned()
             .collect()
     }
 
@@ -481,6 +653,11 @@ fn command() -> impl Strategy<Value = Command> {
     let zone = prop::sample::select(vec!["UTC", "America/New_York"]).prop_map(String::from);
     let partition = prop::sample::select(vec!["p", "q"]);
     let retain = prop::sample::select(vec![1u64, 100, 1_000, 50_000]);
+    let group = prop::sample::select(vec!["g1", "g2"]).prop_map(String::from);
+    let endpoints = prop::sample::select(vec![vec![], vec!["a:1".to_string()], vec!["b:2".into()]]);
+    // 0 stands for "the fence the model holds for the group" (see `resolve`).
+    let fence = prop::sample::select(vec![0u64, 0, 0, 1]);
+    let spec = prop::sample::select(vec!["@every 60s", "*/2 * * * *"]);
     prop_oneof![
         1 => (key.clone(), any::<u8>(), version.clone()).prop_map(|(key, v, expect_version)| {
             Command::KvPut { key, value: vec![v], expect_version }
@@ -497,7 +674,7 @@ fn command() -> impl Strategy<Value = Command> {
                 lease, holder, slots, ttl_ms, wait_ms,
             }
         ),
-        1 => (lease.clone(), holder.clone(), ttl)
+        1 => (lease.clone(), holder.clone(), ttl.clone())
             .prop_map(|(lease, holder, ttl_ms)| Command::LeaseRenew { lease, holder, ttl_ms }),
         2 => (lease, holder.clone())
             .prop_map(|(lease, holder)| Command::LeaseRelease { lease, holder }),
@@ -507,13 +684,35 @@ fn command() -> impl Strategy<Value = Command> {
                 counter: rid("local/W", "tokens", "k"), amount, cap, reset, timezone,
             }
         ),
-        1 => (partition, holder, retain).prop_map(|(p, appended_by, retain_ms)| {
+        1 => (partition, holder.clone(), retain).prop_map(|(p, appended_by, retain_ms)| {
             Command::LedgerAppend {
                 ledger: rid("local/W", "log", p), entry: p.as_bytes().to_vec(), appended_by,
                 retain_ms,
             }
         }),
         2 => Just(Command::Tick),
+        2 => (group.clone(), holder.clone(), endpoints.clone(), ttl.clone()).prop_map(
+            |(group, candidate, endpoints, ttl_ms)| Command::Campaign {
+                group, candidate, endpoints, ttl_ms,
+            }
+        ),
+        1 => (group.clone(), holder.clone(), fence.clone(), endpoints).prop_map(
+            |(group, candidate, fence, endpoints)| Command::Proclaim {
+                group, candidate, fence, endpoints,
+            }
+        ),
+        1 => (group.clone(), holder.clone(), fence.clone()).prop_map(
+            |(group, candidate, fence)| Command::Resign { group, candidate, fence }
+        ),
+        1 => (group, holder.clone(), fence, ttl).prop_map(
+            |(group, candidate, fence, ttl_ms)| Command::ElectionRenew {
+                group, candidate, fence, ttl_ms,
+            }
+        ),
+        2 => (spec, holder).prop_map(|(spec, claimant)| Command::ScheduleFire {
+            name: spec.replace(' ', "_"), spec: spec.into(), timezone: "UTC".into(), due_ms: 0,
+            claimant,
+        }),
     ]
 }
 
@@ -523,6 +722,32 @@ struct Step {
     advance_ms: u64,
     idempotency_key: Option<String>,
     command: Command,
+    /// For a `ScheduleFire`: minutes back from the stamp's minute (-1 = a minute ahead).
+    due_back_minutes: i64,
+    /// For a `ScheduleFire`: added to the due time (non-zero = not a due time).
+    due_offset_ms: u64,
+}
+
+/// The step's command at `stamp`: a generated fire claims a due time near the stamp, and a
+/// generated election fence of 0 becomes the fence the model holds for the group (the live
+/// term, a dead one, or none), so that fences match often enough to matter.
+fn resolve(step: &Step, stamp: Stamp, model: &Model) -> Command {
+    let mut command = step.command.clone();
+    match &mut command {
+        Command::ScheduleFire { due_ms, .. } => {
+            let minute = (stamp.time_ms / 60_000) as i64 - step.due_back_minutes;
+            *due_ms = minute as u64 * 60_000 + step.due_offset_ms;
+        }
+        Command::Proclaim { group, fence, .. }
+        | Command::Resign { group, fence, .. }
+        | Command::ElectionRenew { group, fence, .. }
+            if *fence == 0 =>
+        {
+            *fence = model.elections.get(group.as_str()).map_or(7, |l| l.fence);
+        }
+        _ => {}
+    }
+    command
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -530,14 +755,26 @@ fn step() -> impl Strategy<Value = Step> {
         0u64, 1, 10, 49, 50, 100, 700, 3_000, 100_000, 3_600_000,
     ]);
     let idem = prop::option::weighted(0.3, prop::sample::select(vec!["c1", "c2", "c3"]));
-    (prop::bool::weighted(0.2), advance, idem, command()).prop_map(
-        |(same_entry, advance_ms, idem, command)| Step {
-            same_entry,
-            advance_ms,
-            idempotency_key: idem.map(String::from),
-            command,
-        },
+    let due_back = prop::sample::select(vec![-1i64, 0, 0, 1, 2, 3]);
+    let due_offset = prop::sample::select(vec![0u64, 0, 0, 60_000, 30_000]);
+    (
+        prop::bool::weighted(0.2),
+        advance,
+        idem,
+        command(),
+        due_back,
+        due_offset,
     )
+        .prop_map(
+            |(same_entry, advance_ms, idem, command, due_back_minutes, due_offset_ms)| Step {
+                same_entry,
+                advance_ms,
+                idempotency_key: idem.map(String::from),
+                command,
+                due_back_minutes,
+                due_offset_ms,
+            },
+        )
 }
 
 // ----- the property -----
@@ -571,6 +808,38 @@ fn check_views(txn: &MemTxn, model: &Model, now: u64) -> Result<(), TestCaseErro
     prop_assert_eq!(
         query(txn, now, &ledger),
         QueryResult::LedgerEntries(model.ledger_rows())
+    );
+    let elections = Query::ElectionList {
+        prefix: String::new(),
+        limit: 0,
+    };
+    prop_assert_eq!(
+        query(txn, now, &elections),
+        QueryResult::Elections(model.live_leaders(now))
+    );
+    for group in ["g1", "g2"] {
+        let leader = query(
+            txn,
+            now,
+            &Query::ElectionLeader {
+                group: group.into(),
+            },
+        );
+        let live = model
+            .elections
+            .get(group)
+            .filter(|l| l.expires_at_ms > now)
+            .cloned();
+        prop_assert_eq!(leader, QueryResult::ElectionLeader(live));
+    }
+    let schedules = Query::ScheduleList {
+        prefix: String::new(),
+        limit: 0,
+    };
+    let expected: Vec<ScheduleView> = model.schedules.values().cloned().collect();
+    prop_assert_eq!(
+        query(txn, now, &schedules),
+        QueryResult::Schedules(expected)
     );
     let next = query(txn, now, &Query::NextDeadline);
     prop_assert_eq!(next, QueryResult::NextDeadline(model.next_deadline()));
@@ -628,7 +897,7 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
         }
         let request = Request {
             idempotency_key: step.idempotency_key.clone(),
-            command: step.command.clone(),
+            command: resolve(step, stamp, &model),
             epoch: 0,
         };
         if let Command::LeaseAcquire { lease, slots, .. } = &request.command {
@@ -698,7 +967,7 @@ fn generated_logs_cover_every_outcome_kind() {
             };
             let request = Request {
                 idempotency_key: None,
-                command: step.command.clone(),
+                command: resolve(step, stamp, &model),
                 epoch: 0,
             };
             let outcome = model.apply(stamp, &request);
@@ -733,6 +1002,15 @@ fn generated_logs_cover_every_outcome_kind() {
         "CounterOver",
         "LedgerAppended",
         "ticked",
+        "Elected",
+        "ElectionLost",
+        "ElectionNotLeader",
+        "Proclaimed",
+        "Resigned",
+        "ScheduleFired",
+        "ScheduleAlreadyFired",
+        "ScheduleNotDue",
+        "Invalid",
     ] {
         assert!(
             seen.contains(kind),

@@ -2,17 +2,19 @@
 //! Method: each `testdata/*.txt` holds blocks of command lines, a `----` line and the
 //! expected output (one line per command; list queries print one line per row). All blocks
 //! of a file run in order on one store; each command gets the next log index. `@T` before a
-//! command sets the stamp time (ms, `+ms` relative, or RFC 3339 UTC). `REWRITE=1`
-//! regenerates the expected output; review the diff.
+//! command sets the stamp time (ms, `+ms` relative, or RFC 3339 UTC). An argument value may
+//! be double-quoted to hold spaces (`spec="0 9 * * 1-5"`). `REWRITE=1` regenerates the
+//! expected output; review the diff.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use chrono::DateTime;
-use whip_board::query::{LeaseView, LedgerEntryView};
+use chrono::{DateTime, SecondsFormat};
+use whip_board::query::{LeaseView, LedgerEntryView, ScheduleView};
 use whip_board::{
-    Command, MemTxn, Query, QueryResult, Request, Reset, ResourceId, Stamp, apply, query,
+    Command, ElectionLeader, MemTxn, Query, QueryResult, Request, Reset, ResourceId, Stamp, apply,
+    query,
 };
 
 struct Runner {
@@ -61,6 +63,19 @@ impl<'a> Line<'a> {
             name: parts[1].into(),
             key: parts[2].into(),
         }
+    }
+
+    /// `endpoints=a:1,b:2` (absent or empty = none).
+    fn list(&self, name: &str) -> Vec<String> {
+        match self.args.get(name) {
+            None | Some(&"") => Vec::new(),
+            Some(text) => text.split(',').map(String::from).collect(),
+        }
+    }
+
+    /// A time argument: ms or RFC 3339.
+    fn time(&self, name: &str) -> u64 {
+        parse_time(&self.text(name), 0)
     }
 
     /// `value=text`, or `value-bytes=N` for N bytes of `x`.
@@ -159,6 +174,36 @@ fn command(line: &Line<'_>) -> Option<Command> {
             start: line.number("start"),
             last: line.number("last"),
         },
+        "campaign" => Command::Campaign {
+            group: line.text("group"),
+            candidate: line.text("candidate"),
+            endpoints: line.list("endpoints"),
+            ttl_ms: line.number("ttl"),
+        },
+        "proclaim" => Command::Proclaim {
+            group: line.text("group"),
+            candidate: line.text("candidate"),
+            fence: line.number("fence"),
+            endpoints: line.list("endpoints"),
+        },
+        "resign" => Command::Resign {
+            group: line.text("group"),
+            candidate: line.text("candidate"),
+            fence: line.number("fence"),
+        },
+        "renew-election" => Command::ElectionRenew {
+            group: line.text("group"),
+            candidate: line.text("candidate"),
+            fence: line.number("fence"),
+            ttl_ms: line.number("ttl"),
+        },
+        "fire" => Command::ScheduleFire {
+            name: line.text("name"),
+            spec: line.text("spec"),
+            timezone: line.text("tz"),
+            due_ms: line.time("due"),
+            claimant: line.text("claimant"),
+        },
         _ => return None,
     })
 }
@@ -190,6 +235,11 @@ fn read(line: &Line<'_>) -> Query {
             after_key: Vec::new(),
             limit,
         },
+        "leader" => Query::ElectionLeader {
+            group: line.text("group"),
+        },
+        "elections" => Query::ElectionList { prefix, limit },
+        "schedules" => Query::ScheduleList { prefix, limit },
         other => panic!("unknown command {other}"),
     }
 }
@@ -224,6 +274,34 @@ fn ledger_row(row: &LedgerEntryView) -> String {
     format!(
         "{}/{}#{} [{}] by {} at {}: {entry}",
         l.owner, l.name, row.seq, l.key, row.appended_by, row.at_ms
+    )
+}
+
+fn leader_row(leader: &ElectionLeader) -> String {
+    format!(
+        "{} leader={}@{}..{} endpoints=[{}]",
+        leader.group,
+        leader.candidate,
+        leader.fence,
+        leader.expires_at_ms,
+        leader.endpoints.join(",")
+    )
+}
+
+fn rfc3339(time_ms: u64) -> String {
+    let at = DateTime::from_timestamp_millis(time_ms as i64).expect("time in range");
+    at.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn schedule_row(view: &ScheduleView) -> String {
+    format!(
+        "{} spec={:?} tz={} last_due={} claimant={} fence={}",
+        view.name,
+        view.spec,
+        view.timezone,
+        rfc3339(view.last_due_ms),
+        view.claimant,
+        view.fence
     )
 }
 
@@ -273,6 +351,9 @@ fn render(result: QueryResult) -> String {
                 )
             })
             .collect(),
+        QueryResult::ElectionLeader(leader) => leader.iter().map(leader_row).collect(),
+        QueryResult::Elections(leaders) => leaders.iter().map(leader_row).collect(),
+        QueryResult::Schedules(views) => views.iter().map(schedule_row).collect(),
     };
     if rows.is_empty() {
         "(none)".into()
@@ -281,9 +362,33 @@ fn render(result: QueryResult) -> String {
     }
 }
 
+/// Split a command line at whitespace outside double quotes.
+fn words(text: &str) -> Vec<&str> {
+    let mut words = Vec::new();
+    let mut start = None;
+    let mut quoted = false;
+    for (at, c) in text.char_indices() {
+        if c.is_whitespace() && !quoted {
+            if let Some(from) = start.take() {
+                words.push(&text[from..at]);
+            }
+            continue;
+        }
+        start.get_or_insert(at);
+        if c == '"' {
+            quoted = !quoted;
+        }
+    }
+    assert!(!quoted, "unbalanced quote in {text}");
+    if let Some(from) = start {
+        words.push(&text[from..]);
+    }
+    words
+}
+
 impl Runner {
     fn run(&mut self, text: &str) -> String {
-        let mut words = text.split_whitespace().peekable();
+        let mut words = words(text).into_iter().peekable();
         if let Some(time) = words.peek().and_then(|w| w.strip_prefix('@')) {
             let time_ms = parse_time(time, self.time_ms);
             assert!(time_ms >= self.time_ms, "time goes backward at {text}");
@@ -293,8 +398,11 @@ impl Runner {
         let verb = words.next().expect("a command");
         let args = words
             .map(|w| {
-                w.split_once('=')
-                    .unwrap_or_else(|| panic!("argument {w} is not a=b"))
+                let (name, value) = w
+                    .split_once('=')
+                    .unwrap_or_else(|| panic!("argument {w} is not a=b"));
+                let unquoted = value.strip_prefix('"').and_then(|v| v.strip_suffix('"'));
+                (name, unquoted.unwrap_or(value))
             })
             .collect();
         let line = Line { verb, args };
