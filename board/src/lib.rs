@@ -47,7 +47,7 @@ pub mod types;
 mod validate;
 
 pub use query::{Query, QueryResult, RangeView};
-pub use schedule::ScheduleSpec;
+pub use schedule::{ScheduleSpec, latest_due};
 pub use txn::{MemTxn, Txn};
 pub use types::{Command, ElectionLeader, LeaseHolder, Outcome, Request, Reset, ResourceId, Stamp};
 pub use validate::validate;

@@ -370,6 +370,15 @@ impl ScheduleSpec {
     }
 }
 
+/// The latest due time at or before `now_ms` of `spec` read in `timezone` (an IANA name),
+/// for callers that claim "whatever is due now".
+pub fn latest_due(spec: &str, timezone: &str, now_ms: u64) -> Result<Option<u64>, String> {
+    let spec = ScheduleSpec::parse(spec)?;
+    let tz =
+        crate::counter::zone(timezone).ok_or_else(|| format!("unknown time zone {timezone:?}"))?;
+    Ok(spec.latest_due_at_or_before(now_ms, tz))
+}
+
 #[derive(Serialize, Deserialize)]
 struct Record {
     spec: String,

@@ -31,6 +31,11 @@ pub enum Target {
     Unix(PathBuf),
 }
 
+/// A stream of election leader changes (see [`CellClient::observe`]).
+pub type LeaderStream = std::pin::Pin<
+    Box<dyn futures::Stream<Item = Result<pb::LeaderResponse, Status>> + Send + 'static>,
+>;
+
 /// How long a call keeps retrying an unavailable cell before giving up.
 pub const RETRY_FOR_MS: u64 = 10_000;
 
@@ -220,6 +225,7 @@ impl CellClient {
         ledger_list(pb::LedgerListRequest) -> pb::LedgerListResponse;
         status(pb::StatusRequest) -> pb::StatusResponse;
         kv_range(pb::KvRangeRequest) -> pb::KvRangeResponse;
+        leader(pb::LeaderRequest) -> pb::LeaderResponse;
     }
 
     writes! {
@@ -232,6 +238,28 @@ impl CellClient {
         counter_consume(pb::CounterConsumeRequest) -> pb::CounterResponse;
         ledger_append(pb::LedgerAppendRequest) -> pb::LedgerAppendResponse;
         kv_txn(pb::KvTxnRequest) -> pb::KvTxnResponse;
+        campaign(pb::CampaignRequest) -> pb::ElectionResponse;
+        proclaim(pb::ElectionTermRequest) -> pb::ElectionResponse;
+        resign(pb::ElectionTermRequest) -> pb::ElectionResponse;
+        election_renew(pb::ElectionTermRequest) -> pb::ElectionResponse;
+        schedule_fire(pb::ScheduleFireRequest) -> pb::ScheduleResponse;
+    }
+
+    /// The leader of `group` now, then every change, until the stream is dropped. Opens on
+    /// the current member (rotating while members are unavailable).
+    pub async fn observe(&self, group: String) -> Result<LeaderStream, CellError> {
+        let request = pb::LeaderRequest { group };
+        if let Some(api) = &self.local {
+            let stream = CellService::observe(api.as_ref(), tonic::Request::new(request)).await?;
+            return Ok(stream.into_inner());
+        }
+        let stream = self
+            .call(|ch| {
+                let request = request.clone();
+                async move { Self::cell(ch).observe(request).await }
+            })
+            .await?;
+        Ok(Box::pin(stream))
     }
 
     /// Status of one specific member (no rotation): what that member sees.

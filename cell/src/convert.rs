@@ -3,7 +3,7 @@
 
 use tonic::Status;
 use whip_board::query::{CounterView, LeaseView, LedgerEntryView};
-use whip_board::{LeaseHolder, Outcome, QueryResult, Reset, ResourceId};
+use whip_board::{ElectionLeader, LeaseHolder, Outcome, QueryResult, Reset, ResourceId};
 use whip_proto::v1 as pb;
 use whip_proto::v1::OutcomeCode as Code;
 
@@ -268,5 +268,89 @@ pub(crate) fn kv_range_response(result: QueryResult) -> Result<pb::KvRangeRespon
                 .collect(),
         }),
         other => Err(unexpected(&other)),
+    }
+}
+
+fn election_leader_pb(l: ElectionLeader) -> pb::ElectionLeader {
+    pb::ElectionLeader {
+        group: l.group,
+        candidate: l.candidate,
+        fence: l.fence,
+        endpoints: l.endpoints,
+        expires_at_ms: l.expires_at_ms,
+    }
+}
+
+pub(crate) fn election_response(outcome: Outcome) -> Result<pb::ElectionResponse, Status> {
+    let mut r = pb::ElectionResponse::default();
+    match outcome {
+        Outcome::Elected {
+            fence,
+            expires_at_ms,
+        } => {
+            r.code = Code::Elected as i32;
+            r.fence = fence;
+            r.expires_at_ms = expires_at_ms;
+        }
+        Outcome::ElectionLost { leader } => {
+            r.code = Code::ElectionLost as i32;
+            r.leader = Some(election_leader_pb(leader));
+        }
+        Outcome::ElectionNotLeader { current } => {
+            r.code = Code::ElectionNotLeader as i32;
+            r.leader = current.map(election_leader_pb);
+        }
+        Outcome::Proclaimed { fence } => {
+            r.code = Code::Proclaimed as i32;
+            r.fence = fence;
+        }
+        Outcome::Resigned => r.code = Code::Resigned as i32,
+        other => return Err(unexpected(&other)),
+    }
+    Ok(r)
+}
+
+pub(crate) fn leader_response(result: QueryResult) -> Result<pb::LeaderResponse, Status> {
+    match result {
+        QueryResult::ElectionLeader(leader) => Ok(pb::LeaderResponse {
+            leader: leader.map(election_leader_pb),
+        }),
+        other => Err(unexpected(&other)),
+    }
+}
+
+pub(crate) fn schedule_response(outcome: Outcome) -> Result<pb::ScheduleResponse, Status> {
+    Ok(match outcome {
+        Outcome::ScheduleFired { due_ms, fence } => pb::ScheduleResponse {
+            code: Code::ScheduleFired as i32,
+            due_ms,
+            fence,
+            claimant: String::new(),
+        },
+        Outcome::ScheduleAlreadyFired {
+            due_ms,
+            claimant,
+            fence,
+        } => pb::ScheduleResponse {
+            code: Code::ScheduleAlreadyFired as i32,
+            due_ms,
+            fence,
+            claimant,
+        },
+        Outcome::ScheduleNotDue { due_ms, .. } => pb::ScheduleResponse {
+            code: Code::ScheduleNotDue as i32,
+            due_ms,
+            ..Default::default()
+        },
+        other => return Err(unexpected(&other)),
+    })
+}
+
+/// A fail-open acquire the cell could not confirm in time.
+pub(crate) fn lease_degraded(reason: String) -> pb::LeaseResponse {
+    pb::LeaseResponse {
+        code: Code::LeaseHeldDegraded as i32,
+        degraded_reason: reason,
+        ..Default::default()
     }
 }

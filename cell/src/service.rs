@@ -193,8 +193,26 @@ impl cell_server::Cell for CellApi {
             ttl_ms: req.ttl_ms,
             wait_ms: req.wait_ms,
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
-        Ok(Response::new(convert::lease_response(outcome)?))
+        if !req.fail_open {
+            let outcome = self.submit(req.idempotency_key, command).await?;
+            return Ok(Response::new(convert::lease_response(outcome)?));
+        }
+        // Fail-open: a cell without quorum cannot confirm in time; the caller hears so and
+        // may go on with idempotent work. The request may still apply later (a retry with
+        // the same idempotency key then returns what it recorded).
+        let bound = std::time::Duration::from_millis(limits::FAIL_OPEN_WAIT_MS);
+        match tokio::time::timeout(bound, self.submit(req.idempotency_key, command)).await {
+            Ok(Ok(outcome)) => Ok(Response::new(convert::lease_response(outcome)?)),
+            Ok(Err(status)) if status.code() != tonic::Code::Unavailable => Err(status),
+            Ok(Err(status)) => Ok(Response::new(convert::lease_degraded(format!(
+                "the lease's cell could not confirm the grant: {}",
+                status.message()
+            )))),
+            Err(_) => Ok(Response::new(convert::lease_degraded(format!(
+                "the lease's cell did not confirm the grant within {} ms (no quorum?)",
+                limits::FAIL_OPEN_WAIT_MS
+            )))),
+        }
     }
 
     async fn lease_renew(
@@ -343,9 +361,169 @@ impl cell_server::Cell for CellApi {
         Ok(Response::new(convert::kv_range_response(result)?))
     }
 
+    async fn campaign(
+        &self,
+        req: GrpcRequest<pb::CampaignRequest>,
+    ) -> GrpcResult<pb::ElectionResponse> {
+        let req = req.into_inner();
+        let command = Command::Campaign {
+            group: req.group,
+            candidate: req.candidate,
+            endpoints: req.endpoints,
+            ttl_ms: req.ttl_ms,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::election_response(outcome)?))
+    }
+
+    async fn proclaim(
+        &self,
+        req: GrpcRequest<pb::ElectionTermRequest>,
+    ) -> GrpcResult<pb::ElectionResponse> {
+        let req = req.into_inner();
+        let command = Command::Proclaim {
+            group: req.group,
+            candidate: req.candidate,
+            fence: req.fence,
+            endpoints: req.endpoints,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::election_response(outcome)?))
+    }
+
+    async fn resign(
+        &self,
+        req: GrpcRequest<pb::ElectionTermRequest>,
+    ) -> GrpcResult<pb::ElectionResponse> {
+        let req = req.into_inner();
+        let command = Command::Resign {
+            group: req.group,
+            candidate: req.candidate,
+            fence: req.fence,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::election_response(outcome)?))
+    }
+
+    async fn election_renew(
+        &self,
+        req: GrpcRequest<pb::ElectionTermRequest>,
+    ) -> GrpcResult<pb::ElectionResponse> {
+        let req = req.into_inner();
+        let command = Command::ElectionRenew {
+            group: req.group,
+            candidate: req.candidate,
+            fence: req.fence,
+            ttl_ms: req.ttl_ms,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::election_response(outcome)?))
+    }
+
+    async fn leader(&self, req: GrpcRequest<pb::LeaderRequest>) -> GrpcResult<pb::LeaderResponse> {
+        let group = req.into_inner().group;
+        let result = self.read(Query::ElectionLeader { group }).await?;
+        Ok(Response::new(convert::leader_response(result)?))
+    }
+
+    type ObserveStream = std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<pb::LeaderResponse, Status>> + Send + 'static>,
+    >;
+
+    async fn observe(
+        &self,
+        req: GrpcRequest<pb::LeaderRequest>,
+    ) -> GrpcResult<Self::ObserveStream> {
+        let group = req.into_inner().group;
+        if group.is_empty() {
+            return Err(Status::invalid_argument("group must not be empty"));
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel(limits::OBSERVE_QUEUE_MAX);
+        tokio::spawn(observe_loop(self.dispatch.clone(), group, tx));
+        let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn schedule_fire(
+        &self,
+        req: GrpcRequest<pb::ScheduleFireRequest>,
+    ) -> GrpcResult<pb::ScheduleResponse> {
+        let req = req.into_inner();
+        let timezone = if req.timezone.is_empty() {
+            "UTC".to_string()
+        } else {
+            req.timezone
+        };
+        let due_ms = match req.due_ms {
+            0 => {
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_millis() as u64;
+                whip_board::latest_due(&req.spec, &timezone, now_ms)
+                    .map_err(Status::invalid_argument)?
+                    .ok_or_else(|| {
+                        Status::invalid_argument(format!("schedule {:?} never fell due", req.spec))
+                    })?
+            }
+            due => due,
+        };
+        let command = Command::ScheduleFire {
+            name: req.name,
+            spec: req.spec,
+            timezone,
+            due_ms,
+            claimant: req.claimant,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::schedule_response(outcome)?))
+    }
+
     async fn status(&self, req: GrpcRequest<pb::StatusRequest>) -> GrpcResult<pb::StatusResponse> {
         let cell = req.into_inner().cell;
         Ok(Response::new(self.dispatch.status(cell).await?))
+    }
+}
+
+/// Send the group's leader, then each change, until the observer hangs up. Reads hide a
+/// leader whose deadline passed, so a withdrawal shows within one poll of the expiry.
+async fn observe_loop(
+    dispatch: Arc<dyn Dispatch>,
+    group: String,
+    tx: tokio::sync::mpsc::Sender<Result<pb::LeaderResponse, Status>>,
+) {
+    let mut last: Option<Option<(String, u64, Vec<String>)>> = None;
+    let poll = std::time::Duration::from_millis(limits::OBSERVE_POLL_MS);
+    loop {
+        let read = dispatch
+            .read(Query::ElectionLeader {
+                group: group.clone(),
+            })
+            .await;
+        match read
+            .map_err(Status::from)
+            .and_then(convert::leader_response)
+        {
+            Ok(answer) => {
+                let seen = answer
+                    .leader
+                    .as_ref()
+                    .map(|l| (l.candidate.clone(), l.fence, l.endpoints.clone()));
+                if last.as_ref() != Some(&seen) {
+                    last = Some(seen);
+                    if tx.send(Ok(answer)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            // The cell is electing or cut off: keep watching; the observer sees the next
+            // answer once it comes.
+            Err(status) => tracing::debug!(error = %status.message(), "observe read"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(poll) => {}
+            _ = tx.closed() => return,
+        }
     }
 }
 

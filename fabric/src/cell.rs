@@ -151,6 +151,7 @@ impl FabricClient for CellClient {
             ttl_ms: r.ttl_ms,
             wait_ms: r.wait_ms,
             idempotency_key: key,
+            fail_open: false,
         };
         lease_outcome(
             CellClient::lease_acquire(self, request)

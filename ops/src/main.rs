@@ -10,6 +10,7 @@
 mod bench;
 mod cellcmd;
 mod connect;
+mod coord;
 mod fabriccmd;
 mod issue;
 mod output;
@@ -51,6 +52,12 @@ enum Command {
     /// Bootstrap and inspect a multi-cell fabric; move and split ranges.
     #[command(subcommand)]
     Fabric(fabriccmd::FabricCommand),
+    /// Election leases that publish endpoints: campaign, proclaim, renew, resign, observe.
+    #[command(subcommand)]
+    Election(coord::ElectionCommand),
+    /// Schedules whose every due time fires once fabric-wide: fire, watch.
+    #[command(subcommand)]
+    Schedule(coord::ScheduleCommand),
     /// CAS keys with versions and fences.
     #[command(subcommand)]
     Kv(primitives::KvCommand),
@@ -129,6 +136,8 @@ fn main() -> ExitCode {
             Command::Cell(cmd) => cellcmd::run(&global, cmd).await,
             Command::Node(cmd) => fabriccmd::node(cmd).await,
             Command::Fabric(cmd) => fabriccmd::fabric(&global, cmd).await,
+            Command::Election(cmd) => coord::election(&global, cmd).await,
+            Command::Schedule(cmd) => coord::schedule(&global, cmd).await,
             Command::Kv(cmd) => primitives::kv(&global, cmd).await,
             Command::Lease(cmd) => primitives::lease(&global, cmd).await,
             Command::Counter(cmd) => primitives::counter(&global, cmd).await,

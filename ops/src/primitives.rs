@@ -73,6 +73,10 @@ pub(crate) enum LeaseCommand {
         /// Queue up to this long when all slots are taken.
         #[arg(long)]
         wait: Option<String>,
+        /// Fail-open (idempotent work only): when the lease's cell has no quorum, answer
+        /// `held_degraded` instead of failing. Default: fail-closed.
+        #[arg(long)]
+        fail_open: bool,
     },
     /// Push the holder's deadline to now + TTL (never earlier).
     Renew {
@@ -158,7 +162,7 @@ pub(crate) enum LedgerCommand {
     },
 }
 
-fn code_name(code: i32) -> String {
+pub(crate) fn code_name(code: i32) -> String {
     let name = Code::try_from(code)
         .map(|c| c.as_str_name())
         .unwrap_or("UNKNOWN");
@@ -274,6 +278,7 @@ async fn lease_on(global: &Global, c: &CellClient, cmd: LeaseCommand) -> Result<
             slots,
             ttl,
             wait,
+            fail_open,
         } => {
             let wait_ms = wait
                 .as_deref()
@@ -289,6 +294,7 @@ async fn lease_on(global: &Global, c: &CellClient, cmd: LeaseCommand) -> Result<
                 slots,
                 ttl_ms: parse_duration_ms(&ttl).map_err(anyhow::Error::msg)?,
                 wait_ms: wait_ms.unwrap_or(0),
+                fail_open,
                 ..Default::default()
             };
             lease_answer(global, c.lease_acquire(req).await?)
@@ -337,6 +343,10 @@ fn lease_answer(global: &Global, r: pb::LeaseResponse) -> ExitCode {
                 r.fence,
                 time_text(r.expires_at_ms)
             )
+        }
+        Ok(Code::LeaseHeldDegraded) => {
+            value["degraded_reason"] = json!(r.degraded_reason);
+            format!("{outcome}: {}", r.degraded_reason)
         }
         Ok(Code::LeaseContended) => {
             value["holders"] = r.holders.iter().map(holder_json).collect();

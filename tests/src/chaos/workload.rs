@@ -292,6 +292,7 @@ async fn lease_round(w: &mut Worker) {
         ttl_ms: LEASE_TTL_MS,
         wait_ms: 0,
         idempotency_key: w.client.next_idempotency_key(),
+        fail_open: false,
     };
     let client = w.client.clone();
     let got = w

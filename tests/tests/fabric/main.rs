@@ -6,6 +6,9 @@ mod t20_routing;
 mod t30_singletons;
 mod t40_moves;
 mod t50_node_kill;
+mod t60_elections;
+mod t70_schedules;
+mod t80_fail_open;
 
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;
