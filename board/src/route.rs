@@ -128,6 +128,10 @@ pub fn query_point(query: &Query) -> Option<u64> {
     match query {
         Query::KvGet { key } => Some(kv_point(key)),
         Query::ElectionLeader { group } => Some(election_point(group)),
+        // A scan whose prefix holds a whole `{tag}` covers keys of that tag only.
+        Query::KvRange { prefix, .. } if kv_routing_key(prefix).len() < prefix.len() => {
+            Some(kv_point(prefix))
+        }
         Query::LedgerList {
             owner,
             name,
@@ -153,6 +157,17 @@ mod tests {
         assert_eq!(kv_routing_key(b"plain"), b"plain");
         assert_eq!(kv_routing_key(b"open{only"), b"open{only");
         assert_eq!(kv_point(b"a/{t}/1"), kv_point(b"b/{t}/2"));
+        let scan = |prefix: &[u8]| Query::KvRange {
+            prefix: prefix.to_vec(),
+            after_key: Vec::new(),
+            limit: 0,
+        };
+        assert_eq!(
+            query_point(&scan(b"e/{i-7}/s/")),
+            Some(kv_point(b"e/{i-7}/x"))
+        );
+        assert_eq!(query_point(&scan(b"e/{i-7")), None, "an open tag gathers");
+        assert_eq!(query_point(&scan(b"i/")), None);
     }
 
     #[test]

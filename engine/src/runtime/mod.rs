@@ -1,15 +1,18 @@
 //! The WhippleScript runtime on the fabric: starter, stepper, worker and projection loops
 //! (LANGUAGE.md §5) with every durable row in CAS keys of the fabric.
 //!
-//! Layout (one instance's rows share the prefix `e/<instance>/`):
+//! Layout (one instance's rows share the prefix `e/{<instance>}/`; the braces are the
+//! fabric's routing tag, so every row of an instance lives on one cell and a commit is a
+//! single-cell transaction, while instances spread over cells by id):
 //! - `p/<version>`: a program version (source text, path, root)
-//! - `i/<instance>`: the instance index row (`whip instances`)
-//! - `w/<instance>`: present while the instance may have work (`whip worker --all`)
-//! - `e/<instance>/s/q`: the event-sequence key; every commit compares its revision
-//! - `e/<instance>/s/{h,f/…,x/…,k/…,c/…,r/…}`: header, facts, effects, firings, `after`
+//! - `i/{<instance>}`: the instance index row (`whip instances`)
+//! - `w/{<instance>}`: present while the instance may have work (`whip worker --all`)
+//! - `e/{<instance>}/s/q`: the event-sequence key; every commit compares its revision
+//! - `e/{<instance>}/s/{h,f/…,x/…,k/…,c/…,r/…}`: header, facts, effects, firings, `after`
 //!   continuations, runs (projections of the log)
-//! - `e/<instance>/l/<seq>`: the append-only event log
+//! - `e/{<instance>}/l/<seq>`: the append-only event log
 //! - `g/<kind>/<owner>/<name>`: coordination resources that programs declared
+//! - `t/{tracker}/…`: the builtin tracker (one cell: its issue numbers are one sequence)
 //!
 //! A commit is one `KvTxn` guarded by the revision of the event-sequence key, so two
 //! steppers (or a stepper and a worker) racing on one instance cannot both commit: the
@@ -104,6 +107,19 @@ pub fn fresh_id(prefix: &str) -> String {
 
 pub(crate) fn key(parts: &[&str]) -> Vec<u8> {
     parts.concat().into_bytes()
+}
+
+/// The routing tag of an instance's rows: `{<instance>}`.
+pub(crate) fn tag(id: &str) -> String {
+    format!("{{{id}}}")
+}
+
+/// The instance id inside a tagged key segment (`{id}` → `id`).
+pub(crate) fn untag(segment: &str) -> &str {
+    segment
+        .strip_prefix('{')
+        .and_then(|s| s.strip_suffix('}'))
+        .unwrap_or(segment)
 }
 
 /// One instance as read from the fabric: its rows and the revision of its sequence key.
@@ -210,7 +226,7 @@ impl<F: FabricClient> Engine<F> {
 
     /// Read every row of an instance (`Invalid` when unknown).
     pub async fn load(&self, id: &str) -> Result<Loaded> {
-        let prefix = key(&["e/", id, "/s/"]);
+        let prefix = key(&["e/", &tag(id), "/s/"]);
         let mut after = Vec::new();
         let mut state = State::default();
         let mut version = 0;
@@ -267,7 +283,7 @@ impl<F: FabricClient> Engine<F> {
     /// Every event of an instance, in order.
     pub async fn events(&self, id: &str) -> Result<Vec<Event>> {
         self.load(id).await?;
-        let prefix = key(&["e/", id, "/l/"]);
+        let prefix = key(&["e/", &tag(id), "/l/"]);
         let mut after = Vec::new();
         let mut out = Vec::new();
         loop {
@@ -362,8 +378,8 @@ impl<F: FabricClient> Engine<F> {
                 draft.events.extend(round.events);
             }
         }
-        let mut ops = commit_ops(0, &draft);
-        self.program_puts(program, wf, &mut ops);
+        self.store_program(program).await?;
+        let ops = commit_ops(0, &draft);
         let idem = format!("{id}/start");
         match self.fabric.kv_txn(ops, idem).await? {
             TxnResult::Committed { .. } => Ok(id),
@@ -372,30 +388,46 @@ impl<F: FabricClient> Engine<F> {
         }
     }
 
-    fn program_puts(&self, program: &Program, wf: &crate::check::model::Wf, ops: &mut TxnOps) {
-        let mut stored = self.stored.lock().expect("stored lock");
-        if !stored.insert(program.version.clone()) {
-            return;
+    /// Store the program version and the resources it declares, once per version and
+    /// process. Each row is its own write: rows of different keys may live on different
+    /// cells of a fabric, and every row is the same whoever writes it first.
+    async fn store_program(&self, program: &Program) -> Result<()> {
+        if self
+            .stored
+            .lock()
+            .expect("stored lock")
+            .contains(&program.version)
+        {
+            return Ok(());
         }
         let source = serde_json::to_vec(&program.source).expect("source encodes");
-        ops.puts.push((key(&["p/", &program.version]), source));
+        let mut rows = vec![(key(&["p/", &program.version]), source)];
         for w in &program.model.workflows {
-            let _ = wf;
             for name in w.trackers.keys() {
                 let owner = w.trackers[name].owner.as_str();
-                let k = key(&["g/tracker/", owner, "/", name]);
-                if !ops.puts.iter().any(|(existing, _)| *existing == k) {
-                    ops.puts.push((k, Vec::new()));
-                }
+                rows.push((key(&["g/tracker/", owner, "/", name]), Vec::new()));
             }
             for (name, r) in &w.ledgers {
                 let partition = r.decl.partition.as_ref().map_or("", |p| p.name.as_str());
                 let k = key(&["g/ledger/", &r.owner, "/", name]);
-                if !ops.puts.iter().any(|(existing, _)| *existing == k) {
-                    ops.puts.push((k, partition.as_bytes().to_vec()));
-                }
+                rows.push((k, partition.as_bytes().to_vec()));
             }
         }
+        rows.sort();
+        rows.dedup_by(|a, b| a.0 == b.0);
+        for (i, row) in rows.into_iter().enumerate() {
+            let ops = TxnOps {
+                puts: vec![row],
+                ..TxnOps::default()
+            };
+            let idem = format!("program/{}/{i}", program.version);
+            self.fabric.kv_txn(ops, idem).await?;
+        }
+        self.stored
+            .lock()
+            .expect("stored lock")
+            .insert(program.version.clone());
+        Ok(())
     }
 }
 
@@ -505,19 +537,20 @@ fn row_bytes(state: &State, rel: &str) -> Option<Vec<u8>> {
 fn commit_ops(version: u64, draft: &Draft) -> TxnOps {
     let h = &draft.state.header;
     let id = h.id.as_str();
-    let seq_key = key(&["e/", id, "/s/q"]);
+    let tagged = tag(id);
+    let seq_key = key(&["e/", &tagged, "/s/q"]);
     let mut ops = TxnOps {
         compares: vec![(seq_key.clone(), version)],
         ..TxnOps::default()
     };
     for ev in &draft.events {
-        let k = format!("e/{id}/l/{:012}", ev.seq).into_bytes();
+        let k = format!("e/{tagged}/l/{:012}", ev.seq).into_bytes();
         ops.puts
             .push((k, serde_json::to_vec(ev).expect("event encodes")));
     }
     for rel in &draft.state.dirty {
         if let Some(bytes) = row_bytes(&draft.state, rel) {
-            ops.puts.push((key(&["e/", id, "/s/", rel]), bytes));
+            ops.puts.push((key(&["e/", &tagged, "/s/", rel]), bytes));
         }
     }
     ops.puts
@@ -527,8 +560,8 @@ fn commit_ops(version: u64, draft: &Draft) -> TxnOps {
         "epoch": h.epoch, "updated_ms": h.updated_ms, "parent": h.parent,
     });
     ops.puts
-        .push((key(&["i/", id]), index.to_string().into_bytes()));
-    let work = key(&["w/", id]);
+        .push((key(&["i/", &tagged]), index.to_string().into_bytes()));
+    let work = key(&["w/", &tagged]);
     if state::is_terminal(&h.status) || h.status == state::PAUSED {
         ops.deletes.push(work);
     } else {

@@ -152,8 +152,16 @@ pub enum IssueOp {
     },
 }
 
+/// Tracker rows share the routing tag `{tracker}`: issue numbers come from one sequence
+/// key, so a filing (sequence, issue, dedupe key) is a single-cell transaction.
+const TRACKER_ISSUES: &str = "t/{tracker}/i/";
+/// The issue-number sequence.
+const TRACKER_SEQUENCE: &str = "t/{tracker}/n";
+/// Filing dedupe keys (hash of the idempotency key → issue id).
+const TRACKER_DEDUPE: &str = "t/{tracker}/k/";
+
 fn issue_key(id: &str) -> Vec<u8> {
-    key(&["t/i/", id])
+    key(&[TRACKER_ISSUES, id])
 }
 
 fn decode(bytes: &[u8]) -> Result<Issue> {
@@ -214,7 +222,7 @@ impl<F: FabricClient> Engine<F> {
     pub async fn issues(&self, tracker: Option<&str>) -> Result<Vec<Issue>> {
         let rows = self
             .fabric
-            .kv_range(b"t/i/".to_vec(), Vec::new(), 0)
+            .kv_range(TRACKER_ISSUES.as_bytes().to_vec(), Vec::new(), 0)
             .await?;
         let mut out: Vec<Issue> = rows
             .iter()
@@ -253,13 +261,16 @@ impl<F: FabricClient> Engine<F> {
         filed_by: &str,
         idem: &str,
     ) -> Result<Issue> {
-        let dedupe = format!("t/k/{:016x}", fnv64(&[idem.as_bytes()])).into_bytes();
+        let dedupe = format!("{TRACKER_DEDUPE}{:016x}", fnv64(&[idem.as_bytes()])).into_bytes();
         for _ in 0..CONFLICT_RETRIES_MAX {
             if let Some(e) = self.fabric.kv_get(dedupe.clone()).await? {
                 let id = String::from_utf8_lossy(&e.value).to_string();
                 return Ok(self.issue_read(&id).await?.0);
             }
-            let seq = self.fabric.kv_get(b"t/n".to_vec()).await?;
+            let seq = self
+                .fabric
+                .kv_get(TRACKER_SEQUENCE.as_bytes().to_vec())
+                .await?;
             let (last, version) = seq.map_or((0, 0), |e| {
                 let n = String::from_utf8_lossy(&e.value).parse().unwrap_or(0);
                 (n, e.version)
@@ -288,9 +299,15 @@ impl<F: FabricClient> Engine<F> {
                 updated_ms: now,
             };
             let ops = TxnOps {
-                compares: vec![(b"t/n".to_vec(), version), (dedupe.clone(), 0)],
+                compares: vec![
+                    (TRACKER_SEQUENCE.as_bytes().to_vec(), version),
+                    (dedupe.clone(), 0),
+                ],
                 puts: vec![
-                    (b"t/n".to_vec(), (last + 1).to_string().into_bytes()),
+                    (
+                        TRACKER_SEQUENCE.as_bytes().to_vec(),
+                        (last + 1).to_string().into_bytes(),
+                    ),
                     (issue_key(&issue.id), encode(&issue)),
                     (dedupe.clone(), issue.id.clone().into_bytes()),
                 ],

@@ -157,7 +157,7 @@ impl<F: FabricClient> Engine<F> {
         let rows = self.fabric.kv_range(b"w/".to_vec(), Vec::new(), 0).await?;
         Ok(rows
             .into_iter()
-            .map(|(k, _)| String::from_utf8_lossy(&k[2..]).to_string())
+            .map(|(k, _)| super::untag(&String::from_utf8_lossy(&k[2..])).to_string())
             .collect())
     }
 
@@ -302,5 +302,5 @@ impl<F: FabricClient> Engine<F> {
 
 /// The `i/` key of an instance (for tests).
 pub fn index_key(id: &str) -> Vec<u8> {
-    key(&["i/", id])
+    key(&["i/", &super::tag(id)])
 }

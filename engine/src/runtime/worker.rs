@@ -250,7 +250,11 @@ impl<F: FabricClient> Engine<F> {
     }
 
     async fn child_outcome(&self, child: &str) -> Result<Option<Ran>> {
-        let Some(entry) = self.fabric.kv_get(key(&["e/", child, "/s/h"])).await? else {
+        let Some(entry) = self
+            .fabric
+            .kv_get(key(&["e/", &super::tag(child), "/s/h"]))
+            .await?
+        else {
             return Ok(None);
         };
         let Ok(h) = serde_json::from_slice::<Header>(&entry.value) else {

@@ -9,6 +9,7 @@ mod t40_worker_crash;
 mod t50_trackers;
 mod t60_ownership_and_invoke;
 mod t70_worker_daemons;
+mod t80_seeds_fabric;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
