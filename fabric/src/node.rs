@@ -38,16 +38,17 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
-    /// Defaults for node `id` at `advertise` with data in `data_dir`.
+    /// Defaults for node `id` at `advertise` with data in `data_dir`. Hosted cells
+    /// heartbeat less often than a standalone cell (`limits::NODE_HEARTBEAT_MS`): a node
+    /// hosts hundreds of cells and idle ones must cost little (BENCHMARKS.md).
     pub fn new(id: u64, advertise: impl Into<String>, data_dir: impl Into<PathBuf>) -> Self {
-        let defaults = CellConfig::new(1, "", "");
         NodeConfig {
             id,
             advertise: advertise.into(),
             data_dir: data_dir.into(),
             storage: StorageKind::Redb,
-            heartbeat_ms: defaults.heartbeat_ms,
-            election_timeout_min_ms: defaults.election_timeout_min_ms,
+            heartbeat_ms: limits::NODE_HEARTBEAT_MS,
+            election_timeout_min_ms: limits::NODE_ELECTION_TIMEOUT_MIN_MS,
         }
     }
 }
