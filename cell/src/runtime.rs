@@ -57,6 +57,9 @@ pub struct CellConfig {
     pub heartbeat_ms: u64,
     /// A follower hearing no leader for a random time in `[min, 2 × min)` campaigns.
     pub election_timeout_min_ms: u64,
+    /// Run this member's own tick loop. A node hosting many cells turns it off and drives
+    /// every cell's [`Cell::tick_due`] / [`Cell::tick_round`] from one loop instead.
+    pub own_tick_loop: bool,
 }
 
 impl CellConfig {
@@ -73,6 +76,7 @@ impl CellConfig {
             clock_offset_ms: 0,
             heartbeat_ms: limits::HEARTBEAT_MS,
             election_timeout_min_ms: limits::ELECTION_TIMEOUT_MIN_MS,
+            own_tick_loop: true,
         }
     }
 }
@@ -97,6 +101,18 @@ struct Inner {
     peers: Peers,
     proposals: mpsc::Sender<Pending>,
     last_stamp_ms: AtomicU64,
+    ticks: std::sync::Mutex<TickMemo>,
+}
+
+/// What the tick check remembers between rounds, so an idle cell costs a clock read.
+#[derive(Default)]
+struct TickMemo {
+    /// (term, last applied) when the next deadline was last read.
+    seen: Option<(u64, u64)>,
+    /// That next deadline.
+    next_due: Option<u64>,
+    /// A round is running.
+    busy: bool,
 }
 
 impl Cell {
@@ -129,9 +145,12 @@ impl Cell {
             peers,
             proposals: tx,
             last_stamp_ms: AtomicU64::new(0),
+            ticks: std::sync::Mutex::new(TickMemo::default()),
         });
         tokio::spawn(proposer_loop(Arc::downgrade(&inner), rx));
-        tokio::spawn(tick_loop(Arc::downgrade(&inner)));
+        if inner.config.own_tick_loop {
+            tokio::spawn(tick_loop(Arc::downgrade(&inner)));
+        }
         Ok(Cell { inner })
     }
 
@@ -615,56 +634,87 @@ fn payload_bytes(request: &Request) -> usize {
 /// On the leader, propose a `Tick` whenever a deadline is due (lease expiry, waiter expiry,
 /// retention, idempotency pruning). Followers only watch. Holds a weak handle so a dropped
 /// cell stops its loop.
-///
-/// An idle cell must cost next to nothing (a node hosts hundreds): the loop reads the next
-/// deadline from storage only when something was applied or leadership changed since its
-/// last read, and otherwise just compares the remembered deadline with the clock.
 async fn tick_loop(inner: std::sync::Weak<Inner>) {
     let mut interval = tokio::time::interval(Duration::from_millis(limits::TICK_INTERVAL_MS));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut seen: Option<(u64, u64)> = None;
-    let mut next_due: Option<u64> = None;
     loop {
         interval.tick().await;
         let Some(inner) = inner.upgrade() else { return };
-        let (running, leader, term, applied) = {
-            let metrics = inner.raft.metrics();
-            let m = metrics.borrow();
-            let applied = m.last_applied.map_or(0, |l| l.index);
-            (
-                m.running_state.is_ok(),
-                m.state == ServerState::Leader,
-                m.current_term,
-                applied,
-            )
-        };
-        if !running {
+        let cell = Cell { inner };
+        if cell.stopped() {
             return;
         }
-        if !leader {
-            seen = None;
-            continue;
+        if cell.tick_due() {
+            cell.tick_round().await;
         }
-        let cell = Cell {
-            inner: inner.clone(),
+    }
+}
+
+impl Cell {
+    fn stopped(&self) -> bool {
+        self.inner.raft.metrics().borrow().running_state.is_err()
+    }
+
+    /// Whether [`Cell::tick_round`] has work: this member leads and either something was
+    /// applied (or leadership changed) since the next deadline was last read, or that
+    /// deadline has come. Cheap (no I/O): an idle cell costs a clock read per check.
+    pub fn tick_due(&self) -> bool {
+        let (leader, term, applied) = {
+            let metrics = self.inner.raft.metrics();
+            let m = metrics.borrow();
+            let applied = m.last_applied.map_or(0, |l| l.index);
+            (m.state == ServerState::Leader, m.current_term, applied)
         };
-        if seen != Some((term, applied)) {
-            match cell.local_query(Query::NextDeadline).await {
-                Ok(QueryResult::NextDeadline(next)) => next_due = next,
-                Ok(_) => next_due = None,
-                Err(e) => {
-                    tracing::debug!(error = %e, "next deadline");
-                    continue;
-                }
-            }
-            seen = Some((term, applied));
+        let mut memo = self.inner.ticks.lock().expect("tick memo lock");
+        if !leader {
+            memo.seen = None;
+            return false;
         }
-        if next_due.is_some_and(|at| at <= inner.now_ms()) {
-            if let Err(e) = tick_once(&cell).await {
+        !memo.busy
+            && (memo.seen != Some((term, applied))
+                || memo.next_due.is_some_and(|at| at <= self.inner.now_ms()))
+    }
+
+    /// Read the next deadline and propose a `Tick` if it is due. Rounds never overlap.
+    pub async fn tick_round(&self) {
+        let (term, applied) = {
+            let metrics = self.inner.raft.metrics();
+            let m = metrics.borrow();
+            (m.current_term, m.last_applied.map_or(0, |l| l.index))
+        };
+        {
+            let mut memo = self.inner.ticks.lock().expect("tick memo lock");
+            if memo.busy {
+                return;
+            }
+            memo.busy = true;
+        }
+        let next_due = match self.local_query(Query::NextDeadline).await {
+            Ok(QueryResult::NextDeadline(next)) => Ok(next),
+            Ok(_) => Ok(None),
+            Err(e) => Err(e),
+        };
+        let mut seen = Some((term, applied));
+        if let Ok(Some(at)) = next_due
+            && at <= self.inner.now_ms()
+        {
+            if let Err(e) = tick_once(self).await {
                 tracing::debug!(error = %e, "tick");
             }
             // The tick applied (or failed): read the next deadline again next round.
             seen = None;
+        }
+        let mut memo = self.inner.ticks.lock().expect("tick memo lock");
+        memo.busy = false;
+        match next_due {
+            Ok(next) => {
+                memo.next_due = next;
+                memo.seen = seen;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "next deadline");
+                memo.seen = None;
+            }
         }
     }
 }

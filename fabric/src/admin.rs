@@ -216,8 +216,20 @@ async fn publish(node: &Node, map: &FabricMap, version: u64) -> Result<(), CellE
 
 /// The fabric as the meta cell and the cells see it now.
 pub async fn status(node: &Node) -> Result<pb::FabricStatusResponse, CellError> {
-    let (map, version) = node.load_map().await?;
     let mut alarms = Vec::new();
+    let (map, version) = match node.load_map().await {
+        Ok(loaded) => loaded,
+        // Status matters most when things are broken: show the last map this node knew.
+        Err(e) => match node.cached_map() {
+            Some(map) => {
+                alarms.push(format!(
+                    "the meta cell cannot answer ({e}); showing the cached map"
+                ));
+                (map, 0)
+            }
+            None => return Err(e),
+        },
+    };
     let mut nodes = Vec::new();
     for (&id, addr) in &map.nodes {
         let reachable = id == node.id() || probe(node, addr, META_CELL).await.is_some();

@@ -23,3 +23,5 @@ pub const STATUS_PROBE_MS: u64 = 1_000;
 pub const NODE_HEARTBEAT_MS: u64 = 300;
 /// Election timeout (lower bound; the upper is twice it) of cells hosted by a node.
 pub const NODE_ELECTION_TIMEOUT_MIN_MS: u64 = 1_000;
+/// How long a node keeps retrying a read of the range map while the meta cell elects.
+pub const META_READ_RETRY_MS: u64 = 5_000;

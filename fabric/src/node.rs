@@ -101,6 +101,7 @@ impl Node {
         for id in found {
             node.create_cell(id).await?;
         }
+        tokio::spawn(tick_loop(Arc::downgrade(&node.inner)));
         tracing::info!(
             node = node.id(),
             cells = node.hosted_ids().len(),
@@ -166,6 +167,7 @@ impl Node {
         config.storage = c.storage;
         config.heartbeat_ms = c.heartbeat_ms;
         config.election_timeout_min_ms = c.election_timeout_min_ms;
+        config.own_tick_loop = false;
         let member = Cell::start_with_peers(config, self.inner.peers.clone()).await?;
         self.inner
             .cells
@@ -236,7 +238,23 @@ impl Node {
         let query = Query::KvGet {
             key: MAP_KEY.to_vec(),
         };
-        let entry = match self.read_cell(None, META_CELL, query).await? {
+        // The meta cell may be electing (its leader just died): retry for a while.
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(limits::META_READ_RETRY_MS);
+        let mut backoff = Duration::from_millis(limits::ROUTE_BACKOFF_MIN_MS);
+        let answer = loop {
+            match self.read_cell(None, META_CELL, query.clone()).await {
+                Err(CellError::Unavailable(_) | CellError::NotLeader { .. })
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(backoff).await;
+                    backoff =
+                        (backoff * 2).min(Duration::from_millis(limits::ROUTE_BACKOFF_MAX_MS));
+                }
+                other => break other?,
+            }
+        };
+        let entry = match answer {
             QueryResult::Kv(Some(entry)) => entry,
             QueryResult::Kv(None) => {
                 return Err(CellError::Unavailable(
@@ -248,6 +266,11 @@ impl Node {
         let map = Arc::new(FabricMap::from_bytes(&entry.value).map_err(CellError::Fatal)?);
         *self.inner.map.write().expect("map lock") = Some(map.clone());
         Ok((map, entry.version))
+    }
+
+    /// The cached map, if any (status falls back to it when the meta cell cannot answer).
+    pub fn cached_map(&self) -> Option<Arc<FabricMap>> {
+        self.inner.map.read().expect("map lock").clone()
     }
 
     /// Cache `map` (after this node changed it).
@@ -359,6 +382,31 @@ impl Node {
             _ => {}
         }
         err
+    }
+}
+
+/// One loop drives the ticks of every hosted cell (instead of one timer per cell): each
+/// round checks every cell cheaply and runs the few that have work.
+async fn tick_loop(inner: std::sync::Weak<Inner>) {
+    let every = Duration::from_millis(whip_cell::limits::TICK_INTERVAL_MS);
+    let mut interval = tokio::time::interval(every);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        let cells: Vec<Cell> = inner
+            .cells
+            .read()
+            .expect("cells lock")
+            .values()
+            .cloned()
+            .collect();
+        drop(inner);
+        for cell in cells {
+            if cell.tick_due() {
+                tokio::spawn(async move { cell.tick_round().await });
+            }
+        }
     }
 }
 
