@@ -30,6 +30,9 @@ pub(crate) const DEADLINE: u8 = b'd';
 pub(crate) const RANGE: u8 = b'r';
 /// The fence offset of this cell (raised when a range arrives from another cell).
 pub(crate) const FENCE_OFFSET: u8 = b'f';
+/// Present once the cell was ever assigned a range: it is in a fabric for good, also after
+/// it gave every range away.
+pub(crate) const FABRIC_MODE: u8 = b'm';
 /// Election leaders: family, group (value: the leader record).
 pub(crate) const ELECTION: u8 = b'v';
 /// Schedule fire records: family, schedule name (value: the last fire).

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::{decode, encode};
 use crate::deadline::Item;
-use crate::keys::{self, FENCE_OFFSET, RANGE};
+use crate::keys::{self, FABRIC_MODE, FENCE_OFFSET, RANGE};
 use crate::limits::{
     RANGE_EXPORT_BYTES_MAX, RANGE_ROWS_PER_COMMAND_MAX, RANGE_SCAN_ROWS_MAX, RANGES_PER_CELL_MAX,
 };
@@ -59,6 +59,7 @@ pub(crate) fn rows(txn: &impl Txn) -> Vec<RangeView> {
 }
 
 fn put_row(txn: &mut impl Txn, view: &RangeView) {
+    txn.put(&[FABRIC_MODE], &encode(&true));
     let row = Row {
         last: view.last,
         epoch: view.epoch,
@@ -71,12 +72,18 @@ fn containing(rows: &[RangeView], point: u64) -> Option<&RangeView> {
     rows.iter().find(|r| r.start <= point && point <= r.last)
 }
 
+/// Whether this cell is part of a fabric: it was assigned a range at least once. A cell
+/// that gave every range away serves nothing keyed (it must not fall back to standalone).
+fn in_fabric(txn: &impl Txn) -> bool {
+    txn.get(&[FABRIC_MODE]).is_some()
+}
+
 /// Whether a command at `point` carrying `epoch` may run here; the refusal otherwise.
 pub(crate) fn admit(txn: &impl Txn, point: u64, epoch: u64) -> Result<(), Outcome> {
-    let rows = rows(txn);
-    if rows.is_empty() {
+    if !in_fabric(txn) {
         return Ok(());
     }
+    let rows = rows(txn);
     match containing(&rows, point) {
         Some(r) if !r.frozen && r.epoch == epoch => Ok(()),
         Some(r) => Err(Outcome::WrongRange { epoch: r.epoch }),
@@ -86,11 +93,10 @@ pub(crate) fn admit(txn: &impl Txn, point: u64, epoch: u64) -> Result<(), Outcom
 
 /// Rows owned and serving here, or `None` for a standalone cell (everything is served).
 pub(crate) fn serving(txn: &impl Txn) -> Option<Vec<RangeView>> {
-    let rows = rows(txn);
-    if rows.is_empty() {
+    if !in_fabric(txn) {
         return None;
     }
-    Some(rows.into_iter().filter(|r| !r.frozen).collect())
+    Some(rows(txn).into_iter().filter(|r| !r.frozen).collect())
 }
 
 /// Whether `point` lies in one of `serving` (or the cell is standalone).
@@ -277,7 +283,7 @@ fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
             })
         }
         keys::IDEMPOTENCY => crate::idempotency::point_of(value),
-        keys::RANGE | keys::FENCE_OFFSET => None,
+        keys::RANGE | keys::FENCE_OFFSET | keys::FABRIC_MODE => None,
         other => panic!("stored row of unknown family {other:#x}"),
     }
 }

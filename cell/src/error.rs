@@ -18,7 +18,7 @@ pub enum CellError {
     /// No leader could serve the request in time; retry (with the same idempotency key).
     #[error("unavailable: {0}")]
     Unavailable(String),
-    /// The cell is stopping or its storage failed.
+    /// The cell's storage failed or it hit a bug (a stopping member is `Unavailable`).
     #[error("fatal: {0}")]
     Fatal(String),
     /// This cell does not serve the key's range at the caller's epoch (fabric mode): the

@@ -241,7 +241,7 @@ impl Cell {
         match self.inner.raft.ensure_linearizable().await {
             Ok(_) => {}
             Err(RaftError::APIError(e)) => return Err(CellError::Unavailable(e.to_string())),
-            Err(RaftError::Fatal(e)) => return Err(CellError::Fatal(e.to_string())),
+            Err(RaftError::Fatal(e)) => return Err(fatal_error(e)),
         }
         if let Some(index) = log_end {
             self.inner
@@ -289,7 +289,7 @@ impl Cell {
             .await
             .map_err(|e| match e {
                 RaftError::APIError(e) => CellError::InvalidArgument(e.to_string()),
-                RaftError::Fatal(e) => CellError::Fatal(e.to_string()),
+                RaftError::Fatal(e) => fatal_error(e),
             })
     }
 
@@ -344,14 +344,25 @@ impl Cell {
     }
 }
 
+/// A member that is shutting down is unavailable, not broken: whoever called it (a client,
+/// another node forwarding a request) retries elsewhere with the same idempotency key.
 fn stopped() -> CellError {
-    CellError::Fatal("cell is stopping".to_string())
+    CellError::Unavailable("this member is stopping".to_string())
+}
+
+/// openraft's fatal errors: `Stopped` means shutting down (retry elsewhere); the others
+/// (storage failure, panic) are fatal.
+fn fatal_error(e: openraft::error::Fatal<NodeId>) -> CellError {
+    match e {
+        openraft::error::Fatal::Stopped => stopped(),
+        other => CellError::Fatal(other.to_string()),
+    }
 }
 
 fn write_error<E: std::fmt::Display>(e: RaftError<NodeId, E>) -> CellError {
     match e {
         RaftError::APIError(e) => CellError::Unavailable(e.to_string()),
-        RaftError::Fatal(e) => CellError::Fatal(e.to_string()),
+        RaftError::Fatal(e) => fatal_error(e),
     }
 }
 

@@ -204,3 +204,100 @@ async fn moves_and_splits_under_load_lose_nothing() {
     );
     fabric.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn moves_keep_going_through_a_node_kill() {
+    let mut fabric = Fabric::start(3, 2).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..2 {
+        // Clients of nodes 1 and 3 only: node 2 is killed.
+        let client = fabric.client_of(if w == 0 { 1 } else { 3 });
+        writers.push(tokio::spawn(writer(client, w, stop.clone())));
+    }
+    let node = fabric.node(1).clone();
+    let start = node.map().await.expect("map").ranges[0].start;
+    let mover = tokio::spawn(async move {
+        let mut moves = 0;
+        for round in 0..6u64 {
+            let to = if round % 2 == 0 { 2 } else { 1 };
+            whip_fabric::admin::move_range(&node, start, to)
+                .await
+                .unwrap_or_else(|e| panic!("move {round}: {e}"));
+            moves += 1;
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+        moves
+    });
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    fabric.kill(2).await;
+    assert_eq!(
+        mover.await.expect("mover"),
+        6,
+        "every move finished with node 2 down"
+    );
+    fabric.start_node(2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    let reader = fabric.client_of(2);
+    for w in writers {
+        for (key, (value, versions)) in w.await.expect("writer") {
+            assert!(
+                versions.windows(2).all(|w| w[0] < w[1]),
+                "{key}: {versions:?}"
+            );
+            let got = get(&reader, &key).await.expect("acked key exists");
+            assert_eq!(got.0, value.to_string(), "{key} keeps its last acked value");
+        }
+    }
+    fabric.wait_leaders(Duration::from_secs(15)).await;
+    let status = fabric.status(2).await;
+    assert!(status.alarms.is_empty(), "{:?}", status.alarms);
+    fabric.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_range_changes_are_refused_and_the_fabric_keeps_serving() {
+    let fabric = Fabric::start(3, 2).await;
+    let node = fabric.node(2).clone();
+    let map = node.map().await.expect("map");
+    let first = map.ranges[0];
+    let invalid = |r: Result<whip_proto::v1::RangeMoveResponse, whip_cell::CellError>, what| {
+        assert!(
+            matches!(&r, Err(whip_cell::CellError::InvalidArgument(m)) if m.contains(what)),
+            "{r:?}"
+        );
+    };
+    invalid(
+        whip_fabric::admin::move_range(&node, 12345, 2).await,
+        "no range starts",
+    );
+    invalid(
+        whip_fabric::admin::move_range(&node, first.start, 0).await,
+        "not a data cell",
+    );
+    invalid(
+        whip_fabric::admin::move_range(&node, first.start, 9).await,
+        "not a data cell",
+    );
+    invalid(
+        whip_fabric::admin::move_range(&node, first.start, first.cell).await,
+        "already on cell",
+    );
+    invalid(
+        whip_fabric::admin::split_range(&node, first.start, first.start).await,
+        "not inside",
+    );
+    invalid(
+        whip_fabric::admin::split_range(&node, 777, 778).await,
+        "no range starts",
+    );
+    let client = fabric.client_of(3);
+    crate::put(&client, "still-serving", "yes", Some(0)).await;
+    assert_eq!(
+        node.map().await.expect("map").ranges,
+        map.ranges,
+        "nothing changed"
+    );
+    fabric.shutdown().await;
+}
