@@ -69,6 +69,18 @@ pub(crate) struct Inner {
     hints: Mutex<HashMap<u64, String>>,
 }
 
+impl Inner {
+    /// Every hosted member.
+    fn members(&self) -> Vec<Cell> {
+        self.cells
+            .read()
+            .expect("cells lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
 impl Node {
     /// Start every cell member found in the data directory.
     pub async fn start(config: NodeConfig) -> Result<Node, CellError> {
@@ -196,15 +208,7 @@ impl Node {
 
     /// Stop every hosted cell.
     pub async fn shutdown(&self) {
-        let cells: Vec<Cell> = self
-            .inner
-            .cells
-            .read()
-            .expect("cells lock")
-            .values()
-            .cloned()
-            .collect();
-        for cell in cells {
+        for cell in self.inner.members() {
             cell.shutdown().await;
         }
     }
@@ -394,13 +398,7 @@ async fn tick_loop(inner: std::sync::Weak<Inner>) {
     loop {
         interval.tick().await;
         let Some(inner) = inner.upgrade() else { return };
-        let cells: Vec<Cell> = inner
-            .cells
-            .read()
-            .expect("cells lock")
-            .values()
-            .cloned()
-            .collect();
+        let cells = inner.members();
         drop(inner);
         for cell in cells {
             if cell.tick_due() {

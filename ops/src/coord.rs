@@ -163,6 +163,21 @@ fn print_leader(global: &Global, leader: Option<&pb::ElectionLeader>, group: &st
     }
 }
 
+fn campaign(
+    group: String,
+    candidate: String,
+    endpoints: Vec<String>,
+    ttl: &str,
+) -> Result<pb::CampaignRequest> {
+    Ok(pb::CampaignRequest {
+        group,
+        candidate,
+        endpoints,
+        ttl_ms: ttl_ms(ttl)?,
+        idempotency_key: String::new(),
+    })
+}
+
 fn ttl_ms(text: &str) -> Result<u64> {
     parse_duration_ms(text).map_err(anyhow::Error::msg)
 }
@@ -188,14 +203,8 @@ async fn election_on(global: &Global, c: &CellClient, cmd: ElectionCommand) -> R
             endpoints,
             ttl,
         } => {
-            let request = pb::CampaignRequest {
-                group,
-                candidate,
-                endpoints,
-                ttl_ms: ttl_ms(&ttl)?,
-                idempotency_key: String::new(),
-            };
-            c.campaign(request).await?
+            c.campaign(campaign(group, candidate, endpoints, &ttl)?)
+                .await?
         }
         ElectionCommand::Proclaim {
             group,
@@ -244,13 +253,7 @@ async fn election_on(global: &Global, c: &CellClient, cmd: ElectionCommand) -> R
             endpoints,
             ttl,
         } => {
-            let request = pb::CampaignRequest {
-                group,
-                candidate,
-                endpoints,
-                ttl_ms: ttl_ms(&ttl)?,
-                idempotency_key: String::new(),
-            };
+            let request = campaign(group, candidate, endpoints, &ttl)?;
             return run_candidate(global, c, request).await;
         }
     };

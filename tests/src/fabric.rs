@@ -3,14 +3,15 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use whip_cell::CellClient;
 use whip_fabric::{Node, NodeConfig};
 use whip_proto::v1 as pb;
 
-use crate::{free_addrs, init_tracing, wait_for, whip_binary};
+use crate::process::{kill_child, spawn_server};
+use crate::{free_addrs, init_tracing, wait_for};
 
 struct Running {
     node: Node,
@@ -176,30 +177,13 @@ impl ProcessFabric {
     /// Start (or restart) node `id`'s process.
     pub fn spawn(&mut self, id: u64) {
         let index = (id - 1) as usize;
-        let child = Command::new(whip_binary())
-            .args([
-                "node",
-                "serve",
-                "--id",
-                &id.to_string(),
-                "--listen",
-                &self.addrs[index],
-            ])
-            .arg("--data")
-            .arg(self.dir.path().join(format!("node-{id}")))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn whip node serve");
-        self.children[index] = Some(child);
+        let data = self.dir.path().join(format!("node-{id}"));
+        self.children[index] = Some(spawn_server("node", id, &self.addrs[index], &data));
     }
 
     /// SIGKILL node `id`.
     pub fn kill(&mut self, id: u64) {
-        if let Some(mut child) = self.children[(id - 1) as usize].take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        kill_child(&mut self.children[(id - 1) as usize]);
     }
 
     /// `--node ID=ADDR` arguments naming every node.

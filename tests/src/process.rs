@@ -23,6 +23,27 @@ pub fn whip_binary() -> PathBuf {
     bin
 }
 
+/// Start `whip <kind> serve --id ID --listen ADDR --data DATA` (`kind` is `cell` or
+/// `node`), its output discarded.
+pub(crate) fn spawn_server(kind: &str, id: u64, addr: &str, data: &std::path::Path) -> Child {
+    Command::new(whip_binary())
+        .args([kind, "serve", "--id", &id.to_string(), "--listen", addr])
+        .arg("--data")
+        .arg(data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn whip {kind} serve: {e}"))
+}
+
+/// SIGKILL the child in `slot`, if any, and reap it.
+pub(crate) fn kill_child(slot: &mut Option<Child>) {
+    if let Some(mut child) = slot.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 /// Members of one cell, each its own process.
 pub struct ProcessCluster {
     /// Data root.
@@ -68,30 +89,13 @@ impl ProcessCluster {
     /// Start (or restart) member `id`'s process.
     pub fn spawn(&mut self, id: u64) {
         let index = (id - 1) as usize;
-        let child = Command::new(whip_binary())
-            .args([
-                "cell",
-                "serve",
-                "--id",
-                &id.to_string(),
-                "--listen",
-                &self.addrs[index],
-            ])
-            .arg("--data")
-            .arg(self.dir.path().join(format!("member-{id}")))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn whip cell serve");
-        self.children[index] = Some(child);
+        let data = self.dir.path().join(format!("member-{id}"));
+        self.children[index] = Some(spawn_server("cell", id, &self.addrs[index], &data));
     }
 
     /// SIGKILL member `id`.
     pub fn kill(&mut self, id: u64) {
-        if let Some(mut child) = self.children[(id - 1) as usize].take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        kill_child(&mut self.children[(id - 1) as usize]);
     }
 
     /// Send `signal` (e.g. `libc::SIGSTOP`, `libc::SIGCONT`) to member `id`'s process.
