@@ -50,6 +50,8 @@ pub struct CellClient {
     seq: AtomicU64,
     retry_for: Duration,
     attempt_timeout: Duration,
+    /// The agent this client acts for and its token, sent as metadata on every call.
+    identity: Option<(String, String)>,
 }
 
 impl CellClient {
@@ -73,6 +75,7 @@ impl CellClient {
             seq: AtomicU64::new(0),
             retry_for: Duration::from_millis(RETRY_FOR_MS),
             attempt_timeout: Duration::from_millis(limits::CLIENT_ATTEMPT_TIMEOUT_MS),
+            identity: None,
         })
     }
 
@@ -117,6 +120,25 @@ impl CellClient {
             self.client_id,
             self.seq.fetch_add(1, Ordering::Relaxed)
         )
+    }
+
+    /// Act for `agent`, proven by `token` (see [`crate::identity`]).
+    pub fn with_identity(mut self, agent: impl Into<String>, token: impl Into<String>) -> Self {
+        self.identity = Some((agent.into(), token.into()));
+        self
+    }
+
+    /// `req` as a gRPC request carrying this client's identity metadata.
+    fn request<T>(identity: &Option<(String, String)>, req: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(req);
+        if let Some((agent, token)) = identity {
+            let metadata = request.metadata_mut();
+            if let (Ok(agent), Ok(token)) = (agent.parse(), token.parse()) {
+                metadata.insert(crate::identity::AGENT_HEADER, agent);
+                metadata.insert(crate::identity::TOKEN_HEADER, token);
+            }
+        }
+        request
     }
 
     fn key_or_new(&self, key: &mut String) {
@@ -189,11 +211,13 @@ macro_rules! reads {
         #[doc = concat!("Call `", stringify!($name), "` on the cell, retrying while it is unavailable.")]
         pub async fn $name(&self, req: $req) -> Result<$resp, CellError> {
             if let Some(api) = &self.local {
-                return Ok(CellService::$name(api.as_ref(), tonic::Request::new(req)).await?.into_inner());
+                let request = Self::request(&self.identity, req);
+                return Ok(CellService::$name(api.as_ref(), request).await?.into_inner());
             }
+            let identity = &self.identity;
             self.call(|ch| {
-                let req = req.clone();
-                async move { Self::cell(ch).$name(req).await }
+                let request = Self::request(identity, req.clone());
+                async move { Self::cell(ch).$name(request).await }
             })
             .await
         }
@@ -206,11 +230,13 @@ macro_rules! writes {
         pub async fn $name(&self, mut req: $req) -> Result<$resp, CellError> {
             self.key_or_new(&mut req.idempotency_key);
             if let Some(api) = &self.local {
-                return Ok(CellService::$name(api.as_ref(), tonic::Request::new(req)).await?.into_inner());
+                let request = Self::request(&self.identity, req);
+                return Ok(CellService::$name(api.as_ref(), request).await?.into_inner());
             }
+            let identity = &self.identity;
             self.call(|ch| {
-                let req = req.clone();
-                async move { Self::cell(ch).$name(req).await }
+                let request = Self::request(identity, req.clone());
+                async move { Self::cell(ch).$name(request).await }
             })
             .await
         }
@@ -226,6 +252,7 @@ impl CellClient {
         status(pb::StatusRequest) -> pb::StatusResponse;
         kv_range(pb::KvRangeRequest) -> pb::KvRangeResponse;
         leader(pb::LeaderRequest) -> pb::LeaderResponse;
+        agent_register(pb::AgentRegisterRequest) -> pb::AgentRegisterResponse;
     }
 
     writes! {

@@ -21,6 +21,7 @@
 pub mod client;
 mod convert;
 pub mod error;
+pub mod identity;
 pub mod limits;
 pub mod network;
 pub mod runtime;

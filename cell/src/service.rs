@@ -82,7 +82,7 @@ pub fn services(
     tonic::transport::Server::builder()
         .add_service(reflection)
         .add_service(
-            cell_server::CellServer::new(CellApi { dispatch })
+            cell_server::CellServer::new(CellApi::new(dispatch))
                 .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
                 .max_encoding_message_size(limits::MESSAGE_BYTES_MAX),
         )
@@ -126,11 +126,23 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
 /// The typed client API. The in-process client calls it directly.
 pub(crate) struct CellApi {
     dispatch: Arc<dyn Dispatch>,
+    verifier: crate::identity::Verifier,
 }
 
 impl CellApi {
     pub(crate) fn new(dispatch: Arc<dyn Dispatch>) -> Self {
-        CellApi { dispatch }
+        CellApi {
+            dispatch,
+            verifier: crate::identity::Verifier::default(),
+        }
+    }
+
+    /// The agent a call acts for, proven by its metadata (never taken from the body).
+    #[allow(dead_code)]
+    async fn caller<T>(&self, req: &GrpcRequest<T>) -> Result<String, Status> {
+        self.verifier
+            .caller(self.dispatch.as_ref(), req.metadata())
+            .await
     }
 }
 
@@ -477,6 +489,48 @@ impl cell_server::Cell for CellApi {
         };
         let outcome = self.submit(req.idempotency_key, command).await?;
         Ok(Response::new(convert::schedule_response(outcome)?))
+    }
+
+    async fn agent_register(
+        &self,
+        req: GrpcRequest<pb::AgentRegisterRequest>,
+    ) -> GrpcResult<pb::AgentRegisterResponse> {
+        let req = req.into_inner();
+        crate::identity::check_agent_name(&req.agent)?;
+        if req.token.len() < 16 {
+            return Err(Status::invalid_argument(
+                "an agent token needs at least 16 bytes",
+            ));
+        }
+        let hash = crate::identity::token_hash(&req.token);
+        let put = Command::KvPut {
+            key: crate::identity::agent_key(&req.agent),
+            value: hash.clone().into_bytes(),
+            expect_version: Some(0),
+        };
+        let key = format!("agent-register/{}/{hash}", req.agent);
+        match self.submit(key, put).await? {
+            Outcome::KvWritten { .. } => {
+                Ok(Response::new(pb::AgentRegisterResponse { created: true }))
+            }
+            Outcome::KvVersionMismatch { .. } => {
+                let stored = self
+                    .read(Query::KvGet {
+                        key: crate::identity::agent_key(&req.agent),
+                    })
+                    .await?;
+                match stored {
+                    QueryResult::Kv(Some(e)) if e.value == hash.as_bytes() => {
+                        Ok(Response::new(pb::AgentRegisterResponse { created: false }))
+                    }
+                    _ => Err(Status::already_exists(format!(
+                        "agent name {:?} is taken",
+                        req.agent
+                    ))),
+                }
+            }
+            other => Err(Status::internal(format!("unexpected answer {other:?}"))),
+        }
     }
 
     async fn status(&self, req: GrpcRequest<pb::StatusRequest>) -> GrpcResult<pb::StatusResponse> {
