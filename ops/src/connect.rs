@@ -33,6 +33,16 @@ struct Embedded {
 }
 
 impl Session {
+    /// The same session with its client rebuilt by `f` (e.g. to act for an agent).
+    pub(crate) fn with_client(self, f: impl FnOnce(CellClient) -> CellClient) -> Session {
+        let client = std::sync::Arc::try_unwrap(self.client)
+            .unwrap_or_else(|_| panic!("the session's client is not shared yet"));
+        Session {
+            client: std::sync::Arc::new(f(client)),
+            embedded: self.embedded,
+        }
+    }
+
     /// Stop the embedded cell (if this process holds it) after the command is done.
     pub(crate) async fn close(self) {
         if let Some(e) = self.embedded {

@@ -7,6 +7,7 @@
 //! Must never: implement coordination semantics (that is `whip-board`) or Raft (that is
 //! `whip-cell`); it only parses, connects and prints.
 
+mod agent;
 mod bench;
 mod cellcmd;
 mod connect;
@@ -17,6 +18,7 @@ mod output;
 mod primitives;
 mod run;
 mod signals;
+mod structures;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,6 +39,9 @@ struct Cli {
     /// Print machine-readable JSON.
     #[arg(long, global = true)]
     json: bool,
+    /// Act as this agent (team and board calls); its token lives in the credentials file.
+    #[arg(long, global = true, env = "WHIP_AGENT")]
+    agent: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -58,6 +63,24 @@ enum Command {
     /// Schedules whose every due time fires once fabric-wide: fire, watch.
     #[command(subcommand)]
     Schedule(coord::ScheduleCommand),
+    /// The CLI's agent identity (`--agent`, `WHIP_AGENT`): `whip agent register`.
+    #[command(subcommand)]
+    Agent(AgentCommand),
+    /// A team's JSON document (manifest) with versioned compare-and-set.
+    #[command(subcommand)]
+    Doc(structures::DocCommand),
+    /// A team's columnar frame: one row per file, build/test status columns.
+    #[command(subcommand)]
+    Frame(structures::FrameCommand),
+    /// A team's shared artifacts: name → reference.
+    #[command(subcommand)]
+    Artifacts(structures::ArtifactsCommand),
+    /// Team signals: publish, subscribe (follow).
+    #[command(subcommand)]
+    Signal(structures::SignalCommand),
+    /// Per-path edit locks and the repository run lock (fenced, with a TTL).
+    #[command(subcommand)]
+    Lock(structures::LockCommand),
     /// CAS keys with versions and fences.
     #[command(subcommand)]
     Kv(primitives::KvCommand),
@@ -87,6 +110,13 @@ enum Command {
     Engine(run::EngineCommand),
 }
 
+/// `whip agent …`.
+#[derive(Subcommand, Debug)]
+enum AgentCommand {
+    /// Register the agent (idempotent) and keep its token in the credentials file.
+    Register,
+}
+
 /// `whip check FILE… [--root W] [--explain]`.
 #[derive(clap::Args, Debug)]
 struct CheckArgs {
@@ -107,6 +137,7 @@ pub(crate) struct Global {
     pub(crate) cell: Option<String>,
     pub(crate) store: Option<PathBuf>,
     pub(crate) json: bool,
+    pub(crate) agent: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -116,6 +147,7 @@ fn main() -> ExitCode {
         cell: cli.cell,
         store: cli.store,
         json: cli.json,
+        agent: cli.agent,
     };
     if let Command::Check(args) = cli.command {
         return check(&global, args);
@@ -137,6 +169,12 @@ fn main() -> ExitCode {
             Command::Node(cmd) => fabriccmd::node(cmd).await,
             Command::Fabric(cmd) => fabriccmd::fabric(&global, cmd).await,
             Command::Election(cmd) => coord::election(&global, cmd).await,
+            Command::Agent(AgentCommand::Register) => agent::register(&global).await,
+            Command::Doc(cmd) => structures::doc(&global, cmd).await,
+            Command::Frame(cmd) => structures::frame(&global, cmd).await,
+            Command::Artifacts(cmd) => structures::artifacts(&global, cmd).await,
+            Command::Signal(cmd) => structures::signal(&global, cmd).await,
+            Command::Lock(cmd) => structures::lock(&global, cmd).await,
             Command::Schedule(cmd) => coord::schedule(&global, cmd).await,
             Command::Kv(cmd) => primitives::kv(&global, cmd).await,
             Command::Lease(cmd) => primitives::lease(&global, cmd).await,

@@ -300,3 +300,135 @@ fn check_accepts_the_seed_programs() {
     }
     assert!(checked >= 3);
 }
+
+/// The team structures beside the board: a document with versioned CAS, a frame merged row
+/// by row, artifacts, signals followed after a sequence, and fenced path and run locks.
+#[test]
+fn blackboard_structures_on_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let put = whip(
+        d,
+        &[
+            "doc",
+            "put",
+            "t",
+            "manifest",
+            "--value",
+            r#"{"files":["a.rs"]}"#,
+            "--expect",
+            "0",
+            "--json",
+        ],
+    );
+    assert!(put.status.success());
+    let version = json_of(&put)["version"].as_u64().unwrap();
+    let stale = whip(
+        d,
+        &[
+            "doc", "put", "t", "manifest", "--value", "{}", "--expect", "0",
+        ],
+    );
+    assert_eq!(stale.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&stale.stderr).contains(&format!("at version {version}")));
+    let got = json_of(&whip(d, &["doc", "get", "t", "manifest", "--json"]));
+    assert_eq!(got["doc"]["files"][0], "a.rs");
+    assert!(
+        whip(
+            d,
+            &[
+                "frame",
+                "set",
+                "t",
+                "ci",
+                "src/a.rs",
+                "--col",
+                "build=ok",
+                "--col",
+                "test=failed"
+            ]
+        )
+        .status
+        .success()
+    );
+    assert!(
+        whip(
+            d,
+            &["frame", "set", "t", "ci", "src/a.rs", "--col", "test=ok"]
+        )
+        .status
+        .success()
+    );
+    let frame = json_of(&whip(d, &["frame", "show", "t", "ci", "--json"]));
+    assert_eq!(
+        frame["rows"]["src/a.rs"],
+        serde_json::json!({"build": "ok", "test": "ok"})
+    );
+    assert!(
+        whip(d, &["artifacts", "set", "t", "bin", "sha256:abc"])
+            .status
+            .success()
+    );
+    let artifacts = json_of(&whip(d, &["artifacts", "list", "t", "--json"]));
+    assert_eq!(artifacts["artifacts"]["bin"], "sha256:abc");
+    for n in 1..=2 {
+        let body = format!(r#"{{"n":{n}}}"#);
+        assert!(
+            whip(d, &["signal", "publish", "t", "deploys", "--body", &body])
+                .status
+                .success()
+        );
+    }
+    let follow = whip(
+        d,
+        &[
+            "signal",
+            "subscribe",
+            "t",
+            "deploys",
+            "--after",
+            "1",
+            "--for",
+            "200ms",
+            "--json",
+        ],
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&follow.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "only signals after #1");
+    assert_eq!(lines[0]["body"]["n"], 2);
+    let first = json_of(&whip(
+        d,
+        &[
+            "lock", "acquire", "t", "src/a.rs", "--holder", "w1", "--json",
+        ],
+    ));
+    assert_eq!(first["outcome"], "held");
+    let second = json_of(&whip(
+        d,
+        &[
+            "lock", "acquire", "t", "src/a.rs", "--holder", "w2", "--json",
+        ],
+    ));
+    assert_eq!(second["outcome"], "contended");
+    let run = json_of(&whip(
+        d,
+        &["lock", "acquire", "t", "--repo", "--holder", "w2", "--json"],
+    ));
+    assert_eq!(run["outcome"], "held");
+    assert!(run["fence"].as_u64().unwrap() > first["fence"].as_u64().unwrap());
+    assert!(
+        whip(d, &["lock", "release", "t", "src/a.rs", "--holder", "w1"])
+            .status
+            .success()
+    );
+    let third = json_of(&whip(
+        d,
+        &[
+            "lock", "acquire", "t", "src/a.rs", "--holder", "w2", "--json",
+        ],
+    ));
+    assert_eq!(third["outcome"], "held");
+}

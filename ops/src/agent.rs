@@ -1,0 +1,117 @@
+//! The CLI's agent identity: `--agent NAME` (or `WHIP_AGENT`, default `cli-$USER`) and its
+//! token, kept in a credentials file (`WHIP_CREDENTIALS`, default
+//! `~/.config/whip/credentials.json`, mode 0600). The first use of a name creates its token
+//! and registers the agent; every call acting for it then proves it with the token.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, anyhow};
+use rand::RngCore;
+use whip_cell::{CellClient, CellError};
+use whip_proto::v1 as pb;
+
+use crate::Global;
+use crate::connect::Session;
+
+/// The agent name the CLI acts as.
+pub(crate) fn agent_name(global: &Global) -> String {
+    global.agent.clone().unwrap_or_else(|| {
+        let user = std::env::var("USER").unwrap_or_else(|_| "operator".into());
+        format!("cli-{user}")
+    })
+}
+
+fn credentials_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("WHIP_CREDENTIALS") {
+        return PathBuf::from(path);
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join(".config/whip/credentials.json")
+}
+
+fn load() -> Result<BTreeMap<String, String>> {
+    let path = credentials_path();
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .with_context(|| format!("credentials file {} is unreadable", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+fn save(tokens: &BTreeMap<String, String>) -> Result<()> {
+    let path = credentials_path();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let tmp = path.with_extension("tmp");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    file.write_all(&serde_json::to_vec_pretty(tokens)?)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// The token of `agent`, created (and saved) on first use.
+fn token_for(agent: &str) -> Result<String> {
+    let mut tokens = load()?;
+    if let Some(token) = tokens.get(agent) {
+        return Ok(token.clone());
+    }
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    tokens.insert(agent.to_string(), token.clone());
+    save(&tokens)?;
+    Ok(token)
+}
+
+/// Make `session` act for the CLI's agent: register it (idempotent) and attach its token.
+pub(crate) async fn authenticate(global: &Global, session: Session) -> Result<Session> {
+    let agent = agent_name(global);
+    let token = token_for(&agent)?;
+    let register = pb::AgentRegisterRequest {
+        agent: agent.clone(),
+        token: token.clone(),
+    };
+    match session.client.agent_register(register).await {
+        Ok(_) => {}
+        Err(CellError::Unavailable(m)) if m.contains("is taken") => {
+            return Err(anyhow!(
+                "agent {agent:?} is registered with another token than the one in {}",
+                credentials_path().display()
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(session.with_client(|client: CellClient| client.with_identity(agent, token)))
+}
+
+/// `whip agent register`: register the CLI's agent (`--agent`) on the cell or fabric and
+/// keep its token in the credentials file.
+pub(crate) async fn register(global: &Global) -> Result<std::process::ExitCode> {
+    let session = crate::connect::session(global).await?;
+    let result = authenticate(global, session).await;
+    let agent = agent_name(global);
+    let session = result?;
+    session.close().await;
+    let path = credentials_path();
+    if global.json {
+        crate::output::json(&serde_json::json!({"agent": agent, "credentials": path}));
+    } else {
+        crate::output::line(&format!(
+            "agent {agent} registered (token in {})",
+            path.display()
+        ));
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}

@@ -1,0 +1,500 @@
+//! The other blackboard structures of a team (seed 003, "The blackboard"), built on the
+//! fabric's primitives so they inherit replication, routing and fencing:
+//!
+//! - `whip doc`: a JSON document (a manifest, a file tree) with versioned compare-and-set;
+//! - `whip frame`: a columnar frame, one row per file with build/test status columns;
+//! - `whip artifacts`: a shared hash of artifact name → reference;
+//! - `whip signal`: team signals, published to an append-only ledger and followed;
+//! - `whip lock`: a per-path edit lock or the repository-level run lock: a one-slot lease
+//!   whose grant carries a fence (present it to whatever the lock guards).
+//!
+//! Keys carry the team as their routing tag (`doc/{team}/…`), so a team's structures live
+//! on the same cell as its board.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Subcommand;
+use serde_json::{Map, Value, json};
+use whip_cell::CellClient;
+use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
+
+use crate::Global;
+use crate::connect::session;
+use crate::output::{self, parse_duration_ms};
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum DocCommand {
+    /// Print the document and its version.
+    Get { team: String, name: String },
+    /// Replace the document if its version is --expect (0 = create).
+    Put {
+        team: String,
+        name: String,
+        /// The new document (JSON).
+        #[arg(long)]
+        value: String,
+        #[arg(long)]
+        expect: u64,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum FrameCommand {
+    /// Set columns of one row (`--col build=ok --col test=failed`), merged into the row.
+    Set {
+        team: String,
+        frame: String,
+        row: String,
+        #[arg(long = "col", required = true)]
+        cols: Vec<String>,
+    },
+    /// Every row of the frame.
+    Show { team: String, frame: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum ArtifactsCommand {
+    /// Record an artifact (name → reference, e.g. a content hash or URL).
+    Set {
+        team: String,
+        name: String,
+        reference: String,
+    },
+    /// Every artifact of the team.
+    List { team: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum SignalCommand {
+    /// Publish a signal (JSON body) on a topic.
+    Publish {
+        team: String,
+        topic: String,
+        #[arg(long, default_value = "{}")]
+        body: String,
+    },
+    /// Print signals of a topic after --after, then follow new ones (until --for ends).
+    Subscribe {
+        team: String,
+        topic: String,
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        #[arg(long = "for")]
+        duration: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum LockCommand {
+    /// Take the edit lock of PATH (or the run lock with --repo): held with a fence, or
+    /// contended.
+    Acquire {
+        team: String,
+        /// The path to lock (omit with --repo).
+        path: Option<String>,
+        /// The repository-level run lock instead of a path lock.
+        #[arg(long, conflicts_with = "path")]
+        repo: bool,
+        #[arg(long)]
+        holder: String,
+        #[arg(long, default_value = "5m")]
+        ttl: String,
+    },
+    /// Give the lock back.
+    Release {
+        team: String,
+        path: Option<String>,
+        #[arg(long, conflicts_with = "path")]
+        repo: bool,
+        #[arg(long)]
+        holder: String,
+    },
+}
+
+fn key(kind: &str, team: &str, rest: &str) -> Vec<u8> {
+    format!("{kind}/{{{team}}}/{rest}").into_bytes()
+}
+
+async fn read(c: &CellClient, key: Vec<u8>) -> Result<Option<(Vec<u8>, u64)>> {
+    let r = c.kv_get(pb::KvGetRequest { key }).await?;
+    Ok(r.found.then_some((r.value, r.version)))
+}
+
+async fn cas(
+    c: &CellClient,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    expect: u64,
+) -> Result<pb::KvWriteResponse> {
+    let req = pb::KvPutRequest {
+        key,
+        value,
+        expect_version: Some(expect),
+        idempotency_key: String::new(),
+    };
+    Ok(c.kv_put(req).await?)
+}
+
+async fn scan(c: &CellClient, prefix: Vec<u8>) -> Result<Vec<(String, Vec<u8>)>> {
+    let strip = prefix.len();
+    let r = c
+        .kv_range(pb::KvRangeRequest {
+            prefix,
+            after_key: Vec::new(),
+            limit: 0,
+        })
+        .await?;
+    Ok(r.entries
+        .into_iter()
+        .map(|e| {
+            (
+                String::from_utf8_lossy(&e.key[strip..]).to_string(),
+                e.value,
+            )
+        })
+        .collect())
+}
+
+fn parse_json(text: &str, what: &str) -> Result<Value> {
+    serde_json::from_str(text).with_context(|| format!("{what} is not JSON"))
+}
+
+fn show(global: &Global, value: Value, text: String) -> ExitCode {
+    if global.json {
+        output::json(&value);
+    } else {
+        output::line(&text);
+    }
+    ExitCode::SUCCESS
+}
+
+pub(crate) async fn doc(global: &Global, cmd: DocCommand) -> Result<ExitCode> {
+    let session = session(global).await?;
+    let c = &session.client;
+    let result = async {
+        Ok(match cmd {
+            DocCommand::Get { team, name } => match read(c, key("doc", &team, &name)).await? {
+                Some((bytes, version)) => {
+                    let doc = parse_json(&String::from_utf8_lossy(&bytes), "the stored document")?;
+                    show(
+                        global,
+                        json!({"doc": doc, "version": version}),
+                        format!("{doc} (version {version})"),
+                    )
+                }
+                None => show(
+                    global,
+                    json!({"doc": null, "version": 0}),
+                    "(absent)".into(),
+                ),
+            },
+            DocCommand::Put {
+                team,
+                name,
+                value,
+                expect,
+            } => {
+                let doc = parse_json(&value, "--value")?;
+                let r = cas(
+                    c,
+                    key("doc", &team, &name),
+                    doc.to_string().into_bytes(),
+                    expect,
+                )
+                .await?;
+                if r.code != Code::KvWritten as i32 {
+                    bail!(
+                        "version mismatch: the document is at version {}",
+                        r.current_version
+                    );
+                }
+                show(
+                    global,
+                    json!({"version": r.version}),
+                    format!("written version {}", r.version),
+                )
+            }
+        })
+    }
+    .await;
+    session.close().await;
+    result
+}
+
+/// Merge `cols` into one frame row by compare-and-set, retrying on a concurrent change.
+async fn frame_set(c: &CellClient, key: Vec<u8>, cols: &[String]) -> Result<(Value, u64)> {
+    let mut update = Map::new();
+    for col in cols {
+        let (name, value) = col
+            .split_once('=')
+            .ok_or_else(|| anyhow!("column {col:?} is not NAME=VALUE"))?;
+        update.insert(name.to_string(), Value::String(value.to_string()));
+    }
+    for _ in 0..64 {
+        let (mut row, version) = match read(c, key.clone()).await? {
+            Some((bytes, version)) => (serde_json::from_slice::<Value>(&bytes)?, version),
+            None => (json!({}), 0),
+        };
+        if let Some(map) = row.as_object_mut() {
+            map.extend(update.clone());
+        }
+        let r = cas(c, key.clone(), row.to_string().into_bytes(), version).await?;
+        if r.code == Code::KvWritten as i32 {
+            return Ok((row, r.version));
+        }
+    }
+    bail!("the row kept changing underneath; try again")
+}
+
+pub(crate) async fn frame(global: &Global, cmd: FrameCommand) -> Result<ExitCode> {
+    let session = session(global).await?;
+    let c = &session.client;
+    let result = async {
+        Ok(match cmd {
+            FrameCommand::Set {
+                team,
+                frame,
+                row,
+                cols,
+            } => {
+                let (value, version) =
+                    frame_set(c, key("frame", &team, &format!("{frame}/{row}")), &cols).await?;
+                show(
+                    global,
+                    json!({"row": row, "columns": value, "version": version}),
+                    format!("{row}: {value}"),
+                )
+            }
+            FrameCommand::Show { team, frame } => {
+                let rows = scan(c, key("frame", &team, &format!("{frame}/"))).await?;
+                let mut out = Map::new();
+                let mut text = Vec::new();
+                for (row, bytes) in rows {
+                    let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                    text.push(format!("{row}: {value}"));
+                    out.insert(row, value);
+                }
+                show(
+                    global,
+                    json!({"frame": frame, "rows": out}),
+                    text.join("\n"),
+                )
+            }
+        })
+    }
+    .await;
+    session.close().await;
+    result
+}
+
+pub(crate) async fn artifacts(global: &Global, cmd: ArtifactsCommand) -> Result<ExitCode> {
+    let session = session(global).await?;
+    let c = &session.client;
+    let result = async {
+        Ok(match cmd {
+            ArtifactsCommand::Set {
+                team,
+                name,
+                reference,
+            } => {
+                let req = pb::KvPutRequest {
+                    key: key("artifact", &team, &name),
+                    value: reference.clone().into_bytes(),
+                    expect_version: None,
+                    idempotency_key: String::new(),
+                };
+                let r = c.kv_put(req).await?;
+                show(
+                    global,
+                    json!({"name": name, "reference": reference, "version": r.version}),
+                    format!("{name} = {reference}"),
+                )
+            }
+            ArtifactsCommand::List { team } => {
+                let rows = scan(c, key("artifact", &team, "")).await?;
+                let map: Map<String, Value> = rows
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::String(String::from_utf8_lossy(v).into())))
+                    .collect();
+                let text = rows
+                    .iter()
+                    .map(|(k, v)| format!("{k} = {}", String::from_utf8_lossy(v)))
+                    .collect::<Vec<_>>();
+                show(global, json!({"artifacts": map}), text.join("\n"))
+            }
+        })
+    }
+    .await;
+    session.close().await;
+    result
+}
+
+fn signal_ledger(team: &str, topic: &str) -> pb::ResourceId {
+    pb::ResourceId {
+        owner: format!("team/{team}"),
+        name: "signals".into(),
+        key: topic.into(),
+    }
+}
+
+/// Signals are kept a day.
+const SIGNAL_RETAIN_MS: u64 = 86_400_000;
+/// How often a subscriber polls for new signals.
+const SIGNAL_POLL_MS: u64 = 200;
+
+pub(crate) async fn signal(global: &Global, cmd: SignalCommand) -> Result<ExitCode> {
+    let session = session(global).await?;
+    let c = &session.client;
+    let result = async {
+        match cmd {
+            SignalCommand::Publish { team, topic, body } => {
+                let body = parse_json(&body, "--body")?;
+                let req = pb::LedgerAppendRequest {
+                    ledger: Some(signal_ledger(&team, &topic)),
+                    entry: body.to_string().into_bytes(),
+                    appended_by: crate::agent::agent_name(global),
+                    retain_ms: SIGNAL_RETAIN_MS,
+                    idempotency_key: String::new(),
+                };
+                let r = c.ledger_append(req).await?;
+                Ok(show(
+                    global,
+                    json!({"seq": r.seq}),
+                    format!("published #{}", r.seq),
+                ))
+            }
+            SignalCommand::Subscribe {
+                team,
+                topic,
+                after,
+                duration,
+            } => {
+                let until = match duration {
+                    Some(text) => Some(
+                        tokio::time::Instant::now()
+                            + Duration::from_millis(
+                                parse_duration_ms(&text).map_err(anyhow::Error::msg)?,
+                            ),
+                    ),
+                    None => None,
+                };
+                follow(global, c, &team, &topic, after, until).await
+            }
+        }
+    }
+    .await;
+    session.close().await;
+    result
+}
+
+async fn follow(
+    global: &Global,
+    c: &CellClient,
+    team: &str,
+    topic: &str,
+    mut after: u64,
+    until: Option<tokio::time::Instant>,
+) -> Result<ExitCode> {
+    let id = signal_ledger(team, topic);
+    loop {
+        let r = c
+            .ledger_list(pb::LedgerListRequest {
+                owner: id.owner.clone(),
+                name: id.name.clone(),
+                partition: Some(id.key.clone()),
+                after_seq: after,
+                limit: 0,
+            })
+            .await?;
+        for e in r.entries {
+            after = after.max(e.seq);
+            let body: Value = serde_json::from_slice(&e.entry).unwrap_or(Value::Null);
+            show(
+                global,
+                json!({"seq": e.seq, "from": e.appended_by, "body": body}),
+                format!("#{} {}: {body}", e.seq, e.appended_by),
+            );
+        }
+        if until.is_some_and(|at| tokio::time::Instant::now() >= at) {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(SIGNAL_POLL_MS)) => {}
+            _ = crate::signals::stopped() => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}
+
+fn lock_id(team: &str, path: Option<&str>, repo: bool) -> Result<pb::ResourceId> {
+    let (name, key) = match (path, repo) {
+        (_, true) => ("run-lock", String::new()),
+        (Some(path), false) => ("edit-lock", path.to_string()),
+        (None, false) => bail!("name a PATH to lock, or --repo for the run lock"),
+    };
+    Ok(pb::ResourceId {
+        owner: format!("team/{team}"),
+        name: name.into(),
+        key,
+    })
+}
+
+pub(crate) async fn lock(global: &Global, cmd: LockCommand) -> Result<ExitCode> {
+    let session = session(global).await?;
+    let c = &session.client;
+    let result = async {
+        Ok(match cmd {
+            LockCommand::Acquire {
+                team,
+                path,
+                repo,
+                holder,
+                ttl,
+            } => {
+                let req = pb::LeaseAcquireRequest {
+                    lease: Some(lock_id(&team, path.as_deref(), repo)?),
+                    holder,
+                    slots: 1,
+                    ttl_ms: parse_duration_ms(&ttl).map_err(anyhow::Error::msg)?,
+                    ..Default::default()
+                };
+                let r = c.lease_acquire(req).await?;
+                lock_answer(global, &r)
+            }
+            LockCommand::Release {
+                team,
+                path,
+                repo,
+                holder,
+            } => {
+                let req = pb::LeaseReleaseRequest {
+                    lease: Some(lock_id(&team, path.as_deref(), repo)?),
+                    holder,
+                    ..Default::default()
+                };
+                let r = c.lease_release(req).await?;
+                lock_answer(global, &r)
+            }
+        })
+    }
+    .await;
+    session.close().await;
+    result
+}
+
+fn lock_answer(global: &Global, r: &pb::LeaseResponse) -> ExitCode {
+    let outcome = crate::primitives::code_name(r.code);
+    let holders: Vec<&str> = r.holders.iter().map(|h| h.holder.as_str()).collect();
+    let text = match Code::try_from(r.code) {
+        Ok(Code::LeaseHeld) => format!("held fence={}", r.fence),
+        Ok(Code::LeaseContended) => format!("contended: held by {}", holders.join(", ")),
+        _ => outcome.clone(),
+    };
+    show(
+        global,
+        json!({"outcome": outcome, "fence": r.fence, "holders": holders}),
+        text,
+    )
+}
