@@ -12,10 +12,16 @@
 //!   source, copy, assign on the target with a fence floor, publish, drop);
 //! - [`FabricClient`]: the only view the WhippleScript engine has of the store, implemented
 //!   for [`whip_cell::CellClient`] (a cell or a node, embedded or remote) and for
-//!   [`MemFabric`] (the board on a `BTreeMap`, for tests).
+//!   [`MemFabric`] (the board on a `BTreeMap`, for tests);
+//! - [`identity`]: each cell's ed25519 signing key (`identity.key`, mode 0600, in its data
+//!   directory) and the [`KeyRegistry`] of public keys kept in the meta cell;
+//! - [`envelope`]: signed, hash-chained envelopes handing work from cell to cell; the pure
+//!   [`envelope::receive`] check (typed [`Refusal`]s for every bad envelope; gap → resend,
+//!   duplicate → ack again, fork → refuse and alarm); the sender's [`Outbox`] and the
+//!   receiver's [`ChainHead`] are plain state, meant to be replicated.
 //!
-//! Still to come here (see ARCHITECTURE.md): cell identities and signed hash-chained
-//! envelopes, the spill mover.
+//! Still to come here (see ARCHITECTURE.md): wiring envelopes into cells (outboxes and chain
+//! heads in replicated state, keys registered at cell creation), the spill mover.
 //!
 //! Must never: decide the meaning of a command (that is `whip-board`) or talk Raft
 //! internals of a single group (that is `whip-cell`).
@@ -23,6 +29,8 @@
 
 pub mod admin;
 mod cell;
+pub mod envelope;
+pub mod identity;
 pub mod limits;
 pub mod map;
 mod mem;
@@ -31,6 +39,8 @@ mod router;
 
 use std::future::Future;
 
+pub use envelope::{ChainHead, Envelope, EnvelopeKind, Outbox, Refusal, Verdict};
+pub use identity::{CellIdentity, KeyRegistry};
 pub use map::{FabricMap, RangeEntry};
 pub use mem::MemFabric;
 pub use node::{Node, NodeConfig};

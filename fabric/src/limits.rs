@@ -25,3 +25,12 @@ pub const NODE_HEARTBEAT_MS: u64 = 300;
 pub const NODE_ELECTION_TIMEOUT_MIN_MS: u64 = 1_000;
 /// How long a node keeps retrying a read of the range map while the meta cell elects.
 pub const META_READ_RETRY_MS: u64 = 5_000;
+/// Largest envelope payload a receiver accepts by default (1 MiB).
+pub const ENVELOPE_PAYLOAD_BYTES_MAX: usize = 1 << 20;
+/// Most cell-to-cell hops an envelope may have made, by default.
+pub const ENVELOPE_HOPS_MAX: u32 = 8;
+/// Largest distance between an envelope's send time and the receiver's clock, by default.
+pub const ENVELOPE_CLOCK_SKEW_MS_MAX: u64 = 30_000;
+/// Envelopes one outbox channel holds unacknowledged; sending more is refused until acks
+/// come back, so a silent receiver cannot grow the sender's replicated state without bound.
+pub const OUTBOX_PENDING_MAX: usize = 256;
