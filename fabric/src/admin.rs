@@ -76,7 +76,7 @@ pub async fn init(
     cells: u32,
     replicas: u32,
 ) -> Result<FabricMap, CellError> {
-    let map = FabricMap::plan(nodes, cells, replicas).map_err(CellError::InvalidArgument)?;
+    let mut map = FabricMap::plan(nodes, cells, replicas).map_err(CellError::InvalidArgument)?;
     if map.addr(node.id()) != Some(node.addr()) {
         return Err(invalid(format!(
             "the node receiving init (node {} at {}) is not in the node list",
@@ -97,13 +97,25 @@ pub async fn init(
     {
         return Err(invalid("this fabric is already initialized"));
     }
+    // One identity per cell, generated here and installed on each of its members.
+    let mut secrets = BTreeMap::new();
+    for &cell in map.cells.keys() {
+        let identity = crate::identity::CellIdentity::generate()
+            .map_err(|e| CellError::Fatal(format!("generating cell {cell}'s identity: {e}")))?;
+        map.keys
+            .insert(cell, identity.public_key())
+            .map_err(CellError::Fatal)?;
+        secrets.insert(cell, identity.secret());
+    }
     for (&id, addr) in &map.nodes {
         let mut hosted = map.cells_on(id);
         if !hosted.contains(&META_CELL) {
             hosted.insert(0, META_CELL);
         }
         for cell in hosted {
-            create_on(node, id, addr, cell).await?;
+            // Meta learners do not sign; voters of a cell get its identity.
+            let secret = map.cells[&cell].contains(&id).then(|| secrets[&cell]);
+            create_on(node, id, addr, cell, secret).await?;
         }
     }
     for (&cell, voters) in &map.cells {
@@ -144,15 +156,22 @@ pub async fn init(
     Ok(map)
 }
 
-async fn create_on(node: &Node, id: u64, addr: &str, cell: u64) -> Result<(), CellError> {
+async fn create_on(
+    node: &Node,
+    id: u64,
+    addr: &str,
+    cell: u64,
+    secret: Option<[u8; 32]>,
+) -> Result<(), CellError> {
     if id == node.id() {
-        node.create_cell(cell).await?;
+        node.create_cell(cell, secret).await?;
         return Ok(());
     }
     let mut client = NodeClient::new(node.peers().channel(addr));
     let request = pb::CreateCellRequest {
         cell,
         voters: Vec::new(),
+        identity_secret: secret.map(|s| s.to_vec()).unwrap_or_default(),
     };
     client
         .create_cell(request)
@@ -263,6 +282,11 @@ pub async fn status(node: &Node) -> Result<pb::FabricStatusResponse, CellError> 
             ranges,
             term: status.as_ref().map_or(0, |s| s.term),
             last_applied: status.as_ref().map_or(0, |s| s.last_applied),
+            public_key: map
+                .keys
+                .get(id)
+                .map(|k| crate::identity::public_key_to_hex(&k))
+                .unwrap_or_default(),
         });
     }
     Ok(pb::FabricStatusResponse {
@@ -580,8 +604,18 @@ impl node_server::Node for NodeApi {
         &self,
         req: GrpcRequest<pb::CreateCellRequest>,
     ) -> Result<Response<pb::AdminResponse>, Status> {
-        let cell = req.into_inner().cell;
-        self.node.create_cell(cell).await?;
+        let req = req.into_inner();
+        let cell = req.cell;
+        let secret = match req.identity_secret.len() {
+            0 => None,
+            32 => Some(req.identity_secret.as_slice().try_into().expect("32 bytes")),
+            n => {
+                return Err(Status::invalid_argument(format!(
+                    "identity secret is {n} bytes, not 32"
+                )));
+            }
+        };
+        self.node.create_cell(cell, secret).await?;
         Ok(Response::new(pb::AdminResponse {
             message: format!("node {} hosts cell {cell}", self.node.id()),
         }))

@@ -64,8 +64,35 @@ impl CellIdentity {
         if let Some(identity) = Self::load(dir)? {
             return Ok(identity);
         }
+        Self::install(dir, Self::generate()?)
+    }
+
+    /// Load the identity in `dir`, or write the one with `secret` there (mode 0600): how the
+    /// other members of a cell get the identity its creator generated. An existing key file
+    /// with another key is an error.
+    pub fn load_or_install(dir: &Path, secret: &[u8; 32]) -> io::Result<Self> {
+        let wanted = Self::from_secret(secret);
+        let identity = match Self::load(dir)? {
+            Some(identity) => identity,
+            None => Self::install(dir, wanted)?,
+        };
+        if identity.public_key() != Self::from_secret(secret).public_key() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} holds another cell identity", key_path(dir).display()),
+            ));
+        }
+        Ok(identity)
+    }
+
+    /// The secret key bytes: only to install this identity on the cell's other members.
+    pub fn secret(&self) -> [u8; 32] {
+        self.key.to_bytes()
+    }
+
+    /// Write `identity` to `dir` unless a key file is there already (then load that one).
+    fn install(dir: &Path, identity: Self) -> io::Result<Self> {
         fs::create_dir_all(dir)?;
-        let identity = Self::generate()?;
         let path = key_path(dir);
         // Write a private temporary file, make it durable, then link it into place: a crash
         // never leaves a half-written key file, and a concurrent creator's key is never

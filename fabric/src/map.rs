@@ -41,6 +41,9 @@ pub struct FabricMap {
     pub ranges: Vec<RangeEntry>,
     /// The largest epoch ever handed out.
     pub epoch_high: u64,
+    /// Each cell's public key: envelopes from a cell must be signed by it.
+    #[serde(default)]
+    pub keys: crate::identity::KeyRegistry,
 }
 
 impl FabricMap {
@@ -98,6 +101,7 @@ impl FabricMap {
             cells: placement,
             ranges,
             epoch_high: 1,
+            keys: crate::identity::KeyRegistry::new(),
         };
         map.check()?;
         Ok(map)

@@ -111,7 +111,7 @@ impl Node {
             }
         }
         for id in found {
-            node.create_cell(id).await?;
+            node.create_cell(id, None).await?;
         }
         tokio::spawn(tick_loop(Arc::downgrade(&node.inner)));
         tracing::info!(
@@ -158,9 +158,20 @@ impl Node {
             .collect()
     }
 
-    /// Host a member of `cell` (idempotent): open or create its storage and start Raft.
-    /// The member joins its cell when the cell is initialized or it is added as a learner.
-    pub async fn create_cell(&self, cell: u64) -> Result<Cell, CellError> {
+    /// Host a member of `cell` (idempotent): open or create its storage and start Raft;
+    /// install the cell's identity when `identity_secret` is given. The member joins its
+    /// cell when the cell is initialized or it is added as a learner.
+    pub async fn create_cell(
+        &self,
+        cell: u64,
+        identity_secret: Option<[u8; 32]>,
+    ) -> Result<Cell, CellError> {
+        let dir = self.cell_dir(cell);
+        if let Some(secret) = identity_secret {
+            std::fs::create_dir_all(&dir).map_err(|e| fatal(&dir, e))?;
+            crate::identity::CellIdentity::load_or_install(&dir, &secret)
+                .map_err(|e| fatal(&dir, e))?;
+        }
         let _one_at_a_time = self.inner.creating.lock().await;
         if let Some(existing) = self.hosted(cell) {
             return Ok(existing);
@@ -172,7 +183,6 @@ impl Node {
             )));
         }
         let c = &self.inner.config;
-        let dir = c.data_dir.join("cells").join(cell.to_string());
         std::fs::create_dir_all(&dir).map_err(|e| fatal(&dir, e))?;
         let mut config = CellConfig::new(c.id, c.advertise.clone(), dir);
         config.cell_id = cell;
@@ -187,6 +197,21 @@ impl Node {
             .expect("cells lock")
             .insert(cell, member.clone());
         Ok(member)
+    }
+
+    /// The data directory of this node's member of `cell`.
+    fn cell_dir(&self, cell: u64) -> PathBuf {
+        self.inner
+            .config
+            .data_dir
+            .join("cells")
+            .join(cell.to_string())
+    }
+
+    /// The signing identity of hosted cell `cell`; `None` when it was created without one.
+    pub fn identity(&self, cell: u64) -> Result<Option<crate::identity::CellIdentity>, CellError> {
+        let dir = self.cell_dir(cell);
+        crate::identity::CellIdentity::load(&dir).map_err(|e| fatal(&dir, e))
     }
 
     /// The gRPC router of this node: the routed client API, the admin and Raft services of

@@ -274,7 +274,7 @@ fn print_status(global: &Global, s: &pb::FabricStatusResponse, title: &str) {
                 json!({
                     "id": c.id, "leader": c.leader, "voters": c.voters,
                     "ranges": c.ranges.iter().map(range_json).collect::<Vec<_>>(),
-                    "term": c.term, "last_applied": c.last_applied,
+                    "term": c.term, "last_applied": c.last_applied, "public_key": c.public_key,
                 })
             })
             .collect();

@@ -32,6 +32,34 @@ async fn init_places_cells_and_status_agrees_everywhere() {
         }
         assert_eq!(covered, 1u128 << 64, "the ranges cover the ring once");
     }
+    // Each cell has one identity: its public key is in the map, and every voter holds the
+    // same private key in a 0600 file of its own data directory.
+    let status = fabric.status(1).await;
+    for cell in &status.cells {
+        assert_eq!(
+            cell.public_key.len(),
+            64,
+            "cell {} has a public key",
+            cell.id
+        );
+        for voter in &cell.voters {
+            let identity = fabric
+                .node(*voter)
+                .identity(cell.id)
+                .expect("key file readable")
+                .expect("the voter holds the cell's key");
+            assert_eq!(identity.public_key_hex(), cell.public_key);
+            let file = fabric
+                .dir
+                .path()
+                .join(format!("node-{voter}/cells/{}/identity.key", cell.id));
+            let mode = std::fs::metadata(&file).expect("key file").permissions();
+            assert_eq!(
+                std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+                0o600
+            );
+        }
+    }
     let again = whip_fabric::admin::init(fabric.node(2), members(&fabric), 4, 0).await;
     assert!(
         matches!(&again, Err(CellError::InvalidArgument(m)) if m.contains("already initialized")),
