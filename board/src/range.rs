@@ -256,7 +256,8 @@ pub(crate) fn split(txn: &mut impl Txn, start: u64, last: u64, at: u64, epoch: u
 }
 
 /// The point of a stored row, or `None` for rows that belong to the cell itself (range
-/// rows, the fence offset, idempotency records, cell-local deadline entries).
+/// rows, the fence offset, idempotency records, cell-local deadline entries, the
+/// cell-tier task board).
 fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
     let (&family, rest) = key.split_first()?;
     match family {
@@ -283,6 +284,12 @@ fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
             })
         }
         keys::IDEMPOTENCY => crate::idempotency::point_of(value),
+        // A team's record, board, claims and the mailboxes it keeps move with the team.
+        keys::TEAM | keys::TASK | keys::READY | keys::CLAIM | keys::MAIL_HEAD | keys::MAIL => {
+            keys::first_name(key).map(|team| route::team_point(&team))
+        }
+        // The cell-tier board belongs to the cell.
+        keys::CELL_TASK | keys::CELL_READY | keys::CELL_CLAIM | keys::CELL_BOARD => None,
         keys::RANGE | keys::FENCE_OFFSET | keys::FABRIC_MODE => None,
         other => panic!("stored row of unknown family {other:#x}"),
     }
