@@ -540,7 +540,7 @@ fn notify_dead(txn: &mut impl Txn, now_ms: u64, task: &Task) {
     };
     let last_error = task.failures.last().map_or("", |f| f.error.as_str());
     let body = format!(
-        "task {} was dead-lettered after {} deliveries: {last_error}",
+        "task {} was dead-lettered at delivery {}: {last_error}",
         task.id(),
         task.delivery_count
     );

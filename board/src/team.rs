@@ -250,6 +250,39 @@ mod tests {
     }
 
     #[test]
+    fn a_large_board_dissolves_over_several_commands() {
+        let mut txn = MemTxn::default();
+        create_team(&mut txn, "t", "sup", &[]);
+        let tasks = TEAM_DISSOLVE_ROWS_MAX + 10;
+        for _ in 0..tasks {
+            taskboard::post(&mut txn, 5, "t", "sup", b"x");
+        }
+        assert_eq!(
+            dissolve(&mut txn, "t", "sup"),
+            Outcome::TeamDissolved {
+                removed: TEAM_DISSOLVE_ROWS_MAX as u32,
+                done: false
+            }
+        );
+        // The team refuses new work from the first dissolve on.
+        assert!(matches!(
+            taskboard::post(&mut txn, 6, "t", "sup", b"x"),
+            Outcome::BoardRefused {
+                reason: BoardRefusal::UnknownTeam { .. }
+            }
+        ));
+        assert_eq!(view(&txn, "t"), None);
+        assert_eq!(
+            dissolve(&mut txn, "t", "sup"),
+            Outcome::TeamDissolved {
+                removed: 11,
+                done: true
+            }
+        );
+        assert!(txn.map.is_empty(), "left {} rows", txn.map.len());
+    }
+
+    #[test]
     fn lineage_admits_members_and_ancestors_only() {
         let mut txn = MemTxn::default();
         let ancestors = vec!["boss".to_string()];
