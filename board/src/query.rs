@@ -290,11 +290,11 @@ pub struct TeamView {
     pub settings: BoardSettings,
 }
 
-/// Counts of one team's board.
+/// Counts of one team's board, and of this cell's cell-tier board.
 ///
-/// `ready`, `claimed` and `dead` count the tasks in that state on the local board now (a
-/// claim whose window passed counts as claimed until the tick redelivers it); `done`
-/// counts every task completed on it, also those already pruned.
+/// `ready`, `claimed` and `dead` count the tasks in that state on a board now (a claim
+/// whose window passed counts as claimed until the tick redelivers it); `done` counts every
+/// task completed on it, also those already pruned.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BoardStatsView {
     /// Ready tasks.
@@ -309,6 +309,12 @@ pub struct BoardStatsView {
     pub tier: Tier,
     /// Ready tasks on this cell's cell-tier board.
     pub cell_ready: u64,
+    /// Claimed tasks on the cell tier.
+    pub cell_claimed: u64,
+    /// Tasks completed on the cell tier, ever.
+    pub cell_done: u64,
+    /// Dead-lettered tasks on the cell tier.
+    pub cell_dead: u64,
 }
 
 /// What a mailbox message is about (a closed set: an unknown kind does not decode).

@@ -781,13 +781,17 @@ pub(crate) fn cell_ready(txn: &impl Txn, limit: usize) -> Vec<TaskView> {
 /// The counts of the team's board and of this cell's ready cell-tier tasks.
 pub(crate) fn stats(txn: &impl Txn, team_name: &str) -> Option<BoardStatsView> {
     let counts = live_team(txn, team_name)?.counts;
+    let cell = cell_board(txn).counts;
     Some(BoardStatsView {
         ready: counts.ready,
         claimed: counts.claimed,
         done: counts.done,
         dead: counts.dead,
         tier: Tier::Local,
-        cell_ready: cell_board(txn).counts.ready,
+        cell_ready: cell.ready,
+        cell_claimed: cell.claimed,
+        cell_done: cell.done,
+        cell_dead: cell.dead,
     })
 }
 

@@ -466,8 +466,16 @@ fn team_row(view: &TeamView) -> String {
 
 fn stats_row(view: &BoardStatsView) -> String {
     format!(
-        "ready={} claimed={} done={} dead={} tier={} cell_ready={}",
-        view.ready, view.claimed, view.done, view.dead, view.tier, view.cell_ready
+        "ready={} claimed={} done={} dead={} tier={} cell: ready={} claimed={} done={} dead={}",
+        view.ready,
+        view.claimed,
+        view.done,
+        view.dead,
+        view.tier,
+        view.cell_ready,
+        view.cell_claimed,
+        view.cell_done,
+        view.cell_dead
     )
 }
 
