@@ -193,6 +193,25 @@ mod tests {
     }
 
     #[test]
+    fn team_commands_and_reads_route_by_team() {
+        let claim = Command::BoardClaim {
+            team: "t".into(),
+            caller: "a".into(),
+            worker: "w".into(),
+        };
+        assert_eq!(command_point(&claim), Ok(Some(team_point("t"))));
+        assert_ne!(team_point("t"), election_point("t"));
+        let mailbox = Query::Mailbox {
+            team: "t".into(),
+            agent: "sup".into(),
+            after_seq: 0,
+            limit: 0,
+        };
+        assert_eq!(query_point(&mailbox), Some(team_point("t")));
+        assert_eq!(query_point(&Query::BoardCellReady { limit: 0 }), None);
+    }
+
+    #[test]
     fn transactions_must_share_a_point() {
         let txn = |keys: &[&[u8]]| Command::KvTxn {
             compares: Vec::new(),

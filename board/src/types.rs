@@ -790,6 +790,14 @@ pub struct TaskView {
 }
 
 /// Why a board or team command was refused. Messages are lowercase, with the numbers.
+///
+/// ```
+/// use whip_board::{BoardRefusal, TaskState};
+/// let stale = BoardRefusal::StaleFence { presented: 41, current: 43 };
+/// assert_eq!(stale.to_string(), "fence 41 is stale, current is 43");
+/// let done = BoardRefusal::NotClaimed { task_id: "t-1".into(), state: TaskState::Done };
+/// assert_eq!(done.to_string(), "task \"t-1\" is not claimed, it is done");
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub enum BoardRefusal {
     /// The team does not exist here (or is dissolving).
