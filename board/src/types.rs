@@ -587,7 +587,8 @@ pub enum Outcome {
     },
     /// Part of a dissolving team's board was deleted; `done` once the team is gone.
     TeamDissolved {
-        /// Stored rows deleted by this command.
+        /// Tasks, claim records, mailbox rows and the team record deleted by this command
+        /// (their index and deadline entries go with them, uncounted).
         removed: u32,
         /// The team and its whole board are gone.
         done: bool,
