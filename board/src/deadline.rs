@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec::{decode, encode};
 use crate::keys::{self, DEADLINE};
 use crate::txn::Txn;
-use crate::types::ResourceId;
+use crate::types::{ResourceId, Tier};
 
 /// What falls due at a deadline.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +47,31 @@ pub(crate) enum Item {
         /// The election group.
         group: String,
     },
+    /// A task's claim window passes (Tick redelivers or dead-letters it).
+    TaskClaim {
+        /// The task's team (its origin).
+        team: String,
+        /// The task's sequence in its team.
+        seq: u64,
+        /// The board holding it.
+        tier: Tier,
+    },
+    /// A never-claimed local task spills to the cell tier.
+    TaskSpill {
+        /// The task's team.
+        team: String,
+        /// The task's sequence in its team.
+        seq: u64,
+    },
+    /// A done task's retention ends (Tick deletes it).
+    TaskDone {
+        /// The task's team (its origin).
+        team: String,
+        /// The task's sequence in its team.
+        seq: u64,
+        /// The board holding it.
+        tier: Tier,
+    },
 }
 
 impl Item {
@@ -59,6 +84,13 @@ impl Item {
             Item::Ledger { ledger } => Some(crate::route::resource_point(ledger)),
             Item::Idempotency { point, .. } => *point,
             Item::Election { group } => Some(crate::route::election_point(group)),
+            // Cell-tier tasks belong to the cell; local ones move with their team.
+            Item::TaskClaim { tier, .. } | Item::TaskDone { tier, .. } if *tier != Tier::Local => {
+                None
+            }
+            Item::TaskClaim { team, .. }
+            | Item::TaskSpill { team, .. }
+            | Item::TaskDone { team, .. } => Some(crate::route::team_point(team)),
         }
     }
 
@@ -69,6 +101,9 @@ impl Item {
             Item::Ledger { .. } => 3,
             Item::Idempotency { .. } => 4,
             Item::Election { .. } => 5,
+            Item::TaskClaim { .. } => 6,
+            Item::TaskSpill { .. } => 7,
+            Item::TaskDone { .. } => 8,
         }
     }
 }
@@ -86,6 +121,15 @@ pub(crate) fn key(deadline_ms: u64, item: &Item) -> Vec<u8> {
         Item::Ledger { ledger } => keys::push_resource(&mut out, ledger),
         Item::Idempotency { key, .. } => out.extend_from_slice(key.as_bytes()),
         Item::Election { group } => keys::push_str(&mut out, group.as_bytes()),
+        Item::TaskClaim { team, seq, tier } | Item::TaskDone { team, seq, tier } => {
+            keys::push_str(&mut out, team.as_bytes());
+            keys::push_u64(&mut out, *seq);
+            out.push(*tier as u8);
+        }
+        Item::TaskSpill { team, seq } => {
+            keys::push_str(&mut out, team.as_bytes());
+            keys::push_u64(&mut out, *seq);
+        }
     }
     out
 }

@@ -37,6 +37,27 @@ pub(crate) const FABRIC_MODE: u8 = b'm';
 pub(crate) const ELECTION: u8 = b'v';
 /// Schedule fire records: family, schedule name (value: the last fire).
 pub(crate) const SCHEDULE: u8 = b's';
+/// Team records: family, team.
+pub(crate) const TEAM: u8 = b't';
+/// Tasks of team boards (local tier): family, team, sequence.
+pub(crate) const TASK: u8 = b'b';
+/// Ready index of team boards: family, team, sequence (value empty).
+pub(crate) const READY: u8 = b'q';
+/// Claim records of local tasks: family, team, sequence, delivery.
+pub(crate) const CLAIM: u8 = b'a';
+/// Mailbox heads: family, team, agent.
+pub(crate) const MAIL_HEAD: u8 = b'n';
+/// Mailbox messages: family, team, agent, sequence.
+pub(crate) const MAIL: u8 = b'o';
+/// Tasks of this cell's cell-tier board (cell-local): family, origin team, sequence.
+pub(crate) const CELL_TASK: u8 = b'x';
+/// Ready index of the cell tier (cell-local): family, spill sequence, origin team,
+/// sequence (value empty).
+pub(crate) const CELL_READY: u8 = b'y';
+/// Claim records of cell-tier tasks (cell-local): family, origin team, sequence, delivery.
+pub(crate) const CELL_CLAIM: u8 = b'u';
+/// The cell-tier board's head (cell-local): family only.
+pub(crate) const CELL_BOARD: u8 = b'w';
 
 /// Append `s` escaped but without its terminator (a prefix of every longer string's form).
 pub(crate) fn push_open(out: &mut Vec<u8>, s: &[u8]) {
@@ -235,6 +256,43 @@ pub(crate) fn parse_named(key: &[u8]) -> String {
     let parts = split(&key[1..]).expect("named key is well formed");
     assert_eq!(parts.len(), 1, "named key has one component");
     String::from_utf8(parts[0].clone()).expect("key is utf-8")
+}
+
+/// Key of one task of a board family (`TASK`, `READY`, `CELL_TASK`): family, team, seq.
+pub(crate) fn task(family: u8, team: &str, seq: u64) -> Vec<u8> {
+    let mut out = named(family, team);
+    push_u64(&mut out, seq);
+    out
+}
+
+/// Key of the claim record of `delivery` of a task (`CLAIM` or `CELL_CLAIM`).
+pub(crate) fn claim(family: u8, team: &str, seq: u64, delivery: u32) -> Vec<u8> {
+    let mut out = task(family, team, seq);
+    push_u64(&mut out, u64::from(delivery));
+    out
+}
+
+/// Key of a cell-tier ready index entry.
+pub(crate) fn cell_ready(spill_seq: u64, team: &str, seq: u64) -> Vec<u8> {
+    let mut out = vec![CELL_READY];
+    push_u64(&mut out, spill_seq);
+    push_str(&mut out, team.as_bytes());
+    push_u64(&mut out, seq);
+    out
+}
+
+/// Key of a mailbox head (`MAIL_HEAD`) or prefix of its messages (`MAIL`).
+pub(crate) fn mailbox(family: u8, team: &str, agent: &str) -> Vec<u8> {
+    let mut out = named(family, team);
+    push_str(&mut out, agent.as_bytes());
+    out
+}
+
+/// The first string component after the family byte (the team of every team-scoped
+/// family), or `None` when malformed.
+pub(crate) fn first_name(key: &[u8]) -> Option<String> {
+    let (parts, _) = split_first(key.get(1..)?, 1)?;
+    String::from_utf8(parts.into_iter().next()?).ok()
 }
 
 #[cfg(test)]

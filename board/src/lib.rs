@@ -1,7 +1,8 @@
 //! # whip-board: the coordination state machine
 //!
 //! Owns the meaning of every coordination command: CAS keys, leases, counters, ledgers,
-//! election leases and schedule firings (later task boards, registry, mailboxes, ballots).
+//! election leases, schedule firings, teams with their task boards and mailboxes (later
+//! registry, ballots).
 //! [`apply`] is a pure function of the current bytes, a [`Stamp`] and a [`Request`];
 //! [`query`] reads.
 //!
@@ -9,7 +10,8 @@
 //! state; a lease never has more live holders than its slots; an election group never has
 //! more than one live leader; a schedule fires each due time at most once, and never an
 //! older one after a later one; a counter never passes its cap within a period; a ledger
-//! partition has no gaps; fences only grow.
+//! partition has no gaps; a delivery of a task has exactly one claimant, and only the live
+//! claim's fence completes it; a mailbox has no gaps; fences only grow.
 //!
 //! Must never: read a clock, draw randomness, spawn threads, touch files, sockets, Raft,
 //! sled, redb or tokio. Everything it knows comes in through the stamp and the command.
@@ -38,18 +40,26 @@ mod kv;
 mod lease;
 mod ledger;
 pub mod limits;
+mod mailbox;
 pub mod query;
 mod range;
 pub mod route;
 mod schedule;
+mod taskboard;
+mod team;
 pub mod txn;
 pub mod types;
 mod validate;
 
-pub use query::{Query, QueryResult, RangeView};
+pub use query::{
+    BoardStatsView, MailboxMessage, MessageKind, Query, QueryResult, RangeView, TeamView,
+};
 pub use schedule::{ScheduleSpec, latest_due};
 pub use txn::{MemTxn, Txn};
-pub use types::{Command, ElectionLeader, LeaseHolder, Outcome, Request, Reset, ResourceId, Stamp};
+pub use types::{
+    BoardRefusal, BoardSettings, Command, ElectionLeader, Failure, LeaseHolder, Outcome, Request,
+    Reset, ResourceId, Stamp, TaskState, TaskView, Tier,
+};
 pub use validate::validate;
 
 use deadline::Item;
@@ -195,6 +205,15 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome
         | Command::Resign { .. }
         | Command::ElectionRenew { .. }
         | Command::ScheduleFire { .. } => apply_coordination(txn, stamp, command),
+        Command::TeamCreate { .. }
+        | Command::TeamJoin { .. }
+        | Command::TeamDissolve { .. }
+        | Command::BoardPost { .. }
+        | Command::BoardClaim { .. }
+        | Command::BoardComplete { .. }
+        | Command::BoardFail { .. }
+        | Command::BoardExtend { .. }
+        | Command::BoardRedrive { .. } => apply_board(txn, stamp, command),
     }
 }
 
@@ -253,6 +272,93 @@ fn apply_coordination(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Ou
     }
 }
 
+/// Team and task board commands (split from `apply_command` to keep each match short).
+fn apply_board(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
+    let now_ms = stamp.time_ms;
+    match command {
+        Command::TeamCreate {
+            team,
+            caller,
+            parent,
+            ancestors,
+            settings,
+        } => {
+            let request = team::Create {
+                team,
+                caller,
+                parent: parent.as_ref(),
+                ancestors,
+                settings: *settings,
+            };
+            team::create(txn, &request)
+        }
+        Command::TeamJoin {
+            team,
+            caller,
+            agent,
+        } => team::join(txn, team, caller, agent),
+        Command::TeamDissolve { team, caller } => team::dissolve(txn, team, caller),
+        Command::BoardPost { team, caller, body } => {
+            taskboard::post(txn, now_ms, team, caller, body)
+        }
+        Command::BoardClaim {
+            team,
+            caller,
+            worker,
+        } => taskboard::claim(txn, stamp, team, caller, worker),
+        Command::BoardRedrive {
+            team,
+            caller,
+            task_id,
+        } => taskboard::redrive(txn, now_ms, team, caller, task_id),
+        _ => apply_presented(txn, now_ms, command),
+    }
+}
+
+/// Board commands that present a claim: complete, fail, extend.
+fn apply_presented(txn: &mut impl Txn, now_ms: u64, command: &Command) -> Outcome {
+    let (team, caller, task_id, fence) = match command {
+        Command::BoardComplete {
+            team,
+            caller,
+            task_id,
+            fence,
+            ..
+        }
+        | Command::BoardFail {
+            team,
+            caller,
+            task_id,
+            fence,
+            ..
+        }
+        | Command::BoardExtend {
+            team,
+            caller,
+            task_id,
+            fence,
+            ..
+        } => (team, caller, task_id, *fence),
+        other => unreachable!("{other:?} is not a board command"),
+    };
+    let presented = taskboard::Presented {
+        team,
+        caller,
+        task_id,
+        fence,
+    };
+    match command {
+        Command::BoardComplete { result, .. } => {
+            taskboard::complete(txn, now_ms, &presented, result)
+        }
+        Command::BoardFail { error, .. } => taskboard::fail(txn, now_ms, &presented, error),
+        Command::BoardExtend { extend_ms, .. } => {
+            taskboard::extend(txn, now_ms, &presented, *extend_ms)
+        }
+        other => unreachable!("{other:?} does not present a claim"),
+    }
+}
+
 fn term<'a>(group: &'a str, candidate: &'a str, fence: u64) -> election::Term<'a> {
     election::Term {
         group,
@@ -262,7 +368,8 @@ fn term<'a>(group: &'a str, candidate: &'a str, fence: u64) -> election::Term<'a
 }
 
 /// Process due deadlines in deadline order. `processed` counts removed holders, waiters,
-/// ledger entries, idempotency records and election leaders, plus stale index entries; the
+/// ledger entries, idempotency records and election leaders, lapsed claims, spilled tasks
+/// and pruned task and claim rows, plus stale index entries; the
 /// tick stops taking new index entries once it reaches `TICK_WORK_MAX` (settling one lease
 /// may go past it).
 fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
@@ -287,6 +394,13 @@ fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
             Item::Ledger { ledger } => ledger::prune(txn, now_ms, ledger, budget - processed),
             Item::Idempotency { key, .. } => idempotency::prune(txn, now_ms, key),
             Item::Election { group } => election::expire(txn, now_ms, group),
+            Item::TaskClaim { team, seq, tier } => {
+                taskboard::expire_claim(txn, now_ms, (team, *seq, *tier))
+            }
+            Item::TaskSpill { team, seq } => taskboard::spill(txn, now_ms, team, *seq),
+            Item::TaskDone { team, seq, tier } => {
+                taskboard::prune(txn, now_ms, (team, *seq, *tier))
+            }
         };
         processed += removed.max(1);
     }
@@ -350,6 +464,40 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
             let (rows, next) = range::export(txn, *start, *last, after_key, cap(*limit));
             QueryResult::RangeRows { rows, next }
         }
+        Query::Team { .. }
+        | Query::BoardList { .. }
+        | Query::BoardStats { .. }
+        | Query::BoardDeadLetters { .. }
+        | Query::BoardCellReady { .. }
+        | Query::Mailbox { .. } => query_board(txn, query),
+    }
+}
+
+/// Team, board and mailbox reads (split from `query` to keep each match short).
+fn query_board(txn: &impl Txn, query: &Query) -> QueryResult {
+    let cap = |limit: u32| match limit as usize {
+        0 => LIST_ROWS_MAX,
+        limit => limit.min(LIST_ROWS_MAX),
+    };
+    match query {
+        Query::Team { team } => QueryResult::Team(team::view(txn, team)),
+        Query::BoardList { team, state, limit } => {
+            QueryResult::Tasks(taskboard::list(txn, team, *state, cap(*limit)))
+        }
+        Query::BoardStats { team } => QueryResult::BoardStats(taskboard::stats(txn, team)),
+        Query::BoardDeadLetters { team, limit } => {
+            QueryResult::Tasks(taskboard::dead_letters(txn, team, cap(*limit)))
+        }
+        Query::BoardCellReady { limit } => {
+            QueryResult::Tasks(taskboard::cell_ready(txn, cap(*limit)))
+        }
+        Query::Mailbox {
+            team,
+            agent,
+            after_seq,
+            limit,
+        } => QueryResult::Mailbox(mailbox::list(txn, team, agent, *after_seq, cap(*limit))),
+        other => unreachable!("{other:?} is not a board read"),
     }
 }
 

@@ -40,3 +40,24 @@ pub const SCHEDULE_SPEC_BYTES_MAX: usize = 256;
 /// Years a schedule search looks forward or back before giving up (a spec like
 /// `0 0 31 2 *` never falls due; `0 0 29 2 *` can wait 8 years, from 2096 to 2104).
 pub const SCHEDULE_SCAN_YEARS_MAX: u32 = 10;
+/// Members of one team.
+pub const TEAM_MEMBERS_MAX: usize = 1024;
+/// Ancestor members recorded with one team.
+pub const TEAM_ANCESTORS_MAX: usize = 1024;
+/// Highest delivery limit a board accepts.
+pub const DELIVERY_LIMIT_MAX: u32 = 100;
+/// Open tasks (ready, claimed or dead) on one team's local board.
+pub const TEAM_TASKS_MAX: u64 = 100_000;
+/// Open tasks (ready, claimed or dead) on one cell's cell-tier board; a spill into a full
+/// cell tier waits another `spill_after_ms`.
+pub const CELL_TASKS_MAX: u64 = 100_000;
+/// Failures kept per task (the latest ones).
+pub const TASK_FAILURES_MAX: usize = 32;
+/// Bytes of a failure's error text.
+pub const TASK_ERROR_BYTES_MAX: usize = 4096;
+/// How long a done task (with its result) is kept after completion.
+pub const TASK_DONE_RETAIN_MS: u64 = 10 * 60 * 1000;
+/// Stored rows one `TeamDissolve` deletes (a task's own rows may go past it).
+pub const TEAM_DISSOLVE_ROWS_MAX: usize = 4096;
+/// Messages kept per mailbox; a send beyond it drops the oldest.
+pub const MAILBOX_MESSAGES_MAX: u64 = 1024;

@@ -2,7 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{ElectionLeader, LeaseHolder, ResourceId};
+use crate::types::{
+    BoardSettings, ElectionLeader, LeaseHolder, ResourceId, TaskState, TaskView, Tier,
+};
 
 /// A read of the state machine. Reads never change state; `now_ms` (supplied by the
 /// serving cell) hides holders and waiters whose deadline has passed but whose expiry tick
@@ -96,6 +98,52 @@ pub enum Query {
         /// Most rows returned.
         limit: u32,
     },
+    /// One team: supervisor, members, parent and settings.
+    Team {
+        /// The team.
+        team: String,
+    },
+    /// Tasks of the team's local board in post order, all or in one state.
+    BoardList {
+        /// The team.
+        team: String,
+        /// Only tasks in this state (`None` = all).
+        state: Option<TaskState>,
+        /// Most tasks returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
+    /// Counts of the team's local board and of this cell's ready cell-tier tasks.
+    BoardStats {
+        /// The team.
+        team: String,
+    },
+    /// Dead-lettered tasks posted by the team: those on its local board, then those that
+    /// died on the cell tier.
+    BoardDeadLetters {
+        /// The team.
+        team: String,
+        /// Most tasks returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
+    /// Ready tasks of this cell's cell-tier board, oldest spill first (cell-local: every
+    /// cell answers for its own board).
+    BoardCellReady {
+        /// Most tasks returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
+    /// Messages of `agent`'s mailbox kept by `team`, with `seq > after_seq`. A mailbox
+    /// lives with the team whose board wrote it (a supervisor's dead-letter notices are
+    /// written on the team's cell), so it is read through the team and routes by it.
+    Mailbox {
+        /// The team that keeps the mailbox.
+        team: String,
+        /// The agent.
+        agent: String,
+        /// Only messages with a greater sequence number.
+        after_seq: u64,
+        /// Most messages returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
 }
 
 /// The answer to a [`Query`].
@@ -135,6 +183,14 @@ pub enum QueryResult {
         /// The key after which the next page starts.
         next: Option<Vec<u8>>,
     },
+    /// A team: `None` when it does not exist (or is dissolving).
+    Team(Option<TeamView>),
+    /// Tasks of a board list, dead-letter list or cell-tier list.
+    Tasks(Vec<TaskView>),
+    /// A team board's counts: `None` when the team does not exist (or is dissolving).
+    BoardStats(Option<BoardStatsView>),
+    /// Mailbox messages in sequence order.
+    Mailbox(Vec<MailboxMessage>),
 }
 
 /// One ring range owned by a cell.
@@ -217,4 +273,74 @@ pub struct ScheduleView {
     pub claimant: String,
     /// The fence of that firing.
     pub fence: u64,
+}
+
+/// One team.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TeamView {
+    /// The team's name.
+    pub team: String,
+    /// Its supervisor (the creator).
+    pub supervisor: String,
+    /// Its members in join order (the supervisor first).
+    pub members: Vec<String>,
+    /// Its parent team, if any.
+    pub parent: Option<String>,
+    /// Its board's settings.
+    pub settings: BoardSettings,
+}
+
+/// Counts of one team's board, and of this cell's cell-tier board.
+///
+/// `ready`, `claimed` and `dead` count the tasks in that state on a board now (a claim
+/// whose window passed counts as claimed until the tick redelivers it); `done` counts every
+/// task completed on it, also those already pruned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoardStatsView {
+    /// Ready tasks.
+    pub ready: u64,
+    /// Claimed tasks.
+    pub claimed: u64,
+    /// Tasks completed, ever.
+    pub done: u64,
+    /// Dead-lettered tasks (the dead-letter depth).
+    pub dead: u64,
+    /// The tier of the team's board (always `Local`).
+    pub tier: Tier,
+    /// Ready tasks on this cell's cell-tier board.
+    pub cell_ready: u64,
+    /// Claimed tasks on the cell tier.
+    pub cell_claimed: u64,
+    /// Tasks completed on the cell tier, ever.
+    pub cell_done: u64,
+    /// Dead-lettered tasks on the cell tier.
+    pub cell_dead: u64,
+}
+
+/// What a mailbox message is about (a closed set: an unknown kind does not decode).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MessageKind {
+    /// A task posted by the team was dead-lettered.
+    DeadLetter {
+        /// The task.
+        task_id: String,
+        /// Deliveries made before it died.
+        delivery_count: u32,
+    },
+}
+
+/// One message of an agent's mailbox.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MailboxMessage {
+    /// Gap-free sequence per mailbox, from 1.
+    pub seq: u64,
+    /// Who sent it (`board/{team}` for a board's notices).
+    pub from: String,
+    /// What it is about.
+    pub kind: MessageKind,
+    /// Human-readable text.
+    #[serde(with = "serde_bytes")]
+    pub body: Vec<u8>,
+    /// Stamp time of the send.
+    pub at_ms: u64,
 }

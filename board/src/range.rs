@@ -256,7 +256,8 @@ pub(crate) fn split(txn: &mut impl Txn, start: u64, last: u64, at: u64, epoch: u
 }
 
 /// The point of a stored row, or `None` for rows that belong to the cell itself (range
-/// rows, the fence offset, idempotency records, cell-local deadline entries).
+/// rows, the fence offset, idempotency records, cell-local deadline entries, the
+/// cell-tier task board).
 fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
     let (&family, rest) = key.split_first()?;
     match family {
@@ -283,6 +284,12 @@ fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
             })
         }
         keys::IDEMPOTENCY => crate::idempotency::point_of(value),
+        // A team's record, board, claims and the mailboxes it keeps move with the team.
+        keys::TEAM | keys::TASK | keys::READY | keys::CLAIM | keys::MAIL_HEAD | keys::MAIL => {
+            keys::first_name(key).map(|team| route::team_point(&team))
+        }
+        // The cell-tier board belongs to the cell.
+        keys::CELL_TASK | keys::CELL_READY | keys::CELL_CLAIM | keys::CELL_BOARD => None,
         keys::RANGE | keys::FENCE_OFFSET | keys::FABRIC_MODE => None,
         other => panic!("stored row of unknown family {other:#x}"),
     }
@@ -379,4 +386,176 @@ pub(crate) fn drop_rows(txn: &mut impl Txn, start: u64, last: u64) -> Outcome {
 
 fn invalid(reason: String) -> Outcome {
     Outcome::Invalid { reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::txn::MemTxn;
+    use crate::types::{BoardSettings, Command, Request};
+
+    fn run(txn: &mut MemTxn, index: u64, time_ms: u64, command: Command) -> Outcome {
+        let stamp = Stamp {
+            index,
+            position: 0,
+            time_ms,
+        };
+        crate::apply(txn, stamp, &Request::new(None, command))
+    }
+
+    /// A board with every kind of row: a team, local tasks claimed, dead and ready, their
+    /// claims and deadlines, a mailbox notice and a task spilled to the cell tier.
+    fn busy_board() -> MemTxn {
+        let mut txn = MemTxn::default();
+        let settings = BoardSettings {
+            delivery_limit: 1,
+            spill_after_ms: 10,
+            ..BoardSettings::default()
+        };
+        let team = || "t".to_string();
+        let caller = || "sup".to_string();
+        let commands = [
+            Command::TeamCreate {
+                team: team(),
+                caller: caller(),
+                parent: None,
+                ancestors: Vec::new(),
+                settings,
+            },
+            Command::BoardPost {
+                team: team(),
+                caller: caller(),
+                body: b"spills".to_vec(),
+            },
+            Command::Tick,
+            Command::BoardPost {
+                team: team(),
+                caller: caller(),
+                body: b"dies".to_vec(),
+            },
+            Command::BoardClaim {
+                team: team(),
+                caller: caller(),
+                worker: "w".into(),
+            },
+            Command::BoardFail {
+                team: team(),
+                caller: caller(),
+                task_id: "t-2".into(),
+                fence: 5 << 16,
+                error: "boom".into(),
+            },
+            Command::BoardPost {
+                team: team(),
+                caller: caller(),
+                body: b"held".to_vec(),
+            },
+            Command::BoardClaim {
+                team: team(),
+                caller: caller(),
+                worker: "w".into(),
+            },
+            Command::BoardPost {
+                team: team(),
+                caller: caller(),
+                body: b"waits".to_vec(),
+            },
+            Command::TeamCreate {
+                team: "u".into(),
+                caller: caller(),
+                parent: None,
+                ancestors: Vec::new(),
+                settings,
+            },
+            // u's board is empty: it takes t-1 from the cell tier.
+            Command::BoardClaim {
+                team: "u".into(),
+                caller: caller(),
+                worker: "w".into(),
+            },
+        ];
+        for (at, command) in commands.into_iter().enumerate() {
+            let index = at as u64 + 1;
+            let outcome = run(&mut txn, index, index * 10, command);
+            assert!(
+                !matches!(outcome, Outcome::BoardRefused { .. }),
+                "{outcome:?}"
+            );
+        }
+        txn
+    }
+
+    /// The point a row should have: its team's, except for the cell tier's rows.
+    fn expected_point(key: &[u8], value: &[u8]) -> Option<u64> {
+        let cell_local = [
+            keys::CELL_TASK,
+            keys::CELL_READY,
+            keys::CELL_CLAIM,
+            keys::CELL_BOARD,
+        ];
+        if cell_local.contains(&key[0]) {
+            return None;
+        }
+        if key[0] != keys::DEADLINE {
+            return keys::first_name(key).map(|team| route::team_point(&team));
+        }
+        match decode::<Item>(value) {
+            Item::TaskClaim { tier, .. } if tier != crate::types::Tier::Local => None,
+            Item::TaskClaim { team, .. } | Item::TaskSpill { team, .. } => {
+                Some(route::team_point(&team))
+            }
+            other => panic!("unexpected deadline item {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_team_moves_with_its_board_and_the_cell_tier_stays() {
+        let txn = busy_board();
+        let mut families = std::collections::BTreeSet::new();
+        for (key, value) in &txn.map {
+            families.insert(key[0]);
+            assert_eq!(row_point(key, value), expected_point(key, value), "{key:?}");
+        }
+        let every_family = [
+            keys::TEAM,
+            keys::TASK,
+            keys::READY,
+            keys::CLAIM,
+            keys::MAIL_HEAD,
+            keys::MAIL,
+            keys::DEADLINE,
+            keys::CELL_TASK,
+            keys::CELL_CLAIM,
+            keys::CELL_BOARD,
+        ];
+        for family in every_family {
+            assert!(families.contains(&family), "no row of family {family}");
+        }
+        let t = route::team_point("t");
+        let (rows, next) = export(&txn, t, t, &[], usize::MAX);
+        assert_eq!(next, None);
+        let of_t = txn
+            .map
+            .iter()
+            .filter(|(k, v)| expected_point(k, v) == Some(t));
+        assert_eq!(rows.len(), of_t.count());
+        let mut target = MemTxn::default();
+        assert_eq!(
+            import(&mut target, &rows),
+            Outcome::RangeImported {
+                rows: rows.len() as u32
+            }
+        );
+        // Cell-tier rows belong to the cell: they are never exported, nor imported.
+        let cell_rows: Rows = txn
+            .map
+            .iter()
+            .filter(|(key, _)| key[0] == keys::CELL_TASK)
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        assert!(matches!(
+            import(&mut target, &cell_rows),
+            Outcome::Invalid { .. }
+        ));
+    }
 }

@@ -5,7 +5,9 @@
 //! name its routing key in braces (`wf/{instance-7}/events`): only the text inside the first
 //! `{…}` is hashed, so keys sharing a tag live on one cell and may share a `KvTxn`. Leases,
 //! counters and ledgers route by their whole resource id (owner, name, key), so every slot
-//! of a lease and every entry of a ledger partition is on one cell.
+//! of a lease and every entry of a ledger partition is on one cell. A team routes by its
+//! name: its record, its board, its claims and the mailboxes it keeps are on one cell (the
+//! cell-tier board belongs to the cell itself and has no point).
 
 use crate::query::Query;
 use crate::types::{Command, ResourceId};
@@ -51,6 +53,11 @@ pub fn schedule_point(name: &str) -> u64 {
     tagged_point(b"schedule", name)
 }
 
+/// The point of a team: its record, its board, its claims and the mailboxes it keeps.
+pub fn team_point(team: &str) -> u64 {
+    tagged_point(b"team", team)
+}
+
 fn tagged_point(family: &[u8], name: &str) -> u64 {
     let mut key = family.to_vec();
     key.push(0);
@@ -84,6 +91,15 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
         | Command::Resign { group, .. }
         | Command::ElectionRenew { group, .. } => Some(election_point(group)),
         Command::ScheduleFire { name, .. } => Some(schedule_point(name)),
+        Command::TeamCreate { team, .. }
+        | Command::TeamJoin { team, .. }
+        | Command::TeamDissolve { team, .. }
+        | Command::BoardPost { team, .. }
+        | Command::BoardClaim { team, .. }
+        | Command::BoardComplete { team, .. }
+        | Command::BoardFail { team, .. }
+        | Command::BoardExtend { team, .. }
+        | Command::BoardRedrive { team, .. } => Some(team_point(team)),
         Command::KvTxn {
             compares,
             puts,
@@ -123,11 +139,17 @@ fn txn_point<'a>(keys: impl Iterator<Item = &'a Vec<u8>>) -> Result<Option<u64>,
 }
 
 /// The point a read must run at, or `None` for reads every cell answers for its own
-/// ranges (lists and range scans, which a router gathers from each cell).
+/// ranges (lists and range scans, which a router gathers from each cell) or for itself
+/// (`BoardCellReady`).
 pub fn query_point(query: &Query) -> Option<u64> {
     match query {
         Query::KvGet { key } => Some(kv_point(key)),
         Query::ElectionLeader { group } => Some(election_point(group)),
+        Query::Team { team }
+        | Query::BoardList { team, .. }
+        | Query::BoardStats { team }
+        | Query::BoardDeadLetters { team, .. }
+        | Query::Mailbox { team, .. } => Some(team_point(team)),
         // A scan whose prefix holds a whole `{tag}` covers keys of that tag only.
         Query::KvRange { prefix, .. } if kv_routing_key(prefix).len() < prefix.len() => {
             Some(kv_point(prefix))
@@ -168,6 +190,25 @@ mod tests {
         );
         assert_eq!(query_point(&scan(b"e/{i-7")), None, "an open tag gathers");
         assert_eq!(query_point(&scan(b"i/")), None);
+    }
+
+    #[test]
+    fn team_commands_and_reads_route_by_team() {
+        let claim = Command::BoardClaim {
+            team: "t".into(),
+            caller: "a".into(),
+            worker: "w".into(),
+        };
+        assert_eq!(command_point(&claim), Ok(Some(team_point("t"))));
+        assert_ne!(team_point("t"), election_point("t"));
+        let mailbox = Query::Mailbox {
+            team: "t".into(),
+            agent: "sup".into(),
+            after_seq: 0,
+            limit: 0,
+        };
+        assert_eq!(query_point(&mailbox), Some(team_point("t")));
+        assert_eq!(query_point(&Query::BoardCellReady { limit: 0 }), None);
     }
 
     #[test]

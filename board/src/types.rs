@@ -280,6 +280,108 @@ pub enum Command {
         /// Who claims the firing.
         claimant: String,
     },
+    /// Create team `team` with `caller` as its supervisor and first member. Creating an
+    /// existing team again with the same caller changes nothing and succeeds.
+    TeamCreate {
+        /// The team's name (its board routes by it).
+        team: String,
+        /// The creating agent, resolved by the server from the authenticated call.
+        caller: String,
+        /// The parent team, if any (recorded; the server checks the caller's lineage).
+        parent: Option<String>,
+        /// Members of every ancestor team, read by the server along the parent chain; they
+        /// may act on this team's board too.
+        ancestors: Vec<String>,
+        /// The team board's settings (fixed at creation).
+        settings: BoardSettings,
+    },
+    /// A member (or ancestor member) adds `agent` to the team.
+    TeamJoin {
+        /// The team.
+        team: String,
+        /// The acting agent, resolved by the server.
+        caller: String,
+        /// The agent joining.
+        agent: String,
+    },
+    /// The supervisor dissolves the team: from the first call on the team refuses new
+    /// work, and each call deletes a bounded part of its board; repeat until `done`.
+    TeamDissolve {
+        /// The team.
+        team: String,
+        /// The acting agent, resolved by the server (must be the supervisor).
+        caller: String,
+    },
+    /// Post a task to the team's local board (there is no way to post above local).
+    BoardPost {
+        /// The team.
+        team: String,
+        /// The acting agent, resolved by the server.
+        caller: String,
+        /// The task's bytes (at most the team's `task_bytes_max`).
+        #[serde(with = "serde_bytes")]
+        body: Vec<u8>,
+    },
+    /// Claim the oldest ready task of the team's local board, else of this cell's cell-tier
+    /// board, for `reclaim_ms` of the task's team settings.
+    BoardClaim {
+        /// The team.
+        team: String,
+        /// The acting agent, resolved by the server.
+        caller: String,
+        /// The worker that will run the task.
+        worker: String,
+    },
+    /// Complete a claimed task; refused unless `fence` is its live claim's fence.
+    BoardComplete {
+        /// The team the task was claimed through.
+        team: String,
+        /// The acting agent, resolved by the server.
+        caller: String,
+        /// The task.
+        task_id: String,
+        /// The fence of the claim.
+        fence: u64,
+        /// The result bytes (kept with the done task).
+        #[serde(with = "serde_bytes")]
+        result: Vec<u8>,
+    },
+    /// Give a claimed task back as failed: ready again, or dead-lettered at its delivery
+    /// limit.
+    BoardFail {
+        /// The team the task was claimed through.
+        team: String,
+        /// The acting agent, resolved by the server.
+        caller: String,
+        /// The task.
+        task_id: String,
+        /// The fence of the claim.
+        fence: u64,
+        /// What went wrong (kept in the task's failure metadata).
+        error: String,
+    },
+    /// Move a live claim's deadline to `stamp + extend_ms` (never backward).
+    BoardExtend {
+        /// The team the task was claimed through.
+        team: String,
+        /// The acting agent, resolved by the server.
+        caller: String,
+        /// The task.
+        task_id: String,
+        /// The fence of the claim.
+        fence: u64,
+        /// New time to live of the claim from the stamp.
+        extend_ms: u64,
+    },
+    /// Put a dead-lettered task of the team back to ready with its delivery count reset.
+    BoardRedrive {
+        /// The task's team.
+        team: String,
+        /// The acting agent, resolved by the server.
+        caller: String,
+        /// The task.
+        task_id: String,
+    },
 }
 
 /// The business result of one command. Codes are stable and mirrored in proto.
@@ -471,6 +573,80 @@ pub enum Outcome {
         /// The stamp time.
         now_ms: u64,
     },
+    /// The team exists with the caller as its supervisor (new, or created again).
+    TeamCreated {
+        /// The team.
+        team: String,
+    },
+    /// The agent is a member of the team (new, or already).
+    TeamJoined {
+        /// The team.
+        team: String,
+        /// The member.
+        agent: String,
+    },
+    /// Part of a dissolving team's board was deleted; `done` once the team is gone.
+    TeamDissolved {
+        /// Tasks, claim records, mailbox rows and the team record deleted by this command
+        /// (their index and deadline entries go with them, uncounted).
+        removed: u32,
+        /// The team and its whole board are gone.
+        done: bool,
+    },
+    /// A task was posted (always at the local tier).
+    TaskPosted {
+        /// The task's id (`{team}-{n}`).
+        task_id: String,
+        /// Where it was posted.
+        tier: Tier,
+    },
+    /// The caller claimed a task until `deadline_ms` under `fence`.
+    TaskClaimed {
+        /// The task as claimed (boxed: it carries the body, and outcomes stay small).
+        task: Box<TaskView>,
+        /// The fence of the claim (present it to complete, fail or extend).
+        fence: u64,
+        /// When the claim lapses unless extended.
+        deadline_ms: u64,
+        /// The board it came from.
+        tier: Tier,
+    },
+    /// Neither the team's board nor the cell tier holds a ready task.
+    BoardEmpty,
+    /// The task is done.
+    TaskCompleted {
+        /// The task.
+        task_id: String,
+    },
+    /// The failed task is ready again.
+    TaskReleased {
+        /// The task.
+        task_id: String,
+        /// Deliveries so far.
+        delivery_count: u32,
+    },
+    /// The failed task reached its delivery limit and was dead-lettered.
+    TaskDeadLettered {
+        /// The task.
+        task_id: String,
+        /// Deliveries made.
+        delivery_count: u32,
+    },
+    /// The claim's deadline is now `deadline_ms`.
+    TaskExtended {
+        /// The new deadline.
+        deadline_ms: u64,
+    },
+    /// The dead-lettered task is ready again with its delivery count reset.
+    TaskRedriven {
+        /// The task.
+        task_id: String,
+    },
+    /// A board or team command was refused; nothing changed.
+    BoardRefused {
+        /// Why.
+        reason: BoardRefusal,
+    },
 }
 
 /// One live holder of a lease.
@@ -497,6 +673,206 @@ pub struct ElectionLeader {
     pub endpoints: Vec<String>,
     /// When the leadership ends unless renewed.
     pub expires_at_ms: u64,
+}
+
+/// Settings of a team's board, fixed when the team is created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoardSettings {
+    /// The claim window: a claim lapses this long after it was taken (or extended).
+    pub reclaim_ms: u64,
+    /// Deliveries of one task before it is dead-lettered (at least 1).
+    pub delivery_limit: u32,
+    /// A never-claimed local task spills to the cell tier after this long (0 = never).
+    pub spill_after_ms: u64,
+    /// Bytes of one task body or result.
+    pub task_bytes_max: u32,
+}
+
+impl Default for BoardSettings {
+    /// A 30 s claim window, 5 deliveries, no spill, 64 KiB tasks.
+    fn default() -> Self {
+        BoardSettings {
+            reclaim_ms: 30_000,
+            delivery_limit: 5,
+            spill_after_ms: 0,
+            task_bytes_max: 64 << 10,
+        }
+    }
+}
+
+/// Where a task board sits. Tasks are posted locally and only ever move up (spill); a task
+/// is visible only at its current tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Tier {
+    /// The team's own board.
+    Local,
+    /// The board of one cell, holding tasks spilled from local boards of its teams.
+    Cell,
+    /// The fabric-wide board (filled by a cross-cell handoff; not stored by this crate yet).
+    Fabric,
+}
+
+/// The life of a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum TaskState {
+    /// Waiting for a worker.
+    Ready,
+    /// Held by a worker under a fence until a deadline.
+    Claimed,
+    /// Completed (kept for `limits::TASK_DONE_RETAIN_MS`).
+    Done,
+    /// Dead-lettered at its delivery limit (kept until redriven or the team dissolves).
+    Dead,
+}
+
+impl std::fmt::Display for TaskState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TaskState::Ready => "ready",
+            TaskState::Claimed => "claimed",
+            TaskState::Done => "done",
+            TaskState::Dead => "dead",
+        })
+    }
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Tier::Local => "local",
+            Tier::Cell => "cell",
+            Tier::Fabric => "fabric",
+        })
+    }
+}
+
+/// One failed delivery of a task.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// Which delivery failed (from 1).
+    pub delivery: u32,
+    /// The worker that held it.
+    pub worker: String,
+    /// What went wrong (the worker's error, or the lapsed claim window).
+    pub error: String,
+    /// Stamp time of the failure.
+    pub at_ms: u64,
+}
+
+/// A task as stored on a board.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskView {
+    /// The task's id: `{team}-{n}`, kept across tiers.
+    pub id: String,
+    /// The team that posted it (its origin, also after it spilled).
+    pub team: String,
+    /// The board it is on now.
+    pub tier: Tier,
+    /// Its state.
+    pub state: TaskState,
+    /// The posted bytes.
+    #[serde(with = "serde_bytes")]
+    pub body: Vec<u8>,
+    /// Claims so far (reset by a redrive).
+    pub delivery_count: u32,
+    /// The worker holding the claim (or that completed it); `None` otherwise.
+    pub worker: Option<String>,
+    /// The fence of the latest claim (0 = never claimed).
+    pub fence: u64,
+    /// The deadline of the latest claim (0 = never claimed).
+    pub deadline_ms: u64,
+    /// Stamp time of the post.
+    pub posted_ms: u64,
+    /// Failed deliveries, oldest first (the latest `limits::TASK_FAILURES_MAX`).
+    pub failures: Vec<Failure>,
+    /// The result bytes of a done task (empty otherwise).
+    #[serde(with = "serde_bytes")]
+    pub result: Vec<u8>,
+}
+
+/// Why a board or team command was refused. Messages are lowercase, with the numbers.
+///
+/// ```
+/// use whip_board::{BoardRefusal, TaskState};
+/// let stale = BoardRefusal::StaleFence { presented: 41, current: 43 };
+/// assert_eq!(stale.to_string(), "fence 41 is stale, current is 43");
+/// let done = BoardRefusal::NotClaimed { task_id: "t-1".into(), state: TaskState::Done };
+/// assert_eq!(done.to_string(), "task \"t-1\" is not claimed, it is done");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum BoardRefusal {
+    /// The team does not exist here (or is dissolving).
+    #[error("team {team:?} is unknown")]
+    UnknownTeam {
+        /// The team named.
+        team: String,
+    },
+    /// Another agent created a team of that name (or it is dissolving).
+    #[error("team {team:?} already exists")]
+    TeamExists {
+        /// The team named.
+        team: String,
+    },
+    /// The agent is neither a member of the team nor of an ancestor team.
+    #[error("agent {agent:?} is not a member of the team or its ancestors")]
+    NotMember {
+        /// The agent.
+        agent: String,
+    },
+    /// Only the team's supervisor may do this.
+    #[error("agent {agent:?} is not the supervisor {supervisor:?}")]
+    NotSupervisor {
+        /// The agent.
+        agent: String,
+        /// The supervisor.
+        supervisor: String,
+    },
+    /// No such task on a board this command can reach.
+    #[error("task {task_id:?} is unknown")]
+    UnknownTask {
+        /// The task named.
+        task_id: String,
+    },
+    /// The task is not claimed (ready, done or dead).
+    #[error("task {task_id:?} is not claimed, it is {state}")]
+    NotClaimed {
+        /// The task.
+        task_id: String,
+        /// Its state.
+        state: TaskState,
+    },
+    /// The presented fence is not the live claim's.
+    #[error("fence {presented} is stale, current is {current}")]
+    StaleFence {
+        /// The fence presented.
+        presented: u64,
+        /// The fence of the task's latest claim.
+        current: u64,
+    },
+    /// The claim's window passed; the task is redelivered by the next tick.
+    #[error("claim expired at {deadline_ms}, now is {now_ms}")]
+    ClaimExpired {
+        /// The claim's deadline.
+        deadline_ms: u64,
+        /// The stamp time.
+        now_ms: u64,
+    },
+    /// The team's board holds `limits::TEAM_TASKS_MAX` open tasks.
+    #[error("board holds {open} open tasks, limit is {open_max}")]
+    BoardFull {
+        /// Ready, claimed and dead tasks on the board.
+        open: u64,
+        /// The limit.
+        open_max: u64,
+    },
+    /// Only a dead-lettered task may be redriven.
+    #[error("task {task_id:?} is not dead-lettered, it is {state}")]
+    NotDead {
+        /// The task.
+        task_id: String,
+        /// Its state.
+        state: TaskState,
+    },
 }
 
 /// `(key, value)` pairs with both sides as byte strings: postcard writes the same bytes as

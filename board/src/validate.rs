@@ -4,12 +4,12 @@ use chrono_tz::Tz;
 
 use crate::counter;
 use crate::limits::{
-    DURATION_MS_MAX, ELECTION_ENDPOINT_BYTES_MAX, ELECTION_ENDPOINTS_MAX, KV_TXN_BYTES_MAX,
-    KV_TXN_OPS_MAX, LEASE_SLOTS_MAX, NAME_BYTES_MAX, RANGE_ROWS_PER_COMMAND_MAX,
-    SCHEDULE_SPEC_BYTES_MAX,
+    DELIVERY_LIMIT_MAX, DURATION_MS_MAX, ELECTION_ENDPOINT_BYTES_MAX, ELECTION_ENDPOINTS_MAX,
+    KV_TXN_BYTES_MAX, KV_TXN_OPS_MAX, LEASE_SLOTS_MAX, NAME_BYTES_MAX, RANGE_ROWS_PER_COMMAND_MAX,
+    SCHEDULE_SPEC_BYTES_MAX, TASK_ERROR_BYTES_MAX, TEAM_ANCESTORS_MAX,
 };
 use crate::schedule::ScheduleSpec;
-use crate::types::{Command, ResourceId};
+use crate::types::{BoardSettings, Command, ResourceId};
 
 fn name(what: &str, bytes: usize) -> Result<(), String> {
     if bytes == 0 {
@@ -117,6 +117,131 @@ fn schedule_fire(
     Ok(())
 }
 
+/// A board's settings: a claim window and a delivery limit of at least 1, durations within
+/// `DURATION_MS_MAX`, tasks no larger than a value.
+fn settings(settings: &BoardSettings, value_bytes_max: usize) -> Result<(), String> {
+    positive("reclaim_ms", settings.reclaim_ms)?;
+    duration("reclaim_ms", settings.reclaim_ms)?;
+    positive("delivery_limit", u64::from(settings.delivery_limit))?;
+    if settings.delivery_limit > DELIVERY_LIMIT_MAX {
+        return Err(format!(
+            "delivery_limit is {}, limit is {DELIVERY_LIMIT_MAX}",
+            settings.delivery_limit
+        ));
+    }
+    duration("spill_after_ms", settings.spill_after_ms)?;
+    positive("task_bytes_max", u64::from(settings.task_bytes_max))?;
+    if settings.task_bytes_max as usize > value_bytes_max {
+        return Err(format!(
+            "task_bytes_max is {}, limit is {value_bytes_max}",
+            settings.task_bytes_max
+        ));
+    }
+    Ok(())
+}
+
+/// The names of a team creation, its ancestors and its settings.
+fn team_create(command: &Command, value_bytes_max: usize) -> Result<(), String> {
+    let Command::TeamCreate {
+        team,
+        caller,
+        parent,
+        ancestors,
+        settings: board,
+    } = command
+    else {
+        unreachable!("{command:?} is not a team creation");
+    };
+    name("team", team.len())?;
+    name("caller", caller.len())?;
+    if let Some(parent) = parent {
+        name("parent", parent.len())?;
+    }
+    if ancestors.len() > TEAM_ANCESTORS_MAX {
+        return Err(format!(
+            "{} ancestors, limit is {TEAM_ANCESTORS_MAX}",
+            ancestors.len()
+        ));
+    }
+    for ancestor in ancestors {
+        name("ancestor", ancestor.len())?;
+    }
+    settings(board, value_bytes_max)
+}
+
+/// Team and task board commands (split from `validate` to keep each match short).
+fn board(command: &Command, value_bytes_max: usize) -> Result<(), String> {
+    let (team, caller) = match command {
+        Command::TeamCreate { .. } => return team_create(command, value_bytes_max),
+        Command::TeamJoin {
+            team,
+            caller,
+            agent,
+        } => {
+            name("agent", agent.len())?;
+            (team, caller)
+        }
+        Command::TeamDissolve { team, caller } => (team, caller),
+        Command::BoardPost { team, caller, body } => {
+            value("body", body.len(), value_bytes_max)?;
+            (team, caller)
+        }
+        Command::BoardClaim {
+            team,
+            caller,
+            worker,
+        } => {
+            name("worker", worker.len())?;
+            (team, caller)
+        }
+        Command::BoardComplete {
+            team,
+            caller,
+            task_id,
+            result,
+            ..
+        } => {
+            name("task_id", task_id.len())?;
+            value("result", result.len(), value_bytes_max)?;
+            (team, caller)
+        }
+        Command::BoardFail {
+            team,
+            caller,
+            task_id,
+            error,
+            ..
+        } => {
+            name("task_id", task_id.len())?;
+            value("error", error.len(), TASK_ERROR_BYTES_MAX)?;
+            (team, caller)
+        }
+        Command::BoardExtend {
+            team,
+            caller,
+            task_id,
+            extend_ms,
+            ..
+        } => {
+            name("task_id", task_id.len())?;
+            positive("extend_ms", *extend_ms)?;
+            duration("extend_ms", *extend_ms)?;
+            (team, caller)
+        }
+        Command::BoardRedrive {
+            team,
+            caller,
+            task_id,
+        } => {
+            name("task_id", task_id.len())?;
+            (team, caller)
+        }
+        other => unreachable!("{other:?} is not a team or board command"),
+    };
+    name("team", team.len())?;
+    name("caller", caller.len())
+}
+
 /// An idempotency key must be non-empty and at most `NAME_BYTES_MAX` bytes.
 pub(crate) fn idempotency_key(key: &str) -> Result<(), String> {
     name("idempotency key", key.len())
@@ -212,6 +337,15 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
         | Command::Resign { .. }
         | Command::ElectionRenew { .. }
         | Command::ScheduleFire { .. } => coordination(command),
+        Command::TeamCreate { .. }
+        | Command::TeamJoin { .. }
+        | Command::TeamDissolve { .. }
+        | Command::BoardPost { .. }
+        | Command::BoardClaim { .. }
+        | Command::BoardComplete { .. }
+        | Command::BoardFail { .. }
+        | Command::BoardExtend { .. }
+        | Command::BoardRedrive { .. } => board(command, value_bytes_max),
     }
 }
 

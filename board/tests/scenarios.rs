@@ -3,8 +3,9 @@
 //! expected output (one line per command; list queries print one line per row). All blocks
 //! of a file run in order on one store; each command gets the next log index. `@T` before a
 //! command sets the stamp time (ms, `+ms` relative, or RFC 3339 UTC). An argument value may
-//! be double-quoted to hold spaces (`spec="0 9 * * 1-5"`). `REWRITE=1` regenerates the
-//! expected output; review the diff.
+//! be double-quoted to hold spaces (`spec="0 9 * * 1-5"`). Outcomes print as `Debug`, except
+//! that a claimed task prints as one task row (as `tasks` lists them). `REWRITE=1`
+//! regenerates the expected output; review the diff.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -13,8 +14,8 @@ use std::path::Path;
 use chrono::{DateTime, SecondsFormat};
 use whip_board::query::{LeaseView, LedgerEntryView, ScheduleView};
 use whip_board::{
-    Command, ElectionLeader, MemTxn, Query, QueryResult, Request, Reset, ResourceId, Stamp, apply,
-    query,
+    BoardSettings, BoardStatsView, Command, ElectionLeader, MailboxMessage, MemTxn, Outcome, Query,
+    QueryResult, Request, Reset, ResourceId, Stamp, TaskState, TaskView, TeamView, apply, query,
 };
 
 struct Runner {
@@ -107,6 +108,91 @@ fn reset(text: &str) -> Reset {
         "monthly" => Reset::Monthly,
         other => panic!("unknown reset {other}"),
     }
+}
+
+fn task_state(text: &str) -> TaskState {
+    match text {
+        "ready" => TaskState::Ready,
+        "claimed" => TaskState::Claimed,
+        "done" => TaskState::Done,
+        "dead" => TaskState::Dead,
+        other => panic!("unknown task state {other}"),
+    }
+}
+
+/// Board settings from `reclaim= deliveries= spill= task-bytes=` (defaults otherwise).
+fn settings(line: &Line<'_>) -> BoardSettings {
+    let default = BoardSettings::default();
+    let small = |name: &str, default: u32| {
+        u32::try_from(line.number_or(name, u64::from(default))).expect("fits u32")
+    };
+    BoardSettings {
+        reclaim_ms: line.number_or("reclaim", default.reclaim_ms),
+        delivery_limit: small("deliveries", default.delivery_limit),
+        spill_after_ms: line.number_or("spill", default.spill_after_ms),
+        task_bytes_max: small("task-bytes", default.task_bytes_max),
+    }
+}
+
+/// Team and board commands (split from `command` to keep each match short).
+fn board_command(line: &Line<'_>) -> Option<Command> {
+    let team = || line.text("team");
+    let caller = || line.text("caller");
+    Some(match line.verb {
+        "team-create" => Command::TeamCreate {
+            team: team(),
+            caller: caller(),
+            parent: line.args.get("parent").map(|p| p.to_string()),
+            ancestors: line.list("ancestors"),
+            settings: settings(line),
+        },
+        "team-join" => Command::TeamJoin {
+            team: team(),
+            caller: caller(),
+            agent: line.text("agent"),
+        },
+        "team-dissolve" => Command::TeamDissolve {
+            team: team(),
+            caller: caller(),
+        },
+        "post" => Command::BoardPost {
+            team: team(),
+            caller: caller(),
+            body: line.bytes("body"),
+        },
+        "claim" => Command::BoardClaim {
+            team: team(),
+            caller: caller(),
+            worker: line.text("worker"),
+        },
+        "complete" => Command::BoardComplete {
+            team: team(),
+            caller: caller(),
+            task_id: line.text("task"),
+            fence: line.number("fence"),
+            result: line.bytes("result"),
+        },
+        "fail" => Command::BoardFail {
+            team: team(),
+            caller: caller(),
+            task_id: line.text("task"),
+            fence: line.number("fence"),
+            error: line.text("error"),
+        },
+        "extend" => Command::BoardExtend {
+            team: team(),
+            caller: caller(),
+            task_id: line.text("task"),
+            fence: line.number("fence"),
+            extend_ms: line.number("by"),
+        },
+        "redrive" => Command::BoardRedrive {
+            team: team(),
+            caller: caller(),
+            task_id: line.text("task"),
+        },
+        _ => return None,
+    })
 }
 
 fn command(line: &Line<'_>) -> Option<Command> {
@@ -204,7 +290,7 @@ fn command(line: &Line<'_>) -> Option<Command> {
             due_ms: line.time("due"),
             claimant: line.text("claimant"),
         },
-        _ => return None,
+        _ => return board_command(line),
     })
 }
 
@@ -240,6 +326,28 @@ fn read(line: &Line<'_>) -> Query {
         },
         "elections" => Query::ElectionList { prefix, limit },
         "schedules" => Query::ScheduleList { prefix, limit },
+        "team" => Query::Team {
+            team: line.text("team"),
+        },
+        "tasks" => Query::BoardList {
+            team: line.text("team"),
+            state: line.args.get("state").map(|s| task_state(s)),
+            limit,
+        },
+        "stats" => Query::BoardStats {
+            team: line.text("team"),
+        },
+        "dead-letters" => Query::BoardDeadLetters {
+            team: line.text("team"),
+            limit,
+        },
+        "cell-ready" => Query::BoardCellReady { limit },
+        "mailbox" => Query::Mailbox {
+            team: line.text("team"),
+            agent: line.text("agent"),
+            after_seq: line.number_or("after", 0),
+            limit,
+        },
         other => panic!("unknown command {other}"),
     }
 }
@@ -305,6 +413,99 @@ fn schedule_row(view: &ScheduleView) -> String {
     )
 }
 
+/// One task on one line: id, where it is, its state, then what it has.
+fn task_row(task: &TaskView) -> String {
+    let mut row = format!(
+        "{} team={} tier={} state={} deliveries={} posted={} body={}",
+        task.id,
+        task.team,
+        task.tier,
+        task.state,
+        task.delivery_count,
+        task.posted_ms,
+        String::from_utf8_lossy(&task.body)
+    );
+    if task.fence > 0 {
+        let worker = task.worker.as_deref().unwrap_or("-");
+        write!(
+            row,
+            " worker={worker} fence={} deadline={}",
+            task.fence, task.deadline_ms
+        )
+        .expect("write");
+    }
+    if !task.result.is_empty() {
+        write!(row, " result={}", String::from_utf8_lossy(&task.result)).expect("write");
+    }
+    for f in &task.failures {
+        write!(
+            row,
+            " failed:{}:{}@{}:{:?}",
+            f.delivery, f.worker, f.at_ms, f.error
+        )
+        .expect("write");
+    }
+    row
+}
+
+fn team_row(view: &TeamView) -> String {
+    let s = &view.settings;
+    format!(
+        "{} supervisor={} members=[{}] parent={} reclaim={} deliveries={} spill={} \
+         task-bytes={}",
+        view.team,
+        view.supervisor,
+        view.members.join(","),
+        view.parent.as_deref().unwrap_or("-"),
+        s.reclaim_ms,
+        s.delivery_limit,
+        s.spill_after_ms,
+        s.task_bytes_max
+    )
+}
+
+fn stats_row(view: &BoardStatsView) -> String {
+    format!(
+        "ready={} claimed={} done={} dead={} tier={} cell: ready={} claimed={} done={} dead={}",
+        view.ready,
+        view.claimed,
+        view.done,
+        view.dead,
+        view.tier,
+        view.cell_ready,
+        view.cell_claimed,
+        view.cell_done,
+        view.cell_dead
+    )
+}
+
+fn mail_row(message: &MailboxMessage) -> String {
+    format!(
+        "#{} from={} at={} {:?}: {}",
+        message.seq,
+        message.from,
+        message.at_ms,
+        message.kind,
+        String::from_utf8_lossy(&message.body)
+    )
+}
+
+/// An outcome as `Debug`, except that a claimed task prints as a task row.
+fn outcome_text(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::TaskClaimed {
+            task,
+            fence,
+            deadline_ms,
+            tier,
+        } => format!(
+            "TaskClaimed {{ fence: {fence}, deadline_ms: {deadline_ms}, tier: {tier:?} }} {}",
+            task_row(task)
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
 fn render(result: QueryResult) -> String {
     let rows: Vec<String> = match result {
         QueryResult::Kv(None) => vec!["absent".into()],
@@ -354,6 +555,10 @@ fn render(result: QueryResult) -> String {
         QueryResult::ElectionLeader(leader) => leader.iter().map(leader_row).collect(),
         QueryResult::Elections(leaders) => leaders.iter().map(leader_row).collect(),
         QueryResult::Schedules(views) => views.iter().map(schedule_row).collect(),
+        QueryResult::Team(view) => view.iter().map(team_row).collect(),
+        QueryResult::Tasks(tasks) => tasks.iter().map(task_row).collect(),
+        QueryResult::BoardStats(view) => view.iter().map(stats_row).collect(),
+        QueryResult::Mailbox(messages) => messages.iter().map(mail_row).collect(),
     };
     if rows.is_empty() {
         "(none)".into()
@@ -420,7 +625,7 @@ impl Runner {
                     command,
                     epoch: line.number_or("epoch", 0),
                 };
-                format!("{:?}", apply(&mut self.txn, stamp, &request))
+                outcome_text(&apply(&mut self.txn, stamp, &request))
             }
             None => render(query(&self.txn, self.time_ms, &routed_read(&line))),
         }
