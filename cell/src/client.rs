@@ -253,6 +253,10 @@ impl CellClient {
         kv_range(pb::KvRangeRequest) -> pb::KvRangeResponse;
         leader(pb::LeaderRequest) -> pb::LeaderResponse;
         agent_register(pb::AgentRegisterRequest) -> pb::AgentRegisterResponse;
+        board_list(pb::BoardListRequest) -> pb::BoardListResponse;
+        board_dead_letters(pb::BoardListRequest) -> pb::BoardListResponse;
+        board_stats(pb::BoardStatsRequest) -> pb::BoardStatsResponse;
+        mailbox(pb::MailboxRequest) -> pb::MailboxResponse;
     }
 
     writes! {
@@ -270,6 +274,15 @@ impl CellClient {
         resign(pb::ElectionTermRequest) -> pb::ElectionResponse;
         election_renew(pb::ElectionTermRequest) -> pb::ElectionResponse;
         schedule_fire(pb::ScheduleFireRequest) -> pb::ScheduleResponse;
+        team_create(pb::TeamCreateRequest) -> pb::TeamResponse;
+        team_join(pb::TeamJoinRequest) -> pb::TeamResponse;
+        team_dissolve(pb::TeamDissolveRequest) -> pb::TeamResponse;
+        board_post(pb::BoardPostRequest) -> pb::BoardResponse;
+        board_claim(pb::BoardClaimRequest) -> pb::BoardResponse;
+        board_complete(pb::BoardTaskRequest) -> pb::BoardResponse;
+        board_fail(pb::BoardTaskRequest) -> pb::BoardResponse;
+        board_extend(pb::BoardTaskRequest) -> pb::BoardResponse;
+        board_redrive(pb::BoardTaskRequest) -> pb::BoardResponse;
     }
 
     /// The leader of `group` now, then every change, until the stream is dropped. Opens on

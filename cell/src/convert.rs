@@ -3,6 +3,7 @@
 
 use tonic::Status;
 use whip_board::query::{CounterView, LeaseView, LedgerEntryView};
+use whip_board::types::{BoardRefusal, BoardSettings, TaskState, TaskView};
 use whip_board::{ElectionLeader, LeaseHolder, Outcome, QueryResult, Reset, ResourceId};
 use whip_proto::v1 as pb;
 use whip_proto::v1::OutcomeCode as Code;
@@ -352,5 +353,220 @@ pub(crate) fn lease_degraded(reason: String) -> pb::LeaseResponse {
         code: Code::LeaseHeldDegraded as i32,
         degraded_reason: reason,
         ..Default::default()
+    }
+}
+
+// ---------------------------------------------------------------- teams and task boards
+
+/// A stable snake_case name of a board refusal (the wire's `refusal` field).
+pub(crate) fn refusal_code(reason: &BoardRefusal) -> &'static str {
+    match reason {
+        BoardRefusal::UnknownTeam { .. } => "unknown_team",
+        BoardRefusal::TeamExists { .. } => "team_exists",
+        BoardRefusal::NotMember { .. } => "not_member",
+        BoardRefusal::NotSupervisor { .. } => "not_supervisor",
+        BoardRefusal::UnknownTask { .. } => "unknown_task",
+        BoardRefusal::NotClaimed { .. } => "not_claimed",
+        BoardRefusal::StaleFence { .. } => "stale_fence",
+        BoardRefusal::ClaimExpired { .. } => "claim_expired",
+        BoardRefusal::BoardFull { .. } => "board_full",
+        BoardRefusal::NotDead { .. } => "not_dead",
+    }
+}
+
+pub(crate) fn task_pb(t: TaskView) -> pb::Task {
+    pb::Task {
+        id: t.id,
+        team: t.team,
+        tier: t.tier.to_string(),
+        state: t.state.to_string(),
+        body: t.body,
+        delivery_count: t.delivery_count,
+        worker: t.worker,
+        fence: t.fence,
+        deadline_ms: t.deadline_ms,
+        posted_ms: t.posted_ms,
+        failures: t
+            .failures
+            .into_iter()
+            .map(|f| pb::Failure {
+                delivery: f.delivery,
+                worker: f.worker,
+                error: f.error,
+                at_ms: f.at_ms,
+            })
+            .collect(),
+    }
+}
+
+pub(crate) fn team_response(outcome: Outcome) -> Result<pb::TeamResponse, Status> {
+    let mut r = pb::TeamResponse::default();
+    match outcome {
+        Outcome::TeamCreated { team } => {
+            r.code = Code::TeamCreated as i32;
+            r.message = format!("team {team} created");
+        }
+        Outcome::TeamJoined { team, agent } => {
+            r.code = Code::TeamJoined as i32;
+            r.message = format!("{agent} joined team {team}");
+        }
+        Outcome::TeamDissolved { removed, done } => {
+            r.code = Code::TeamDissolved as i32;
+            r.removed = removed;
+            r.done = done;
+            r.message = format!(
+                "removed {removed} rows{}",
+                if done { ", done" } else { ", more to go" }
+            );
+        }
+        Outcome::BoardRefused { reason } => {
+            r.code = Code::BoardRefused as i32;
+            r.refusal = refusal_code(&reason).into();
+            r.message = reason.to_string();
+        }
+        other => return Err(unexpected(&other)),
+    }
+    Ok(r)
+}
+
+pub(crate) fn board_response(outcome: Outcome) -> Result<pb::BoardResponse, Status> {
+    let mut r = pb::BoardResponse::default();
+    match outcome {
+        Outcome::TaskPosted { task_id, tier } => {
+            r.code = Code::TaskPosted as i32;
+            r.task_id = task_id;
+            r.tier = tier.to_string();
+        }
+        Outcome::TaskClaimed {
+            task,
+            fence,
+            deadline_ms,
+            tier,
+        } => {
+            r.code = Code::TaskClaimed as i32;
+            r.task_id = task.id.clone();
+            r.delivery_count = task.delivery_count;
+            r.task = Some(task_pb(*task));
+            r.fence = fence;
+            r.deadline_ms = deadline_ms;
+            r.tier = tier.to_string();
+        }
+        Outcome::BoardEmpty => r.code = Code::BoardEmpty as i32,
+        Outcome::TaskCompleted { task_id } => {
+            r.code = Code::TaskCompleted as i32;
+            r.task_id = task_id;
+        }
+        Outcome::TaskReleased {
+            task_id,
+            delivery_count,
+        } => {
+            r.code = Code::TaskReleased as i32;
+            r.task_id = task_id;
+            r.delivery_count = delivery_count;
+        }
+        Outcome::TaskDeadLettered {
+            task_id,
+            delivery_count,
+        } => {
+            r.code = Code::TaskDeadLettered as i32;
+            r.task_id = task_id;
+            r.delivery_count = delivery_count;
+        }
+        Outcome::TaskExtended { deadline_ms } => {
+            r.code = Code::TaskExtended as i32;
+            r.deadline_ms = deadline_ms;
+        }
+        Outcome::TaskRedriven { task_id } => {
+            r.code = Code::TaskRedriven as i32;
+            r.task_id = task_id;
+        }
+        Outcome::BoardRefused { reason } => {
+            r.code = Code::BoardRefused as i32;
+            r.refusal = refusal_code(&reason).into();
+            r.message = reason.to_string();
+        }
+        other => return Err(unexpected(&other)),
+    }
+    Ok(r)
+}
+
+pub(crate) fn tasks_response(result: QueryResult) -> Result<pb::BoardListResponse, Status> {
+    match result {
+        QueryResult::Tasks(tasks) => Ok(pb::BoardListResponse {
+            tasks: tasks.into_iter().map(task_pb).collect(),
+        }),
+        other => Err(unexpected(&other)),
+    }
+}
+
+pub(crate) fn board_stats_response(result: QueryResult) -> Result<pb::BoardStatsResponse, Status> {
+    match result {
+        QueryResult::BoardStats(Some(s)) => Ok(pb::BoardStatsResponse {
+            ready: s.ready,
+            claimed: s.claimed,
+            done: s.done,
+            dead: s.dead,
+            tier: s.tier.to_string(),
+            cell_ready: s.cell_ready,
+        }),
+        QueryResult::BoardStats(None) => Err(Status::not_found("unknown team")),
+        other => Err(unexpected(&other)),
+    }
+}
+
+pub(crate) fn mailbox_response(result: QueryResult) -> Result<pb::MailboxResponse, Status> {
+    match result {
+        QueryResult::Mailbox(messages) => Ok(pb::MailboxResponse {
+            messages: messages
+                .into_iter()
+                .map(|m| pb::MailboxMessage {
+                    seq: m.seq,
+                    from: m.from,
+                    kind: match &m.kind {
+                        whip_board::query::MessageKind::DeadLetter { .. } => "dead_letter".into(),
+                    },
+                    body: m.body,
+                    at_ms: m.at_ms,
+                })
+                .collect(),
+        }),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// A task state named on the wire (empty = every state).
+pub(crate) fn task_state(text: &str) -> Result<Option<TaskState>, Status> {
+    Ok(Some(match text {
+        "" => return Ok(None),
+        "ready" => TaskState::Ready,
+        "claimed" => TaskState::Claimed,
+        "done" => TaskState::Done,
+        "dead" => TaskState::Dead,
+        other => {
+            return Err(Status::invalid_argument(format!(
+                "state {other:?} is not ready, claimed, done or dead"
+            )));
+        }
+    }))
+}
+
+/// Board settings from the wire: zero fields take the defaults.
+pub(crate) fn board_settings(s: Option<pb::BoardSettings>) -> BoardSettings {
+    let d = BoardSettings::default();
+    let s = s.unwrap_or_default();
+    let or = |v: u64, d: u64| if v == 0 { d } else { v };
+    BoardSettings {
+        reclaim_ms: or(s.reclaim_ms, d.reclaim_ms),
+        delivery_limit: if s.delivery_limit == 0 {
+            d.delivery_limit
+        } else {
+            s.delivery_limit
+        },
+        spill_after_ms: s.spill_after_ms,
+        task_bytes_max: if s.task_bytes_max == 0 {
+            d.task_bytes_max
+        } else {
+            s.task_bytes_max
+        },
     }
 }

@@ -54,3 +54,5 @@ pub const FAIL_OPEN_WAIT_MS: u64 = 2_000;
 pub const OBSERVE_POLL_MS: u64 = 100;
 /// Leader changes buffered for a slow observer.
 pub const OBSERVE_QUEUE_MAX: usize = 16;
+/// Teams above a team (its parent chain) that lineage checks read.
+pub const TEAM_DEPTH_MAX: usize = 16;

@@ -138,11 +138,57 @@ impl CellApi {
     }
 
     /// The agent a call acts for, proven by its metadata (never taken from the body).
-    #[allow(dead_code)]
     async fn caller<T>(&self, req: &GrpcRequest<T>) -> Result<String, Status> {
         self.verifier
             .caller(self.dispatch.as_ref(), req.metadata())
             .await
+    }
+
+    /// The members of `parent` and of its ancestors (lineage), read from their teams.
+    async fn ancestors(&self, parent: Option<&str>) -> Result<Vec<String>, Status> {
+        let mut members = Vec::new();
+        let mut next = parent.map(str::to_string);
+        for _ in 0..limits::TEAM_DEPTH_MAX {
+            let Some(team) = next.take() else { break };
+            match self.read(Query::Team { team: team.clone() }).await? {
+                QueryResult::Team(Some(view)) => {
+                    members.extend(view.members);
+                    next = view.parent;
+                }
+                QueryResult::Team(None) => {
+                    return Err(Status::not_found(format!(
+                        "parent team {team:?} is unknown"
+                    )));
+                }
+                other => return Err(Status::internal(format!("unexpected answer {other:?}"))),
+            }
+        }
+        members.sort();
+        members.dedup();
+        Ok(members)
+    }
+
+    /// Reads of a board are for its members (and members of ancestor teams) only.
+    async fn member_of(&self, team: &str, caller: &str) -> Result<(), Status> {
+        match self
+            .read(Query::Team {
+                team: team.to_string(),
+            })
+            .await?
+        {
+            QueryResult::Team(Some(view)) => {
+                let ancestors = self.ancestors(view.parent.as_deref()).await?;
+                if view.members.iter().chain(&ancestors).any(|m| m == caller) {
+                    Ok(())
+                } else {
+                    Err(Status::permission_denied(format!(
+                        "agent {caller:?} is not a member of team {team:?} or its ancestors"
+                    )))
+                }
+            }
+            QueryResult::Team(None) => Err(Status::not_found(format!("team {team:?} is unknown"))),
+            other => Err(Status::internal(format!("unexpected answer {other:?}"))),
+        }
     }
 }
 
@@ -489,6 +535,211 @@ impl cell_server::Cell for CellApi {
         };
         let outcome = self.submit(req.idempotency_key, command).await?;
         Ok(Response::new(convert::schedule_response(outcome)?))
+    }
+
+    async fn team_create(
+        &self,
+        req: GrpcRequest<pb::TeamCreateRequest>,
+    ) -> GrpcResult<pb::TeamResponse> {
+        let caller = self.caller(&req).await?;
+        let req = req.into_inner();
+        let ancestors = self.ancestors(req.parent.as_deref()).await?;
+        let command = Command::TeamCreate {
+            team: req.team,
+            caller,
+            parent: req.parent,
+            ancestors,
+            settings: convert::board_settings(req.settings),
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::team_response(outcome)?))
+    }
+
+    async fn team_join(
+        &self,
+        req: GrpcRequest<pb::TeamJoinRequest>,
+    ) -> GrpcResult<pb::TeamResponse> {
+        let caller = self.caller(&req).await?;
+        let req = req.into_inner();
+        crate::identity::check_agent_name(&req.agent)?;
+        let command = Command::TeamJoin {
+            team: req.team,
+            caller,
+            agent: req.agent,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::team_response(outcome)?))
+    }
+
+    async fn team_dissolve(
+        &self,
+        req: GrpcRequest<pb::TeamDissolveRequest>,
+    ) -> GrpcResult<pb::TeamResponse> {
+        let caller = self.caller(&req).await?;
+        let req = req.into_inner();
+        let command = Command::TeamDissolve {
+            team: req.team,
+            caller,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::team_response(outcome)?))
+    }
+
+    async fn board_post(
+        &self,
+        req: GrpcRequest<pb::BoardPostRequest>,
+    ) -> GrpcResult<pb::BoardResponse> {
+        let caller = self.caller(&req).await?;
+        let req = req.into_inner();
+        let command = Command::BoardPost {
+            team: req.team,
+            caller,
+            body: req.body,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::board_response(outcome)?))
+    }
+
+    async fn board_claim(
+        &self,
+        req: GrpcRequest<pb::BoardClaimRequest>,
+    ) -> GrpcResult<pb::BoardResponse> {
+        let caller = self.caller(&req).await?;
+        let req = req.into_inner();
+        let command = Command::BoardClaim {
+            team: req.team,
+            caller,
+            worker: req.worker,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::board_response(outcome)?))
+    }
+
+    async fn board_complete(
+        &self,
+        req: GrpcRequest<pb::BoardTaskRequest>,
+    ) -> GrpcResult<pb::BoardResponse> {
+        let caller = self.caller(&req).await?;
+        let req = req.into_inner();
+        let command = Command::BoardComplete {
+            team: req.team,
+            caller,
+            task_id: req.task_id,
+            fence: req.fence,
+            result: req.result,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::board_response(outcome)?))
+    }
+
+    async fn board_fail(
+        &self,
+        req: GrpcRequest<pb::BoardTaskRequest>,
+    ) -> GrpcResult<pb::BoardResponse> {
+        let caller = self.caller(&req).await?;
+        let req = req.into_inner();
+        let command = Command::BoardFail {
+            team: req.team,
+            caller,
+            task_id: req.task_id,
+            fence: req.fence,
+            error: req.error,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::board_response(outcome)?))
+    }
+
+    async fn board_extend(
+        &self,
+        req: GrpcRequest<pb::BoardTaskRequest>,
+    ) -> GrpcResult<pb::BoardResponse> {
+        let caller = self.caller(&req).await?;
+        let req = req.into_inner();
+        let command = Command::BoardExtend {
+            team: req.team,
+            caller,
+            task_id: req.task_id,
+            fence: req.fence,
+            extend_ms: req.extend_ms,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::board_response(outcome)?))
+    }
+
+    async fn board_redrive(
+        &self,
+        req: GrpcRequest<pb::BoardTaskRequest>,
+    ) -> GrpcResult<pb::BoardResponse> {
+        let caller = self.caller(&req).await?;
+        let req = req.into_inner();
+        let command = Command::BoardRedrive {
+            team: req.team,
+            caller,
+            task_id: req.task_id,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::board_response(outcome)?))
+    }
+
+    async fn board_list(
+        &self,
+        req: GrpcRequest<pb::BoardListRequest>,
+    ) -> GrpcResult<pb::BoardListResponse> {
+        let caller = self.caller(&req).await?;
+        let req = req.into_inner();
+        self.member_of(&req.team, &caller).await?;
+        let query = Query::BoardList {
+            team: req.team,
+            state: convert::task_state(&req.state)?,
+            limit: convert::limit(req.limit),
+        };
+        Ok(Response::new(convert::tasks_response(
+            self.read(query).await?,
+        )?))
+    }
+
+    async fn board_dead_letters(
+        &self,
+        req: GrpcRequest<pb::BoardListRequest>,
+    ) -> GrpcResult<pb::BoardListResponse> {
+        let caller = self.caller(&req).await?;
+        let req = req.into_inner();
+        self.member_of(&req.team, &caller).await?;
+        let query = Query::BoardDeadLetters {
+            team: req.team,
+            limit: convert::limit(req.limit),
+        };
+        Ok(Response::new(convert::tasks_response(
+            self.read(query).await?,
+        )?))
+    }
+
+    async fn board_stats(
+        &self,
+        req: GrpcRequest<pb::BoardStatsRequest>,
+    ) -> GrpcResult<pb::BoardStatsResponse> {
+        let caller = self.caller(&req).await?;
+        let team = req.into_inner().team;
+        self.member_of(&team, &caller).await?;
+        let result = self.read(Query::BoardStats { team }).await?;
+        Ok(Response::new(convert::board_stats_response(result)?))
+    }
+
+    async fn mailbox(
+        &self,
+        req: GrpcRequest<pb::MailboxRequest>,
+    ) -> GrpcResult<pb::MailboxResponse> {
+        let caller = self.caller(&req).await?;
+        let req = req.into_inner();
+        let query = Query::Mailbox {
+            team: req.team,
+            agent: caller,
+            after_seq: req.after_seq,
+            limit: convert::limit(req.limit),
+        };
+        Ok(Response::new(convert::mailbox_response(
+            self.read(query).await?,
+        )?))
     }
 
     async fn agent_register(

@@ -9,6 +9,7 @@
 
 mod agent;
 mod bench;
+mod boardcmd;
 mod cellcmd;
 mod connect;
 mod coord;
@@ -66,6 +67,12 @@ enum Command {
     /// The CLI's agent identity (`--agent`, `WHIP_AGENT`): `whip agent register`.
     #[command(subcommand)]
     Agent(AgentCommand),
+    /// Teams: create (you supervise), join, dissolve.
+    #[command(subcommand)]
+    Team(boardcmd::TeamCommand),
+    /// Task boards: post, claim, complete, fail, extend, list, dlq, redrive, stats, mailbox.
+    #[command(subcommand)]
+    Board(boardcmd::BoardCommand),
     /// A team's JSON document (manifest) with versioned compare-and-set.
     #[command(subcommand)]
     Doc(structures::DocCommand),
@@ -170,6 +177,8 @@ fn main() -> ExitCode {
             Command::Fabric(cmd) => fabriccmd::fabric(&global, cmd).await,
             Command::Election(cmd) => coord::election(&global, cmd).await,
             Command::Agent(AgentCommand::Register) => agent::register(&global).await,
+            Command::Team(cmd) => boardcmd::team(&global, cmd).await,
+            Command::Board(cmd) => boardcmd::board(&global, cmd).await,
             Command::Doc(cmd) => structures::doc(&global, cmd).await,
             Command::Frame(cmd) => structures::frame(&global, cmd).await,
             Command::Artifacts(cmd) => structures::artifacts(&global, cmd).await,
