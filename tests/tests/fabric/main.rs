@@ -9,6 +9,7 @@ mod t50_node_kill;
 mod t60_elections;
 mod t70_schedules;
 mod t80_fail_open;
+mod t90_boards;
 
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;
