@@ -128,6 +128,11 @@ impl CellClient {
         self
     }
 
+    /// The agent and token this client acts for, if any.
+    pub fn identity(&self) -> Option<(String, String)> {
+        self.identity.clone()
+    }
+
     /// `req` as a gRPC request carrying this client's identity metadata.
     fn request<T>(identity: &Option<(String, String)>, req: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(req);

@@ -16,6 +16,8 @@ use crate::Global;
 use crate::connect::{cell_addrs, session};
 use crate::output::{self, parse_duration_ms};
 
+mod board;
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub(crate) enum Workload {
     /// Compare-and-set on shared keys; on a version mismatch learn the version and retry.
@@ -27,14 +29,17 @@ pub(crate) enum Workload {
     /// Run a WhippleScript program (`--program FILE`) to completion, over and over:
     /// completed instances per second.
     Engine,
+    /// Task board cycles: producers keep a bounded backlog of posted tasks, each client is
+    /// a worker looping claim → complete; completed cycles per second, latency per cycle.
+    Board,
 }
 
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
-    workload: Workload,
+    pub(crate) workload: Workload,
     /// Concurrent closed-loop clients.
     #[arg(long, default_value_t = 16)]
-    clients: usize,
+    pub(crate) clients: usize,
     /// Measured time.
     #[arg(long, default_value = "5s")]
     duration: String,
@@ -46,7 +51,7 @@ pub(crate) struct BenchArgs {
     keys: usize,
     /// gRPC connections shared by the clients.
     #[arg(long, default_value_t = 8)]
-    conns: usize,
+    pub(crate) conns: usize,
     /// Value size in bytes (CAS) or entry size (ledger).
     #[arg(long, default_value_t = 64)]
     value_bytes: usize,
@@ -55,10 +60,10 @@ pub(crate) struct BenchArgs {
     program: Option<std::path::PathBuf>,
 }
 
-struct Worker {
-    latencies_us: Vec<u32>,
-    commits: u64,
-    errors: u64,
+pub(crate) struct Worker {
+    pub(crate) latencies_us: Vec<u32>,
+    pub(crate) commits: u64,
+    pub(crate) errors: u64,
 }
 
 pub(crate) async fn run(global: &Global, args: BenchArgs) -> Result<ExitCode> {
@@ -76,6 +81,9 @@ pub(crate) async fn run(global: &Global, args: BenchArgs) -> Result<ExitCode> {
         return crate::run::bench_engine(global, program, args.clients, warmup, duration).await;
     }
     let session = session(global).await?;
+    if let Workload::Board = args.workload {
+        return board::run(global, session, args, warmup, duration).await;
+    }
     let clients = connect_clients(global, &session.client, args.conns.max(1)).await?;
     let start = Instant::now();
     let measure_from = start + warmup;
@@ -101,7 +109,7 @@ pub(crate) async fn run(global: &Global, args: BenchArgs) -> Result<ExitCode> {
 
 /// Clients go straight to the leader (found through any member), as a well-behaved client
 /// library would; the embedded store has one member.
-async fn connect_clients(
+pub(crate) async fn connect_clients(
     global: &Global,
     first: &CellClient,
     conns: usize,
@@ -132,7 +140,7 @@ async fn connect_clients(
         .collect()
 }
 
-async fn progress(start: Instant, end: Instant) {
+pub(crate) async fn progress(start: Instant, end: Instant) {
     let total = end.duration_since(start).as_secs();
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -185,7 +193,7 @@ async fn client_loop(
             Workload::Cas => cas(client, key, &value, &mut versions[slot]).await,
             Workload::Lease => lease(client, key, i).await,
             Workload::Ledger => ledger(client, i, &value).await,
-            Workload::Engine => unreachable!("bench engine runs in run::bench_engine"),
+            Workload::Engine | Workload::Board => unreachable!("runs in its own loop"),
         };
         if t0 >= from {
             w.latencies_us
@@ -270,7 +278,7 @@ fn percentile(sorted: &[u32], p: f64) -> u32 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-fn report(
+pub(crate) fn report(
     global: &Global,
     args: &BenchArgs,
     duration: Duration,
