@@ -26,6 +26,16 @@ pub(crate) const LEDGER_ENTRY: u8 = b'e';
 pub(crate) const IDEMPOTENCY: u8 = b'i';
 /// Deadline index: family, deadline, kind, identity.
 pub(crate) const DEADLINE: u8 = b'd';
+/// Handoff outbox heads: family, receiving cell (cell-local).
+pub(crate) const OUTBOX: u8 = b'p';
+/// Unacknowledged handoff envelopes: family, receiving cell, sequence (cell-local).
+pub(crate) const OUTBOX_ITEM: u8 = b'z';
+/// Handoff chain heads: family, sending cell (cell-local).
+pub(crate) const INBOX: u8 = b'j';
+/// Alarms this cell raised: family, sequence (cell-local).
+pub(crate) const ALARM: u8 = b'A';
+/// The last alarm sequence (cell-local).
+pub(crate) const ALARM_HEAD: u8 = b'B';
 /// Owned key ranges of this cell (fabric mode): family, start (big-endian).
 pub(crate) const RANGE: u8 = b'r';
 /// The fence offset of this cell (raised when a range arrives from another cell).

@@ -34,6 +34,7 @@ mod codec;
 mod counter;
 mod deadline;
 mod election;
+mod handoff;
 mod idempotency;
 mod keys;
 mod kv;
@@ -55,6 +56,7 @@ pub use query::{
     BoardStatsView, MailboxMessage, MessageKind, Query, QueryResult, RangeView, TeamView,
 };
 pub use schedule::{ScheduleSpec, latest_due};
+pub use taskboard::{FABRIC_QUEUE_PREFIX, fabric_queue_team};
 pub use txn::{MemTxn, Txn};
 pub use types::{
     BoardRefusal, BoardSettings, Command, ElectionLeader, Failure, LeaseHolder, Outcome, Request,
@@ -214,6 +216,61 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome
         | Command::BoardFail { .. }
         | Command::BoardExtend { .. }
         | Command::BoardRedrive { .. } => apply_board(txn, stamp, command),
+        Command::HandoffSend { .. }
+        | Command::HandoffAck { .. }
+        | Command::HandoffReceive { .. }
+        | Command::HandoffFailed { .. } => apply_handoff(txn, stamp.time_ms, command),
+    }
+}
+
+/// Handoff commands (split from `apply_command` to keep each match short).
+fn apply_handoff(txn: &mut impl Txn, now_ms: u64, command: &Command) -> Outcome {
+    match command {
+        Command::HandoffSend {
+            to_cell,
+            seq,
+            prev_hash,
+            hash,
+            envelope,
+            task_id,
+            delivery_count,
+        } => {
+            let send = handoff::Send {
+                to_cell: *to_cell,
+                seq: *seq,
+                prev_hash,
+                hash,
+                envelope,
+                task_id,
+                delivery_count: *delivery_count,
+            };
+            handoff::send(txn, now_ms, &send)
+        }
+        Command::HandoffAck { to_cell, seq } => handoff::ack(txn, *to_cell, *seq),
+        Command::HandoffReceive {
+            from_cell,
+            seq,
+            prev_hash,
+            hash,
+            queue,
+            task,
+            settings,
+            admitted,
+        } => {
+            let receive = handoff::Receive {
+                from_cell: *from_cell,
+                seq: *seq,
+                prev_hash,
+                hash,
+                queue,
+                task,
+                settings: *settings,
+                admitted,
+            };
+            handoff::receive(txn, now_ms, &receive)
+        }
+        Command::HandoffFailed { task_id, reason } => handoff::failed(txn, now_ms, task_id, reason),
+        other => unreachable!("{other:?} is not a handoff command"),
     }
 }
 
@@ -470,6 +527,20 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
         | Query::BoardDeadLetters { .. }
         | Query::BoardCellReady { .. }
         | Query::Mailbox { .. } => query_board(txn, query),
+        Query::OutboxHead { to_cell } => {
+            let (seq, prev_hash) = handoff::outbox_head(txn, *to_cell);
+            QueryResult::OutboxHead { seq, prev_hash }
+        }
+        Query::OutboxPending {
+            to_cell,
+            from_seq,
+            limit,
+        } => {
+            let limit = (*limit as usize).clamp(1, limits::OUTBOX_PENDING_MAX);
+            QueryResult::Envelopes(handoff::pending(txn, *to_cell, *from_seq, limit))
+        }
+        Query::OutboxChannels => QueryResult::Cells(handoff::channels(txn)),
+        Query::Alarms => QueryResult::Alarms(handoff::alarms(txn)),
     }
 }
 

@@ -61,3 +61,7 @@ pub const TASK_DONE_RETAIN_MS: u64 = 10 * 60 * 1000;
 pub const TEAM_DISSOLVE_ROWS_MAX: usize = 4096;
 /// Messages kept per mailbox; a send beyond it drops the oldest.
 pub const MAILBOX_MESSAGES_MAX: u64 = 1024;
+/// Unacknowledged envelopes one handoff channel holds.
+pub const OUTBOX_PENDING_MAX: usize = 256;
+/// Alarms a cell keeps (the oldest go first).
+pub const ALARMS_KEPT_MAX: usize = 256;

@@ -144,6 +144,24 @@ pub enum Query {
         /// Most messages returned (capped by `limits::LIST_ROWS_MAX`).
         limit: u32,
     },
+    /// What the channel to `to_cell` seals next: (sequence, previous hash).
+    OutboxHead {
+        /// The receiving cell.
+        to_cell: u64,
+    },
+    /// Unacknowledged envelopes to `to_cell` from `from_seq` on.
+    OutboxPending {
+        /// The receiving cell.
+        to_cell: u64,
+        /// The first sequence wanted.
+        from_seq: u64,
+        /// Most envelopes returned.
+        limit: u32,
+    },
+    /// Receiving cells with unacknowledged envelopes.
+    OutboxChannels,
+    /// Alarms this cell raised (forks, broken chains, failed handoffs).
+    Alarms,
 }
 
 /// The answer to a [`Query`].
@@ -191,6 +209,19 @@ pub enum QueryResult {
     BoardStats(Option<BoardStatsView>),
     /// Mailbox messages in sequence order.
     Mailbox(Vec<MailboxMessage>),
+    /// The next sequence and previous hash of a handoff channel.
+    OutboxHead {
+        /// The next sequence to seal.
+        seq: u64,
+        /// The hash the next envelope must name as previous.
+        prev_hash: Vec<u8>,
+    },
+    /// Unacknowledged envelopes: (sequence, signed bytes).
+    Envelopes(Vec<(u64, Vec<u8>)>),
+    /// Cell ids.
+    Cells(Vec<u64>),
+    /// Alarms: (time, text), oldest first.
+    Alarms(Vec<(u64, String)>),
 }
 
 /// One ring range owned by a cell.

@@ -291,6 +291,8 @@ fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
         // The cell-tier board belongs to the cell.
         keys::CELL_TASK | keys::CELL_READY | keys::CELL_CLAIM | keys::CELL_BOARD => None,
         keys::RANGE | keys::FENCE_OFFSET | keys::FABRIC_MODE => None,
+        // Handoff channels and alarms belong to the cell, not to a range.
+        keys::OUTBOX | keys::OUTBOX_ITEM | keys::INBOX | keys::ALARM | keys::ALARM_HEAD => None,
         other => panic!("stored row of unknown family {other:#x}"),
     }
 }

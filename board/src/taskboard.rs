@@ -92,6 +92,25 @@ struct CellBoard {
     counts: Counts,
 }
 
+/// Names of the reserved teams holding the fabric tier: queue `Q`'s board is the team
+/// `~fabric/Q`, on the cell owning that name's point, so queues spread over cells. Tasks
+/// reach it only by a handoff from a cell tier; user teams cannot start with `~`.
+pub const FABRIC_QUEUE_PREFIX: &str = "~fabric/";
+
+/// The reserved team of fabric queue `queue`.
+pub fn fabric_queue_team(queue: &str) -> String {
+    format!("{FABRIC_QUEUE_PREFIX}{queue}")
+}
+
+/// The tier a task shows: local rows of a fabric queue's team are the fabric tier.
+fn shown_tier(team: &str, tier: Tier) -> Tier {
+    if tier == Tier::Local && team.starts_with(FABRIC_QUEUE_PREFIX) {
+        Tier::Fabric
+    } else {
+        tier
+    }
+}
+
 fn task_id(team: &str, seq: u64) -> String {
     format!("{team}-{seq}")
 }
@@ -178,7 +197,7 @@ impl Task {
         TaskView {
             id: self.id(),
             team: self.team.clone(),
-            tier: self.tier,
+            tier: shown_tier(&self.team, self.tier),
             state: self.state,
             body: self.body.clone(),
             delivery_count: self.delivery_count,
@@ -381,7 +400,7 @@ fn take(txn: &mut impl Txn, stamp: Stamp, task: &mut Task, caller: &str, worker:
         task: Box::new(task.view()),
         fence,
         deadline_ms: task.deadline_ms,
-        tier: task.tier,
+        tier: shown_tier(&task.team, task.tier),
     }
 }
 
@@ -787,12 +806,94 @@ pub(crate) fn stats(txn: &impl Txn, team_name: &str) -> Option<BoardStatsView> {
         claimed: counts.claimed,
         done: counts.done,
         dead: counts.dead,
-        tier: Tier::Local,
+        tier: shown_tier(team_name, Tier::Local),
         cell_ready: cell.ready,
         cell_claimed: cell.claimed,
         cell_done: cell.done,
         cell_dead: cell.dead,
     })
+}
+
+/// Take ready cell-tier task `task_id` off the cell tier for a handoff to the fabric tier:
+/// only an unclaimed task that has waited `2 × spill_after` since it was posted (its local
+/// wait, then as long at the cell tier) goes, and only at the delivery count the sender saw.
+pub(crate) fn take_for_handoff(
+    txn: &mut impl Txn,
+    now_ms: u64,
+    task_id: &str,
+    delivery_count: u32,
+) -> Result<(TaskView, BoardSettings), String> {
+    let (origin, seq) = parse_id(task_id).ok_or_else(|| format!("{task_id:?} is not a task id"))?;
+    let task = load(txn, Tier::Cell, origin, seq)
+        .ok_or_else(|| format!("task {task_id} is not at this cell's tier"))?;
+    let due = task
+        .posted_ms
+        .saturating_add(task.settings.spill_after_ms.saturating_mul(2));
+    if task.state != TaskState::Ready || task.delivery_count != delivery_count {
+        return Err(format!("task {task_id} changed: it is {}", task.state));
+    }
+    if task.settings.spill_after_ms == 0 || due > now_ms {
+        return Err(format!("task {task_id} is not due to spill until {due}"));
+    }
+    txn.delete(&task.key());
+    txn.delete(&task.ready_key());
+    recount(txn, &task, Some(TaskState::Ready), None);
+    Ok((task.view(), task.settings))
+}
+
+/// Put a handed-off task on fabric queue `queue`'s board (its reserved team is created on
+/// first use and admits the origin team's members and ancestors). Returns the new id.
+pub(crate) fn receive_fabric(
+    txn: &mut impl Txn,
+    now_ms: u64,
+    queue: &str,
+    task: &TaskView,
+    settings: BoardSettings,
+    admitted: &[String],
+) -> String {
+    let name = fabric_queue_team(queue);
+    let mut record = team::load(txn, &name).unwrap_or_else(|| team::Team {
+        supervisor: String::new(),
+        members: Vec::new(),
+        parent: None,
+        ancestors: Vec::new(),
+        settings,
+        last_seq: 0,
+        dissolving: false,
+        counts: team::Counts::default(),
+    });
+    for agent in admitted {
+        if !record.members.contains(agent) {
+            record.members.push(agent.clone());
+        }
+    }
+    record.last_seq += 1;
+    team::store(txn, &name, &record);
+    let mut stored = Task {
+        team: name,
+        seq: record.last_seq,
+        tier: Tier::Local,
+        state: TaskState::Ready,
+        body: task.body.clone(),
+        settings: BoardSettings {
+            spill_after_ms: 0,
+            ..settings
+        },
+        delivery_count: task.delivery_count,
+        worker: None,
+        fence: 0,
+        deadline_ms: 0,
+        posted_ms: now_ms,
+        spill_at_ms: 0,
+        spill_seq: 0,
+        failures: task.failures.clone(),
+        result: Vec::new(),
+        prune_at_ms: 0,
+    };
+    make_ready(txn, now_ms, &mut stored);
+    store(txn, &stored);
+    recount(txn, &stored, None, Some(TaskState::Ready));
+    stored.id()
 }
 
 #[cfg(test)]

@@ -382,6 +382,62 @@ pub enum Command {
         /// The task.
         task_id: String,
     },
+    /// Queue a sealed envelope to `to_cell` carrying cell-tier task `task_id`, taking the
+    /// task off the cell tier in the same apply (cell-internal; see `handoff`).
+    HandoffSend {
+        /// The receiving cell.
+        to_cell: u64,
+        /// The envelope's channel sequence (must be the outbox's next).
+        seq: u64,
+        /// The previous envelope's hash (must be the outbox's last).
+        #[serde(with = "serde_bytes")]
+        prev_hash: Vec<u8>,
+        /// The envelope's hash.
+        #[serde(with = "serde_bytes")]
+        hash: Vec<u8>,
+        /// The signed envelope.
+        #[serde(with = "serde_bytes")]
+        envelope: Vec<u8>,
+        /// The task it carries.
+        task_id: String,
+        /// The task's delivery count when the envelope was sealed.
+        delivery_count: u32,
+    },
+    /// The receiver has everything up to `seq` on the channel to `to_cell`.
+    HandoffAck {
+        /// The receiving cell.
+        to_cell: u64,
+        /// The highest sequence it applied.
+        seq: u64,
+    },
+    /// Apply an envelope from `from_cell` (verified by the node) if it extends the chain.
+    HandoffReceive {
+        /// The sending cell.
+        from_cell: u64,
+        /// Its channel sequence.
+        seq: u64,
+        /// The previous hash it names.
+        #[serde(with = "serde_bytes")]
+        prev_hash: Vec<u8>,
+        /// Its hash.
+        #[serde(with = "serde_bytes")]
+        hash: Vec<u8>,
+        /// The fabric queue the task joins.
+        queue: String,
+        /// The task.
+        task: Box<TaskView>,
+        /// The origin team's board settings.
+        settings: BoardSettings,
+        /// Agents admitted to the queue (the origin team's members and ancestors).
+        admitted: Vec<String>,
+    },
+    /// Record a handoff that could not be made (e.g. the cell has no signing key).
+    HandoffFailed {
+        /// The task that stays where it is.
+        task_id: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// The business result of one command. Codes are stable and mirrored in proto.
@@ -646,6 +702,52 @@ pub enum Outcome {
     BoardRefused {
         /// Why.
         reason: BoardRefusal,
+    },
+    /// The envelope is queued at `seq` and its task left the cell tier.
+    HandoffQueued {
+        /// Its sequence.
+        seq: u64,
+    },
+    /// The outbox moved on (another leader sealed first) or is full: seal again at
+    /// `next_seq`.
+    HandoffConflict {
+        /// The outbox's next sequence.
+        next_seq: u64,
+    },
+    /// The task may not be handed off (claimed meanwhile, not due, gone).
+    HandoffSkipped {
+        /// Why.
+        reason: String,
+    },
+    /// Acknowledged envelopes were dropped from the outbox.
+    HandoffAcked {
+        /// How many.
+        dropped: u32,
+    },
+    /// The envelope was applied: its task is on the fabric queue as `task_id`.
+    HandoffAccepted {
+        /// Its sequence.
+        seq: u64,
+        /// The task's id at the fabric tier.
+        task_id: String,
+    },
+    /// The envelope was applied before: acknowledged again, nothing applied.
+    HandoffDuplicate {
+        /// Its sequence.
+        seq: u64,
+    },
+    /// The envelope does not extend the chain: resend from `expected_seq` (a gap), or a
+    /// contradiction that raised an alarm (a fork or a broken chain).
+    HandoffRefused {
+        /// Why.
+        reason: String,
+        /// The sequence the receiver expects next.
+        expected_seq: u64,
+    },
+    /// A handoff that could not be made was recorded (with an alarm).
+    HandoffFailed {
+        /// Why.
+        reason: String,
     },
 }
 

@@ -6,7 +6,7 @@ use crate::counter;
 use crate::limits::{
     DELIVERY_LIMIT_MAX, DURATION_MS_MAX, ELECTION_ENDPOINT_BYTES_MAX, ELECTION_ENDPOINTS_MAX,
     KV_TXN_BYTES_MAX, KV_TXN_OPS_MAX, LEASE_SLOTS_MAX, NAME_BYTES_MAX, RANGE_ROWS_PER_COMMAND_MAX,
-    SCHEDULE_SPEC_BYTES_MAX, TASK_ERROR_BYTES_MAX, TEAM_ANCESTORS_MAX,
+    SCHEDULE_SPEC_BYTES_MAX, TASK_ERROR_BYTES_MAX, TEAM_ANCESTORS_MAX, VALUE_BYTES_MAX,
 };
 use crate::schedule::ScheduleSpec;
 use crate::types::{BoardSettings, Command, ResourceId};
@@ -153,6 +153,11 @@ fn team_create(command: &Command, value_bytes_max: usize) -> Result<(), String> 
         unreachable!("{command:?} is not a team creation");
     };
     name("team", team.len())?;
+    if team.starts_with('~') {
+        return Err(format!(
+            "team names starting with ~ are reserved (fabric queues), got {team:?}"
+        ));
+    }
     name("caller", caller.len())?;
     if let Some(parent) = parent {
         name("parent", parent.len())?;
@@ -346,6 +351,17 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
         | Command::BoardFail { .. }
         | Command::BoardExtend { .. }
         | Command::BoardRedrive { .. } => board(command, value_bytes_max),
+        Command::HandoffSend {
+            envelope, task_id, ..
+        } => {
+            name("task_id", task_id.len())?;
+            value("envelope", envelope.len(), VALUE_BYTES_MAX + (64 << 10))
+        }
+        Command::HandoffReceive { queue, task, .. } => {
+            name("queue", queue.len())?;
+            value("task", task.body.len(), VALUE_BYTES_MAX)
+        }
+        Command::HandoffAck { .. } | Command::HandoffFailed { .. } => Ok(()),
     }
 }
 

@@ -191,6 +191,37 @@ fn board_command(line: &Line<'_>) -> Option<Command> {
             caller: caller(),
             task_id: line.text("task"),
         },
+        "handoff-send" => Command::HandoffSend {
+            to_cell: line.number("to"),
+            seq: line.number("seq"),
+            prev_hash: hash_arg(line, "prev"),
+            hash: hash_arg(line, "hash"),
+            envelope: line.text("hash").into_bytes(),
+            task_id: line.text("task"),
+            delivery_count: u32::try_from(line.number_or("deliveries", 0)).expect("fits"),
+        },
+        "handoff-ack" => Command::HandoffAck {
+            to_cell: line.number("to"),
+            seq: line.number("seq"),
+        },
+        "handoff-receive" => Command::HandoffReceive {
+            from_cell: line.number("from"),
+            seq: line.number("seq"),
+            prev_hash: hash_arg(line, "prev"),
+            hash: hash_arg(line, "hash"),
+            queue: line.text("queue"),
+            task: Box::new(handed_task(line)),
+            settings: whip_board::types::BoardSettings::default(),
+            admitted: line
+                .text("admitted")
+                .split(',')
+                .map(str::to_string)
+                .collect(),
+        },
+        "handoff-failed" => Command::HandoffFailed {
+            task_id: line.text("task"),
+            reason: line.text("reason"),
+        },
         _ => return None,
     })
 }
@@ -348,6 +379,16 @@ fn read(line: &Line<'_>) -> Query {
             after_seq: line.number_or("after", 0),
             limit,
         },
+        "outbox-head" => Query::OutboxHead {
+            to_cell: line.number("to"),
+        },
+        "outbox" => Query::OutboxPending {
+            to_cell: line.number("to"),
+            from_seq: line.number_or("from", 0),
+            limit,
+        },
+        "channels" => Query::OutboxChannels,
+        "alarms" => Query::Alarms,
         other => panic!("unknown command {other}"),
     }
 }
@@ -506,6 +547,33 @@ fn outcome_text(outcome: &Outcome) -> String {
     }
 }
 
+/// A channel hash argument: `zero` is 32 zero bytes (the first envelope's previous hash),
+/// any other text stands for its bytes.
+fn hash_arg(line: &Line<'_>, name: &str) -> Vec<u8> {
+    match line.text(name).as_str() {
+        "zero" => vec![0; 32],
+        text => text.as_bytes().to_vec(),
+    }
+}
+
+/// The task an envelope carries (id and body from the line).
+fn handed_task(line: &Line<'_>) -> whip_board::types::TaskView {
+    whip_board::types::TaskView {
+        id: line.text("task"),
+        team: line.text("queue"),
+        tier: whip_board::types::Tier::Cell,
+        state: whip_board::types::TaskState::Ready,
+        body: line.bytes("body"),
+        delivery_count: 0,
+        worker: None,
+        fence: 0,
+        deadline_ms: 0,
+        posted_ms: 0,
+        failures: Vec::new(),
+        result: Vec::new(),
+    }
+}
+
 fn render(result: QueryResult) -> String {
     let rows: Vec<String> = match result {
         QueryResult::Kv(None) => vec!["absent".into()],
@@ -559,6 +627,21 @@ fn render(result: QueryResult) -> String {
         QueryResult::Tasks(tasks) => tasks.iter().map(task_row).collect(),
         QueryResult::BoardStats(view) => view.iter().map(stats_row).collect(),
         QueryResult::Mailbox(messages) => messages.iter().map(mail_row).collect(),
+        QueryResult::OutboxHead { seq, prev_hash } => {
+            vec![format!(
+                "next={seq} prev={}",
+                String::from_utf8_lossy(&prev_hash)
+            )]
+        }
+        QueryResult::Envelopes(rows) => rows
+            .iter()
+            .map(|(seq, bytes)| format!("#{seq} {}", String::from_utf8_lossy(bytes)))
+            .collect(),
+        QueryResult::Cells(cells) => cells.iter().map(|c| format!("cell {c}")).collect(),
+        QueryResult::Alarms(alarms) => alarms
+            .iter()
+            .map(|(at, text)| format!("@{at} {text}"))
+            .collect(),
     };
     if rows.is_empty() {
         "(none)".into()

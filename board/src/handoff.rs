@@ -1,0 +1,278 @@
+//! Handoff of work between cells: the replicated halves of a signed, hash-chained channel.
+//!
+//! The sending cell keeps, per receiving cell, an outbox head (the next channel sequence and
+//! the hash of the last envelope sealed) and the envelopes not yet acknowledged. Sending is
+//! one command: it takes the task off the cell tier *and* queues the envelope, so a task is
+//! either still here or in the outbox, never both and never neither. The receiving cell
+//! keeps, per sending cell, a chain head (the last sequence applied and its hash): an
+//! envelope extending the head is applied, one at or below it is a duplicate (answered
+//! again, applied once), one further ahead is a gap (the sender resends from the head), and
+//! one that contradicts the chain (another hash at the head's sequence, or a previous hash
+//! that is not the head's) is refused and raises an alarm.
+//!
+//! Signatures and bounds (size, hops, clock skew) are checked by the node before it
+//! proposes a receive (the board cannot hold keys); everything that must survive a leader
+//! change (outbox, chain heads, alarms) is here. The board never reads the envelope bytes.
+
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{decode, encode};
+use crate::keys::{self, ALARM, ALARM_HEAD, INBOX, OUTBOX, OUTBOX_ITEM};
+use crate::limits::{ALARMS_KEPT_MAX, OUTBOX_PENDING_MAX};
+use crate::taskboard;
+use crate::txn::Txn;
+use crate::types::{BoardSettings, Outcome, TaskView};
+
+/// Bytes of a channel hash.
+const HASH_BYTES: usize = 32;
+
+#[derive(Clone, Default, Serialize, Deserialize)]
+struct Head {
+    /// Outbox: the next sequence to seal. Inbox: the last sequence applied.
+    seq: u64,
+    /// The hash of the last envelope sealed (outbox) or applied (inbox).
+    #[serde(with = "serde_bytes")]
+    hash: Vec<u8>,
+}
+
+impl Head {
+    fn hash_or_zero(&self) -> Vec<u8> {
+        if self.hash.is_empty() {
+            vec![0; HASH_BYTES]
+        } else {
+            self.hash.clone()
+        }
+    }
+}
+
+fn head_key(family: u8, cell: u64) -> Vec<u8> {
+    let mut key = vec![family];
+    keys::push_u64(&mut key, cell);
+    key
+}
+
+fn item_key(to_cell: u64, seq: u64) -> Vec<u8> {
+    let mut key = head_key(OUTBOX_ITEM, to_cell);
+    keys::push_u64(&mut key, seq);
+    key
+}
+
+fn head(txn: &impl Txn, family: u8, cell: u64) -> Head {
+    txn.get(&head_key(family, cell))
+        .map_or_else(Head::default, |bytes| decode(&bytes))
+}
+
+/// What the sender seals next on the channel to `to_cell`: (sequence, previous hash).
+pub(crate) fn outbox_head(txn: &impl Txn, to_cell: u64) -> (u64, Vec<u8>) {
+    let h = head(txn, OUTBOX, to_cell);
+    (h.seq.max(1), h.hash_or_zero())
+}
+
+/// One sealed envelope to queue.
+pub(crate) struct Send<'a> {
+    /// The receiving cell.
+    pub(crate) to_cell: u64,
+    /// Its channel sequence.
+    pub(crate) seq: u64,
+    /// The hash of the previous envelope on the channel.
+    pub(crate) prev_hash: &'a [u8],
+    /// Its own hash.
+    pub(crate) hash: &'a [u8],
+    /// The signed envelope bytes (opaque here).
+    pub(crate) envelope: &'a [u8],
+    /// The cell-tier task it carries.
+    pub(crate) task_id: &'a str,
+    /// The delivery count the sender saw.
+    pub(crate) delivery_count: u32,
+}
+
+/// Queue a sealed envelope carrying a cell-tier task, taking the task off the cell tier.
+pub(crate) fn send(txn: &mut impl Txn, now_ms: u64, send: &Send<'_>) -> Outcome {
+    let (next, last) = outbox_head(txn, send.to_cell);
+    if send.seq != next || send.prev_hash != last.as_slice() {
+        return Outcome::HandoffConflict { next_seq: next };
+    }
+    let pending = txn.scan(
+        &head_key(OUTBOX_ITEM, send.to_cell),
+        &keys::prefix_end(&head_key(OUTBOX_ITEM, send.to_cell)),
+        OUTBOX_PENDING_MAX,
+    );
+    if pending.len() >= OUTBOX_PENDING_MAX {
+        return Outcome::HandoffConflict { next_seq: next };
+    }
+    if let Err(reason) = taskboard::take_for_handoff(txn, now_ms, send.task_id, send.delivery_count)
+    {
+        return Outcome::HandoffSkipped { reason };
+    }
+    txn.put(
+        &item_key(send.to_cell, send.seq),
+        &encode(&send.envelope.to_vec()),
+    );
+    let advanced = Head {
+        seq: send.seq + 1,
+        hash: send.hash.to_vec(),
+    };
+    txn.put(&head_key(OUTBOX, send.to_cell), &encode(&advanced));
+    Outcome::HandoffQueued { seq: send.seq }
+}
+
+/// The receiver applied (or already had) everything up to `seq`: forget those envelopes.
+pub(crate) fn ack(txn: &mut impl Txn, to_cell: u64, seq: u64) -> Outcome {
+    let start = head_key(OUTBOX_ITEM, to_cell);
+    let end = item_key(to_cell, seq.saturating_add(1));
+    let rows = txn.scan(&start, &end, OUTBOX_PENDING_MAX);
+    for (key, _) in &rows {
+        txn.delete(key);
+    }
+    Outcome::HandoffAcked {
+        dropped: rows.len() as u32,
+    }
+}
+
+/// Unacknowledged envelopes to `to_cell` from `from_seq` on, in order.
+pub(crate) fn pending(
+    txn: &impl Txn,
+    to_cell: u64,
+    from_seq: u64,
+    limit: usize,
+) -> Vec<(u64, Vec<u8>)> {
+    txn.scan(
+        &item_key(to_cell, from_seq),
+        &keys::prefix_end(&head_key(OUTBOX_ITEM, to_cell)),
+        limit,
+    )
+    .into_iter()
+    .map(|(key, value)| {
+        let seq = u64::from_be_bytes(key[9..17].try_into().expect("outbox key holds a seq"));
+        (seq, decode(&value))
+    })
+    .collect()
+}
+
+/// Receiving cells with unacknowledged envelopes.
+pub(crate) fn channels(txn: &impl Txn) -> Vec<u64> {
+    let mut out: Vec<u64> = Vec::new();
+    let mut from = vec![OUTBOX_ITEM];
+    loop {
+        let Some((key, _)) = txn.scan(&from, &[OUTBOX_ITEM + 1], 1).pop() else {
+            return out;
+        };
+        let cell = u64::from_be_bytes(key[1..9].try_into().expect("outbox key holds a cell"));
+        out.push(cell);
+        from = head_key(OUTBOX_ITEM, cell.saturating_add(1));
+        if cell == u64::MAX {
+            return out;
+        }
+    }
+}
+
+/// One envelope arriving, already verified by the node.
+pub(crate) struct Receive<'a> {
+    /// The sending cell.
+    pub(crate) from_cell: u64,
+    /// Its channel sequence.
+    pub(crate) seq: u64,
+    /// The previous hash it names.
+    pub(crate) prev_hash: &'a [u8],
+    /// Its hash.
+    pub(crate) hash: &'a [u8],
+    /// The fabric queue it goes to.
+    pub(crate) queue: &'a str,
+    /// The task.
+    pub(crate) task: &'a TaskView,
+    /// The origin team's board settings.
+    pub(crate) settings: BoardSettings,
+    /// Agents admitted to the queue (the origin team's members and ancestors).
+    pub(crate) admitted: &'a [String],
+}
+
+/// Apply an envelope that extends the channel's chain; answer duplicates again; refuse
+/// gaps and contradictions (the latter with an alarm).
+pub(crate) fn receive(txn: &mut impl Txn, now_ms: u64, r: &Receive<'_>) -> Outcome {
+    let h = head(txn, INBOX, r.from_cell);
+    if r.seq <= h.seq {
+        if r.seq == h.seq && r.hash != h.hash.as_slice() {
+            let text = format!(
+                "fork on the channel from cell {}: sequence {} arrived with another hash",
+                r.from_cell, r.seq
+            );
+            raise(txn, now_ms, text);
+            return Outcome::HandoffRefused {
+                reason: format!("fork at sequence {}", r.seq),
+                expected_seq: h.seq + 1,
+            };
+        }
+        return Outcome::HandoffDuplicate { seq: r.seq };
+    }
+    if r.seq > h.seq + 1 {
+        return Outcome::HandoffRefused {
+            reason: format!("gap: expected sequence {}, got {}", h.seq + 1, r.seq),
+            expected_seq: h.seq + 1,
+        };
+    }
+    if r.prev_hash != h.hash_or_zero().as_slice() {
+        let text = format!(
+            "broken chain on the channel from cell {}: sequence {} does not follow {}",
+            r.from_cell, r.seq, h.seq
+        );
+        raise(txn, now_ms, text);
+        return Outcome::HandoffRefused {
+            reason: format!("broken chain at sequence {}", r.seq),
+            expected_seq: h.seq + 1,
+        };
+    }
+    let task_id = taskboard::receive_fabric(txn, now_ms, r.queue, r.task, r.settings, r.admitted);
+    let advanced = Head {
+        seq: r.seq,
+        hash: r.hash.to_vec(),
+    };
+    txn.put(&head_key(INBOX, r.from_cell), &encode(&advanced));
+    Outcome::HandoffAccepted {
+        seq: r.seq,
+        task_id,
+    }
+}
+
+/// Record a handoff that could not be made (no signing key, …): never skipped silently.
+pub(crate) fn failed(txn: &mut impl Txn, now_ms: u64, task_id: &str, reason: &str) -> Outcome {
+    raise(
+        txn,
+        now_ms,
+        format!("handoff of task {task_id} failed: {reason}"),
+    );
+    Outcome::HandoffFailed {
+        reason: reason.to_string(),
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Alarm {
+    at_ms: u64,
+    text: String,
+}
+
+fn raise(txn: &mut impl Txn, now_ms: u64, text: String) {
+    let seq: u64 = txn.get(&[ALARM_HEAD]).map_or(0, |b| decode(&b)) + 1;
+    txn.put(&[ALARM_HEAD], &encode(&seq));
+    txn.put(
+        &head_key(ALARM, seq),
+        &encode(&Alarm {
+            at_ms: now_ms,
+            text,
+        }),
+    );
+    if seq > ALARMS_KEPT_MAX as u64 {
+        txn.delete(&head_key(ALARM, seq - ALARMS_KEPT_MAX as u64));
+    }
+}
+
+/// The alarms this cell raised, oldest first: (time, text).
+pub(crate) fn alarms(txn: &impl Txn) -> Vec<(u64, String)> {
+    txn.scan(&[ALARM], &[ALARM + 1], ALARMS_KEPT_MAX)
+        .into_iter()
+        .map(|(_, value)| {
+            let alarm: Alarm = decode(&value);
+            (alarm.at_ms, alarm.text)
+        })
+        .collect()
+}
