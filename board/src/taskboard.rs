@@ -207,6 +207,7 @@ impl Task {
             posted_ms: self.posted_ms,
             failures: self.failures.clone(),
             result: self.result.clone(),
+            spill_after_ms: self.settings.spill_after_ms,
         }
     }
 }

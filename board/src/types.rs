@@ -890,6 +890,9 @@ pub struct TaskView {
     /// The result bytes of a done task (empty otherwise).
     #[serde(with = "serde_bytes")]
     pub result: Vec<u8>,
+    /// The origin team's spill window (a cell-tier task is handed to the fabric tier once
+    /// it waited twice this since it was posted; 0 = never).
+    pub spill_after_ms: u64,
 }
 
 /// Why a board or team command was refused. Messages are lowercase, with the numbers.

@@ -571,6 +571,7 @@ fn handed_task(line: &Line<'_>) -> whip_board::types::TaskView {
         posted_ms: 0,
         failures: Vec::new(),
         result: Vec::new(),
+        spill_after_ms: 0,
     }
 }
 

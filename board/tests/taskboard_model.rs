@@ -219,6 +219,7 @@ impl Model {
             posted_ms: now,
             failures: Vec::new(),
             result: Vec::new(),
+            spill_after_ms: settings.spill_after_ms,
         };
         let spill_at = (settings.spill_after_ms > 0).then(|| now + settings.spill_after_ms);
         let task = MTask {

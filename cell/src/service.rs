@@ -607,11 +607,30 @@ impl cell_server::Cell for CellApi {
         let caller = self.caller(&req).await?;
         let req = req.into_inner();
         let command = Command::BoardClaim {
-            team: req.team,
+            team: req.team.clone(),
+            caller: caller.clone(),
+            worker: req.worker.clone(),
+        };
+        let outcome = self.submit(req.idempotency_key.clone(), command).await?;
+        if outcome != Outcome::BoardEmpty || req.team.starts_with('~') {
+            return Ok(Response::new(convert::board_response(outcome)?));
+        }
+        // Local and cell tiers are empty: the team's fabric queue (tasks that spilled from
+        // a cell tier to the fabric, on whichever cell owns the queue).
+        let fabric = Command::BoardClaim {
+            team: whip_board::fabric_queue_team(&req.team),
             caller,
             worker: req.worker,
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let key = if req.idempotency_key.is_empty() {
+            String::new()
+        } else {
+            format!("{}/fabric", req.idempotency_key)
+        };
+        let outcome = match self.submit(key, fabric).await? {
+            Outcome::BoardRefused { .. } => Outcome::BoardEmpty,
+            outcome => outcome,
+        };
         Ok(Response::new(convert::board_response(outcome)?))
     }
 
@@ -622,7 +641,7 @@ impl cell_server::Cell for CellApi {
         let caller = self.caller(&req).await?;
         let req = req.into_inner();
         let command = Command::BoardComplete {
-            team: req.team,
+            team: task_team(req.team, &req.task_id),
             caller,
             task_id: req.task_id,
             fence: req.fence,
@@ -639,7 +658,7 @@ impl cell_server::Cell for CellApi {
         let caller = self.caller(&req).await?;
         let req = req.into_inner();
         let command = Command::BoardFail {
-            team: req.team,
+            team: task_team(req.team, &req.task_id),
             caller,
             task_id: req.task_id,
             fence: req.fence,
@@ -656,7 +675,7 @@ impl cell_server::Cell for CellApi {
         let caller = self.caller(&req).await?;
         let req = req.into_inner();
         let command = Command::BoardExtend {
-            team: req.team,
+            team: task_team(req.team, &req.task_id),
             caller,
             task_id: req.task_id,
             fence: req.fence,
@@ -673,7 +692,7 @@ impl cell_server::Cell for CellApi {
         let caller = self.caller(&req).await?;
         let req = req.into_inner();
         let command = Command::BoardRedrive {
-            team: req.team,
+            team: task_team(req.team, &req.task_id),
             caller,
             task_id: req.task_id,
         };
@@ -788,6 +807,17 @@ impl cell_server::Cell for CellApi {
         let cell = req.into_inner().cell;
         Ok(Response::new(self.dispatch.status(cell).await?))
     }
+}
+
+/// The board a task lives on: its team's, or for a task at the fabric tier (its id starts
+/// with the fabric queue's reserved name) that queue's.
+fn task_team(team: String, task_id: &str) -> String {
+    if task_id.starts_with(whip_board::FABRIC_QUEUE_PREFIX)
+        && let Some((queue, _)) = task_id.rsplit_once('-')
+    {
+        return queue.to_string();
+    }
+    team
 }
 
 /// Send the group's leader, then each change, until the observer hangs up. Reads hide a

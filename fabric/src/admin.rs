@@ -656,6 +656,16 @@ impl node_server::Node for NodeApi {
         ))
     }
 
+    async fn deliver(
+        &self,
+        req: GrpcRequest<pb::DeliverRequest>,
+    ) -> Result<Response<pb::DeliverResponse>, Status> {
+        let envelope = req.into_inner().envelope;
+        Ok(Response::new(
+            crate::mover::deliver(&self.node, envelope).await?,
+        ))
+    }
+
     async fn range_split(
         &self,
         req: GrpcRequest<pb::RangeSplitRequest>,

@@ -421,6 +421,26 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// A stable snake_case name of the refusal (wire verdicts, metrics).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::UnknownSender { .. } => "unknown_sender",
+            Refusal::BadSignature => "bad_signature",
+            Refusal::WrongRecipient { .. } => "wrong_recipient",
+            Refusal::UnsupportedVersion { .. } => "unsupported_version",
+            Refusal::PayloadTooLarge { .. } => "payload_too_large",
+            Refusal::TooManyHops { .. } => "too_many_hops",
+            Refusal::ClockSkew { .. } => "clock_skew",
+            Refusal::Gap { .. } => "gap",
+            Refusal::Fork { .. } => "fork",
+            Refusal::BrokenChain { .. } => "broken_chain",
+            Refusal::NoSigningKey => "no_signing_key",
+            Refusal::OutboxFull { .. } => "outbox_full",
+        }
+    }
+}
+
+impl Refusal {
     /// The refusal means the two cells disagree about the channel's history (an operator
     /// must look), not merely that a message was late, lost or bad.
     pub fn raises_alarm(&self) -> bool {
@@ -534,6 +554,20 @@ pub fn receive(
     now_ms: u64,
     limits: &Limits,
 ) -> Result<Verdict, Refusal> {
+    verify(registry, me, envelope, now_ms, limits)?;
+    follow_chain(head.copied().unwrap_or(ChainHead::EMPTY), seen, envelope)
+}
+
+/// Every check but the chain's: version, recipient, size, hops, the sender's signature
+/// against the registry, and clock skew. A receiver whose chain head lives in replicated
+/// state (a cell) runs this before proposing, and the chain check in the apply.
+pub fn verify(
+    registry: &KeyRegistry,
+    me: u64,
+    envelope: &Envelope,
+    now_ms: u64,
+    limits: &Limits,
+) -> Result<(), Refusal> {
     check_shape(me, envelope, limits)?;
     check_signature(registry, envelope)?;
     if envelope.sent_at_ms.abs_diff(now_ms) > limits.clock_skew_ms_max {
@@ -543,7 +577,7 @@ pub fn receive(
             max_ms: limits.clock_skew_ms_max,
         });
     }
-    follow_chain(head.copied().unwrap_or(ChainHead::EMPTY), seen, envelope)
+    Ok(())
 }
 
 /// The checks that need no key: cheap, so a flood of junk costs no signature work.

@@ -34,6 +34,7 @@ pub mod identity;
 pub mod limits;
 pub mod map;
 mod mem;
+mod mover;
 pub mod node;
 mod router;
 

@@ -34,3 +34,7 @@ pub const ENVELOPE_CLOCK_SKEW_MS_MAX: u64 = 30_000;
 /// Envelopes one outbox channel holds unacknowledged; sending more is refused until acks
 /// come back, so a silent receiver cannot grow the sender's replicated state without bound.
 pub const OUTBOX_PENDING_MAX: usize = 256;
+/// How often a node's spill mover looks for due cell-tier tasks and queued envelopes.
+pub const MOVER_INTERVAL_MS: u64 = 200;
+/// Tasks handed off, or envelopes delivered, per cell and round.
+pub const SPILL_BATCH_MAX: u32 = 256;

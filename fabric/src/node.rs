@@ -114,6 +114,7 @@ impl Node {
             node.create_cell(id, None).await?;
         }
         tokio::spawn(tick_loop(Arc::downgrade(&node.inner)));
+        tokio::spawn(crate::mover::mover_loop(Arc::downgrade(&node.inner)));
         tracing::info!(
             node = node.id(),
             cells = node.hosted_ids().len(),
@@ -197,6 +198,14 @@ impl Node {
             .expect("cells lock")
             .insert(cell, member.clone());
         Ok(member)
+    }
+
+    /// Whether this node's member of `cell` is its leader.
+    pub fn leads(&self, cell: u64) -> bool {
+        self.hosted(cell).is_some_and(|member| {
+            let metrics = member.raft().metrics().borrow().clone();
+            metrics.current_leader == Some(self.id())
+        })
     }
 
     /// The data directory of this node's member of `cell`.

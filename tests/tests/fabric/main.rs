@@ -10,6 +10,7 @@ mod t60_elections;
 mod t70_schedules;
 mod t80_fail_open;
 mod t90_boards;
+mod t95_handoff;
 
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;

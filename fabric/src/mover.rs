@@ -1,0 +1,337 @@
+//! The spill mover: hands ready cell-tier tasks that waited long enough to the fabric tier,
+//! in signed, hash-chained envelopes, and delivers queued envelopes until acknowledged.
+//!
+//! Each node runs one mover loop over the data cells it leads. For a due task it reads the
+//! channel's outbox head, seals an envelope with the cell's identity and proposes
+//! `HandoffSend`, which takes the task off the cell tier and queues the envelope in one
+//! apply. Delivery sends every queued envelope to a node of the receiving cell (`Deliver`),
+//! which verifies it and proposes `HandoffReceive`; an accepted or duplicate answer is
+//! acknowledged with `HandoffAck`, a gap resends from where the receiver is. A leader change
+//! on either side loses nothing (outbox and chain heads are replicated) and applies nothing
+//! twice (the chain dedups). A cell without a signing key records the handoff as failed.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use whip_board::types::{BoardSettings, TaskView};
+use whip_board::{Command, Outcome, Query, QueryResult, Request, route};
+use whip_cell::CellError;
+use whip_proto::v1 as pb;
+use whip_proto::v1::node_client::NodeClient;
+
+use crate::envelope::{Envelope, EnvelopeKind, Limits};
+use crate::limits;
+use crate::map::{FabricMap, META_CELL};
+use crate::node::{Inner, Node};
+
+/// What a task-spill envelope carries.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct SpillPayload {
+    /// The fabric queue (the origin team's name).
+    pub(crate) queue: String,
+    /// The task.
+    pub(crate) task: TaskView,
+    /// The origin team's board settings.
+    pub(crate) settings: BoardSettings,
+    /// Agents admitted to the queue (the origin team's members).
+    pub(crate) admitted: Vec<String>,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+/// Tasks whose failed handoff was already recorded (no alarm storm every round).
+type Recorded = Arc<Mutex<HashSet<String>>>;
+
+pub(crate) async fn mover_loop(inner: Weak<Inner>) {
+    let recorded: Recorded = Arc::default();
+    loop {
+        tokio::time::sleep(Duration::from_millis(limits::MOVER_INTERVAL_MS)).await;
+        let Some(inner) = inner.upgrade() else { return };
+        let node = Node { inner };
+        let Some(map) = node.cached_map() else {
+            continue;
+        };
+        for cell in node.hosted_ids() {
+            if cell == META_CELL || !node.leads(cell) {
+                continue;
+            }
+            if let Err(e) = spill_cell(&node, &map, cell, &recorded).await {
+                tracing::debug!(cell, error = %e, "spill");
+            }
+            if let Err(e) = deliver_cell(&node, &map, cell).await {
+                tracing::debug!(cell, error = %e, "deliver");
+            }
+        }
+    }
+}
+
+async fn read(node: &Node, cell: u64, query: Query) -> Result<QueryResult, CellError> {
+    node.read_cell(None, cell, query).await
+}
+
+async fn submit(node: &Node, cell: u64, command: Command) -> Result<Outcome, CellError> {
+    node.submit_cell(None, cell, Request::new(None, command))
+        .await
+}
+
+/// Hand off the due ready tasks of `cell`'s tier.
+async fn spill_cell(
+    node: &Node,
+    map: &FabricMap,
+    cell: u64,
+    recorded: &Recorded,
+) -> Result<(), CellError> {
+    let QueryResult::Tasks(ready) = read(
+        node,
+        cell,
+        Query::BoardCellReady {
+            limit: limits::SPILL_BATCH_MAX,
+        },
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let now = now_ms();
+    for task in ready {
+        let due = task
+            .posted_ms
+            .saturating_add(task.spill_after_ms.saturating_mul(2));
+        if task.spill_after_ms == 0 || due > now {
+            continue;
+        }
+        let Some(identity) = node.identity(cell)? else {
+            if recorded
+                .lock()
+                .expect("recorded lock")
+                .insert(task.id.clone())
+            {
+                let reason = format!("cell {cell} has no signing key");
+                let failed = Command::HandoffFailed {
+                    task_id: task.id.clone(),
+                    reason,
+                };
+                submit(node, cell, failed).await?;
+            }
+            continue;
+        };
+        let queue = task.team.clone();
+        let target = map
+            .locate(route::team_point(&whip_board::fabric_queue_team(&queue)))
+            .cell;
+        let payload = spill_payload(node, cell, task).await?;
+        let QueryResult::OutboxHead { seq, prev_hash } =
+            read(node, cell, Query::OutboxHead { to_cell: target }).await?
+        else {
+            return Ok(());
+        };
+        let prev: [u8; 32] = prev_hash.as_slice().try_into().unwrap_or([0; 32]);
+        let bytes = postcard::to_stdvec(&payload).expect("payload encodes");
+        let envelope = Envelope::seal(
+            &identity,
+            cell,
+            target,
+            seq,
+            prev,
+            now,
+            0,
+            EnvelopeKind::TaskSpill,
+            bytes,
+        );
+        let send = Command::HandoffSend {
+            to_cell: target,
+            seq,
+            prev_hash: prev.to_vec(),
+            hash: envelope.hash().to_vec(),
+            envelope: envelope.to_bytes(),
+            task_id: payload.task.id.clone(),
+            delivery_count: payload.task.delivery_count,
+        };
+        match submit(node, cell, send).await? {
+            Outcome::HandoffQueued { .. } | Outcome::HandoffSkipped { .. } => {}
+            // Another round (or a former leader) sealed first: try again next round.
+            Outcome::HandoffConflict { .. } => return Ok(()),
+            other => return Err(CellError::Fatal(format!("handoff answered {other:?}"))),
+        }
+    }
+    Ok(())
+}
+
+async fn spill_payload(node: &Node, cell: u64, task: TaskView) -> Result<SpillPayload, CellError> {
+    let team = read(
+        node,
+        cell,
+        Query::Team {
+            team: task.team.clone(),
+        },
+    )
+    .await?;
+    let (settings, admitted) = match team {
+        QueryResult::Team(Some(view)) => (view.settings, view.members),
+        _ => (BoardSettings::default(), Vec::new()),
+    };
+    Ok(SpillPayload {
+        queue: task.team.clone(),
+        task,
+        settings,
+        admitted,
+    })
+}
+
+/// Deliver every queued envelope of `cell` until acknowledged.
+async fn deliver_cell(node: &Node, map: &FabricMap, cell: u64) -> Result<(), CellError> {
+    let QueryResult::Cells(channels) = read(node, cell, Query::OutboxChannels).await? else {
+        return Ok(());
+    };
+    for to_cell in channels {
+        deliver_channel(node, map, cell, to_cell).await?;
+    }
+    Ok(())
+}
+
+async fn deliver_channel(
+    node: &Node,
+    map: &FabricMap,
+    cell: u64,
+    to_cell: u64,
+) -> Result<(), CellError> {
+    let query = Query::OutboxPending {
+        to_cell,
+        from_seq: 0,
+        limit: limits::SPILL_BATCH_MAX,
+    };
+    let QueryResult::Envelopes(pending) = read(node, cell, query).await? else {
+        return Ok(());
+    };
+    let mut acked = 0;
+    for (seq, bytes) in pending {
+        let answer = deliver_to(node, map, to_cell, bytes).await?;
+        match answer.verdict.as_str() {
+            "accepted" | "duplicate" => acked = seq,
+            // The receiver is behind: it wants an earlier envelope, which is pending too
+            // unless acknowledged; the next round starts over from the oldest.
+            "gap" => break,
+            verdict => {
+                tracing::warn!(cell, to_cell, seq, verdict, message = %answer.message, "handoff refused");
+                break;
+            }
+        }
+    }
+    if acked > 0 {
+        submit(
+            node,
+            cell,
+            Command::HandoffAck {
+                to_cell,
+                seq: acked,
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Send one envelope to a node of `to_cell` (here when this node hosts it).
+async fn deliver_to(
+    node: &Node,
+    map: &FabricMap,
+    to_cell: u64,
+    envelope: Vec<u8>,
+) -> Result<pb::DeliverResponse, CellError> {
+    if node.hosted(to_cell).is_some() {
+        return deliver(node, envelope).await;
+    }
+    let voters = map.cells.get(&to_cell).cloned().unwrap_or_default();
+    let mut last = CellError::Unavailable(format!("cell {to_cell} has no reachable voter"));
+    for voter in voters {
+        let Some(addr) = map.addr(voter) else {
+            continue;
+        };
+        let mut client = NodeClient::new(node.peers().channel(addr));
+        let call = client.deliver(pb::DeliverRequest {
+            envelope: envelope.clone(),
+        });
+        match tokio::time::timeout(Duration::from_millis(limits::REMOTE_CALL_TIMEOUT_MS), call)
+            .await
+        {
+            Ok(Ok(answer)) => return Ok(answer.into_inner()),
+            Ok(Err(status)) => last = CellError::from(status),
+            Err(_) => last = CellError::Unavailable(format!("{addr} did not answer")),
+        }
+    }
+    Err(last)
+}
+
+/// Check an envelope for a cell hosted here and propose it to that cell.
+pub(crate) async fn deliver(node: &Node, bytes: Vec<u8>) -> Result<pb::DeliverResponse, CellError> {
+    let answer = |verdict: &str, expected_seq: u64, message: String| pb::DeliverResponse {
+        verdict: verdict.to_string(),
+        expected_seq,
+        message,
+    };
+    let envelope = match Envelope::from_bytes(&bytes) {
+        Ok(envelope) => envelope,
+        Err(e) => return Ok(answer("malformed", 0, e.to_string())),
+    };
+    let map = node.map().await?;
+    if let Err(refusal) = crate::envelope::verify(
+        &map.keys,
+        envelope.to_cell,
+        &envelope,
+        now_ms(),
+        &Limits::default(),
+    ) {
+        return Ok(answer(refusal.code(), 0, refusal.to_string()));
+    }
+    let payload: SpillPayload = match postcard::from_bytes(&envelope.payload) {
+        Ok(payload) => payload,
+        Err(e) => return Ok(answer("malformed", 0, format!("payload: {e}"))),
+    };
+    let receive = Command::HandoffReceive {
+        from_cell: envelope.from_cell,
+        seq: envelope.channel_seq,
+        prev_hash: envelope.prev_hash.to_vec(),
+        hash: envelope.hash().to_vec(),
+        queue: payload.queue,
+        task: Box::new(payload.task),
+        settings: payload.settings,
+        admitted: payload.admitted,
+    };
+    let key = format!(
+        "handoff/{}/{}/{:x?}",
+        envelope.from_cell,
+        envelope.channel_seq,
+        &envelope.hash()[..8]
+    );
+    let request = Request::new(Some(key), receive);
+    Ok(
+        match node
+            .submit_cell(Some(&map), envelope.to_cell, request)
+            .await?
+        {
+            Outcome::HandoffAccepted { task_id, .. } => answer("accepted", 0, task_id),
+            Outcome::HandoffDuplicate { .. } => answer("duplicate", 0, String::new()),
+            Outcome::HandoffRefused {
+                reason,
+                expected_seq,
+            } => {
+                let verdict = if reason.starts_with("gap") {
+                    "gap"
+                } else if reason.starts_with("fork") {
+                    "fork"
+                } else {
+                    "broken_chain"
+                };
+                answer(verdict, expected_seq, reason)
+            }
+            other => return Err(CellError::Fatal(format!("unexpected answer {other:?}"))),
+        },
+    )
+}

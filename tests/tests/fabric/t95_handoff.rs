@@ -1,0 +1,235 @@
+//! Spill up to the fabric tier in signed, hash-chained envelopes: a team's unclaimed tasks
+//! go local → cell after `spill_after`, then cell → the team's fabric queue (owned by
+//! whichever cell holds the queue's name) after as long again; a held task never spills.
+//! Across SIGKILL-like stops of the sending and the receiving cells' leaders, every task
+//! arrives exactly once.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use whip_board::route;
+use whip_cell::CellClient;
+use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
+use whip_tests::fabric::Fabric;
+use whip_tests::wait_for;
+
+async fn lead(fabric: &Fabric, node: u64) -> CellClient {
+    let token = "lead-secret-token-0123456789".to_string();
+    let client = fabric.client_of(node);
+    client
+        .agent_register(pb::AgentRegisterRequest {
+            agent: "lead".into(),
+            token: token.clone(),
+        })
+        .await
+        .expect("register");
+    client.with_identity("lead", token)
+}
+
+async fn create(c: &CellClient, team: &str, spill_after_ms: u64) {
+    let request = pb::TeamCreateRequest {
+        team: team.into(),
+        parent: None,
+        settings: Some(pb::BoardSettings {
+            reclaim_ms: 60_000,
+            delivery_limit: 5,
+            spill_after_ms,
+            task_bytes_max: 0,
+        }),
+        idempotency_key: String::new(),
+    };
+    assert_eq!(
+        c.team_create(request).await.unwrap().code,
+        Code::TeamCreated as i32
+    );
+}
+
+async fn post_many(c: &CellClient, team: &str, n: usize) {
+    let calls = (0..n).map(|i| {
+        let request = pb::BoardPostRequest {
+            team: team.into(),
+            body: format!("{{\"n\":{i}}}").into_bytes(),
+            idempotency_key: String::new(),
+        };
+        async move { c.board_post(request).await.expect("post") }
+    });
+    for r in futures::future::join_all(calls).await {
+        assert_eq!(r.code, Code::TaskPosted as i32);
+    }
+}
+
+async fn stats(c: &CellClient, team: &str) -> pb::BoardStatsResponse {
+    c.board_stats(pb::BoardStatsRequest { team: team.into() })
+        .await
+        .expect("stats")
+}
+
+fn n_of(task: &pb::Task) -> u64 {
+    let body: serde_json::Value = serde_json::from_slice(&task.body).expect("json body");
+    body["n"].as_u64().expect("n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unclaimed_tasks_spill_to_the_fabric_queue_and_are_claimed_there() {
+    let fabric = Fabric::start(3, 4).await;
+    let c = lead(&fabric, 1).await;
+    create(&c, "overflow", 200).await;
+    post_many(&c, "overflow", 40).await;
+    let claim = |worker: &str| pb::BoardClaimRequest {
+        team: "overflow".into(),
+        worker: worker.into(),
+        idempotency_key: String::new(),
+    };
+    let held = c.board_claim(claim("keeper")).await.expect("claim");
+    assert_eq!(
+        (held.code, held.tier.as_str()),
+        (Code::TaskClaimed as i32, "local")
+    );
+    let queue = whip_board::fabric_queue_team("overflow");
+    wait_for(
+        "39 tasks to reach the fabric queue",
+        Duration::from_secs(20),
+        || {
+            let c = &c;
+            let queue = queue.clone();
+            async move {
+                c.board_stats(pb::BoardStatsRequest { team: queue })
+                    .await
+                    .is_ok_and(|s| s.ready == 39)
+            }
+        },
+    )
+    .await;
+    let s = stats(&c, "overflow").await;
+    assert_eq!(
+        (s.ready, s.claimed, s.cell_ready),
+        (0, 1, 0),
+        "only the held task stayed"
+    );
+    assert_eq!(stats(&c, &queue).await.tier, "fabric");
+    let map = fabric.node(1).map().await.expect("map");
+    let team_cell = map.locate(route::team_point("overflow")).cell;
+    let queue_cell = map.locate(route::team_point(&queue)).cell;
+    eprintln!("team on cell {team_cell}, fabric queue on cell {queue_cell}");
+    // Workers of the team find them at the fabric tier once local and cell tiers are empty.
+    let mut seen = BTreeMap::new();
+    for _ in 0..39 {
+        let r = fabric
+            .client_of(2)
+            .with_identity("lead", "lead-secret-token-0123456789")
+            .board_claim(claim("w"))
+            .await
+            .expect("claim");
+        assert_eq!(
+            (r.code, r.tier.as_str()),
+            (Code::TaskClaimed as i32, "fabric"),
+            "{r:?}"
+        );
+        let task = r.task.expect("task");
+        *seen.entry(n_of(&task)).or_insert(0) += 1;
+        let done = pb::BoardTaskRequest {
+            team: "overflow".into(),
+            task_id: task.id.clone(),
+            fence: r.fence,
+            result: b"{}".to_vec(),
+            ..Default::default()
+        };
+        assert_eq!(
+            c.board_complete(done).await.unwrap().code,
+            Code::TaskCompleted as i32
+        );
+    }
+    assert_eq!(seen.len(), 39);
+    assert!(seen.values().all(|&k| k == 1), "each task once");
+    assert!(
+        !seen.contains_key(&n_of(held.task.as_ref().unwrap())),
+        "the held task never spilled"
+    );
+    let empty = c.board_claim(claim("w")).await.unwrap();
+    assert_eq!(empty.code, Code::BoardEmpty as i32);
+    let status = fabric.status(3).await;
+    assert!(status.alarms.is_empty(), "{:?}", status.alarms);
+    fabric.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn handoffs_arrive_exactly_once_across_leader_stops_on_both_sides() {
+    const TASKS: usize = 2_000;
+    let mut fabric = Fabric::start(3, 4).await;
+    let c = lead(&fabric, 1).await;
+    // A team whose fabric queue lives on another cell than the team itself.
+    let map = fabric.node(1).map().await.expect("map");
+    let team = (0..)
+        .map(|i| format!("crew-{i}"))
+        .find(|t| {
+            let q = whip_board::fabric_queue_team(t);
+            map.locate(route::team_point(t)).cell != map.locate(route::team_point(&q)).cell
+        })
+        .expect("a team whose queue is elsewhere");
+    let queue = whip_board::fabric_queue_team(&team);
+    let (source, target) = (
+        map.locate(route::team_point(&team)).cell,
+        map.locate(route::team_point(&queue)).cell,
+    );
+    create(&c, &team, 100).await;
+    post_many(&c, &team, TASKS).await;
+    // Stop the source cell's leader while handoffs run, bring it back, then the target's.
+    for cell in [source, target] {
+        wait_for("handoffs under way", Duration::from_secs(20), || {
+            let c = &c;
+            let queue = queue.clone();
+            async move {
+                c.board_stats(pb::BoardStatsRequest { team: queue })
+                    .await
+                    .is_ok_and(|s| s.ready > 0)
+            }
+        })
+        .await;
+        let leader = fabric
+            .node(1)
+            .hosted(cell)
+            .and_then(|m| m.raft().metrics().borrow().current_leader)
+            .expect("a leader");
+        fabric.kill(leader).await;
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        fabric.start_node(leader).await;
+        fabric.wait_leaders(Duration::from_secs(20)).await;
+    }
+    let c = lead(&fabric, 1).await;
+    wait_for(
+        "every task at the fabric tier",
+        Duration::from_secs(60),
+        || {
+            let c = &c;
+            let queue = queue.clone();
+            async move {
+                c.board_stats(pb::BoardStatsRequest { team: queue })
+                    .await
+                    .is_ok_and(|s| s.ready >= TASKS as u64)
+            }
+        },
+    )
+    .await;
+    let listed = c
+        .board_list(pb::BoardListRequest {
+            team: queue.clone(),
+            state: String::new(),
+            limit: 0,
+        })
+        .await
+        .expect("list");
+    let mut counts = BTreeMap::new();
+    for task in &listed.tasks {
+        assert_eq!(task.tier, "fabric");
+        *counts.entry(n_of(task)).or_insert(0) += 1;
+    }
+    assert_eq!(counts.len(), TASKS, "every task arrived");
+    assert!(counts.values().all(|&k| k == 1), "no task arrived twice");
+    let s = stats(&c, &team).await;
+    assert_eq!((s.ready, s.claimed), (0, 0));
+    let status = fabric.status(1).await;
+    assert!(status.alarms.is_empty(), "{:?}", status.alarms);
+    eprintln!("{TASKS} handoffs from cell {source} to cell {target}");
+    fabric.shutdown().await;
+}
