@@ -275,6 +275,7 @@ pub async fn status(node: &Node) -> Result<pb::FabricStatusResponse, CellError> 
             .map(range_info)
             .collect();
         alarms.extend(range_alarms(node, id, &ranges).await);
+        alarms.extend(cell_alarms(node, &map, id).await);
         cells.push(pb::CellInfo {
             id,
             leader,
@@ -327,6 +328,17 @@ async fn probe(node: &Node, addr: &str, cell: u64) -> Option<pb::StatusResponse>
     match tokio::time::timeout(Duration::from_millis(limits::STATUS_PROBE_MS), call).await {
         Ok(Ok(response)) => Some(response.into_inner()),
         _ => None,
+    }
+}
+
+/// Alarms a cell raised itself (handoff forks and broken chains, failed handoffs).
+async fn cell_alarms(node: &Node, map: &FabricMap, cell: u64) -> Vec<String> {
+    match node.read_cell(Some(map), cell, Query::Alarms).await {
+        Ok(QueryResult::Alarms(alarms)) => alarms
+            .into_iter()
+            .map(|(at_ms, text)| format!("cell {cell} at {at_ms}: {text}"))
+            .collect(),
+        _ => Vec::new(),
     }
 }
 

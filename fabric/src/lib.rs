@@ -44,6 +44,7 @@ pub use envelope::{ChainHead, Envelope, EnvelopeKind, Outbox, Refusal, Verdict};
 pub use identity::{CellIdentity, KeyRegistry};
 pub use map::{FabricMap, RangeEntry};
 pub use mem::MemFabric;
+pub use mover::SpillPayload;
 pub use node::{Node, NodeConfig};
 pub use whip_board::query::{CounterView, KvEntry, LeaseView, LedgerEntryView};
 pub use whip_board::{Outcome, Reset, ResourceId};

@@ -28,15 +28,15 @@ use crate::node::{Inner, Node};
 
 /// What a task-spill envelope carries.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub(crate) struct SpillPayload {
+pub struct SpillPayload {
     /// The fabric queue (the origin team's name).
-    pub(crate) queue: String,
+    pub queue: String,
     /// The task.
-    pub(crate) task: TaskView,
+    pub task: TaskView,
     /// The origin team's board settings.
-    pub(crate) settings: BoardSettings,
+    pub settings: BoardSettings,
     /// Agents admitted to the queue (the origin team's members).
-    pub(crate) admitted: Vec<String>,
+    pub admitted: Vec<String>,
 }
 
 fn now_ms() -> u64 {
@@ -304,13 +304,8 @@ pub(crate) async fn deliver(node: &Node, bytes: Vec<u8>) -> Result<pb::DeliverRe
         settings: payload.settings,
         admitted: payload.admitted,
     };
-    let key = format!(
-        "handoff/{}/{}/{:x?}",
-        envelope.from_cell,
-        envelope.channel_seq,
-        &envelope.hash()[..8]
-    );
-    let request = Request::new(Some(key), receive);
+    // No idempotency key: the chain itself answers a repeat as a duplicate.
+    let request = Request::new(None, receive);
     Ok(
         match node
             .submit_cell(Some(&map), envelope.to_cell, request)

@@ -233,3 +233,161 @@ async fn handoffs_arrive_exactly_once_across_leader_stops_on_both_sides() {
     eprintln!("{TASKS} handoffs from cell {source} to cell {target}");
     fabric.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_envelopes_are_refused_each_with_its_own_reason() {
+    use whip_fabric::envelope::{Envelope, EnvelopeKind};
+    use whip_fabric::identity::CellIdentity;
+    use whip_proto::v1::node_client::NodeClient;
+
+    let fabric = Fabric::start(3, 2).await;
+    let node = fabric.node(1);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let real = node
+        .identity(1)
+        .expect("readable")
+        .expect("cell 1 has a key");
+    let stranger = CellIdentity::generate().expect("key");
+    let seal = |id: &CellIdentity, sent_at: u64, hops: u32, payload: Vec<u8>| {
+        Envelope::seal(
+            id,
+            1,
+            2,
+            1,
+            [0; 32],
+            sent_at,
+            hops,
+            EnvelopeKind::TaskSpill,
+            payload,
+        )
+    };
+    let mut tampered = seal(&real, now, 0, b"payload".to_vec());
+    tampered.payload = b"PAYLOAD".to_vec();
+    let cases = [
+        (
+            seal(&stranger, now, 0, b"x".to_vec()).to_bytes(),
+            "bad_signature",
+        ),
+        (tampered.to_bytes(), "bad_signature"),
+        (
+            seal(&real, now, 9, b"x".to_vec()).to_bytes(),
+            "too_many_hops",
+        ),
+        (
+            seal(&real, now + 120_000, 0, b"x".to_vec()).to_bytes(),
+            "clock_skew",
+        ),
+        (
+            seal(&real, now - 120_000, 0, b"x".to_vec()).to_bytes(),
+            "clock_skew",
+        ),
+        (
+            seal(&real, now, 0, vec![0; 2 << 20]).to_bytes(),
+            "payload_too_large",
+        ),
+        (vec![1, 2, 3], "malformed"),
+        (
+            seal(&real, now, 0, b"not a task".to_vec()).to_bytes(),
+            "malformed",
+        ),
+    ];
+    let mut client = NodeClient::new(node.peers().channel(&fabric.addrs[&2].to_string()))
+        .max_encoding_message_size(8 << 20);
+    for (bytes, verdict) in cases {
+        let answer = client
+            .deliver(pb::DeliverRequest { envelope: bytes })
+            .await
+            .expect("an answer")
+            .into_inner();
+        assert_eq!(answer.verdict, verdict, "{}", answer.message);
+    }
+    let status = fabric.status(2).await;
+    assert!(
+        status.alarms.is_empty(),
+        "refused envelopes change nothing: {:?}",
+        status.alarms
+    );
+    fabric.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fork_is_refused_and_raises_an_alarm_in_fabric_status() {
+    use whip_board::types::{BoardSettings, TaskState, TaskView, Tier};
+    use whip_fabric::envelope::{Envelope, EnvelopeKind};
+    use whip_proto::v1::node_client::NodeClient;
+
+    let fabric = Fabric::start(3, 2).await;
+    let node = fabric.node(1);
+    let identity = node
+        .identity(1)
+        .expect("readable")
+        .expect("cell 1 has a key");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let payload = |body: &str| {
+        let task = TaskView {
+            id: "crew-1".into(),
+            team: "crew".into(),
+            tier: Tier::Cell,
+            state: TaskState::Ready,
+            body: body.as_bytes().to_vec(),
+            delivery_count: 0,
+            worker: None,
+            fence: 0,
+            deadline_ms: 0,
+            posted_ms: now,
+            failures: Vec::new(),
+            result: Vec::new(),
+            spill_after_ms: 100,
+        };
+        let p = whip_fabric::SpillPayload {
+            queue: "crew".into(),
+            task,
+            settings: BoardSettings::default(),
+            admitted: vec!["lead".into()],
+        };
+        postcard::to_stdvec(&p).unwrap()
+    };
+    let seal = |body: &str| {
+        Envelope::seal(
+            &identity,
+            1,
+            2,
+            1,
+            [0; 32],
+            now,
+            0,
+            EnvelopeKind::TaskSpill,
+            payload(body),
+        )
+        .to_bytes()
+    };
+    let mut client = NodeClient::new(node.peers().channel(&fabric.addrs[&3].to_string()));
+    let mut deliver = async |bytes: Vec<u8>| {
+        client
+            .deliver(pb::DeliverRequest { envelope: bytes })
+            .await
+            .expect("an answer")
+            .into_inner()
+            .verdict
+    };
+    assert_eq!(deliver(seal("{\"n\":1}")).await, "accepted");
+    assert_eq!(
+        deliver(seal("{\"n\":1}")).await,
+        "duplicate",
+        "a replay is acknowledged again"
+    );
+    assert_eq!(deliver(seal("{\"n\":2}")).await, "fork");
+    let status = fabric.status(2).await;
+    let alarms = status.alarms.join("\n");
+    assert!(
+        alarms.contains("fork on the channel from cell 1"),
+        "{alarms}"
+    );
+    fabric.shutdown().await;
+}
