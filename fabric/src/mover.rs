@@ -55,7 +55,9 @@ pub(crate) async fn mover_loop(inner: Weak<Inner>) {
         tokio::time::sleep(Duration::from_millis(limits::MOVER_INTERVAL_MS)).await;
         let Some(inner) = inner.upgrade() else { return };
         let node = Node { inner };
-        let Some(map) = node.cached_map() else {
+        // Load the map when this node has not needed it yet (it may lead cells all the
+        // same); a node outside an initialized fabric has nothing to move.
+        let Ok(map) = node.map().await else {
             continue;
         };
         for cell in node.hosted_ids() {

@@ -391,3 +391,39 @@ async fn a_fork_is_refused_and_raises_an_alarm_in_fabric_status() {
     );
     fabric.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cell_without_a_signing_key_records_the_failed_handoff() {
+    let fabric = Fabric::start(3, 2).await;
+    let c = lead(&fabric, 1).await;
+    create(&c, "keyless", 100).await;
+    let map = fabric.node(1).map().await.expect("map");
+    let cell = map.locate(route::team_point("keyless")).cell;
+    for node in [1u64, 2, 3] {
+        let key = fabric
+            .dir
+            .path()
+            .join(format!("node-{node}/cells/{cell}/identity.key"));
+        std::fs::remove_file(&key).expect("remove the key file");
+    }
+    post_many(&c, "keyless", 1).await;
+    wait_for(
+        "the failed handoff's alarm",
+        Duration::from_secs(10),
+        || {
+            let fabric = &fabric;
+            async move {
+                fabric.status(1).await.alarms.iter().any(|a| {
+                    a.contains("handoff of task keyless-1 failed") && a.contains("no signing key")
+                })
+            }
+        },
+    )
+    .await;
+    let s = stats(&c, "keyless").await;
+    assert_eq!(
+        s.cell_ready, 1,
+        "the task stays at the cell tier, not skipped"
+    );
+    fabric.shutdown().await;
+}
