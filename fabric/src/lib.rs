@@ -20,8 +20,11 @@
 //!   duplicate → ack again, fork → refuse and alarm); the sender's [`Outbox`] and the
 //!   receiver's [`ChainHead`] are plain state, meant to be replicated.
 //!
-//! Still to come here (see ARCHITECTURE.md): wiring envelopes into cells (outboxes and chain
-//! heads in replicated state, keys registered at cell creation), the spill mover.
+//! - cell identities ([`identity`]: one ed25519 key per cell, generated at `fabric init`,
+//!   installed 0600 on every voter, public key in the map) and [`envelope`]s (signed,
+//!   blake3 hash-chained, bounded in size, hops and clock skew);
+//! - the spill mover: hands due cell-tier tasks to the team's fabric queue in envelopes;
+//!   `Deliver` verifies them on the receiving side, whose cell checks the chain.
 //!
 //! Must never: decide the meaning of a command (that is `whip-board`) or talk Raft
 //! internals of a single group (that is `whip-cell`).
