@@ -35,3 +35,13 @@ set -x
 "$whip" kv cas config/owner alice --expect 0
 "$whip" kv cas config/owner bob --expect 0
 "$whip" cell status --json
+# A team's task board: post two tasks, claim and complete one, a stale fence is refused.
+"$whip" team create demo-team --reclaim 30s --delivery-limit 3
+"$whip" board post demo-team --task '{"build":"api"}' --json
+"$whip" board post demo-team --task '{"build":"web"}' --json
+claim=$("$whip" board claim demo-team --worker w1 --json)
+echo "$claim"
+fence=$(echo "$claim" | sed -E 's/.*"fence":([0-9]+).*/\1/')
+"$whip" board complete demo-team demo-team-1 --fence 1 || echo "(refused as expected: stale fence)"
+"$whip" board complete demo-team demo-team-1 --fence "$fence" --json
+"$whip" board stats demo-team --json
