@@ -64,7 +64,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::identity::{CellIdentity, KeyRegistry, to_hex};
 use crate::limits::{
-    ENVELOPE_CLOCK_SKEW_MS_MAX, ENVELOPE_HOPS_MAX, ENVELOPE_PAYLOAD_BYTES_MAX, OUTBOX_PENDING_MAX,
+    ENVELOPE_AGE_MS_MAX, ENVELOPE_CLOCK_SKEW_MS_MAX, ENVELOPE_HOPS_MAX, ENVELOPE_PAYLOAD_BYTES_MAX,
+    OUTBOX_PENDING_MAX,
 };
 
 /// The version this build writes and reads.
@@ -328,8 +329,13 @@ pub struct Limits {
     pub payload_bytes_max: usize,
     /// Most hops.
     pub hops_max: u32,
-    /// Largest distance between `sent_at_ms` and the receiver's clock, either way.
+    /// How far `sent_at_ms` may be ahead of the receiver's clock (a sender clock running
+    /// ahead would push deadlines computed from it).
     pub clock_skew_ms_max: u64,
+    /// How far `sent_at_ms` may be behind the receiver's clock. Much larger than the skew:
+    /// an envelope keeps its bytes (its hash is chained) while it waits in the outbox, so a
+    /// resend after a receiver outage is old but sound, and the chain answers replays.
+    pub age_ms_max: u64,
 }
 
 impl Default for Limits {
@@ -338,6 +344,7 @@ impl Default for Limits {
             payload_bytes_max: ENVELOPE_PAYLOAD_BYTES_MAX,
             hops_max: ENVELOPE_HOPS_MAX,
             clock_skew_ms_max: ENVELOPE_CLOCK_SKEW_MS_MAX,
+            age_ms_max: ENVELOPE_AGE_MS_MAX,
         }
     }
 }
@@ -570,11 +577,16 @@ pub fn verify(
 ) -> Result<(), Refusal> {
     check_shape(me, envelope, limits)?;
     check_signature(registry, envelope)?;
-    if envelope.sent_at_ms.abs_diff(now_ms) > limits.clock_skew_ms_max {
+    let (ahead, max_ms) = if envelope.sent_at_ms > now_ms {
+        (envelope.sent_at_ms - now_ms, limits.clock_skew_ms_max)
+    } else {
+        (now_ms - envelope.sent_at_ms, limits.age_ms_max)
+    };
+    if ahead > max_ms {
         return Err(Refusal::ClockSkew {
             sent_at_ms: envelope.sent_at_ms,
             now_ms,
-            max_ms: limits.clock_skew_ms_max,
+            max_ms,
         });
     }
     Ok(())

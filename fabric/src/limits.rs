@@ -31,6 +31,9 @@ pub const ENVELOPE_PAYLOAD_BYTES_MAX: usize = 1 << 20;
 pub const ENVELOPE_HOPS_MAX: u32 = 8;
 /// Largest distance between an envelope's send time and the receiver's clock, by default.
 pub const ENVELOPE_CLOCK_SKEW_MS_MAX: u64 = 30_000;
+/// How old an envelope may be when it arrives (a resend after an outage keeps its first
+/// `sent_at`); older ones are refused as skewed.
+pub const ENVELOPE_AGE_MS_MAX: u64 = 24 * 3_600_000;
 /// Envelopes one outbox channel holds unacknowledged; sending more is refused until acks
 /// come back, so a silent receiver cannot grow the sender's replicated state without bound.
 pub const OUTBOX_PENDING_MAX: usize = 256;

@@ -361,15 +361,21 @@ fn too_many_hops_are_refused() {
 
 #[test]
 fn a_skewed_clock_is_refused_either_way() {
-    let max_ms = ENVELOPE_CLOCK_SKEW_MS_MAX;
-    for sent_at_ms in [NOW_MS - max_ms, NOW_MS + max_ms] {
+    let (ahead, age) = (ENVELOPE_CLOCK_SKEW_MS_MAX, ENVELOPE_AGE_MS_MAX);
+    // A resend after an outage is old but sound: only a far older one is refused.
+    for sent_at_ms in [NOW_MS - ahead - 1, NOW_MS - age, NOW_MS + ahead] {
         assert!(
             Receiver::default()
                 .take(&one(Vec::new(), 0, sent_at_ms))
                 .is_ok()
         );
     }
-    for sent_at_ms in [NOW_MS - max_ms - 1, NOW_MS + max_ms + 1, 0, u64::MAX] {
+    for (sent_at_ms, max_ms) in [
+        (NOW_MS - age - 1, age),
+        (NOW_MS + ahead + 1, ahead),
+        (0, age),
+        (u64::MAX, ahead),
+    ] {
         assert_eq!(
             Receiver::default().take(&one(Vec::new(), 0, sent_at_ms)),
             Err(Refusal::ClockSkew {
@@ -417,7 +423,7 @@ fn checks_run_cheapest_first() {
     // Skewed and out of order: the skew is reported.
     let late = &chain(3)[2];
     assert!(matches!(
-        Receiver::default().take_at(late, NOW_MS + ENVELOPE_CLOCK_SKEW_MS_MAX + 1),
+        Receiver::default().take_at(late, NOW_MS + ENVELOPE_AGE_MS_MAX + 1),
         Err(Refusal::ClockSkew { .. })
     ));
 }
@@ -611,6 +617,7 @@ fn the_outbox_refuses_what_the_receiver_would_and_stays_bounded() {
         payload_bytes_max: 4,
         hops_max: 1,
         clock_skew_ms_max: 0,
+        age_ms_max: 0,
     };
     let mut outbox = Outbox::new(SENDER, RECEIVER);
     let send = |outbox: &mut Outbox, hops, payload: &[u8]| {
