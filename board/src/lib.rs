@@ -221,6 +221,26 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome
         | Command::HandoffAck { .. }
         | Command::HandoffReceive { .. }
         | Command::HandoffFailed { .. } => apply_handoff(txn, stamp.time_ms, command),
+        Command::BoardCompleteAndClaim {
+            team,
+            caller,
+            task_id,
+            fence,
+            result,
+            worker,
+        } => {
+            let complete = Command::BoardComplete {
+                team: team.clone(),
+                caller: caller.clone(),
+                task_id: task_id.clone(),
+                fence: *fence,
+                result: result.clone(),
+            };
+            match apply_board(txn, stamp, &complete) {
+                Outcome::TaskCompleted { .. } => taskboard::claim(txn, stamp, team, caller, worker),
+                refused => refused,
+            }
+        }
     }
 }
 

@@ -97,6 +97,7 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
         | Command::BoardPost { team, .. }
         | Command::BoardClaim { team, .. }
         | Command::BoardComplete { team, .. }
+        | Command::BoardCompleteAndClaim { team, .. }
         | Command::BoardFail { team, .. }
         | Command::BoardExtend { team, .. }
         | Command::BoardRedrive { team, .. } => Some(team_point(team)),

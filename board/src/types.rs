@@ -431,6 +431,24 @@ pub enum Command {
         /// Agents admitted to the queue (the origin team's members and ancestors).
         admitted: Vec<String>,
     },
+    /// Complete a claimed task and, in the same apply, claim the next one for `worker`: a
+    /// worker's loop in one write. A refused completion claims nothing and answers the
+    /// refusal; otherwise the answer is the claim's (`TaskClaimed` or `BoardEmpty`).
+    BoardCompleteAndClaim {
+        /// The board the task lives on (also the one claimed from).
+        team: String,
+        /// The acting agent, resolved by the server.
+        caller: String,
+        /// The task being completed.
+        task_id: String,
+        /// Its live claim's fence.
+        fence: u64,
+        /// The result.
+        #[serde(with = "serde_bytes")]
+        result: Vec<u8>,
+        /// Who claims the next task.
+        worker: String,
+    },
     /// Record a handoff that could not be made (e.g. the cell has no signing key).
     HandoffFailed {
         /// The task that stays where it is.

@@ -210,6 +210,19 @@ fn board(command: &Command, value_bytes_max: usize) -> Result<(), String> {
             value("result", result.len(), value_bytes_max)?;
             (team, caller)
         }
+        Command::BoardCompleteAndClaim {
+            team,
+            caller,
+            task_id,
+            result,
+            worker,
+            ..
+        } => {
+            name("task_id", task_id.len())?;
+            name("worker", worker.len())?;
+            value("result", result.len(), value_bytes_max)?;
+            (team, caller)
+        }
         Command::BoardFail {
             team,
             caller,
@@ -348,6 +361,7 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
         | Command::BoardPost { .. }
         | Command::BoardClaim { .. }
         | Command::BoardComplete { .. }
+        | Command::BoardCompleteAndClaim { .. }
         | Command::BoardFail { .. }
         | Command::BoardExtend { .. }
         | Command::BoardRedrive { .. } => board(command, value_bytes_max),

@@ -191,6 +191,14 @@ fn board_command(line: &Line<'_>) -> Option<Command> {
             caller: caller(),
             task_id: line.text("task"),
         },
+        "complete-claim" => Command::BoardCompleteAndClaim {
+            team: team(),
+            caller: caller(),
+            task_id: line.text("task"),
+            fence: line.number("fence"),
+            result: line.bytes("result"),
+            worker: line.text("worker"),
+        },
         "handoff-send" => Command::HandoffSend {
             to_cell: line.number("to"),
             seq: line.number("seq"),

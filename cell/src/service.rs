@@ -640,12 +640,24 @@ impl cell_server::Cell for CellApi {
     ) -> GrpcResult<pb::BoardResponse> {
         let caller = self.caller(&req).await?;
         let req = req.into_inner();
-        let command = Command::BoardComplete {
-            team: task_team(req.team, &req.task_id),
-            caller,
-            task_id: req.task_id,
-            fence: req.fence,
-            result: req.result,
+        let team = task_team(req.team, &req.task_id);
+        let command = if req.claim_next {
+            Command::BoardCompleteAndClaim {
+                team,
+                caller,
+                task_id: req.task_id,
+                fence: req.fence,
+                result: req.result,
+                worker: req.worker,
+            }
+        } else {
+            Command::BoardComplete {
+                team,
+                caller,
+                task_id: req.task_id,
+                fence: req.fence,
+                result: req.result,
+            }
         };
         let outcome = self.submit(req.idempotency_key, command).await?;
         Ok(Response::new(convert::board_response(outcome)?))

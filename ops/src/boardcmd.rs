@@ -67,6 +67,9 @@ pub(crate) enum BoardCommand {
         /// The result (JSON).
         #[arg(long, default_value = "null")]
         result: String,
+        /// Also claim the next task for this worker, in the same write.
+        #[arg(long, value_name = "WORKER")]
+        claim_next: Option<String>,
     },
     /// Give a claimed task back with an error (redelivered, or dead-lettered at the limit).
     Fail {
@@ -247,10 +250,13 @@ async fn board_on(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<
             task_id,
             fence,
             result,
+            claim_next,
         } => {
             let result = parse_json(&result, "--result")?;
             let request = pb::BoardTaskRequest {
                 result: result.to_string().into_bytes(),
+                claim_next: claim_next.is_some(),
+                worker: claim_next.unwrap_or_default(),
                 ..task_request(team, task_id, fence)
             };
             c.board_complete(request).await?

@@ -1,9 +1,10 @@
 //! `whip bench board`: the task-board cycle the Redis Streams comparison measures
 //! (`peer-bench redis-board`: a producer keeps a bounded backlog with XADD, workers loop
 //! XREADGROUP COUNT 1 → XACK). Here producers post to a fresh team's board keeping at most
-//! `BACKLOG_PER_WORKER × clients` tasks ready, and each client is a worker looping
-//! claim → complete. A cycle counts when its completion is acknowledged; its latency runs
-//! from the claim to the completion.
+//! `BACKLOG_PER_WORKER × clients` tasks ready, and each client is a worker that claims a
+//! task and then completes each one claiming the next in the same write (the board's
+//! complete-and-claim). A cycle counts when its completion is acknowledged; its latency
+//! runs from the claim to the completion.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -121,48 +122,54 @@ async fn work(
         commits: 0,
         errors: 0,
     };
+    // The task this worker holds: completing it claims the next in the same write.
+    let mut held: Option<(String, u64)> = None;
+    let mut cycle_start = Instant::now();
     while Instant::now() < end {
-        let t0 = Instant::now();
-        let cycle = cycle(c, team, worker).await;
-        let counted = t0 >= from;
-        match cycle {
-            Ok(true) => {
-                backlog.fetch_sub(1, Ordering::Relaxed);
-                if counted {
-                    w.commits += 1;
-                    w.latencies_us
-                        .push(t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
-                }
+        let answer = match held.take() {
+            None => {
+                cycle_start = Instant::now();
+                let claim = pb::BoardClaimRequest {
+                    team: team.to_string(),
+                    worker: worker.to_string(),
+                    idempotency_key: String::new(),
+                };
+                c.board_claim(claim).await
             }
-            Ok(false) => tokio::time::sleep(Duration::from_micros(500)).await,
-            Err(_) if counted => w.errors += 1,
-            Err(_) => {}
+            Some((task_id, fence)) => {
+                let done = pb::BoardTaskRequest {
+                    team: team.to_string(),
+                    task_id,
+                    fence,
+                    result: b"{}".to_vec(),
+                    claim_next: true,
+                    worker: worker.to_string(),
+                    ..Default::default()
+                };
+                let answer = c.board_complete(done).await;
+                let completed = answer
+                    .as_ref()
+                    .is_ok_and(|r| r.code != Code::BoardRefused as i32);
+                if completed {
+                    backlog.fetch_sub(1, Ordering::Relaxed);
+                    if cycle_start >= from {
+                        w.commits += 1;
+                        let us = cycle_start.elapsed().as_micros().min(u128::from(u32::MAX));
+                        w.latencies_us.push(us as u32);
+                    }
+                    cycle_start = Instant::now();
+                }
+                answer
+            }
+        };
+        match answer {
+            Ok(r) if r.code == Code::TaskClaimed as i32 => held = Some((r.task_id, r.fence)),
+            Ok(r) if r.code == Code::BoardEmpty as i32 => {
+                tokio::time::sleep(Duration::from_micros(500)).await;
+            }
+            Ok(_) | Err(_) if cycle_start >= from => w.errors += 1,
+            Ok(_) | Err(_) => {}
         }
     }
     w
-}
-
-/// One claim → complete; `false` when the board was empty.
-async fn cycle(c: &CellClient, team: &str, worker: &str) -> Result<bool> {
-    let claim = pb::BoardClaimRequest {
-        team: team.to_string(),
-        worker: worker.to_string(),
-        idempotency_key: String::new(),
-    };
-    let r = c.board_claim(claim).await?;
-    if r.code != Code::TaskClaimed as i32 {
-        return Ok(false);
-    }
-    let done = pb::BoardTaskRequest {
-        team: team.to_string(),
-        task_id: r.task_id,
-        fence: r.fence,
-        result: b"{}".to_vec(),
-        ..Default::default()
-    };
-    let answer = c.board_complete(done).await?;
-    if answer.code != Code::TaskCompleted as i32 {
-        bail!("completion refused: {}", answer.message);
-    }
-    Ok(true)
 }

@@ -432,3 +432,93 @@ fn blackboard_structures_on_the_embedded_store() {
     ));
     assert_eq!(third["outcome"], "held");
 }
+
+/// The board's interface contract on the embedded store: `team create`, `board post` →
+/// `{"task_id"}`, `board claim` → `{"task": {"id", "body"}, "fence"}`, a stale completion
+/// exits 1 with a typed reason, `board stats` → `{"ready","claimed","done","dead","tier"}`.
+#[test]
+fn board_contract_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let creds = d.join("credentials.json");
+    let run = |args: &[&str]| {
+        Command::new(whip_binary())
+            .current_dir(d)
+            .env("WHIP_CREDENTIALS", &creds)
+            .args(args)
+            .output()
+            .expect("run whip")
+    };
+    assert!(run(&["team", "create", "crew"]).status.success());
+    let posted = json_of(&run(&[
+        "board",
+        "post",
+        "crew",
+        "--task",
+        r#"{"job":1}"#,
+        "--json",
+    ]));
+    assert_eq!(posted["task_id"], "crew-1");
+    json_of(&run(&[
+        "board",
+        "post",
+        "crew",
+        "--task",
+        r#"{"job":2}"#,
+        "--json",
+    ]));
+    let claimed = json_of(&run(&[
+        "board", "claim", "crew", "--worker", "w1", "--json",
+    ]));
+    assert_eq!(claimed["task"]["id"], "crew-1");
+    assert_eq!(claimed["task"]["body"]["job"], 1);
+    let fence = claimed["fence"].as_u64().unwrap();
+    let stale = run(&[
+        "board", "complete", "crew", "crew-1", "--fence", "1", "--json",
+    ]);
+    assert_eq!(stale.status.code(), Some(1));
+    let refusal: Value = serde_json::from_slice(&stale.stdout).unwrap();
+    assert_eq!(refusal["reason"], "stale_fence");
+    let fence_text = fence.to_string();
+    let next = json_of(&run(&[
+        "board",
+        "complete",
+        "crew",
+        "crew-1",
+        "--fence",
+        &fence_text,
+        "--claim-next",
+        "w1",
+        "--json",
+    ]));
+    assert_eq!(
+        next["task"]["id"], "crew-2",
+        "completed and claimed the next in one call"
+    );
+    let stats = json_of(&run(&["board", "stats", "crew", "--json"]));
+    assert_eq!(
+        (
+            &stats["ready"],
+            &stats["claimed"],
+            &stats["done"],
+            &stats["dead"],
+            &stats["tier"]
+        ),
+        (
+            &Value::from(0),
+            &Value::from(1),
+            &Value::from(1),
+            &Value::from(0),
+            &Value::from("local")
+        )
+    );
+    let empty = json_of(&run(&[
+        "board", "claim", "crew", "--worker", "w2", "--json",
+    ]));
+    assert_eq!(empty["task"], Value::Null);
+    let outsider = run(&[
+        "board", "post", "crew", "--task", "{}", "--agent", "mallory",
+    ]);
+    assert_eq!(outsider.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&outsider.stderr).contains("not_member"));
+}
