@@ -61,7 +61,7 @@ pub(super) async fn run(
     let (from, end) = (start + warmup, start + warmup + duration);
     let backlog = Arc::new(AtomicI64::new(0));
     let limit = BACKLOG_PER_WORKER * args.clients as i64;
-    let producers: Vec<_> = (0..(args.clients / 4).max(1))
+    let producers: Vec<_> = (0..args.clients.max(1))
         .map(|p| {
             let c = clients[p % clients.len()].clone();
             let (team, backlog) = (team.clone(), backlog.clone());
