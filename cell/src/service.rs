@@ -144,6 +144,18 @@ impl CellApi {
             .await
     }
 
+    /// Apply the command `build` makes from the proven caller and the request (with the
+    /// request's idempotency key).
+    async fn act<T>(
+        &self,
+        req: GrpcRequest<T>,
+        build: impl FnOnce(String, T) -> (String, Command),
+    ) -> Result<Outcome, Status> {
+        let caller = self.caller(&req).await?;
+        let (key, command) = build(caller, req.into_inner());
+        self.submit(key, command).await
+    }
+
     /// The members of `parent` and of its ancestors (lineage), read from their teams.
     async fn ancestors(&self, parent: Option<&str>) -> Result<Vec<String>, Status> {
         let mut members = Vec::new();
@@ -559,15 +571,17 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::TeamJoinRequest>,
     ) -> GrpcResult<pb::TeamResponse> {
-        let caller = self.caller(&req).await?;
-        let req = req.into_inner();
-        crate::identity::check_agent_name(&req.agent)?;
-        let command = Command::TeamJoin {
-            team: req.team,
-            caller,
-            agent: req.agent,
-        };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        crate::identity::check_agent_name(&req.get_ref().agent)?;
+        let outcome = self
+            .act(req, |caller, r| {
+                let command = Command::TeamJoin {
+                    team: r.team,
+                    caller,
+                    agent: r.agent,
+                };
+                (r.idempotency_key, command)
+            })
+            .await?;
         Ok(Response::new(convert::team_response(outcome)?))
     }
 
@@ -575,13 +589,15 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::TeamDissolveRequest>,
     ) -> GrpcResult<pb::TeamResponse> {
-        let caller = self.caller(&req).await?;
-        let req = req.into_inner();
-        let command = Command::TeamDissolve {
-            team: req.team,
-            caller,
-        };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self
+            .act(req, |caller, r| {
+                let command = Command::TeamDissolve {
+                    team: r.team,
+                    caller,
+                };
+                (r.idempotency_key, command)
+            })
+            .await?;
         Ok(Response::new(convert::team_response(outcome)?))
     }
 
@@ -589,14 +605,16 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::BoardPostRequest>,
     ) -> GrpcResult<pb::BoardResponse> {
-        let caller = self.caller(&req).await?;
-        let req = req.into_inner();
-        let command = Command::BoardPost {
-            team: req.team,
-            caller,
-            body: req.body,
-        };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self
+            .act(req, |caller, r| {
+                let command = Command::BoardPost {
+                    team: r.team,
+                    caller,
+                    body: r.body,
+                };
+                (r.idempotency_key, command)
+            })
+            .await?;
         Ok(Response::new(convert::board_response(outcome)?))
     }
 
@@ -667,16 +685,18 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::BoardTaskRequest>,
     ) -> GrpcResult<pb::BoardResponse> {
-        let caller = self.caller(&req).await?;
-        let req = req.into_inner();
-        let command = Command::BoardFail {
-            team: task_team(req.team, &req.task_id),
-            caller,
-            task_id: req.task_id,
-            fence: req.fence,
-            error: req.error,
-        };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self
+            .act(req, |caller, r| {
+                let command = Command::BoardFail {
+                    team: task_team(r.team, &r.task_id),
+                    caller,
+                    task_id: r.task_id,
+                    fence: r.fence,
+                    error: r.error,
+                };
+                (r.idempotency_key, command)
+            })
+            .await?;
         Ok(Response::new(convert::board_response(outcome)?))
     }
 
@@ -684,16 +704,18 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::BoardTaskRequest>,
     ) -> GrpcResult<pb::BoardResponse> {
-        let caller = self.caller(&req).await?;
-        let req = req.into_inner();
-        let command = Command::BoardExtend {
-            team: task_team(req.team, &req.task_id),
-            caller,
-            task_id: req.task_id,
-            fence: req.fence,
-            extend_ms: req.extend_ms,
-        };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self
+            .act(req, |caller, r| {
+                let command = Command::BoardExtend {
+                    team: task_team(r.team, &r.task_id),
+                    caller,
+                    task_id: r.task_id,
+                    fence: r.fence,
+                    extend_ms: r.extend_ms,
+                };
+                (r.idempotency_key, command)
+            })
+            .await?;
         Ok(Response::new(convert::board_response(outcome)?))
     }
 
@@ -701,14 +723,16 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::BoardTaskRequest>,
     ) -> GrpcResult<pb::BoardResponse> {
-        let caller = self.caller(&req).await?;
-        let req = req.into_inner();
-        let command = Command::BoardRedrive {
-            team: task_team(req.team, &req.task_id),
-            caller,
-            task_id: req.task_id,
-        };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self
+            .act(req, |caller, r| {
+                let command = Command::BoardRedrive {
+                    team: task_team(r.team, &r.task_id),
+                    caller,
+                    task_id: r.task_id,
+                };
+                (r.idempotency_key, command)
+            })
+            .await?;
         Ok(Response::new(convert::board_response(outcome)?))
     }
 
