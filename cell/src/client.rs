@@ -36,6 +36,11 @@ pub type LeaderStream = std::pin::Pin<
     Box<dyn futures::Stream<Item = Result<pb::LeaderResponse, Status>> + Send + 'static>,
 >;
 
+/// A stream of team signals (see [`CellClient::signal_subscribe`]).
+pub type SignalStream = std::pin::Pin<
+    Box<dyn futures::Stream<Item = Result<pb::LedgerEntry, Status>> + Send + 'static>,
+>;
+
 /// How long a call keeps retrying an unavailable cell before giving up.
 pub const RETRY_FOR_MS: u64 = 10_000;
 
@@ -288,6 +293,34 @@ impl CellClient {
         board_fail(pb::BoardTaskRequest) -> pb::BoardResponse;
         board_extend(pb::BoardTaskRequest) -> pb::BoardResponse;
         board_redrive(pb::BoardTaskRequest) -> pb::BoardResponse;
+    }
+
+    /// A team's signals on `topic` after `after_seq`, then each new one, until the stream
+    /// is dropped.
+    pub async fn signal_subscribe(
+        &self,
+        team: String,
+        topic: String,
+        after_seq: u64,
+    ) -> Result<SignalStream, CellError> {
+        let request = pb::SignalSubscribeRequest {
+            team,
+            topic,
+            after_seq,
+        };
+        if let Some(api) = &self.local {
+            let request = Self::request(&self.identity, request);
+            let stream = CellService::signal_subscribe(api.as_ref(), request).await?;
+            return Ok(stream.into_inner());
+        }
+        let identity = &self.identity;
+        let stream = self
+            .call(|ch| {
+                let request = Self::request(identity, request.clone());
+                async move { Self::cell(ch).signal_subscribe(request).await }
+            })
+            .await?;
+        Ok(Box::pin(stream))
     }
 
     /// The leader of `group` now, then every change, until the stream is dropped. Opens on

@@ -780,6 +780,23 @@ impl cell_server::Cell for CellApi {
         Ok(Response::new(convert::board_stats_response(result)?))
     }
 
+    type SignalSubscribeStream = std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<pb::LedgerEntry, Status>> + Send + 'static>,
+    >;
+
+    async fn signal_subscribe(
+        &self,
+        req: GrpcRequest<pb::SignalSubscribeRequest>,
+    ) -> GrpcResult<Self::SignalSubscribeStream> {
+        let caller = self.caller(&req).await?;
+        let req = req.into_inner();
+        self.member_of(&req.team, &caller).await?;
+        let (tx, rx) = tokio::sync::mpsc::channel(limits::OBSERVE_QUEUE_MAX);
+        tokio::spawn(signal_loop(self.dispatch.clone(), req, tx));
+        let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+        Ok(Response::new(Box::pin(stream)))
+    }
+
     async fn mailbox(
         &self,
         req: GrpcRequest<pb::MailboxRequest>,
@@ -854,6 +871,50 @@ fn task_team(team: String, task_id: &str) -> String {
         return queue.to_string();
     }
     team
+}
+
+/// The ledger of a team's signals (the topic is the partition).
+pub fn signal_ledger(team: &str) -> (String, String) {
+    (format!("team/{team}"), "signals".to_string())
+}
+
+/// Send every signal after `after_seq`, then each new one, until the subscriber hangs up.
+async fn signal_loop(
+    dispatch: Arc<dyn Dispatch>,
+    req: pb::SignalSubscribeRequest,
+    tx: tokio::sync::mpsc::Sender<Result<pb::LedgerEntry, Status>>,
+) {
+    let (owner, name) = signal_ledger(&req.team);
+    let mut after = req.after_seq;
+    let poll = std::time::Duration::from_millis(limits::OBSERVE_POLL_MS);
+    loop {
+        let query = Query::LedgerList {
+            owner: owner.clone(),
+            name: name.clone(),
+            partition: Some(req.topic.clone()),
+            after_seq: after,
+            limit: convert::limit(0),
+        };
+        let read = dispatch.read(query).await;
+        match read
+            .map_err(Status::from)
+            .and_then(convert::ledger_list_response)
+        {
+            Ok(list) => {
+                for entry in list.entries {
+                    after = after.max(entry.seq);
+                    if tx.send(Ok(entry)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            Err(status) => tracing::debug!(error = %status.message(), "signal read"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(poll) => {}
+            _ = tx.closed() => return,
+        }
+    }
 }
 
 /// Send the group's leader, then each change, until the observer hangs up. Reads hide a

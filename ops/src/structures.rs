@@ -4,7 +4,8 @@
 //! - `whip doc`: a JSON document (a manifest, a file tree) with versioned compare-and-set;
 //! - `whip frame`: a columnar frame, one row per file with build/test status columns;
 //! - `whip artifacts`: a shared hash of artifact name → reference;
-//! - `whip signal`: team signals, published to an append-only ledger and followed;
+//! - `whip signal`: team signals, published to an append-only ledger; subscribers (team
+//!   members) get a server stream of each new one;
 //! - `whip lock`: a per-path edit lock or the repository-level run lock: a one-slot lease
 //!   whose grant carries a fence (present it to whatever the lock guards).
 //!
@@ -333,20 +334,19 @@ pub(crate) async fn artifacts(global: &Global, cmd: ArtifactsCommand) -> Result<
 }
 
 fn signal_ledger(team: &str, topic: &str) -> pb::ResourceId {
+    let (owner, name) = whip_cell::service::signal_ledger(team);
     pb::ResourceId {
-        owner: format!("team/{team}"),
-        name: "signals".into(),
+        owner,
+        name,
         key: topic.into(),
     }
 }
 
 /// Signals are kept a day.
 const SIGNAL_RETAIN_MS: u64 = 86_400_000;
-/// How often a subscriber polls for new signals.
-const SIGNAL_POLL_MS: u64 = 200;
 
 pub(crate) async fn signal(global: &Global, cmd: SignalCommand) -> Result<ExitCode> {
-    let session = session(global).await?;
+    let session = crate::agent::authenticate(global, session(global).await?).await?;
     let c = &session.client;
     let result = async {
         match cmd {
@@ -395,36 +395,39 @@ async fn follow(
     c: &CellClient,
     team: &str,
     topic: &str,
-    mut after: u64,
+    after: u64,
     until: Option<tokio::time::Instant>,
 ) -> Result<ExitCode> {
-    let id = signal_ledger(team, topic);
+    use futures::StreamExt;
+    let mut stream = c
+        .signal_subscribe(team.to_string(), topic.to_string(), after)
+        .await?;
     loop {
-        let r = c
-            .ledger_list(pb::LedgerListRequest {
-                owner: id.owner.clone(),
-                name: id.name.clone(),
-                partition: Some(id.key.clone()),
-                after_seq: after,
-                limit: 0,
-            })
-            .await?;
-        for e in r.entries {
-            after = after.max(e.seq);
-            let body: Value = serde_json::from_slice(&e.entry).unwrap_or(Value::Null);
-            show(
-                global,
-                json!({"seq": e.seq, "from": e.appended_by, "body": body}),
-                format!("#{} {}: {body}", e.seq, e.appended_by),
-            );
-        }
-        if until.is_some_and(|at| tokio::time::Instant::now() >= at) {
-            return Ok(ExitCode::SUCCESS);
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(SIGNAL_POLL_MS)) => {}
+        let next = tokio::select! {
+            next = stream.next() => next,
+            _ = sleep_until(until) => return Ok(ExitCode::SUCCESS),
             _ = crate::signals::stopped() => return Ok(ExitCode::SUCCESS),
+        };
+        match next {
+            Some(Ok(e)) => {
+                let body: Value = serde_json::from_slice(&e.entry).unwrap_or(Value::Null);
+                show(
+                    global,
+                    json!({"seq": e.seq, "from": e.appended_by, "body": body}),
+                    format!("#{} {}: {body}", e.seq, e.appended_by),
+                );
+            }
+            Some(Err(status)) => bail!("subscription ended: {}", status.message()),
+            None => bail!("the cell closed the subscription"),
         }
+    }
+}
+
+/// Sleep until `until`, or forever.
+async fn sleep_until(until: Option<tokio::time::Instant>) {
+    match until {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -307,6 +307,10 @@ fn check_accepts_the_seed_programs() {
 fn blackboard_structures_on_the_embedded_store() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
+    // Signals are for the team's members: the CLI's agent creates (and so joins) team t.
+    // SAFETY: set before any thread starts; the whip processes inherit it.
+    unsafe { std::env::set_var("WHIP_CREDENTIALS", d.join("credentials.json")) };
+    assert!(whip(d, &["team", "create", "t"]).status.success());
     let put = whip(
         d,
         &[
