@@ -221,6 +221,11 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome
         | Command::HandoffAck { .. }
         | Command::HandoffReceive { .. }
         | Command::HandoffFailed { .. } => apply_handoff(txn, stamp.time_ms, command),
+        Command::BoardPostMany {
+            team,
+            caller,
+            bodies,
+        } => taskboard::post_many(txn, stamp.time_ms, team, caller, bodies),
         Command::BoardCompleteAndClaim {
             team,
             caller,

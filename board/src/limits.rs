@@ -65,3 +65,5 @@ pub const MAILBOX_MESSAGES_MAX: u64 = 1024;
 pub const OUTBOX_PENDING_MAX: usize = 256;
 /// Alarms a cell keeps (the oldest go first).
 pub const ALARMS_KEPT_MAX: usize = 256;
+/// Tasks one batched post carries.
+pub const BOARD_POST_BATCH_MAX: usize = 1024;

@@ -95,6 +95,7 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
         | Command::TeamJoin { team, .. }
         | Command::TeamDissolve { team, .. }
         | Command::BoardPost { team, .. }
+        | Command::BoardPostMany { team, .. }
         | Command::BoardClaim { team, .. }
         | Command::BoardComplete { team, .. }
         | Command::BoardCompleteAndClaim { team, .. }

@@ -897,6 +897,40 @@ pub(crate) fn receive_fabric(
     stored.id()
 }
 
+/// Post `bodies` in order, all or none: membership, sizes and room are checked first.
+pub(crate) fn post_many(
+    txn: &mut impl Txn,
+    now_ms: u64,
+    team_name: &str,
+    caller: &str,
+    bodies: &[Vec<u8>],
+) -> Outcome {
+    let record = match team::member(txn, team_name, caller) {
+        Ok(record) => record,
+        Err(refusal) => return refusal,
+    };
+    let max = record.settings.task_bytes_max as usize;
+    if let Some(body) = bodies.iter().find(|b| b.len() > max) {
+        let reason = format!("body is {} bytes, limit is {max}", body.len());
+        return Outcome::Invalid { reason };
+    }
+    let open = record.counts.open();
+    if open + bodies.len() as u64 > TEAM_TASKS_MAX {
+        return refused(BoardRefusal::BoardFull {
+            open,
+            open_max: TEAM_TASKS_MAX,
+        });
+    }
+    let mut task_ids = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        match post(txn, now_ms, team_name, caller, body) {
+            Outcome::TaskPosted { task_id, .. } => task_ids.push(task_id),
+            other => unreachable!("a checked post answered {other:?}"),
+        }
+    }
+    Outcome::TasksPosted { task_ids }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

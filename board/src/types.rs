@@ -449,6 +449,16 @@ pub enum Command {
         /// Who claims the next task.
         worker: String,
     },
+    /// Post several tasks to the team's local board at once, all or none.
+    BoardPostMany {
+        /// The team.
+        team: String,
+        /// The acting agent, resolved by the server.
+        caller: String,
+        /// The task bodies, posted in order.
+        #[serde(with = "vecs_as_bytes")]
+        bodies: Vec<Vec<u8>>,
+    },
     /// Record a handoff that could not be made (e.g. the cell has no signing key).
     HandoffFailed {
         /// The task that stays where it is.
@@ -762,6 +772,11 @@ pub enum Outcome {
         /// The sequence the receiver expects next.
         expected_seq: u64,
     },
+    /// Several tasks were posted, in order.
+    TasksPosted {
+        /// Their ids.
+        task_ids: Vec<String>,
+    },
     /// A handoff that could not be made was recorded (with an alarm).
     HandoffFailed {
         /// Why.
@@ -1001,6 +1016,27 @@ pub enum BoardRefusal {
 /// `(key, value)` pairs with both sides as byte strings: postcard writes the same bytes as
 /// for plain `Vec<u8>` (so stored data stays readable) but copies each in one go instead of
 /// byte by byte, which matters for the engine's multi-key transactions.
+/// A list of byte strings, each copied in one go (same postcard bytes as `Vec<Vec<u8>>`).
+mod vecs_as_bytes {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_bytes::{ByteBuf, Bytes};
+
+    pub(super) fn serialize<S: Serializer>(
+        items: &[Vec<u8>],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let borrowed: Vec<&Bytes> = items.iter().map(|v| Bytes::new(v)).collect();
+        borrowed.serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<Vec<u8>>, D::Error> {
+        let owned: Vec<ByteBuf> = Vec::deserialize(deserializer)?;
+        Ok(owned.into_iter().map(ByteBuf::into_vec).collect())
+    }
+}
+
 mod pairs_as_bytes {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

@@ -4,9 +4,10 @@ use chrono_tz::Tz;
 
 use crate::counter;
 use crate::limits::{
-    DELIVERY_LIMIT_MAX, DURATION_MS_MAX, ELECTION_ENDPOINT_BYTES_MAX, ELECTION_ENDPOINTS_MAX,
-    KV_TXN_BYTES_MAX, KV_TXN_OPS_MAX, LEASE_SLOTS_MAX, NAME_BYTES_MAX, RANGE_ROWS_PER_COMMAND_MAX,
-    SCHEDULE_SPEC_BYTES_MAX, TASK_ERROR_BYTES_MAX, TEAM_ANCESTORS_MAX, VALUE_BYTES_MAX,
+    BOARD_POST_BATCH_MAX, DELIVERY_LIMIT_MAX, DURATION_MS_MAX, ELECTION_ENDPOINT_BYTES_MAX,
+    ELECTION_ENDPOINTS_MAX, KV_TXN_BYTES_MAX, KV_TXN_OPS_MAX, LEASE_SLOTS_MAX, NAME_BYTES_MAX,
+    RANGE_ROWS_PER_COMMAND_MAX, SCHEDULE_SPEC_BYTES_MAX, TASK_ERROR_BYTES_MAX, TEAM_ANCESTORS_MAX,
+    VALUE_BYTES_MAX,
 };
 use crate::schedule::ScheduleSpec;
 use crate::types::{BoardSettings, Command, ResourceId};
@@ -191,6 +192,24 @@ fn board(command: &Command, value_bytes_max: usize) -> Result<(), String> {
             value("body", body.len(), value_bytes_max)?;
             (team, caller)
         }
+        Command::BoardPostMany {
+            team,
+            caller,
+            bodies,
+        } => {
+            if bodies.is_empty() || bodies.len() > BOARD_POST_BATCH_MAX {
+                return Err(format!(
+                    "a batch posts 1 to {BOARD_POST_BATCH_MAX} tasks, got {}",
+                    bodies.len()
+                ));
+            }
+            let total: usize = bodies.iter().map(Vec::len).sum();
+            value("batch", total, KV_TXN_BYTES_MAX)?;
+            for body in bodies {
+                value("body", body.len(), value_bytes_max)?;
+            }
+            (team, caller)
+        }
         Command::BoardClaim {
             team,
             caller,
@@ -359,6 +378,7 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
         | Command::TeamJoin { .. }
         | Command::TeamDissolve { .. }
         | Command::BoardPost { .. }
+        | Command::BoardPostMany { .. }
         | Command::BoardClaim { .. }
         | Command::BoardComplete { .. }
         | Command::BoardCompleteAndClaim { .. }

@@ -191,6 +191,15 @@ fn board_command(line: &Line<'_>) -> Option<Command> {
             caller: caller(),
             task_id: line.text("task"),
         },
+        "post-many" => Command::BoardPostMany {
+            team: team(),
+            caller: caller(),
+            bodies: line
+                .text("bodies")
+                .split(',')
+                .map(|b| b.as_bytes().to_vec())
+                .collect(),
+        },
         "complete-claim" => Command::BoardCompleteAndClaim {
             team: team(),
             caller: caller(),

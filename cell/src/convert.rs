@@ -452,6 +452,11 @@ pub(crate) fn board_response(outcome: Outcome) -> Result<pb::BoardResponse, Stat
             r.tier = tier.to_string();
         }
         Outcome::BoardEmpty => r.code = Code::BoardEmpty as i32,
+        Outcome::TasksPosted { task_ids } => {
+            r.code = Code::TaskPosted as i32;
+            r.tier = "local".into();
+            r.task_ids = task_ids;
+        }
         Outcome::TaskCompleted { task_id } => {
             r.code = Code::TaskCompleted as i32;
             r.task_id = task_id;

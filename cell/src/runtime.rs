@@ -628,6 +628,8 @@ fn payload_bytes(request: &Request) -> usize {
             Command::KvPut { key, value, .. } => key.len() + value.len(),
             Command::LedgerAppend { entry, .. } => entry.len(),
             Command::RangeImport { rows } => rows.iter().map(|(k, v)| k.len() + v.len()).sum(),
+            Command::BoardPostMany { bodies, .. } => bodies.iter().map(Vec::len).sum(),
+            Command::BoardPost { body, .. } => body.len(),
             Command::KvTxn {
                 puts,
                 compares,

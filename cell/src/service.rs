@@ -607,10 +607,18 @@ impl cell_server::Cell for CellApi {
     ) -> GrpcResult<pb::BoardResponse> {
         let outcome = self
             .act(req, |caller, r| {
-                let command = Command::BoardPost {
-                    team: r.team,
-                    caller,
-                    body: r.body,
+                let command = if r.bodies.is_empty() {
+                    Command::BoardPost {
+                        team: r.team,
+                        caller,
+                        body: r.body,
+                    }
+                } else {
+                    Command::BoardPostMany {
+                        team: r.team,
+                        caller,
+                        bodies: r.bodies,
+                    }
                 };
                 (r.idempotency_key, command)
             })

@@ -10,7 +10,7 @@
 //! on either side loses nothing (outbox and chain heads are replicated) and applies nothing
 //! twice (the chain dedups). A cell without a signing key records the handoff as failed.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -83,25 +83,24 @@ async fn submit(node: &Node, cell: u64, command: Command) -> Result<Outcome, Cel
         .await
 }
 
-/// Hand off the due ready tasks of `cell`'s tier.
+/// Hand off the due ready tasks of `cell`'s tier. Team records and outbox heads are read
+/// once per round; after each queued envelope the head moves on locally (the cell refuses a
+/// send that does not continue its real head, so a stale guess costs a round, never a fork).
 async fn spill_cell(
     node: &Node,
     map: &FabricMap,
     cell: u64,
     recorded: &Recorded,
 ) -> Result<(), CellError> {
-    let QueryResult::Tasks(ready) = read(
-        node,
-        cell,
-        Query::BoardCellReady {
-            limit: limits::SPILL_BATCH_MAX,
-        },
-    )
-    .await?
-    else {
+    let query = Query::BoardCellReady {
+        limit: limits::SPILL_BATCH_MAX,
+    };
+    let QueryResult::Tasks(ready) = read(node, cell, query).await? else {
         return Ok(());
     };
     let now = now_ms();
+    let mut teams: HashMap<String, (BoardSettings, Vec<String>)> = HashMap::new();
+    let mut heads: HashMap<u64, (u64, [u8; 32])> = HashMap::new();
     for task in ready {
         let due = task
             .posted_ms
@@ -110,55 +109,52 @@ async fn spill_cell(
             continue;
         }
         let Some(identity) = node.identity(cell)? else {
-            if recorded
-                .lock()
-                .expect("recorded lock")
-                .insert(task.id.clone())
-            {
-                let reason = format!("cell {cell} has no signing key");
-                let failed = Command::HandoffFailed {
-                    task_id: task.id.clone(),
-                    reason,
-                };
-                submit(node, cell, failed).await?;
-            }
+            record_keyless(node, cell, &task.id, recorded).await?;
             continue;
         };
         let queue = task.team.clone();
         let target = map
             .locate(route::team_point(&whip_board::fabric_queue_team(&queue)))
             .cell;
-        let payload = spill_payload(node, cell, task).await?;
-        let QueryResult::OutboxHead { seq, prev_hash } =
-            read(node, cell, Query::OutboxHead { to_cell: target }).await?
-        else {
-            return Ok(());
+        let (settings, admitted) = match teams.get(&queue) {
+            Some(team) => team.clone(),
+            None => {
+                let team = team_of(node, cell, &queue).await?;
+                teams.insert(queue.clone(), team.clone());
+                team
+            }
         };
-        let prev: [u8; 32] = prev_hash.as_slice().try_into().unwrap_or([0; 32]);
+        let (seq, prev) = match heads.get(&target) {
+            Some(head) => *head,
+            None => outbox_head(node, cell, target).await?,
+        };
+        let (task_id, delivery_count) = (task.id.clone(), task.delivery_count);
+        let payload = SpillPayload {
+            queue,
+            task,
+            settings,
+            admitted,
+        };
         let bytes = postcard::to_stdvec(&payload).expect("payload encodes");
-        let envelope = Envelope::seal(
-            &identity,
-            cell,
-            target,
-            seq,
-            prev,
-            now,
-            0,
-            EnvelopeKind::TaskSpill,
-            bytes,
-        );
+        let kind = EnvelopeKind::TaskSpill;
+        let envelope = Envelope::seal(&identity, cell, target, seq, prev, now, 0, kind, bytes);
+        let hash = envelope.hash();
         let send = Command::HandoffSend {
             to_cell: target,
             seq,
             prev_hash: prev.to_vec(),
-            hash: envelope.hash().to_vec(),
+            hash: hash.to_vec(),
             envelope: envelope.to_bytes(),
-            task_id: payload.task.id.clone(),
-            delivery_count: payload.task.delivery_count,
+            task_id,
+            delivery_count,
         };
         match submit(node, cell, send).await? {
-            Outcome::HandoffQueued { .. } | Outcome::HandoffSkipped { .. } => {}
-            // Another round (or a former leader) sealed first: try again next round.
+            Outcome::HandoffQueued { .. } => {
+                heads.insert(target, (seq + 1, hash));
+            }
+            Outcome::HandoffSkipped { .. } => {}
+            // Another round (or a former leader) sealed first, or the outbox is full: try
+            // again next round.
             Outcome::HandoffConflict { .. } => return Ok(()),
             other => return Err(CellError::Fatal(format!("handoff answered {other:?}"))),
         }
@@ -166,24 +162,49 @@ async fn spill_cell(
     Ok(())
 }
 
-async fn spill_payload(node: &Node, cell: u64, task: TaskView) -> Result<SpillPayload, CellError> {
-    let team = read(
-        node,
-        cell,
-        Query::Team {
-            team: task.team.clone(),
-        },
-    )
-    .await?;
-    let (settings, admitted) = match team {
+/// Record once that `task_id` cannot be handed off: the cell has no signing key.
+async fn record_keyless(
+    node: &Node,
+    cell: u64,
+    task_id: &str,
+    recorded: &Recorded,
+) -> Result<(), CellError> {
+    if recorded
+        .lock()
+        .expect("recorded lock")
+        .insert(task_id.to_string())
+    {
+        let failed = Command::HandoffFailed {
+            task_id: task_id.to_string(),
+            reason: format!("cell {cell} has no signing key"),
+        };
+        submit(node, cell, failed).await?;
+    }
+    Ok(())
+}
+
+/// The next sequence and previous hash of the channel from `cell` to `target`.
+async fn outbox_head(node: &Node, cell: u64, target: u64) -> Result<(u64, [u8; 32]), CellError> {
+    match read(node, cell, Query::OutboxHead { to_cell: target }).await? {
+        QueryResult::OutboxHead { seq, prev_hash } => {
+            Ok((seq, prev_hash.as_slice().try_into().unwrap_or([0; 32])))
+        }
+        other => Err(CellError::Fatal(format!("unexpected answer {other:?}"))),
+    }
+}
+
+/// The origin team's board settings and members (admitted to its fabric queue).
+async fn team_of(
+    node: &Node,
+    cell: u64,
+    team: &str,
+) -> Result<(BoardSettings, Vec<String>), CellError> {
+    let query = Query::Team {
+        team: team.to_string(),
+    };
+    Ok(match read(node, cell, query).await? {
         QueryResult::Team(Some(view)) => (view.settings, view.members),
         _ => (BoardSettings::default(), Vec::new()),
-    };
-    Ok(SpillPayload {
-        queue: task.team.clone(),
-        task,
-        settings,
-        admitted,
     })
 }
 

@@ -233,7 +233,7 @@ async fn board_on(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<
             let request = pb::BoardPostRequest {
                 team,
                 body: body.to_string().into_bytes(),
-                idempotency_key: String::new(),
+                ..Default::default()
             };
             c.board_post(request).await?
         }

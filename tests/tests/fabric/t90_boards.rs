@@ -54,7 +54,7 @@ async fn post(c: &CellClient, team: &str, body: String) -> String {
         .board_post(pb::BoardPostRequest {
             team: team.into(),
             body: body.into_bytes(),
-            idempotency_key: String::new(),
+            ..Default::default()
         })
         .await
         .expect("post");
@@ -66,7 +66,7 @@ async fn claim(c: &CellClient, team: &str, worker: &str) -> pb::BoardResponse {
     c.board_claim(pb::BoardClaimRequest {
         team: team.into(),
         worker: worker.into(),
-        idempotency_key: String::new(),
+        ..Default::default()
     })
     .await
     .expect("claim")
@@ -318,7 +318,7 @@ async fn identity_comes_from_the_token_not_the_request() {
         .board_post(pb::BoardPostRequest {
             team: "private".into(),
             body: b"{}".to_vec(),
-            idempotency_key: String::new(),
+            ..Default::default()
         })
         .await
         .expect("answer");
@@ -334,7 +334,7 @@ async fn identity_comes_from_the_token_not_the_request() {
         .board_post(pb::BoardPostRequest {
             team: "private".into(),
             body: b"{}".to_vec(),
-            idempotency_key: String::new(),
+            ..Default::default()
         })
         .await;
     assert!(
