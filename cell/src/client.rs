@@ -293,6 +293,7 @@ impl CellClient {
         board_fail(pb::BoardTaskRequest) -> pb::BoardResponse;
         board_extend(pb::BoardTaskRequest) -> pb::BoardResponse;
         board_redrive(pb::BoardTaskRequest) -> pb::BoardResponse;
+        signal_publish(pb::SignalPublishRequest) -> pb::LedgerAppendResponse;
     }
 
     /// A team's signals on `topic` after `after_seq`, then each new one, until the stream

@@ -56,3 +56,5 @@ pub const OBSERVE_POLL_MS: u64 = 100;
 pub const OBSERVE_QUEUE_MAX: usize = 16;
 /// Teams above a team (its parent chain) that lineage checks read.
 pub const TEAM_DEPTH_MAX: usize = 16;
+/// How long team signals are kept.
+pub const SIGNAL_RETAIN_MS: u64 = 86_400_000;

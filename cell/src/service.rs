@@ -788,6 +788,28 @@ impl cell_server::Cell for CellApi {
         Ok(Response::new(convert::board_stats_response(result)?))
     }
 
+    async fn signal_publish(
+        &self,
+        req: GrpcRequest<pb::SignalPublishRequest>,
+    ) -> GrpcResult<pb::LedgerAppendResponse> {
+        let caller = self.caller(&req).await?;
+        let req = req.into_inner();
+        self.member_of(&req.team, &caller).await?;
+        let (owner, name) = signal_ledger(&req.team);
+        let command = Command::LedgerAppend {
+            ledger: whip_board::ResourceId {
+                owner,
+                name,
+                key: req.topic,
+            },
+            entry: req.body,
+            appended_by: caller,
+            retain_ms: limits::SIGNAL_RETAIN_MS,
+        };
+        let outcome = self.submit(req.idempotency_key, command).await?;
+        Ok(Response::new(convert::ledger_append_response(outcome)?))
+    }
+
     type SignalSubscribeStream = std::pin::Pin<
         Box<dyn futures::Stream<Item = Result<pb::LedgerEntry, Status>> + Send + 'static>,
     >;

@@ -4,8 +4,8 @@
 //! - `whip doc`: a JSON document (a manifest, a file tree) with versioned compare-and-set;
 //! - `whip frame`: a columnar frame, one row per file with build/test status columns;
 //! - `whip artifacts`: a shared hash of artifact name → reference;
-//! - `whip signal`: team signals, published to an append-only ledger; subscribers (team
-//!   members) get a server stream of each new one;
+//! - `whip signal`: team signals, published by members (the sender is the proven caller)
+//!   to an append-only ledger; subscribers (members) get a server stream of each new one;
 //! - `whip lock`: a per-path edit lock or the repository-level run lock: a one-slot lease
 //!   whose grant carries a fence (present it to whatever the lock guards).
 //!
@@ -333,18 +333,6 @@ pub(crate) async fn artifacts(global: &Global, cmd: ArtifactsCommand) -> Result<
     result
 }
 
-fn signal_ledger(team: &str, topic: &str) -> pb::ResourceId {
-    let (owner, name) = whip_cell::service::signal_ledger(team);
-    pb::ResourceId {
-        owner,
-        name,
-        key: topic.into(),
-    }
-}
-
-/// Signals are kept a day.
-const SIGNAL_RETAIN_MS: u64 = 86_400_000;
-
 pub(crate) async fn signal(global: &Global, cmd: SignalCommand) -> Result<ExitCode> {
     let session = crate::agent::authenticate(global, session(global).await?).await?;
     let c = &session.client;
@@ -352,14 +340,13 @@ pub(crate) async fn signal(global: &Global, cmd: SignalCommand) -> Result<ExitCo
         match cmd {
             SignalCommand::Publish { team, topic, body } => {
                 let body = parse_json(&body, "--body")?;
-                let req = pb::LedgerAppendRequest {
-                    ledger: Some(signal_ledger(&team, &topic)),
-                    entry: body.to_string().into_bytes(),
-                    appended_by: crate::agent::agent_name(global),
-                    retain_ms: SIGNAL_RETAIN_MS,
+                let req = pb::SignalPublishRequest {
+                    team,
+                    topic,
+                    body: body.to_string().into_bytes(),
                     idempotency_key: String::new(),
                 };
-                let r = c.ledger_append(req).await?;
+                let r = c.signal_publish(req).await?;
                 Ok(show(
                     global,
                     json!({"seq": r.seq}),
