@@ -241,8 +241,13 @@ impl Node {
     }
 
     /// Stop every hosted cell.
+    ///
+    /// The node lets go of every cell here (it hosts nothing afterwards), so their storage
+    /// is released as soon as in-flight calls finish, even while clones of the node live on
+    /// (open connections, the mover's round): a restart in the same process can reopen it.
     pub async fn shutdown(&self) {
-        for cell in self.inner.members() {
+        let cells = std::mem::take(&mut *self.inner.cells.write().expect("cells lock"));
+        for cell in cells.into_values() {
             cell.shutdown().await;
         }
     }
