@@ -63,7 +63,7 @@ pub use types::{
     BoardRefusal, BoardSettings, Command, ElectionLeader, Failure, LeaseHolder, Outcome, Request,
     Reset, ResourceId, Stamp, TaskState, TaskView, Tier,
 };
-pub use validate::validate;
+pub use validate::{handoff_bytes, validate};
 
 use deadline::Item;
 use limits::{LIST_ROWS_MAX, TICK_WORK_MAX, VALUE_BYTES_MAX};
@@ -220,7 +220,8 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome
         Command::HandoffSend { .. }
         | Command::HandoffAck { .. }
         | Command::HandoffReceive { .. }
-        | Command::HandoffFailed { .. } => apply_handoff(txn, stamp.time_ms, command),
+        | Command::HandoffFailed { .. }
+        | Command::HandoffBatch { .. } => apply_handoff(txn, stamp.time_ms, command),
         Command::BoardPostMany {
             team,
             caller,
@@ -296,6 +297,24 @@ fn apply_handoff(txn: &mut impl Txn, now_ms: u64, command: &Command) -> Outcome 
             handoff::receive(txn, now_ms, &receive)
         }
         Command::HandoffFailed { task_id, reason } => handoff::failed(txn, now_ms, task_id, reason),
+        Command::HandoffBatch { commands } => {
+            let mut outcomes = Vec::with_capacity(commands.len());
+            for item in commands {
+                let outcome = apply_handoff(txn, now_ms, item);
+                let go_on = matches!(
+                    outcome,
+                    Outcome::HandoffQueued { .. }
+                        | Outcome::HandoffSkipped { .. }
+                        | Outcome::HandoffAccepted { .. }
+                        | Outcome::HandoffDuplicate { .. }
+                );
+                outcomes.push(outcome);
+                if !go_on {
+                    break;
+                }
+            }
+            Outcome::HandoffBatch { outcomes }
+        }
         other => unreachable!("{other:?} is not a handoff command"),
     }
 }

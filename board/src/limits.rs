@@ -67,3 +67,7 @@ pub const OUTBOX_PENDING_MAX: usize = 256;
 pub const ALARMS_KEPT_MAX: usize = 256;
 /// Tasks one batched post carries.
 pub const BOARD_POST_BATCH_MAX: usize = 1024;
+/// Items one handoff batch carries (an outbox's worth).
+pub const HANDOFF_BATCH_MAX: usize = 256;
+/// Bytes of envelopes (or task bodies) one handoff batch carries.
+pub const HANDOFF_BATCH_BYTES_MAX: usize = 8 << 20;

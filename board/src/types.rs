@@ -449,6 +449,12 @@ pub enum Command {
         /// Who claims the next task.
         worker: String,
     },
+    /// Several handoff sends or receives of one channel, applied in order in one write; the
+    /// batch stops at the first item that neither queued, skipped, applied nor repeated.
+    HandoffBatch {
+        /// `HandoffSend` or `HandoffReceive` commands (no other kind, no nesting).
+        commands: Vec<Command>,
+    },
     /// Post several tasks to the team's local board at once, all or none.
     BoardPostMany {
         /// The team.
@@ -771,6 +777,11 @@ pub enum Outcome {
         reason: String,
         /// The sequence the receiver expects next.
         expected_seq: u64,
+    },
+    /// The outcomes of a handoff batch's items, in order, up to where it stopped.
+    HandoffBatch {
+        /// One outcome per applied item.
+        outcomes: Vec<Outcome>,
     },
     /// Several tasks were posted, in order.
     TasksPosted {

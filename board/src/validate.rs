@@ -5,9 +5,9 @@ use chrono_tz::Tz;
 use crate::counter;
 use crate::limits::{
     BOARD_POST_BATCH_MAX, DELIVERY_LIMIT_MAX, DURATION_MS_MAX, ELECTION_ENDPOINT_BYTES_MAX,
-    ELECTION_ENDPOINTS_MAX, KV_TXN_BYTES_MAX, KV_TXN_OPS_MAX, LEASE_SLOTS_MAX, NAME_BYTES_MAX,
-    RANGE_ROWS_PER_COMMAND_MAX, SCHEDULE_SPEC_BYTES_MAX, TASK_ERROR_BYTES_MAX, TEAM_ANCESTORS_MAX,
-    VALUE_BYTES_MAX,
+    ELECTION_ENDPOINTS_MAX, HANDOFF_BATCH_BYTES_MAX, HANDOFF_BATCH_MAX, KV_TXN_BYTES_MAX,
+    KV_TXN_OPS_MAX, LEASE_SLOTS_MAX, NAME_BYTES_MAX, RANGE_ROWS_PER_COMMAND_MAX,
+    SCHEDULE_SPEC_BYTES_MAX, TASK_ERROR_BYTES_MAX, TEAM_ANCESTORS_MAX, VALUE_BYTES_MAX,
 };
 use crate::schedule::ScheduleSpec;
 use crate::types::{BoardSettings, Command, ResourceId};
@@ -284,6 +284,15 @@ pub(crate) fn idempotency_key(key: &str) -> Result<(), String> {
     name("idempotency key", key.len())
 }
 
+/// Roughly how many bytes a handoff item adds to a batch (its envelope or its task).
+pub fn handoff_bytes(command: &Command) -> usize {
+    match command {
+        Command::HandoffSend { envelope, .. } => envelope.len(),
+        Command::HandoffReceive { task, .. } => task.body.len() + task.result.len(),
+        _ => 0,
+    }
+}
+
 /// Check `command` against the limits; the error is the reason for `Outcome::Invalid`.
 ///
 /// ```
@@ -396,6 +405,27 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
             value("task", task.body.len(), VALUE_BYTES_MAX)
         }
         Command::HandoffAck { .. } | Command::HandoffFailed { .. } => Ok(()),
+        Command::HandoffBatch { commands } => {
+            if commands.is_empty() || commands.len() > HANDOFF_BATCH_MAX {
+                return Err(format!(
+                    "a handoff batch carries 1 to {HANDOFF_BATCH_MAX} items, got {}",
+                    commands.len()
+                ));
+            }
+            let bytes: usize = commands.iter().map(handoff_bytes).sum();
+            value("handoff batch", bytes, HANDOFF_BATCH_BYTES_MAX)?;
+            for item in commands {
+                match item {
+                    Command::HandoffSend { .. } | Command::HandoffReceive { .. } => {
+                        validate(item, value_bytes_max)?;
+                    }
+                    other => {
+                        return Err(format!("a handoff batch cannot carry {other:?}"));
+                    }
+                }
+            }
+            Ok(())
+        }
     }
 }
 

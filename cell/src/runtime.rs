@@ -629,6 +629,9 @@ fn payload_bytes(request: &Request) -> usize {
             Command::LedgerAppend { entry, .. } => entry.len(),
             Command::RangeImport { rows } => rows.iter().map(|(k, v)| k.len() + v.len()).sum(),
             Command::BoardPostMany { bodies, .. } => bodies.iter().map(Vec::len).sum(),
+            Command::HandoffBatch { commands } => {
+                commands.iter().map(whip_board::handoff_bytes).sum()
+            }
             Command::BoardPost { body, .. } => body.len(),
             Command::KvTxn {
                 puts,

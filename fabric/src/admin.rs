@@ -672,9 +672,14 @@ impl node_server::Node for NodeApi {
         &self,
         req: GrpcRequest<pb::DeliverRequest>,
     ) -> Result<Response<pb::DeliverResponse>, Status> {
-        let envelope = req.into_inner().envelope;
+        let req = req.into_inner();
+        let envelopes = if req.envelopes.is_empty() {
+            vec![req.envelope]
+        } else {
+            req.envelopes
+        };
         Ok(Response::new(
-            crate::mover::deliver(&self.node, envelope).await?,
+            crate::mover::deliver(&self.node, envelopes).await?,
         ))
     }
 

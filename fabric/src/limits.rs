@@ -41,3 +41,6 @@ pub const OUTBOX_PENDING_MAX: usize = 256;
 pub const MOVER_INTERVAL_MS: u64 = 200;
 /// Tasks handed off, or envelopes delivered, per cell and round.
 pub const SPILL_BATCH_MAX: u32 = 256;
+/// Bytes of envelopes one handoff write or delivery carries (half the board's batch cap, so
+/// task bodies plus their envelopes' overhead always fit).
+pub const HANDOFF_BATCH_BYTES: usize = whip_board::limits::HANDOFF_BATCH_BYTES_MAX / 2;

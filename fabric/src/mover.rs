@@ -101,6 +101,7 @@ async fn spill_cell(
     let now = now_ms();
     let mut teams: HashMap<String, (BoardSettings, Vec<String>)> = HashMap::new();
     let mut heads: HashMap<u64, (u64, [u8; 32])> = HashMap::new();
+    let mut batches: HashMap<u64, Vec<Command>> = HashMap::new();
     for task in ready {
         let due = task
             .posted_ms
@@ -148,14 +149,19 @@ async fn spill_cell(
             task_id,
             delivery_count,
         };
-        match submit(node, cell, send).await? {
-            Outcome::HandoffQueued { .. } => {
-                heads.insert(target, (seq + 1, hash));
-            }
-            Outcome::HandoffSkipped { .. } => {}
-            // Another round (or a former leader) sealed first, or the outbox is full: try
-            // again next round.
-            Outcome::HandoffConflict { .. } => return Ok(()),
+        let batch = batches.entry(target).or_default();
+        let bytes: usize = batch.iter().map(whip_board::handoff_bytes).sum();
+        if bytes + whip_board::handoff_bytes(&send) > limits::HANDOFF_BATCH_BYTES {
+            continue; // next round
+        }
+        heads.insert(target, (seq + 1, hash));
+        batch.push(send);
+    }
+    // One write per channel: the cell queues the envelopes in order and stops at the first
+    // that does not continue its outbox (a stale guess of ours: the next round re-reads).
+    for (_, commands) in batches {
+        match submit(node, cell, Command::HandoffBatch { commands }).await? {
+            Outcome::HandoffBatch { .. } => {}
             other => return Err(CellError::Fatal(format!("handoff answered {other:?}"))),
         }
     }
@@ -233,30 +239,28 @@ async fn deliver_channel(
     let QueryResult::Envelopes(pending) = read(node, cell, query).await? else {
         return Ok(());
     };
-    let mut acked = 0;
-    for (seq, bytes) in pending {
-        let answer = deliver_to(node, map, to_cell, bytes).await?;
-        match answer.verdict.as_str() {
-            "accepted" | "duplicate" => acked = seq,
-            // The receiver is behind: it wants an earlier envelope, which is pending too
-            // unless acknowledged; the next round starts over from the oldest.
-            "gap" => break,
-            verdict => {
-                tracing::warn!(cell, to_cell, seq, verdict, message = %answer.message, "handoff refused");
-                break;
-            }
-        }
+    if pending.is_empty() {
+        return Ok(());
     }
-    if acked > 0 {
-        submit(
-            node,
-            cell,
-            Command::HandoffAck {
-                to_cell,
-                seq: acked,
-            },
-        )
-        .await?;
+    let mut total = 0;
+    let envelopes: Vec<Vec<u8>> = pending
+        .into_iter()
+        .map(|(_, bytes)| bytes)
+        .take_while(|bytes| {
+            total += bytes.len();
+            total <= limits::HANDOFF_BATCH_BYTES || total == bytes.len()
+        })
+        .collect();
+    let answer = deliver_to(node, map, to_cell, envelopes).await?;
+    if !matches!(answer.verdict.as_str(), "accepted" | "gap") {
+        tracing::warn!(cell, to_cell, verdict = %answer.verdict, message = %answer.message, "handoff refused");
+    }
+    if answer.applied_through > 0 {
+        let ack = Command::HandoffAck {
+            to_cell,
+            seq: answer.applied_through,
+        };
+        submit(node, cell, ack).await?;
     }
     Ok(())
 }
@@ -266,10 +270,10 @@ async fn deliver_to(
     node: &Node,
     map: &FabricMap,
     to_cell: u64,
-    envelope: Vec<u8>,
+    envelopes: Vec<Vec<u8>>,
 ) -> Result<pb::DeliverResponse, CellError> {
     if node.hosted(to_cell).is_some() {
-        return deliver(node, envelope).await;
+        return deliver(node, envelopes).await;
     }
     let voters = map.cells.get(&to_cell).cloned().unwrap_or_default();
     let mut last = CellError::Unavailable(format!("cell {to_cell} has no reachable voter"));
@@ -279,7 +283,8 @@ async fn deliver_to(
         };
         let mut client = NodeClient::new(node.peers().channel(addr));
         let call = client.deliver(pb::DeliverRequest {
-            envelope: envelope.clone(),
+            envelope: Vec::new(),
+            envelopes: envelopes.clone(),
         });
         match tokio::time::timeout(Duration::from_millis(limits::REMOTE_CALL_TIMEOUT_MS), call)
             .await
@@ -292,50 +297,56 @@ async fn deliver_to(
     Err(last)
 }
 
-/// Check an envelope for a cell hosted here and propose it to that cell.
-pub(crate) async fn deliver(node: &Node, bytes: Vec<u8>) -> Result<pb::DeliverResponse, CellError> {
-    let answer = |verdict: &str, expected_seq: u64, message: String| pb::DeliverResponse {
-        verdict: verdict.to_string(),
-        expected_seq,
-        message,
-    };
-    let envelope = match Envelope::from_bytes(&bytes) {
-        Ok(envelope) => envelope,
-        Err(e) => return Ok(answer("malformed", 0, e.to_string())),
+/// Check envelopes for a cell hosted here (one channel, in order) and propose them to that
+/// cell in one write; the cell checks the chain. Envelopes after the first one that fails
+/// the checks are not proposed.
+pub(crate) async fn deliver(
+    node: &Node,
+    envelopes: Vec<Vec<u8>>,
+) -> Result<pb::DeliverResponse, CellError> {
+    let mut answer = pb::DeliverResponse {
+        verdict: "accepted".into(),
+        ..Default::default()
     };
     let map = node.map().await?;
-    if let Err(refusal) = crate::envelope::verify(
-        &map.keys,
-        envelope.to_cell,
-        &envelope,
-        now_ms(),
-        &Limits::default(),
-    ) {
-        return Ok(answer(refusal.code(), 0, refusal.to_string()));
+    let mut to_cell = None;
+    let mut commands = Vec::new();
+    for bytes in envelopes {
+        match receive_command(&map, &bytes) {
+            Ok((cell, command)) if to_cell.is_none_or(|c| c == cell) => {
+                to_cell = Some(cell);
+                commands.push(command);
+            }
+            Ok(_) => {
+                refuse(
+                    &mut answer,
+                    "mixed_channels",
+                    "a batch is for one cell".into(),
+                );
+                break;
+            }
+            Err((verdict, message)) => {
+                refuse(&mut answer, verdict, message);
+                break;
+            }
+        }
     }
-    let payload: SpillPayload = match postcard::from_bytes(&envelope.payload) {
-        Ok(payload) => payload,
-        Err(e) => return Ok(answer("malformed", 0, format!("payload: {e}"))),
+    let Some(to_cell) = to_cell else {
+        return Ok(answer);
     };
-    let receive = Command::HandoffReceive {
-        from_cell: envelope.from_cell,
-        seq: envelope.channel_seq,
-        prev_hash: envelope.prev_hash.to_vec(),
-        hash: envelope.hash().to_vec(),
-        queue: payload.queue,
-        task: Box::new(payload.task),
-        settings: payload.settings,
-        admitted: payload.admitted,
+    let request = Request::new(None, Command::HandoffBatch { commands });
+    let outcomes = match node.submit_cell(Some(&map), to_cell, request).await? {
+        Outcome::HandoffBatch { outcomes } => outcomes,
+        other => return Err(CellError::Fatal(format!("unexpected answer {other:?}"))),
     };
-    // No idempotency key: the chain itself answers a repeat as a duplicate.
-    let request = Request::new(None, receive);
-    Ok(
-        match node
-            .submit_cell(Some(&map), envelope.to_cell, request)
-            .await?
-        {
-            Outcome::HandoffAccepted { task_id, .. } => answer("accepted", 0, task_id),
-            Outcome::HandoffDuplicate { .. } => answer("duplicate", 0, String::new()),
+    let mut applied = false;
+    for outcome in outcomes {
+        match outcome {
+            Outcome::HandoffAccepted { seq, .. } => {
+                applied = true;
+                answer.applied_through = seq;
+            }
+            Outcome::HandoffDuplicate { seq } => answer.applied_through = seq,
             Outcome::HandoffRefused {
                 reason,
                 expected_seq,
@@ -347,9 +358,50 @@ pub(crate) async fn deliver(node: &Node, bytes: Vec<u8>) -> Result<pb::DeliverRe
                 } else {
                     "broken_chain"
                 };
-                answer(verdict, expected_seq, reason)
+                refuse(&mut answer, verdict, reason);
+                answer.expected_seq = expected_seq;
             }
             other => return Err(CellError::Fatal(format!("unexpected answer {other:?}"))),
-        },
+        }
+    }
+    if answer.verdict == "accepted" && !applied {
+        // Every envelope was applied before: acknowledged again, nothing applied.
+        answer.verdict = "duplicate".into();
+    }
+    Ok(answer)
+}
+
+fn refuse(answer: &mut pb::DeliverResponse, verdict: &str, message: String) {
+    answer.verdict = verdict.to_string();
+    answer.message = message;
+}
+
+/// The receive command for one signed envelope, after every check but the chain's; or the
+/// verdict refusing it.
+fn receive_command(
+    map: &FabricMap,
+    bytes: &[u8],
+) -> Result<(u64, Command), (&'static str, String)> {
+    let envelope = Envelope::from_bytes(bytes).map_err(|e| ("malformed", e.to_string()))?;
+    crate::envelope::verify(
+        &map.keys,
+        envelope.to_cell,
+        &envelope,
+        now_ms(),
+        &Limits::default(),
     )
+    .map_err(|refusal| (refusal.code(), refusal.to_string()))?;
+    let payload: SpillPayload = postcard::from_bytes(&envelope.payload)
+        .map_err(|e| ("malformed", format!("payload: {e}")))?;
+    let command = Command::HandoffReceive {
+        from_cell: envelope.from_cell,
+        seq: envelope.channel_seq,
+        prev_hash: envelope.prev_hash.to_vec(),
+        hash: envelope.hash().to_vec(),
+        queue: payload.queue,
+        task: Box::new(payload.task),
+        settings: payload.settings,
+        admitted: payload.admitted,
+    };
+    Ok((envelope.to_cell, command))
 }

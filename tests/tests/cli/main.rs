@@ -405,7 +405,10 @@ fn blackboard_structures_on_the_embedded_store() {
     assert_eq!(lines[0]["body"]["n"], 2);
     // The sender is the proven caller; an agent outside the team cannot publish.
     assert!(lines[0]["from"].as_str().unwrap().starts_with("cli-"));
-    let outsider = whip(d, &["signal", "publish", "t", "deploys", "--agent", "mallory"]);
+    let outsider = whip(
+        d,
+        &["signal", "publish", "t", "deploys", "--agent", "mallory"],
+    );
     assert_eq!(outsider.status.code(), Some(1));
     let first = json_of(&whip(
         d,
