@@ -57,7 +57,7 @@ pub use query::{
     BoardStatsView, MailboxMessage, MessageKind, Query, QueryResult, RangeView, TeamView,
 };
 pub use schedule::{ScheduleSpec, latest_due};
-pub use taskboard::{FABRIC_QUEUE_PREFIX, fabric_queue_team};
+pub use taskboard::{FABRIC_QUEUE_PREFIX, TRACKER_TEAM_PREFIX, fabric_queue_team, is_tracker_team};
 pub use txn::{MemTxn, Txn};
 pub use types::{
     BoardRefusal, BoardSettings, Command, ElectionLeader, Failure, LeaseHolder, Outcome, Request,
@@ -213,6 +213,8 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome
         | Command::TeamDissolve { .. }
         | Command::BoardPost { .. }
         | Command::BoardClaim { .. }
+        | Command::BoardClaimTask { .. }
+        | Command::BoardRelease { .. }
         | Command::BoardComplete { .. }
         | Command::BoardFail { .. }
         | Command::BoardExtend { .. }
@@ -408,6 +410,13 @@ fn apply_board(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
             caller,
             worker,
         } => taskboard::claim(txn, stamp, team, caller, worker),
+        Command::BoardClaimTask {
+            team,
+            caller,
+            worker,
+            task_id,
+            claim_ms,
+        } => taskboard::claim_task(txn, stamp, team, (caller, worker), task_id, *claim_ms),
         Command::BoardRedrive {
             team,
             caller,
@@ -417,7 +426,7 @@ fn apply_board(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
     }
 }
 
-/// Board commands that present a claim: complete, fail, extend.
+/// Board commands that present a claim: complete, fail, release, extend.
 fn apply_presented(txn: &mut impl Txn, now_ms: u64, command: &Command) -> Outcome {
     let (team, caller, task_id, fence) = match command {
         Command::BoardComplete {
@@ -440,6 +449,12 @@ fn apply_presented(txn: &mut impl Txn, now_ms: u64, command: &Command) -> Outcom
             task_id,
             fence,
             ..
+        }
+        | Command::BoardRelease {
+            team,
+            caller,
+            task_id,
+            fence,
         } => (team, caller, task_id, *fence),
         other => unreachable!("{other:?} is not a board command"),
     };
@@ -454,6 +469,7 @@ fn apply_presented(txn: &mut impl Txn, now_ms: u64, command: &Command) -> Outcom
             taskboard::complete(txn, now_ms, &presented, result)
         }
         Command::BoardFail { error, .. } => taskboard::fail(txn, now_ms, &presented, error),
+        Command::BoardRelease { .. } => taskboard::release(txn, now_ms, &presented),
         Command::BoardExtend { extend_ms, .. } => {
             taskboard::extend(txn, now_ms, &presented, *extend_ms)
         }
@@ -567,6 +583,7 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
             QueryResult::RangeRows { rows, next }
         }
         Query::Team { .. }
+        | Query::BoardTask { .. }
         | Query::BoardList { .. }
         | Query::BoardStats { .. }
         | Query::BoardDeadLetters { .. }
@@ -601,6 +618,9 @@ fn query_board(txn: &impl Txn, query: &Query) -> QueryResult {
             QueryResult::Tasks(taskboard::list(txn, team, *state, cap(*limit)))
         }
         Query::BoardStats { team } => QueryResult::BoardStats(taskboard::stats(txn, team)),
+        Query::BoardTask { team, task_id } => {
+            QueryResult::Tasks(taskboard::get(txn, team, task_id).into_iter().collect())
+        }
         Query::BoardDeadLetters { team, limit } => {
             QueryResult::Tasks(taskboard::dead_letters(txn, team, cap(*limit)))
         }

@@ -112,6 +112,14 @@ pub enum Query {
         /// Most tasks returned (capped by `limits::LIST_ROWS_MAX`).
         limit: u32,
     },
+    /// One task reached through the team (its own, or on this cell's cell tier); the
+    /// answer is `Tasks` with zero or one task.
+    BoardTask {
+        /// The team.
+        team: String,
+        /// The task.
+        task_id: String,
+    },
     /// Counts of the team's local board and of this cell's ready cell-tier tasks.
     BoardStats {
         /// The team.

@@ -97,6 +97,8 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
         | Command::BoardPost { team, .. }
         | Command::BoardPostMany { team, .. }
         | Command::BoardClaim { team, .. }
+        | Command::BoardClaimTask { team, .. }
+        | Command::BoardRelease { team, .. }
         | Command::BoardComplete { team, .. }
         | Command::BoardCompleteAndClaim { team, .. }
         | Command::BoardFail { team, .. }
@@ -149,6 +151,7 @@ pub fn query_point(query: &Query) -> Option<u64> {
         Query::ElectionLeader { group } => Some(election_point(group)),
         Query::Team { team }
         | Query::BoardList { team, .. }
+        | Query::BoardTask { team, .. }
         | Query::BoardStats { team }
         | Query::BoardDeadLetters { team, .. }
         | Query::Mailbox { team, .. } => Some(team_point(team)),

@@ -97,6 +97,27 @@ struct CellBoard {
 /// reach it only by a handoff from a cell tier; user teams cannot start with `~`.
 pub const FABRIC_QUEUE_PREFIX: &str = "~fabric/";
 
+/// Names of the reserved teams holding WhippleScript trackers (`~tracker/{owner}/{name}`).
+/// A tracker belongs to the store, not to an agent team: every registered agent may file
+/// into it and claim from it (the claimant is the instance or worker named in the
+/// command), done tasks (closed issues) are kept, a lapsed claim never dead-letters, and
+/// tasks never spill (claims name their task).
+pub const TRACKER_TEAM_PREFIX: &str = "~tracker/";
+
+/// Whether `team` is a tracker's reserved team.
+pub fn is_tracker_team(team: &str) -> bool {
+    team.starts_with(TRACKER_TEAM_PREFIX)
+}
+
+/// The settings every tracker board gets, whatever its creator asked for.
+pub(crate) fn tracker_settings(asked: BoardSettings) -> BoardSettings {
+    BoardSettings {
+        delivery_limit: u32::MAX,
+        spill_after_ms: 0,
+        ..asked
+    }
+}
+
 /// The reserved team of fabric queue `queue`.
 pub fn fabric_queue_team(queue: &str) -> String {
     format!("{FABRIC_QUEUE_PREFIX}{queue}")
@@ -351,11 +372,73 @@ pub(crate) fn claim(
     let Some(mut task) = oldest else {
         return Outcome::BoardEmpty;
     };
-    take(txn, stamp, &mut task, caller, worker)
+    let window_ms = task.settings.reclaim_ms;
+    take(txn, stamp, &mut task, (caller, worker), window_ms)
 }
 
-/// Pass both gates for the next delivery of ready `task`.
-fn take(txn: &mut impl Txn, stamp: Stamp, task: &mut Task, caller: &str, worker: &str) -> Outcome {
+/// Claim the named task of the team's board for `worker` for `claim_ms` (0 = the team's
+/// window): a ready task, a lapsed claim (redelivered first), or the worker's own live
+/// claim again (same fence, window pushed out).
+pub(crate) fn claim_task(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    team_name: &str,
+    who: (&str, &str),
+    task_id: &str,
+    claim_ms: u64,
+) -> Outcome {
+    let (caller, worker) = who;
+    let now_ms = stamp.time_ms;
+    if let Err(refusal) = team::member(txn, team_name, caller) {
+        return refusal;
+    }
+    let Some(mut task) = locate(txn, team_name, task_id) else {
+        let task_id = task_id.to_string();
+        return refused(BoardRefusal::UnknownTask { task_id });
+    };
+    let window_ms = match claim_ms {
+        0 => task.settings.reclaim_ms,
+        ms => ms,
+    };
+    if task.state == TaskState::Claimed && task.deadline_ms <= now_ms {
+        let error = format!("reclaim window passed at {}", task.deadline_ms);
+        deadline::remove(txn, task.deadline_ms, &task.claim_item());
+        release_or_bury(txn, now_ms, &mut task, error);
+    }
+    match task.state {
+        TaskState::Ready => take(txn, stamp, &mut task, who, window_ms),
+        TaskState::Claimed if task.worker.as_deref() == Some(worker) => {
+            let deadline_ms = task.deadline_ms.max(now_ms.saturating_add(window_ms));
+            deadline::reschedule(txn, task.deadline_ms, deadline_ms, &task.claim_item());
+            task.deadline_ms = deadline_ms;
+            store(txn, &task);
+            Outcome::TaskClaimed {
+                task: Box::new(task.view()),
+                fence: task.fence,
+                deadline_ms,
+                tier: shown_tier(&task.team, task.tier),
+            }
+        }
+        TaskState::Claimed => refused(BoardRefusal::Taken {
+            task_id: task.id(),
+            worker: task.worker.clone().unwrap_or_default(),
+        }),
+        state => refused(BoardRefusal::NotReady {
+            task_id: task.id(),
+            state,
+        }),
+    }
+}
+
+/// Pass both gates for the next delivery of ready `task`, held for `window_ms`.
+fn take(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    task: &mut Task,
+    who: (&str, &str),
+    window_ms: u64,
+) -> Outcome {
+    let (caller, worker) = who;
     let now_ms = stamp.time_ms;
     assert_eq!(
         task.state,
@@ -393,7 +476,7 @@ fn take(txn: &mut impl Txn, stamp: Stamp, task: &mut Task, caller: &str, worker:
     task.state = TaskState::Claimed;
     task.worker = Some(worker.to_string());
     task.fence = fence;
-    task.deadline_ms = now_ms.saturating_add(task.settings.reclaim_ms);
+    task.deadline_ms = now_ms.saturating_add(window_ms);
     deadline::insert(txn, task.deadline_ms, &task.claim_item());
     store(txn, task);
     recount(txn, task, Some(TaskState::Ready), Some(TaskState::Claimed));
@@ -480,8 +563,11 @@ pub(crate) fn complete(
     deadline::remove(txn, task.deadline_ms, &task.claim_item());
     task.state = TaskState::Done;
     task.result = result.to_vec();
-    task.prune_at_ms = now_ms.saturating_add(TASK_DONE_RETAIN_MS);
-    deadline::insert(txn, task.prune_at_ms, &task.done_item());
+    // A tracker keeps its closed issues; other boards prune done tasks after a while.
+    if !is_tracker_team(&task.team) {
+        task.prune_at_ms = now_ms.saturating_add(TASK_DONE_RETAIN_MS);
+        deadline::insert(txn, task.prune_at_ms, &task.done_item());
+    }
     store(txn, &task);
     recount(txn, &task, Some(TaskState::Claimed), Some(TaskState::Done));
     Outcome::TaskCompleted { task_id: task.id() }
@@ -518,6 +604,28 @@ pub(crate) fn extend(
     task.deadline_ms = deadline_ms;
     store(txn, &task);
     Outcome::TaskExtended { deadline_ms }
+}
+
+/// Give the presented claim's task back unfinished: ready again, no failure recorded.
+pub(crate) fn release(txn: &mut impl Txn, now_ms: u64, presented: &Presented<'_>) -> Outcome {
+    let mut task = match held(txn, now_ms, presented) {
+        Ok(task) => task,
+        Err(refusal) => return refusal,
+    };
+    deadline::remove(txn, task.deadline_ms, &task.claim_item());
+    make_ready(txn, now_ms, &mut task);
+    store(txn, &task);
+    recount(txn, &task, Some(TaskState::Claimed), Some(TaskState::Ready));
+    Outcome::TaskReleased {
+        task_id: task.id(),
+        delivery_count: task.delivery_count,
+    }
+}
+
+/// One task reached through `team` by its id (see [`locate`]), for a member's read.
+pub(crate) fn get(txn: &impl Txn, team_name: &str, task_id: &str) -> Option<TaskView> {
+    live_team(txn, team_name)?;
+    locate(txn, team_name, task_id).map(|task| task.view())
 }
 
 /// Record the failed delivery of claimed `task` (its claim deadline entry already gone),

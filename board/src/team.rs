@@ -1,7 +1,8 @@
 //! Teams: a supervisor, members, a parent and the settings of the team's task board.
 //!
 //! Access is scoped by lineage: an agent may act on a team's board when it is a member of
-//! the team or of one of its ancestor teams. The ancestors' members come in the create
+//! the team or of one of its ancestor teams. A tracker's reserved team
+//! ([`taskboard::TRACKER_TEAM_PREFIX`]) is open to every registered agent. The ancestors' members come in the create
 //! command (the server reads the parent chain, which may live on other cells), so they are
 //! a snapshot taken at creation. Identities are the `caller` the server resolved from the
 //! authenticated call, never a field the client chose.
@@ -110,7 +111,7 @@ pub(crate) fn member(txn: &impl Txn, team: &str, caller: &str) -> Result<Team, O
                 team: team.to_string(),
             })
         })?;
-    if !record.admits(caller) {
+    if !taskboard::is_tracker_team(team) && !record.admits(caller) {
         return Err(refused(BoardRefusal::NotMember {
             agent: caller.to_string(),
         }));
@@ -135,8 +136,11 @@ pub(crate) struct Create<'a> {
 /// Create the team, or confirm the caller's existing one (its first settings stay).
 pub(crate) fn create(txn: &mut impl Txn, request: &Create<'_>) -> Outcome {
     let team = request.team.to_string();
+    let tracker = taskboard::is_tracker_team(request.team);
     match load(txn, request.team) {
-        Some(existing) if existing.supervisor == request.caller && !existing.dissolving => {
+        Some(existing)
+            if (tracker || existing.supervisor == request.caller) && !existing.dissolving =>
+        {
             Outcome::TeamCreated { team }
         }
         Some(_) => refused(BoardRefusal::TeamExists { team }),
@@ -146,7 +150,10 @@ pub(crate) fn create(txn: &mut impl Txn, request: &Create<'_>) -> Outcome {
                 members: vec![request.caller.to_string()],
                 parent: request.parent.cloned(),
                 ancestors: request.ancestors.to_vec(),
-                settings: request.settings,
+                settings: match tracker {
+                    true => taskboard::tracker_settings(request.settings),
+                    false => request.settings,
+                },
                 last_seq: 0,
                 dissolving: false,
                 counts: Counts::default(),

@@ -332,6 +332,34 @@ pub enum Command {
         /// The worker that will run the task.
         worker: String,
     },
+    /// Claim one named task of the team's board: a ready task (or one whose claim window
+    /// passed, which is redelivered first), or the worker's own live claim again (re-entry:
+    /// same fence, the window pushed out). The window is `claim_ms` (0 = the team's
+    /// `reclaim_ms`).
+    BoardClaimTask {
+        /// The team.
+        team: String,
+        /// The acting agent, resolved by the server.
+        caller: String,
+        /// The worker that will run the task.
+        worker: String,
+        /// The task.
+        task_id: String,
+        /// This claim's window (0 = the team's `reclaim_ms`).
+        claim_ms: u64,
+    },
+    /// Give a claimed task back unfinished, without recording a failure: ready again at
+    /// its tier (the delivery still counts toward the limit).
+    BoardRelease {
+        /// The team the task was claimed through.
+        team: String,
+        /// The acting agent, resolved by the server.
+        caller: String,
+        /// The task.
+        task_id: String,
+        /// The fence of the claim.
+        fence: u64,
+    },
     /// Complete a claimed task; refused unless `fence` is its live claim's fence.
     BoardComplete {
         /// The team the task was claimed through.
@@ -892,6 +920,39 @@ impl std::fmt::Display for Tier {
     }
 }
 
+impl std::str::FromStr for TaskState {
+    type Err = String;
+
+    /// The inverse of `Display`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        Ok(match text {
+            "ready" => TaskState::Ready,
+            "claimed" => TaskState::Claimed,
+            "done" => TaskState::Done,
+            "dead" => TaskState::Dead,
+            other => {
+                return Err(format!(
+                    "state {other:?} is not ready, claimed, done or dead"
+                ));
+            }
+        })
+    }
+}
+
+impl std::str::FromStr for Tier {
+    type Err = String;
+
+    /// The inverse of `Display`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        Ok(match text {
+            "local" => Tier::Local,
+            "cell" => Tier::Cell,
+            "fabric" => Tier::Fabric,
+            other => return Err(format!("tier {other:?} is not local, cell or fabric")),
+        })
+    }
+}
+
 /// One failed delivery of a task.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
@@ -1014,6 +1075,22 @@ pub enum BoardRefusal {
         /// The limit.
         open_max: u64,
     },
+    /// A named claim found the task neither ready nor lapsed (done or dead).
+    #[error("task {task_id:?} is not ready, it is {state}")]
+    NotReady {
+        /// The task.
+        task_id: String,
+        /// Its state.
+        state: TaskState,
+    },
+    /// A named claim found another worker's live claim on the task.
+    #[error("task {task_id:?} is claimed by {worker:?}")]
+    Taken {
+        /// The task.
+        task_id: String,
+        /// The worker holding it.
+        worker: String,
+    },
     /// Only a dead-lettered task may be redriven.
     #[error("task {task_id:?} is not dead-lettered, it is {state}")]
     NotDead {
@@ -1022,6 +1099,26 @@ pub enum BoardRefusal {
         /// Its state.
         state: TaskState,
     },
+}
+
+impl BoardRefusal {
+    /// A stable snake_case name of the refusal (the wire's `refusal` field).
+    pub fn code(&self) -> &'static str {
+        match self {
+            BoardRefusal::UnknownTeam { .. } => "unknown_team",
+            BoardRefusal::TeamExists { .. } => "team_exists",
+            BoardRefusal::NotMember { .. } => "not_member",
+            BoardRefusal::NotSupervisor { .. } => "not_supervisor",
+            BoardRefusal::UnknownTask { .. } => "unknown_task",
+            BoardRefusal::NotClaimed { .. } => "not_claimed",
+            BoardRefusal::StaleFence { .. } => "stale_fence",
+            BoardRefusal::ClaimExpired { .. } => "claim_expired",
+            BoardRefusal::BoardFull { .. } => "board_full",
+            BoardRefusal::NotDead { .. } => "not_dead",
+            BoardRefusal::NotReady { .. } => "not_ready",
+            BoardRefusal::Taken { .. } => "taken",
+        }
+    }
 }
 
 /// `(key, value)` pairs with both sides as byte strings: postcard writes the same bytes as

@@ -154,9 +154,9 @@ fn team_create(command: &Command, value_bytes_max: usize) -> Result<(), String> 
         unreachable!("{command:?} is not a team creation");
     };
     name("team", team.len())?;
-    if team.starts_with('~') {
+    if team.starts_with('~') && !crate::taskboard::is_tracker_team(team) {
         return Err(format!(
-            "team names starting with ~ are reserved (fabric queues), got {team:?}"
+            "team names starting with ~ are reserved (fabric queues, trackers), got {team:?}"
         ));
     }
     name("caller", caller.len())?;
@@ -216,6 +216,27 @@ fn board(command: &Command, value_bytes_max: usize) -> Result<(), String> {
             worker,
         } => {
             name("worker", worker.len())?;
+            (team, caller)
+        }
+        Command::BoardClaimTask {
+            team,
+            caller,
+            worker,
+            task_id,
+            claim_ms,
+        } => {
+            name("worker", worker.len())?;
+            name("task_id", task_id.len())?;
+            duration("claim_ms", *claim_ms)?;
+            (team, caller)
+        }
+        Command::BoardRelease {
+            team,
+            caller,
+            task_id,
+            ..
+        } => {
+            name("task_id", task_id.len())?;
             (team, caller)
         }
         Command::BoardComplete {
@@ -389,6 +410,8 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
         | Command::BoardPost { .. }
         | Command::BoardPostMany { .. }
         | Command::BoardClaim { .. }
+        | Command::BoardClaimTask { .. }
+        | Command::BoardRelease { .. }
         | Command::BoardComplete { .. }
         | Command::BoardCompleteAndClaim { .. }
         | Command::BoardFail { .. }

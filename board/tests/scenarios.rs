@@ -172,6 +172,19 @@ fn board_command(line: &Line<'_>) -> Option<Command> {
             fence: line.number("fence"),
             result: line.bytes("result"),
         },
+        "claim-task" => Command::BoardClaimTask {
+            team: team(),
+            caller: caller(),
+            worker: line.text("worker"),
+            task_id: line.text("task"),
+            claim_ms: line.number_or("for", 0),
+        },
+        "task-release" => Command::BoardRelease {
+            team: team(),
+            caller: caller(),
+            task_id: line.text("task"),
+            fence: line.number("fence"),
+        },
         "fail" => Command::BoardFail {
             team: team(),
             caller: caller(),
@@ -381,6 +394,10 @@ fn read(line: &Line<'_>) -> Query {
             team: line.text("team"),
             state: line.args.get("state").map(|s| task_state(s)),
             limit,
+        },
+        "task" => Query::BoardTask {
+            team: line.text("team"),
+            task_id: line.text("task"),
         },
         "stats" => Query::BoardStats {
             team: line.text("team"),

@@ -266,6 +266,7 @@ impl CellClient {
         board_list(pb::BoardListRequest) -> pb::BoardListResponse;
         board_dead_letters(pb::BoardListRequest) -> pb::BoardListResponse;
         board_stats(pb::BoardStatsRequest) -> pb::BoardStatsResponse;
+        board_get(pb::BoardGetRequest) -> pb::BoardListResponse;
         mailbox(pb::MailboxRequest) -> pb::MailboxResponse;
     }
 
@@ -293,6 +294,7 @@ impl CellClient {
         board_fail(pb::BoardTaskRequest) -> pb::BoardResponse;
         board_extend(pb::BoardTaskRequest) -> pb::BoardResponse;
         board_redrive(pb::BoardTaskRequest) -> pb::BoardResponse;
+        board_release(pb::BoardTaskRequest) -> pb::BoardResponse;
         signal_publish(pb::SignalPublishRequest) -> pb::LedgerAppendResponse;
     }
 

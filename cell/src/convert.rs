@@ -3,7 +3,7 @@
 
 use tonic::Status;
 use whip_board::query::{CounterView, LeaseView, LedgerEntryView};
-use whip_board::types::{BoardRefusal, BoardSettings, TaskState, TaskView};
+use whip_board::types::{BoardSettings, TaskState, TaskView};
 use whip_board::{ElectionLeader, LeaseHolder, Outcome, QueryResult, Reset, ResourceId};
 use whip_proto::v1 as pb;
 use whip_proto::v1::OutcomeCode as Code;
@@ -358,22 +358,6 @@ pub(crate) fn lease_degraded(reason: String) -> pb::LeaseResponse {
 
 // ---------------------------------------------------------------- teams and task boards
 
-/// A stable snake_case name of a board refusal (the wire's `refusal` field).
-pub(crate) fn refusal_code(reason: &BoardRefusal) -> &'static str {
-    match reason {
-        BoardRefusal::UnknownTeam { .. } => "unknown_team",
-        BoardRefusal::TeamExists { .. } => "team_exists",
-        BoardRefusal::NotMember { .. } => "not_member",
-        BoardRefusal::NotSupervisor { .. } => "not_supervisor",
-        BoardRefusal::UnknownTask { .. } => "unknown_task",
-        BoardRefusal::NotClaimed { .. } => "not_claimed",
-        BoardRefusal::StaleFence { .. } => "stale_fence",
-        BoardRefusal::ClaimExpired { .. } => "claim_expired",
-        BoardRefusal::BoardFull { .. } => "board_full",
-        BoardRefusal::NotDead { .. } => "not_dead",
-    }
-}
-
 pub(crate) fn task_pb(t: TaskView) -> pb::Task {
     pb::Task {
         id: t.id,
@@ -396,6 +380,7 @@ pub(crate) fn task_pb(t: TaskView) -> pb::Task {
                 at_ms: f.at_ms,
             })
             .collect(),
+        result: t.result,
     }
 }
 
@@ -421,7 +406,7 @@ pub(crate) fn team_response(outcome: Outcome) -> Result<pb::TeamResponse, Status
         }
         Outcome::BoardRefused { reason } => {
             r.code = Code::BoardRefused as i32;
-            r.refusal = refusal_code(&reason).into();
+            r.refusal = reason.code().into();
             r.message = reason.to_string();
         }
         other => return Err(unexpected(&other)),
@@ -487,7 +472,7 @@ pub(crate) fn board_response(outcome: Outcome) -> Result<pb::BoardResponse, Stat
         }
         Outcome::BoardRefused { reason } => {
             r.code = Code::BoardRefused as i32;
-            r.refusal = refusal_code(&reason).into();
+            r.refusal = reason.code().into();
             r.message = reason.to_string();
         }
         other => return Err(unexpected(&other)),
@@ -541,18 +526,10 @@ pub(crate) fn mailbox_response(result: QueryResult) -> Result<pb::MailboxRespons
 
 /// A task state named on the wire (empty = every state).
 pub(crate) fn task_state(text: &str) -> Result<Option<TaskState>, Status> {
-    Ok(Some(match text {
-        "" => return Ok(None),
-        "ready" => TaskState::Ready,
-        "claimed" => TaskState::Claimed,
-        "done" => TaskState::Done,
-        "dead" => TaskState::Dead,
-        other => {
-            return Err(Status::invalid_argument(format!(
-                "state {other:?} is not ready, claimed, done or dead"
-            )));
-        }
-    }))
+    match text {
+        "" => Ok(None),
+        text => text.parse().map(Some).map_err(Status::invalid_argument),
+    }
 }
 
 /// Board settings from the wire: zero fields take the defaults.

@@ -129,6 +129,36 @@ pub(crate) struct CellApi {
     verifier: crate::identity::Verifier,
 }
 
+/// The caller of a tracker board call made without an agent identity (the engine).
+pub const ENGINE_CALLER: &str = "engine";
+
+/// Team and board requests name their team.
+trait Scoped {
+    fn team(&self) -> &str;
+}
+
+macro_rules! scoped {
+    ($($t:ty),*) => {$(
+        impl Scoped for $t {
+            fn team(&self) -> &str {
+                &self.team
+            }
+        }
+    )*};
+}
+
+scoped!(
+    pb::TeamCreateRequest,
+    pb::TeamJoinRequest,
+    pb::TeamDissolveRequest,
+    pb::BoardPostRequest,
+    pb::BoardClaimRequest,
+    pb::BoardTaskRequest,
+    pb::BoardGetRequest,
+    pb::BoardListRequest,
+    pb::BoardStatsRequest
+);
+
 impl CellApi {
     pub(crate) fn new(dispatch: Arc<dyn Dispatch>) -> Self {
         CellApi {
@@ -144,14 +174,25 @@ impl CellApi {
             .await
     }
 
+    /// The caller of a team or board call: the proven agent; a call on a tracker's
+    /// reserved team that carries no identity acts as [`ENGINE_CALLER`] (trackers are the
+    /// engine's boards, open like its other rows; the claimant is named in the command).
+    async fn board_caller<T: Scoped>(&self, req: &GrpcRequest<T>) -> Result<String, Status> {
+        let anonymous = req.metadata().get(crate::identity::AGENT_HEADER).is_none();
+        if anonymous && whip_board::is_tracker_team(req.get_ref().team()) {
+            return Ok(ENGINE_CALLER.to_string());
+        }
+        self.caller(req).await
+    }
+
     /// Apply the command `build` makes from the proven caller and the request (with the
     /// request's idempotency key).
-    async fn act<T>(
+    async fn act<T: Scoped>(
         &self,
         req: GrpcRequest<T>,
         build: impl FnOnce(String, T) -> (String, Command),
     ) -> Result<Outcome, Status> {
-        let caller = self.caller(&req).await?;
+        let caller = self.board_caller(&req).await?;
         let (key, command) = build(caller, req.into_inner());
         self.submit(key, command).await
     }
@@ -180,8 +221,12 @@ impl CellApi {
         Ok(members)
     }
 
-    /// Reads of a board are for its members (and members of ancestor teams) only.
+    /// Reads of a board are for its members (and members of ancestor teams) only; a
+    /// tracker's board is open (and reads as empty before its first issue).
     async fn member_of(&self, team: &str, caller: &str) -> Result<(), Status> {
+        if whip_board::is_tracker_team(team) {
+            return Ok(());
+        }
         match self
             .read(Query::Team {
                 team: team.to_string(),
@@ -553,7 +598,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::TeamCreateRequest>,
     ) -> GrpcResult<pb::TeamResponse> {
-        let caller = self.caller(&req).await?;
+        let caller = self.board_caller(&req).await?;
         let req = req.into_inner();
         let ancestors = self.ancestors(req.parent.as_deref()).await?;
         let command = Command::TeamCreate {
@@ -630,8 +675,19 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::BoardClaimRequest>,
     ) -> GrpcResult<pb::BoardResponse> {
-        let caller = self.caller(&req).await?;
+        let caller = self.board_caller(&req).await?;
         let req = req.into_inner();
+        if !req.task_id.is_empty() {
+            let command = Command::BoardClaimTask {
+                team: task_team(req.team, &req.task_id),
+                caller,
+                worker: req.worker,
+                task_id: req.task_id,
+                claim_ms: req.claim_ms,
+            };
+            let outcome = self.submit(req.idempotency_key, command).await?;
+            return Ok(Response::new(convert::board_response(outcome)?));
+        }
         let command = Command::BoardClaim {
             team: req.team.clone(),
             caller: caller.clone(),
@@ -664,7 +720,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::BoardTaskRequest>,
     ) -> GrpcResult<pb::BoardResponse> {
-        let caller = self.caller(&req).await?;
+        let caller = self.board_caller(&req).await?;
         let req = req.into_inner();
         let team = task_team(req.team, &req.task_id);
         let command = if req.claim_next {
@@ -744,11 +800,46 @@ impl cell_server::Cell for CellApi {
         Ok(Response::new(convert::board_response(outcome)?))
     }
 
+    async fn board_release(
+        &self,
+        req: GrpcRequest<pb::BoardTaskRequest>,
+    ) -> GrpcResult<pb::BoardResponse> {
+        let outcome = self
+            .act(req, |caller, r| {
+                let command = Command::BoardRelease {
+                    team: task_team(r.team, &r.task_id),
+                    caller,
+                    task_id: r.task_id,
+                    fence: r.fence,
+                };
+                (r.idempotency_key, command)
+            })
+            .await?;
+        Ok(Response::new(convert::board_response(outcome)?))
+    }
+
+    async fn board_get(
+        &self,
+        req: GrpcRequest<pb::BoardGetRequest>,
+    ) -> GrpcResult<pb::BoardListResponse> {
+        let caller = self.board_caller(&req).await?;
+        let req = req.into_inner();
+        let team = task_team(req.team, &req.task_id);
+        self.member_of(&team, &caller).await?;
+        let query = Query::BoardTask {
+            team,
+            task_id: req.task_id,
+        };
+        Ok(Response::new(convert::tasks_response(
+            self.read(query).await?,
+        )?))
+    }
+
     async fn board_list(
         &self,
         req: GrpcRequest<pb::BoardListRequest>,
     ) -> GrpcResult<pb::BoardListResponse> {
-        let caller = self.caller(&req).await?;
+        let caller = self.board_caller(&req).await?;
         let req = req.into_inner();
         self.member_of(&req.team, &caller).await?;
         let query = Query::BoardList {
@@ -765,7 +856,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::BoardListRequest>,
     ) -> GrpcResult<pb::BoardListResponse> {
-        let caller = self.caller(&req).await?;
+        let caller = self.board_caller(&req).await?;
         let req = req.into_inner();
         self.member_of(&req.team, &caller).await?;
         let query = Query::BoardDeadLetters {
@@ -781,7 +872,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::BoardStatsRequest>,
     ) -> GrpcResult<pb::BoardStatsResponse> {
-        let caller = self.caller(&req).await?;
+        let caller = self.board_caller(&req).await?;
         let team = req.into_inner().team;
         self.member_of(&team, &caller).await?;
         let result = self.read(Query::BoardStats { team }).await?;

@@ -313,4 +313,152 @@ impl FabricClient for CellClient {
             })
             .collect())
     }
+
+    async fn team_ensure(&self, team: String) -> FabricResult<()> {
+        let request = pb::TeamCreateRequest {
+            team,
+            ..Default::default()
+        };
+        let r = CellClient::team_create(self, request)
+            .await
+            .map_err(error)?;
+        match Code::try_from(r.code) {
+            Ok(Code::TeamCreated) => Ok(()),
+            _ => Err(FabricError::Invalid(r.message)),
+        }
+    }
+
+    async fn board_post(&self, team: String, body: Vec<u8>, key: String) -> FabricResult<String> {
+        let request = pb::BoardPostRequest {
+            team,
+            body,
+            idempotency_key: key,
+            ..Default::default()
+        };
+        let r = CellClient::board_post(self, request).await.map_err(error)?;
+        match Code::try_from(r.code) {
+            Ok(Code::TaskPosted) => Ok(r.task_id),
+            _ => Err(FabricError::Invalid(r.message)),
+        }
+    }
+
+    async fn board_claim_task(
+        &self,
+        team: String,
+        task_id: String,
+        worker: String,
+        claim_ms: u64,
+        key: String,
+    ) -> FabricResult<BoardAnswer> {
+        let request = pb::BoardClaimRequest {
+            team,
+            worker,
+            idempotency_key: key,
+            task_id,
+            claim_ms,
+        };
+        let r = CellClient::board_claim(self, request)
+            .await
+            .map_err(error)?;
+        board_answer(r)
+    }
+
+    async fn board_settle(
+        &self,
+        team: String,
+        task_id: String,
+        fence: u64,
+        settle: Settle,
+        key: String,
+    ) -> FabricResult<BoardAnswer> {
+        let mut request = pb::BoardTaskRequest {
+            team,
+            task_id,
+            fence,
+            idempotency_key: key,
+            ..Default::default()
+        };
+        let r = match settle {
+            Settle::Complete { result } => {
+                request.result = result;
+                CellClient::board_complete(self, request).await
+            }
+            Settle::Release => CellClient::board_release(self, request).await,
+            Settle::Extend { by_ms } => {
+                request.extend_ms = by_ms;
+                CellClient::board_extend(self, request).await
+            }
+        };
+        board_answer(r.map_err(error)?)
+    }
+
+    async fn board_get(&self, team: String, task_id: String) -> FabricResult<Option<TaskView>> {
+        let request = pb::BoardGetRequest { team, task_id };
+        let r = CellClient::board_get(self, request).await.map_err(error)?;
+        r.tasks.into_iter().next().map(task_view).transpose()
+    }
+
+    async fn board_list(
+        &self,
+        team: String,
+        state: Option<TaskState>,
+        limit: u32,
+    ) -> FabricResult<Vec<TaskView>> {
+        let request = pb::BoardListRequest {
+            team,
+            state: state.map(|s| s.to_string()).unwrap_or_default(),
+            limit,
+        };
+        let r = CellClient::board_list(self, request).await.map_err(error)?;
+        r.tasks.into_iter().map(task_view).collect()
+    }
+}
+
+fn board_answer(r: pb::BoardResponse) -> FabricResult<BoardAnswer> {
+    Ok(match Code::try_from(r.code) {
+        Ok(Code::TaskClaimed) => {
+            let task = r.task.ok_or_else(|| code_error(r.code))?;
+            BoardAnswer::Claimed {
+                task: task_view(task)?,
+                fence: r.fence,
+                deadline_ms: r.deadline_ms,
+            }
+        }
+        Ok(Code::TaskCompleted | Code::TaskReleased | Code::TaskExtended) => BoardAnswer::Settled {
+            deadline_ms: r.deadline_ms,
+        },
+        Ok(Code::BoardRefused) => BoardAnswer::Refused {
+            reason: r.refusal,
+            message: r.message,
+        },
+        _ => return Err(code_error(r.code)),
+    })
+}
+
+fn task_view(t: pb::Task) -> FabricResult<TaskView> {
+    let unreadable = |e: String| FabricError::Unavailable(format!("task {}: {e}", t.id));
+    Ok(TaskView {
+        tier: t.tier.parse().map_err(unreadable)?,
+        state: t.state.parse().map_err(unreadable)?,
+        id: t.id,
+        team: t.team,
+        body: t.body,
+        delivery_count: t.delivery_count,
+        worker: t.worker,
+        fence: t.fence,
+        deadline_ms: t.deadline_ms,
+        posted_ms: t.posted_ms,
+        failures: t
+            .failures
+            .into_iter()
+            .map(|f| whip_board::Failure {
+                delivery: f.delivery,
+                worker: f.worker,
+                error: f.error,
+                at_ms: f.at_ms,
+            })
+            .collect(),
+        result: t.result,
+        spill_after_ms: 0,
+    })
 }

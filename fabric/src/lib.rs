@@ -50,7 +50,7 @@ pub use mem::MemFabric;
 pub use mover::SpillPayload;
 pub use node::{Node, NodeConfig};
 pub use whip_board::query::{CounterView, KvEntry, LeaseView, LedgerEntryView};
-pub use whip_board::{Outcome, Reset, ResourceId};
+pub use whip_board::{Outcome, Reset, ResourceId, TRACKER_TEAM_PREFIX, TaskState, TaskView};
 
 /// An operating failure talking to the fabric (business results are [`Outcome`]s).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,6 +146,58 @@ pub struct AppendRequest {
     pub retain_ms: u64,
 }
 
+/// How a claimed task is settled (see [`FabricClient::board_settle`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Settle {
+    /// Done, with its result bytes.
+    Complete {
+        /// The result.
+        result: Vec<u8>,
+    },
+    /// Given back unfinished (no failure recorded).
+    Release,
+    /// The claim's window moved to now + `by_ms` (never backward).
+    Extend {
+        /// New window from now.
+        by_ms: u64,
+    },
+}
+
+/// How a board write ended, as the engine sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BoardAnswer {
+    /// Claimed (or the worker's own claim re-entered).
+    Claimed {
+        /// The task as claimed.
+        task: TaskView,
+        /// The claim's fence.
+        fence: u64,
+        /// When the claim lapses.
+        deadline_ms: u64,
+    },
+    /// Completed, released or extended.
+    Settled {
+        /// The claim's new deadline after an extension (0 otherwise).
+        deadline_ms: u64,
+    },
+    /// Refused: `reason` is the stable snake_case name (`taken`, `stale_fence`, …).
+    Refused {
+        /// The reason's name.
+        reason: String,
+        /// What happened, for people.
+        message: String,
+    },
+}
+
+impl BoardAnswer {
+    fn refused(reason: &whip_board::BoardRefusal) -> BoardAnswer {
+        BoardAnswer::Refused {
+            reason: reason.code().to_string(),
+            message: reason.to_string(),
+        }
+    }
+}
+
 /// The engine's view of the store. Every write takes an idempotency key: a retry with the
 /// same key returns the recorded outcome and applies once.
 pub trait FabricClient: Send + Sync + 'static {
@@ -213,6 +265,46 @@ pub trait FabricClient: Send + Sync + 'static {
         &self,
         prefix: String,
     ) -> impl Future<Output = FabricResult<Vec<CounterView>>> + Send;
+    /// Create board team `team` (a tracker's reserved team: anyone may create it again).
+    fn team_ensure(&self, team: String) -> impl Future<Output = FabricResult<()>> + Send;
+    /// Post a task to the team's board; the new task's id.
+    fn board_post(
+        &self,
+        team: String,
+        body: Vec<u8>,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<String>> + Send;
+    /// Claim one named task for `worker` for `claim_ms` (re-entry when it holds it).
+    fn board_claim_task(
+        &self,
+        team: String,
+        task_id: String,
+        worker: String,
+        claim_ms: u64,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<BoardAnswer>> + Send;
+    /// Complete, release or extend the claim with `fence` on a task.
+    fn board_settle(
+        &self,
+        team: String,
+        task_id: String,
+        fence: u64,
+        settle: Settle,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<BoardAnswer>> + Send;
+    /// One task of the team's board.
+    fn board_get(
+        &self,
+        team: String,
+        task_id: String,
+    ) -> impl Future<Output = FabricResult<Option<TaskView>>> + Send;
+    /// Tasks of the team's board in post order, all or in one state, at most `limit`.
+    fn board_list(
+        &self,
+        team: String,
+        state: Option<TaskState>,
+        limit: u32,
+    ) -> impl Future<Output = FabricResult<Vec<TaskView>>> + Send;
     /// Entries of one ledger (one partition or all) after `after_seq`.
     fn ledger_list(
         &self,

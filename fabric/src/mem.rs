@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use whip_board::{Command, MemTxn, Query, QueryResult, Request, Stamp};
+use whip_board::{BoardSettings, Command, MemTxn, Query, QueryResult, Request, Stamp};
 
 use crate::*;
 
@@ -186,4 +186,128 @@ impl FabricClient for MemFabric {
             other => Err(unexpected(other)),
         }
     }
+
+    async fn team_ensure(&self, team: String) -> FabricResult<()> {
+        let command = Command::TeamCreate {
+            team,
+            caller: MEM_CALLER.into(),
+            parent: None,
+            ancestors: Vec::new(),
+            settings: BoardSettings::default(),
+        };
+        match self.apply(command, String::new())? {
+            Outcome::TeamCreated { .. } => Ok(()),
+            Outcome::BoardRefused { reason } => Err(FabricError::Invalid(reason.to_string())),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn board_post(&self, team: String, body: Vec<u8>, key: String) -> FabricResult<String> {
+        let command = Command::BoardPost {
+            team,
+            caller: MEM_CALLER.into(),
+            body,
+        };
+        match self.apply(command, key)? {
+            Outcome::TaskPosted { task_id, .. } => Ok(task_id),
+            Outcome::BoardRefused { reason } => Err(FabricError::Invalid(reason.to_string())),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn board_claim_task(
+        &self,
+        team: String,
+        task_id: String,
+        worker: String,
+        claim_ms: u64,
+        key: String,
+    ) -> FabricResult<BoardAnswer> {
+        let command = Command::BoardClaimTask {
+            team,
+            caller: MEM_CALLER.into(),
+            worker,
+            task_id,
+            claim_ms,
+        };
+        board_answer(self.apply(command, key)?)
+    }
+
+    async fn board_settle(
+        &self,
+        team: String,
+        task_id: String,
+        fence: u64,
+        settle: Settle,
+        key: String,
+    ) -> FabricResult<BoardAnswer> {
+        let caller = MEM_CALLER.to_string();
+        let command = match settle {
+            Settle::Complete { result } => Command::BoardComplete {
+                team,
+                caller,
+                task_id,
+                fence,
+                result,
+            },
+            Settle::Release => Command::BoardRelease {
+                team,
+                caller,
+                task_id,
+                fence,
+            },
+            Settle::Extend { by_ms } => Command::BoardExtend {
+                team,
+                caller,
+                task_id,
+                fence,
+                extend_ms: by_ms,
+            },
+        };
+        board_answer(self.apply(command, key)?)
+    }
+
+    async fn board_get(&self, team: String, task_id: String) -> FabricResult<Option<TaskView>> {
+        match self.read(Query::BoardTask { team, task_id }) {
+            QueryResult::Tasks(mut tasks) => Ok(tasks.pop()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn board_list(
+        &self,
+        team: String,
+        state: Option<TaskState>,
+        limit: u32,
+    ) -> FabricResult<Vec<TaskView>> {
+        match self.read(Query::BoardList { team, state, limit }) {
+            QueryResult::Tasks(tasks) => Ok(tasks),
+            other => Err(unexpected(other)),
+        }
+    }
+}
+
+/// The agent every board call of a [`MemFabric`] acts as (there is no authentication).
+const MEM_CALLER: &str = "engine";
+
+/// A board write's outcome as the engine sees it.
+fn board_answer(outcome: Outcome) -> FabricResult<BoardAnswer> {
+    Ok(match outcome {
+        Outcome::TaskClaimed {
+            task,
+            fence,
+            deadline_ms,
+            ..
+        } => BoardAnswer::Claimed {
+            task: *task,
+            fence,
+            deadline_ms,
+        },
+        Outcome::TaskCompleted { .. } | Outcome::TaskReleased { .. } => {
+            BoardAnswer::Settled { deadline_ms: 0 }
+        }
+        Outcome::TaskExtended { deadline_ms } => BoardAnswer::Settled { deadline_ms },
+        Outcome::BoardRefused { reason } => BoardAnswer::refused(&reason),
+        other => return Err(unexpected(other)),
+    })
 }

@@ -52,11 +52,18 @@ pub(crate) enum BoardCommand {
         #[arg(long)]
         task: String,
     },
-    /// Claim the oldest ready task (local board first, then the cell tier).
+    /// Claim the oldest ready task (local board first, then the cell tier, then the
+    /// team's fabric queue), or with `--task` that one task.
     Claim {
         team: String,
         #[arg(long)]
         worker: String,
+        /// Claim this task (ready, or lapsed), or re-enter the worker's own claim.
+        #[arg(long = "task", value_name = "TASK_ID")]
+        task_id: Option<String>,
+        /// This claim's window (default: the team's reclaim window), e.g. `10m`.
+        #[arg(long = "for", value_name = "DURATION")]
+        window: Option<String>,
     },
     /// Complete a claimed task; refused (exit 1) when the fence is stale.
     Complete {
@@ -79,6 +86,13 @@ pub(crate) enum BoardCommand {
         fence: u64,
         #[arg(long)]
         error: String,
+    },
+    /// Give a claim back unfinished (no failure recorded): the task is ready again.
+    Release {
+        team: String,
+        task_id: String,
+        #[arg(long)]
+        fence: u64,
     },
     /// Extend a claim's window (never shortens it).
     Extend {
@@ -237,14 +251,29 @@ async fn board_on(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<
             };
             c.board_post(request).await?
         }
-        BoardCommand::Claim { team, worker } => {
+        BoardCommand::Claim {
+            team,
+            worker,
+            task_id,
+            window,
+        } => {
+            let claim_ms = window
+                .map(|w| parse_duration_ms(&w).map_err(anyhow::Error::msg))
+                .transpose()?;
             let request = pb::BoardClaimRequest {
                 team,
                 worker,
+                task_id: task_id.unwrap_or_default(),
+                claim_ms: claim_ms.unwrap_or(0),
                 idempotency_key: String::new(),
             };
             c.board_claim(request).await?
         }
+        BoardCommand::Release {
+            team,
+            task_id,
+            fence,
+        } => c.board_release(task_request(team, task_id, fence)).await?,
         BoardCommand::Complete {
             team,
             task_id,

@@ -24,6 +24,15 @@ pub(crate) struct Session {
     embedded: Option<Embedded>,
 }
 
+impl Session {
+    /// Whether this session reached the embedded store through another process's socket:
+    /// only such a session may find the store gone and take it over (the holder itself
+    /// reconnecting would find its own lock).
+    pub(crate) fn is_guest(&self, global: &crate::Global) -> bool {
+        global.cell.is_none() && self.embedded.is_none()
+    }
+}
+
 struct Embedded {
     cell: Cell,
     socket: PathBuf,

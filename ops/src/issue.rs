@@ -100,7 +100,7 @@ pub(crate) async fn run(global: &Global, cmd: IssueCommand) -> Result<ExitCode> 
         let engine = Engine::new(Arc::clone(&session.client));
         let result = dispatch(global, &engine, &cmd, &idem).await;
         let unavailable = result.as_ref().is_err_and(|e| {
-            matches!(e.downcast_ref(), Some(RuntimeError::Fabric(_))) && global.cell.is_none()
+            matches!(e.downcast_ref(), Some(RuntimeError::Fabric(_))) && session.is_guest(global)
         });
         if !unavailable {
             session.close().await;
@@ -148,7 +148,7 @@ async fn dispatch(
         IssueCommand::List { tracker } => list(global, engine, tracker, false).await,
         IssueCommand::Ready { tracker } => list(global, engine, tracker, true).await,
         IssueCommand::Show { id } => {
-            let (issue, _) = engine.issue_read(&id).await.map_err(err)?;
+            let issue = engine.issue_read(&id).await.map_err(err)?;
             print(global, row(&issue), show_lines(&issue))
         }
         IssueCommand::Claim { id, claimant, ttl } => {

@@ -173,7 +173,7 @@ async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
         {
             Ok(_) => break,
             Err(RuntimeError::Fabric(e))
-                if global.cell.is_none() && reconnects < RECONNECTS_MAX =>
+                if session.is_guest(global) && reconnects < RECONNECTS_MAX =>
             {
                 tracing::debug!(error = %e, "store holder went away; reconnecting");
                 reconnects += 1;
@@ -195,7 +195,7 @@ async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
                 return Ok(print_run(global, &report));
             }
             Err(RuntimeError::Fabric(e))
-                if global.cell.is_none() && reconnects < RECONNECTS_MAX =>
+                if session.is_guest(global) && reconnects < RECONNECTS_MAX =>
             {
                 tracing::debug!(error = %e, "store holder went away; reconnecting");
                 reconnects += 1;

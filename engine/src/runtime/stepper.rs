@@ -111,14 +111,16 @@ impl<F: FabricClient> Engine<F> {
         if watched.is_empty() && !runtime {
             return Ok(0);
         }
-        let issues = self.issues(None).await?;
         let now = now_ms();
         let mut ready = std::collections::BTreeMap::new();
         for t in watched {
-            let owner = wf.trackers.get(&t).map(|r| r.owner.clone());
-            let list: Vec<(String, Value)> = issues
+            let Some(owner) = wf.trackers.get(&t).map(|r| r.owner.clone()) else {
+                continue;
+            };
+            let list: Vec<(String, Value)> = self
+                .ready_issues(&owner, &t)
+                .await?
                 .iter()
-                .filter(|i| i.tracker == t && Some(&i.owner) == owner.as_ref() && i.ready(now))
                 .map(|i| (format!("issue:{}", i.id), i.view(now)))
                 .collect();
             ready.insert(t, list);
@@ -127,6 +129,7 @@ impl<F: FabricClient> Engine<F> {
         if !runtime {
             return Ok(0);
         }
+        let issues = self.filed_issues(&loaded.state).await?;
         for _ in 0..CONFLICT_RETRIES_MAX {
             let mut draft = Draft::new(&loaded.state);
             issue_facts(&mut draft, &issues, now);
@@ -141,6 +144,32 @@ impl<F: FabricClient> Engine<F> {
         }
         Ok(0)
     }
+}
+
+impl<F: FabricClient> Engine<F> {
+    /// The issues this instance filed that have not yet shown as closed.
+    async fn filed_issues(&self, st: &State) -> Result<Vec<super::tracker::Issue>> {
+        let mut out = Vec::new();
+        for id in filed_ids(st) {
+            let closed_seen = st
+                .facts
+                .values()
+                .any(|f| f.class == "issue.closed" && f.value["id"] == json!(id));
+            if !closed_seen {
+                out.push(self.issue_read(&id).await?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Ids of the issues the instance's completed `file issue` effects filed.
+fn filed_ids(st: &State) -> Vec<String> {
+    st.effects
+        .values()
+        .filter(|e| e.kind == "file_issue" && e.state == "completed")
+        .filter_map(|e| e.output.as_ref()?.get("id")?.as_str().map(str::to_string))
+        .collect()
 }
 
 /// Trackers some rule matches with `when T has ready issue`.
@@ -169,14 +198,7 @@ fn wants_issue_facts(wf: &Wf) -> bool {
 
 /// Record `issue.filed` / `issue.closed` facts for issues this instance filed.
 fn issue_facts(draft: &mut Draft, issues: &[super::tracker::Issue], now: u64) {
-    let filed: Vec<String> = draft
-        .state
-        .effects
-        .values()
-        .filter(|e| e.kind == "file_issue" && e.state == "completed")
-        .filter_map(|e| e.output.as_ref()?.get("id")?.as_str().map(str::to_string))
-        .collect();
-    for id in filed {
+    for id in filed_ids(&draft.state) {
         let Some(issue) = issues.iter().find(|i| i.id == id) else {
             continue;
         };

@@ -228,14 +228,16 @@ async fn two_claimants_race_for_one_issue_and_exactly_one_wins() {
                 .unwrap()
         }));
     }
-    let mut winners = 0;
+    let mut winners = Vec::new();
     for t in tasks {
         if let ClaimOutcome::Claimed { issue, .. } = t.await.unwrap() {
-            winners += 1;
-            assert_eq!(issue.fence, 1);
+            winners.push(issue);
         }
     }
-    assert_eq!(winners, 1);
+    assert_eq!(winners.len(), 1);
+    let shown = e.issue_read(&issue.id).await.unwrap();
+    assert_eq!(shown.fence, winners[0].fence);
+    assert_eq!(shown.deliveries, 1, "one claim, no second delivery");
 }
 
 #[tokio::test]
@@ -247,32 +249,41 @@ async fn a_stale_fence_cannot_finish() {
         .issue_file("shared", "backlog", &json!({"title": "t"}), "test", "f")
         .await
         .unwrap();
-    // alice's claim lapses at once; bob claims with the next fence.
-    e.issue_claim(&issue.id, "alice", 1, "c1").await.unwrap();
+    // alice's claim lapses at once; bob claims with a greater fence.
+    let ClaimOutcome::Claimed { issue: first, .. } =
+        e.issue_claim(&issue.id, "alice", 1, "c1").await.unwrap()
+    else {
+        panic!("alice claims the open issue");
+    };
+    let old = first.fence;
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     let ClaimOutcome::Claimed { issue: held, .. } =
         e.issue_claim(&issue.id, "bob", 60_000, "c2").await.unwrap()
     else {
         panic!("bob claims the lapsed issue");
     };
-    assert_eq!(held.fence, 2);
+    let current = held.fence;
+    assert!(current > old, "{current} > {old}");
     let finish = IssueOp::Finish {
         summary: Value::Null,
     };
     let err = e
-        .issue_apply(&issue.id, "alice", Some(1), finish.clone(), "fin-a")
+        .issue_apply(&issue.id, "alice", Some(old), finish.clone(), "fin-a")
         .await
         .unwrap_err();
-    assert_eq!(err.to_string(), "fence 1 is stale, current is 2");
+    assert_eq!(
+        err.to_string(),
+        format!("fence {old} is stale, current is {current}")
+    );
     let err = e
         .issue_apply(&issue.id, "alice", None, finish.clone(), "fin-a2")
         .await
         .unwrap_err();
     assert!(err.to_string().contains("claimed by bob"), "{err}");
-    let (unchanged, _) = e.issue_read(&issue.id).await.unwrap();
+    let unchanged = e.issue_read(&issue.id).await.unwrap();
     assert_eq!(unchanged.status, "open");
     let done = e
-        .issue_apply(&issue.id, "bob", Some(2), finish, "fin-b")
+        .issue_apply(&issue.id, "bob", Some(current), finish, "fin-b")
         .await
         .unwrap();
     assert_eq!(done.status, "closed");

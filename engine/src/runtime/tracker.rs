@@ -1,23 +1,32 @@
-//! Trackers of the builtin provider: durable work items in CAS keys of the fabric.
+//! Trackers of the builtin provider: task boards of the fabric.
 //!
-//! Layout:
-//! - `t/n`: the issue sequence of the store (`WS-1`, `WS-2`, …), its value the last number
-//! - `t/i/<id>`: one issue ([`Issue`], JSON)
-//! - `t/k/<hash>`: the issue a filing with that idempotency key created (a retried filing
-//!   finds it instead of filing twice)
+//! A tracker `(owner, name)` is the board of the reserved team `~tracker/{owner}/{name}`
+//! (see `whip_fabric::TRACKER_TEAM_PREFIX`): it routes by that name, so different trackers
+//! spread over the fabric's cells, and every claim, renewal, release and finish is one
+//! board command on the cell owning it. An issue is a task on that board; its claim is the
+//! board's claim (claim record + fenced lock with a deadline), so exactly one claimant
+//! holds it, a lapsed claim is redelivered, and a late finish with an old fence is
+//! refused. Closed issues stay on the board.
+//!
+//! Issue ids (`WS-1`, `WS-2`, …) are one sequence per store, kept in CAS rows tagged
+//! `{tracker}` (one cell):
+//! - `t/{tracker}/n`: the last issue number
+//! - `t/{tracker}/k/<hash>`: the issue a filing with that idempotency key numbered (a
+//!   retried filing finds it instead of filing twice)
+//! - `t/{tracker}/w/<id>`: the issue's index ([`IndexRow`]: its board team, its task id
+//!   once posted, and the advisory assignee)
 //! - `g/tracker/<owner>/<name>`: trackers that programs declared (`whip issue new` finds
 //!   the owner of a tracker name here)
 //!
-//! Every change is one `KvTxn` guarded by the revision of the issue key, so two claimants
-//! racing for one issue cannot both win: the loser's compare fails, it re-reads, and sees
-//! the winner's live claim. A claim carries a fence that grows with every new claim of
-//! the issue; renew, release and finish must present the current claimant (and, when
-//! given, the current fence), so a claimant whose claim expired and was taken over is
-//! refused with `fence N is stale, current is M`.
+//! A filing numbers the issue and writes its index (one transaction), posts the task
+//! (idempotent by the filing's key), then records the task id in the index. A crash in
+//! between is finished by the retry; until then the issue is unknown to claims.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use whip_fabric::{FabricClient, TxnOps, TxnResult};
+use whip_fabric::{BoardAnswer, FabricClient, Settle, TaskState, TaskView, TxnOps, TxnResult};
 
 use super::program::fnv64;
 use super::{CONFLICT_RETRIES_MAX, Engine, Result, RuntimeError, invalid, key, now_ms};
@@ -34,7 +43,7 @@ pub const IN_PROGRESS: &str = "in_progress";
 pub struct Claim {
     /// Who holds it (an instance id, or a name from `whip issue claim --as`).
     pub claimant: String,
-    /// Grows with every new claim of the issue.
+    /// The board claim's fence (grows with every claim in the fabric).
     pub fence: u64,
     /// The claim lapses at this time (ms) unless renewed.
     pub deadline_ms: u64,
@@ -59,20 +68,24 @@ pub struct Issue {
     pub status: String,
     /// Who should work it (advisory).
     pub assignee: Option<String>,
-    /// The current or last claim.
+    /// The current claim (open issues only).
     pub claim: Option<Claim>,
-    /// The last fence handed out (the next claim gets one more).
+    /// The fence of the latest claim (0 = never claimed).
     pub fence: u64,
     /// Who filed it (an instance id or `cli`).
     pub filed_by: String,
-    /// Who finished it, with the summary it was finished with.
+    /// Who finished it.
     pub closed_by: Option<String>,
     /// Summary given at `finish`.
     pub summary: Value,
     /// Creation time (ms).
     pub created_ms: u64,
-    /// Last change (ms).
+    /// Last change seen (ms): the filing, or the latest claim's deadline.
     pub updated_ms: u64,
+    /// The board task carrying the issue.
+    pub task_id: String,
+    /// Claims so far.
+    pub deliveries: u32,
 }
 
 impl Issue {
@@ -106,11 +119,71 @@ impl Issue {
     }
 
     fn number(&self) -> u64 {
-        self.id
-            .strip_prefix("WS-")
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(u64::MAX)
+        issue_number(&self.id)
     }
+
+    /// The issue a board task carries (`None` when the task is not a tracker issue).
+    fn from_task(task: &TaskView, assignee: Option<String>) -> Option<Issue> {
+        let posted: Posted = serde_json::from_slice(&task.body).ok()?;
+        let done = task.state == TaskState::Done;
+        let claim = (task.state == TaskState::Claimed).then(|| Claim {
+            claimant: task.worker.clone().unwrap_or_default(),
+            fence: task.fence,
+            deadline_ms: task.deadline_ms,
+        });
+        let summary = match done {
+            true => serde_json::from_slice(&task.result).unwrap_or(Value::Null),
+            false => Value::Null,
+        };
+        Some(Issue {
+            id: posted.id,
+            owner: posted.owner,
+            tracker: posted.tracker,
+            title: posted.title,
+            body: posted.body,
+            labels: posted.labels,
+            status: if done { CLOSED } else { OPEN }.into(),
+            assignee,
+            claim,
+            fence: task.fence,
+            filed_by: posted.filed_by,
+            closed_by: done.then(|| task.worker.clone().unwrap_or_default()),
+            summary,
+            created_ms: task.posted_ms,
+            updated_ms: task.posted_ms.max(task.deadline_ms.min(now_ms())),
+            task_id: task.id.clone(),
+            deliveries: task.delivery_count,
+        })
+    }
+}
+
+fn issue_number(id: &str) -> u64 {
+    id.strip_prefix("WS-")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+/// What a filing posts to the board (the task body).
+#[derive(Serialize, Deserialize)]
+struct Posted {
+    id: String,
+    owner: String,
+    tracker: String,
+    title: String,
+    body: String,
+    labels: Vec<String>,
+    filed_by: String,
+}
+
+/// The index row of one issue.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct IndexRow {
+    /// The tracker's board team.
+    team: String,
+    /// The board task, once posted.
+    task_id: Option<String>,
+    /// Who should work it (advisory).
+    assignee: Option<String>,
 }
 
 /// How a claim ended: the claim, or the live claim of someone else.
@@ -152,25 +225,31 @@ pub enum IssueOp {
     },
 }
 
-/// Tracker rows share the routing tag `{tracker}`: issue numbers come from one sequence
-/// key, so a filing (sequence, issue, dedupe key) is a single-cell transaction.
-const TRACKER_ISSUES: &str = "t/{tracker}/i/";
 /// The issue-number sequence.
 const TRACKER_SEQUENCE: &str = "t/{tracker}/n";
 /// Filing dedupe keys (hash of the idempotency key → issue id).
 const TRACKER_DEDUPE: &str = "t/{tracker}/k/";
+/// Issue index rows.
+const TRACKER_INDEX: &str = "t/{tracker}/w/";
+/// Issues one board read returns at most.
+const BOARD_READ_MAX: u32 = 10_000;
 
-fn issue_key(id: &str) -> Vec<u8> {
-    key(&[TRACKER_ISSUES, id])
+/// The board team of tracker `name` declared by `owner`.
+pub fn tracker_team(owner: &str, name: &str) -> String {
+    format!("{}{owner}/{name}", whip_fabric::TRACKER_TEAM_PREFIX)
 }
 
-fn decode(bytes: &[u8]) -> Result<Issue> {
+fn index_key(id: &str) -> Vec<u8> {
+    key(&[TRACKER_INDEX, id])
+}
+
+fn decode_index(bytes: &[u8]) -> Result<IndexRow> {
     serde_json::from_slice(bytes)
-        .map_err(|e| RuntimeError::Invalid(format!("issue row unreadable: {e}")))
+        .map_err(|e| RuntimeError::Invalid(format!("issue index row unreadable: {e}")))
 }
 
-fn encode(issue: &Issue) -> Vec<u8> {
-    serde_json::to_vec(issue).expect("issue encodes")
+fn encode_index(row: &IndexRow) -> Vec<u8> {
+    serde_json::to_vec(row).expect("index row encodes")
 }
 
 fn text_field(fields: &Value, name: &str) -> String {
@@ -181,8 +260,8 @@ fn text_field(fields: &Value, name: &str) -> String {
     }
 }
 
-/// Refuse an operation by `claimant` (with `fence` when given) on `issue` at `now`.
-fn check_claim(issue: &Issue, claimant: &str, fence: Option<u64>, now: u64) -> Result<()> {
+/// The refusal of an operation by `claimant` (with `fence` when given) on `issue` at `now`.
+fn check_claim(issue: &Issue, claimant: &str, fence: Option<u64>, now: u64) -> Result<u64> {
     if issue.status != OPEN {
         return invalid(format!("issue {} is {}", issue.id, issue.status));
     }
@@ -197,7 +276,7 @@ fn check_claim(issue: &Issue, claimant: &str, fence: Option<u64>, now: u64) -> R
         return invalid(format!("fence {f} is {word}, current is {}", issue.fence));
     }
     match issue.live_claim(now) {
-        Some(c) if c.claimant == claimant => Ok(()),
+        Some(c) if c.claimant == claimant => Ok(c.fence),
         Some(c) => invalid(format!(
             "issue {} is claimed by {}, not by {claimant}",
             issue.id, c.claimant
@@ -209,26 +288,102 @@ fn check_claim(issue: &Issue, claimant: &str, fence: Option<u64>, now: u64) -> R
     }
 }
 
+/// A board refusal as the tracker words it.
+fn refusal(issue: &str, reason: &str, message: &str) -> RuntimeError {
+    let text = match reason {
+        "taken" => format!("issue {issue} is claimed by someone else ({message})"),
+        "not_ready" | "not_claimed" => format!("issue {issue} is not open: {message}"),
+        "claim_expired" => format!("the claim on issue {issue} lapsed ({message})"),
+        _ => message.to_string(),
+    };
+    RuntimeError::Invalid(text)
+}
+
 impl<F: FabricClient> Engine<F> {
-    /// One issue with the revision of its key.
-    pub async fn issue_read(&self, id: &str) -> Result<(Issue, u64)> {
-        let Some(entry) = self.fabric.kv_get(issue_key(id)).await? else {
+    /// The index of issue `id` with its revision.
+    async fn issue_index(&self, id: &str) -> Result<(IndexRow, u64)> {
+        let Some(entry) = self.fabric.kv_get(index_key(id)).await? else {
             return invalid(format!("unknown issue {id}"));
         };
-        Ok((decode(&entry.value)?, entry.version))
+        Ok((decode_index(&entry.value)?, entry.version))
+    }
+
+    /// Where issue `id` lives: its board team and task id.
+    async fn issue_task(&self, id: &str) -> Result<(IndexRow, String)> {
+        let (row, _) = self.issue_index(id).await?;
+        let Some(task_id) = row.task_id.clone() else {
+            let text = format!("issue {id} is still being filed, try again");
+            return Err(RuntimeError::Fabric(whip_fabric::FabricError::Unavailable(
+                text,
+            )));
+        };
+        Ok((row, task_id))
+    }
+
+    /// One issue as it is now.
+    pub async fn issue_read(&self, id: &str) -> Result<Issue> {
+        let (row, task_id) = self.issue_task(id).await?;
+        let task = self.fabric.board_get(row.team.clone(), task_id).await?;
+        task.as_ref()
+            .and_then(|t| Issue::from_task(t, row.assignee.clone()))
+            .ok_or_else(|| RuntimeError::Invalid(format!("unknown issue {id}")))
     }
 
     /// Every issue (of one tracker when `tracker` is given), in number order.
     pub async fn issues(&self, tracker: Option<&str>) -> Result<Vec<Issue>> {
         let rows = self
             .fabric
-            .kv_range(TRACKER_ISSUES.as_bytes().to_vec(), Vec::new(), 0)
+            .kv_range(TRACKER_INDEX.as_bytes().to_vec(), Vec::new(), 0)
             .await?;
-        let mut out: Vec<Issue> = rows
+        let mut teams = BTreeSet::new();
+        let mut assignees = BTreeMap::new();
+        for (_, entry) in &rows {
+            let row = decode_index(&entry.value)?;
+            if let Some(task_id) = &row.task_id {
+                assignees.insert(task_id.clone(), row.assignee.clone());
+            }
+            let name = row.team.rsplit('/').next().unwrap_or_default();
+            if tracker.is_none_or(|t| t == name) {
+                teams.insert(row.team);
+            }
+        }
+        let mut out = Vec::new();
+        for team in teams {
+            out.extend(self.board_issues(&team, None, &assignees).await?);
+        }
+        out.sort_by_key(Issue::number);
+        Ok(out)
+    }
+
+    /// Issues on one tracker's board (in one state), assignees from `assignees`.
+    async fn board_issues(
+        &self,
+        team: &str,
+        state: Option<TaskState>,
+        assignees: &BTreeMap<String, Option<String>>,
+    ) -> Result<Vec<Issue>> {
+        let tasks = self
+            .fabric
+            .board_list(team.to_string(), state, BOARD_READ_MAX)
+            .await?;
+        Ok(tasks
             .iter()
-            .filter_map(|(_, e)| decode(&e.value).ok())
-            .filter(|i| tracker.is_none_or(|t| i.tracker == t))
-            .collect();
+            .filter_map(|t| Issue::from_task(t, assignees.get(&t.id).cloned().flatten()))
+            .collect())
+    }
+
+    /// Open issues nobody holds a live claim on, of tracker `name` declared by `owner`.
+    pub async fn ready_issues(&self, owner: &str, name: &str) -> Result<Vec<Issue>> {
+        let team = tracker_team(owner, name);
+        let now = now_ms();
+        let mut out = self
+            .board_issues(&team, Some(TaskState::Ready), &BTreeMap::new())
+            .await?;
+        // A claim whose window passed is claimable before the board's tick redelivers it.
+        let lapsed = self
+            .board_issues(&team, Some(TaskState::Claimed), &BTreeMap::new())
+            .await?;
+        out.extend(lapsed.into_iter().filter(|i| i.ready(now)));
         out.sort_by_key(Issue::number);
         Ok(out)
     }
@@ -261,11 +416,54 @@ impl<F: FabricClient> Engine<F> {
         filed_by: &str,
         idem: &str,
     ) -> Result<Issue> {
+        let team = tracker_team(owner, tracker);
+        let id = self.issue_number_for(&team, idem).await?;
+        let (row, version) = self.issue_index(&id).await?;
+        let task_id = match row.task_id {
+            Some(task_id) => task_id,
+            None => {
+                let labels = fields["labels"].as_array().map_or(Vec::new(), |a| {
+                    a.iter()
+                        .map(|l| l.as_str().unwrap_or_default().into())
+                        .collect()
+                });
+                let posted = Posted {
+                    id: id.clone(),
+                    owner: owner.into(),
+                    tracker: tracker.into(),
+                    title: text_field(fields, "title"),
+                    body: text_field(fields, "body"),
+                    labels,
+                    filed_by: filed_by.into(),
+                };
+                let body = serde_json::to_vec(&posted).expect("issue encodes");
+                self.fabric.team_ensure(team.clone()).await?;
+                let task_id = self
+                    .fabric
+                    .board_post(team.clone(), body, format!("{idem}/post"))
+                    .await?;
+                let row = IndexRow {
+                    task_id: Some(task_id.clone()),
+                    ..row
+                };
+                self.index_put(&id, &row, version, &format!("{idem}/index"))
+                    .await?;
+                task_id
+            }
+        };
+        let task = self.fabric.board_get(team, task_id).await?;
+        task.as_ref()
+            .and_then(|t| Issue::from_task(t, None))
+            .ok_or_else(|| RuntimeError::Invalid(format!("issue {id} was not posted")))
+    }
+
+    /// The issue number of the filing `idem`: the one it got before, or the next one with
+    /// its index row (task not yet posted).
+    async fn issue_number_for(&self, team: &str, idem: &str) -> Result<String> {
         let dedupe = format!("{TRACKER_DEDUPE}{:016x}", fnv64(&[idem.as_bytes()])).into_bytes();
         for _ in 0..CONFLICT_RETRIES_MAX {
             if let Some(e) = self.fabric.kv_get(dedupe.clone()).await? {
-                let id = String::from_utf8_lossy(&e.value).to_string();
-                return Ok(self.issue_read(&id).await?.0);
+                return Ok(String::from_utf8_lossy(&e.value).to_string());
             }
             let seq = self
                 .fabric
@@ -275,28 +473,11 @@ impl<F: FabricClient> Engine<F> {
                 let n = String::from_utf8_lossy(&e.value).parse().unwrap_or(0);
                 (n, e.version)
             });
-            let now = now_ms();
-            let labels = fields["labels"].as_array().map_or(Vec::new(), |a| {
-                a.iter()
-                    .map(|l| l.as_str().unwrap_or_default().into())
-                    .collect()
-            });
-            let issue = Issue {
-                id: format!("WS-{}", last + 1),
-                owner: owner.into(),
-                tracker: tracker.into(),
-                title: text_field(fields, "title"),
-                body: text_field(fields, "body"),
-                labels,
-                status: OPEN.into(),
+            let id = format!("WS-{}", last + 1);
+            let row = IndexRow {
+                team: team.to_string(),
+                task_id: None,
                 assignee: None,
-                claim: None,
-                fence: 0,
-                filed_by: filed_by.into(),
-                closed_by: None,
-                summary: Value::Null,
-                created_ms: now,
-                updated_ms: now,
             };
             let ops = TxnOps {
                 compares: vec![
@@ -308,17 +489,31 @@ impl<F: FabricClient> Engine<F> {
                         TRACKER_SEQUENCE.as_bytes().to_vec(),
                         (last + 1).to_string().into_bytes(),
                     ),
-                    (issue_key(&issue.id), encode(&issue)),
-                    (dedupe.clone(), issue.id.clone().into_bytes()),
+                    (index_key(&id), encode_index(&row)),
+                    (dedupe.clone(), id.clone().into_bytes()),
                 ],
                 deletes: Vec::new(),
             };
             let attempt = format!("{idem}/file/{version}");
             if let TxnResult::Committed { .. } = self.fabric.kv_txn(ops, attempt).await? {
-                return Ok(issue);
+                return Ok(id);
             }
         }
         invalid("the tracker is too busy to file an issue, try again")
+    }
+
+    /// Write index row `row` of issue `id` if it is still at `version`.
+    async fn index_put(&self, id: &str, row: &IndexRow, version: u64, idem: &str) -> Result<()> {
+        let k = index_key(id);
+        let ops = TxnOps {
+            compares: vec![(k.clone(), version)],
+            puts: vec![(k, encode_index(row))],
+            deletes: Vec::new(),
+        };
+        match self.fabric.kv_txn(ops, format!("{idem}/{version}")).await? {
+            TxnResult::Committed { .. } => Ok(()),
+            TxnResult::Failed { .. } => invalid(format!("issue {id} changed meanwhile, try again")),
+        }
     }
 
     /// Claim `id` for `claimant` until now + `ttl_ms`: exactly one live claimant.
@@ -329,31 +524,40 @@ impl<F: FabricClient> Engine<F> {
         ttl_ms: u64,
         idem: &str,
     ) -> Result<ClaimOutcome> {
-        for _ in 0..CONFLICT_RETRIES_MAX {
-            let (mut issue, version) = self.issue_read(id).await?;
-            let now = now_ms();
-            if issue.status != OPEN {
-                return invalid(format!("issue {id} is {}", issue.status));
+        let (row, task_id) = self.issue_task(id).await?;
+        let before = self.fabric.board_get(row.team.clone(), task_id.clone());
+        let held_before = before.await?.is_some_and(|t| {
+            t.state == TaskState::Claimed
+                && t.worker.as_deref() == Some(claimant)
+                && t.deadline_ms > now_ms()
+        });
+        let answer = self
+            .fabric
+            .board_claim_task(
+                row.team.clone(),
+                task_id,
+                claimant.into(),
+                ttl_ms,
+                idem.into(),
+            )
+            .await?;
+        match answer {
+            BoardAnswer::Claimed { task, .. } => {
+                let issue = Issue::from_task(&task, row.assignee)
+                    .ok_or_else(|| RuntimeError::Invalid(format!("unknown issue {id}")))?;
+                Ok(ClaimOutcome::Claimed {
+                    issue,
+                    reentered: held_before,
+                })
             }
-            let reentered = match issue.live_claim(now) {
-                Some(c) if c.claimant == claimant => true,
-                Some(_) => return Ok(ClaimOutcome::Contended { issue }),
-                None => false,
-            };
-            if !reentered {
-                issue.fence += 1;
+            BoardAnswer::Refused { reason, .. } if reason == "taken" => {
+                Ok(ClaimOutcome::Contended {
+                    issue: self.issue_read(id).await?,
+                })
             }
-            issue.claim = Some(Claim {
-                claimant: claimant.into(),
-                fence: issue.fence,
-                deadline_ms: now + ttl_ms,
-            });
-            issue.updated_ms = now;
-            if self.issue_put(&issue, version, idem, "claim").await? {
-                return Ok(ClaimOutcome::Claimed { issue, reentered });
-            }
+            BoardAnswer::Refused { reason, message } => Err(refusal(id, &reason, &message)),
+            BoardAnswer::Settled { .. } => invalid(format!("claim of {id} answered oddly")),
         }
-        invalid(format!("issue {id} is too busy to claim, try again"))
     }
 
     /// Renew, release, finish or assign an issue as `claimant` (fence checked when given).
@@ -365,35 +569,41 @@ impl<F: FabricClient> Engine<F> {
         op: IssueOp,
         idem: &str,
     ) -> Result<Issue> {
-        for _ in 0..CONFLICT_RETRIES_MAX {
-            let (mut issue, version) = self.issue_read(id).await?;
-            let now = now_ms();
-            if let Some(done) = already_applied(&issue, claimant, fence, &op) {
-                return Ok(done);
-            }
-            match &op {
-                IssueOp::Assign { assignee } => issue.assignee = Some(assignee.clone()),
-                IssueOp::Renew { ttl_ms } => {
-                    check_claim(&issue, claimant, fence, now)?;
-                    if let Some(c) = issue.claim.as_mut() {
-                        c.deadline_ms = c.deadline_ms.max(now + ttl_ms);
-                    }
-                }
-                IssueOp::Release => {
-                    check_claim(&issue, claimant, fence, now)?;
-                    issue.claim = None;
-                }
-                IssueOp::Finish { summary } => {
-                    check_claim(&issue, claimant, fence, now)?;
-                    issue.status = CLOSED.into();
-                    issue.claim = None;
-                    issue.closed_by = Some(claimant.into());
-                    issue.summary = summary.clone();
-                }
-            }
-            issue.updated_ms = now;
-            if self.issue_put(&issue, version, idem, "apply").await? {
-                return Ok(issue);
+        if let IssueOp::Assign { assignee } = &op {
+            return self.issue_assign(id, assignee, idem).await;
+        }
+        let issue = self.issue_read(id).await?;
+        if let Some(done) = already_applied(&issue, claimant, fence, &op) {
+            return Ok(done);
+        }
+        let fence = check_claim(&issue, claimant, fence, now_ms())?;
+        let settle = match op {
+            IssueOp::Renew { ttl_ms } => Settle::Extend { by_ms: ttl_ms },
+            IssueOp::Release => Settle::Release,
+            IssueOp::Finish { summary } => Settle::Complete {
+                result: serde_json::to_vec(&summary).expect("summary encodes"),
+            },
+            IssueOp::Assign { .. } => unreachable!("assigned above"),
+        };
+        let team = self.issue_index(id).await?.0.team;
+        let answer = self
+            .fabric
+            .board_settle(team, issue.task_id, fence, settle, idem.into())
+            .await?;
+        match answer {
+            BoardAnswer::Refused { reason, message } => Err(refusal(id, &reason, &message)),
+            _ => self.issue_read(id).await,
+        }
+    }
+
+    /// Set the advisory assignee of issue `id`.
+    async fn issue_assign(&self, id: &str, assignee: &str, idem: &str) -> Result<Issue> {
+        for attempt in 0..CONFLICT_RETRIES_MAX {
+            let (mut row, version) = self.issue_index(id).await?;
+            row.assignee = Some(assignee.to_string());
+            let key = format!("{idem}/assign/{attempt}");
+            if self.index_put(id, &row, version, &key).await.is_ok() {
+                return self.issue_read(id).await;
             }
         }
         invalid(format!("issue {id} is too busy, try again"))
@@ -419,22 +629,6 @@ impl<F: FabricClient> Engine<F> {
             }
         }
         Ok(released)
-    }
-
-    /// Write `issue` if its key is still at `version`; `false` when someone wrote first.
-    async fn issue_put(&self, issue: &Issue, version: u64, idem: &str, op: &str) -> Result<bool> {
-        let k = issue_key(&issue.id);
-        let ops = TxnOps {
-            compares: vec![(k.clone(), version)],
-            puts: vec![(k, encode(issue))],
-            deletes: Vec::new(),
-        };
-        // The revision joins the key: a retry after losing the race is a new request.
-        let attempt = format!("{idem}/{op}/{version}");
-        Ok(matches!(
-            self.fabric.kv_txn(ops, attempt).await?,
-            TxnResult::Committed { .. }
-        ))
     }
 }
 

@@ -137,7 +137,7 @@ async fn work(
                 let claim = pb::BoardClaimRequest {
                     team: team.to_string(),
                     worker: worker.to_string(),
-                    idempotency_key: String::new(),
+                    ..Default::default()
                 };
                 c.board_claim(claim).await
             }

@@ -10,6 +10,7 @@ mod t50_trackers;
 mod t60_ownership_and_invoke;
 mod t70_worker_daemons;
 mod t80_seeds_fabric;
+mod t90_trackers_fabric;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -35,6 +36,19 @@ pub(crate) fn workdir() -> tempfile::TempDir {
     assert_ne!(wait, ship);
     std::fs::write(dir.path().join("deploys_wait.whip"), wait).unwrap();
     dir
+}
+
+/// `whip fabric init --cells 4` over every node of `fabric`, through its first node.
+pub(crate) fn init_fabric(dir: &Path, fabric: &whip_tests::fabric::ProcessFabric) {
+    let mut init = vec![
+        "fabric".to_string(),
+        "init".into(),
+        "--cells".into(),
+        "4".into(),
+    ];
+    init.extend(fabric.node_args());
+    let args: Vec<&str> = init.iter().map(String::as_str).collect();
+    ok(&whip(dir, Some(&fabric.addrs[0]), &args));
 }
 
 /// Run `whip ARGS` in `dir` (with `--cell` when given).

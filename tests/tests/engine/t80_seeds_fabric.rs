@@ -12,15 +12,7 @@ fn seed_scenarios_on_a_four_cell_fabric() {
     let dir = crate::workdir();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let fabric = runtime.block_on(whip_tests::fabric::ProcessFabric::start(3));
-    let mut init = vec![
-        "fabric".to_string(),
-        "init".into(),
-        "--cells".into(),
-        "4".into(),
-    ];
-    init.extend(fabric.node_args());
-    let args: Vec<&str> = init.iter().map(String::as_str).collect();
-    crate::ok(&crate::whip(dir.path(), Some(&fabric.addrs[0]), &args));
+    crate::init_fabric(dir.path(), &fabric);
     crate::seed_scenarios(dir.path(), Some(&fabric.addrs[1]));
     let listed = crate::ok(&crate::whip(
         dir.path(),

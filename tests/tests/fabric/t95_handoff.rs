@@ -93,7 +93,7 @@ async fn unclaimed_tasks_spill_to_the_fabric_queue_and_are_claimed_there() {
     let claim = |worker: &str| pb::BoardClaimRequest {
         team: "overflow".into(),
         worker: worker.into(),
-        idempotency_key: String::new(),
+        ..Default::default()
     };
     let held = c.board_claim(claim("keeper")).await.expect("claim");
     assert_eq!(
