@@ -1,11 +1,11 @@
 //! `whip bench board`: the task-board cycle the Redis Streams comparison measures
-//! (`peer-bench redis-board`: a producer keeps a bounded backlog with XADD, workers loop
-//! XREADGROUP COUNT 1 → XACK). Here producers post batches (up to `POST_BATCH_MAX` tasks
-//! per write) to a fresh team's board keeping at most
-//! `BACKLOG_PER_WORKER × clients` tasks ready, and each client is a worker that claims a
-//! task and then completes each one claiming the next in the same write (the board's
-//! complete-and-claim). A cycle counts when its completion is acknowledged; its latency
-//! runs from the claim to the completion.
+//! (`peer-bench redis-board`: one producer pipelines XADD in batches of 64 while fewer than
+//! 10,000 entries are posted and not yet completed; workers loop XREADGROUP COUNT 1 →
+//! XACK). Here the same: one producer posts batches of `POST_BATCH_MAX` tasks (one write
+//! each) to a fresh team's board while fewer than `BACKLOG` are open, and each client is a
+//! worker that claims a task and then completes each one claiming the next in the same
+//! write (the board's complete-and-claim). A cycle counts when its completion is
+//! acknowledged; its latency runs from the claim to the completion.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -21,8 +21,8 @@ use super::{BenchArgs, Worker, connect_clients, progress, report};
 use crate::Global;
 use crate::connect::Session;
 
-/// Ready tasks kept per worker.
-const BACKLOG_PER_WORKER: i64 = 4;
+/// Posted-but-uncompleted tasks the producer allows (peer-bench's `--backlog` default).
+const BACKLOG: i64 = 10_000;
 
 pub(super) async fn run(
     global: &Global,
@@ -61,14 +61,11 @@ pub(super) async fn run(
     let start = Instant::now();
     let (from, end) = (start + warmup, start + warmup + duration);
     let backlog = Arc::new(AtomicI64::new(0));
-    let limit = BACKLOG_PER_WORKER * args.clients as i64;
-    let producers: Vec<_> = (0..(args.clients / 4).max(1))
-        .map(|p| {
-            let c = clients[p % clients.len()].clone();
-            let (team, backlog) = (team.clone(), backlog.clone());
-            tokio::spawn(async move { produce(&c, &team, &backlog, limit, end).await })
-        })
-        .collect();
+    let producer = {
+        let c = clients[0].clone();
+        let (team, backlog) = (team.clone(), backlog.clone());
+        tokio::spawn(async move { produce(&c, &team, &backlog, BACKLOG, end).await })
+    };
     let workers: Vec<_> = (0..args.clients)
         .map(|i| {
             let c = clients[i % clients.len()].clone();
@@ -83,25 +80,26 @@ pub(super) async fn run(
     for w in workers {
         results.push(w.await.map_err(|e| anyhow!("bench worker panicked: {e}"))?);
     }
-    for p in producers {
-        p.await
-            .map_err(|e| anyhow!("bench producer panicked: {e}"))?;
-    }
+    producer
+        .await
+        .map_err(|e| anyhow!("bench producer panicked: {e}"))?;
     ticker.abort();
     session.close().await;
     report(global, &args, duration, results)
 }
 
-/// Tasks one producer posts in one write (the Redis producer pipelines 64 XADDs).
-const POST_BATCH_MAX: i64 = 16;
+/// Tasks the producer posts in one write (the Redis producer pipelines 64 XADDs).
+const POST_BATCH: i64 = 64;
 
+/// Like peer-bench's producer: a whole batch whenever fewer than `limit` tasks are open
+/// (the backlog may go up to a batch past it), else wait a millisecond.
 async fn produce(c: &CellClient, team: &str, backlog: &AtomicI64, limit: i64, end: Instant) {
     while Instant::now() < end {
-        let room = (limit - backlog.load(Ordering::Relaxed)).min(POST_BATCH_MAX);
-        if room <= 0 {
-            tokio::time::sleep(Duration::from_micros(200)).await;
+        if backlog.load(Ordering::Relaxed) >= limit {
+            tokio::time::sleep(Duration::from_millis(1)).await;
             continue;
         }
+        let room = POST_BATCH;
         backlog.fetch_add(room, Ordering::Relaxed);
         let post = pb::BoardPostRequest {
             team: team.to_string(),
