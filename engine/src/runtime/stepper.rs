@@ -87,17 +87,21 @@ impl<F: FabricClient> Engine<F> {
             let key = format!("{id}/terminal/release-all");
             self.fabric.lease_release_all(id.to_string(), key).await?;
         }
-        if st.effects.values().any(|e| e.kind == "claim") {
-            self.issue_release_all(id).await?;
+        let claimed: Vec<String> = st
+            .effects
+            .values()
+            .filter(|e| e.kind == "claim")
+            .filter_map(|e| {
+                e.output
+                    .as_ref()?
+                    .get("issue")?
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .collect();
+        if !claimed.is_empty() {
+            self.issue_release_claims(id, &claimed).await?;
         }
-        Ok(())
-    }
-
-    /// Free what a terminal instance holds (idempotent: keyed by the instance).
-    pub(crate) async fn after_terminal(&self, id: &str) -> Result<()> {
-        let key = format!("{id}/terminal/release-all");
-        self.fabric.lease_release_all(id.to_string(), key).await?;
-        self.issue_release_all(id).await?;
         Ok(())
     }
 

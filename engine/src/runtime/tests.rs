@@ -288,3 +288,59 @@ async fn a_stale_fence_cannot_finish() {
         .unwrap();
     assert_eq!(done.status, "closed");
 }
+
+#[tokio::test]
+async fn a_cancelled_instance_gives_its_tracker_claims_back() {
+    let text = r#"
+use std.tracker
+
+@service
+workflow Hold
+
+class Lost {
+  id string
+}
+
+tracker backlog {
+  provider builtin
+}
+
+rule grab
+  when backlog has ready issue as item
+=> {
+  claim item ttl 10m as held
+
+  after held fails {
+    record Lost {
+      id item.id
+    }
+  }
+}
+"#;
+    let program = Program::check(program::Source {
+        path: "hold.whip".into(),
+        text: text.into(),
+        root: None,
+    })
+    .expect("checks");
+    let fabric = Arc::new(MemFabric::new());
+    let e = engine(&fabric);
+    let hold = e.add_program(program);
+    let fields = json!({"title": "keep me"});
+    let filed = e
+        .issue_file("local/Hold", "backlog", &fields, "test", "file-1")
+        .await
+        .unwrap();
+    let r = e.run(&hold, Value::Null, false).await.unwrap();
+    let held = e.issue_read(&filed.id).await.unwrap();
+    let now = now_ms();
+    assert_eq!(
+        held.live_claim(now).map(|c| c.claimant.as_str()),
+        Some(r.id.as_str()),
+        "the instance holds the issue"
+    );
+    e.transition(&r.id, state::CANCELLED).await.unwrap();
+    let back = e.issue_read(&filed.id).await.unwrap();
+    assert!(back.ready(now_ms()), "released on cancel: {back:?}");
+    assert_eq!(back.deliveries, 1);
+}

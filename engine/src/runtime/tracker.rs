@@ -609,11 +609,13 @@ impl<F: FabricClient> Engine<F> {
         invalid(format!("issue {id} is too busy, try again"))
     }
 
-    /// Give back every live claim `claimant` holds (a terminal instance's claims).
-    pub async fn issue_release_all(&self, claimant: &str) -> Result<usize> {
+    /// Give back the live claims `claimant` holds on issues `ids` (a terminal instance's
+    /// claims, named by its claim effects); returns how many it released.
+    pub async fn issue_release_claims(&self, claimant: &str, ids: &[String]) -> Result<usize> {
         let now = now_ms();
         let mut released = 0;
-        for issue in self.issues(None).await? {
+        for id in ids {
+            let issue = self.issue_read(id).await?;
             let held = issue
                 .live_claim(now)
                 .is_some_and(|c| c.claimant == claimant);

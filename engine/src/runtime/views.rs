@@ -242,7 +242,7 @@ impl<F: FabricClient> Engine<F> {
             }
             if self.commit(&mut loaded, draft).await? {
                 if to == state::CANCELLED {
-                    self.after_terminal(id).await?;
+                    self.after_terminal_of(&loaded.state).await?;
                 }
                 return Ok(loaded.state.header.last_seq);
             }
