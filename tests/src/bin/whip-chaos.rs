@@ -23,8 +23,8 @@ struct Args {
     /// Faults: partition, kill, pause, skew (comma-separated; `none` for none).
     #[arg(long, default_value = "partition,kill,pause,skew")]
     nemesis: String,
-    /// Workloads: cas, lease, counter, ledger (board: not until task boards exist).
-    #[arg(long, default_value = "cas,lease,counter,ledger")]
+    /// Workloads: cas, lease, counter, ledger, board.
+    #[arg(long, default_value = "cas,lease,counter,ledger,board")]
     workload: String,
     /// Seed of the schedule (printed; replay with the same seed). Random when absent.
     #[arg(long)]

@@ -1,4 +1,5 @@
-//! Direct invariant checks for the workloads that need no search: ledger (no gap, no
+//! Direct invariant checks for the workloads that need no search: board (no lost or
+//! phantom task, exactly-once fenced completion), ledger (no gap, no
 //! duplicate, no loss of an acknowledged seq, real-time order), counter (never over the cap
 //! in a period, no lost ok consume, no phantom consume) and lease (never more live holders
 //! than slots, judged by fences and deadlines alone).
@@ -326,6 +327,142 @@ fn check_lease_key(key: &str, ops: &[&Op]) -> Result<(), Violation> {
             );
             return Err(violation("lease", key, message, &shown));
         }
+    }
+    Ok(())
+}
+
+/// Check board histories against each board's final listing (`f = "list"`): no
+/// acknowledged post lost and no task that nobody posted; at most one acknowledged
+/// completion per task, its token being the task's result; fences never handed out twice;
+/// a completion acknowledged only with the fence of the latest claim (none of a later claim
+/// had returned when it was sent); no result that no completion carried.
+pub fn check_board(ops: &[Op]) -> Vec<Violation> {
+    by_key(ops, &["post", "claim", "complete", "release", "list"])
+        .into_iter()
+        .filter_map(|(key, ops)| check_one_board(&key, &ops).err())
+        .collect()
+}
+
+/// A task of a board's final listing.
+struct Listed<'a> {
+    state: &'a str,
+    body: &'a str,
+    result: &'a str,
+}
+
+fn check_one_board(key: &str, ops: &[&Op]) -> Result<(), Violation> {
+    let fail = |message: String, shown: &[&Op]| Err(violation("board", key, message, shown));
+    let Some(list) = ops
+        .iter()
+        .copied()
+        .find(|o| o.f == "list" && o.kind == Kind::Ok)
+    else {
+        return fail("the final listing of the board never succeeded".into(), &[]);
+    };
+    let mut listed: BTreeMap<String, Listed<'_>> = BTreeMap::new();
+    for t in list.output["tasks"].as_array().into_iter().flatten() {
+        let text = |f: &str| t[f].as_str().unwrap_or_default();
+        let entry = Listed {
+            state: text("state"),
+            body: text("body"),
+            result: text("result"),
+        };
+        listed.insert(text("id").to_string(), entry);
+    }
+    let of = |f: &str| -> Vec<&Op> { ops.iter().copied().filter(|o| o.f == f).collect() };
+    let (posts, claims, completes) = (of("post"), of("claim"), of("complete"));
+    check_posts(&posts, &listed, list).or_else(|m| fail(m.0, &m.1))?;
+    check_claims(&claims).or_else(|m| fail(m.0, &m.1))?;
+    check_completes(&claims, &completes, &listed, list).or_else(|m| fail(m.0, &m.1))
+}
+
+type Broken<'a> = (String, Vec<&'a Op>);
+
+fn check_posts<'a>(
+    posts: &[&'a Op],
+    listed: &BTreeMap<String, Listed<'_>>,
+    list: &'a Op,
+) -> Result<(), Broken<'a>> {
+    for post in posts.iter().filter(|o| o.kind == Kind::Ok) {
+        let id = str_at(&post.output, "task_id").unwrap_or_default();
+        if !listed.contains_key(&id) {
+            return Err((format!("acknowledged post {id} is lost"), vec![post, list]));
+        }
+    }
+    let bodies: BTreeSet<String> = posts
+        .iter()
+        .filter_map(|o| str_at(&o.input, "body").ok())
+        .collect();
+    if let Some((id, _)) = listed.iter().find(|(_, t)| !bodies.contains(t.body)) {
+        return Err((format!("task {id} was never posted"), vec![list]));
+    }
+    Ok(())
+}
+
+fn claimed(op: &Op) -> Option<(String, u64)> {
+    let id = str_at(&op.output, "task_id").ok()?;
+    Some((id, u64_at(&op.output, "fence").ok()?))
+}
+
+fn check_claims<'a>(claims: &[&'a Op]) -> Result<(), Broken<'a>> {
+    let mut fences: BTreeMap<u64, &Op> = BTreeMap::new();
+    for claim in claims.iter().filter(|o| o.kind == Kind::Ok) {
+        let Some((_, fence)) = claimed(claim) else {
+            continue;
+        };
+        if let Some(first) = fences.insert(fence, claim) {
+            return Err((
+                format!("fence {fence} handed out twice"),
+                vec![first, claim],
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_completes<'a>(
+    claims: &[&'a Op],
+    completes: &[&'a Op],
+    listed: &BTreeMap<String, Listed<'_>>,
+    list: &'a Op,
+) -> Result<(), Broken<'a>> {
+    let mut done: BTreeMap<String, &Op> = BTreeMap::new();
+    for complete in completes.iter().filter(|o| o.kind == Kind::Ok) {
+        let id = str_at(&complete.input, "task_id").unwrap_or_default();
+        let fence = u64_at(&complete.input, "fence").unwrap_or_default();
+        if let Some(first) = done.insert(id.clone(), complete) {
+            return Err((format!("task {id} completed twice"), vec![first, complete]));
+        }
+        let token = str_at(&complete.input, "token").unwrap_or_default();
+        match listed.get(&id) {
+            Some(t) if t.state == "done" && t.result == token => {}
+            _ => {
+                let message = format!("acknowledged completion {token} of {id} is not its result");
+                return Err((message, vec![complete, list]));
+            }
+        }
+        // A claim of the same task with a greater fence that returned before this
+        // completion was sent had made this fence stale.
+        let later = claims.iter().find(|c| {
+            c.kind == Kind::Ok
+                && c.ret < complete.call
+                && claimed(c).is_some_and(|(t, f)| t == id && f > fence)
+        });
+        if let Some(later) = later {
+            let message = format!("completion with stale fence {fence} of {id} acknowledged");
+            return Err((message, vec![later, complete]));
+        }
+    }
+    let tokens: BTreeSet<String> = completes
+        .iter()
+        .filter_map(|o| str_at(&o.input, "token").ok())
+        .collect();
+    let phantom = listed
+        .iter()
+        .find(|(_, t)| t.state == "done" && !tokens.contains(t.result));
+    if let Some((id, t)) = phantom {
+        let message = format!("task {id} is done with result {:?} nobody sent", t.result);
+        return Err((message, vec![list]));
     }
     Ok(())
 }

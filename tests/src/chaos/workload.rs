@@ -29,19 +29,21 @@ pub enum Workload {
     Counter,
     /// A partitioned append-only ledger.
     Ledger,
+    /// A task board: post, claim, complete / release / let lapse.
+    Board,
 }
 
 impl Workload {
-    /// Parse a workload name; `board` is refused until task boards exist.
+    /// Parse a workload name.
     pub fn parse(name: &str) -> Result<Workload, String> {
         match name {
             "cas" => Ok(Workload::Cas),
             "lease" => Ok(Workload::Lease),
             "counter" => Ok(Workload::Counter),
             "ledger" => Ok(Workload::Ledger),
-            "board" => Err("workload board is not available until task boards exist".into()),
+            "board" => Ok(Workload::Board),
             other => Err(format!(
-                "unknown workload {other:?} (cas, lease, counter, ledger)"
+                "unknown workload {other:?} (cas, lease, counter, ledger, board)"
             )),
         }
     }
@@ -53,6 +55,7 @@ impl Workload {
             Workload::Lease => "lease",
             Workload::Counter => "counter",
             Workload::Ledger => "ledger",
+            Workload::Board => "board",
         }
     }
 }
@@ -77,6 +80,10 @@ pub const OP_TIMEOUT_MS: u64 = 2_000;
 pub const CLIENT_RETRY_MS: u64 = 1_500;
 /// One attempt inside an operation; then the client moves to the next member.
 pub const CLIENT_ATTEMPT_MS: u64 = 700;
+/// Operations per board (team) before workers move to the next one.
+pub const BOARD_OPS_PER_KEY: u64 = 200;
+/// A board claim's window: short, so claims lapse and tasks are redelivered in a run.
+pub const BOARD_RECLAIM_MS: u64 = 1_000;
 /// Ledger entries are kept this long (longer than any run).
 pub const LEDGER_RETAIN_MS: u64 = 6 * 3_600_000;
 
@@ -222,6 +229,7 @@ pub async fn run_worker(workload: Workload, shared: Shared, seed: u64) -> Result
             Workload::Lease => lease_round(&mut worker).await,
             Workload::Counter => counter_round(&mut worker).await,
             Workload::Ledger => ledger_round(&mut worker).await,
+            Workload::Board => board_round(&mut worker).await,
         }
         let pause = worker.rng.random_range(0..20);
         tokio::time::sleep(Duration::from_millis(pause)).await;
@@ -386,8 +394,161 @@ async fn ledger_round(w: &mut Worker) {
     .await;
 }
 
-/// After the run, read every ledger partition and counter in full and record the results
-/// (`list` and `final` operations) for the invariant checks.
+/// The board of history key `board/k<n>`: a tracker-style team, open to every caller (no
+/// agent identity needed), whose done tasks stay for the final listing.
+fn board_team(key: &str) -> String {
+    format!("~tracker/chaos/{}", key.replace('/', "-"))
+}
+
+/// Post a task, claim the oldest ready one, then mostly complete it; sometimes release it,
+/// sometimes complete it only after its claim lapsed (redelivered after
+/// `BOARD_RECLAIM_MS`; the late completion must be refused).
+async fn board_round(w: &mut Worker) {
+    let key = w.key("board", BOARD_OPS_PER_KEY);
+    let team = board_team(&key);
+    let create = pb::TeamCreateRequest {
+        team: team.clone(),
+        settings: Some(pb::BoardSettings {
+            reclaim_ms: BOARD_RECLAIM_MS,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    if w.client.team_create(create).await.is_err() {
+        return;
+    }
+    let body = w.unique();
+    let post = pb::BoardPostRequest {
+        team: team.clone(),
+        body: body.clone().into_bytes(),
+        idempotency_key: w.client.next_idempotency_key(),
+        ..Default::default()
+    };
+    let client = w.client.clone();
+    w.run("post", &key, json!({ "body": body }), async move {
+        match client.board_post(post).await {
+            Ok(r) if r.code == pb::OutcomeCode::TaskPosted as i32 => {
+                Done::Ok(json!({ "task_id": r.task_id }))
+            }
+            Ok(r) => Done::Fail(json!({ "refusal": r.refusal, "message": r.message })),
+            Err(e) => error_done(&e, false),
+        }
+    })
+    .await;
+    let Some((task_id, fence)) = board_claim(w, &key, &team).await else {
+        return;
+    };
+    let roll = w.rng.random_range(0..100);
+    if roll >= 85 {
+        // A slow worker: its claim lapses (the task is redelivered, maybe to another
+        // worker) and its late completion must be refused.
+        tokio::time::sleep(Duration::from_millis(BOARD_RECLAIM_MS + 200)).await;
+    }
+    let (f, token) = if !(70..85).contains(&roll) {
+        ("complete", w.unique())
+    } else {
+        ("release", String::new())
+    };
+    let request = pb::BoardTaskRequest {
+        team,
+        task_id: task_id.clone(),
+        fence,
+        result: token.clone().into_bytes(),
+        idempotency_key: w.client.next_idempotency_key(),
+        ..Default::default()
+    };
+    let input = json!({ "task_id": task_id, "fence": fence, "token": token });
+    let client = w.client.clone();
+    w.run(f, &key, input, async move {
+        let answer = match f {
+            "complete" => client.board_complete(request).await,
+            _ => client.board_release(request).await,
+        };
+        match answer {
+            Ok(r) if r.code == pb::OutcomeCode::BoardRefused as i32 => {
+                Done::Fail(json!({ "refusal": r.refusal, "message": r.message }))
+            }
+            Ok(_) => Done::Ok(Value::Null),
+            Err(e) => error_done(&e, false),
+        }
+    })
+    .await;
+}
+
+/// Claim the oldest ready task of `team` for this worker's process: its id and fence.
+async fn board_claim(w: &mut Worker, key: &str, team: &str) -> Option<(String, u64)> {
+    let worker = format!("p{}", w.process);
+    let request = pb::BoardClaimRequest {
+        team: team.to_string(),
+        worker: worker.clone(),
+        idempotency_key: w.client.next_idempotency_key(),
+        ..Default::default()
+    };
+    let client = w.client.clone();
+    let got = w
+        .run("claim", key, json!({ "worker": worker }), async move {
+            match client.board_claim(request).await {
+                Ok(r) if r.code == pb::OutcomeCode::TaskClaimed as i32 => Done::Ok(json!({
+                    "task_id": r.task_id, "fence": r.fence, "deadline_ms": r.deadline_ms,
+                })),
+                Ok(r) if r.code == pb::OutcomeCode::BoardEmpty as i32 => {
+                    Done::Ok(json!({ "task_id": null }))
+                }
+                Ok(r) => Done::Fail(json!({ "refusal": r.refusal, "message": r.message })),
+                Err(e) => error_done(&e, false),
+            }
+        })
+        .await?;
+    let task_id = got.get("task_id")?.as_str()?.to_string();
+    Some((task_id, got.get("fence")?.as_u64()?))
+}
+
+/// Every task of each board the history touched, as the final listing (`list`).
+async fn final_boards(
+    recorder: &Recorder,
+    process: u64,
+    client: &CellClient,
+    ops: &[super::history::Op],
+) {
+    let mut boards: Vec<String> = ops
+        .iter()
+        .filter(|o| o.f == "post")
+        .map(|o| o.key.clone())
+        .collect();
+    boards.sort();
+    boards.dedup();
+    for key in boards {
+        recorder.record(process, Kind::Invoke, "list", &key, Value::Null);
+        let request = pb::BoardListRequest {
+            team: board_team(&key),
+            state: String::new(),
+            limit: 0,
+        };
+        match client.board_list(request).await {
+            Ok(r) => {
+                let tasks: Vec<Value> = r
+                    .tasks
+                    .iter()
+                    .map(|t| {
+                        json!({
+                            "id": t.id, "state": t.state, "fence": t.fence,
+                            "body": String::from_utf8_lossy(&t.body),
+                            "result": String::from_utf8_lossy(&t.result),
+                        })
+                    })
+                    .collect();
+                recorder.record(process, Kind::Ok, "list", &key, json!({ "tasks": tasks }));
+            }
+            Err(e) => {
+                let error = json!({ "error": e.to_string() });
+                recorder.record(process, Kind::Fail, "list", &key, error);
+            }
+        }
+    }
+}
+
+/// After the run, read every board, ledger partition and counter in full and record the
+/// results (`list` and `final` operations) for the invariant checks.
 pub async fn final_reads(
     recorder: &Recorder,
     addrs: &[String],
@@ -397,6 +558,7 @@ pub async fn final_reads(
         .map_err(|e| e.to_string())?
         .with_retry_for(Duration::from_secs(30));
     let process = recorder.new_process();
+    final_boards(recorder, process, &client, ops).await;
     let mut partitions: Vec<String> = ops
         .iter()
         .filter(|o| o.f == "append")

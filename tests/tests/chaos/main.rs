@@ -7,6 +7,7 @@ mod t20_lease;
 mod t30_ledger;
 mod t40_counter;
 mod t50_history;
+mod t60_board;
 
 use serde_json::Value;
 use whip_tests::chaos::check::{WorkloadResult, check_all};
