@@ -145,6 +145,13 @@ impl Model {
                 caller,
                 worker,
             } => self.claim(stamp, team, caller, worker),
+            Command::BoardClaimTask {
+                team,
+                caller,
+                worker,
+                task_id,
+                claim_ms,
+            } => self.claim_task(stamp, (team, caller, worker), task_id, *claim_ms),
             Command::BoardRedrive {
                 team,
                 caller,
@@ -273,6 +280,70 @@ impl Model {
         }
     }
 
+    /// A named claim: a ready task, a lapsed one (its lapse recorded first), or the
+    /// worker's own live claim again (same fence, the window pushed out).
+    fn claim_task(
+        &mut self,
+        stamp: Stamp,
+        who: (&str, &str, &str),
+        id: &str,
+        claim_ms: u64,
+    ) -> Outcome {
+        let (team, caller, worker) = who;
+        let now = stamp.time_ms;
+        if let Err(refusal) = self.member(team, caller) {
+            return refusal;
+        }
+        let Some(key) = self.locate(team, id) else {
+            return refused(BoardRefusal::UnknownTask { task_id: id.into() });
+        };
+        let (state, deadline) = {
+            let view = &self.tasks[&key].view;
+            (view.state, view.deadline_ms)
+        };
+        if state == TaskState::Claimed && deadline <= now {
+            let error = format!("reclaim window passed at {deadline}");
+            self.release_or_bury(now, &key, error);
+        }
+        let task = self.tasks.get_mut(&key).expect("located");
+        let window = match claim_ms {
+            0 => task.settings.reclaim_ms,
+            ms => ms,
+        };
+        let view = &mut task.view;
+        match view.state {
+            TaskState::Ready => {
+                task.spill_at = None;
+                view.delivery_count += 1;
+                view.state = TaskState::Claimed;
+                view.worker = Some(worker.into());
+                view.fence = stamp.fence();
+                view.deadline_ms = now + window;
+            }
+            TaskState::Claimed if view.worker.as_deref() == Some(worker) => {
+                view.deadline_ms = view.deadline_ms.max(now + window);
+            }
+            TaskState::Claimed => {
+                return refused(BoardRefusal::Taken {
+                    task_id: view.id.clone(),
+                    worker: view.worker.clone().unwrap_or_default(),
+                });
+            }
+            state => {
+                return refused(BoardRefusal::NotReady {
+                    task_id: view.id.clone(),
+                    state,
+                });
+            }
+        }
+        Outcome::TaskClaimed {
+            task: Box::new(view.clone()),
+            fence: view.fence,
+            deadline_ms: view.deadline_ms,
+            tier: view.tier,
+        }
+    }
+
     /// The live claim presented through `team`, else the refusal.
     fn held(
         &self,
@@ -331,6 +402,12 @@ impl Model {
                 task_id,
                 fence,
                 ..
+            }
+            | Command::BoardRelease {
+                team,
+                caller,
+                task_id,
+                fence,
             } => (team, caller, task_id, *fence),
             other => unreachable!("the model does not generate {other:?}"),
         };
@@ -341,6 +418,15 @@ impl Model {
         match command {
             Command::BoardComplete { result, .. } => self.complete(now, &key, result),
             Command::BoardFail { error, .. } => self.release_or_bury(now, &key, error.clone()),
+            Command::BoardRelease { .. } => {
+                let view = &mut self.tasks.get_mut(&key).expect("held").view;
+                view.state = TaskState::Ready;
+                view.worker = None;
+                Outcome::TaskReleased {
+                    task_id: view.id.clone(),
+                    delivery_count: view.delivery_count,
+                }
+            }
             Command::BoardExtend { extend_ms, .. } => {
                 let view = &mut self.tasks.get_mut(&key).expect("held").view;
                 view.deadline_ms = view.deadline_ms.max(now + extend_ms);
@@ -616,14 +702,21 @@ fn command() -> impl Strategy<Value = Command> {
                 team, caller, task_id, fence, error,
             }
         ),
-        2 => (claimed, prop::sample::select(vec![1u64, 100, 1_000])).prop_map(
+        2 => (claimed.clone(), prop::sample::select(vec![1u64, 100, 1_000])).prop_map(
             |((team, caller, task_id, fence), extend_ms)| Command::BoardExtend {
                 team, caller, task_id, fence, extend_ms,
             }
         ),
-        2 => (team.clone(), agent.clone(), task).prop_map(|(team, caller, task_id)| {
+        2 => (team.clone(), agent.clone(), task.clone()).prop_map(|(team, caller, task_id)| {
             Command::BoardRedrive { team, caller, task_id }
         }),
+        3 => (claimed.clone()).prop_map(|(team, caller, task_id, fence)| {
+            Command::BoardRelease { team, caller, task_id, fence }
+        }),
+        4 => (team.clone(), agent.clone(), agent.clone(), task, prop::sample::select(vec![0u64, 50, 5_000]))
+            .prop_map(|(team, caller, worker, task_id, claim_ms)| {
+                Command::BoardClaimTask { team, caller, worker, task_id, claim_ms }
+            }),
         5 => Just(Command::Tick),
         1 => (team, agent).prop_map(|(team, caller)| Command::TeamDissolve { team, caller }),
     ]
@@ -676,6 +769,12 @@ fn resolve(step: &Step, model: &Model) -> Command {
         task_id,
         fence: 0,
         ..
+    }
+    | Command::BoardRelease {
+        team,
+        caller,
+        task_id,
+        fence: 0,
     } = &mut command
         && task_id.ends_with("-0")
         && let Some(task) = model
@@ -706,12 +805,15 @@ fn resolve(step: &Step, model: &Model) -> Command {
     match &mut command {
         Command::BoardComplete { task_id, .. }
         | Command::BoardFail { task_id, .. }
+        | Command::BoardRelease { task_id, .. }
         | Command::BoardExtend { task_id, .. } => pick(TaskState::Claimed, task_id),
         Command::BoardRedrive { task_id, .. } => pick(TaskState::Dead, task_id),
+        Command::BoardClaimTask { task_id, .. } => pick(TaskState::Ready, task_id),
         _ => {}
     }
     if let Command::BoardComplete { task_id, fence, .. }
     | Command::BoardFail { task_id, fence, .. }
+    | Command::BoardRelease { task_id, fence, .. }
     | Command::BoardExtend { task_id, fence, .. } = &mut command
         && *fence == 0
     {
@@ -810,6 +912,17 @@ impl Observed {
                     ..
                 },
             ) => {
+                let live = self.claims.get(&task.id).copied();
+                let reentry = matches!(command, Command::BoardClaimTask { .. })
+                    && live.is_some_and(|(f, _)| f == *fence);
+                if reentry {
+                    // The worker's own live claim again: same delivery and fence, and the
+                    // window never moves back.
+                    let (_, deadline) = live.expect("a live claim");
+                    assert!(*deadline_ms >= deadline, "{} deadline moved back", task.id);
+                    self.claims.insert(task.id.clone(), (*fence, *deadline_ms));
+                    return;
+                }
                 let last = self.deliveries.insert(task.id.clone(), task.delivery_count);
                 assert_eq!(
                     task.delivery_count,
@@ -965,6 +1078,8 @@ fn generated_logs_cover_every_board_outcome() {
         "StaleFence",
         "ClaimExpired",
         "NotDead",
+        "NotReady",
+        "Taken",
     ] {
         assert!(
             seen.contains(kind),
