@@ -2,12 +2,17 @@
 //!
 //! Embedded: the first `whip` process takes the store's lock, starts a one-voter cell (the
 //! same Raft and state-machine code as a cluster) and serves it on a local socket inside the
-//! store. A second process that finds the lock taken talks to the holder over that socket.
+//! store. A second process that finds the lock taken talks to the holder over that socket
+//! (waiting for it while the holder is still opening the cell). A holder whose own command
+//! is done keeps serving while other processes keep connecting, so a burst of commands
+//! started together all land; it stops once nobody connected for a moment.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use whip_cell::client::Target;
@@ -17,6 +22,13 @@ use crate::Global;
 
 /// How long a client of another process's embedded store retries before giving up.
 const SOCKET_RETRY_MS: u64 = 1_000;
+/// How long a process waits for the store's holder to answer on its socket (the holder
+/// may still be opening the cell).
+const STORE_WAIT_MS: u64 = 10_000;
+/// A holder done with its own command stops once no process connected for this long...
+const LINGER_IDLE_MS: u64 = 300;
+/// ...and at the latest this long after its command.
+const LINGER_MAX_MS: u64 = 5_000;
 
 /// A connection for one command; [`Session::close`] stops an embedded cell we started.
 pub(crate) struct Session {
@@ -39,6 +51,25 @@ struct Embedded {
     server: tokio::task::JoinHandle<()>,
     stop: tokio::sync::oneshot::Sender<()>,
     _lock: File,
+    /// When another process last connected (ms since `opened`; 0 = never).
+    last_connect_ms: Arc<AtomicU64>,
+    opened: Instant,
+}
+
+impl Embedded {
+    /// Keep serving while other processes keep connecting (see [`LINGER_IDLE_MS`]).
+    async fn linger(&self) {
+        let until = Instant::now() + Duration::from_millis(LINGER_MAX_MS);
+        loop {
+            let last = self.last_connect_ms.load(Ordering::Relaxed);
+            let now = self.opened.elapsed().as_millis() as u64;
+            let idle = now.saturating_sub(last);
+            if last == 0 || idle >= LINGER_IDLE_MS || Instant::now() >= until {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(LINGER_IDLE_MS - idle)).await;
+        }
+    }
 }
 
 impl Session {
@@ -55,6 +86,7 @@ impl Session {
     /// Stop the embedded cell (if this process holds it) after the command is done.
     pub(crate) async fn close(self) {
         if let Some(e) = self.embedded {
+            e.linger().await;
             let _ = e.stop.send(());
             let _ = e.server.await;
             e.cell.shutdown().await;
@@ -98,21 +130,43 @@ async fn embedded(store: &Path) -> Result<Session> {
         .write(true)
         .open(store.join("whip.lock"))
         .context("cannot open the store lock")?;
-    match lock.try_lock() {
-        Ok(()) => start_embedded(store, socket, lock).await,
-        Err(std::fs::TryLockError::WouldBlock) => {
-            tracing::debug!(socket = %socket.display(), "store is held by another process; using its socket");
-            // The holder may exit at any time; callers that outlive it reconnect rather
-            // than wait out the long retry meant for leader elections.
-            let client = CellClient::new(Target::Unix(socket))?
-                .with_retry_for(Duration::from_millis(SOCKET_RETRY_MS));
-            Ok(Session {
-                client: client.into(),
-                embedded: None,
-            })
+    let deadline = Instant::now() + Duration::from_millis(STORE_WAIT_MS);
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return start_embedded(store, socket, lock).await,
+            Err(std::fs::TryLockError::WouldBlock) => {
+                // The holder answers once its cell is open; until then, wait (or take the
+                // store over if the holder exits first).
+                if tokio::net::UnixStream::connect(&socket).await.is_ok() {
+                    return guest(socket);
+                }
+                if Instant::now() >= deadline {
+                    bail!(
+                        "the store {} is locked by another process that does not answer on {}",
+                        store.display(),
+                        socket.display()
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).context("cannot lock the store");
+            }
         }
-        Err(std::fs::TryLockError::Error(e)) => Err(e).context("cannot lock the store"),
     }
+}
+
+/// A session through the store holder's socket.
+fn guest(socket: PathBuf) -> Result<Session> {
+    tracing::debug!(socket = %socket.display(), "store is held by another process; using its socket");
+    // The holder may exit at any time; callers that outlive it reconnect rather than wait
+    // out the long retry meant for leader elections.
+    let client = CellClient::new(Target::Unix(socket))?
+        .with_retry_for(Duration::from_millis(SOCKET_RETRY_MS));
+    Ok(Session {
+        client: client.into(),
+        embedded: None,
+    })
 }
 
 async fn start_embedded(store: &Path, socket: PathBuf, lock: File) -> Result<Session> {
@@ -136,8 +190,15 @@ async fn start_embedded(store: &Path, socket: PathBuf, lock: File) -> Result<Ses
         .with_context(|| format!("cannot listen on {}", socket.display()))?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let router = whip_cell::service::router(cell.clone());
+    let (opened, last_connect_ms) = (Instant::now(), Arc::new(AtomicU64::new(0)));
+    let seen = Arc::clone(&last_connect_ms);
     let server = tokio::spawn(async move {
-        let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+        use tokio_stream::StreamExt;
+        let incoming =
+            tokio_stream::wrappers::UnixListenerStream::new(listener).map(move |connection| {
+                seen.store(opened.elapsed().as_millis() as u64 + 1, Ordering::Relaxed);
+                connection
+            });
         let shutdown = async {
             let _ = stopped.await;
         };
@@ -156,6 +217,8 @@ async fn start_embedded(store: &Path, socket: PathBuf, lock: File) -> Result<Ses
         server,
         stop,
         _lock: lock,
+        last_connect_ms,
+        opened,
     };
     Ok(Session {
         client: client.into(),

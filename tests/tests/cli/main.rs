@@ -205,6 +205,40 @@ fn second_process_talks_to_the_store_holder_over_its_socket() {
     assert_eq!(got["value"], "v", "write made through the socket was lost");
 }
 
+/// Many processes that find a fresh store at the same instant: one opens it, the others
+/// talk to it over its socket (or take it over when it exits first); every write lands.
+#[test]
+fn processes_racing_for_a_fresh_store_all_write() {
+    let dir = tempfile::tempdir().unwrap();
+    const RACERS: usize = 8;
+    let racers: Vec<_> = (0..RACERS)
+        .map(|i| {
+            Command::new(whip_binary())
+                .current_dir(dir.path())
+                .args([
+                    "kv",
+                    "put",
+                    &format!("racer-{i}"),
+                    &format!("v{i}"),
+                    "--json",
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for racer in racers {
+        let out = racer.wait_with_output().unwrap();
+        assert_eq!(json_of(&out)["outcome"], "written");
+    }
+    for i in 0..RACERS {
+        let key = format!("racer-{i}");
+        let got = json_of(&whip(dir.path(), &["kv", "get", &key, "--json"]));
+        assert_eq!(got["value"], format!("v{i}"), "{key} was lost");
+    }
+}
+
 #[test]
 fn cluster_contract_commands() {
     let dir = tempfile::tempdir().unwrap();
