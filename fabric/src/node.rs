@@ -35,6 +35,8 @@ pub struct NodeConfig {
     pub heartbeat_ms: u64,
     /// Lower bound of the election timeout of hosted cells.
     pub election_timeout_min_ms: u64,
+    /// Test-only: added to the clock of every hosted cell (fault tests skew a node).
+    pub clock_offset_ms: i64,
 }
 
 impl NodeConfig {
@@ -49,6 +51,7 @@ impl NodeConfig {
             storage: StorageKind::Redb,
             heartbeat_ms: limits::NODE_HEARTBEAT_MS,
             election_timeout_min_ms: limits::NODE_ELECTION_TIMEOUT_MIN_MS,
+            clock_offset_ms: 0,
         }
     }
 }
@@ -190,6 +193,7 @@ impl Node {
         config.storage = c.storage;
         config.heartbeat_ms = c.heartbeat_ms;
         config.election_timeout_min_ms = c.election_timeout_min_ms;
+        config.clock_offset_ms = c.clock_offset_ms;
         config.own_tick_loop = false;
         let member = Cell::start_with_peers(config, self.inner.peers.clone()).await?;
         self.inner

@@ -43,6 +43,9 @@ pub(crate) enum NodeCommand {
         /// Lower bound of the election timeout of hosted cells, in ms.
         #[arg(long)]
         election_timeout_ms: Option<u64>,
+        /// Test-only: add this offset (ms, may be negative) to every hosted cell's clock.
+        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+        clock_offset_ms: i64,
     },
 }
 
@@ -91,9 +94,11 @@ pub(crate) async fn node(cmd: NodeCommand) -> Result<ExitCode> {
         storage,
         heartbeat_ms,
         election_timeout_ms,
+        clock_offset_ms,
     } = cmd;
     let mut config = NodeConfig::new(id, advertise.unwrap_or_else(|| listen.to_string()), data);
     config.storage = storage;
+    config.clock_offset_ms = clock_offset_ms;
     if let Some(ms) = heartbeat_ms {
         config.heartbeat_ms = ms;
     }

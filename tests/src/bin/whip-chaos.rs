@@ -35,6 +35,10 @@ struct Args {
     /// Workers per workload.
     #[arg(long, default_value_t = 3)]
     concurrency: usize,
+    /// Run the nodes as a fabric (`whip node serve` + `whip fabric init`) of this many data
+    /// cells; 0 (default): one cell of `whip cell serve` voters.
+    #[arg(long, default_value_t = 0)]
+    fabric_cells: u32,
     /// The `whip` binary (default: next to this executable).
     #[arg(long)]
     whip: Option<PathBuf>,
@@ -102,12 +106,13 @@ fn main() -> ExitCode {
         .unwrap_or_else(|| std::env::temp_dir().join(format!("whip-chaos-{seed}")));
     eprintln!(
         "whip chaos: seed {seed}, out {} (replay: --seed {seed} --nodes {} --nemesis {} \
-         --workload {} --duration {:?})",
+         --workload {} --duration {:?} --fabric-cells {})",
         out.display(),
         args.nodes,
         args.nemesis,
         args.workload,
-        args.duration
+        args.duration,
+        args.fabric_cells
     );
     let options = Options {
         nodes: args.nodes,
@@ -119,6 +124,7 @@ fn main() -> ExitCode {
         concurrency: args.concurrency.max(1),
         whip,
         timing: Default::default(),
+        fabric_cells: args.fabric_cells,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -54,6 +54,9 @@ pub struct Options {
     pub whip: PathBuf,
     /// Fault timing.
     pub timing: Timing,
+    /// Run the nodes as a fabric of this many data cells (`whip node serve`, `whip fabric
+    /// init`); 0: one plain cell of `whip cell serve` voters.
+    pub fabric_cells: u32,
 }
 
 /// Unavailability figures of a run, in milliseconds.
@@ -205,7 +208,8 @@ pub async fn run(options: Options) -> Result<Report, String> {
     std::fs::write(options.out.join("names.txt"), net.names().join("\n"))
         .map_err(|e| e.to_string())?;
     let data = options.out.join("data");
-    let mut nodes = nodes::Nodes::start(&options.whip, &data_dir(&data)?, &net).await?;
+    let mut nodes =
+        nodes::Nodes::start(&options.whip, &data_dir(&data)?, &net, options.fabric_cells).await?;
     if nemesis::caught_up(&nodes, Duration::from_secs(20))
         .await
         .is_none()

@@ -1,6 +1,8 @@
-//! The node processes: `whip cell serve`, one voter each, inside its own namespace
-//! (`ip netns exec` execs in place, so the child's pid is the node's). Kill is SIGKILL,
-//! pause is SIGSTOP/SIGCONT, skew restarts a node with `--clock-offset-ms`.
+//! The node processes, each inside its own namespace (`ip netns exec` execs in place, so
+//! the child's pid is the node's): `whip cell serve`, one voter each of one cell, or with
+//! `fabric_cells > 0` `whip node serve` processes made a fabric of that many data cells
+//! (`whip fabric init`; status and leader are then the meta cell's). Kill is SIGKILL, pause
+//! is SIGSTOP/SIGCONT, skew restarts a node with `--clock-offset-ms`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -28,11 +30,19 @@ pub struct Nodes {
     pub addrs: Vec<String>,
     namespaces: Vec<String>,
     nodes: Vec<Node>,
+    /// Data cells of a fabric (0: the nodes are one plain cell).
+    fabric_cells: u32,
 }
 
 impl Nodes {
-    /// Start `net`'s nodes (data and logs under `dir`) and initialize them as one cell.
-    pub async fn start(whip: &Path, dir: &Path, net: &Net) -> Result<Nodes, String> {
+    /// Start `net`'s nodes (data and logs under `dir`) and initialize them as one cell, or
+    /// as a fabric of `fabric_cells` data cells.
+    pub async fn start(
+        whip: &Path,
+        dir: &Path,
+        net: &Net,
+        fabric_cells: u32,
+    ) -> Result<Nodes, String> {
         let n = net.namespaces.len();
         let mut nodes = Nodes {
             whip: whip.to_path_buf(),
@@ -46,6 +56,7 @@ impl Nodes {
                     clock_offset_ms: 0,
                 })
                 .collect(),
+            fabric_cells,
         };
         for id in 1..=n {
             nodes.spawn(id)?;
@@ -58,17 +69,41 @@ impl Nodes {
             .collect();
         let first = CellClient::connect(&nodes.addrs[..1]).map_err(|e| e.to_string())?;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        while first.member_status(0).await.is_err() {
-            if tokio::time::Instant::now() > deadline {
-                return Err("node 1 did not listen within 20 s".into());
+        for (i, addr) in nodes.addrs.iter().enumerate() {
+            while tokio::net::TcpStream::connect(addr).await.is_err() {
+                if tokio::time::Instant::now() > deadline {
+                    return Err(format!("node {} did not listen within 20 s", i + 1));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        first
-            .init(members)
-            .await
-            .map_err(|e| format!("init: {e}"))?;
+        if fabric_cells > 0 {
+            nodes.init_fabric()?;
+        } else {
+            first
+                .init(members)
+                .await
+                .map_err(|e| format!("init: {e}"))?;
+        }
         Ok(nodes)
+    }
+
+    /// `whip fabric init` over every node.
+    fn init_fabric(&self) -> Result<(), String> {
+        let mut init = Command::new(&self.whip);
+        init.args(["fabric", "init", "--cells", &self.fabric_cells.to_string()]);
+        for (i, addr) in self.addrs.iter().enumerate() {
+            init.arg("--node").arg(format!("{}={addr}", i + 1));
+        }
+        let out = init
+            .args(["--cell", &self.addrs[0]])
+            .output()
+            .map_err(|e| format!("fabric init: {e}"))?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            return Err(format!("fabric init: {stderr}"));
+        }
+        Ok(())
     }
 
     /// Number of nodes.
@@ -94,7 +129,11 @@ impl Nodes {
         let child = Command::new("ip")
             .args(["netns", "exec", &self.namespaces[id - 1]])
             .arg(&self.whip)
-            .args(["cell", "serve", "--id", &id.to_string(), "--listen"])
+            .args(match self.fabric_cells {
+                0 => ["cell", "serve"],
+                _ => ["node", "serve"],
+            })
+            .args(["--id", &id.to_string(), "--listen"])
             .arg(&self.addrs[id - 1])
             .arg("--data")
             .arg(self.dir.join(format!("node-{id}")))
