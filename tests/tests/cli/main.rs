@@ -16,6 +16,12 @@ fn whip(dir: &Path, args: &[&str]) -> Output {
         .expect("run whip")
 }
 
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 fn json_of(out: &Output) -> Value {
     assert!(
         out.status.success(),
@@ -561,6 +567,25 @@ fn board_contract_shapes() {
         "board", "claim", "crew", "--worker", "w2", "--json",
     ]));
     assert_eq!(empty["task"], Value::Null);
+    // A named claim: w2 cannot take w1's task; w1 gives it back unfinished and w2 takes
+    // exactly that task, with its own window.
+    let held = next["fence"].as_u64().unwrap().to_string();
+    let taken = run(&[
+        "board", "claim", "crew", "--worker", "w2", "--task", "crew-2", "--json",
+    ]);
+    assert_eq!(taken.status.code(), Some(1));
+    let refusal: Value = serde_json::from_slice(&taken.stdout).unwrap();
+    assert_eq!(refusal["reason"], "taken");
+    let released = json_of(&run(&[
+        "board", "release", "crew", "crew-2", "--fence", &held, "--json",
+    ]));
+    assert_eq!(released["task_id"], "crew-2");
+    let named = json_of(&run(&[
+        "board", "claim", "crew", "--worker", "w2", "--task", "crew-2", "--for", "5m", "--json",
+    ]));
+    assert_eq!(named["task"]["id"], "crew-2");
+    let window = named["deadline_ms"].as_u64().unwrap();
+    assert!(window > now_ms() + 4 * 60_000, "a 5 minute window: {named}");
     let outsider = run(&[
         "board", "post", "crew", "--task", "{}", "--agent", "mallory",
     ]);
