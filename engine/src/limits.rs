@@ -28,3 +28,6 @@ pub const RUN_LEASE_MS: u64 = 30_000;
 pub const LEASE_WAIT_POLL_MS: u64 = 200;
 /// Longest sleep of `whip run --wait` between passes.
 pub const WAIT_SLEEP_MS_MAX: u64 = 1_000;
+/// Ready issues of one tracker a step observes for `has ready issue` (the oldest first);
+/// the rest show up as those are claimed.
+pub const READY_ISSUES_OBSERVED_MAX: u32 = 1_000;

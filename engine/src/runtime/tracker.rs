@@ -349,22 +349,24 @@ impl<F: FabricClient> Engine<F> {
         }
         let mut out = Vec::new();
         for team in teams {
-            out.extend(self.board_issues(&team, None, &assignees).await?);
+            let all = (None, BOARD_READ_MAX);
+            out.extend(self.board_issues(&team, all, &assignees).await?);
         }
         out.sort_by_key(Issue::number);
         Ok(out)
     }
 
-    /// Issues on one tracker's board (in one state), assignees from `assignees`.
+    /// Issues on one tracker's board (in one state, at most `limit`), assignees from
+    /// `assignees`.
     async fn board_issues(
         &self,
         team: &str,
-        state: Option<TaskState>,
+        (state, limit): (Option<TaskState>, u32),
         assignees: &BTreeMap<String, Option<String>>,
     ) -> Result<Vec<Issue>> {
         let tasks = self
             .fabric
-            .board_list(team.to_string(), state, BOARD_READ_MAX)
+            .board_list(team.to_string(), state, limit)
             .await?;
         Ok(tasks
             .iter()
@@ -376,15 +378,16 @@ impl<F: FabricClient> Engine<F> {
     pub async fn ready_issues(&self, owner: &str, name: &str) -> Result<Vec<Issue>> {
         let team = tracker_team(owner, name);
         let now = now_ms();
-        let mut out = self
-            .board_issues(&team, Some(TaskState::Ready), &BTreeMap::new())
-            .await?;
+        let limit = crate::limits::READY_ISSUES_OBSERVED_MAX;
+        let none = BTreeMap::new();
+        let ready = (Some(TaskState::Ready), limit);
+        let mut out = self.board_issues(&team, ready, &none).await?;
         // A claim whose window passed is claimable before the board's tick redelivers it.
-        let lapsed = self
-            .board_issues(&team, Some(TaskState::Claimed), &BTreeMap::new())
-            .await?;
+        let claimed = (Some(TaskState::Claimed), limit);
+        let lapsed = self.board_issues(&team, claimed, &none).await?;
         out.extend(lapsed.into_iter().filter(|i| i.ready(now)));
         out.sort_by_key(Issue::number);
+        out.truncate(limit as usize);
         Ok(out)
     }
 
