@@ -107,6 +107,50 @@ pub fn apply(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
 }
 
 fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
+    match command {
+        Command::KvPut { .. }
+        | Command::KvDelete { .. }
+        | Command::KvTxn { .. }
+        | Command::LeaseAcquire { .. }
+        | Command::LeaseRenew { .. }
+        | Command::LeaseRelease { .. }
+        | Command::LeaseReleaseAll { .. }
+        | Command::CounterConsume { .. }
+        | Command::LedgerAppend { .. } => apply_primitive(txn, stamp, command),
+        Command::Tick => tick(txn, stamp),
+        Command::RangeAssign { .. }
+        | Command::RangeFreeze { .. }
+        | Command::RangeSplit { .. }
+        | Command::RangeImport { .. }
+        | Command::RangeDrop { .. } => apply_range(txn, stamp, command),
+        Command::Campaign { .. }
+        | Command::Proclaim { .. }
+        | Command::Resign { .. }
+        | Command::ElectionRenew { .. }
+        | Command::ScheduleFire { .. } => apply_coordination(txn, stamp, command),
+        Command::TeamCreate { .. }
+        | Command::TeamJoin { .. }
+        | Command::TeamDissolve { .. }
+        | Command::BoardPost { .. }
+        | Command::BoardPostMany { .. }
+        | Command::BoardClaim { .. }
+        | Command::BoardClaimTask { .. }
+        | Command::BoardRelease { .. }
+        | Command::BoardComplete { .. }
+        | Command::BoardCompleteAndClaim { .. }
+        | Command::BoardFail { .. }
+        | Command::BoardExtend { .. }
+        | Command::BoardRedrive { .. } => apply_board(txn, stamp, command),
+        Command::HandoffSend { .. }
+        | Command::HandoffAck { .. }
+        | Command::HandoffReceive { .. }
+        | Command::HandoffFailed { .. }
+        | Command::HandoffBatch { .. } => apply_handoff(txn, stamp.time_ms, command),
+    }
+}
+
+/// CAS keys, leases, counters and ledgers.
+fn apply_primitive(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
     let now_ms = stamp.time_ms;
     match command {
         Command::KvPut {
@@ -172,12 +216,18 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome
             };
             ledger::append(txn, now_ms, &request)
         }
-        Command::Tick => tick(txn, stamp),
         Command::KvTxn {
             compares,
             puts,
             deletes,
         } => kv::txn(txn, stamp, compares, puts, deletes),
+        other => unreachable!("{other:?} is not a primitive"),
+    }
+}
+
+/// Range ownership changes of a fabric.
+fn apply_range(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
+    match command {
         Command::RangeAssign {
             start,
             last,
@@ -203,52 +253,7 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome
         } => range::split(txn, *start, *last, *at, *epoch),
         Command::RangeImport { rows } => range::import(txn, rows),
         Command::RangeDrop { start, last } => range::drop_rows(txn, *start, *last),
-        Command::Campaign { .. }
-        | Command::Proclaim { .. }
-        | Command::Resign { .. }
-        | Command::ElectionRenew { .. }
-        | Command::ScheduleFire { .. } => apply_coordination(txn, stamp, command),
-        Command::TeamCreate { .. }
-        | Command::TeamJoin { .. }
-        | Command::TeamDissolve { .. }
-        | Command::BoardPost { .. }
-        | Command::BoardClaim { .. }
-        | Command::BoardClaimTask { .. }
-        | Command::BoardRelease { .. }
-        | Command::BoardComplete { .. }
-        | Command::BoardFail { .. }
-        | Command::BoardExtend { .. }
-        | Command::BoardRedrive { .. } => apply_board(txn, stamp, command),
-        Command::HandoffSend { .. }
-        | Command::HandoffAck { .. }
-        | Command::HandoffReceive { .. }
-        | Command::HandoffFailed { .. }
-        | Command::HandoffBatch { .. } => apply_handoff(txn, stamp.time_ms, command),
-        Command::BoardPostMany {
-            team,
-            caller,
-            bodies,
-        } => taskboard::post_many(txn, stamp.time_ms, team, caller, bodies),
-        Command::BoardCompleteAndClaim {
-            team,
-            caller,
-            task_id,
-            fence,
-            result,
-            worker,
-        } => {
-            let complete = Command::BoardComplete {
-                team: team.clone(),
-                caller: caller.clone(),
-                task_id: task_id.clone(),
-                fence: *fence,
-                result: result.clone(),
-            };
-            match apply_board(txn, stamp, &complete) {
-                Outcome::TaskCompleted { .. } => taskboard::claim(txn, stamp, team, caller, worker),
-                refused => refused,
-            }
-        }
+        other => unreachable!("{other:?} is not a range change"),
     }
 }
 
@@ -422,6 +427,31 @@ fn apply_board(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
             caller,
             task_id,
         } => taskboard::redrive(txn, now_ms, team, caller, task_id),
+        Command::BoardPostMany {
+            team,
+            caller,
+            bodies,
+        } => taskboard::post_many(txn, now_ms, team, caller, bodies),
+        Command::BoardCompleteAndClaim {
+            team,
+            caller,
+            task_id,
+            fence,
+            result,
+            worker,
+        } => {
+            let complete = Command::BoardComplete {
+                team: team.clone(),
+                caller: caller.clone(),
+                task_id: task_id.clone(),
+                fence: *fence,
+                result: result.clone(),
+            };
+            match apply_board(txn, stamp, &complete) {
+                Outcome::TaskCompleted { .. } => taskboard::claim(txn, stamp, team, caller, worker),
+                refused => refused,
+            }
+        }
         _ => apply_presented(txn, now_ms, command),
     }
 }

@@ -230,6 +230,15 @@ fn board(command: &Command, value_bytes_max: usize) -> Result<(), String> {
             duration("claim_ms", *claim_ms)?;
             (team, caller)
         }
+        _ => task_names(command, value_bytes_max)?,
+    };
+    name("team", team.len())?;
+    name("caller", caller.len())
+}
+
+/// The team and caller of a command that names a task, its other fields checked.
+fn task_names(command: &Command, value_bytes_max: usize) -> Result<(&String, &String), String> {
+    Ok(match command {
         Command::BoardRelease {
             team,
             caller,
@@ -295,9 +304,7 @@ fn board(command: &Command, value_bytes_max: usize) -> Result<(), String> {
             (team, caller)
         }
         other => unreachable!("{other:?} is not a team or board command"),
-    };
-    name("team", team.len())?;
-    name("caller", caller.len())
+    })
 }
 
 /// An idempotency key must be non-empty and at most `NAME_BYTES_MAX` bytes.
@@ -322,6 +329,54 @@ pub fn handoff_bytes(command: &Command) -> usize {
 /// assert_eq!(validate(&put, 4), Err("value is 10 bytes, limit is 4".to_string()));
 /// ```
 pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String> {
+    match command {
+        Command::KvPut { .. }
+        | Command::KvDelete { .. }
+        | Command::KvTxn { .. }
+        | Command::LeaseAcquire { .. }
+        | Command::LeaseRenew { .. }
+        | Command::LeaseRelease { .. }
+        | Command::LeaseReleaseAll { .. }
+        | Command::CounterConsume { .. }
+        | Command::LedgerAppend { .. } => primitive(command, value_bytes_max),
+        Command::Tick => Ok(()),
+        Command::RangeImport { rows } if rows.len() > RANGE_ROWS_PER_COMMAND_MAX => Err(format!(
+            "range import has {} rows, limit is {RANGE_ROWS_PER_COMMAND_MAX}",
+            rows.len()
+        )),
+        Command::RangeAssign { .. }
+        | Command::RangeFreeze { .. }
+        | Command::RangeSplit { .. }
+        | Command::RangeImport { .. }
+        | Command::RangeDrop { .. } => Ok(()),
+        Command::Campaign { .. }
+        | Command::Proclaim { .. }
+        | Command::Resign { .. }
+        | Command::ElectionRenew { .. }
+        | Command::ScheduleFire { .. } => coordination(command),
+        Command::TeamCreate { .. }
+        | Command::TeamJoin { .. }
+        | Command::TeamDissolve { .. }
+        | Command::BoardPost { .. }
+        | Command::BoardPostMany { .. }
+        | Command::BoardClaim { .. }
+        | Command::BoardClaimTask { .. }
+        | Command::BoardRelease { .. }
+        | Command::BoardComplete { .. }
+        | Command::BoardCompleteAndClaim { .. }
+        | Command::BoardFail { .. }
+        | Command::BoardExtend { .. }
+        | Command::BoardRedrive { .. } => board(command, value_bytes_max),
+        Command::HandoffSend { .. }
+        | Command::HandoffReceive { .. }
+        | Command::HandoffAck { .. }
+        | Command::HandoffFailed { .. }
+        | Command::HandoffBatch { .. } => handoff(command, value_bytes_max),
+    }
+}
+
+/// CAS keys, leases, counters and ledgers (split from `validate` to keep each match short).
+fn primitive(command: &Command, value_bytes_max: usize) -> Result<(), String> {
     match command {
         Command::KvPut {
             key, value: bytes, ..
@@ -384,39 +439,18 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
             positive("retain_ms", *retain_ms)?;
             duration("retain_ms", *retain_ms)
         }
-        Command::Tick => Ok(()),
         Command::KvTxn {
             compares,
             puts,
             deletes,
         } => kv_txn(compares, puts, deletes, value_bytes_max),
-        Command::RangeImport { rows } if rows.len() > RANGE_ROWS_PER_COMMAND_MAX => Err(format!(
-            "range import has {} rows, limit is {RANGE_ROWS_PER_COMMAND_MAX}",
-            rows.len()
-        )),
-        Command::RangeAssign { .. }
-        | Command::RangeFreeze { .. }
-        | Command::RangeSplit { .. }
-        | Command::RangeImport { .. }
-        | Command::RangeDrop { .. } => Ok(()),
-        Command::Campaign { .. }
-        | Command::Proclaim { .. }
-        | Command::Resign { .. }
-        | Command::ElectionRenew { .. }
-        | Command::ScheduleFire { .. } => coordination(command),
-        Command::TeamCreate { .. }
-        | Command::TeamJoin { .. }
-        | Command::TeamDissolve { .. }
-        | Command::BoardPost { .. }
-        | Command::BoardPostMany { .. }
-        | Command::BoardClaim { .. }
-        | Command::BoardClaimTask { .. }
-        | Command::BoardRelease { .. }
-        | Command::BoardComplete { .. }
-        | Command::BoardCompleteAndClaim { .. }
-        | Command::BoardFail { .. }
-        | Command::BoardExtend { .. }
-        | Command::BoardRedrive { .. } => board(command, value_bytes_max),
+        other => unreachable!("{other:?} is not a primitive"),
+    }
+}
+
+/// Handoff commands (split from `validate` to keep each match short).
+fn handoff(command: &Command, value_bytes_max: usize) -> Result<(), String> {
+    match command {
         Command::HandoffSend {
             envelope, task_id, ..
         } => {
@@ -449,6 +483,7 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
             }
             Ok(())
         }
+        other => unreachable!("{other:?} is not a handoff"),
     }
 }
 
