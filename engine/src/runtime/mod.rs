@@ -170,6 +170,7 @@ impl Draft {
 pub struct Engine<F: FabricClient> {
     fabric: Arc<F>,
     programs: Mutex<HashMap<String, Arc<Program>>>,
+    /// Program versions (and `team:` tracker boards) this process knows are stored.
     stored: Mutex<std::collections::HashSet<String>>,
     /// Identity of this process's worker (run records, stepper leases).
     pub worker_id: String,

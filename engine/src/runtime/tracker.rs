@@ -440,10 +440,8 @@ impl<F: FabricClient> Engine<F> {
                     filed_by: filed_by.into(),
                 };
                 let body = serde_json::to_vec(&posted).expect("issue encodes");
-                self.fabric.team_ensure(team.clone()).await?;
                 let task_id = self
-                    .fabric
-                    .board_post(team.clone(), body, format!("{idem}/post"))
+                    .tracker_post(&team, body, &format!("{idem}/post"))
                     .await?;
                 let row = IndexRow {
                     task_id: Some(task_id.clone()),
@@ -458,6 +456,32 @@ impl<F: FabricClient> Engine<F> {
         task.as_ref()
             .and_then(|t| Issue::from_task(t, None))
             .ok_or_else(|| RuntimeError::Invalid(format!("issue {id} was not posted")))
+    }
+
+    /// Post `body` to tracker board `team`, creating the board the first time this
+    /// process posts to it (again if it was dissolved meanwhile).
+    async fn tracker_post(&self, team: &str, body: Vec<u8>, idem: &str) -> Result<String> {
+        let known = format!("team:{team}");
+        for _ in 0..2 {
+            if !self.stored.lock().expect("stored lock").contains(&known) {
+                self.fabric.team_ensure(team.to_string()).await?;
+                self.stored
+                    .lock()
+                    .expect("stored lock")
+                    .insert(known.clone());
+            }
+            let posted = self
+                .fabric
+                .board_post(team.to_string(), body.clone(), idem.to_string())
+                .await;
+            match posted {
+                Err(whip_fabric::FabricError::Invalid(m)) if m.contains("is unknown") => {
+                    self.stored.lock().expect("stored lock").remove(&known);
+                }
+                other => return Ok(other?),
+            }
+        }
+        invalid(format!("tracker board {team} could not be created"))
     }
 
     /// The issue number of the filing `idem`: the one it got before, or the next one with
