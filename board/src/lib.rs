@@ -1,9 +1,10 @@
 //! # whip-board: the coordination state machine
 //!
 //! Owns the meaning of every coordination command: CAS keys, leases, counters, ledgers,
-//! election leases, schedule firings, teams with their task boards and mailboxes, the
-//! replicated halves of cross-cell handoff channels (outboxes, chain heads, alarms), and
-//! range ownership (later: work registry, ballots).
+//! election leases, schedule firings, teams with their task boards and mailboxes (also the
+//! reserved boards of WhippleScript trackers, [`TRACKER_TEAM_PREFIX`]), the replicated
+//! halves of cross-cell handoff channels (outboxes, chain heads, alarms), and range
+//! ownership (later: work registry, ballots).
 //! [`apply`] is a pure function of the current bytes, a [`Stamp`] and a [`Request`];
 //! [`query`] reads.
 //!

@@ -10,7 +10,8 @@
 //!   leader hints; lists are gathered from every cell;
 //! - [`admin`]: `fabric init`, `fabric status`, range moves and splits (freeze on the
 //!   source, copy, assign on the target with a fence floor, publish, drop);
-//! - [`FabricClient`]: the only view the WhippleScript engine has of the store, implemented
+//! - [`FabricClient`]: the only view the WhippleScript engine has of the store (CAS keys,
+//!   leases, counters, ledgers, and the task boards its trackers live on), implemented
 //!   for [`whip_cell::CellClient`] (a cell or a node, embedded or remote) and for
 //!   [`MemFabric`] (the board on a `BTreeMap`, for tests);
 //! - [`identity`]: each cell's ed25519 signing key (`identity.key`, mode 0600, in its data
