@@ -45,3 +45,8 @@ fence=$(echo "$claim" | sed -E 's/.*"fence":([0-9]+).*/\1/')
 "$whip" board complete demo-team demo-team-1 --fence 1 || echo "(refused as expected: stale fence)"
 "$whip" board complete demo-team demo-team-1 --fence "$fence" --json
 "$whip" board stats demo-team --json
+# A tracker is a task board: a rule files an issue and works it through a claim (exactly
+# one claimant, fenced finish); the issue shows on the tracker's board.
+"$whip" run "$programs/tracker_backlog.whip"
+"$whip" issue list
+"$whip" board stats '~tracker/local/Triage/backlog' --json
