@@ -187,6 +187,11 @@ fn board(command: &Command, value_bytes_max: usize) -> Result<(), String> {
             name("agent", agent.len())?;
             (team, caller)
         }
+        Command::TeamDissolve { team, .. } if crate::taskboard::is_tracker_team(team) => {
+            return Err(format!(
+                "{team:?} is a tracker's board: it lives as long as the store"
+            ));
+        }
         Command::TeamDissolve { team, caller } => (team, caller),
         Command::BoardPost { team, caller, body } => {
             value("body", body.len(), value_bytes_max)?;
