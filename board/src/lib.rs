@@ -141,7 +141,8 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome
         | Command::BoardCompleteAndClaim { .. }
         | Command::BoardFail { .. }
         | Command::BoardExtend { .. }
-        | Command::BoardRedrive { .. } => apply_board(txn, stamp, command),
+        | Command::BoardRedrive { .. }
+        | Command::FabricAdmit { .. } => apply_board(txn, stamp, command),
         Command::HandoffSend { .. }
         | Command::HandoffAck { .. }
         | Command::HandoffReceive { .. }
@@ -428,6 +429,9 @@ fn apply_board(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
             caller,
             task_id,
         } => taskboard::redrive(txn, now_ms, team, caller, task_id),
+        Command::FabricAdmit { queue, agent } => {
+            team::admit(txn, &taskboard::fabric_queue_team(queue), agent)
+        }
         Command::BoardPostMany {
             team,
             caller,

@@ -187,6 +187,31 @@ pub(crate) fn join(txn: &mut impl Txn, team: &str, caller: &str, agent: &str) ->
     joined
 }
 
+/// Add `agent` to the live team `team` (a fabric queue) on the server's word; adding a
+/// member twice changes nothing.
+pub(crate) fn admit(txn: &mut impl Txn, team: &str, agent: &str) -> Outcome {
+    let Some(mut record) = load(txn, team).filter(|record| !record.dissolving) else {
+        return refused(BoardRefusal::UnknownTeam {
+            team: team.to_string(),
+        });
+    };
+    let joined = Outcome::TeamJoined {
+        team: team.to_string(),
+        agent: agent.to_string(),
+    };
+    if record.members.iter().any(|m| m == agent) {
+        return joined;
+    }
+    if record.members.len() >= TEAM_MEMBERS_MAX {
+        return Outcome::Invalid {
+            reason: format!("team has {TEAM_MEMBERS_MAX} members, the limit"),
+        };
+    }
+    record.members.push(agent.to_string());
+    store(txn, team, &record);
+    joined
+}
+
 /// The supervisor dissolves the team: mark it, then delete at most
 /// `TEAM_DISSOLVE_ROWS_MAX` rows of its board and mailboxes; the record goes last.
 pub(crate) fn dissolve(txn: &mut impl Txn, team: &str, caller: &str) -> Outcome {

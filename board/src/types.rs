@@ -493,6 +493,16 @@ pub enum Command {
         #[serde(with = "vecs_as_bytes")]
         bodies: Vec<Vec<u8>>,
     },
+    /// Admit `agent` to fabric queue `queue` (the reserved team `~fabric/{queue}`). Sent by
+    /// a server only after it checked that the proven agent is a member of the origin team
+    /// `queue` (or of one of its ancestors) now: agents who joined after the queue's tasks
+    /// were handed off may claim them too.
+    FabricAdmit {
+        /// The origin team (the queue's name).
+        queue: String,
+        /// The agent, resolved and checked by the server.
+        agent: String,
+    },
     /// Record a handoff that could not be made (e.g. the cell has no signing key).
     HandoffFailed {
         /// The task that stays where it is.

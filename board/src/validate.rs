@@ -372,6 +372,10 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
         | Command::BoardFail { .. }
         | Command::BoardExtend { .. }
         | Command::BoardRedrive { .. } => board(command, value_bytes_max),
+        Command::FabricAdmit { queue, agent } => {
+            name("queue", queue.len())?;
+            name("agent", agent.len())
+        }
         Command::HandoffSend { .. }
         | Command::HandoffReceive { .. }
         | Command::HandoffAck { .. }

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tonic::{Request as GrpcRequest, Response, Status};
-use whip_board::{Command, Outcome, Query, QueryResult, Request};
+use whip_board::{BoardRefusal, Command, Outcome, Query, QueryResult, Request};
 use whip_proto::v1 as pb;
 use whip_proto::v1::{admin_server, cell_server, raft_server};
 
@@ -219,6 +219,23 @@ impl CellApi {
         members.sort();
         members.dedup();
         Ok(members)
+    }
+
+    /// Admit `caller` to `team`'s fabric queue when it is a member of the team (or of an
+    /// ancestor) now; false when it is not (the queue's own snapshot of members is taken
+    /// at each handoff, so agents who joined since are missing there).
+    async fn admit_to_queue(&self, team: &str, caller: &str) -> Result<bool, Status> {
+        if self.member_of(team, caller).await.is_err() {
+            return Ok(false);
+        }
+        let admit = Command::FabricAdmit {
+            queue: team.to_string(),
+            agent: caller.to_string(),
+        };
+        Ok(matches!(
+            self.submit(String::new(), admit).await?,
+            Outcome::TeamJoined { .. }
+        ))
     }
 
     /// Reads of a board are for its members (and members of ancestor teams) only; a
@@ -701,7 +718,7 @@ impl cell_server::Cell for CellApi {
         // a cell tier to the fabric, on whichever cell owns the queue).
         let fabric = Command::BoardClaim {
             team: whip_board::fabric_queue_team(&req.team),
-            caller,
+            caller: caller.clone(),
             worker: req.worker,
         };
         let key = if req.idempotency_key.is_empty() {
@@ -709,7 +726,20 @@ impl cell_server::Cell for CellApi {
         } else {
             format!("{}/fabric", req.idempotency_key)
         };
-        let outcome = match self.submit(key, fabric).await? {
+        let outcome = match self.submit(key.clone(), fabric.clone()).await? {
+            Outcome::BoardRefused {
+                reason: BoardRefusal::NotMember { .. },
+            } if self.admit_to_queue(&req.team, &caller).await? => {
+                let retry = if key.is_empty() {
+                    key
+                } else {
+                    format!("{key}/admitted")
+                };
+                self.submit(retry, fabric).await?
+            }
+            outcome => outcome,
+        };
+        let outcome = match outcome {
             Outcome::BoardRefused { .. } => Outcome::BoardEmpty,
             outcome => outcome,
         };

@@ -126,15 +126,31 @@ async fn unclaimed_tasks_spill_to_the_fabric_queue_and_are_claimed_there() {
     let team_cell = map.locate(route::team_point("overflow")).cell;
     let queue_cell = map.locate(route::team_point(&queue)).cell;
     eprintln!("team on cell {team_cell}, fabric queue on cell {queue_cell}");
-    // Workers of the team find them at the fabric tier once local and cell tiers are empty.
+    // Workers of the team find them at the fabric tier once local and cell tiers are empty,
+    // also an agent that joined the team after the handoff (the queue admits it then).
+    let newcomer = fabric.client_of(3);
+    let token = "newcomer-secret-token-0123456789";
+    let register = pb::AgentRegisterRequest {
+        agent: "newcomer".into(),
+        token: token.into(),
+    };
+    newcomer.agent_register(register).await.expect("register");
+    let newcomer = newcomer.with_identity("newcomer", token);
+    let refused = newcomer.board_claim(claim("n")).await.expect("answer");
+    assert_eq!(refused.code, Code::BoardRefused as i32, "not a member yet");
+    let join = pb::TeamJoinRequest {
+        team: "overflow".into(),
+        agent: "newcomer".into(),
+        idempotency_key: String::new(),
+    };
+    c.team_join(join).await.expect("join");
+    let lead2 = fabric
+        .client_of(2)
+        .with_identity("lead", "lead-secret-token-0123456789");
     let mut seen = BTreeMap::new();
-    for _ in 0..39 {
-        let r = fabric
-            .client_of(2)
-            .with_identity("lead", "lead-secret-token-0123456789")
-            .board_claim(claim("w"))
-            .await
-            .expect("claim");
+    for i in 0..39 {
+        let worker = if i == 0 { &newcomer } else { &lead2 };
+        let r = worker.board_claim(claim("w")).await.expect("claim");
         assert_eq!(
             (r.code, r.tier.as_str()),
             (Code::TaskClaimed as i32, "fabric"),
