@@ -142,7 +142,8 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome
         | Command::BoardFail { .. }
         | Command::BoardExtend { .. }
         | Command::BoardRedrive { .. }
-        | Command::FabricAdmit { .. } => apply_board(txn, stamp, command),
+        | Command::FabricAdmit { .. }
+        | Command::FabricPurge { .. } => apply_board(txn, stamp, command),
         Command::HandoffSend { .. }
         | Command::HandoffAck { .. }
         | Command::HandoffReceive { .. }
@@ -431,6 +432,9 @@ fn apply_board(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
         } => taskboard::redrive(txn, now_ms, team, caller, task_id),
         Command::FabricAdmit { queue, agent } => {
             team::admit(txn, &taskboard::fabric_queue_team(queue), agent)
+        }
+        Command::FabricPurge { queue } => {
+            team::purge_queue(txn, &taskboard::fabric_queue_team(queue))
         }
         Command::BoardPostMany {
             team,

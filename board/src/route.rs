@@ -104,7 +104,7 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
         | Command::BoardFail { team, .. }
         | Command::BoardExtend { team, .. }
         | Command::BoardRedrive { team, .. } => Some(team_point(team)),
-        Command::FabricAdmit { queue, .. } => {
+        Command::FabricAdmit { queue, .. } | Command::FabricPurge { queue } => {
             Some(team_point(&crate::taskboard::fabric_queue_team(queue)))
         }
         Command::KvTxn {

@@ -226,9 +226,26 @@ pub(crate) fn dissolve(txn: &mut impl Txn, team: &str, caller: &str) -> Outcome 
             supervisor: record.supervisor,
         });
     }
+    purge_marked(txn, team, &mut record)
+}
+
+/// Dissolve fabric queue team `team` without a supervisor check (see
+/// `Command::FabricPurge`): the server checked the origin team's supervisor.
+pub(crate) fn purge_queue(txn: &mut impl Txn, team: &str) -> Outcome {
+    let Some(mut record) = load(txn, team) else {
+        return refused(BoardRefusal::UnknownTeam {
+            team: team.to_string(),
+        });
+    };
+    purge_marked(txn, team, &mut record)
+}
+
+/// Mark the team dissolving, then delete at most `TEAM_DISSOLVE_ROWS_MAX` rows of its
+/// board and mailboxes; the record goes last.
+fn purge_marked(txn: &mut impl Txn, team: &str, record: &mut Team) -> Outcome {
     if !record.dissolving {
         record.dissolving = true;
-        store(txn, team, &record);
+        store(txn, team, record);
     }
     let (tasks, tasks_done) = taskboard::purge(txn, team, TEAM_DISSOLVE_ROWS_MAX);
     let budget = TEAM_DISSOLVE_ROWS_MAX.saturating_sub(tasks as usize);

@@ -503,6 +503,13 @@ pub enum Command {
         /// The agent, resolved and checked by the server.
         agent: String,
     },
+    /// Delete a bounded part of fabric queue `queue` (the team `~fabric/{queue}` and its
+    /// tasks); repeat until `done`. Sent by a server only once the origin team `queue` was
+    /// dissolved by its supervisor, so a team's fabric tier goes with its board.
+    FabricPurge {
+        /// The origin team (the queue's name).
+        queue: String,
+    },
     /// Record a handoff that could not be made (e.g. the cell has no signing key).
     HandoffFailed {
         /// The task that stays where it is.

@@ -376,6 +376,7 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
             name("queue", queue.len())?;
             name("agent", agent.len())
         }
+        Command::FabricPurge { queue } => name("queue", queue.len()),
         Command::HandoffSend { .. }
         | Command::HandoffReceive { .. }
         | Command::HandoffAck { .. }

@@ -58,3 +58,6 @@ pub const OBSERVE_QUEUE_MAX: usize = 16;
 pub const TEAM_DEPTH_MAX: usize = 16;
 /// How long team signals are kept.
 pub const SIGNAL_RETAIN_MS: u64 = 86_400_000;
+/// Bounded deletes (`FabricPurge`) one team dissolve makes of the team's fabric queue: enough
+/// for a queue holding the most open tasks a board may (each round deletes about 4,096 rows).
+pub const FABRIC_PURGE_ROUNDS_MAX: usize = 256;

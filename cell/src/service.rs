@@ -221,6 +221,31 @@ impl CellApi {
         Ok(members)
     }
 
+    /// Delete the dissolved team's fabric queue (on whichever cell owns it) to the end;
+    /// returns the rows removed.
+    async fn purge_fabric_queue(&self, team: &str) -> Result<u32, Status> {
+        let mut removed = 0u32;
+        for _ in 0..limits::FABRIC_PURGE_ROUNDS_MAX {
+            let purge = Command::FabricPurge {
+                queue: team.to_string(),
+            };
+            match self.submit(String::new(), purge).await? {
+                Outcome::TeamDissolved { removed: n, done } => {
+                    removed = removed.saturating_add(n);
+                    if done {
+                        return Ok(removed);
+                    }
+                }
+                // No task of the team ever reached the fabric tier.
+                _ => return Ok(removed),
+            }
+        }
+        Err(Status::internal(format!(
+            "team {team:?} is dissolved but its fabric queue outgrew {} deletes",
+            limits::FABRIC_PURGE_ROUNDS_MAX
+        )))
+    }
+
     /// Admit `caller` to `team`'s fabric queue when it is a member of the team (or of an
     /// ancestor) now; false when it is not (the queue's own snapshot of members is taken
     /// at each handoff, so agents who joined since are missing there).
@@ -651,6 +676,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::TeamDissolveRequest>,
     ) -> GrpcResult<pb::TeamResponse> {
+        let team = req.get_ref().team.clone();
         let outcome = self
             .act(req, |caller, r| {
                 let command = Command::TeamDissolve {
@@ -660,6 +686,19 @@ impl cell_server::Cell for CellApi {
                 (r.idempotency_key, command)
             })
             .await?;
+        let outcome = match outcome {
+            Outcome::TeamDissolved {
+                removed,
+                done: true,
+            } if !team.starts_with('~') => {
+                let queue = self.purge_fabric_queue(&team).await?;
+                Outcome::TeamDissolved {
+                    removed: removed.saturating_add(queue),
+                    done: true,
+                }
+            }
+            outcome => outcome,
+        };
         Ok(Response::new(convert::team_response(outcome)?))
     }
 

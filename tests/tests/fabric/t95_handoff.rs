@@ -180,6 +180,22 @@ async fn unclaimed_tasks_spill_to_the_fabric_queue_and_are_claimed_there() {
     assert_eq!(empty.code, Code::BoardEmpty as i32);
     let status = fabric.status(3).await;
     assert!(status.alarms.is_empty(), "{:?}", status.alarms);
+    // Dissolving the team garbage-collects its fabric queue too (the done tasks there).
+    let queued = stats(&c, &queue).await;
+    assert_eq!(queued.done, 39);
+    loop {
+        let dissolve = pb::TeamDissolveRequest {
+            team: "overflow".into(),
+            idempotency_key: String::new(),
+        };
+        let r = c.team_dissolve(dissolve).await.expect("dissolve");
+        assert_eq!(r.code, Code::TeamDissolved as i32, "{r:?}");
+        if r.done {
+            break;
+        }
+    }
+    let gone = c.board_stats(pb::BoardStatsRequest { team: queue }).await;
+    assert!(gone.is_err(), "the fabric queue went with the team: {gone:?}");
     fabric.shutdown().await;
 }
 
