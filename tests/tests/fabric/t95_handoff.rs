@@ -195,7 +195,10 @@ async fn unclaimed_tasks_spill_to_the_fabric_queue_and_are_claimed_there() {
         }
     }
     let gone = c.board_stats(pb::BoardStatsRequest { team: queue }).await;
-    assert!(gone.is_err(), "the fabric queue went with the team: {gone:?}");
+    assert!(
+        gone.is_err(),
+        "the fabric queue went with the team: {gone:?}"
+    );
     fabric.shutdown().await;
 }
 

@@ -1,7 +1,8 @@
 //! The gRPC face of a cell member: the typed client API (`whip.v1.Cell`), the admin API and
-//! the Raft transport, all on one port.
+//! the Raft transport, all on one port. This file holds the client API's handlers; `access`
+//! decides who may act on a board, `streams` serves signals and election observers, `raft`
+//! the admin API and Raft transport.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -10,11 +11,19 @@ use whip_board::{BoardRefusal, Command, Outcome, Query, QueryResult, Request};
 use whip_proto::v1 as pb;
 use whip_proto::v1::{admin_server, cell_server, raft_server};
 
+mod access;
+mod raft;
+mod streams;
+
+use access::task_team;
+pub use access::{ENGINE_CALLER, signal_ledger};
+use raft::{AdminApi, RaftApi};
+use streams::{observe_loop, signal_loop};
+
 use crate::convert;
 use crate::error::CellError;
 use crate::limits;
 use crate::runtime::Cell;
-use crate::types::{decode, encode};
 
 type GrpcResult<T> = Result<Response<T>, Status>;
 
@@ -127,168 +136,6 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
 pub(crate) struct CellApi {
     dispatch: Arc<dyn Dispatch>,
     verifier: crate::identity::Verifier,
-}
-
-/// The caller of a tracker board call made without an agent identity (the engine).
-pub const ENGINE_CALLER: &str = "engine";
-
-/// Team and board requests name their team.
-trait Scoped {
-    fn team(&self) -> &str;
-}
-
-macro_rules! scoped {
-    ($($t:ty),*) => {$(
-        impl Scoped for $t {
-            fn team(&self) -> &str {
-                &self.team
-            }
-        }
-    )*};
-}
-
-scoped!(
-    pb::TeamCreateRequest,
-    pb::TeamJoinRequest,
-    pb::TeamDissolveRequest,
-    pb::BoardPostRequest,
-    pb::BoardClaimRequest,
-    pb::BoardTaskRequest,
-    pb::BoardGetRequest,
-    pb::BoardListRequest,
-    pb::BoardStatsRequest
-);
-
-impl CellApi {
-    pub(crate) fn new(dispatch: Arc<dyn Dispatch>) -> Self {
-        CellApi {
-            dispatch,
-            verifier: crate::identity::Verifier::default(),
-        }
-    }
-
-    /// The agent a call acts for, proven by its metadata (never taken from the body).
-    async fn caller<T>(&self, req: &GrpcRequest<T>) -> Result<String, Status> {
-        self.verifier
-            .caller(self.dispatch.as_ref(), req.metadata())
-            .await
-    }
-
-    /// The caller of a team or board call: the proven agent; a call on a tracker's
-    /// reserved team that carries no identity acts as [`ENGINE_CALLER`] (trackers are the
-    /// engine's boards, open like its other rows; the claimant is named in the command).
-    async fn board_caller<T: Scoped>(&self, req: &GrpcRequest<T>) -> Result<String, Status> {
-        let anonymous = req.metadata().get(crate::identity::AGENT_HEADER).is_none();
-        if anonymous && whip_board::is_tracker_team(req.get_ref().team()) {
-            return Ok(ENGINE_CALLER.to_string());
-        }
-        self.caller(req).await
-    }
-
-    /// Apply the command `build` makes from the proven caller and the request (with the
-    /// request's idempotency key).
-    async fn act<T: Scoped>(
-        &self,
-        req: GrpcRequest<T>,
-        build: impl FnOnce(String, T) -> (String, Command),
-    ) -> Result<Outcome, Status> {
-        let caller = self.board_caller(&req).await?;
-        let (key, command) = build(caller, req.into_inner());
-        self.submit(key, command).await
-    }
-
-    /// The members of `parent` and of its ancestors (lineage), read from their teams.
-    async fn ancestors(&self, parent: Option<&str>) -> Result<Vec<String>, Status> {
-        let mut members = Vec::new();
-        let mut next = parent.map(str::to_string);
-        for _ in 0..limits::TEAM_DEPTH_MAX {
-            let Some(team) = next.take() else { break };
-            match self.read(Query::Team { team: team.clone() }).await? {
-                QueryResult::Team(Some(view)) => {
-                    members.extend(view.members);
-                    next = view.parent;
-                }
-                QueryResult::Team(None) => {
-                    return Err(Status::not_found(format!(
-                        "parent team {team:?} is unknown"
-                    )));
-                }
-                other => return Err(Status::internal(format!("unexpected answer {other:?}"))),
-            }
-        }
-        members.sort();
-        members.dedup();
-        Ok(members)
-    }
-
-    /// Delete the dissolved team's fabric queue (on whichever cell owns it) to the end;
-    /// returns the rows removed.
-    async fn purge_fabric_queue(&self, team: &str) -> Result<u32, Status> {
-        let mut removed = 0u32;
-        for _ in 0..limits::FABRIC_PURGE_ROUNDS_MAX {
-            let purge = Command::FabricPurge {
-                queue: team.to_string(),
-            };
-            match self.submit(String::new(), purge).await? {
-                Outcome::TeamDissolved { removed: n, done } => {
-                    removed = removed.saturating_add(n);
-                    if done {
-                        return Ok(removed);
-                    }
-                }
-                // No task of the team ever reached the fabric tier.
-                _ => return Ok(removed),
-            }
-        }
-        Err(Status::internal(format!(
-            "team {team:?} is dissolved but its fabric queue outgrew {} deletes",
-            limits::FABRIC_PURGE_ROUNDS_MAX
-        )))
-    }
-
-    /// Admit `caller` to `team`'s fabric queue when it is a member of the team (or of an
-    /// ancestor) now; false when it is not (the queue's own snapshot of members is taken
-    /// at each handoff, so agents who joined since are missing there).
-    async fn admit_to_queue(&self, team: &str, caller: &str) -> Result<bool, Status> {
-        if self.member_of(team, caller).await.is_err() {
-            return Ok(false);
-        }
-        let admit = Command::FabricAdmit {
-            queue: team.to_string(),
-            agent: caller.to_string(),
-        };
-        Ok(matches!(
-            self.submit(String::new(), admit).await?,
-            Outcome::TeamJoined { .. }
-        ))
-    }
-
-    /// Reads of a board are for its members (and members of ancestor teams) only; a
-    /// tracker's board is open (and reads as empty before its first issue).
-    async fn member_of(&self, team: &str, caller: &str) -> Result<(), Status> {
-        if whip_board::is_tracker_team(team) {
-            return Ok(());
-        }
-        match self
-            .read(Query::Team {
-                team: team.to_string(),
-            })
-            .await?
-        {
-            QueryResult::Team(Some(view)) => {
-                let ancestors = self.ancestors(view.parent.as_deref()).await?;
-                if view.members.iter().chain(&ancestors).any(|m| m == caller) {
-                    Ok(())
-                } else {
-                    Err(Status::permission_denied(format!(
-                        "agent {caller:?} is not a member of team {team:?} or its ancestors"
-                    )))
-                }
-            }
-            QueryResult::Team(None) => Err(Status::not_found(format!("team {team:?} is unknown"))),
-            other => Err(Status::internal(format!("unexpected answer {other:?}"))),
-        }
-    }
 }
 
 impl CellApi {
@@ -1049,210 +896,5 @@ impl cell_server::Cell for CellApi {
     async fn status(&self, req: GrpcRequest<pb::StatusRequest>) -> GrpcResult<pb::StatusResponse> {
         let cell = req.into_inner().cell;
         Ok(Response::new(self.dispatch.status(cell).await?))
-    }
-}
-
-/// The board a task lives on: its team's, or for a task at the fabric tier (its id starts
-/// with the fabric queue's reserved name) that queue's.
-fn task_team(team: String, task_id: &str) -> String {
-    if task_id.starts_with(whip_board::FABRIC_QUEUE_PREFIX)
-        && let Some((queue, _)) = task_id.rsplit_once('-')
-    {
-        return queue.to_string();
-    }
-    team
-}
-
-/// The ledger of a team's signals (the topic is the partition).
-pub fn signal_ledger(team: &str) -> (String, String) {
-    (format!("team/{team}"), "signals".to_string())
-}
-
-/// Send every signal after `after_seq`, then each new one, until the subscriber hangs up.
-async fn signal_loop(
-    dispatch: Arc<dyn Dispatch>,
-    req: pb::SignalSubscribeRequest,
-    tx: tokio::sync::mpsc::Sender<Result<pb::LedgerEntry, Status>>,
-) {
-    let (owner, name) = signal_ledger(&req.team);
-    let mut after = req.after_seq;
-    let poll = std::time::Duration::from_millis(limits::OBSERVE_POLL_MS);
-    loop {
-        let query = Query::LedgerList {
-            owner: owner.clone(),
-            name: name.clone(),
-            partition: Some(req.topic.clone()),
-            after_seq: after,
-            limit: convert::limit(0),
-        };
-        let read = dispatch.read(query).await;
-        match read
-            .map_err(Status::from)
-            .and_then(convert::ledger_list_response)
-        {
-            Ok(list) => {
-                for entry in list.entries {
-                    after = after.max(entry.seq);
-                    if tx.send(Ok(entry)).await.is_err() {
-                        return;
-                    }
-                }
-            }
-            Err(status) => tracing::debug!(error = %status.message(), "signal read"),
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(poll) => {}
-            _ = tx.closed() => return,
-        }
-    }
-}
-
-/// Send the group's leader, then each change, until the observer hangs up. Reads hide a
-/// leader whose deadline passed, so a withdrawal shows within one poll of the expiry.
-async fn observe_loop(
-    dispatch: Arc<dyn Dispatch>,
-    group: String,
-    tx: tokio::sync::mpsc::Sender<Result<pb::LeaderResponse, Status>>,
-) {
-    let mut last: Option<Option<(String, u64, Vec<String>)>> = None;
-    let poll = std::time::Duration::from_millis(limits::OBSERVE_POLL_MS);
-    loop {
-        let read = dispatch
-            .read(Query::ElectionLeader {
-                group: group.clone(),
-            })
-            .await;
-        match read
-            .map_err(Status::from)
-            .and_then(convert::leader_response)
-        {
-            Ok(answer) => {
-                let seen = answer
-                    .leader
-                    .as_ref()
-                    .map(|l| (l.candidate.clone(), l.fence, l.endpoints.clone()));
-                if last.as_ref() != Some(&seen) {
-                    last = Some(seen);
-                    if tx.send(Ok(answer)).await.is_err() {
-                        return;
-                    }
-                }
-            }
-            // The cell is electing or cut off: keep watching; the observer sees the next
-            // answer once it comes.
-            Err(status) => tracing::debug!(error = %status.message(), "observe read"),
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(poll) => {}
-            _ = tx.closed() => return,
-        }
-    }
-}
-
-struct AdminApi {
-    cells: Arc<dyn Cells>,
-}
-
-#[tonic::async_trait]
-impl admin_server::Admin for AdminApi {
-    async fn init(&self, req: GrpcRequest<pb::InitRequest>) -> GrpcResult<pb::AdminResponse> {
-        let req = req.into_inner();
-        let cell = hosted(self.cells.as_ref(), req.cell)?;
-        let members: BTreeMap<u64, String> =
-            req.members.into_iter().map(|m| (m.id, m.addr)).collect();
-        if members.is_empty() {
-            return Err(Status::invalid_argument("init needs at least one member"));
-        }
-        let count = members.len();
-        cell.initialize(members).await?;
-        Ok(Response::new(pb::AdminResponse {
-            message: format!("initialized with {count} voters"),
-        }))
-    }
-
-    async fn add_learner(
-        &self,
-        req: GrpcRequest<pb::AddLearnerRequest>,
-    ) -> GrpcResult<pb::AdminResponse> {
-        let req = req.into_inner();
-        let cell = hosted(self.cells.as_ref(), req.cell)?;
-        let member = req
-            .member
-            .ok_or_else(|| Status::invalid_argument("member is required"))?;
-        cell.add_learner(member.id, member.addr.clone()).await?;
-        Ok(Response::new(pb::AdminResponse {
-            message: format!("learner {} at {} caught up", member.id, member.addr),
-        }))
-    }
-
-    async fn change_membership(
-        &self,
-        req: GrpcRequest<pb::ChangeMembershipRequest>,
-    ) -> GrpcResult<pb::AdminResponse> {
-        let req = req.into_inner();
-        let cell = hosted(self.cells.as_ref(), req.cell)?;
-        let voters: BTreeSet<u64> = req.voters.into_iter().collect();
-        if voters.is_empty() {
-            return Err(Status::invalid_argument("a cell needs at least one voter"));
-        }
-        cell.change_membership(voters.clone(), req.retain).await?;
-        Ok(Response::new(pb::AdminResponse {
-            message: format!("voters are now {voters:?}"),
-        }))
-    }
-}
-
-struct RaftApi {
-    cells: Arc<dyn Cells>,
-}
-
-impl RaftApi {
-    /// The hosted cell a blob is for and its decoded message.
-    fn open<T: for<'de> serde::Deserialize<'de>>(
-        &self,
-        req: GrpcRequest<pb::Blob>,
-    ) -> Result<(Cell, T), Status> {
-        let blob = req.into_inner();
-        let cell = hosted(self.cells.as_ref(), blob.cell)?;
-        let message = decode(&blob.data)
-            .map_err(|e| Status::invalid_argument(format!("malformed message: {e}")))?;
-        Ok((cell, message))
-    }
-}
-
-fn blob<T: serde::Serialize>(value: &T) -> GrpcResult<pb::Blob> {
-    Ok(Response::new(pb::Blob {
-        data: encode(value),
-        cell: 0,
-    }))
-}
-
-#[tonic::async_trait]
-impl raft_server::Raft for RaftApi {
-    async fn append_entries(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
-        let (cell, rpc) = self.open(req)?;
-        blob(&cell.raft().append_entries(rpc).await)
-    }
-
-    async fn vote(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
-        let (cell, rpc) = self.open(req)?;
-        blob(&cell.raft().vote(rpc).await)
-    }
-
-    async fn install_snapshot(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
-        let (cell, rpc) = self.open(req)?;
-        blob(&cell.raft().install_snapshot(rpc).await)
-    }
-
-    async fn forward(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
-        let (cell, requests): (Cell, Vec<Request>) = self.open(req)?;
-        let results =
-            futures::future::join_all(requests.into_iter().map(|r| cell.submit_forwarded(r))).await;
-        blob(&results)
-    }
-
-    async fn read(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
-        let (cell, query): (Cell, Query) = self.open(req)?;
-        blob(&cell.read_forwarded(query).await)
     }
 }

@@ -1,0 +1,193 @@
+//! Who may act on a team's board: the proven caller, lineage checks, tracker boards
+//! open to the engine, fabric queues admitting current members, and the team a task id
+//! names.
+
+use std::sync::Arc;
+
+use tonic::{Request as GrpcRequest, Status};
+use whip_board::{Command, Outcome, Query, QueryResult};
+use whip_proto::v1 as pb;
+
+use super::{CellApi, Dispatch};
+use crate::limits;
+
+/// The caller of a tracker board call made without an agent identity (the engine).
+pub const ENGINE_CALLER: &str = "engine";
+
+/// Team and board requests name their team.
+pub(super) trait Scoped {
+    fn team(&self) -> &str;
+}
+
+macro_rules! scoped {
+    ($($t:ty),*) => {$(
+        impl Scoped for $t {
+            fn team(&self) -> &str {
+                &self.team
+            }
+        }
+    )*};
+}
+
+scoped!(
+    pb::TeamCreateRequest,
+    pb::TeamJoinRequest,
+    pb::TeamDissolveRequest,
+    pb::BoardPostRequest,
+    pb::BoardClaimRequest,
+    pb::BoardTaskRequest,
+    pb::BoardGetRequest,
+    pb::BoardListRequest,
+    pb::BoardStatsRequest
+);
+
+impl CellApi {
+    pub(crate) fn new(dispatch: Arc<dyn Dispatch>) -> Self {
+        CellApi {
+            dispatch,
+            verifier: crate::identity::Verifier::default(),
+        }
+    }
+
+    /// The agent a call acts for, proven by its metadata (never taken from the body).
+    pub(super) async fn caller<T>(&self, req: &GrpcRequest<T>) -> Result<String, Status> {
+        self.verifier
+            .caller(self.dispatch.as_ref(), req.metadata())
+            .await
+    }
+
+    /// The caller of a team or board call: the proven agent; a call on a tracker's
+    /// reserved team that carries no identity acts as [`ENGINE_CALLER`] (trackers are the
+    /// engine's boards, open like its other rows; the claimant is named in the command).
+    pub(super) async fn board_caller<T: Scoped>(
+        &self,
+        req: &GrpcRequest<T>,
+    ) -> Result<String, Status> {
+        let anonymous = req.metadata().get(crate::identity::AGENT_HEADER).is_none();
+        if anonymous && whip_board::is_tracker_team(req.get_ref().team()) {
+            return Ok(ENGINE_CALLER.to_string());
+        }
+        self.caller(req).await
+    }
+
+    /// Apply the command `build` makes from the proven caller and the request (with the
+    /// request's idempotency key).
+    pub(super) async fn act<T: Scoped>(
+        &self,
+        req: GrpcRequest<T>,
+        build: impl FnOnce(String, T) -> (String, Command),
+    ) -> Result<Outcome, Status> {
+        let caller = self.board_caller(&req).await?;
+        let (key, command) = build(caller, req.into_inner());
+        self.submit(key, command).await
+    }
+
+    /// The members of `parent` and of its ancestors (lineage), read from their teams.
+    pub(super) async fn ancestors(&self, parent: Option<&str>) -> Result<Vec<String>, Status> {
+        let mut members = Vec::new();
+        let mut next = parent.map(str::to_string);
+        for _ in 0..limits::TEAM_DEPTH_MAX {
+            let Some(team) = next.take() else { break };
+            match self.read(Query::Team { team: team.clone() }).await? {
+                QueryResult::Team(Some(view)) => {
+                    members.extend(view.members);
+                    next = view.parent;
+                }
+                QueryResult::Team(None) => {
+                    return Err(Status::not_found(format!(
+                        "parent team {team:?} is unknown"
+                    )));
+                }
+                other => return Err(Status::internal(format!("unexpected answer {other:?}"))),
+            }
+        }
+        members.sort();
+        members.dedup();
+        Ok(members)
+    }
+
+    /// Delete the dissolved team's fabric queue (on whichever cell owns it) to the end;
+    /// returns the rows removed.
+    pub(super) async fn purge_fabric_queue(&self, team: &str) -> Result<u32, Status> {
+        let mut removed = 0u32;
+        for _ in 0..limits::FABRIC_PURGE_ROUNDS_MAX {
+            let purge = Command::FabricPurge {
+                queue: team.to_string(),
+            };
+            match self.submit(String::new(), purge).await? {
+                Outcome::TeamDissolved { removed: n, done } => {
+                    removed = removed.saturating_add(n);
+                    if done {
+                        return Ok(removed);
+                    }
+                }
+                // No task of the team ever reached the fabric tier.
+                _ => return Ok(removed),
+            }
+        }
+        Err(Status::internal(format!(
+            "team {team:?} is dissolved but its fabric queue outgrew {} deletes",
+            limits::FABRIC_PURGE_ROUNDS_MAX
+        )))
+    }
+
+    /// Admit `caller` to `team`'s fabric queue when it is a member of the team (or of an
+    /// ancestor) now; false when it is not (the queue's own snapshot of members is taken
+    /// at each handoff, so agents who joined since are missing there).
+    pub(super) async fn admit_to_queue(&self, team: &str, caller: &str) -> Result<bool, Status> {
+        if self.member_of(team, caller).await.is_err() {
+            return Ok(false);
+        }
+        let admit = Command::FabricAdmit {
+            queue: team.to_string(),
+            agent: caller.to_string(),
+        };
+        Ok(matches!(
+            self.submit(String::new(), admit).await?,
+            Outcome::TeamJoined { .. }
+        ))
+    }
+
+    /// Reads of a board are for its members (and members of ancestor teams) only; a
+    /// tracker's board is open (and reads as empty before its first issue).
+    pub(super) async fn member_of(&self, team: &str, caller: &str) -> Result<(), Status> {
+        if whip_board::is_tracker_team(team) {
+            return Ok(());
+        }
+        match self
+            .read(Query::Team {
+                team: team.to_string(),
+            })
+            .await?
+        {
+            QueryResult::Team(Some(view)) => {
+                let ancestors = self.ancestors(view.parent.as_deref()).await?;
+                if view.members.iter().chain(&ancestors).any(|m| m == caller) {
+                    Ok(())
+                } else {
+                    Err(Status::permission_denied(format!(
+                        "agent {caller:?} is not a member of team {team:?} or its ancestors"
+                    )))
+                }
+            }
+            QueryResult::Team(None) => Err(Status::not_found(format!("team {team:?} is unknown"))),
+            other => Err(Status::internal(format!("unexpected answer {other:?}"))),
+        }
+    }
+}
+
+/// The board a task lives on: its team's, or for a task at the fabric tier (its id starts
+/// with the fabric queue's reserved name) that queue's.
+pub(super) fn task_team(team: String, task_id: &str) -> String {
+    if task_id.starts_with(whip_board::FABRIC_QUEUE_PREFIX)
+        && let Some((queue, _)) = task_id.rsplit_once('-')
+    {
+        return queue.to_string();
+    }
+    team
+}
+
+/// The ledger of a team's signals (the topic is the partition).
+pub fn signal_ledger(team: &str) -> (String, String) {
+    (format!("team/{team}"), "signals".to_string())
+}
