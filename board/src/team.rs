@@ -166,35 +166,25 @@ pub(crate) fn create(txn: &mut impl Txn, request: &Create<'_>) -> Outcome {
 
 /// A member (or ancestor member) adds `agent`; joining twice changes nothing.
 pub(crate) fn join(txn: &mut impl Txn, team: &str, caller: &str, agent: &str) -> Outcome {
-    let mut record = match member(txn, team, caller) {
-        Ok(record) => record,
-        Err(refusal) => return refusal,
-    };
-    let joined = Outcome::TeamJoined {
-        team: team.to_string(),
-        agent: agent.to_string(),
-    };
-    if record.members.iter().any(|m| m == agent) {
-        return joined;
+    match member(txn, team, caller) {
+        Ok(mut record) => add_member(txn, team, &mut record, agent),
+        Err(refusal) => refusal,
     }
-    if record.members.len() >= TEAM_MEMBERS_MAX {
-        return Outcome::Invalid {
-            reason: format!("team has {TEAM_MEMBERS_MAX} members, the limit"),
-        };
-    }
-    record.members.push(agent.to_string());
-    store(txn, team, &record);
-    joined
 }
 
 /// Add `agent` to the live team `team` (a fabric queue) on the server's word; adding a
 /// member twice changes nothing.
 pub(crate) fn admit(txn: &mut impl Txn, team: &str, agent: &str) -> Outcome {
-    let Some(mut record) = load(txn, team).filter(|record| !record.dissolving) else {
-        return refused(BoardRefusal::UnknownTeam {
+    match load(txn, team).filter(|record| !record.dissolving) {
+        Some(mut record) => add_member(txn, team, &mut record, agent),
+        None => refused(BoardRefusal::UnknownTeam {
             team: team.to_string(),
-        });
-    };
+        }),
+    }
+}
+
+/// Add `agent` to `record` (at most `TEAM_MEMBERS_MAX` members) and store it.
+fn add_member(txn: &mut impl Txn, team: &str, record: &mut Team, agent: &str) -> Outcome {
     let joined = Outcome::TeamJoined {
         team: team.to_string(),
         agent: agent.to_string(),
@@ -208,7 +198,7 @@ pub(crate) fn admit(txn: &mut impl Txn, team: &str, agent: &str) -> Outcome {
         };
     }
     record.members.push(agent.to_string());
-    store(txn, team, &record);
+    store(txn, team, record);
     joined
 }
 
