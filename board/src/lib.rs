@@ -68,6 +68,7 @@ pub use validate::{handoff_bytes, validate};
 
 use deadline::Item;
 use limits::{LIST_ROWS_MAX, TICK_WORK_MAX, VALUE_BYTES_MAX};
+use types::Family;
 
 /// Apply one request at `stamp`. Records the outcome under the request's idempotency key;
 /// a repeat within the window returns the recorded outcome without applying again.
@@ -108,47 +109,13 @@ pub fn apply(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
 }
 
 fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
-    match command {
-        Command::KvPut { .. }
-        | Command::KvDelete { .. }
-        | Command::KvTxn { .. }
-        | Command::LeaseAcquire { .. }
-        | Command::LeaseRenew { .. }
-        | Command::LeaseRelease { .. }
-        | Command::LeaseReleaseAll { .. }
-        | Command::CounterConsume { .. }
-        | Command::LedgerAppend { .. } => apply_primitive(txn, stamp, command),
-        Command::Tick => tick(txn, stamp),
-        Command::RangeAssign { .. }
-        | Command::RangeFreeze { .. }
-        | Command::RangeSplit { .. }
-        | Command::RangeImport { .. }
-        | Command::RangeDrop { .. } => apply_range(txn, stamp, command),
-        Command::Campaign { .. }
-        | Command::Proclaim { .. }
-        | Command::Resign { .. }
-        | Command::ElectionRenew { .. }
-        | Command::ScheduleFire { .. } => apply_coordination(txn, stamp, command),
-        Command::TeamCreate { .. }
-        | Command::TeamJoin { .. }
-        | Command::TeamDissolve { .. }
-        | Command::BoardPost { .. }
-        | Command::BoardPostMany { .. }
-        | Command::BoardClaim { .. }
-        | Command::BoardClaimTask { .. }
-        | Command::BoardRelease { .. }
-        | Command::BoardComplete { .. }
-        | Command::BoardCompleteAndClaim { .. }
-        | Command::BoardFail { .. }
-        | Command::BoardExtend { .. }
-        | Command::BoardRedrive { .. }
-        | Command::FabricAdmit { .. }
-        | Command::FabricPurge { .. } => apply_board(txn, stamp, command),
-        Command::HandoffSend { .. }
-        | Command::HandoffAck { .. }
-        | Command::HandoffReceive { .. }
-        | Command::HandoffFailed { .. }
-        | Command::HandoffBatch { .. } => apply_handoff(txn, stamp.time_ms, command),
+    match command.family() {
+        Family::Primitive => apply_primitive(txn, stamp, command),
+        Family::Tick => tick(txn, stamp),
+        Family::Range => apply_range(txn, stamp, command),
+        Family::Coordination => apply_coordination(txn, stamp, command),
+        Family::Board => apply_board(txn, stamp, command),
+        Family::Handoff => apply_handoff(txn, stamp.time_ms, command),
     }
 }
 

@@ -1118,6 +1118,72 @@ pub enum BoardRefusal {
     },
 }
 
+/// The part of the board a command belongs to: `apply` and `validate` dispatch on it, so
+/// each command's family is named once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Family {
+    /// CAS keys, leases, counters, ledgers.
+    Primitive,
+    /// Expiry of due deadlines.
+    Tick,
+    /// Range ownership of a fabric.
+    Range,
+    /// Elections and schedules.
+    Coordination,
+    /// Teams, boards and fabric queues.
+    Board,
+    /// Cross-cell handoff channels.
+    Handoff,
+}
+
+impl Command {
+    /// The command's [`Family`].
+    pub(crate) fn family(&self) -> Family {
+        match self {
+            Command::KvPut { .. }
+            | Command::KvDelete { .. }
+            | Command::KvTxn { .. }
+            | Command::LeaseAcquire { .. }
+            | Command::LeaseRenew { .. }
+            | Command::LeaseRelease { .. }
+            | Command::LeaseReleaseAll { .. }
+            | Command::CounterConsume { .. }
+            | Command::LedgerAppend { .. } => Family::Primitive,
+            Command::Tick => Family::Tick,
+            Command::RangeAssign { .. }
+            | Command::RangeFreeze { .. }
+            | Command::RangeSplit { .. }
+            | Command::RangeImport { .. }
+            | Command::RangeDrop { .. } => Family::Range,
+            Command::Campaign { .. }
+            | Command::Proclaim { .. }
+            | Command::Resign { .. }
+            | Command::ElectionRenew { .. }
+            | Command::ScheduleFire { .. } => Family::Coordination,
+            Command::TeamCreate { .. }
+            | Command::TeamJoin { .. }
+            | Command::TeamDissolve { .. }
+            | Command::BoardPost { .. }
+            | Command::BoardPostMany { .. }
+            | Command::BoardClaim { .. }
+            | Command::BoardClaimTask { .. }
+            | Command::BoardRelease { .. }
+            | Command::BoardComplete { .. }
+            | Command::BoardCompleteAndClaim { .. }
+            | Command::BoardFail { .. }
+            | Command::BoardExtend { .. }
+            | Command::BoardRedrive { .. }
+            | Command::FabricAdmit { .. }
+            | Command::FabricPurge { .. } => Family::Board,
+            Command::HandoffSend { .. }
+            | Command::HandoffAck { .. }
+            | Command::HandoffReceive { .. }
+            | Command::HandoffFailed { .. }
+            | Command::HandoffBatch { .. } => Family::Handoff,
+        }
+    }
+}
+
 impl BoardRefusal {
     /// A stable snake_case name of the refusal (the wire's `refusal` field).
     pub fn code(&self) -> &'static str {

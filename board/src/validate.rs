@@ -10,7 +10,7 @@ use crate::limits::{
     SCHEDULE_SPEC_BYTES_MAX, TASK_ERROR_BYTES_MAX, TEAM_ANCESTORS_MAX, VALUE_BYTES_MAX,
 };
 use crate::schedule::ScheduleSpec;
-use crate::types::{BoardSettings, Command, ResourceId};
+use crate::types::{BoardSettings, Command, Family, ResourceId};
 
 fn name(what: &str, bytes: usize) -> Result<(), String> {
     if bytes == 0 {
@@ -334,54 +334,26 @@ pub fn handoff_bytes(command: &Command) -> usize {
 /// assert_eq!(validate(&put, 4), Err("value is 10 bytes, limit is 4".to_string()));
 /// ```
 pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String> {
-    match command {
-        Command::KvPut { .. }
-        | Command::KvDelete { .. }
-        | Command::KvTxn { .. }
-        | Command::LeaseAcquire { .. }
-        | Command::LeaseRenew { .. }
-        | Command::LeaseRelease { .. }
-        | Command::LeaseReleaseAll { .. }
-        | Command::CounterConsume { .. }
-        | Command::LedgerAppend { .. } => primitive(command, value_bytes_max),
-        Command::Tick => Ok(()),
-        Command::RangeImport { rows } if rows.len() > RANGE_ROWS_PER_COMMAND_MAX => Err(format!(
-            "range import has {} rows, limit is {RANGE_ROWS_PER_COMMAND_MAX}",
-            rows.len()
-        )),
-        Command::RangeAssign { .. }
-        | Command::RangeFreeze { .. }
-        | Command::RangeSplit { .. }
-        | Command::RangeImport { .. }
-        | Command::RangeDrop { .. } => Ok(()),
-        Command::Campaign { .. }
-        | Command::Proclaim { .. }
-        | Command::Resign { .. }
-        | Command::ElectionRenew { .. }
-        | Command::ScheduleFire { .. } => coordination(command),
-        Command::TeamCreate { .. }
-        | Command::TeamJoin { .. }
-        | Command::TeamDissolve { .. }
-        | Command::BoardPost { .. }
-        | Command::BoardPostMany { .. }
-        | Command::BoardClaim { .. }
-        | Command::BoardClaimTask { .. }
-        | Command::BoardRelease { .. }
-        | Command::BoardComplete { .. }
-        | Command::BoardCompleteAndClaim { .. }
-        | Command::BoardFail { .. }
-        | Command::BoardExtend { .. }
-        | Command::BoardRedrive { .. } => board(command, value_bytes_max),
-        Command::FabricAdmit { queue, agent } => {
+    match (command.family(), command) {
+        (Family::Primitive, _) => primitive(command, value_bytes_max),
+        (Family::Tick, _) => Ok(()),
+        (Family::Range, Command::RangeImport { rows })
+            if rows.len() > RANGE_ROWS_PER_COMMAND_MAX =>
+        {
+            Err(format!(
+                "range import has {} rows, limit is {RANGE_ROWS_PER_COMMAND_MAX}",
+                rows.len()
+            ))
+        }
+        (Family::Range, _) => Ok(()),
+        (Family::Coordination, _) => coordination(command),
+        (Family::Board, Command::FabricAdmit { queue, agent }) => {
             name("queue", queue.len())?;
             name("agent", agent.len())
         }
-        Command::FabricPurge { queue } => name("queue", queue.len()),
-        Command::HandoffSend { .. }
-        | Command::HandoffReceive { .. }
-        | Command::HandoffAck { .. }
-        | Command::HandoffFailed { .. }
-        | Command::HandoffBatch { .. } => handoff(command, value_bytes_max),
+        (Family::Board, Command::FabricPurge { queue }) => name("queue", queue.len()),
+        (Family::Board, _) => board(command, value_bytes_max),
+        (Family::Handoff, _) => handoff(command, value_bytes_max),
     }
 }
 
