@@ -181,6 +181,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let backend = self.backend.clone();
         // The append is durable (fsynced) before openraft hears it is flushed, so an entry is
         // on disk before it counts toward a quorum and before any client is acknowledged.
+        //
+        // Returning before the fsync and calling the callback later would gain nothing on
+        // openraft 0.9: `RaftCore::append_to_log` awaits this call and then the callback's
+        // receiver before it runs the next queued command, and the leader's `Replicate`
+        // commands are queued after `AppendInputEntries`. The leader's flush therefore
+        // precedes sending the entry to followers whatever this function does; overlapping
+        // the two needs a Raft core with non-blocking log IO.
         let result = blocking(move || backend.log_append(&rows)).await;
         match result {
             Ok(()) => {
