@@ -97,7 +97,7 @@ fn many_workers_on_every_node_close_each_issue_exactly_once() {
     let early = ["issue", "claim", &last, "--as", "rescuer"];
     let taken = whip(d, Some(node(2)), &early);
     assert_eq!(taken.status.code(), Some(1), "held by gone until the ttl");
-    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    std::thread::sleep(std::time::Duration::from_millis(5_500));
     let claim = ["--json", "issue", "claim", &last, "--as", "rescuer"];
     let second = json(&whip(d, Some(node(2)), &claim));
     let current = second["fence"].as_u64().expect("a fence");
