@@ -90,7 +90,7 @@ fn many_workers_on_every_node_close_each_issue_exactly_once() {
         &["issue", "new", "backlog", "--title", "orphan"],
     ));
     let claim = [
-        "--json", "issue", "claim", &last, "--as", "gone", "--ttl", "2s",
+        "--json", "issue", "claim", &last, "--as", "gone", "--ttl", "5s",
     ];
     let first = json(&whip(d, Some(node(1)), &claim));
     let old = first["fence"].as_u64().expect("a fence");
