@@ -174,7 +174,8 @@ impl Nemesis<'_> {
         };
         let hold_until = Instant::now() + hold;
         if probe {
-            match first_write(&self.nodes.addrs, hold + Duration::from_secs(10)).await {
+            let within = hold + Duration::from_secs(10);
+            match first_write(&self.nodes.addrs, within, self.nodes.probe_keys()).await {
                 Some(ms) => {
                     self.recovery.leader_loss_ms.push(ms);
                     self.event("leader-loss-recovered", json!({ "after_ms": ms }));
@@ -265,32 +266,45 @@ impl Nemesis<'_> {
     }
 }
 
-/// Milliseconds until a write succeeds through any member, or `None` after `within`.
-async fn first_write(addrs: &[String], within: Duration) -> Option<u64> {
+/// Milliseconds until a write of each of `probes` keys (`probe/leader/<n>`) succeeded
+/// through any member, or `None` after `within`. A fabric needs several keys so that every
+/// data cell is written: the leader lost may lead any of them.
+async fn first_write(addrs: &[String], within: Duration, probes: usize) -> Option<u64> {
     let started = Instant::now();
     let clients: Vec<CellClient> = addrs
         .iter()
         .filter_map(|a| CellClient::connect(std::slice::from_ref(a)).ok())
         .map(|c| c.with_retry_for(Duration::ZERO))
         .collect();
+    let mut pending: Vec<usize> = (0..probes).collect();
     let mut n = 0u64;
     while started.elapsed() < within {
         n += 1;
-        let attempts = clients.iter().map(|c| {
-            let request = pb::KvPutRequest {
-                key: b"probe/leader".to_vec(),
-                value: n.to_string().into_bytes(),
-                expect_version: None,
-                idempotency_key: String::new(),
-            };
-            Box::pin(async move {
-                match tokio::time::timeout(Duration::from_millis(400), c.kv_put(request)).await {
-                    Ok(Ok(_)) => Ok(()),
-                    _ => Err(()),
-                }
-            })
+        let rounds = pending.iter().map(|&probe| {
+            let attempts = clients.iter().map(move |c| {
+                let request = pb::KvPutRequest {
+                    key: format!("probe/leader/{probe}").into_bytes(),
+                    value: n.to_string().into_bytes(),
+                    expect_version: None,
+                    idempotency_key: String::new(),
+                };
+                Box::pin(async move {
+                    match tokio::time::timeout(Duration::from_millis(400), c.kv_put(request)).await
+                    {
+                        Ok(Ok(_)) => Ok(()),
+                        _ => Err(()),
+                    }
+                })
+            });
+            async move { (probe, futures::future::select_ok(attempts).await.is_ok()) }
         });
-        if futures::future::select_ok(attempts).await.is_ok() {
+        let done = futures::future::join_all(rounds).await;
+        pending = done
+            .into_iter()
+            .filter(|(_, ok)| !ok)
+            .map(|(p, _)| p)
+            .collect();
+        if pending.is_empty() {
             return Some(started.elapsed().as_millis() as u64);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -106,6 +106,16 @@ impl Nodes {
         Ok(())
     }
 
+    /// Keys a leader-loss probe writes: one for a plain cell; for a fabric enough that
+    /// every data cell owns one of them (the ring is cut evenly; 32 random keys miss one of
+    /// 4 cells with probability 4 · (3/4)^32 ≈ 0.004 %).
+    pub fn probe_keys(&self) -> usize {
+        match self.fabric_cells {
+            0 => 1,
+            cells => (cells as usize * 8).max(32),
+        }
+    }
+
     /// Number of nodes.
     pub fn len(&self) -> usize {
         self.nodes.len()
