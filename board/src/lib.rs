@@ -32,6 +32,7 @@
 //! ```
 #![deny(missing_docs, unreachable_pub)]
 
+pub mod access;
 mod codec;
 mod counter;
 mod deadline;
@@ -85,6 +86,9 @@ pub fn apply(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
     let valid = key.map_or(Ok(()), validate::idempotency_key);
     if let Err(reason) = valid.and_then(|()| validate(&request.command, VALUE_BYTES_MAX)) {
         return Outcome::Invalid { reason };
+    }
+    if let Err(refusal) = access::admit(request.origin, &request.command) {
+        return Outcome::Forbidden { refusal };
     }
     let point = match route::command_point(&request.command) {
         Ok(point) => point,

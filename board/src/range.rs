@@ -402,7 +402,7 @@ mod tests {
             position: 0,
             time_ms,
         };
-        crate::apply(txn, stamp, &Request::new(None, command))
+        crate::apply(txn, stamp, &Request::server(None, command))
     }
 
     /// A board with every kind of row: a team, local tasks claimed, dead and ready, their

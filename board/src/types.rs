@@ -62,15 +62,28 @@ pub struct Request {
     /// The range epoch the router saw for the command's point (0 = not routed). A cell in
     /// a fabric runs a keyed command only when this matches the epoch of its range.
     pub epoch: u64,
+    /// Who built the request: the client API or a server on its own behalf
+    /// ([`crate::access`]). Only [`Request::server`] sets `Server`.
+    pub origin: crate::access::Origin,
 }
 
 impl Request {
-    /// A request that is not routed (a standalone cell, or a command every cell runs).
+    /// A client request that is not routed (a standalone cell, or a command every cell runs).
     pub fn new(idempotency_key: Option<String>, command: Command) -> Self {
         Request {
             idempotency_key,
             command,
             epoch: 0,
+            origin: crate::access::Origin::Client,
+        }
+    }
+
+    /// A request a server makes on its own behalf (ticks, fabric administration, handoffs,
+    /// identity rows): the only way to reach reserved state and server-only commands.
+    pub fn server(idempotency_key: Option<String>, command: Command) -> Self {
+        Request {
+            origin: crate::access::Origin::Server,
+            ..Request::new(idempotency_key, command)
         }
     }
 }
@@ -603,6 +616,11 @@ pub enum Outcome {
     Ticked {
         /// Due items processed (including stale index entries removed).
         processed: u32,
+    },
+    /// A client request touched reserved state or a server-only command; nothing changed.
+    Forbidden {
+        /// What was refused.
+        refusal: crate::access::AccessRefusal,
     },
     /// The command was refused as invalid; nothing changed.
     Invalid {

@@ -742,6 +742,7 @@ impl Runner {
                     idempotency_key,
                     command,
                     epoch: line.number_or("epoch", 0),
+                    origin: whip_board::access::Origin::Server,
                 };
                 outcome_text(&apply(&mut self.txn, stamp, &request))
             }

@@ -989,7 +989,7 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
                 time_ms: stamp.time_ms + step.advance_ms,
             };
         }
-        let request = Request::new(None, resolve(step, &model));
+        let request = Request::server(None, resolve(step, &model));
         let outcome = apply(&mut txn, stamp, &request);
         let expected = model.apply(stamp, &request.command);
         prop_assert_eq!(&outcome, &expected, "at {:?} for {:?}", stamp, request);

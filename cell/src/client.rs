@@ -151,6 +151,16 @@ impl CellClient {
         request
     }
 
+    /// `req` for the in-process service: the caller is the local user (an extension, which
+    /// no transport carries).
+    fn local_request<T>(identity: &Option<(String, String)>, req: T) -> tonic::Request<T> {
+        let mut request = Self::request(identity, req);
+        request
+            .extensions_mut()
+            .insert(crate::tls::Principal::Local);
+        request
+    }
+
     fn key_or_new(&self, key: &mut String) {
         if key.is_empty() {
             *key = self.next_idempotency_key();
@@ -221,7 +231,7 @@ macro_rules! reads {
         #[doc = concat!("Call `", stringify!($name), "` on the cell, retrying while it is unavailable.")]
         pub async fn $name(&self, req: $req) -> Result<$resp, CellError> {
             if let Some(api) = &self.local {
-                let request = Self::request(&self.identity, req);
+                let request = Self::local_request(&self.identity, req);
                 return Ok(CellService::$name(api.as_ref(), request).await?.into_inner());
             }
             let identity = &self.identity;
@@ -240,7 +250,7 @@ macro_rules! writes {
         pub async fn $name(&self, mut req: $req) -> Result<$resp, CellError> {
             self.key_or_new(&mut req.idempotency_key);
             if let Some(api) = &self.local {
-                let request = Self::request(&self.identity, req);
+                let request = Self::local_request(&self.identity, req);
                 return Ok(CellService::$name(api.as_ref(), request).await?.into_inner());
             }
             let identity = &self.identity;
@@ -312,7 +322,7 @@ impl CellClient {
             after_seq,
         };
         if let Some(api) = &self.local {
-            let request = Self::request(&self.identity, request);
+            let request = Self::local_request(&self.identity, request);
             let stream = CellService::signal_subscribe(api.as_ref(), request).await?;
             return Ok(stream.into_inner());
         }
@@ -331,7 +341,8 @@ impl CellClient {
     pub async fn observe(&self, group: String) -> Result<LeaderStream, CellError> {
         let request = pb::LeaderRequest { group };
         if let Some(api) = &self.local {
-            let stream = CellService::observe(api.as_ref(), tonic::Request::new(request)).await?;
+            let stream =
+                CellService::observe(api.as_ref(), Self::local_request(&None, request)).await?;
             return Ok(stream.into_inner());
         }
         let stream = self

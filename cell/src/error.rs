@@ -28,6 +28,13 @@ pub enum CellError {
         /// The epoch the cell knows for the key's point (0 = not owned here).
         epoch: u64,
     },
+    /// The caller may not do this: reserved state, a server-only command, or a call that
+    /// needs a credential the caller does not hold. Retrying will not help.
+    #[error("{0}")]
+    PermissionDenied(String),
+    /// The caller did not prove who it is (no token, a wrong token, no certificate).
+    #[error("{0}")]
+    Unauthenticated(String),
 }
 
 const WRONG_RANGE_PREFIX: &str = "wrong range: this cell knows epoch ";
@@ -41,6 +48,8 @@ impl From<CellError> for tonic::Status {
             }
             CellError::Fatal(_) => tonic::Status::internal(err.to_string()),
             CellError::WrongRange { .. } => tonic::Status::failed_precondition(err.to_string()),
+            CellError::PermissionDenied(m) => tonic::Status::permission_denied(m.clone()),
+            CellError::Unauthenticated(m) => tonic::Status::unauthenticated(m.clone()),
         }
     }
 }
@@ -52,6 +61,12 @@ impl From<tonic::Status> for CellError {
                 CellError::InvalidArgument(status.message().to_string())
             }
             tonic::Code::Internal => CellError::Fatal(status.message().to_string()),
+            tonic::Code::PermissionDenied => {
+                CellError::PermissionDenied(status.message().to_string())
+            }
+            tonic::Code::Unauthenticated => {
+                CellError::Unauthenticated(status.message().to_string())
+            }
             tonic::Code::FailedPrecondition if status.message().starts_with(WRONG_RANGE_PREFIX) => {
                 let rest = &status.message()[WRONG_RANGE_PREFIX.len()..];
                 let epoch = rest

@@ -28,6 +28,7 @@ pub mod runtime;
 pub mod service;
 pub mod status;
 pub mod storage;
+pub mod tls;
 pub mod types;
 
 pub use client::CellClient;

@@ -61,3 +61,18 @@ pub const SIGNAL_RETAIN_MS: u64 = 86_400_000;
 /// Bounded deletes (`FabricPurge`) one team dissolve makes of the team's fabric queue: enough
 /// for a queue holding the most open tasks a board may (each round deletes about 4,096 rows).
 pub const FABRIC_PURGE_ROUNDS_MAX: usize = 256;
+/// A TLS handshake that takes longer than this is dropped (a client that opens a connection
+/// and sends nothing holds no slot).
+pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 5_000;
+/// Certificates the cluster CA issues are valid until the first of January of this year.
+pub const CERT_VALID_UNTIL_YEAR: i32 = 2100;
+/// Servers ping an idle HTTP/2 connection this often (and set TCP keepalive to it)...
+pub const KEEPALIVE_INTERVAL_MS: u64 = 10_000;
+/// ...and close it when the ping is not answered within this long.
+pub const KEEPALIVE_TIMEOUT_MS: u64 = 20_000;
+/// Concurrent calls (HTTP/2 streams) on one connection.
+pub const STREAMS_PER_CONNECTION_MAX: u32 = 1_024;
+/// A Raft message whose term is further than this ahead of the receiver's term is refused
+/// before the core (a partitioned voter campaigning every election timeout needs days to get
+/// here; openraft 0.9.25 panics on `u64::MAX`).
+pub const RAFT_TERM_AHEAD_MAX: u64 = 1 << 20;

@@ -17,22 +17,38 @@ use whip_proto::v1::Blob;
 use whip_proto::v1::raft_client::RaftClient;
 
 use crate::limits;
+use crate::tls::Transport;
 use crate::types::{NodeId, TypeConfig, decode, encode};
 
 /// Channels to peers by address, shared by Raft replication and request forwarding, so each
-/// peer costs one HTTP/2 connection (TRAPS.md 8).
-#[derive(Clone, Default)]
+/// peer costs one HTTP/2 connection (TRAPS.md 8). Peers connect with this server's node
+/// credential: the other side answers Raft, forwarding and delivery only to a node.
+#[derive(Clone)]
 pub struct Peers {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    transport: Transport,
 }
 
 impl Peers {
+    /// Peer channels made over `transport` (the node's own credential).
+    pub fn new(transport: Transport) -> Peers {
+        Peers {
+            channels: Arc::default(),
+            transport,
+        }
+    }
+
+    /// The transport peer channels use (a node's credential also serves its listener).
+    pub fn transport(&self) -> &Transport {
+        &self.transport
+    }
+
     /// The channel to `addr` (`host:port`), created on first use and connected lazily.
     pub fn channel(&self, addr: &str) -> Channel {
         let mut channels = self.channels.lock().expect("peer map lock");
         channels
             .entry(addr.to_string())
-            .or_insert_with(|| endpoint(addr).connect_lazy())
+            .or_insert_with(|| endpoint_with(addr, &self.transport).connect_lazy())
             .clone()
     }
 
@@ -44,10 +60,23 @@ impl Peers {
     }
 }
 
-/// The endpoint settings every peer and client channel uses.
+/// The endpoint settings every client channel uses, over this process's default transport
+/// ([`crate::tls::client_default`]).
 pub fn endpoint(addr: &str) -> Endpoint {
-    Endpoint::from_shared(format!("http://{addr}"))
-        .expect("peer address forms a valid URI")
+    endpoint_with(addr, &crate::tls::client_default())
+}
+
+/// The endpoint settings every peer and client channel uses, over `transport`.
+pub fn endpoint_with(addr: &str, transport: &Transport) -> Endpoint {
+    let endpoint = Endpoint::from_shared(format!("{}://{addr}", transport.scheme()))
+        .expect("peer address forms a valid URI");
+    let endpoint = match transport.client_config() {
+        Some(tls) => endpoint
+            .tls_config(tls)
+            .expect("tls settings built from parsed credentials"),
+        None => endpoint,
+    };
+    endpoint
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_millis(limits::CONNECT_TIMEOUT_MS))
         .http2_keep_alive_interval(Duration::from_secs(10))

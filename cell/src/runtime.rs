@@ -60,6 +60,9 @@ pub struct CellConfig {
     /// Run this member's own tick loop. A node hosting many cells turns it off and drives
     /// every cell's [`Cell::tick_due`] / [`Cell::tick_round`] from one loop instead.
     pub own_tick_loop: bool,
+    /// How this member serves and reaches its peers: TLS with its node credential, or
+    /// plaintext on loopback behind `--insecure`.
+    pub transport: crate::tls::Transport,
 }
 
 impl CellConfig {
@@ -77,6 +80,7 @@ impl CellConfig {
             heartbeat_ms: limits::HEARTBEAT_MS,
             election_timeout_min_ms: limits::ELECTION_TIMEOUT_MIN_MS,
             own_tick_loop: true,
+            transport: crate::tls::Transport::Insecure,
         }
     }
 }
@@ -102,6 +106,8 @@ struct Inner {
     proposals: mpsc::Sender<Pending>,
     last_stamp_ms: AtomicU64,
     ticks: std::sync::Mutex<TickMemo>,
+    /// Raft messages refused before the core (non-member sender, absurd term).
+    raft_refused: AtomicU64,
 }
 
 /// What the tick check remembers between rounds, so an idle cell costs a clock read.
@@ -119,7 +125,8 @@ impl Cell {
     /// Open storage and start Raft, the proposal batcher and the tick loop. The member
     /// serves nothing until [`crate::serve`] runs its gRPC service.
     pub async fn start(config: CellConfig) -> Result<Cell, CellError> {
-        Self::start_with_peers(config, Peers::default()).await
+        let peers = Peers::new(config.transport.clone());
+        Self::start_with_peers(config, peers).await
     }
 
     /// Like [`Cell::start`], sharing `peers` (one connection per remote node) with the other
@@ -146,6 +153,7 @@ impl Cell {
             proposals: tx,
             last_stamp_ms: AtomicU64::new(0),
             ticks: std::sync::Mutex::new(TickMemo::default()),
+            raft_refused: AtomicU64::new(0),
         });
         tokio::spawn(proposer_loop(Arc::downgrade(&inner), rx));
         if inner.config.own_tick_loop {
@@ -205,6 +213,7 @@ impl Cell {
             .map_err(|_| stopped())?;
         match rx.await.map_err(|_| stopped())?? {
             Outcome::Invalid { reason } => Err(CellError::InvalidArgument(reason)),
+            Outcome::Forbidden { refusal } => Err(CellError::PermissionDenied(refusal.to_string())),
             Outcome::WrongRange { epoch } => Err(CellError::WrongRange { epoch }),
             outcome => Ok(outcome),
         }
@@ -270,6 +279,21 @@ impl Cell {
             QueryResult::WrongRange { epoch } => Err(CellError::WrongRange { epoch }),
             result => Ok(result),
         }
+    }
+
+    /// Count one refused Raft message; the new total.
+    pub(crate) fn count_raft_refusal(&self) -> u64 {
+        self.inner.raft_refused.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Raft messages refused before they reached the core (non-member sender, absurd term).
+    pub fn raft_refused(&self) -> u64 {
+        self.inner.raft_refused.load(Ordering::Relaxed)
+    }
+
+    /// How this member serves and reaches its peers.
+    pub fn transport(&self) -> &crate::tls::Transport {
+        &self.inner.config.transport
     }
 
     /// Which cell of the fabric this member belongs to.
@@ -745,7 +769,7 @@ async fn tick_once(cell: &Cell) -> Result<(), CellError> {
         if !due {
             return Ok(());
         }
-        let tick = Request::new(None, Command::Tick);
+        let tick = Request::server(None, Command::Tick);
         if let Outcome::Ticked { processed: 0 } = cell.submit(tick).await? {
             return Ok(());
         }

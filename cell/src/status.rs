@@ -41,5 +41,6 @@ pub fn status(cell: &Cell) -> pb::StatusResponse {
         last_applied: m.last_applied.map_or(0, |l| l.index),
         state: format!("{:?}", m.state),
         storage: cell.config().storage.name().to_string(),
+        raft_refused: cell.raft_refused(),
     }
 }

@@ -91,7 +91,7 @@ fn command_log(len: usize) -> Vec<Request> {
                 _ => Command::Tick,
             };
             let idempotency_key = (r % 4 == 0).then(|| format!("idem-{}", r % 50));
-            Request::new(idempotency_key, command)
+            Request::server(idempotency_key, command)
         })
         .collect()
 }

@@ -62,7 +62,7 @@ async fn on_cell(
         node.submit_cell(
             Some(map),
             cell,
-            Request::new(Some(key.clone()), command.clone()),
+            Request::server(Some(key.clone()), command.clone()),
         )
     })
     .await
@@ -394,7 +394,7 @@ impl<'a> AdminLease<'a> {
             ttl_ms: limits::RANGE_ADMIN_LEASE_TTL_MS,
             wait_ms: 0,
         };
-        let request = Request::new(Some(format!("{holder}/acquire")), acquire);
+        let request = Request::server(Some(format!("{holder}/acquire")), acquire);
         match node.submit_cell(None, META_CELL, request).await? {
             Outcome::LeaseHeld { .. } => Ok(AdminLease { node, holder }),
             Outcome::LeaseContended { holders } => Err(CellError::Unavailable(format!(
@@ -410,7 +410,7 @@ impl<'a> AdminLease<'a> {
             lease: admin_lease(),
             holder: self.holder.clone(),
         };
-        let request = Request::new(Some(format!("{}/release", self.holder)), release);
+        let request = Request::server(Some(format!("{}/release", self.holder)), release);
         if let Err(e) = self.node.submit_cell(None, META_CELL, request).await {
             tracing::warn!(error = %e, "releasing the range-admin lease (it expires by itself)");
         }

@@ -79,7 +79,7 @@ async fn read(node: &Node, cell: u64, query: Query) -> Result<QueryResult, CellE
 }
 
 async fn submit(node: &Node, cell: u64, command: Command) -> Result<Outcome, CellError> {
-    node.submit_cell(None, cell, Request::new(None, command))
+    node.submit_cell(None, cell, Request::server(None, command))
         .await
 }
 
@@ -334,7 +334,7 @@ pub(crate) async fn deliver(
     let Some(to_cell) = to_cell else {
         return Ok(answer);
     };
-    let request = Request::new(None, Command::HandoffBatch { commands });
+    let request = Request::server(None, Command::HandoffBatch { commands });
     let outcomes = match node.submit_cell(Some(&map), to_cell, request).await? {
         Outcome::HandoffBatch { outcomes } => outcomes,
         other => return Err(CellError::Fatal(format!("unexpected answer {other:?}"))),

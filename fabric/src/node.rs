@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use whip_board::{Query, QueryResult, Request};
 use whip_cell::network::Peers;
+use whip_cell::service::ServeError;
 use whip_cell::types::{decode, encode};
 use whip_cell::{Cell, CellConfig, CellError, StorageKind};
 use whip_proto::v1::Blob;
@@ -37,6 +38,9 @@ pub struct NodeConfig {
     pub election_timeout_min_ms: u64,
     /// Test-only: added to the clock of every hosted cell (fault tests skew a node).
     pub clock_offset_ms: i64,
+    /// How the node serves and reaches other nodes: TLS with its node credential, or
+    /// plaintext on loopback behind `--insecure`.
+    pub transport: whip_cell::tls::Transport,
 }
 
 impl NodeConfig {
@@ -52,6 +56,7 @@ impl NodeConfig {
             heartbeat_ms: limits::NODE_HEARTBEAT_MS,
             election_timeout_min_ms: limits::NODE_ELECTION_TIMEOUT_MIN_MS,
             clock_offset_ms: 0,
+            transport: whip_cell::tls::Transport::Insecure,
         }
     }
 }
@@ -91,11 +96,13 @@ impl Node {
             return Err(CellError::InvalidArgument("node ids start at 1".into()));
         }
         let cells_dir = config.data_dir.join("cells");
-        std::fs::create_dir_all(&cells_dir).map_err(|e| fatal(&cells_dir, e))?;
+        whip_cell::tls::private_dir(&config.data_dir)
+            .and_then(|()| whip_cell::tls::private_dir(&cells_dir))
+            .map_err(|e| fatal(&cells_dir, std::io::Error::other(e)))?;
         let node = Node {
             inner: Arc::new(Inner {
+                peers: Peers::new(config.transport.clone()),
                 config,
-                peers: Peers::default(),
                 cells: RwLock::new(BTreeMap::new()),
                 creating: tokio::sync::Mutex::new(()),
                 map: RwLock::new(None),
@@ -194,6 +201,7 @@ impl Node {
         config.heartbeat_ms = c.heartbeat_ms;
         config.election_timeout_min_ms = c.election_timeout_min_ms;
         config.clock_offset_ms = c.clock_offset_ms;
+        config.transport = c.transport.clone();
         config.own_tick_loop = false;
         let member = Cell::start_with_peers(config, self.inner.peers.clone()).await?;
         self.inner
@@ -229,19 +237,29 @@ impl Node {
 
     /// The gRPC router of this node: the routed client API, the admin and Raft services of
     /// every hosted cell, and the node service (fabric init, status, range changes).
-    pub fn router(&self) -> tonic::transport::server::Router {
-        whip_cell::service::services(Arc::new(self.clone()), Arc::new(self.clone())).add_service(
-            whip_proto::v1::node_server::NodeServer::new(crate::admin::NodeApi::new(self.clone())),
+    pub fn router(
+        &self,
+        tls: Option<tonic::transport::ServerTlsConfig>,
+    ) -> Result<whip_cell::service::Services, ServeError> {
+        let node = Arc::new(self.clone());
+        Ok(
+            whip_cell::service::services(node.clone(), node, tls)?.add_service(
+                whip_proto::v1::node_server::NodeServer::new(crate::admin::NodeApi::new(
+                    self.clone(),
+                ))
+                .max_decoding_message_size(whip_cell::limits::MESSAGE_BYTES_MAX),
+            ),
         )
     }
 
-    /// Serve this node on `listener` until `shutdown` resolves.
+    /// Serve this node on `listener` over its transport until `shutdown` resolves.
     pub async fn serve(
         &self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    ) -> Result<(), tonic::transport::Error> {
-        whip_cell::service::serve_router(self.router(), listener, shutdown).await
+    ) -> Result<(), ServeError> {
+        let tls = (self.inner.config.transport).server_config(&listener.local_addr()?)?;
+        whip_cell::service::serve_router(self.router(tls)?, listener, shutdown).await
     }
 
     /// Stop every hosted cell.

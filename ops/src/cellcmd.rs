@@ -83,8 +83,10 @@ pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
             storage,
             clock_offset_ms,
         } => {
+            let transport = crate::security::server_transport(global, &data)?;
             let mut config =
                 CellConfig::new(id, advertise.unwrap_or_else(|| listen.to_string()), data);
+            config.transport = transport;
             config.storage = storage;
             config.clock_offset_ms = clock_offset_ms;
             serve(config, listen).await
@@ -163,6 +165,7 @@ impl Member {
 }
 
 async fn start_member(config: CellConfig, listen: SocketAddr) -> Result<Member> {
+    config.transport.server_config(&listen)?;
     let listener = whip_cell::service::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -271,7 +274,9 @@ async fn dev(
         .collect();
     let mut members = Vec::new();
     for (id, addr) in &addrs {
-        let mut config = CellConfig::new(*id, addr.clone(), data.join(format!("voter-{id}")));
+        let dir = data.join(format!("voter-{id}"));
+        let mut config = CellConfig::new(*id, addr.clone(), dir.clone());
+        config.transport = crate::security::server_transport(global, &dir)?;
         config.storage = storage;
         members.push(start_member(config, addr.parse()?).await?);
     }

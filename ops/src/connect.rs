@@ -121,7 +121,9 @@ pub(crate) async fn session(global: &Global) -> Result<Session> {
 }
 
 async fn embedded(store: &Path) -> Result<Session> {
-    std::fs::create_dir_all(store)
+    // The store's socket answers the whole API as the local user: only this user may reach
+    // it, whatever the umask (the directory 0700, the socket 0600).
+    whip_cell::tls::private_dir(store)
         .with_context(|| format!("cannot create store {}", store.display()))?;
     let socket = store.join("cell.sock");
     let lock = File::options()
@@ -188,6 +190,8 @@ async fn start_embedded(store: &Path, socket: PathBuf, lock: File) -> Result<Ses
     let _ = std::fs::remove_file(&socket);
     let listener = tokio::net::UnixListener::bind(&socket)
         .with_context(|| format!("cannot listen on {}", socket.display()))?;
+    std::fs::set_permissions(&socket, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .with_context(|| format!("cannot restrict {}", socket.display()))?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let router = whip_cell::service::router(cell.clone());
     let (opened, last_connect_ms) = (Instant::now(), Arc::new(AtomicU64::new(0)));

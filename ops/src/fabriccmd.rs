@@ -85,7 +85,7 @@ pub(crate) enum FabricCommand {
     },
 }
 
-pub(crate) async fn node(cmd: NodeCommand) -> Result<ExitCode> {
+pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> {
     let NodeCommand::Serve {
         id,
         listen,
@@ -96,7 +96,10 @@ pub(crate) async fn node(cmd: NodeCommand) -> Result<ExitCode> {
         election_timeout_ms,
         clock_offset_ms,
     } = cmd;
+    let transport = crate::security::server_transport(global, &data)?;
+    transport.server_config(&listen)?;
     let mut config = NodeConfig::new(id, advertise.unwrap_or_else(|| listen.to_string()), data);
+    config.transport = transport;
     config.storage = storage;
     config.clock_offset_ms = clock_offset_ms;
     if let Some(ms) = heartbeat_ms {

@@ -18,6 +18,7 @@ mod issue;
 mod output;
 mod primitives;
 mod run;
+mod security;
 mod signals;
 mod structures;
 
@@ -43,6 +44,9 @@ struct Cli {
     /// Act as this agent (team and board calls); its token lives in the credentials file.
     #[arg(long, global = true, env = "WHIP_AGENT")]
     agent: Option<String>,
+    /// Plaintext instead of TLS, for servers and clients (refused off loopback).
+    #[arg(long, global = true, env = "WHIP_INSECURE")]
+    insecure: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -67,6 +71,9 @@ enum Command {
     /// The CLI's agent identity (`--agent`, `WHIP_AGENT`): `whip agent register`.
     #[command(subcommand)]
     Agent(AgentCommand),
+    /// Credentials of this user's cluster CA: `whip credential issue --role node --out FILE`.
+    #[command(subcommand)]
+    Credential(CredentialCommand),
     /// Teams: create (you supervise), join, dissolve.
     #[command(subcommand)]
     Team(boardcmd::TeamCommand),
@@ -124,6 +131,20 @@ enum AgentCommand {
     Register,
 }
 
+/// `whip credential …`.
+#[derive(Subcommand, Debug)]
+enum CredentialCommand {
+    /// Issue a node or operator credential (JSON with CA, certificate and key; 0600).
+    Issue {
+        /// `node` or `operator`.
+        #[arg(long)]
+        role: String,
+        /// Where to write it (must not exist).
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
 /// `whip check FILE… [--root W] [--explain]`.
 #[derive(clap::Args, Debug)]
 struct CheckArgs {
@@ -145,9 +166,14 @@ pub(crate) struct Global {
     pub(crate) store: Option<PathBuf>,
     pub(crate) json: bool,
     pub(crate) agent: Option<String>,
+    pub(crate) insecure: bool,
 }
 
 fn main() -> ExitCode {
+    // Everything whip writes (stores, data directories, credentials, sockets) is this
+    // user's alone, whatever the inherited umask.
+    // SAFETY: umask only changes this process's file-creation mask.
+    unsafe { libc::umask(0o077) };
     let cli = Cli::parse();
     init_tracing();
     let global = Global {
@@ -155,6 +181,7 @@ fn main() -> ExitCode {
         store: cli.store,
         json: cli.json,
         agent: cli.agent,
+        insecure: cli.insecure,
     };
     if let Command::Check(args) = cli.command {
         return check(&global, args);
@@ -169,14 +196,18 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return output::fail(&global, &anyhow::anyhow!("cannot start runtime: {e}")),
     };
+    security::install_client_default(&global);
     let result = runtime.block_on(async {
         signals::watch();
         match cli.command {
             Command::Cell(cmd) => cellcmd::run(&global, cmd).await,
-            Command::Node(cmd) => fabriccmd::node(cmd).await,
+            Command::Node(cmd) => fabriccmd::node(&global, cmd).await,
             Command::Fabric(cmd) => fabriccmd::fabric(&global, cmd).await,
             Command::Election(cmd) => coord::election(&global, cmd).await,
             Command::Agent(AgentCommand::Register) => agent::register(&global).await,
+            Command::Credential(CredentialCommand::Issue { role, out }) => {
+                security::issue(&global, &role, &out)
+            }
             Command::Team(cmd) => boardcmd::team(&global, cmd).await,
             Command::Board(cmd) => boardcmd::board(&global, cmd).await,
             Command::Doc(cmd) => structures::doc(&global, cmd).await,

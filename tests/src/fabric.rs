@@ -67,9 +67,9 @@ impl Fabric {
     pub async fn start_node(&mut self, id: u64) {
         let addr = self.addrs[&id];
         let dir = self.dir.path().join(format!("node-{id}"));
-        let node = Node::start(NodeConfig::new(id, addr.to_string(), dir))
-            .await
-            .expect("start node");
+        let mut config = NodeConfig::new(id, addr.to_string(), dir);
+        config.transport = crate::node_transport();
+        let node = Node::start(config).await.expect("start node");
         let listener = whip_cell::service::bind(addr)
             .await
             .expect("bind node address");
@@ -155,6 +155,7 @@ pub struct ProcessFabric {
 impl ProcessFabric {
     /// Start `n` node processes (not yet a fabric: run `whip fabric init`).
     pub async fn start(n: usize) -> ProcessFabric {
+        crate::init_tracing();
         let mut fabric = ProcessFabric {
             dir: tempfile::tempdir().expect("temp dir"),
             addrs: free_addrs(n).iter().map(|a| a.to_string()).collect(),

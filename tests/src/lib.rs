@@ -18,12 +18,43 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::sync::OnceLock;
+
+use whip_cell::tls::{self, Principal, Transport};
 use whip_cell::{Cell, CellClient, CellConfig, StorageKind};
 
 pub use process::{DevCell, ProcessCluster, whip_binary};
 
-/// Install a quiet tracing subscriber once (set `WHIP_LOG` to see more).
+/// The node credential in-process members serve with: issued (in memory) by this user's
+/// cluster CA, the one `whip` processes started by the tests use too.
+pub fn node_transport() -> Transport {
+    static NODE: OnceLock<Transport> = OnceLock::new();
+    NODE.get_or_init(|| {
+        let authority = tls::Authority::load_or_create(&tls::config_dir()).expect("cluster CA");
+        Transport::tls(
+            authority
+                .credentials(Principal::Node)
+                .expect("node credential"),
+        )
+    })
+    .clone()
+}
+
+/// Make every client of this test process connect as the operator of this user's cluster
+/// CA (as the `whip` CLI does), once.
+pub fn install_client() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let credentials =
+            tls::operator_credentials(&tls::config_dir()).expect("operator credential");
+        tls::set_client_default(Transport::tls(credentials));
+    });
+}
+
+/// Install a quiet tracing subscriber and the operator's client credential once (set
+/// `WHIP_LOG` to see more).
 pub fn init_tracing() {
+    install_client();
     let filter = tracing_subscriber::EnvFilter::try_from_env("WHIP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,openraft=error"));
     let _ = tracing_subscriber::fmt()
@@ -110,6 +141,7 @@ impl Cluster {
                 cluster.dir.path().join(format!("member-{id}")),
             );
             config.storage = storage;
+            config.transport = node_transport();
             adjust(&mut config);
             cluster.configs.insert(*id, config);
             cluster.start_member(*id).await;

@@ -56,6 +56,7 @@ pub struct ProcessCluster {
 impl ProcessCluster {
     /// Start `n` member processes and initialize the cell.
     pub async fn start(n: usize) -> ProcessCluster {
+        crate::init_tracing();
         let dir = tempfile::tempdir().expect("temp dir");
         let addrs: Vec<String> = crate::free_addrs(n).iter().map(|a| a.to_string()).collect();
         let mut cluster = ProcessCluster {

@@ -114,7 +114,7 @@ impl CellApi {
             let purge = Command::FabricPurge {
                 queue: team.to_string(),
             };
-            match self.submit(String::new(), purge).await? {
+            match self.submit_server(String::new(), purge).await? {
                 Outcome::TeamDissolved { removed: n, done } => {
                     removed = removed.saturating_add(n);
                     if done {
@@ -143,7 +143,7 @@ impl CellApi {
             agent: caller.to_string(),
         };
         Ok(matches!(
-            self.submit(String::new(), admit).await?,
+            self.submit_server(String::new(), admit).await?,
             Outcome::TeamJoined { .. }
         ))
     }

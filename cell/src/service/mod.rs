@@ -73,22 +73,59 @@ fn hosted(cells: &dyn Cells, id: u64) -> Result<Cell, Status> {
         .ok_or_else(|| Status::not_found(format!("cell {id} is not hosted on this node")))
 }
 
-/// Build the tonic router serving every service of `cell`, with gRPC reflection so tools
-/// such as grpcurl can list and call the API without the .proto file.
-pub fn router(cell: Cell) -> tonic::transport::server::Router {
-    services(Arc::new(cell.clone()), Arc::new(cell))
+/// A server's services behind the caller gate ([`crate::tls::GateLayer`]).
+pub type Services = tonic::transport::server::Router<
+    tower::layer::util::Stack<crate::tls::GateLayer, tower::layer::util::Identity>,
+>;
+
+/// Why a server could not start serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The transport settings were refused (plaintext off loopback, no certificate).
+    #[error(transparent)]
+    Transport(#[from] crate::tls::TransportError),
+    /// The listener failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// tonic failed.
+    #[error(transparent)]
+    Tonic(#[from] tonic::transport::Error),
 }
 
-/// The router of a server whose client API runs on `dispatch` and which hosts `cells`.
+/// The router serving every service of `cell` without TLS (the embedded store's local
+/// socket: only the local user reaches it), with gRPC reflection so tools such as grpcurl
+/// can list and call the API without the .proto file.
+pub fn router(cell: Cell) -> Services {
+    services(Arc::new(cell.clone()), Arc::new(cell), None).expect("no tls settings to refuse")
+}
+
+/// The router of a server whose client API runs on `dispatch` and which hosts `cells`,
+/// over TLS when `tls` is given. Every call passes the caller gate first.
 pub fn services(
     dispatch: Arc<dyn Dispatch>,
     cells: Arc<dyn Cells>,
-) -> tonic::transport::server::Router {
+    tls: Option<tonic::transport::ServerTlsConfig>,
+) -> Result<Services, ServeError> {
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(whip_proto::FILE_DESCRIPTOR_SET)
         .build_v1()
         .expect("the compiled descriptor set is valid");
-    tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(std::time::Duration::from_millis(
+            limits::KEEPALIVE_INTERVAL_MS,
+        )))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_millis(
+            limits::KEEPALIVE_TIMEOUT_MS,
+        )))
+        .tcp_keepalive(Some(std::time::Duration::from_millis(
+            limits::KEEPALIVE_INTERVAL_MS,
+        )))
+        .max_concurrent_streams(Some(limits::STREAMS_PER_CONNECTION_MAX));
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    Ok(builder
+        .layer(crate::tls::GateLayer)
         .add_service(reflection)
         .add_service(
             cell_server::CellServer::new(CellApi::new(dispatch))
@@ -102,29 +139,31 @@ pub fn services(
             raft_server::RaftServer::new(RaftApi { cells })
                 .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
                 .max_encoding_message_size(limits::MESSAGE_BYTES_MAX),
-        )
+        ))
 }
 
 /// Serve `router` on `listener` (TCP, with TCP_NODELAY: TRAPS.md 9) until `shutdown`
 /// resolves.
 pub async fn serve_router(
-    router: tonic::transport::server::Router,
+    router: Services,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(), tonic::transport::Error> {
+) -> Result<(), ServeError> {
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    router
+    Ok(router
         .serve_with_incoming_shutdown(incoming, shutdown)
-        .await
+        .await?)
 }
 
-/// Serve `cell` on `listener` until `shutdown` resolves.
+/// Serve `cell` on `listener` over the cell's transport until `shutdown` resolves.
 pub async fn serve(
     cell: Cell,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(), tonic::transport::Error> {
-    serve_router(router(cell), listener, shutdown).await
+) -> Result<(), ServeError> {
+    let tls = cell.transport().server_config(&listener.local_addr()?)?;
+    let router = services(Arc::new(cell.clone()), Arc::new(cell), tls)?;
+    serve_router(router, listener, shutdown).await
 }
 
 /// Bind `addr` for [`serve`].
@@ -139,6 +178,8 @@ pub(crate) struct CellApi {
 }
 
 impl CellApi {
+    /// Submit a client's command (refused by `board` if it touches reserved state or is a
+    /// server-only command).
     async fn submit(&self, idempotency_key: String, command: Command) -> Result<Outcome, Status> {
         let idempotency_key = (!idempotency_key.is_empty()).then_some(idempotency_key);
         Ok(self
@@ -147,7 +188,30 @@ impl CellApi {
             .await?)
     }
 
+    /// Submit a command this server makes on its own behalf, after it proved what the
+    /// command needs (identity rows, fabric-queue admission and purge).
+    async fn submit_server(
+        &self,
+        idempotency_key: String,
+        command: Command,
+    ) -> Result<Outcome, Status> {
+        let idempotency_key = (!idempotency_key.is_empty()).then_some(idempotency_key);
+        Ok(self
+            .dispatch
+            .submit(Request::server(idempotency_key, command))
+            .await?)
+    }
+
+    /// A client's read (refused by `board` on a reserved key).
     async fn read(&self, query: Query) -> Result<QueryResult, Status> {
+        if let Err(refusal) = whip_board::access::admit_query(&query) {
+            return Err(Status::permission_denied(refusal.to_string()));
+        }
+        self.read_server(query).await
+    }
+
+    /// A read this server makes on its own behalf (token hashes, team records).
+    async fn read_server(&self, query: Query) -> Result<QueryResult, Status> {
         Ok(self.dispatch.read(query).await?)
     }
 }
@@ -361,7 +425,16 @@ impl cell_server::Cell for CellApi {
             after_key: req.after_key,
             limit: convert::limit(req.limit),
         };
-        let result = self.read(query).await?;
+        let result = match self.read(query).await? {
+            // Reserved rows (agents, the fabric's map) are server state: a client's scan
+            // passes over them (whip_board::access).
+            QueryResult::KvRange(rows) => QueryResult::KvRange(
+                rows.into_iter()
+                    .filter(|(key, _)| !whip_board::access::is_reserved(key))
+                    .collect(),
+            ),
+            other => other,
+        };
         Ok(Response::new(convert::kv_range_response(result)?))
     }
 
@@ -869,13 +942,13 @@ impl cell_server::Cell for CellApi {
             expect_version: Some(0),
         };
         let key = format!("agent-register/{}/{hash}", req.agent);
-        match self.submit(key, put).await? {
+        match self.submit_server(key, put).await? {
             Outcome::KvWritten { .. } => {
                 Ok(Response::new(pb::AgentRegisterResponse { created: true }))
             }
             Outcome::KvVersionMismatch { .. } => {
                 let stored = self
-                    .read(Query::KvGet {
+                    .read_server(Query::KvGet {
                         key: crate::identity::agent_key(&req.agent),
                     })
                     .await?;

@@ -9,8 +9,9 @@ use whip_proto::v1 as pb;
 use whip_proto::v1::{admin_server, raft_server};
 
 use super::{Cells, GrpcResult, hosted};
+use crate::limits;
 use crate::runtime::Cell;
-use crate::types::{decode, encode};
+use crate::types::{TypeConfig, decode, encode};
 
 pub(super) struct AdminApi {
     pub(super) cells: Arc<dyn Cells>,
@@ -90,20 +91,92 @@ fn blob<T: serde::Serialize>(value: &T) -> GrpcResult<pb::Blob> {
     }))
 }
 
+/// Why a Raft message from a certified peer was refused before it reached the core.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RaftRefusal {
+    /// The sender is not a member (voter or learner) of this cell as this member knows it.
+    NotMember {
+        /// The claimed sender.
+        sender: u64,
+    },
+    /// The message's term is implausibly far ahead of ours (openraft 0.9.25 panics on
+    /// `u64::MAX` and persists the vote first, bricking the cell: TRAPS.md 0).
+    TermAbsurd {
+        /// The message's term.
+        term: u64,
+        /// Our current term.
+        current: u64,
+    },
+}
+
+impl RaftRefusal {
+    fn status(&self) -> Status {
+        match self {
+            RaftRefusal::NotMember { sender } => Status::permission_denied(format!(
+                "not_member: node {sender} is not a member of this cell"
+            )),
+            RaftRefusal::TermAbsurd { term, current } => Status::invalid_argument(format!(
+                "term_absurd: term {term} is more than {} ahead of the current term {current}",
+                limits::RAFT_TERM_AHEAD_MAX
+            )),
+        }
+    }
+}
+
+/// Whether a message of `vote` (its sender and term) may reach `cell`'s Raft core. A member
+/// that knows no membership yet (a new learner before its first entries) takes any sender.
+fn admit_raft(cell: &Cell, vote: &openraft::Vote<u64>) -> Result<(), Status> {
+    let refusal = {
+        let metrics = cell.raft().metrics();
+        let m = metrics.borrow();
+        let (sender, term) = (vote.leader_id().node_id, vote.leader_id().term);
+        let membership = m.membership_config.membership();
+        let known = membership.nodes().next().is_some();
+        if term > m.current_term.saturating_add(limits::RAFT_TERM_AHEAD_MAX) {
+            Some(RaftRefusal::TermAbsurd {
+                term,
+                current: m.current_term,
+            })
+        } else if known && membership.get_node(&sender).is_none() {
+            Some(RaftRefusal::NotMember { sender })
+        } else {
+            None
+        }
+    };
+    match refusal {
+        None => Ok(()),
+        Some(refusal) => {
+            let total = cell.count_raft_refusal();
+            tracing::warn!(
+                cell = cell.cell_id(),
+                ?refusal,
+                total,
+                "raft message refused"
+            );
+            Err(refusal.status())
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl raft_server::Raft for RaftApi {
     async fn append_entries(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
-        let (cell, rpc) = self.open(req)?;
+        let (cell, rpc): (Cell, openraft::raft::AppendEntriesRequest<TypeConfig>) =
+            self.open(req)?;
+        admit_raft(&cell, &rpc.vote)?;
         blob(&cell.raft().append_entries(rpc).await)
     }
 
     async fn vote(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
-        let (cell, rpc) = self.open(req)?;
+        let (cell, rpc): (Cell, openraft::raft::VoteRequest<u64>) = self.open(req)?;
+        admit_raft(&cell, &rpc.vote)?;
         blob(&cell.raft().vote(rpc).await)
     }
 
     async fn install_snapshot(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
-        let (cell, rpc) = self.open(req)?;
+        let (cell, rpc): (Cell, openraft::raft::InstallSnapshotRequest<TypeConfig>) =
+            self.open(req)?;
+        admit_raft(&cell, &rpc.vote)?;
         blob(&cell.raft().install_snapshot(rpc).await)
     }
 

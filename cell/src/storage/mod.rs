@@ -118,11 +118,33 @@ pub trait Backend: Send + Sync + 'static {
 
 /// Open the backend of `kind` under `dir` (created if missing).
 pub fn open_backend(kind: StorageKind, dir: &Path) -> BackendResult<Arc<dyn Backend>> {
-    std::fs::create_dir_all(dir).map_err(|e| BackendError::new("create data dir", e))?;
-    Ok(match kind {
+    crate::tls::private_dir(dir).map_err(|e| BackendError::new("create data dir", e))?;
+    let backend: Arc<dyn Backend> = match kind {
         StorageKind::Redb => Arc::new(RedbBackend::open(dir)?),
         StorageKind::Sled => Arc::new(SledBackend::open(&dir.join("cell.sled"))?),
-    })
+    };
+    make_private(dir, 0).map_err(|e| BackendError::new("restrict data dir", e))?;
+    Ok(backend)
+}
+
+/// Directory levels [`make_private`] descends (sled keeps its files two levels down).
+const PRIVATE_DEPTH_MAX: usize = 4;
+
+/// Take group and other permission bits off everything under `dir` (the storage engines
+/// create their files with the process umask): directories 0700, files 0600.
+fn make_private(dir: &Path, depth: usize) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() && depth < PRIVATE_DEPTH_MAX {
+            make_private(&entry.path(), depth + 1)?;
+        } else if kind.is_file() {
+            std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    Ok(())
 }
 
 /// Run a blocking backend call on the blocking pool.

@@ -231,8 +231,15 @@ async fn write_durably(path: PathBuf, bytes: Vec<u8>) -> BackendResult<()> {
     blocking(move || {
         use std::io::Write;
         let tmp = path.with_extension("tmp");
-        let mut file =
-            std::fs::File::create(&tmp).map_err(|e| BackendError::new("write snapshot", e))?;
+        let mut file = std::os::unix::fs::OpenOptionsExt::mode(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true),
+            0o600,
+        )
+        .open(&tmp)
+        .map_err(|e| BackendError::new("write snapshot", e))?;
         file.write_all(&bytes)
             .map_err(|e| BackendError::new("write snapshot", e))?;
         file.sync_all()

@@ -202,6 +202,9 @@ pub fn judge(ops: &[Op], seed: u64, recovery: &Recovery, end_ns: u64) -> Report 
 
 /// Run the harness and judge the history.
 pub async fn run(options: Options) -> Result<Report, String> {
+    // The members serve TLS with node credentials of this user's CA; the harness's clients
+    // connect as its operator.
+    crate::install_client();
     std::fs::create_dir_all(&options.out).map_err(|e| format!("{}: {e}", options.out.display()))?;
     let start = Instant::now();
     let mut net = net::Net::create(options.nodes)?;

@@ -84,8 +84,7 @@ async fn bad_input_is_refused_and_the_cell_keeps_serving() {
     );
 
     // Raw bytes that do not decode as the request type.
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", cluster.addrs[&1]))
-        .unwrap()
+    let channel = whip_cell::network::endpoint(&cluster.addrs[&1].to_string())
         .connect()
         .await
         .unwrap();

@@ -19,9 +19,9 @@ async fn add_learner_promote_and_remove() {
     }
     let addr = free_addrs(1)[0];
     let dir = tempfile::tempdir().unwrap();
-    let cell = Cell::start(CellConfig::new(4, addr.to_string(), dir.path()))
-        .await
-        .unwrap();
+    let mut config = CellConfig::new(4, addr.to_string(), dir.path());
+    config.transport = whip_tests::node_transport();
+    let cell = Cell::start(config).await.unwrap();
     let listener = whip_cell::service::bind(addr).await.unwrap();
     let served = cell.clone();
     let server = tokio::spawn(async move {

@@ -1,0 +1,335 @@
+//! Who is on the other end of a connection, proven by the transport before any decoding.
+//!
+//! A cluster has one certificate authority (ECDSA P-256, made with rcgen). It signs two kinds
+//! of certificate, told apart by their subject name:
+//! - a **node** certificate ([`NODE_NAME`], server and client use): every server presents it,
+//!   and nodes present it to each other. Raft, forwarding, reads, delivery, admin and node
+//!   services answer only connections that presented one ([`Gate`]).
+//! - an **operator** certificate ([`OPERATOR_NAME`], client use only): the credential made at
+//!   init for the user who runs the cluster. Admin and node-management calls (membership,
+//!   `fabric init|split|move|status`, cell creation) and agent registration accept it.
+//!
+//! Agents are proven above this layer, by their token (see [`crate::identity`]). A local
+//! socket (the embedded store's `cell.sock`, 0600 in a 0700 directory) and an in-process
+//! client are the local user, who is the operator of their own store. Plaintext
+//! ([`Transport::Insecure`]) exists only behind an explicit `--insecure` and only on loopback.
+//!
+//! Must never: accept a peer service call from a connection without a node certificate, or
+//! trust anything a request body says about its sender.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
+
+use tonic::Status;
+use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo, UdsConnectInfo};
+use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
+
+use crate::limits;
+
+mod pki;
+pub use pki::{
+    Authority, PkiError, config_dir, load_credentials, node_credential_path, node_credentials,
+    operator_credentials, private_dir, write_private,
+};
+
+/// The subject name of every node certificate (and the name clients verify servers by).
+pub const NODE_NAME: &str = "node.whip.internal";
+/// The subject name of operator certificates.
+pub const OPERATOR_NAME: &str = "operator.whip.internal";
+
+/// A certificate and its private key, PEM.
+#[derive(Clone)]
+pub struct Pem {
+    /// The certificate chain, PEM.
+    pub cert: String,
+    /// The private key, PEM.
+    pub key: String,
+}
+
+impl std::fmt::Debug for Pem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pem { .. }")
+    }
+}
+
+/// What one principal connects with: the cluster's CA and, optionally, its own certificate.
+#[derive(Clone, Debug)]
+pub struct Credentials {
+    /// The cluster CA certificate, PEM: servers are verified against it, and a server verifies
+    /// client certificates against it.
+    pub ca: String,
+    /// This principal's certificate and key (a node's, or the operator's).
+    pub identity: Option<Pem>,
+}
+
+/// How connections are made and accepted.
+#[derive(Clone, Debug)]
+pub enum Transport {
+    /// TLS verified against the cluster CA (mutual when `identity` is set).
+    Tls(Arc<Credentials>),
+    /// Plaintext HTTP/2: only behind `--insecure`, only on loopback; every caller is trusted
+    /// as the local user.
+    Insecure,
+}
+
+/// Errors setting up a transport.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// Plaintext was asked for on an address other programs could reach.
+    #[error("--insecure serves plaintext and is refused on {addr}: use a loopback address")]
+    InsecureNotLoopback {
+        /// The refused address.
+        addr: String,
+    },
+    /// A server needs its own certificate.
+    #[error("a TLS server needs a node certificate")]
+    NoIdentity,
+    /// tonic refused the TLS settings.
+    #[error("tls settings: {0}")]
+    Config(String),
+}
+
+impl Transport {
+    /// TLS with `credentials`.
+    pub fn tls(credentials: Credentials) -> Transport {
+        Transport::Tls(Arc::new(credentials))
+    }
+
+    /// The URI scheme of this transport.
+    pub fn scheme(&self) -> &'static str {
+        match self {
+            Transport::Tls(_) => "https",
+            Transport::Insecure => "http",
+        }
+    }
+
+    /// The client side of this transport (None: plaintext).
+    pub fn client_config(&self) -> Option<ClientTlsConfig> {
+        let Transport::Tls(credentials) = self else {
+            return None;
+        };
+        let mut config = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&credentials.ca))
+            .domain_name(NODE_NAME);
+        if let Some(identity) = &credentials.identity {
+            config = config.identity(Identity::from_pem(&identity.cert, &identity.key));
+        }
+        Some(config)
+    }
+
+    /// The server side of this transport, listening on `addr` (None: plaintext, which is
+    /// refused unless `addr` is a loopback address).
+    pub fn server_config(
+        &self,
+        addr: &std::net::SocketAddr,
+    ) -> Result<Option<ServerTlsConfig>, TransportError> {
+        let credentials = match self {
+            Transport::Insecure if addr.ip().is_loopback() => return Ok(None),
+            Transport::Insecure => {
+                return Err(TransportError::InsecureNotLoopback {
+                    addr: addr.to_string(),
+                });
+            }
+            Transport::Tls(credentials) => credentials,
+        };
+        let identity = credentials
+            .identity
+            .as_ref()
+            .ok_or(TransportError::NoIdentity)?;
+        Ok(Some(
+            ServerTlsConfig::new()
+                .identity(Identity::from_pem(&identity.cert, &identity.key))
+                .client_ca_root(Certificate::from_pem(&credentials.ca))
+                .client_auth_optional(true)
+                .timeout(std::time::Duration::from_millis(
+                    limits::TLS_HANDSHAKE_TIMEOUT_MS,
+                )),
+        ))
+    }
+}
+
+static CLIENT_DEFAULT: RwLock<Option<Transport>> = RwLock::new(None);
+
+/// Set the transport clients of this process use when none is given (the CLI sets the
+/// operator's credentials once at start).
+pub fn set_client_default(transport: Transport) {
+    *CLIENT_DEFAULT.write().expect("transport lock") = Some(transport);
+}
+
+/// The transport clients use when none is given: what [`set_client_default`] set, else
+/// plaintext (which a TLS server never answers, so nothing is sent in the clear to one).
+pub fn client_default() -> Transport {
+    CLIENT_DEFAULT
+        .read()
+        .expect("transport lock")
+        .clone()
+        .unwrap_or(Transport::Insecure)
+}
+
+/// Who a call comes from, as the transport proved it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Principal {
+    /// A node of this cluster (a node certificate of its CA).
+    Node,
+    /// The cluster's operator (an operator certificate of its CA).
+    Operator,
+    /// The local user: the embedded store's socket, an in-process client, or a plaintext
+    /// server on loopback started with `--insecure`.
+    Local,
+    /// Anybody else: a TLS client without a certificate (agents prove themselves with tokens).
+    Anonymous,
+}
+
+impl Principal {
+    /// Whether this principal may run the cluster (membership, ranges, cells, agents).
+    pub fn is_operator(self) -> bool {
+        matches!(
+            self,
+            Principal::Node | Principal::Operator | Principal::Local
+        )
+    }
+
+    /// Whether this principal may speak for a node (Raft, forwarding, delivery).
+    pub fn is_node(self) -> bool {
+        matches!(self, Principal::Node | Principal::Local)
+    }
+}
+
+/// The principal of a call, from the connection facts tonic put in its extensions.
+pub fn principal(extensions: &http::Extensions) -> Principal {
+    if let Some(local) = extensions.get::<Principal>() {
+        // Set only by the in-process client: never read from the wire.
+        return *local;
+    }
+    if let Some(tls) = extensions.get::<TlsConnectInfo<TcpConnectInfo>>() {
+        let Some(certs) = tls.peer_certs() else {
+            return Principal::Anonymous;
+        };
+        return certs
+            .first()
+            .map_or(Principal::Anonymous, |cert| role_of(cert.as_ref()));
+    }
+    if extensions.get::<UdsConnectInfo>().is_some() {
+        return Principal::Local;
+    }
+    if extensions.get::<TcpConnectInfo>().is_some() {
+        // Plaintext TCP: a server only accepts it on loopback behind --insecure.
+        return Principal::Local;
+    }
+    Principal::Anonymous
+}
+
+/// The role a verified client certificate names (rustls already checked it chains to the
+/// cluster CA).
+fn role_of(der: &[u8]) -> Principal {
+    let der = rustls_pki_types::CertificateDer::from(der);
+    let Ok(cert) = webpki::EndEntityCert::try_from(&der) else {
+        return Principal::Anonymous;
+    };
+    let named = |name: &'static str| {
+        rustls_pki_types::ServerName::try_from(name)
+            .is_ok_and(|server| cert.verify_is_valid_for_subject_name(&server).is_ok())
+    };
+    if named(NODE_NAME) {
+        Principal::Node
+    } else if named(OPERATOR_NAME) {
+        Principal::Operator
+    } else {
+        Principal::Anonymous
+    }
+}
+
+/// What a gRPC method needs of its caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    /// Anyone may call (agents are checked by token inside).
+    Anyone,
+    /// A node or the operator.
+    Operator,
+    /// A node.
+    Node,
+}
+
+/// What `path` (`/package.Service/Method`) needs of its caller.
+pub fn needs(path: &str) -> Needs {
+    if path.starts_with("/whip.v1.Raft/") || path == "/whip.v1.Node/Deliver" {
+        Needs::Node
+    } else if path.starts_with("/whip.v1.Admin/") || path.starts_with("/whip.v1.Node/") {
+        Needs::Operator
+    } else {
+        Needs::Anyone
+    }
+}
+
+/// Whether `principal` may call `path`; the refusal says what was missing.
+pub fn admit(path: &str, principal: Principal) -> Result<(), Status> {
+    let ok = match needs(path) {
+        Needs::Anyone => true,
+        Needs::Operator => principal.is_operator(),
+        Needs::Node => principal.is_node(),
+    };
+    match (ok, principal) {
+        (true, _) => Ok(()),
+        (false, Principal::Anonymous) => Err(Status::unauthenticated(format!(
+            "{path} needs a certificate of this cluster ({} certificate)",
+            if needs(path) == Needs::Node {
+                "a node"
+            } else {
+                "a node or operator"
+            }
+        ))),
+        (false, other) => Err(Status::permission_denied(format!(
+            "{path} is for nodes of this cluster, not the {other:?} credential"
+        ))),
+    }
+}
+
+/// The tower layer every server puts in front of its services: it refuses a call whose
+/// caller may not call its method before the body is read or decoded.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GateLayer;
+
+impl<S> tower::Layer<S> for GateLayer {
+    type Service = Gate<S>;
+
+    fn layer(&self, inner: S) -> Gate<S> {
+        Gate { inner }
+    }
+}
+
+/// See [`GateLayer`].
+#[derive(Clone, Debug)]
+pub struct Gate<S> {
+    inner: S,
+}
+
+type GateFuture<R, E> = Pin<Box<dyn Future<Output = Result<R, E>> + Send + 'static>>;
+
+impl<S, B, R> tower::Service<http::Request<B>> for Gate<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+    R: Default + Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = GateFuture<S::Response, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let who = principal(request.extensions());
+        match admit(request.uri().path(), who) {
+            Ok(()) => Box::pin(self.inner.call(request)),
+            Err(status) => {
+                tracing::debug!(path = request.uri().path(), principal = ?who, "refused");
+                let response = status.into_http();
+                Box::pin(async move { Ok(response) })
+            }
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! Which credentials this process connects and serves with.
+//!
+//! The cluster CA and the operator credential live in the user's whip config
+//! (`WHIP_CONFIG_DIR`, default `~/.config/whip`; 0600 files in a 0700 directory) and are made
+//! on first use: the user who starts a cluster is its operator, so the quickstarts need no
+//! extra step. A server keeps its node credential in `DATA/tls/node.json`, issued by that CA
+//! when it first starts; a node on another machine gets one copied there
+//! (`whip credential issue --role node --out FILE`). `--insecure` (loopback only) turns TLS
+//! off for servers and clients alike.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use whip_cell::tls::{self, Principal, Transport};
+
+use crate::Global;
+
+/// Install the transport every client of this process uses: the operator credential (or
+/// plaintext with `--insecure`). A config directory that cannot be written leaves clients
+/// without TLS, which TLS servers refuse; the error is logged.
+pub(crate) fn install_client_default(global: &Global) {
+    if global.insecure {
+        tls::set_client_default(Transport::Insecure);
+        return;
+    }
+    match tls::operator_credentials(&tls::config_dir()) {
+        Ok(credentials) => tls::set_client_default(Transport::tls(credentials)),
+        Err(e) => tracing::warn!(error = %e, "no operator credential; clients connect without TLS"),
+    }
+}
+
+/// The transport a server whose data lives in `data_dir` serves and reaches peers with.
+pub(crate) fn server_transport(global: &Global, data_dir: &Path) -> Result<Transport> {
+    if global.insecure {
+        return Ok(Transport::Insecure);
+    }
+    let config = tls::config_dir();
+    if !tls::node_credential_path(data_dir).exists() {
+        // The user who runs the first node of a cluster on this machine keeps its CA.
+        tls::Authority::load_or_create(&config)
+            .with_context(|| format!("cluster CA in {}", config.display()))?;
+    }
+    let credentials = tls::node_credentials(data_dir, &config)?;
+    Ok(Transport::tls(credentials))
+}
+
+/// `whip credential issue --role node|operator --out FILE`: a credential of this user's
+/// cluster CA for another machine (copy a node's to its `DATA/tls/node.json`, an operator's
+/// to `~/.config/whip/operator.json`).
+pub(crate) fn issue(global: &Global, role: &str, out: &Path) -> Result<std::process::ExitCode> {
+    let role = match role {
+        "node" => Principal::Node,
+        "operator" => Principal::Operator,
+        other => anyhow::bail!("--role {other:?} is not node or operator"),
+    };
+    let config = tls::config_dir();
+    let authority = tls::Authority::load(&config)?.ok_or_else(|| {
+        anyhow::anyhow!("no cluster CA in {}: it is made by the first `whip cell dev|serve` or `whip node serve`", config.display())
+    })?;
+    if out.exists() {
+        anyhow::bail!("{} exists; remove it first", out.display());
+    }
+    authority.credentials_in(out, role)?;
+    if global.json {
+        crate::output::json(
+            &serde_json::json!({"role": format!("{role:?}").to_lowercase(), "out": out}),
+        );
+    } else {
+        crate::output::line(&format!(
+            "{role:?} credential written to {} (0600)",
+            out.display()
+        ));
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
