@@ -103,10 +103,10 @@ pub fn admit(origin: Origin, command: &Command) -> Result<(), AccessRefusal> {
             deletes,
         } => {
             let keys = compares.iter().map(|(k, _)| k);
-            let keys = keys
+            let mut keys = keys
                 .chain(puts.iter().map(|(k, _)| k))
                 .chain(deletes.iter());
-            keys.map(|k| reserved(k)).collect()
+            keys.try_for_each(|k| reserved(k))
         }
         Command::FabricAdmit { .. } | Command::FabricPurge { .. } => server_only(command),
         _ => match command.family() {
@@ -133,5 +133,48 @@ pub fn admit_query(query: &Query) -> Result<(), AccessRefusal> {
     match query {
         Query::KvGet { key } => reserved(key),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(key: &[u8]) -> Command {
+        Command::KvPut {
+            key: key.to_vec(),
+            value: b"x".to_vec(),
+            expect_version: None,
+        }
+    }
+
+    #[test]
+    fn clients_cannot_touch_reserved_state_or_send_server_commands() {
+        for key in [&b"agents/{alice}"[..], b"fabric/map", b"fabric/anything"] {
+            let refusal = admit(Origin::Client, &put(key)).unwrap_err();
+            assert_eq!(refusal.code(), "reserved");
+            assert!(admit(Origin::Server, &put(key)).is_ok());
+            let read = admit_query(&Query::KvGet { key: key.to_vec() });
+            assert_eq!(read.unwrap_err().code(), "reserved");
+        }
+        let txn = Command::KvTxn {
+            compares: Vec::new(),
+            puts: vec![(b"ok".to_vec(), b"1".to_vec())],
+            deletes: vec![b"agents/{bob}".to_vec()],
+        };
+        assert_eq!(admit(Origin::Client, &txn).unwrap_err().code(), "reserved");
+        assert!(admit(Origin::Client, &put(b"agentsx/ok")).is_ok());
+        let purge = Command::FabricPurge { queue: "q".into() };
+        for command in [Command::Tick, purge] {
+            let refusal = admit(Origin::Client, &command).unwrap_err();
+            assert_eq!(refusal.code(), "server_only", "{refusal}");
+            assert!(admit(Origin::Server, &command).is_ok());
+        }
+        assert_eq!(
+            admit(Origin::Client, &Command::Tick)
+                .unwrap_err()
+                .to_string(),
+            "server_only: Tick is sent only by nodes of the cluster"
+        );
     }
 }
