@@ -5,6 +5,10 @@
 //!   the range map with the cells' public keys) are written only by servers on their own
 //!   behalf; no client KV command (`KvPut`, `KvDelete`, `KvTxn`) writes them, and no client
 //!   read (`KvGet`, `KvRange`) returns them.
+//! - **Server resources.** Counters, leases and ledgers whose owner starts with `~` (the
+//!   enrollment budget of each agent, `~enroll`) and every team's signal ledger
+//!   (`team/{team}`, `signals`: published and followed through the signal calls, which
+//!   prove the member) are reached only by servers.
 //! - **Server-only commands.** Ticks, range changes, handoffs and fabric-queue admission and
 //!   purge are sent by a node, never through the client API.
 //!
@@ -61,8 +65,8 @@ impl std::fmt::Display for AccessRefusal {
         match self {
             AccessRefusal::Reserved { key } => write!(
                 f,
-                "reserved: key {key:?} is server state (agents/…, fabric/…) that no client \
-                 command reads or writes"
+                "reserved: {key:?} is server state (agents/…, fabric/…, ~… resources, team \
+                 signals) that no client command reads or writes"
             ),
             AccessRefusal::ServerOnly { command } => {
                 write!(
@@ -74,11 +78,57 @@ impl std::fmt::Display for AccessRefusal {
     }
 }
 
+/// Longest agent name, in bytes.
+pub const AGENT_NAME_BYTES_MAX: usize = 128;
+
+/// Agent names are 1 to [`AGENT_NAME_BYTES_MAX`] ASCII letters, digits and `. _ - @ : +`,
+/// starting with a letter or digit: no control, zero-width, bidirectional or confusable
+/// characters can make two names look alike (ASCII is its own NFC form).
+pub fn check_agent_name(agent: &str) -> Result<(), String> {
+    if agent.is_empty() || agent.len() > AGENT_NAME_BYTES_MAX {
+        return Err(format!(
+            "agent name must be 1 to {AGENT_NAME_BYTES_MAX} bytes, got {}",
+            agent.len()
+        ));
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "._-@:+".contains(c);
+    let first_ok = agent
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric());
+    if !first_ok || !agent.chars().all(allowed) {
+        return Err(format!(
+            "agent name {agent:?} must start with a letter or digit and use only ASCII \
+             letters, digits and . _ - @ : +"
+        ));
+    }
+    Ok(())
+}
+
 /// Whether `key` is reserved state.
 pub fn is_reserved(key: &[u8]) -> bool {
     RESERVED_PREFIXES
         .iter()
         .any(|prefix| key.starts_with(prefix))
+}
+
+/// The owner prefix of resources only servers use.
+pub const SERVER_OWNER_PREFIX: &str = "~";
+/// The ledger name of team signals (owner `team/{team}`).
+pub const SIGNAL_LEDGER: &str = "signals";
+
+/// Whether the resource `owner`/`name` is a server resource.
+pub fn is_server_resource(owner: &str, name: &str) -> bool {
+    owner.starts_with(SERVER_OWNER_PREFIX) || (owner.starts_with("team/") && name == SIGNAL_LEDGER)
+}
+
+fn server_resource(owner: &str, name: &str) -> Result<(), AccessRefusal> {
+    if is_server_resource(owner, name) {
+        return Err(AccessRefusal::Reserved {
+            key: format!("{owner}/{name}"),
+        });
+    }
+    Ok(())
 }
 
 fn reserved(key: &[u8]) -> Result<(), AccessRefusal> {
@@ -108,6 +158,11 @@ pub fn admit(origin: Origin, command: &Command) -> Result<(), AccessRefusal> {
                 .chain(deletes.iter());
             keys.try_for_each(|k| reserved(k))
         }
+        Command::LeaseAcquire { lease: id, .. }
+        | Command::LeaseRenew { lease: id, .. }
+        | Command::LeaseRelease { lease: id, .. }
+        | Command::CounterConsume { counter: id, .. }
+        | Command::LedgerAppend { ledger: id, .. } => server_resource(&id.owner, &id.name),
         Command::FabricAdmit { .. } | Command::FabricPurge { .. } => server_only(command),
         _ => match command.family() {
             Family::Tick | Family::Range | Family::Handoff => server_only(command),
@@ -132,6 +187,7 @@ fn server_only(command: &Command) -> Result<(), AccessRefusal> {
 pub fn admit_query(query: &Query) -> Result<(), AccessRefusal> {
     match query {
         Query::KvGet { key } => reserved(key),
+        Query::LedgerList { owner, name, .. } => server_resource(owner, name),
         _ => Ok(()),
     }
 }

@@ -101,9 +101,23 @@ impl CellClient {
             .ok_or_else(|| CellError::InvalidArgument("not available on an in-process cell".into()))
     }
 
-    /// A client of the members at `addrs`.
+    /// A client of the members at `addrs`, over this process's default transport.
     pub fn connect(addrs: &[String]) -> Result<Self, CellError> {
         CellClient::new(Target::Tcp(addrs.to_vec()))
+    }
+
+    /// A client of the members at `addrs` over `transport` (another credential than the
+    /// process's default).
+    pub fn connect_with(
+        addrs: &[String],
+        transport: &crate::tls::Transport,
+    ) -> Result<Self, CellError> {
+        let mut client = CellClient::new(Target::Tcp(addrs.to_vec()))?;
+        client.channels = addrs
+            .iter()
+            .map(|a| crate::network::endpoint_with(a, transport).connect_lazy())
+            .collect();
+        Ok(client)
     }
 
     /// Change how long calls retry while the cell is unavailable.

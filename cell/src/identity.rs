@@ -1,14 +1,17 @@
 //! Who is calling: agents prove their identity with a token on every call that needs one.
 //!
-//! An agent registers once (`AgentRegister`): the cell stores the blake3 hash of its token
-//! under `agents/{<agent>}` (first registration wins; the name is taken from then on). Calls
+//! An agent is registered once (`AgentRegister`, by the operator or enrolled by an existing
+//! agent): the cell stores a salted, keyed blake3 hash of its token under the reserved key
+//! `agents/{<agent>}`, which no client command reads or writes (first registration wins;
+//! the name is taken from then on). Calls
 //! that act for an agent carry `x-whip-agent` and `x-whip-token` as gRPC metadata; the
 //! server checks the token against the stored hash and passes the agent to the state
 //! machine itself. The identity is never a field of a request body, so one agent cannot
 //! act as another.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use tonic::Status;
 use tonic::metadata::MetadataMap;
@@ -20,41 +23,87 @@ use crate::service::Dispatch;
 pub const AGENT_HEADER: &str = "x-whip-agent";
 /// Metadata carrying the agent's token.
 pub const TOKEN_HEADER: &str = "x-whip-token";
-/// Longest agent name.
-pub const AGENT_BYTES_MAX: usize = 128;
-/// Verified (agent, token hash) pairs remembered per server (registrations never change).
+/// Shortest token a client may bring (the CLI and the server make 64 hex digits).
+pub const TOKEN_BYTES_MIN: usize = 32;
+/// Longest token.
+pub const TOKEN_BYTES_MAX: usize = 256;
+/// Fewest distinct characters a client's token needs (a weak token is refused).
+const TOKEN_DISTINCT_MIN: usize = 12;
+/// Verified (agent, token hash) pairs remembered per server...
 const VERIFIED_MAX: usize = 65_536;
+/// ...for this long: a token replaced or revoked stops working on every server within it.
+const VERIFIED_TTL_MS: u64 = 1_000;
 
-/// The CAS key holding an agent's token hash (tagged: it routes by agent name).
+/// The reserved key holding an agent's token record (tagged: it routes by agent name).
 pub fn agent_key(agent: &str) -> Vec<u8> {
     format!("agents/{{{agent}}}").into_bytes()
 }
 
-/// The stored form of a token: its blake3 hash, hex.
-pub fn token_hash(token: &str) -> String {
-    blake3::hash(token.as_bytes()).to_hex().to_string()
+/// A fresh token: 32 random bytes, hex.
+pub fn new_token() -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Refuse agent names that are empty, too long, or would break the key's routing tag.
-pub fn check_agent_name(agent: &str) -> Result<(), Status> {
-    if agent.is_empty() || agent.len() > AGENT_BYTES_MAX {
+/// Refuse tokens too short or too plain to be secret.
+pub fn check_token(token: &str) -> Result<(), Status> {
+    let distinct = token.chars().collect::<HashSet<_>>().len();
+    if token.len() < TOKEN_BYTES_MIN || token.len() > TOKEN_BYTES_MAX {
         return Err(Status::invalid_argument(format!(
-            "agent name must be 1 to {AGENT_BYTES_MAX} bytes, got {}",
-            agent.len()
+            "an agent token is {TOKEN_BYTES_MIN} to {TOKEN_BYTES_MAX} bytes, got {} (leave it \
+             empty and the server makes one)",
+            token.len()
         )));
     }
-    if agent.contains(['{', '}']) || agent.chars().any(char::is_control) {
+    if distinct < TOKEN_DISTINCT_MIN {
         return Err(Status::invalid_argument(format!(
-            "agent name {agent:?} may not contain braces or control characters"
+            "an agent token needs {TOKEN_DISTINCT_MIN} distinct characters, got {distinct}"
         )));
     }
     Ok(())
 }
 
+/// The stored form of a token: `v1:` + a random 32-byte salt (hex) + `:` + the blake3 hash
+/// keyed by that salt (hex). Two agents with one token store different records.
+pub fn token_record(token: &str) -> Vec<u8> {
+    use rand::RngCore;
+    let mut salt = [0u8; 32];
+    rand::rng().fill_bytes(&mut salt);
+    let hash = blake3::keyed_hash(&salt, token.as_bytes());
+    let salt_hex: String = salt.iter().map(|b| format!("{b:02x}")).collect();
+    format!("v1:{salt_hex}:{}", hash.to_hex()).into_bytes()
+}
+
+/// Whether `token` matches the stored `record` (compared in constant time).
+pub fn token_matches(record: &[u8], token: &str) -> bool {
+    let Ok(text) = std::str::from_utf8(record) else {
+        return false;
+    };
+    let Some((salt_hex, hash_hex)) = text.strip_prefix("v1:").and_then(|r| r.split_once(':'))
+    else {
+        return false;
+    };
+    let (Ok(salt), Ok(stored)) = (
+        blake3::Hash::from_hex(salt_hex),
+        blake3::Hash::from_hex(hash_hex),
+    ) else {
+        return false;
+    };
+    blake3::keyed_hash(salt.as_bytes(), token.as_bytes()) == stored
+}
+
+/// Refuse agent names outside the documented set ([`whip_board::access::check_agent_name`]).
+pub fn check_agent_name(agent: &str) -> Result<(), Status> {
+    whip_board::access::check_agent_name(agent).map_err(Status::invalid_argument)
+}
+
 /// Checks call metadata against registered agents, remembering what it verified.
 #[derive(Default)]
 pub(crate) struct Verifier {
-    verified: Mutex<HashSet<(String, String)>>,
+    /// (agent, blake3 of the token) → when it was verified.
+    verified: Mutex<HashMap<(String, blake3::Hash), Instant>>,
 }
 
 impl Verifier {
@@ -77,9 +126,15 @@ impl Verifier {
             )));
         };
         check_agent_name(&agent)?;
-        let hash = token_hash(&token);
-        let pair = (agent.clone(), hash.clone());
-        if self.verified.lock().expect("verifier lock").contains(&pair) {
+        let pair = (agent.clone(), blake3::hash(token.as_bytes()));
+        let fresh = Duration::from_millis(VERIFIED_TTL_MS);
+        let seen = self
+            .verified
+            .lock()
+            .expect("verifier lock")
+            .get(&pair)
+            .copied();
+        if seen.is_some_and(|at| at.elapsed() < fresh) {
             return Ok(agent);
         }
         let stored = dispatch
@@ -88,12 +143,14 @@ impl Verifier {
             })
             .await?;
         match stored {
-            QueryResult::Kv(Some(entry)) if entry.value == hash.as_bytes() => {
+            QueryResult::Kv(Some(entry)) if token_matches(&entry.value, &token) => {
                 let mut verified = self.verified.lock().expect("verifier lock");
                 if verified.len() >= VERIFIED_MAX {
-                    verified.clear();
+                    verified.retain(|_, at| at.elapsed() < fresh);
                 }
-                verified.insert(pair);
+                if verified.len() < VERIFIED_MAX {
+                    verified.insert(pair, Instant::now());
+                }
                 Ok(agent)
             }
             QueryResult::Kv(Some(_)) => Err(Status::unauthenticated(format!(

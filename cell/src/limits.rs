@@ -10,8 +10,13 @@ pub const BATCHES_IN_FLIGHT_MAX: usize = 1;
 pub const PROPOSAL_QUEUE_MAX: usize = 16 * 1024;
 /// Default byte limit of a CAS value or ledger entry (configurable per cell).
 pub const VALUE_BYTES_MAX_DEFAULT: usize = 1 << 20;
-/// Largest gRPC message (a batch forwarded between voters, a snapshot chunk).
+/// Largest gRPC message between nodes (a batch forwarded between voters, a snapshot chunk).
 pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
+/// Largest client request: the largest command payload (a `KvTxn`, a batch of posts) and
+/// room for its framing. A larger one is refused `InvalidArgument` before it is decoded.
+pub const CLIENT_MESSAGE_BYTES_MAX: usize = whip_board::limits::KV_TXN_BYTES_MAX + (1 << 20);
+/// Open connections one server accepts; past it a new connection is closed at once.
+pub const CONNECTIONS_MAX: usize = 1_024;
 /// Connecting to a peer gives up after this long.
 pub const CONNECT_TIMEOUT_MS: u64 = 1_000;
 /// Pause between retries to an unreachable peer.
@@ -76,3 +81,5 @@ pub const STREAMS_PER_CONNECTION_MAX: u32 = 1_024;
 /// before the core (a partitioned voter campaigning every election timeout needs days to get
 /// here; openraft 0.9.25 panics on `u64::MAX`).
 pub const RAFT_TERM_AHEAD_MAX: u64 = 1 << 20;
+/// Agents one agent may enroll (register) per hour.
+pub const ENROLLMENTS_PER_HOUR_MAX: u64 = 100;

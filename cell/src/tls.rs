@@ -286,6 +286,19 @@ pub fn admit(path: &str, principal: Principal) -> Result<(), Status> {
     }
 }
 
+/// tonic answers a message over the size limit `OUT_OF_RANGE`; our contract is
+/// `INVALID_ARGUMENT` for every malformed or oversized request.
+fn too_large_is_invalid(headers: &mut http::HeaderMap) {
+    const OUT_OF_RANGE: &str = "11";
+    if headers
+        .get("grpc-status")
+        .is_some_and(|s| s == OUT_OF_RANGE)
+    {
+        let invalid = http::HeaderValue::from_static("3");
+        headers.insert("grpc-status", invalid);
+    }
+}
+
 /// The tower layer every server puts in front of its services: it refuses a call whose
 /// caller may not call its method before the body is read or decoded.
 #[derive(Clone, Copy, Debug, Default)]
@@ -324,7 +337,14 @@ where
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let who = principal(request.extensions());
         match admit(request.uri().path(), who) {
-            Ok(()) => Box::pin(self.inner.call(request)),
+            Ok(()) => {
+                let answer = self.inner.call(request);
+                Box::pin(async move {
+                    let mut response = answer.await?;
+                    too_large_is_invalid(response.headers_mut());
+                    Ok(response)
+                })
+            }
             Err(status) => {
                 tracing::debug!(path = request.uri().path(), principal = ?who, "refused");
                 let response = status.into_http();

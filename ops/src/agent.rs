@@ -83,6 +83,9 @@ pub(crate) async fn authenticate(global: &Global, session: Session) -> Result<Se
         agent: agent.clone(),
         token: token.clone(),
     };
+    // The CLI's own identity rides along: an agent registered before (by the operator, on a
+    // machine without the operator credential) proves itself and re-registers as a no-op.
+    let session = session.with_client(|client: CellClient| client.with_identity(&agent, &token));
     match session.client.agent_register(register).await {
         Ok(_) => {}
         Err(CellError::Unavailable(m)) if m.contains("is taken") => {
@@ -93,7 +96,7 @@ pub(crate) async fn authenticate(global: &Global, session: Session) -> Result<Se
         }
         Err(e) => return Err(e.into()),
     }
-    Ok(session.with_client(|client: CellClient| client.with_identity(agent, token)))
+    Ok(session)
 }
 
 /// `whip agent register`: register the CLI's agent (`--agent`) on the cell or fabric and

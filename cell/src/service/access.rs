@@ -189,5 +189,66 @@ pub(super) fn task_team(team: String, task_id: &str) -> String {
 
 /// The ledger of a team's signals (the topic is the partition).
 pub fn signal_ledger(team: &str) -> (String, String) {
-    (format!("team/{team}"), "signals".to_string())
+    (
+        format!("team/{team}"),
+        whip_board::access::SIGNAL_LEDGER.to_string(),
+    )
+}
+
+impl CellApi {
+    /// Count one enrollment by `parent`; refused past the hourly limit.
+    pub(super) async fn charge_enrollment(&self, parent: &str) -> Result<(), Status> {
+        let charge = Command::CounterConsume {
+            counter: whip_board::ResourceId {
+                owner: format!("{}enroll", whip_board::access::SERVER_OWNER_PREFIX),
+                name: parent.to_string(),
+                key: String::new(),
+            },
+            amount: 1,
+            cap: limits::ENROLLMENTS_PER_HOUR_MAX,
+            reset: whip_board::Reset::Hourly,
+            timezone: "UTC".into(),
+        };
+        match self.submit_server(String::new(), charge).await? {
+            Outcome::CounterOk { .. } => Ok(()),
+            Outcome::CounterOver { consumed, .. } => Err(Status::resource_exhausted(format!(
+                "agent {parent:?} enrolled {consumed} agents this hour, the limit is {}",
+                limits::ENROLLMENTS_PER_HOUR_MAX
+            ))),
+            other => Err(Status::internal(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// Write `agent`'s token hash unless the name is taken; true when created, false when
+    /// the same agent and token were registered before.
+    pub(super) async fn register(&self, agent: &str, token: &str) -> Result<bool, Status> {
+        let key = crate::identity::agent_key(agent);
+        let stored = match self.read_server(Query::KvGet { key: key.clone() }).await? {
+            QueryResult::Kv(Some(entry)) => Some(entry.value),
+            _ => None,
+        };
+        if let Some(stored) = stored {
+            return match crate::identity::token_matches(&stored, token) {
+                true => Ok(false),
+                false => Err(Status::already_exists(format!(
+                    "agent name {agent:?} is taken"
+                ))),
+            };
+        }
+        let put = Command::KvPut {
+            key,
+            value: crate::identity::token_record(token),
+            expect_version: Some(0),
+        };
+        match self
+            .submit_server(format!("agent-register/{agent}"), put)
+            .await?
+        {
+            Outcome::KvWritten { .. } => Ok(true),
+            Outcome::KvVersionMismatch { .. } => Err(Status::already_exists(format!(
+                "agent name {agent:?} is taken"
+            ))),
+            other => Err(Status::internal(format!("unexpected answer {other:?}"))),
+        }
+    }
 }

@@ -12,6 +12,7 @@ use whip_proto::v1 as pb;
 use whip_proto::v1::{admin_server, cell_server, raft_server};
 
 mod access;
+pub mod incoming;
 mod raft;
 mod streams;
 
@@ -120,7 +121,8 @@ pub fn services(
         .tcp_keepalive(Some(std::time::Duration::from_millis(
             limits::KEEPALIVE_INTERVAL_MS,
         )))
-        .max_concurrent_streams(Some(limits::STREAMS_PER_CONNECTION_MAX));
+        .max_concurrent_streams(Some(limits::STREAMS_PER_CONNECTION_MAX))
+        .concurrency_limit_per_connection(limits::STREAMS_PER_CONNECTION_MAX as usize);
     if let Some(tls) = tls {
         builder = builder.tls_config(tls)?;
     }
@@ -129,12 +131,15 @@ pub fn services(
         .add_service(reflection)
         .add_service(
             cell_server::CellServer::new(CellApi::new(dispatch))
-                .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
+                .max_decoding_message_size(limits::CLIENT_MESSAGE_BYTES_MAX)
                 .max_encoding_message_size(limits::MESSAGE_BYTES_MAX),
         )
-        .add_service(admin_server::AdminServer::new(AdminApi {
-            cells: cells.clone(),
-        }))
+        .add_service(
+            admin_server::AdminServer::new(AdminApi {
+                cells: cells.clone(),
+            })
+            .max_decoding_message_size(limits::CLIENT_MESSAGE_BYTES_MAX),
+        )
         .add_service(
             raft_server::RaftServer::new(RaftApi { cells })
                 .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
@@ -142,14 +147,14 @@ pub fn services(
         ))
 }
 
-/// Serve `router` on `listener` (TCP, with TCP_NODELAY: TRAPS.md 9) until `shutdown`
-/// resolves.
+/// Serve `router` on `listener` (TCP, with TCP_NODELAY: TRAPS.md 9; at most
+/// [`limits::CONNECTIONS_MAX`] connections) until `shutdown` resolves.
 pub async fn serve_router(
     router: Services,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let incoming = incoming::limited(listener);
     Ok(router
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await?)
@@ -886,7 +891,7 @@ impl cell_server::Cell for CellApi {
             appended_by: caller,
             retain_ms: limits::SIGNAL_RETAIN_MS,
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self.submit_server(req.idempotency_key, command).await?;
         Ok(Response::new(convert::ledger_append_response(outcome)?))
     }
 
@@ -924,46 +929,50 @@ impl cell_server::Cell for CellApi {
         )?))
     }
 
+    /// Registering an agent needs the operator (or a node, or the local user), or an
+    /// existing agent who enrolls it: its token proves it, and its enrollments are counted
+    /// against [`limits::ENROLLMENTS_PER_HOUR_MAX`] in the state machine.
     async fn agent_register(
         &self,
         req: GrpcRequest<pb::AgentRegisterRequest>,
     ) -> GrpcResult<pb::AgentRegisterResponse> {
-        let req = req.into_inner();
-        crate::identity::check_agent_name(&req.agent)?;
-        if req.token.len() < 16 {
-            return Err(Status::invalid_argument(
-                "an agent token needs at least 16 bytes",
-            ));
-        }
-        let hash = crate::identity::token_hash(&req.token);
-        let put = Command::KvPut {
-            key: crate::identity::agent_key(&req.agent),
-            value: hash.clone().into_bytes(),
-            expect_version: Some(0),
+        let principal = crate::tls::principal(req.extensions());
+        let enrolled_by = match principal.is_operator() {
+            true => None,
+            false => Some(
+                self.verifier
+                    .caller(self.dispatch.as_ref(), req.metadata())
+                    .await
+                    .map_err(|_| {
+                        Status::unauthenticated(
+                            "registering an agent needs the operator credential, or the token \
+                             of an existing agent who enrolls it",
+                        )
+                    })?,
+            ),
         };
-        let key = format!("agent-register/{}/{hash}", req.agent);
-        match self.submit_server(key, put).await? {
-            Outcome::KvWritten { .. } => {
-                Ok(Response::new(pb::AgentRegisterResponse { created: true }))
-            }
-            Outcome::KvVersionMismatch { .. } => {
-                let stored = self
-                    .read_server(Query::KvGet {
-                        key: crate::identity::agent_key(&req.agent),
-                    })
-                    .await?;
-                match stored {
-                    QueryResult::Kv(Some(e)) if e.value == hash.as_bytes() => {
-                        Ok(Response::new(pb::AgentRegisterResponse { created: false }))
-                    }
-                    _ => Err(Status::already_exists(format!(
-                        "agent name {:?} is taken",
-                        req.agent
-                    ))),
-                }
-            }
-            other => Err(Status::internal(format!("unexpected answer {other:?}"))),
+        let mut req = req.into_inner();
+        whip_board::access::check_agent_name(&req.agent).map_err(Status::invalid_argument)?;
+        if enrolled_by.as_deref() == Some(req.agent.as_str()) {
+            // An agent re-registering itself, proven by its own token: nothing to do.
+            return Ok(Response::new(pb::AgentRegisterResponse {
+                created: false,
+                token: String::new(),
+            }));
         }
+        let generated = req.token.is_empty();
+        if generated {
+            req.token = crate::identity::new_token();
+        }
+        crate::identity::check_token(&req.token)?;
+        if let Some(parent) = &enrolled_by {
+            self.charge_enrollment(parent).await?;
+        }
+        let created = self.register(&req.agent, &req.token).await?;
+        Ok(Response::new(pb::AgentRegisterResponse {
+            created,
+            token: if generated { req.token } else { String::new() },
+        }))
     }
 
     async fn status(&self, req: GrpcRequest<pb::StatusRequest>) -> GrpcResult<pb::StatusResponse> {

@@ -18,7 +18,7 @@ const WORKERS: usize = 32;
 
 /// A client of node `node` acting for `agent` (registered on first use).
 async fn agent(fabric: &Fabric, node: u64, agent: &str) -> CellClient {
-    let token = format!("{agent}-secret-token-0123456789");
+    let token = format!("{agent}-secret-token-0123456789-abcdefghij");
     let client = fabric.client_of(node);
     client
         .agent_register(pb::AgentRegisterRequest {
@@ -352,7 +352,7 @@ async fn identity_comes_from_the_token_not_the_request() {
         .client_of(2)
         .agent_register(pb::AgentRegisterRequest {
             agent: "owner".into(),
-            token: "another-token-for-the-same-name".into(),
+            token: "another-token-for-the-same-name-0123456789".into(),
         })
         .await;
     assert!(taken.is_err(), "an agent name cannot be registered twice");

@@ -15,7 +15,7 @@ use whip_tests::fabric::Fabric;
 use whip_tests::wait_for;
 
 async fn lead(fabric: &Fabric, node: u64) -> CellClient {
-    let token = "lead-secret-token-0123456789".to_string();
+    let token = "lead-secret-token-0123456789-abcdefghij".to_string();
     let client = fabric.client_of(node);
     client
         .agent_register(pb::AgentRegisterRequest {
@@ -129,7 +129,7 @@ async fn unclaimed_tasks_spill_to_the_fabric_queue_and_are_claimed_there() {
     // Workers of the team find them at the fabric tier once local and cell tiers are empty,
     // also an agent that joined the team after the handoff (the queue admits it then).
     let newcomer = fabric.client_of(3);
-    let token = "newcomer-secret-token-0123456789";
+    let token = "newcomer-secret-token-0123456789-abcdefghij";
     let register = pb::AgentRegisterRequest {
         agent: "newcomer".into(),
         token: token.into(),
@@ -146,7 +146,7 @@ async fn unclaimed_tasks_spill_to_the_fabric_queue_and_are_claimed_there() {
     c.team_join(join).await.expect("join");
     let lead2 = fabric
         .client_of(2)
-        .with_identity("lead", "lead-secret-token-0123456789");
+        .with_identity("lead", "lead-secret-token-0123456789-abcdefghij");
     let mut seen = BTreeMap::new();
     for i in 0..39 {
         let worker = if i == 0 { &newcomer } else { &lead2 };

@@ -7,6 +7,8 @@
 mod t10_transport;
 mod t20_raft_input;
 mod t30_reserved;
+mod t40_identity;
+mod t50_resources;
 
 use std::path::Path;
 use std::process::{Command, Output};

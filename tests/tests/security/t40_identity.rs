@@ -1,0 +1,102 @@
+//! Registering an agent: only the operator, or an existing agent who enrolls it (limited
+//! per hour); tokens are long and made with entropy; names from a narrow character set.
+
+use whip_cell::{CellClient, CellError};
+use whip_proto::v1 as pb;
+
+use crate::{anonymous, still_serving, target};
+
+fn register(agent: &str, token: &str) -> pb::AgentRegisterRequest {
+    pb::AgentRegisterRequest {
+        agent: agent.into(),
+        token: token.into(),
+    }
+}
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef-alice";
+
+#[tokio::test]
+async fn anonymous_callers_cannot_register_and_agents_enroll_within_a_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dev, operator) = target(dir.path()).await;
+    let stranger = CellClient::connect_with(&[dev.member(1)], &anonymous()).unwrap();
+    let refused = stranger.agent_register(register("cli-victim", TOKEN)).await;
+    assert!(
+        matches!(refused, Err(CellError::Unauthenticated(_))),
+        "{refused:?}"
+    );
+    // The operator registers alice; a server-made token comes back when none is given.
+    let made = operator
+        .agent_register(register("alice", ""))
+        .await
+        .unwrap();
+    assert!(made.created && made.token.len() >= 32, "{made:?}");
+    // Alice enrolls bob over a connection without any certificate.
+    let alice = CellClient::connect_with(&[dev.member(1)], &anonymous())
+        .unwrap()
+        .with_identity("alice", made.token.clone());
+    let bob = alice.agent_register(register("bob", TOKEN)).await.unwrap();
+    assert!(bob.created);
+    // Bob, now registered, acts (creates a team), proven by his token alone.
+    let bob_client = CellClient::connect_with(&[dev.member(2)], &anonymous())
+        .unwrap()
+        .with_identity("bob", TOKEN);
+    let team = bob_client
+        .team_create(pb::TeamCreateRequest {
+            team: "bobs".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(team.code, pb::OutcomeCode::TeamCreated as i32, "{team:?}");
+    // Re-registering oneself with one's own token is a no-op, a taken name is refused.
+    assert!(
+        !bob_client
+            .agent_register(register("bob", TOKEN))
+            .await
+            .unwrap()
+            .created
+    );
+    let stolen = alice
+        .agent_register(register("bob", "another-token-0123456789abcdefghijkl"))
+        .await;
+    assert!(stolen.is_err(), "{stolen:?}");
+    // Alice's enrollments are counted: the hundred-and-first in an hour is refused.
+    let mut refusal = None;
+    for i in 0..110 {
+        let name = format!("helper-{i}");
+        match alice.agent_register(register(&name, TOKEN)).await {
+            Ok(_) => {}
+            Err(e) => {
+                refusal = Some((i, e));
+                break;
+            }
+        }
+    }
+    let (at, error) = refusal.expect("the enrollment limit holds");
+    assert!(at <= 100, "refused after {at} enrollments");
+    assert!(error.to_string().contains("limit is 100"), "{error}");
+    still_serving(&operator).await;
+}
+
+#[tokio::test]
+async fn weak_tokens_and_lookalike_names_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_dev, operator) = target(dir.path()).await;
+    for (agent, token) in [
+        ("carol", "short-token"),
+        ("carol", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
+        ("ca\u{200b}rol", TOKEN),
+        ("carol\u{202e}", TOKEN),
+        ("cаrol", TOKEN),
+        ("-carol", TOKEN),
+        ("carol{x}", TOKEN),
+    ] {
+        let refused = operator.agent_register(register(agent, token)).await;
+        assert!(
+            matches!(refused, Err(CellError::InvalidArgument(_))),
+            "{agent:?} / {token:?}: {refused:?}"
+        );
+    }
+    still_serving(&operator).await;
+}
