@@ -136,6 +136,12 @@ pub(crate) struct Create<'a> {
 /// Create the team, or confirm the caller's existing one (its first settings stay).
 pub(crate) fn create(txn: &mut impl Txn, request: &Create<'_>) -> Outcome {
     let team = request.team.to_string();
+    // A child team is made by a member of its parent (or of an ancestor).
+    if request.parent.is_some() && !request.ancestors.iter().any(|m| m == request.caller) {
+        return refused(BoardRefusal::NotMember {
+            agent: request.caller.to_string(),
+        });
+    }
     let tracker = taskboard::is_tracker_team(request.team);
     match load(txn, request.team) {
         Some(existing)

@@ -105,6 +105,12 @@ impl Model {
                 ancestors,
                 settings,
             } => match self.teams.get(team) {
+                // A child team is made by a member of its parent or an ancestor.
+                _ if parent.is_some() && !ancestors.contains(caller) => {
+                    refused(BoardRefusal::NotMember {
+                        agent: caller.clone(),
+                    })
+                }
                 Some(t) if &t.supervisor == caller => Outcome::TeamCreated { team: team.clone() },
                 Some(_) => refused(BoardRefusal::TeamExists { team: team.clone() }),
                 None => {
@@ -660,7 +666,14 @@ fn settings() -> impl Strategy<Value = BoardSettings> {
 }
 
 fn create() -> impl Strategy<Value = Command> {
-    let ancestors = prop::sample::select(vec![vec![], vec!["a".to_string()], vec!["b".into()]]);
+    let ancestors = prop::sample::select(vec![
+        vec![],
+        vec!["a".to_string()],
+        vec!["b".into()],
+        vec!["a".into(), "b".into()],
+        vec!["a".into(), "b".into()],
+        vec!["a".into(), "b".into()],
+    ]);
     let creator = name(&["a", "a", "a", "b"]);
     (0..2usize, creator, ancestors, settings()).prop_map(|(at, caller, ancestors, settings)| {
         Command::TeamCreate {

@@ -196,6 +196,17 @@ pub fn signal_ledger(team: &str) -> (String, String) {
 }
 
 impl CellApi {
+    /// Refuse `agent` unless it is registered.
+    pub(super) async fn registered(&self, agent: &str) -> Result<(), Status> {
+        let key = crate::identity::agent_key(agent);
+        match self.read_server(Query::KvGet { key }).await? {
+            QueryResult::Kv(Some(_)) => Ok(()),
+            _ => Err(Status::failed_precondition(format!(
+                "agent {agent:?} is not registered: register it first (whip agent register)"
+            ))),
+        }
+    }
+
     /// Count one enrollment by `parent`; refused past the hourly limit.
     pub(super) async fn charge_enrollment(&self, parent: &str) -> Result<(), Status> {
         let charge = Command::CounterConsume {

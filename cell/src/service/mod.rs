@@ -107,8 +107,10 @@ pub fn services(
     cells: Arc<dyn Cells>,
     tls: Option<tonic::transport::ServerTlsConfig>,
 ) -> Result<Services, ServeError> {
+    // Reflection lists the client API only: the peer services are nobody else's business.
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(whip_proto::FILE_DESCRIPTOR_SET)
+        .with_service_name("whip.v1.Cell")
         .build_v1()
         .expect("the compiled descriptor set is valid");
     let mut builder = tonic::transport::Server::builder()
@@ -584,6 +586,10 @@ impl cell_server::Cell for CellApi {
         req: GrpcRequest<pb::TeamJoinRequest>,
     ) -> GrpcResult<pb::TeamResponse> {
         crate::identity::check_agent_name(&req.get_ref().agent)?;
+        // Only a registered agent joins: a name nobody holds yet cannot collect memberships
+        // for whoever registers it first (registrations are never undone, so this read
+        // cannot go stale before the join applies).
+        self.registered(&req.get_ref().agent).await?;
         let outcome = self
             .act(req, |caller, r| {
                 let command = Command::TeamJoin {

@@ -102,6 +102,8 @@ async fn thirty_two_workers_complete_ten_thousand_tasks_exactly_once() {
     let mut workers = Vec::new();
     for w in 0..WORKERS {
         let name = format!("worker-{w}");
+        // Only registered agents can be added to a team.
+        let client = agent(&fabric, 1 + (w as u64 % 3), &name).await;
         let join = pb::TeamJoinRequest {
             team: "swarm".into(),
             agent: name.clone(),
@@ -111,10 +113,7 @@ async fn thirty_two_workers_complete_ten_thousand_tasks_exactly_once() {
             sup.team_join(join).await.unwrap().code,
             Code::TeamJoined as i32
         );
-        workers.push((
-            name.clone(),
-            agent(&fabric, 1 + (w as u64 % 3), &name).await,
-        ));
+        workers.push((name.clone(), client));
     }
     // Posting, concurrently from the three nodes.
     let started = Instant::now();
