@@ -247,18 +247,37 @@ pub(crate) fn failed(txn: &mut impl Txn, now_ms: u64, task_id: &str, reason: &st
 
 #[derive(Serialize, Deserialize)]
 struct Alarm {
+    /// When it was last raised.
     at_ms: u64,
     text: String,
+    /// How many times in a row it was raised.
+    count: u64,
 }
 
+/// Record an alarm. The same alarm raised again right after the last one (a poisoned
+/// channel refused on every delivery round) only counts up, so one stuck channel cannot
+/// push every other alarm out of the list.
 fn raise(txn: &mut impl Txn, now_ms: u64, text: String) {
-    let seq: u64 = txn.get(&[ALARM_HEAD]).map_or(0, |b| decode(&b)) + 1;
+    let last: u64 = txn.get(&[ALARM_HEAD]).map_or(0, |b| decode(&b));
+    if last > 0
+        && let Some(bytes) = txn.get(&head_key(ALARM, last))
+    {
+        let mut alarm: Alarm = decode(&bytes);
+        if alarm.text == text {
+            alarm.at_ms = now_ms;
+            alarm.count = alarm.count.saturating_add(1);
+            txn.put(&head_key(ALARM, last), &encode(&alarm));
+            return;
+        }
+    }
+    let seq = last + 1;
     txn.put(&[ALARM_HEAD], &encode(&seq));
     txn.put(
         &head_key(ALARM, seq),
         &encode(&Alarm {
             at_ms: now_ms,
             text,
+            count: 1,
         }),
     );
     if seq > ALARMS_KEPT_MAX as u64 {
@@ -266,13 +285,17 @@ fn raise(txn: &mut impl Txn, now_ms: u64, text: String) {
     }
 }
 
-/// The alarms this cell raised, oldest first: (time, text).
+/// The alarms this cell raised, oldest first: (time last raised, text; an alarm raised
+/// several times in a row says how often).
 pub(crate) fn alarms(txn: &impl Txn) -> Vec<(u64, String)> {
     txn.scan(&[ALARM], &[ALARM + 1], ALARMS_KEPT_MAX)
         .into_iter()
         .map(|(_, value)| {
             let alarm: Alarm = decode(&value);
-            (alarm.at_ms, alarm.text)
+            match alarm.count {
+                0 | 1 => (alarm.at_ms, alarm.text),
+                n => (alarm.at_ms, format!("{} (raised {n} times)", alarm.text)),
+            }
         })
         .collect()
 }

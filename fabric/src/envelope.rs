@@ -425,6 +425,14 @@ pub enum Refusal {
         /// The limit.
         max: usize,
     },
+    /// The envelope is addressed to the cell that sent it, or to the meta cell: no channel
+    /// runs there.
+    NoChannel {
+        /// The sending cell.
+        from: u64,
+        /// The receiving cell.
+        to: u64,
+    },
 }
 
 impl Refusal {
@@ -443,6 +451,7 @@ impl Refusal {
             Refusal::BrokenChain { .. } => "broken_chain",
             Refusal::NoSigningKey => "no_signing_key",
             Refusal::OutboxFull { .. } => "outbox_full",
+            Refusal::NoChannel { .. } => "no_channel",
         }
     }
 }
@@ -451,7 +460,9 @@ impl Refusal {
     /// The refusal means the two cells disagree about the channel's history (an operator
     /// must look), not merely that a message was late, lost or bad.
     pub fn raises_alarm(&self) -> bool {
-        matches!(self, Refusal::Fork { .. } | Refusal::BrokenChain { .. })
+        // Sequence 0 never follows anything: a malformed envelope, not a disagreement.
+        matches!(self, Refusal::Fork { .. })
+            || matches!(self, Refusal::BrokenChain { seq } if *seq != 0)
     }
 }
 
@@ -508,6 +519,10 @@ impl std::fmt::Display for Refusal {
             Refusal::OutboxFull { pending, max } => write!(
                 f,
                 "outbox holds {pending} unacknowledged envelopes, max is {max}"
+            ),
+            Refusal::NoChannel { from, to } => write!(
+                f,
+                "no channel runs from cell {from} to cell {to} (to itself or the meta cell)"
             ),
         }
     }
@@ -604,6 +619,16 @@ fn check_shape(me: u64, envelope: &Envelope, limits: &Limits) -> Result<(), Refu
             expected: me,
             got: envelope.to_cell,
         });
+    }
+    if envelope.from_cell == envelope.to_cell || envelope.to_cell == crate::map::META_CELL {
+        return Err(Refusal::NoChannel {
+            from: envelope.from_cell,
+            to: envelope.to_cell,
+        });
+    }
+    if envelope.channel_seq == 0 {
+        // Sequences start at 1: refused before any signature work or chain state.
+        return Err(Refusal::BrokenChain { seq: 0 });
     }
     check_bounds(envelope.payload.len(), envelope.hops, limits)
 }

@@ -299,7 +299,7 @@ async fn deliver_to(
 
 /// Check envelopes for a cell hosted here (one channel, in order) and propose them to that
 /// cell in one write; the cell checks the chain. Envelopes after the first one that fails
-/// the checks are not proposed.
+/// the checks are not proposed; a batch naming more than one channel proposes nothing.
 pub(crate) async fn deliver(
     node: &Node,
     envelopes: Vec<Vec<u8>>,
@@ -309,21 +309,21 @@ pub(crate) async fn deliver(
         ..Default::default()
     };
     let map = node.map().await?;
-    let mut to_cell = None;
+    let mut channel = None;
     let mut commands = Vec::new();
     for bytes in envelopes {
-        match receive_command(&map, &bytes) {
-            Ok((cell, command)) if to_cell.is_none_or(|c| c == cell) => {
-                to_cell = Some(cell);
+        match receive_command(node, &map, &bytes) {
+            Ok((pair, command)) if channel.is_none_or(|c| c == pair) => {
+                channel = Some(pair);
                 commands.push(command);
             }
             Ok(_) => {
                 refuse(
                     &mut answer,
                     "mixed_channels",
-                    "a batch is for one cell".into(),
+                    "a batch is for one channel (one sending and one receiving cell)".into(),
                 );
-                break;
+                return Ok(answer);
             }
             Err((verdict, message)) => {
                 refuse(&mut answer, verdict, message);
@@ -331,6 +331,7 @@ pub(crate) async fn deliver(
             }
         }
     }
+    let to_cell = channel.map(|(_, to)| to);
     let Some(to_cell) = to_cell else {
         return Ok(answer);
     };
@@ -376,23 +377,24 @@ fn refuse(answer: &mut pb::DeliverResponse, verdict: &str, message: String) {
     answer.message = message;
 }
 
-/// The receive command for one signed envelope, after every check but the chain's; or the
-/// verdict refusing it.
+/// The receive command for one signed envelope, after every check but the chain's, with
+/// its channel (sending cell, receiving cell); or the verdict refusing it.
 fn receive_command(
+    node: &Node,
     map: &FabricMap,
     bytes: &[u8],
-) -> Result<(u64, Command), (&'static str, String)> {
+) -> Result<((u64, u64), Command), (&'static str, String)> {
     let envelope = Envelope::from_bytes(bytes).map_err(|e| ("malformed", e.to_string()))?;
-    crate::envelope::verify(
-        &map.keys,
-        envelope.to_cell,
-        &envelope,
-        now_ms(),
-        &Limits::default(),
-    )
-    .map_err(|refusal| (refusal.code(), refusal.to_string()))?;
+    // This node receives for the cells it hosts: anything else is misaddressed here.
+    let me = match node.hosted(envelope.to_cell) {
+        Some(_) => envelope.to_cell,
+        None => 0,
+    };
+    crate::envelope::verify(&map.keys, me, &envelope, now_ms(), &Limits::default())
+        .map_err(|refusal| (refusal.code(), refusal.to_string()))?;
     let payload: SpillPayload = postcard::from_bytes(&envelope.payload)
         .map_err(|e| ("malformed", format!("payload: {e}")))?;
+    check_payload(map, envelope.from_cell, &payload)?;
     let command = Command::HandoffReceive {
         from_cell: envelope.from_cell,
         seq: envelope.channel_seq,
@@ -403,5 +405,38 @@ fn receive_command(
         settings: payload.settings,
         admitted: payload.admitted,
     };
-    Ok((envelope.to_cell, command))
+    Ok(((envelope.from_cell, envelope.to_cell), command))
+}
+
+/// A spill comes from the cell owning its team, and admits at most a team's worth of
+/// members: a signed envelope cannot put tasks into another cell's team's queue, nor make
+/// an unbounded list of agents members of it.
+fn check_payload(
+    map: &FabricMap,
+    from_cell: u64,
+    payload: &SpillPayload,
+) -> Result<(), (&'static str, String)> {
+    let owner = map
+        .locate(whip_board::route::team_point(&payload.queue))
+        .cell;
+    if owner != from_cell {
+        return Err((
+            "not_owner",
+            format!(
+                "team {:?} is owned by cell {owner}, not by the sending cell {from_cell}",
+                payload.queue
+            ),
+        ));
+    }
+    let members_max = whip_board::limits::TEAM_MEMBERS_MAX;
+    if payload.admitted.len() > members_max {
+        return Err((
+            "too_many_admitted",
+            format!(
+                "{} admitted agents, a team has at most {members_max}",
+                payload.admitted.len()
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -11,6 +11,8 @@ use super::*;
 
 const SENDER: u64 = 1;
 const RECEIVER: u64 = 2;
+/// Another registered cell.
+const THIRD: u64 = 4;
 const NOW_MS: u64 = 1_784_000_000_000;
 
 fn sender() -> CellIdentity {
@@ -22,6 +24,9 @@ fn registry() -> KeyRegistry {
     registry.insert(SENDER, sender().public_key()).unwrap();
     registry
         .insert(RECEIVER, CellIdentity::from_secret(&[22; 32]).public_key())
+        .unwrap();
+    registry
+        .insert(THIRD, CellIdentity::from_secret(&[33; 32]).public_key())
         .unwrap();
     registry
 }
@@ -139,8 +144,17 @@ fn a_tampered_envelope_fails_its_signature() {
     }
     // A message signed by the sender but relabelled as coming from another cell.
     let mut relabelled = envelopes[0].clone();
-    relabelled.from_cell = RECEIVER;
+    relabelled.from_cell = THIRD;
     assert_eq!(receiver.take(&relabelled), Err(Refusal::BadSignature));
+    // Relabelled as coming from the receiver itself: no channel runs there at all.
+    relabelled.from_cell = RECEIVER;
+    assert_eq!(
+        receiver.take(&relabelled),
+        Err(Refusal::NoChannel {
+            from: RECEIVER,
+            to: RECEIVER
+        })
+    );
     assert!(receiver.applied.is_empty());
     assert!(
         receiver.take(&envelopes[0]).is_ok(),
