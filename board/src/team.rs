@@ -2,10 +2,10 @@
 //!
 //! Access is scoped by lineage: an agent may act on a team's board when it is a member of
 //! the team or of one of its ancestor teams. A tracker's reserved team
-//! ([`taskboard::TRACKER_TEAM_PREFIX`]) is open to every registered agent. The ancestors' members come in the create
-//! command (the server reads the parent chain, which may live on other cells), so they are
-//! a snapshot taken at creation. Identities are the `caller` the server resolved from the
-//! authenticated call, never a field the client chose.
+//! ([`taskboard::TRACKER_TEAM_PREFIX`]) is open to every registered agent. The ancestors'
+//! members come in the create command (the server reads the parent chain, which may live
+//! on other cells), so they are a snapshot taken at creation. Identities are the `caller`
+//! the server resolved from the authenticated call, never a field the client chose.
 //!
 //! State per team is one record, which also holds the board's task sequence and its
 //! counts. Dissolving marks the record first (from then on the team refuses new work and

@@ -686,6 +686,11 @@ fn create() -> impl Strategy<Value = Command> {
     })
 }
 
+/// Claim windows of named claims: none (the board's), short, long.
+fn claim_windows() -> impl Strategy<Value = u64> {
+    prop::sample::select(vec![0u64, 50, 5_000])
+}
+
 fn command() -> impl Strategy<Value = Command> {
     let team = name(&TEAMS);
     let agent = name(&CALLERS);
@@ -726,7 +731,7 @@ fn command() -> impl Strategy<Value = Command> {
         3 => (claimed.clone()).prop_map(|(team, caller, task_id, fence)| {
             Command::BoardRelease { team, caller, task_id, fence }
         }),
-        4 => (team.clone(), agent.clone(), agent.clone(), task, prop::sample::select(vec![0u64, 50, 5_000]))
+        4 => (team.clone(), agent.clone(), agent.clone(), task, claim_windows())
             .prop_map(|(team, caller, worker, task_id, claim_ms)| {
                 Command::BoardClaimTask { team, caller, worker, task_id, claim_ms }
             }),

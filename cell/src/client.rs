@@ -242,7 +242,9 @@ fn retryable(status: &Status) -> bool {
 /// key when the caller did not set one.
 macro_rules! reads {
     ($($name:ident($req:ty) -> $resp:ty;)*) => {$(
-        #[doc = concat!("Call `", stringify!($name), "` on the cell, retrying while it is unavailable.")]
+        #[doc = concat!(
+            "Call `", stringify!($name), "` on the cell, retrying while it is unavailable."
+        )]
         pub async fn $name(&self, req: $req) -> Result<$resp, CellError> {
             if let Some(api) = &self.local {
                 let request = Self::local_request(&self.identity, req);
@@ -260,7 +262,10 @@ macro_rules! reads {
 
 macro_rules! writes {
     ($($name:ident($req:ty) -> $resp:ty;)*) => {$(
-        #[doc = concat!("Call `", stringify!($name), "` on the cell with an idempotency key, retrying while it is unavailable.")]
+        #[doc = concat!(
+            "Call `", stringify!($name),
+            "` on the cell with an idempotency key, retrying while it is unavailable."
+        )]
         pub async fn $name(&self, mut req: $req) -> Result<$resp, CellError> {
             self.key_or_new(&mut req.idempotency_key);
             if let Some(api) = &self.local {

@@ -83,3 +83,7 @@ pub const STREAMS_PER_CONNECTION_MAX: u32 = 1_024;
 pub const RAFT_TERM_AHEAD_MAX: u64 = 1 << 20;
 /// Agents one agent may enroll (register) per hour.
 pub const ENROLLMENTS_PER_HOUR_MAX: u64 = 100;
+/// Server streams (election observers, signal subscriptions) open on one server...
+pub const STREAMS_MAX: usize = 1_024;
+/// ...and of one caller (an agent, or the address of an anonymous caller).
+pub const STREAMS_PER_CALLER_MAX: usize = 32;

@@ -253,7 +253,13 @@ async fn deliver_channel(
         .collect();
     let answer = deliver_to(node, map, to_cell, envelopes).await?;
     if !matches!(answer.verdict.as_str(), "accepted" | "gap") {
-        tracing::warn!(cell, to_cell, verdict = %answer.verdict, message = %answer.message, "handoff refused");
+        tracing::warn!(
+            cell,
+            to_cell,
+            verdict = %answer.verdict,
+            message = %answer.message,
+            "handoff refused"
+        );
     }
     if answer.applied_through > 0 {
         let ack = Command::HandoffAck {
@@ -340,6 +346,19 @@ pub(crate) async fn deliver(
         Outcome::HandoffBatch { outcomes } => outcomes,
         other => return Err(CellError::Fatal(format!("unexpected answer {other:?}"))),
     };
+    let applied = read_outcomes(&mut answer, outcomes)?;
+    if answer.verdict == "accepted" && !applied {
+        // Every envelope was applied before: acknowledged again, nothing applied.
+        answer.verdict = "duplicate".into();
+    }
+    Ok(answer)
+}
+
+/// Fill `answer` from the receiving cell's outcomes; true when any envelope was applied.
+fn read_outcomes(
+    answer: &mut pb::DeliverResponse,
+    outcomes: Vec<Outcome>,
+) -> Result<bool, CellError> {
     let mut applied = false;
     for outcome in outcomes {
         match outcome {
@@ -359,17 +378,13 @@ pub(crate) async fn deliver(
                 } else {
                     "broken_chain"
                 };
-                refuse(&mut answer, verdict, reason);
+                refuse(answer, verdict, reason);
                 answer.expected_seq = expected_seq;
             }
             other => return Err(CellError::Fatal(format!("unexpected answer {other:?}"))),
         }
     }
-    if answer.verdict == "accepted" && !applied {
-        // Every envelope was applied before: acknowledged again, nothing applied.
-        answer.verdict = "duplicate".into();
-    }
-    Ok(answer)
+    Ok(applied)
 }
 
 fn refuse(answer: &mut pb::DeliverResponse, verdict: &str, message: String) {
@@ -377,13 +392,18 @@ fn refuse(answer: &mut pb::DeliverResponse, verdict: &str, message: String) {
     answer.message = message;
 }
 
+/// A channel: (sending cell, receiving cell).
+type ChannelCells = (u64, u64);
+/// A delivery refusal: (verdict code, message).
+type RefusedVerdict = (&'static str, String);
+
 /// The receive command for one signed envelope, after every check but the chain's, with
 /// its channel (sending cell, receiving cell); or the verdict refusing it.
 fn receive_command(
     node: &Node,
     map: &FabricMap,
     bytes: &[u8],
-) -> Result<((u64, u64), Command), (&'static str, String)> {
+) -> Result<(ChannelCells, Command), RefusedVerdict> {
     let envelope = Envelope::from_bytes(bytes).map_err(|e| ("malformed", e.to_string()))?;
     // This node receives for the cells it hosts: anything else is misaddressed here.
     let me = match node.hosted(envelope.to_cell) {

@@ -233,12 +233,20 @@ async fn status(global: &Global) -> Result<ExitCode> {
         s.members = leader.members;
     }
     if global.json {
-        let members: Vec<_> = s.members.iter().map(|m| json!({
-            "id": m.id, "addr": m.addr, "voter": m.voter, "matched_index": m.matched_index, "lag": m.lag,
-        })).collect();
+        let members: Vec<_> = s
+            .members
+            .iter()
+            .map(|m| {
+                json!({
+                    "id": m.id, "addr": m.addr, "voter": m.voter, "matched_index": m.matched_index,
+                    "lag": m.lag,
+                })
+            })
+            .collect();
         output::json(&json!({
             "id": s.id, "leader": s.leader, "term": s.term, "members": members, "state": s.state,
-            "last_log_index": s.last_log_index, "last_applied": s.last_applied, "storage": s.storage,
+            "last_log_index": s.last_log_index, "last_applied": s.last_applied,
+            "storage": s.storage,
         }));
         return Ok(ExitCode::SUCCESS);
     }

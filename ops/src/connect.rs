@@ -160,7 +160,10 @@ async fn embedded(store: &Path) -> Result<Session> {
 
 /// A session through the store holder's socket.
 fn guest(socket: PathBuf) -> Result<Session> {
-    tracing::debug!(socket = %socket.display(), "store is held by another process; using its socket");
+    tracing::debug!(
+        socket = %socket.display(),
+        "store is held by another process; using its socket"
+    );
     // The holder may exit at any time; callers that outlive it reconnect rather than wait
     // out the long retry meant for leader elections.
     let client = CellClient::new(Target::Unix(socket))?

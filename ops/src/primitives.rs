@@ -242,7 +242,10 @@ fn write(global: &Global, r: pb::KvWriteResponse) -> ExitCode {
         }
         _ => format!("{outcome} version={} fence={}", r.version, r.fence),
     };
-    let value = json!({"outcome": outcome, "version": r.version, "fence": r.fence, "current_version": r.current_version});
+    let value = json!({
+        "outcome": outcome, "version": r.version, "fence": r.fence,
+        "current_version": r.current_version
+    });
     print(global, value, text)
 }
 
@@ -325,8 +328,15 @@ async fn lease_on(global: &Global, c: &CellClient, cmd: LeaseCommand) -> Result<
     })
 }
 
+fn waiter_json(w: &pb::LeaseWaiter) -> Value {
+    json!({"holder": w.holder, "wait_until": time_text(w.wait_until_ms)})
+}
+
 fn holder_json(h: &pb::LeaseHolder) -> Value {
-    json!({"holder": h.holder, "fence": h.fence, "expires_at": time_text(h.expires_at_ms), "expires_at_ms": h.expires_at_ms})
+    json!({
+        "holder": h.holder, "fence": h.fence, "expires_at": time_text(h.expires_at_ms),
+        "expires_at_ms": h.expires_at_ms
+    })
 }
 
 fn lease_answer(global: &Global, r: pb::LeaseResponse) -> ExitCode {
@@ -380,7 +390,7 @@ fn lease_list(global: &Global, r: pb::LeaseListResponse) -> ExitCode {
                 let id = l.lease.clone().unwrap_or_default();
                 json!({"owner": id.owner, "name": id.name, "key": id.key, "slots": l.slots,
                        "holders": l.holders.iter().map(holder_json).collect::<Vec<_>>(),
-                       "waiters": l.waiters.iter().map(|w| json!({"holder": w.holder, "wait_until": time_text(w.wait_until_ms)})).collect::<Vec<_>>()})
+                       "waiters": l.waiters.iter().map(waiter_json).collect::<Vec<_>>()})
             })
             .collect();
         output::json(&json!({ "leases": leases }));
@@ -449,7 +459,10 @@ async fn counter_on(global: &Global, c: &CellClient, cmd: CounterCommand) -> Res
             };
             let r = c.counter_consume(req).await?;
             let outcome = code_name(r.code);
-            let value = json!({"outcome": outcome, "consumed": r.consumed, "remaining": r.remaining, "period": r.period});
+            let value = json!({
+                "outcome": outcome, "consumed": r.consumed, "remaining": r.remaining,
+                "period": r.period
+            });
             let text = format!(
                 "{outcome} consumed={} remaining={} period={}",
                 r.consumed, r.remaining, r.period
@@ -460,10 +473,17 @@ async fn counter_on(global: &Global, c: &CellClient, cmd: CounterCommand) -> Res
             let r = c
                 .counter_list(pb::CounterListRequest { prefix, limit: 0 })
                 .await?;
-            let rows: Vec<Value> = r.counters.iter().map(|v| {
-                let id = v.counter.clone().unwrap_or_default();
-                json!({"owner": id.owner, "name": id.name, "key": id.key, "consumed": v.consumed, "cap": v.cap, "period": v.period})
-            }).collect();
+            let rows: Vec<Value> = r
+                .counters
+                .iter()
+                .map(|v| {
+                    let id = v.counter.clone().unwrap_or_default();
+                    json!({
+                        "owner": id.owner, "name": id.name, "key": id.key, "consumed": v.consumed,
+                        "cap": v.cap, "period": v.period
+                    })
+                })
+                .collect();
             let text: Vec<String> = r
                 .counters
                 .iter()
@@ -539,11 +559,19 @@ async fn ledger_on(global: &Global, c: &CellClient, cmd: LedgerCommand) -> Resul
                 limit,
             };
             let r = c.ledger_list(req).await?;
-            let rows: Vec<Value> = r.entries.iter().map(|e| {
-                let id = e.ledger.clone().unwrap_or_default();
-                let entry: Value = serde_json::from_slice(&e.entry).unwrap_or_else(|_| json!(String::from_utf8_lossy(&e.entry)));
-                json!({"ledger": id.name, "partition": id.key, "seq": e.seq, "entry": entry, "appended_by": e.appended_by, "at": time_text(e.at_ms)})
-            }).collect();
+            let rows: Vec<Value> = r
+                .entries
+                .iter()
+                .map(|e| {
+                    let id = e.ledger.clone().unwrap_or_default();
+                    let entry: Value = serde_json::from_slice(&e.entry)
+                        .unwrap_or_else(|_| json!(String::from_utf8_lossy(&e.entry)));
+                    json!({
+                        "ledger": id.name, "partition": id.key, "seq": e.seq, "entry": entry,
+                        "appended_by": e.appended_by, "at": time_text(e.at_ms)
+                    })
+                })
+                .collect();
             let text: Vec<String> = r
                 .entries
                 .iter()

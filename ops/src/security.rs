@@ -55,7 +55,10 @@ pub(crate) fn issue(global: &Global, role: &str, out: &Path) -> Result<std::proc
     };
     let config = tls::config_dir();
     let authority = tls::Authority::load(&config)?.ok_or_else(|| {
-        anyhow::anyhow!("no cluster CA in {}: it is made by the first `whip cell dev|serve` or `whip node serve`", config.display())
+        anyhow::anyhow!(
+            "no cluster CA in {}: the first `whip cell dev|serve` or `whip node serve` makes it",
+            config.display()
+        )
     })?;
     if out.exists() {
         anyhow::bail!("{} exists; remove it first", out.display());

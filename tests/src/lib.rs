@@ -4,9 +4,10 @@
 //! directories, real Raft with 3 voters — and the tests under `tests/`. [`Cluster`] runs the
 //! members inside the test process (a kill stops a member's Raft and its server and drops
 //! its storage handles); [`ProcessCluster`] runs each member as a `whip cell serve` process
-//! and kills it with SIGKILL; [`fabric`] does the same for multi-cell nodes. [`chaos`] is the fault and linearizability harness behind
-//! `whip chaos` (members in network namespaces, seeded nemeses, recorded histories, a
-//! Wing–Gong checker). Must never: mock a component of our own.
+//! and kills it with SIGKILL; [`fabric`] does the same for multi-cell nodes. [`chaos`] is
+//! the fault and linearizability harness behind `whip chaos` (members in network
+//! namespaces, seeded nemeses, recorded histories, a Wing–Gong checker). Must never: mock
+//! a component of our own.
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod chaos;

@@ -46,6 +46,7 @@ impl CellApi {
         CellApi {
             dispatch,
             verifier: crate::identity::Verifier::default(),
+            streams: Arc::default(),
         }
     }
 

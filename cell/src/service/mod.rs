@@ -182,6 +182,7 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
 pub(crate) struct CellApi {
     dispatch: Arc<dyn Dispatch>,
     verifier: crate::identity::Verifier,
+    streams: Arc<streams::StreamSlots>,
 }
 
 impl CellApi {
@@ -518,12 +519,13 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::LeaderRequest>,
     ) -> GrpcResult<Self::ObserveStream> {
+        let slot = self.streams.take(streams::stream_caller(None, &req))?;
         let group = req.into_inner().group;
         if group.is_empty() {
             return Err(Status::invalid_argument("group must not be empty"));
         }
         let (tx, rx) = tokio::sync::mpsc::channel(limits::OBSERVE_QUEUE_MAX);
-        tokio::spawn(observe_loop(self.dispatch.clone(), group, tx));
+        tokio::spawn(observe_loop(self.dispatch.clone(), group, tx, slot));
         let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
         Ok(Response::new(Box::pin(stream)))
     }
@@ -910,10 +912,13 @@ impl cell_server::Cell for CellApi {
         req: GrpcRequest<pb::SignalSubscribeRequest>,
     ) -> GrpcResult<Self::SignalSubscribeStream> {
         let caller = self.caller(&req).await?;
+        let slot = self
+            .streams
+            .take(streams::stream_caller(Some(&caller), &req))?;
         let req = req.into_inner();
         self.member_of(&req.team, &caller).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(limits::OBSERVE_QUEUE_MAX);
-        tokio::spawn(signal_loop(self.dispatch.clone(), req, tx));
+        tokio::spawn(signal_loop(self.dispatch.clone(), req, tx, slot));
         let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
         Ok(Response::new(Box::pin(stream)))
     }

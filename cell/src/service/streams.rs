@@ -1,6 +1,7 @@
 //! Server streams: team signals and election observers.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use tonic::Status;
 use whip_board::Query;
@@ -9,11 +10,71 @@ use whip_proto::v1 as pb;
 use super::{Dispatch, signal_ledger};
 use crate::{convert, limits};
 
+/// Open server streams, per server and per caller: each stream polls the state machine, so
+/// the number of them is the cost an outsider could run up.
+#[derive(Default)]
+pub(crate) struct StreamSlots {
+    open: Mutex<(usize, HashMap<String, usize>)>,
+}
+
+/// One open stream's slot, given back when the stream ends.
+pub(super) struct StreamSlot {
+    slots: Arc<StreamSlots>,
+    caller: String,
+}
+
+impl StreamSlots {
+    /// A slot for a stream of `caller` (an agent, or the peer address of an anonymous
+    /// caller); refused past [`limits::STREAMS_MAX`] on this server or
+    /// [`limits::STREAMS_PER_CALLER_MAX`] for the caller.
+    pub(super) fn take(self: &Arc<Self>, caller: String) -> Result<StreamSlot, Status> {
+        let mut open = self.open.lock().expect("stream slots lock");
+        let mine = open.1.get(&caller).copied().unwrap_or(0);
+        if open.0 >= limits::STREAMS_MAX || mine >= limits::STREAMS_PER_CALLER_MAX {
+            return Err(Status::resource_exhausted(format!(
+                "{} open streams on this server (limit {}), {mine} of {caller:?} (limit {})",
+                open.0,
+                limits::STREAMS_MAX,
+                limits::STREAMS_PER_CALLER_MAX
+            )));
+        }
+        open.0 += 1;
+        *open.1.entry(caller.clone()).or_default() += 1;
+        Ok(StreamSlot {
+            slots: self.clone(),
+            caller,
+        })
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.slots.open.lock().expect("stream slots lock");
+        open.0 = open.0.saturating_sub(1);
+        if let Some(mine) = open.1.get_mut(&self.caller) {
+            *mine = mine.saturating_sub(1);
+            if *mine == 0 {
+                open.1.remove(&self.caller);
+            }
+        }
+    }
+}
+
+/// Who holds a stream: the proven agent, else the caller's address.
+pub(super) fn stream_caller<T>(agent: Option<&str>, req: &tonic::Request<T>) -> String {
+    match (agent, req.remote_addr()) {
+        (Some(agent), _) => format!("agent {agent}"),
+        (None, Some(addr)) => format!("address {}", addr.ip()),
+        (None, None) => "local".to_string(),
+    }
+}
+
 /// Send every signal after `after_seq`, then each new one, until the subscriber hangs up.
 pub(super) async fn signal_loop(
     dispatch: Arc<dyn Dispatch>,
     req: pb::SignalSubscribeRequest,
     tx: tokio::sync::mpsc::Sender<Result<pb::LedgerEntry, Status>>,
+    _slot: StreamSlot,
 ) {
     let (owner, name) = signal_ledger(&req.team);
     let mut after = req.after_seq;
@@ -54,6 +115,7 @@ pub(super) async fn observe_loop(
     dispatch: Arc<dyn Dispatch>,
     group: String,
     tx: tokio::sync::mpsc::Sender<Result<pb::LeaderResponse, Status>>,
+    _slot: StreamSlot,
 ) {
     let mut last: Option<Option<(String, u64, Vec<String>)>> = None;
     let poll = std::time::Duration::from_millis(limits::OBSERVE_POLL_MS);

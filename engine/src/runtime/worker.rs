@@ -343,9 +343,9 @@ impl<F: FabricClient> Engine<F> {
                     Outcome::LeaseRenewed {
                         fence,
                         expires_at_ms,
-                    } => ok(
-                        json!({"outcome": "renewed", "fence": fence, "expires_at_ms": expires_at_ms}),
-                    ),
+                    } => ok(json!({
+                        "outcome": "renewed", "fence": fence, "expires_at_ms": expires_at_ms
+                    })),
                     Outcome::LeaseNotHeld if e.kind == "release" => {
                         ok(json!({"outcome": "not_held"}))
                     }
@@ -366,13 +366,17 @@ impl<F: FabricClient> Engine<F> {
                         remaining,
                         period,
                     } => ok(json!({
-                        "outcome": "ok", "consumed": consumed, "remaining": remaining, "period": period})),
+                        "outcome": "ok", "consumed": consumed, "remaining": remaining,
+                        "period": period
+                    })),
                     Outcome::CounterOver {
                         consumed,
                         remaining,
                         period,
                     } => ok(json!({
-                        "outcome": "over", "consumed": consumed, "remaining": remaining, "period": period})),
+                        "outcome": "over", "consumed": consumed, "remaining": remaining,
+                        "period": period
+                    })),
                     other => failed(format!("unexpected counter outcome {other:?}")),
                 }
             }

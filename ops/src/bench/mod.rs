@@ -308,7 +308,8 @@ pub(crate) fn report(
         }));
     } else {
         output::line(&format!(
-            "{workload}: {ops_per_sec:.0} ops/s ({:.0} requests/s), p50 {p50} us, p99 {p99} us, p999 {p999} us, {errors} errors",
+            "{workload}: {ops_per_sec:.0} ops/s ({:.0} requests/s), p50 {p50} us, \
+             p99 {p99} us, p999 {p999} us, {errors} errors",
             all.len() as f64 / secs
         ));
     }

@@ -1,7 +1,7 @@
 //! Goal: a voter that fell behind a purged log catches up by snapshot even when the state
-//! is large (over one default 3 MB chunk), so one chunk, or the final install, takes longer than openraft's
-//! default 200 ms snapshot RPC timeout. Regression for RELIABILITY.md finding 5 (seed 5):
-//! the leader retried the transfer forever and the voter never rejoined.
+//! is large (over one default 3 MB chunk), so one chunk, or the final install, takes longer
+//! than openraft's default 200 ms snapshot RPC timeout. Regression for RELIABILITY.md
+//! finding 5 (seed 5): the leader retried the transfer forever and the voter never rejoined.
 //! Method: snapshot every 50 entries; stop a follower; write ~12 MB through 16 concurrent
 //! clients; restart the follower; wait until it applied the leader's log.
 

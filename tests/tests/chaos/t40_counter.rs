@@ -14,7 +14,10 @@ fn consume(p: u64, ok: bool, consumed: u64, call: u64, ret: Option<u64>) -> Op {
         "consume",
         K,
         json!({"amount": 1, "cap": CAP}),
-        json!({"ok": ok, "consumed": consumed, "remaining": CAP.saturating_sub(consumed), "period": "h1"}),
+        json!({
+            "ok": ok, "consumed": consumed, "remaining": CAP.saturating_sub(consumed),
+            "period": "h1"
+        }),
         call,
         ret,
     )

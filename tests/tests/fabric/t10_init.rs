@@ -87,9 +87,10 @@ async fn bad_plans_are_refused_and_the_node_keeps_serving() {
     let mut others = members(&fabric);
     others.remove(&1);
     let elsewhere = whip_fabric::admin::init(node, others, 2, 0).await;
-    assert!(
-        matches!(elsewhere, Err(CellError::InvalidArgument(m)) if m.contains("not in the node list"))
-    );
+    assert!(matches!(
+        elsewhere,
+        Err(CellError::InvalidArgument(m)) if m.contains("not in the node list")
+    ));
     let before = fabric.client_of(2);
     let impatient = fabric
         .client_of(2)

@@ -337,7 +337,10 @@ async fn identity_comes_from_the_token_not_the_request() {
         })
         .await;
     assert!(
-        matches!(forged, Err(CellError::Unauthenticated(ref m)) if m.contains("token does not match")),
+        matches!(
+            forged,
+            Err(CellError::Unauthenticated(ref m)) if m.contains("token does not match")
+        ),
         "{forged:?}"
     );
     let anonymous = fabric

@@ -1,0 +1,190 @@
+//! Goal: the style guide's two measurable rules hold in every crate: functions stay within
+//! 70 lines and lines within 100 columns. Method: walk every `.rs` file of the workspace,
+//! find each `fn` and the brace that closes its body (strings, characters and comments
+//! skipped), and compare. Functions that were longer before this check are listed in
+//! `tests/tidy_grandfathered.txt` with their length; a listed function may shrink (the
+//! list is then updated) but never grow, and a function that fits is taken off the list.
+//! `TIDY_REWRITE=1` rewrites the list from the tree (for shrinking it; review the diff).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const FUNCTION_LINES_MAX: usize = 70;
+const LINE_COLUMNS_MAX: usize = 100;
+const CRATES: [&str; 7] = ["proto", "board", "cell", "fabric", "engine", "ops", "tests"];
+const GRANDFATHERED: &str = "tests/tidy_grandfathered.txt";
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("board sits in the workspace")
+        .to_path_buf()
+}
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() && !path.ends_with("target") {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of `line` with string and character literals blanked and comments removed;
+/// `in_block` carries a `/* */` comment across lines.
+fn code_of(line: &str, in_block: &mut bool) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let (c, next) = (chars[i], chars.get(i + 1).copied());
+        if *in_block {
+            if c == '*' && next == Some('/') {
+                *in_block = false;
+                i += 1;
+            }
+        } else if c == '/' && next == Some('/') {
+            break;
+        } else if c == '/' && next == Some('*') {
+            *in_block = true;
+            i += 1;
+        } else if c == '"' {
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            out.push_str("\"\"");
+        } else if c == '\'' && chars.get(i + 2) == Some(&'\'') {
+            i += 2;
+        } else if c == '\'' && next == Some('\\') {
+            while i + 1 < chars.len() && chars[i + 1] != '\'' {
+                i += 1;
+            }
+            i += 1;
+        } else {
+            out.push(c);
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The name of the function a code line starts, if it starts one.
+fn fn_name(code: &str) -> Option<String> {
+    let words: Vec<&str> = code.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "fn")?;
+    let modifiers = ["pub", "async", "const", "unsafe", "extern", "default"];
+    let before_ok = words[..at]
+        .iter()
+        .all(|w| modifiers.contains(w) || w.starts_with("pub(") || w.starts_with('"'));
+    let name = words.get(at + 1)?;
+    let name: String = name
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    (before_ok && !name.is_empty()).then_some(name)
+}
+
+/// Every function of `text` longer than the limit: (name, lines), and every long line.
+fn measure(text: &str) -> (Vec<(String, usize)>, Vec<usize>) {
+    let mut in_block = false;
+    let codes: Vec<String> = text.lines().map(|l| code_of(l, &mut in_block)).collect();
+    let long_lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.chars().count() > LINE_COLUMNS_MAX)
+        .map(|(n, _)| n + 1)
+        .collect();
+    let mut long_fns = Vec::new();
+    for (start, code) in codes.iter().enumerate() {
+        let Some(name) = fn_name(code) else { continue };
+        let (mut depth, mut opened) = (0i64, false);
+        for (end, line) in codes.iter().enumerate().skip(start) {
+            for c in line.chars() {
+                match c {
+                    '{' => (depth, opened) = (depth + 1, true),
+                    '}' => depth -= 1,
+                    ';' if !opened && depth == 0 => break,
+                    _ => {}
+                }
+            }
+            if !opened && line.trim_end().ends_with(';') {
+                break;
+            }
+            if opened && depth <= 0 {
+                let lines = end - start + 1;
+                if lines > FUNCTION_LINES_MAX {
+                    long_fns.push((name.clone(), lines));
+                }
+                break;
+            }
+        }
+    }
+    (long_fns, long_lines)
+}
+
+#[test]
+fn functions_and_lines_stay_within_the_style_guide() {
+    let root = workspace();
+    let mut files = Vec::new();
+    for krate in CRATES {
+        sources(&root.join(krate), &mut files);
+    }
+    files.sort();
+    let mut found: BTreeMap<String, usize> = BTreeMap::new();
+    let mut too_wide = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("source is readable");
+        let rel = file
+            .strip_prefix(&root)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        let (long_fns, long_lines) = measure(&text);
+        for (name, lines) in long_fns {
+            let entry = found.entry(format!("{rel}::{name}")).or_default();
+            *entry = (*entry).max(lines);
+        }
+        too_wide.extend(long_lines.into_iter().map(|n| format!("{rel}:{n}")));
+    }
+    let list_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(GRANDFATHERED);
+    if std::env::var_os("TIDY_REWRITE").is_some() {
+        let text: String = found.iter().map(|(f, n)| format!("{f} {n}\n")).collect();
+        std::fs::write(&list_path, text).expect("write the list");
+    }
+    let listed: BTreeMap<String, usize> = std::fs::read_to_string(&list_path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(f, n)| (f.to_string(), n.parse().expect("a length")))
+        .collect();
+    let mut problems = Vec::new();
+    for (function, lines) in &found {
+        match listed.get(function) {
+            None => problems.push(format!(
+                "{function} is {lines} lines (max {FUNCTION_LINES_MAX})"
+            )),
+            Some(before) if lines > before => {
+                problems.push(format!("{function} grew from {before} to {lines} lines"))
+            }
+            Some(_) => {}
+        }
+    }
+    for (function, before) in &listed {
+        if !found.contains_key(function) {
+            problems.push(format!(
+                "{function} (listed at {before} lines) now fits or is gone: \
+                 take it off {GRANDFATHERED}"
+            ));
+        }
+    }
+    for place in &too_wide {
+        problems.push(format!("{place} is over {LINE_COLUMNS_MAX} columns"));
+    }
+    assert!(problems.is_empty(), "tidy:\n{}", problems.join("\n"));
+}
