@@ -233,6 +233,36 @@ pub(crate) fn receive(txn: &mut impl Txn, now_ms: u64, r: &Receive<'_>) -> Outco
     }
 }
 
+/// Set the head of the channel from `from_cell` to (`seq`, `hash`): the operator's repair
+/// of a channel a forged envelope poisoned. The reset itself is kept as an alarm.
+pub(crate) fn reset(
+    txn: &mut impl Txn,
+    now_ms: u64,
+    from_cell: u64,
+    seq: u64,
+    hash: &[u8],
+) -> Outcome {
+    let before = head(txn, INBOX, from_cell);
+    let after = Head {
+        seq,
+        hash: hash.to_vec(),
+    };
+    txn.put(&head_key(INBOX, from_cell), &encode(&after));
+    raise(
+        txn,
+        now_ms,
+        format!(
+            "channel from cell {from_cell} reset by the operator: head {} -> {seq}",
+            before.seq
+        ),
+    );
+    Outcome::HandoffReset {
+        from_cell,
+        before_seq: before.seq,
+        seq,
+    }
+}
+
 /// Record a handoff that could not be made (no signing key, …): never skipped silently.
 pub(crate) fn failed(txn: &mut impl Txn, now_ms: u64, task_id: &str, reason: &str) -> Outcome {
     raise(

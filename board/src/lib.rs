@@ -232,6 +232,26 @@ fn apply_range(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
 }
 
 /// Handoff commands (split from `apply_command` to keep each match short).
+/// Apply a batch's items in order, stopping after the first that did not go through.
+fn apply_handoff_batch(txn: &mut impl Txn, now_ms: u64, commands: &[Command]) -> Outcome {
+    let mut outcomes = Vec::with_capacity(commands.len());
+    for item in commands {
+        let outcome = apply_handoff(txn, now_ms, item);
+        let go_on = matches!(
+            outcome,
+            Outcome::HandoffQueued { .. }
+                | Outcome::HandoffSkipped { .. }
+                | Outcome::HandoffAccepted { .. }
+                | Outcome::HandoffDuplicate { .. }
+        );
+        outcomes.push(outcome);
+        if !go_on {
+            break;
+        }
+    }
+    Outcome::HandoffBatch { outcomes }
+}
+
 fn apply_handoff(txn: &mut impl Txn, now_ms: u64, command: &Command) -> Outcome {
     match command {
         Command::HandoffSend {
@@ -278,24 +298,12 @@ fn apply_handoff(txn: &mut impl Txn, now_ms: u64, command: &Command) -> Outcome 
             handoff::receive(txn, now_ms, &receive)
         }
         Command::HandoffFailed { task_id, reason } => handoff::failed(txn, now_ms, task_id, reason),
-        Command::HandoffBatch { commands } => {
-            let mut outcomes = Vec::with_capacity(commands.len());
-            for item in commands {
-                let outcome = apply_handoff(txn, now_ms, item);
-                let go_on = matches!(
-                    outcome,
-                    Outcome::HandoffQueued { .. }
-                        | Outcome::HandoffSkipped { .. }
-                        | Outcome::HandoffAccepted { .. }
-                        | Outcome::HandoffDuplicate { .. }
-                );
-                outcomes.push(outcome);
-                if !go_on {
-                    break;
-                }
-            }
-            Outcome::HandoffBatch { outcomes }
-        }
+        Command::HandoffReset {
+            from_cell,
+            seq,
+            hash,
+        } => handoff::reset(txn, now_ms, *from_cell, *seq, hash),
+        Command::HandoffBatch { commands } => apply_handoff_batch(txn, now_ms, commands),
         other => unreachable!("{other:?} is not a handoff command"),
     }
 }

@@ -530,11 +530,32 @@ pub enum Command {
         /// Why.
         reason: String,
     },
+    /// The operator's repair of a poisoned channel: set this (receiving) cell's head of the
+    /// channel from `from_cell` to `seq` / `hash`, the sender's view (the last envelope it
+    /// knows was delivered), so its next envelope is accepted. Recorded as an alarm.
+    HandoffReset {
+        /// The sending cell.
+        from_cell: u64,
+        /// The sequence the sender's next envelope follows.
+        seq: u64,
+        /// The hash that envelope names as previous.
+        #[serde(with = "serde_bytes")]
+        hash: Vec<u8>,
+    },
 }
 
 /// The business result of one command. Codes are stable and mirrored in proto.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
+    /// A channel's head was set by the operator's reset.
+    HandoffReset {
+        /// The sending cell.
+        from_cell: u64,
+        /// The head's sequence before.
+        before_seq: u64,
+        /// The head's sequence now.
+        seq: u64,
+    },
     /// A key was written; `version` is the key's modification revision (= `fence`).
     KvWritten {
         /// The key's new revision.
@@ -1197,7 +1218,8 @@ impl Command {
             | Command::HandoffAck { .. }
             | Command::HandoffReceive { .. }
             | Command::HandoffFailed { .. }
-            | Command::HandoffBatch { .. } => Family::Handoff,
+            | Command::HandoffBatch { .. }
+            | Command::HandoffReset { .. } => Family::Handoff,
         }
     }
 }

@@ -444,6 +444,14 @@ fn handoff(command: &Command, value_bytes_max: usize) -> Result<(), String> {
             value("task", task.body.len(), VALUE_BYTES_MAX)
         }
         Command::HandoffAck { .. } | Command::HandoffFailed { .. } => Ok(()),
+        Command::HandoffReset { seq, hash, .. } => match (seq, hash.len()) {
+            (0, 0) | (1.., 32) => Ok(()),
+            _ => Err(format!(
+                "a channel head is sequence 0 with no hash or a later one with a 32-byte \
+                 hash, got {seq} with {} bytes",
+                hash.len()
+            )),
+        },
         Command::HandoffBatch { commands } => {
             if commands.is_empty() || commands.len() > HANDOFF_BATCH_MAX {
                 return Err(format!(

@@ -256,7 +256,11 @@ pub enum Needs {
 pub fn needs(path: &str) -> Needs {
     if path.starts_with("/whip.v1.Raft/") || path == "/whip.v1.Node/Deliver" {
         Needs::Node
-    } else if path.starts_with("/whip.v1.Admin/") || path.starts_with("/whip.v1.Node/") {
+    } else if path.starts_with("/whip.v1.Admin/")
+        || path.starts_with("/whip.v1.Node/")
+        || path == "/whip.v1.Cell/Status"
+    {
+        // Membership, addresses, terms and lag: the operator's business.
         Needs::Operator
     } else {
         Needs::Anyone

@@ -683,6 +683,16 @@ impl node_server::Node for NodeApi {
         ))
     }
 
+    async fn channel_reset(
+        &self,
+        req: GrpcRequest<pb::ChannelResetRequest>,
+    ) -> Result<Response<pb::ChannelResetResponse>, Status> {
+        let req = req.into_inner();
+        Ok(Response::new(
+            crate::mover::reset_channel(&self.node, req.from_cell, req.to_cell).await?,
+        ))
+    }
+
     async fn range_split(
         &self,
         req: GrpcRequest<pb::RangeSplitRequest>,

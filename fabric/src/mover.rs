@@ -460,3 +460,71 @@ fn check_payload(
     }
     Ok(())
 }
+
+/// The operator's repair of the channel `from_cell` → `to_cell`: the receiving cell's head
+/// is set to what the sender last sealed before its first unacknowledged envelope (or its
+/// last sealed one, when nothing is pending), so the sender's envelopes are accepted again
+/// after a forged one poisoned the channel. Kept as an alarm on the receiving cell.
+pub(crate) async fn reset_channel(
+    node: &Node,
+    from_cell: u64,
+    to_cell: u64,
+) -> Result<pb::ChannelResetResponse, CellError> {
+    let map = node.map().await?;
+    let known = map.data_cells();
+    if from_cell == to_cell || !known.contains(&from_cell) || !known.contains(&to_cell) {
+        return Err(CellError::InvalidArgument(format!(
+            "no channel runs from cell {from_cell} to cell {to_cell} (data cells: {known:?})"
+        )));
+    }
+    let pending = Query::OutboxPending {
+        to_cell,
+        from_seq: 0,
+        limit: 1,
+    };
+    let (seq, hash) = match node.read_cell(Some(&map), from_cell, pending).await? {
+        QueryResult::Envelopes(list) if !list.is_empty() => {
+            let envelope = Envelope::from_bytes(&list[0].1)
+                .map_err(|e| CellError::Fatal(format!("pending envelope: {e}")))?;
+            (envelope.channel_seq - 1, envelope.prev_hash.to_vec())
+        }
+        QueryResult::Envelopes(_) => {
+            let head = Query::OutboxHead { to_cell };
+            match node.read_cell(Some(&map), from_cell, head).await? {
+                QueryResult::OutboxHead { seq, prev_hash } => (seq - 1, prev_hash),
+                other => return Err(crate::node::unexpected(&other)),
+            }
+        }
+        other => return Err(crate::node::unexpected(&other)),
+    };
+    let hash = if seq == 0 { Vec::new() } else { hash };
+    let reset = Command::HandoffReset {
+        from_cell,
+        seq,
+        hash,
+    };
+    match node
+        .submit_cell(Some(&map), to_cell, Request::server(None, reset))
+        .await?
+    {
+        Outcome::HandoffReset { before_seq, .. } => {
+            tracing::warn!(
+                from_cell,
+                to_cell,
+                before_seq,
+                seq,
+                "channel reset by the operator"
+            );
+            Ok(pb::ChannelResetResponse {
+                before_seq,
+                seq,
+                message: format!(
+                    "channel {from_cell} -> {to_cell}: head {before_seq} -> {seq} \
+                     (the sender's next envelope is {})",
+                    seq + 1
+                ),
+            })
+        }
+        other => Err(CellError::Fatal(format!("unexpected answer {other:?}"))),
+    }
+}

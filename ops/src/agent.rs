@@ -4,8 +4,6 @@
 //! and registers the agent; every call acting for it then proves it with the token.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow};
@@ -47,17 +45,7 @@ fn save(tokens: &BTreeMap<String, String>) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let tmp = path.with_extension("tmp");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    file.write_all(&serde_json::to_vec_pretty(tokens)?)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+    whip_cell::tls::write_private(&path, &serde_json::to_vec_pretty(tokens)?)?;
     Ok(())
 }
 

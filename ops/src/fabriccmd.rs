@@ -83,6 +83,22 @@ pub(crate) enum FabricCommand {
         #[arg(long)]
         at: String,
     },
+    /// Handoff channels between cells: `whip fabric channel reset FROM TO`.
+    #[command(subcommand)]
+    Channel(ChannelCommand),
+}
+
+/// `whip fabric channel …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum ChannelCommand {
+    /// Repair a channel a forged envelope poisoned (a fork alarm that does not clear): the
+    /// receiving cell takes the sender's view of the channel. Recorded as an alarm.
+    Reset {
+        /// The sending cell.
+        from: u64,
+        /// The receiving cell.
+        to: u64,
+    },
 }
 
 pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> {
@@ -239,8 +255,35 @@ pub(crate) async fn fabric(global: &Global, cmd: FabricCommand) -> Result<ExitCo
                 .into_inner();
             print_ranges(global, &r, "split");
         }
+        FabricCommand::Channel(ChannelCommand::Reset { from, to }) => {
+            channel_reset(global, &mut client, from, to).await?;
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `whip fabric channel reset FROM TO`.
+async fn channel_reset(
+    global: &Global,
+    client: &mut NodeClient<tonic::transport::Channel>,
+    from: u64,
+    to: u64,
+) -> Result<()> {
+    let request = pb::ChannelResetRequest {
+        from_cell: from,
+        to_cell: to,
+    };
+    let r = client
+        .channel_reset(request)
+        .await
+        .map_err(refused)?
+        .into_inner();
+    if global.json {
+        output::json(&json!({"before_seq": r.before_seq, "seq": r.seq}));
+    } else {
+        output::line(&r.message);
+    }
+    Ok(())
 }
 
 fn range_json(r: &pb::RangeInfo) -> Value {

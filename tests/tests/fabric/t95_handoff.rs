@@ -367,85 +367,156 @@ async fn bad_envelopes_are_refused_each_with_its_own_reason() {
     fabric.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_fork_is_refused_and_raises_an_alarm_in_fabric_status() {
+/// A spill of task `crew-1` with `body`, sealed as sequence 1 of the channel 1 → 2 by
+/// cell 1's own key (what a compromised holder of that key could send).
+fn sealed_spill(fabric: &Fabric, now: u64, body: &str) -> Vec<u8> {
     use whip_board::types::{BoardSettings, TaskState, TaskView, Tier};
     use whip_fabric::envelope::{Envelope, EnvelopeKind};
-    use whip_proto::v1::node_client::NodeClient;
-
-    let fabric = Fabric::start(3, 2).await;
-    let node = fabric.node(1);
-    let identity = node
+    let identity = fabric
+        .node(1)
         .identity(1)
         .expect("readable")
         .expect("cell 1 has a key");
-    let now = std::time::SystemTime::now()
+    let task = TaskView {
+        id: "crew-1".into(),
+        team: "crew".into(),
+        tier: Tier::Cell,
+        state: TaskState::Ready,
+        body: body.as_bytes().to_vec(),
+        delivery_count: 0,
+        worker: None,
+        fence: 0,
+        deadline_ms: 0,
+        posted_ms: now,
+        failures: Vec::new(),
+        result: Vec::new(),
+        spill_after_ms: 100,
+    };
+    let payload = whip_fabric::SpillPayload {
+        queue: "crew".into(),
+        task,
+        settings: BoardSettings::default(),
+        admitted: vec!["lead".into()],
+    };
+    let payload = postcard::to_stdvec(&payload).unwrap();
+    Envelope::seal(
+        &identity,
+        1,
+        2,
+        1,
+        [0; 32],
+        now,
+        0,
+        EnvelopeKind::TaskSpill,
+        payload,
+    )
+    .to_bytes()
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .as_millis() as u64;
-    let payload = |body: &str| {
-        let task = TaskView {
-            id: "crew-1".into(),
-            team: "crew".into(),
-            tier: Tier::Cell,
-            state: TaskState::Ready,
-            body: body.as_bytes().to_vec(),
-            delivery_count: 0,
-            worker: None,
-            fence: 0,
-            deadline_ms: 0,
-            posted_ms: now,
-            failures: Vec::new(),
-            result: Vec::new(),
-            spill_after_ms: 100,
-        };
-        let p = whip_fabric::SpillPayload {
-            queue: "crew".into(),
-            task,
-            settings: BoardSettings::default(),
-            admitted: vec!["lead".into()],
-        };
-        postcard::to_stdvec(&p).unwrap()
-    };
-    let seal = |body: &str| {
-        Envelope::seal(
-            &identity,
-            1,
-            2,
-            1,
-            [0; 32],
-            now,
-            0,
-            EnvelopeKind::TaskSpill,
-            payload(body),
-        )
-        .to_bytes()
-    };
+        .as_millis() as u64
+}
+
+/// Deliver `bytes` to node 3 as node 1 would; the verdict.
+async fn deliver(fabric: &Fabric, bytes: Vec<u8>) -> String {
+    use whip_proto::v1::node_client::NodeClient;
+    let node = fabric.node(1);
     let mut client = NodeClient::new(node.peers().channel(&fabric.addrs[&3].to_string()));
-    let mut deliver = async |bytes: Vec<u8>| {
-        client
-            .deliver(pb::DeliverRequest {
-                envelope: bytes,
-                ..Default::default()
-            })
-            .await
-            .expect("an answer")
-            .into_inner()
-            .verdict
-    };
-    assert_eq!(deliver(seal("{\"n\":1}")).await, "accepted");
+    client
+        .deliver(pb::DeliverRequest {
+            envelope: bytes,
+            ..Default::default()
+        })
+        .await
+        .expect("an answer")
+        .into_inner()
+        .verdict
+}
+
+#[tokio::test]
+async fn a_fork_is_refused_and_raises_an_alarm_in_fabric_status() {
+    let fabric = Fabric::start(3, 2).await;
+    let now = now_ms();
     assert_eq!(
-        deliver(seal("{\"n\":1}")).await,
+        deliver(&fabric, sealed_spill(&fabric, now, "{\"n\":1}")).await,
+        "accepted"
+    );
+    assert_eq!(
+        deliver(&fabric, sealed_spill(&fabric, now, "{\"n\":1}")).await,
         "duplicate",
         "a replay is acknowledged again"
     );
-    assert_eq!(deliver(seal("{\"n\":2}")).await, "fork");
+    assert_eq!(
+        deliver(&fabric, sealed_spill(&fabric, now, "{\"n\":2}")).await,
+        "fork"
+    );
     let status = fabric.status(2).await;
     let alarms = status.alarms.join("\n");
     assert!(
         alarms.contains("fork on the channel from cell 1"),
         "{alarms}"
     );
+    fabric.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_operator_resets_a_poisoned_channel_and_the_sender_gets_through() {
+    use whip_proto::v1::node_client::NodeClient;
+    let fabric = Fabric::start(3, 2).await;
+    let now = now_ms();
+    // A forged sequence 1 lands first; the sender's own sequence 1 is a fork from then on,
+    // on every round, and the alarm counts up instead of filling the list.
+    assert_eq!(
+        deliver(&fabric, sealed_spill(&fabric, now, "forged")).await,
+        "accepted"
+    );
+    for _ in 0..3 {
+        assert_eq!(
+            deliver(&fabric, sealed_spill(&fabric, now, "real")).await,
+            "fork"
+        );
+    }
+    let alarms = fabric.status(2).await.alarms.join("\n");
+    assert!(alarms.contains("(raised 3 times)"), "{alarms}");
+    // The operator's repair, through any node: cell 2 takes cell 1's view of the channel.
+    let mut operator =
+        NodeClient::new(whip_cell::network::endpoint(&fabric.addrs[&2].to_string()).connect_lazy());
+    let reset = operator
+        .channel_reset(pb::ChannelResetRequest {
+            from_cell: 1,
+            to_cell: 2,
+        })
+        .await
+        .expect("the operator may reset")
+        .into_inner();
+    assert_eq!((reset.before_seq, reset.seq), (1, 0), "{reset:?}");
+    assert_eq!(
+        deliver(&fabric, sealed_spill(&fabric, now, "real")).await,
+        "accepted"
+    );
+    let alarms = fabric.status(2).await.alarms.join("\n");
+    assert!(alarms.contains("reset by the operator"), "{alarms}");
+    // Resetting is the operator's: a connection without a certificate is refused.
+    let anonymous = whip_cell::tls::Transport::tls(whip_cell::tls::Credentials {
+        ca: whip_cell::tls::Authority::load(&whip_cell::tls::config_dir())
+            .unwrap()
+            .unwrap()
+            .cert_pem()
+            .to_string(),
+        identity: None,
+    });
+    let endpoint = whip_cell::network::endpoint_with(&fabric.addrs[&2].to_string(), &anonymous);
+    let refused = NodeClient::new(endpoint.connect_lazy())
+        .channel_reset(pb::ChannelResetRequest {
+            from_cell: 1,
+            to_cell: 2,
+        })
+        .await
+        .expect_err("no certificate");
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
     fabric.shutdown().await;
 }
 

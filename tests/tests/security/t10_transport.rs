@@ -22,12 +22,14 @@ fn transport_failure(status: &tonic::Status) -> bool {
     from_transport || status.message().starts_with("connect:")
 }
 
-const PEER_PATHS: [&str; 5] = [
+const PEER_PATHS: [&str; 7] = [
     "/whip.v1.Raft/Vote",
     "/whip.v1.Raft/AppendEntries",
     "/whip.v1.Raft/Forward",
+    "/whip.v1.Raft/Read",
     "/whip.v1.Admin/AddLearner",
     "/whip.v1.Node/FabricStatus",
+    "/whip.v1.Cell/Status",
 ];
 
 #[tokio::test]
