@@ -87,3 +87,7 @@ pub const ENROLLMENTS_PER_HOUR_MAX: u64 = 100;
 pub const STREAMS_MAX: usize = 1_024;
 /// ...and of one caller (an agent, or the address of an anonymous caller).
 pub const STREAMS_PER_CALLER_MAX: usize = 32;
+/// Descriptors kept for storage files, peers and the listener before connections count.
+pub const DESCRIPTORS_RESERVED: usize = 64;
+/// A failed accept (no descriptors left) waits this long before the next.
+pub const ACCEPT_BACKOFF_MS: u64 = 50;

@@ -49,8 +49,33 @@ fn now_ms() -> u64 {
 /// Tasks whose failed handoff was already recorded (no alarm storm every round).
 type Recorded = Arc<Mutex<HashSet<String>>>;
 
+/// Per channel (sending, receiving cell): the last refusal verdict and how many rounds in a
+/// row it came back, so a poisoned channel logs at rounds 1, 2, 4, 8, … and not every round.
+#[derive(Default)]
+struct Refusals(Mutex<HashMap<(u64, u64), (String, u64)>>);
+
+impl Refusals {
+    /// Count `verdict` for the channel; whether to log it now (and how often it came back).
+    fn count(&self, channel: (u64, u64), verdict: Option<&str>) -> Option<u64> {
+        let mut seen = self.0.lock().expect("refusals lock");
+        let Some(verdict) = verdict else {
+            seen.remove(&channel);
+            return None;
+        };
+        let entry = seen
+            .entry(channel)
+            .or_insert_with(|| (verdict.to_string(), 0));
+        if entry.0 != verdict {
+            *entry = (verdict.to_string(), 0);
+        }
+        entry.1 += 1;
+        entry.1.is_power_of_two().then_some(entry.1)
+    }
+}
+
 pub(crate) async fn mover_loop(inner: Weak<Inner>) {
     let recorded: Recorded = Arc::default();
+    let refusals = Refusals::default();
     loop {
         tokio::time::sleep(Duration::from_millis(limits::MOVER_INTERVAL_MS)).await;
         let Some(inner) = inner.upgrade() else { return };
@@ -67,7 +92,7 @@ pub(crate) async fn mover_loop(inner: Weak<Inner>) {
             if let Err(e) = spill_cell(&node, &map, cell, &recorded).await {
                 tracing::debug!(cell, error = %e, "spill");
             }
-            if let Err(e) = deliver_cell(&node, &map, cell).await {
+            if let Err(e) = deliver_cell(&node, &map, cell, &refusals).await {
                 tracing::debug!(cell, error = %e, "deliver");
             }
         }
@@ -215,32 +240,52 @@ async fn team_of(
 }
 
 /// Deliver every queued envelope of `cell` until acknowledged.
-async fn deliver_cell(node: &Node, map: &FabricMap, cell: u64) -> Result<(), CellError> {
+async fn deliver_cell(
+    node: &Node,
+    map: &FabricMap,
+    cell: u64,
+    refusals: &Refusals,
+) -> Result<(), CellError> {
     let QueryResult::Cells(channels) = read(node, cell, Query::OutboxChannels).await? else {
         return Ok(());
     };
     for to_cell in channels {
-        deliver_channel(node, map, cell, to_cell).await?;
+        let answer = deliver_channel(node, map, cell, to_cell).await?;
+        let refused = answer
+            .as_ref()
+            .map(|a| a.verdict.as_str())
+            .filter(|v| !matches!(*v, "accepted" | "gap" | "duplicate"));
+        if let (Some(rounds), Some(answer)) = (refusals.count((cell, to_cell), refused), answer) {
+            tracing::warn!(
+                cell,
+                to_cell,
+                rounds,
+                verdict = %answer.verdict,
+                message = %answer.message,
+                "handoff refused"
+            );
+        }
     }
     Ok(())
 }
 
+/// Deliver the pending envelopes of one channel; the receiver's answer, if any were sent.
 async fn deliver_channel(
     node: &Node,
     map: &FabricMap,
     cell: u64,
     to_cell: u64,
-) -> Result<(), CellError> {
+) -> Result<Option<pb::DeliverResponse>, CellError> {
     let query = Query::OutboxPending {
         to_cell,
         from_seq: 0,
         limit: limits::SPILL_BATCH_MAX,
     };
     let QueryResult::Envelopes(pending) = read(node, cell, query).await? else {
-        return Ok(());
+        return Ok(None);
     };
     if pending.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let mut total = 0;
     let envelopes: Vec<Vec<u8>> = pending
@@ -252,15 +297,6 @@ async fn deliver_channel(
         })
         .collect();
     let answer = deliver_to(node, map, to_cell, envelopes).await?;
-    if !matches!(answer.verdict.as_str(), "accepted" | "gap") {
-        tracing::warn!(
-            cell,
-            to_cell,
-            verdict = %answer.verdict,
-            message = %answer.message,
-            "handoff refused"
-        );
-    }
     if answer.applied_through > 0 {
         let ack = Command::HandoffAck {
             to_cell,
@@ -268,7 +304,7 @@ async fn deliver_channel(
         };
         submit(node, cell, ack).await?;
     }
-    Ok(())
+    Ok(Some(answer))
 }
 
 /// Send one envelope to a node of `to_cell` (here when this node hosts it).

@@ -155,18 +155,21 @@ pub struct DevCell {
 impl DevCell {
     /// Start the dev cell with its data under `dir/dev` and wait for its ready line.
     pub fn start(dir: &std::path::Path) -> DevCell {
+        DevCell::start_with_descriptors(dir, None)
+    }
+
+    /// Like [`DevCell::start`], with the process's open-file limit set to `nofile`.
+    pub fn start_with_descriptors(dir: &std::path::Path, nofile: Option<u32>) -> DevCell {
         let base = crate::free_addrs(1)[0].port().max(20_000);
-        let mut child = Command::new(whip_binary())
+        let whip = whip_binary();
+        let args = format!("cell dev --voters 3 --base-port {base} --data dev");
+        let script = match nofile {
+            Some(n) => format!("ulimit -n {n} && exec {} {args}", whip.display()),
+            None => format!("exec {} {args}", whip.display()),
+        };
+        let mut child = Command::new("sh")
             .current_dir(dir)
-            .args([
-                "cell",
-                "dev",
-                "--voters",
-                "3",
-                "--base-port",
-                &base.to_string(),
-            ])
-            .args(["--data", "dev"])
+            .args(["-c", &script])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

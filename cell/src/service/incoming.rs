@@ -68,11 +68,32 @@ impl AsyncWrite for Limited {
     }
 }
 
+/// Connections this process may hold open: [`limits::CONNECTIONS_MAX`], or fewer when the
+/// descriptor limit is lower (half of what is left after the storage and peer reserve), so
+/// idle connections can never take the descriptors the server needs.
+fn connections_max() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    let soft = if read {
+        usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
+    } else {
+        limits::CONNECTIONS_MAX
+    };
+    let spare = soft.saturating_sub(limits::DESCRIPTORS_RESERVED) / 2;
+    limits::CONNECTIONS_MAX.min(spare.max(1))
+}
+
 /// The accepted connections of `listener` (TCP_NODELAY, keepalive), each holding a slot.
+/// A failing accept (out of descriptors) backs off instead of spinning.
 pub fn limited(
     listener: tokio::net::TcpListener,
 ) -> impl futures::Stream<Item = std::io::Result<Limited>> + Send + 'static {
-    let slots = Arc::new(Semaphore::new(limits::CONNECTIONS_MAX));
+    let max = connections_max();
+    let slots = Arc::new(Semaphore::new(max));
     let refused = Arc::new(AtomicU64::new(0));
     futures::stream::unfold(listener, move |listener| {
         let (slots, refused) = (slots.clone(), refused.clone());
@@ -80,7 +101,15 @@ pub fn limited(
             loop {
                 let stream = match listener.accept().await {
                     Ok((stream, _)) => stream,
-                    Err(e) => return Some((Err(e), listener)),
+                    Err(e) => {
+                        let n = refused.fetch_add(1, Ordering::Relaxed);
+                        if (n + 1).is_power_of_two() {
+                            tracing::warn!(error = %e, failures = n + 1, "accept failed");
+                        }
+                        let pause = std::time::Duration::from_millis(limits::ACCEPT_BACKOFF_MS);
+                        tokio::time::sleep(pause).await;
+                        continue;
+                    }
                 };
                 let Ok(slot) = slots.clone().try_acquire_owned() else {
                     // Closing at once frees the descriptor; say so now and then.
@@ -88,7 +117,7 @@ pub fn limited(
                     if (n + 1).is_power_of_two() {
                         tracing::warn!(
                             refused = n + 1,
-                            limit = limits::CONNECTIONS_MAX,
+                            limit = max,
                             "connection refused: the server's connection limit is reached"
                         );
                     }

@@ -26,3 +26,32 @@ async fn an_oversized_request_is_invalid_and_costs_nothing_after() {
     }
     still_serving(&client).await;
 }
+
+#[tokio::test]
+async fn idle_connections_cannot_starve_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    whip_tests::install_client();
+    // 256 descriptors: the server keeps its own and serves at most (256 - 64) / 2 clients.
+    let dev = whip_tests::DevCell::start_with_descriptors(dir.path(), Some(256));
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        if let Ok(stream) = tokio::net::TcpStream::connect(dev.member(0)).await {
+            idle.push(stream);
+        }
+    }
+    // Idle connections that never finish a TLS handshake are dropped after the handshake
+    // timeout; connections past the limit are closed at once. A real client gets in.
+    let client = whip_cell::CellClient::connect(&[dev.member(0)])
+        .unwrap()
+        .with_retry_for(std::time::Duration::from_secs(20));
+    client
+        .kv_put(pb::KvPutRequest {
+            key: b"canary".to_vec(),
+            value: b"alive".to_vec(),
+            ..Default::default()
+        })
+        .await
+        .expect("a client gets through while 300 idle connections were opened");
+    still_serving(&client).await;
+    drop(idle);
+}
