@@ -47,6 +47,7 @@ impl CellApi {
             dispatch,
             verifier: crate::identity::Verifier::default(),
             streams: Arc::default(),
+            watches: Arc::default(),
         }
     }
 

@@ -183,6 +183,7 @@ pub(crate) struct CellApi {
     dispatch: Arc<dyn Dispatch>,
     verifier: crate::identity::Verifier,
     streams: Arc<streams::StreamSlots>,
+    watches: Arc<streams::Watches>,
 }
 
 impl CellApi {
@@ -525,7 +526,14 @@ impl cell_server::Cell for CellApi {
             return Err(Status::invalid_argument("group must not be empty"));
         }
         let (tx, rx) = tokio::sync::mpsc::channel(limits::OBSERVE_QUEUE_MAX);
-        tokio::spawn(observe_loop(self.dispatch.clone(), group, tx, slot));
+        let watches = self.watches.clone();
+        tokio::spawn(observe_loop(
+            watches,
+            self.dispatch.clone(),
+            group,
+            tx,
+            slot,
+        ));
         let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
         Ok(Response::new(Box::pin(stream)))
     }

@@ -109,44 +109,104 @@ pub(super) async fn signal_loop(
     }
 }
 
-/// Send the group's leader, then each change, until the observer hangs up. Reads hide a
-/// leader whose deadline passed, so a withdrawal shows within one poll of the expiry.
+/// The current answer for each observed election group, shared: one reader per group and
+/// server polls the state machine, however many observers follow the group.
+#[derive(Default)]
+pub(crate) struct Watches {
+    groups: Mutex<HashMap<String, Arc<LeaderWatch>>>,
+}
+
+type LeaderWatch = tokio::sync::watch::Sender<Option<pb::LeaderResponse>>;
+
+impl Watches {
+    /// Follow `group`: its reader starts with the first observer and stops after the last.
+    fn follow(
+        self: &Arc<Self>,
+        dispatch: &Arc<dyn Dispatch>,
+        group: &str,
+    ) -> tokio::sync::watch::Receiver<Option<pb::LeaderResponse>> {
+        let mut groups = self.groups.lock().expect("watches lock");
+        if let Some(watch) = groups.get(group) {
+            return watch.subscribe();
+        }
+        let (watch, receiver) = tokio::sync::watch::channel(None);
+        let watch = Arc::new(watch);
+        groups.insert(group.to_string(), watch.clone());
+        let reader = read_leader(self.clone(), dispatch.clone(), group.to_string(), watch);
+        tokio::spawn(reader);
+        receiver
+    }
+}
+
+/// Read `group`'s leader every poll while anyone follows it; publish each change. Reads
+/// hide a leader whose deadline passed, so a withdrawal shows within one poll of expiry.
+async fn read_leader(
+    watches: Arc<Watches>,
+    dispatch: Arc<dyn Dispatch>,
+    group: String,
+    watch: Arc<LeaderWatch>,
+) {
+    let poll = std::time::Duration::from_millis(limits::OBSERVE_POLL_MS);
+    loop {
+        {
+            let mut groups = watches.groups.lock().expect("watches lock");
+            if watch.receiver_count() == 0 {
+                groups.remove(&group);
+                return;
+            }
+        }
+        let query = Query::ElectionLeader {
+            group: group.clone(),
+        };
+        match dispatch
+            .read(query)
+            .await
+            .map_err(Status::from)
+            .and_then(convert::leader_response)
+        {
+            Ok(answer) => {
+                watch.send_if_modified(|current| {
+                    let changed = current.as_ref().map(leader_key) != Some(leader_key(&answer));
+                    if changed {
+                        *current = Some(answer);
+                    }
+                    changed
+                });
+            }
+            // The cell is electing or cut off: keep reading; observers see the next answer.
+            Err(status) => tracing::debug!(error = %status.message(), "observe read"),
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
+/// What makes a leader change: who leads, at which fence, with which endpoints (a renew
+/// that only moves the deadline is not a change).
+fn leader_key(answer: &pb::LeaderResponse) -> Option<(&str, u64, &[String])> {
+    answer
+        .leader
+        .as_ref()
+        .map(|l| (l.candidate.as_str(), l.fence, l.endpoints.as_slice()))
+}
+
+/// Send the group's leader, then each change, until the observer hangs up.
 pub(super) async fn observe_loop(
+    watches: Arc<Watches>,
     dispatch: Arc<dyn Dispatch>,
     group: String,
     tx: tokio::sync::mpsc::Sender<Result<pb::LeaderResponse, Status>>,
     _slot: StreamSlot,
 ) {
-    let mut last: Option<Option<(String, u64, Vec<String>)>> = None;
-    let poll = std::time::Duration::from_millis(limits::OBSERVE_POLL_MS);
+    let mut answers = watches.follow(&dispatch, &group);
     loop {
-        let read = dispatch
-            .read(Query::ElectionLeader {
-                group: group.clone(),
-            })
-            .await;
-        match read
-            .map_err(Status::from)
-            .and_then(convert::leader_response)
+        let answer = answers.borrow_and_update().clone();
+        if let Some(answer) = answer
+            && tx.send(Ok(answer)).await.is_err()
         {
-            Ok(answer) => {
-                let seen = answer
-                    .leader
-                    .as_ref()
-                    .map(|l| (l.candidate.clone(), l.fence, l.endpoints.clone()));
-                if last.as_ref() != Some(&seen) {
-                    last = Some(seen);
-                    if tx.send(Ok(answer)).await.is_err() {
-                        return;
-                    }
-                }
-            }
-            // The cell is electing or cut off: keep watching; the observer sees the next
-            // answer once it comes.
-            Err(status) => tracing::debug!(error = %status.message(), "observe read"),
+            return;
         }
         tokio::select! {
-            _ = tokio::time::sleep(poll) => {}
+            changed = answers.changed() => if changed.is_err() { return },
             _ = tx.closed() => return,
         }
     }
