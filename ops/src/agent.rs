@@ -87,6 +87,22 @@ pub(crate) async fn authenticate(global: &Global, session: Session) -> Result<Se
     Ok(session)
 }
 
+/// Register `member` through `client` (as the operator, or enrolled by the client's agent),
+/// keeping its token in the credentials file, unless it is registered already. A refusal
+/// is left to the call that needs the registration, which says why.
+pub(crate) async fn enroll(client: &CellClient, member: &str) {
+    let Ok(token) = token_for(member) else {
+        return;
+    };
+    let register = pb::AgentRegisterRequest {
+        agent: member.to_string(),
+        token,
+    };
+    if let Err(e) = client.agent_register(register).await {
+        tracing::debug!(member, error = %e, "member not registered here");
+    }
+}
+
 /// `whip agent register`: register the CLI's agent (`--agent`) on the cell or fabric and
 /// keep its token in the credentials file.
 pub(crate) async fn register(global: &Global) -> Result<std::process::ExitCode> {

@@ -34,11 +34,13 @@ pub(crate) enum TeamCommand {
         #[arg(long)]
         spill_after: Option<String>,
     },
-    /// Add an agent to the team.
+    /// Add an agent to the team (a member or the supervisor adds it; an agent this CLI has
+    /// no registration for yet is registered first, by the operator or enrolled by you).
     Join {
         team: String,
-        #[arg(long = "member")]
-        agent: String,
+        /// The agent to add (not `--agent`, which names who acts).
+        #[arg(long)]
+        member: String,
     },
     /// Dissolve the team (supervisor only): its board is garbage-collected.
     Dissolve { team: String },
@@ -159,10 +161,11 @@ async fn team_on(global: &Global, c: &CellClient, cmd: TeamCommand) -> Result<Ex
             };
             c.team_create(request).await?
         }
-        TeamCommand::Join { team, agent } => {
+        TeamCommand::Join { team, member } => {
+            crate::agent::enroll(c, &member).await;
             let request = pb::TeamJoinRequest {
                 team,
-                agent,
+                agent: member,
                 idempotency_key: String::new(),
             };
             c.team_join(request).await?

@@ -592,3 +592,49 @@ fn board_contract_shapes() {
     assert_eq!(outsider.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&outsider.stderr).contains("not_member"));
 }
+
+/// The CLI grows a team: the supervisor adds B with `--member` (acting with `--agent`),
+/// and B then claims from the board (issue 13's contract line for `team join`).
+#[test]
+fn the_supervisor_adds_a_member_who_then_claims() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let creds = d.join("credentials.json");
+    let dev = whip_tests::DevCell::start(d);
+    let cell = dev.member(0);
+    let run = |args: &[&str]| {
+        Command::new(whip_binary())
+            .current_dir(d)
+            .env("WHIP_CREDENTIALS", &creds)
+            .args(args)
+            .output()
+            .expect("run whip")
+    };
+    let sup = ["--agent", "sup", "--cell", cell.as_str()];
+    let ok = |out: Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    ok(run(&[&["team", "create", "crew"][..], &sup].concat()));
+    ok(run(&[
+        &["board", "post", "crew", "--task", "{\"n\":1}"][..],
+        &sup,
+    ]
+    .concat()));
+    let outsider = run(&[
+        "board", "claim", "crew", "--worker", "b", "--agent", "b", "--cell", &cell,
+    ]);
+    assert_eq!(outsider.status.code(), Some(1), "b is not a member yet");
+    ok(run(
+        &[&["team", "join", "crew", "--member", "b"][..], &sup].concat()
+    ));
+    let claimed = ok(run(&[
+        "board", "claim", "crew", "--worker", "b", "--agent", "b", "--cell", &cell, "--json",
+    ]));
+    let claimed = json_of(&claimed);
+    assert_eq!(claimed["outcome"], "claimed", "{claimed}");
+}
