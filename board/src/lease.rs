@@ -6,6 +6,11 @@
 //! first settles it (drops the dead, then promotes live waiters into free slots with the
 //! current stamp's fence). After a settle, waiters exist only while the lease is full.
 //!
+//! Slots bound grants, not holders already granted: a command naming fewer `slots` than the
+//! lease has holders keeps every holder (revoking a live holder's grant would break the
+//! fence it was given) and grants nothing until releases and expiries bring the holders
+//! below the new count.
+//!
 //! State per lease is one record; each holder and waiter also has a deadline index entry
 //! and a holder index entry (`holder` → lease) that `LeaseReleaseAll` walks.
 

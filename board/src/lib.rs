@@ -9,7 +9,9 @@
 //! [`query`] reads.
 //!
 //! Invariants: replaying the same log over the same starting bytes yields byte-identical
-//! state; a lease never has more live holders than its slots; an election group never has
+//! state; a lease grants a slot only while it has fewer live holders than its slots (a
+//! lowered `slots` keeps the holders it has until they release or expire, and grants
+//! nothing until they are below it); an election group never has
 //! more than one live leader; a schedule fires each due time at most once, and never an
 //! older one after a later one; a counter never passes its cap within a period; a ledger
 //! partition has no gaps; a delivery of a task has exactly one claimant, and only the live

@@ -22,7 +22,12 @@ impl Stamp {
     /// The fence granted by this command: strictly increasing over the log, since it packs
     /// the entry index above the batch position (`index << 16 | position`).
     pub fn fence(&self) -> u64 {
-        debug_assert!(self.position < crate::limits::BATCH_COMMANDS_MAX);
+        // Release builds too: a position past 16 bits would hand out a fence twice.
+        assert!(
+            self.position < crate::limits::BATCH_COMMANDS_MAX,
+            "batch position {} does not fit the fence's 16 bits",
+            self.position
+        );
         (self.index << 16) | u64::from(self.position)
     }
 }

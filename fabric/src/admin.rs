@@ -374,6 +374,7 @@ async fn range_alarms(node: &Node, cell: u64, expected: &[pb::RangeInfo]) -> Vec
 struct AdminLease<'a> {
     node: &'a Node,
     holder: String,
+    ttl_ms: u64,
 }
 
 fn admin_lease() -> ResourceId {
@@ -387,21 +388,66 @@ fn admin_lease() -> ResourceId {
 impl<'a> AdminLease<'a> {
     async fn acquire(node: &'a Node) -> Result<AdminLease<'a>, CellError> {
         let holder = format!("node-{}-{}", node.id(), crate::node::unique_suffix());
+        let ttl_ms = node.config().range_admin_lease_ttl_ms;
         let acquire = Command::LeaseAcquire {
             lease: admin_lease(),
             holder: holder.clone(),
             slots: 1,
-            ttl_ms: limits::RANGE_ADMIN_LEASE_TTL_MS,
+            ttl_ms,
             wait_ms: 0,
         };
         let request = Request::server(Some(format!("{holder}/acquire")), acquire);
         match node.submit_cell(None, META_CELL, request).await? {
-            Outcome::LeaseHeld { .. } => Ok(AdminLease { node, holder }),
+            Outcome::LeaseHeld { .. } => Ok(AdminLease {
+                node,
+                holder,
+                ttl_ms,
+            }),
             Outcome::LeaseContended { holders } => Err(CellError::Unavailable(format!(
                 "another range change is running (held by {})",
                 holders.first().map_or("?", |h| h.holder.as_str())
             ))),
             other => Err(CellError::Fatal(format!("admin lease answered {other:?}"))),
+        }
+    }
+
+    /// Run `work` while renewing the lease every third of its time to live, so a change that
+    /// outlasts the lease keeps it and no second change starts beside it. A renewal that
+    /// finds the lease gone stops the work (re-running an interrupted change completes it).
+    async fn hold_while<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, CellError>>,
+    ) -> Result<T, CellError> {
+        let every = Duration::from_millis((self.ttl_ms / 3).max(1));
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                result = &mut work => return result,
+                () = tokio::time::sleep(every) => self.renew().await?,
+            }
+        }
+    }
+
+    async fn renew(&self) -> Result<(), CellError> {
+        let renew = Command::LeaseRenew {
+            lease: admin_lease(),
+            holder: self.holder.clone(),
+            ttl_ms: self.ttl_ms,
+        };
+        match self
+            .node
+            .submit_cell(None, META_CELL, Request::server(None, renew))
+            .await
+        {
+            Ok(Outcome::LeaseRenewed { .. }) => Ok(()),
+            Ok(other) => Err(CellError::Unavailable(format!(
+                "the range-admin lease was lost during the change ({other:?}); run it again"
+            ))),
+            // The meta cell is electing: the lease has two more renewals of slack.
+            Err(e) => {
+                tracing::warn!(error = %e, "renewing the range-admin lease");
+                Ok(())
+            }
         }
     }
 
@@ -424,7 +470,7 @@ pub async fn move_range(
     to_cell: u64,
 ) -> Result<pb::RangeMoveResponse, CellError> {
     let lease = AdminLease::acquire(node).await?;
-    let result = move_locked(node, start, to_cell).await;
+    let result = lease.hold_while(move_locked(node, start, to_cell)).await;
     lease.release().await;
     result
 }
@@ -542,7 +588,7 @@ pub async fn split_range(
     at: u64,
 ) -> Result<pb::RangeMoveResponse, CellError> {
     let lease = AdminLease::acquire(node).await?;
-    let result = split_locked(node, start, at).await;
+    let result = lease.hold_while(split_locked(node, start, at)).await;
     lease.release().await;
     result
 }

@@ -38,6 +38,9 @@ pub struct NodeConfig {
     pub election_timeout_min_ms: u64,
     /// Test-only: added to the clock of every hosted cell (fault tests skew a node).
     pub clock_offset_ms: i64,
+    /// Time to live of the lease serializing range changes; renewed every third of it while
+    /// a change runs (tests shorten it to show a slow move keeps it).
+    pub range_admin_lease_ttl_ms: u64,
     /// How the node serves and reaches other nodes: TLS with its node credential, or
     /// plaintext on loopback behind `--insecure`.
     pub transport: whip_cell::tls::Transport,
@@ -56,6 +59,7 @@ impl NodeConfig {
             heartbeat_ms: limits::NODE_HEARTBEAT_MS,
             election_timeout_min_ms: limits::NODE_ELECTION_TIMEOUT_MIN_MS,
             clock_offset_ms: 0,
+            range_admin_lease_ttl_ms: limits::RANGE_ADMIN_LEASE_TTL_MS,
             transport: whip_cell::tls::Transport::Insecure,
         }
     }
@@ -131,6 +135,11 @@ impl Node {
             "node started"
         );
         Ok(node)
+    }
+
+    /// How this node runs.
+    pub fn config(&self) -> &NodeConfig {
+        &self.inner.config
     }
 
     /// This node's id.

@@ -26,12 +26,28 @@ pub struct Fabric {
     /// Node id → address.
     pub addrs: BTreeMap<u64, SocketAddr>,
     nodes: BTreeMap<u64, Running>,
+    /// Applied to every node's config before it starts.
+    adjust: fn(&mut NodeConfig),
 }
 
 impl Fabric {
     /// Start `nodes` nodes and initialize a fabric of `cells` data cells through node 1.
     pub async fn start(nodes: usize, cells: u32) -> Fabric {
-        let fabric = Fabric::start_uninitialized(nodes).await;
+        Fabric::start_with(nodes, cells, |_| {}).await
+    }
+
+    /// Like [`Fabric::start`], adjusting every node's config first.
+    pub async fn start_with(nodes: usize, cells: u32, adjust: fn(&mut NodeConfig)) -> Fabric {
+        let mut fabric = Fabric::start_uninitialized(0).await;
+        fabric.adjust = adjust;
+        fabric.addrs = free_addrs(nodes)
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| (i as u64 + 1, a))
+            .collect();
+        for id in 1..=nodes as u64 {
+            fabric.start_node(id).await;
+        }
         let members = fabric
             .addrs
             .iter()
@@ -56,6 +72,7 @@ impl Fabric {
             dir: tempfile::tempdir().expect("temp dir"),
             addrs,
             nodes: BTreeMap::new(),
+            adjust: |_| {},
         };
         for id in 1..=nodes as u64 {
             fabric.start_node(id).await;
@@ -69,6 +86,7 @@ impl Fabric {
         let dir = self.dir.path().join(format!("node-{id}"));
         let mut config = NodeConfig::new(id, addr.to_string(), dir);
         config.transport = crate::node_transport();
+        (self.adjust)(&mut config);
         let node = Node::start(config).await.expect("start node");
         let listener = whip_cell::service::bind(addr)
             .await

@@ -301,3 +301,68 @@ async fn bad_range_changes_are_refused_and_the_fabric_keeps_serving() {
     );
     fabric.shutdown().await;
 }
+
+/// A move that outlasts the range-admin lease's time to live keeps the lease (renewed
+/// every third of it), so no second range change starts beside it (issue 13, item 8: the
+/// lease was never renewed, and a copy longer than 60 s let a second mover in).
+#[tokio::test]
+async fn a_slow_move_keeps_the_admin_lease_and_refuses_a_second_change() {
+    const TTL_MS: u64 = 300;
+    let fabric = Fabric::start_with(3, 2, |c| c.range_admin_lease_ttl_ms = TTL_MS).await;
+    let client = std::sync::Arc::new(fabric.client_of(1));
+    let mut loaders = Vec::new();
+    for l in 0..16 {
+        let client = client.clone();
+        loaders.push(tokio::spawn(async move {
+            for i in 0..600 {
+                client
+                    .kv_put(pb::KvPutRequest {
+                        key: format!("slow/{l}/{i}").into_bytes(),
+                        value: vec![b'x'; 512],
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("load");
+            }
+        }));
+    }
+    for loader in loaders {
+        loader.await.expect("loader");
+    }
+    let node = fabric.node(1).clone();
+    let map = node.map().await.expect("map");
+    let (first, second) = (map.ranges[0], map.ranges[1]);
+    let mover = node.clone();
+    let started = std::time::Instant::now();
+    let moving = tokio::spawn(async move {
+        whip_fabric::admin::move_range(&mover, first.start, second.cell).await
+    });
+    let (mut refused_late, mut attempts) = (0, 0);
+    while !moving.is_finished() {
+        let other = fabric.node(2);
+        let mid = second.start + (second.last - second.start) / 2 + 1;
+        let answer = whip_fabric::admin::split_range(other, second.start, mid).await;
+        attempts += 1;
+        let moving_still = !moving.is_finished();
+        let refused = matches!(
+            &answer,
+            Err(whip_cell::CellError::Unavailable(m)) if m.contains("another range change")
+        );
+        if moving_still && !refused {
+            panic!("a second change ran beside the move: {answer:?}");
+        }
+        if refused && moving_still && started.elapsed() > Duration::from_millis(TTL_MS + 100) {
+            refused_late += 1;
+        }
+    }
+    moving
+        .await
+        .expect("mover")
+        .expect("the slow move completes");
+    let took = started.elapsed();
+    assert!(
+        refused_late > 0,
+        "the move took {took:?} ({attempts} attempts): too fast to outlast {TTL_MS} ms"
+    );
+    fabric.shutdown().await;
+}
