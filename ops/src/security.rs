@@ -23,7 +23,16 @@ pub(crate) fn install_client_default(global: &Global) {
         tls::set_client_default(Transport::Insecure);
         return;
     }
-    match tls::operator_credentials(&tls::config_dir()) {
+    let config = tls::config_dir();
+    // An agent's machine: the cluster's CA certificate copied here, no CA key and no
+    // operator credential. Connect verifying servers, without a certificate of our own.
+    let ca_only = !config.join("ca.json").exists() && !config.join("operator.json").exists();
+    if ca_only && let Ok(ca) = std::fs::read_to_string(config.join("ca.pem")) {
+        let credentials = tls::Credentials { ca, identity: None };
+        tls::set_client_default(Transport::tls(credentials));
+        return;
+    }
+    match tls::operator_credentials(&config) {
         Ok(credentials) => tls::set_client_default(Transport::tls(credentials)),
         Err(e) => tracing::warn!(error = %e, "no operator credential; clients connect without TLS"),
     }
