@@ -16,6 +16,16 @@ fn whip(dir: &Path, args: &[&str]) -> Output {
         .expect("run whip")
 }
 
+/// Run the `whip` CLI in `dir` with its agent tokens in `creds`.
+fn whip_with_credentials(dir: &Path, creds: &Path, args: &[&str]) -> Output {
+    Command::new(whip_binary())
+        .current_dir(dir)
+        .env("WHIP_CREDENTIALS", creds)
+        .args(args)
+        .output()
+        .expect("run whip")
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -492,14 +502,7 @@ fn board_contract_shapes() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let creds = d.join("credentials.json");
-    let run = |args: &[&str]| {
-        Command::new(whip_binary())
-            .current_dir(d)
-            .env("WHIP_CREDENTIALS", &creds)
-            .args(args)
-            .output()
-            .expect("run whip")
-    };
+    let run = |args: &[&str]| whip_with_credentials(d, &creds, args);
     assert!(run(&["team", "create", "crew"]).status.success());
     let posted = json_of(&run(&[
         "board",
@@ -602,14 +605,7 @@ fn the_supervisor_adds_a_member_who_then_claims() {
     let creds = d.join("credentials.json");
     let dev = whip_tests::DevCell::start(d);
     let cell = dev.member(0);
-    let run = |args: &[&str]| {
-        Command::new(whip_binary())
-            .current_dir(d)
-            .env("WHIP_CREDENTIALS", &creds)
-            .args(args)
-            .output()
-            .expect("run whip")
-    };
+    let run = |args: &[&str]| whip_with_credentials(d, &creds, args);
     let sup = ["--agent", "sup", "--cell", cell.as_str()];
     let ok = |out: Output| {
         assert!(

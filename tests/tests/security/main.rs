@@ -32,6 +32,12 @@ pub(crate) async fn target(dir: &Path) -> (DevCell, whip_cell::CellClient) {
     whip_tests::install_client();
     let dev = DevCell::start(dir);
     let client = whip_cell::CellClient::connect(&[dev.member(0), dev.member(1)]).unwrap();
+    write_canary(&client).await;
+    (dev, client)
+}
+
+/// Write the canary `canary` = `alive` that [`still_serving`] reads back.
+pub(crate) async fn write_canary(client: &whip_cell::CellClient) {
     client
         .kv_put(pb::KvPutRequest {
             key: b"canary".to_vec(),
@@ -39,8 +45,7 @@ pub(crate) async fn target(dir: &Path) -> (DevCell, whip_cell::CellClient) {
             ..Default::default()
         })
         .await
-        .expect("the operator writes the canary");
-    (dev, client)
+        .expect("the canary is written");
 }
 
 /// The canary is still there and the cell still takes writes.
