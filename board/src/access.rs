@@ -12,9 +12,14 @@
 //! - **Server-only commands.** Ticks, range changes, handoffs and fabric-queue admission and
 //!   purge are sent by a node, never through the client API.
 //!
-//! A request's [`Origin`] is set by the server that built it: the client API always builds
-//! [`Origin::Client`], and a forwarded request keeps the origin its first server gave it
-//! (forwarding is a peer service, answered only to nodes of the cluster).
+//! - **No anonymous writes.** A request whose caller the server could not prove (no agent
+//!   token, no operator or node certificate) changes nothing: `anonymous_refused`.
+//!
+//! A request's [`Caller`] is set by the server that built it from the authenticated call
+//! (an agent's token, the operator's certificate), never from a request body; a forwarded
+//! request keeps the caller its first server proved (forwarding is a peer service,
+//! answered only to nodes of the cluster). Only a server on its own behalf is
+//! [`Caller::Server`].
 
 use serde::{Deserialize, Serialize};
 
@@ -24,15 +29,40 @@ use crate::types::{Command, Family};
 /// Key prefixes of reserved state.
 pub const RESERVED_PREFIXES: [&[u8]; 2] = [b"agents/", b"fabric/"];
 
-/// Who built a request.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Origin {
-    /// The client API, for a caller the server proved (or an anonymous one).
+/// Who a request acts for, as the server proved it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Caller {
+    /// Nobody proven: no agent token, no operator or node certificate.
     #[default]
-    Client,
+    Anonymous,
+    /// An agent, proven by its token.
+    Agent(String),
+    /// The operator (or the local user, or a node acting for a client), proven by its
+    /// certificate, acting for no agent.
+    Operator,
     /// A server on its own behalf (its tick loop, fabric administration, handoffs, identity
     /// registration after it checked the caller's credential).
     Server,
+}
+
+impl Caller {
+    /// How the audit ledger and refusals name the caller.
+    pub fn name(&self) -> &str {
+        match self {
+            Caller::Anonymous => "anonymous",
+            Caller::Agent(agent) => agent,
+            Caller::Operator => "operator",
+            Caller::Server => "server",
+        }
+    }
+
+    /// The agent, if the caller is one.
+    pub fn agent(&self) -> Option<&str> {
+        match self {
+            Caller::Agent(agent) => Some(agent),
+            _ => None,
+        }
+    }
 }
 
 /// Why a client request was refused before it ran.
@@ -48,6 +78,13 @@ pub enum AccessRefusal {
         /// The command's name.
         command: String,
     },
+    /// The command is the operator's.
+    OperatorOnly {
+        /// The command's name.
+        command: String,
+    },
+    /// The caller is not proven and the command writes.
+    Anonymous,
 }
 
 impl AccessRefusal {
@@ -56,6 +93,8 @@ impl AccessRefusal {
         match self {
             AccessRefusal::Reserved { .. } => "reserved",
             AccessRefusal::ServerOnly { .. } => "server_only",
+            AccessRefusal::OperatorOnly { .. } => "operator_only",
+            AccessRefusal::Anonymous => "anonymous_refused",
         }
     }
 }
@@ -74,6 +113,17 @@ impl std::fmt::Display for AccessRefusal {
                     "server_only: {command} is sent only by nodes of the cluster"
                 )
             }
+            AccessRefusal::OperatorOnly { command } => {
+                write!(
+                    f,
+                    "operator_only: {command} needs the operator's credential"
+                )
+            }
+            AccessRefusal::Anonymous => write!(
+                f,
+                "anonymous_refused: this call needs a proven caller (an agent's token or the \
+                 operator's certificate)"
+            ),
         }
     }
 }
@@ -103,6 +153,31 @@ pub fn check_agent_name(agent: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The reserved key holding an agent's identity record (tagged: it routes by agent name).
+pub fn agent_key(agent: &str) -> Vec<u8> {
+    format!("agents/{{{agent}}}").into_bytes()
+}
+
+/// How an `AgentRevoke` names the operator as the revoker (no agent name starts with `~`):
+/// the operator revokes any agent.
+pub const OPERATOR_REVOKER: &str = "~operator";
+
+/// The prefix of an identity record that names the agent who enrolled it.
+pub const ENROLLED_BY_MARK: &str = ":by:";
+/// The prefix of a revoked identity record (no token matches it).
+pub const REVOKED_MARK: &str = "revoked:";
+
+/// The agent that enrolled the identity `record` (`None` for one the operator made).
+pub fn enrolled_by(record: &[u8]) -> Option<&str> {
+    let text = std::str::from_utf8(record).ok()?;
+    text.split_once(ENROLLED_BY_MARK).map(|(_, by)| by)
+}
+
+/// Whether the identity `record` was revoked.
+pub fn is_revoked(record: &[u8]) -> bool {
+    record.starts_with(REVOKED_MARK.as_bytes())
 }
 
 /// Whether `key` is reserved state.
@@ -140,10 +215,12 @@ fn reserved(key: &[u8]) -> Result<(), AccessRefusal> {
     Ok(())
 }
 
-/// Whether a request of `origin` may run `command`.
-pub fn admit(origin: Origin, command: &Command) -> Result<(), AccessRefusal> {
-    if origin == Origin::Server {
-        return Ok(());
+/// Whether a request of `caller` may run `command`.
+pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
+    match caller {
+        Caller::Server => return Ok(()),
+        Caller::Anonymous => return Err(AccessRefusal::Anonymous),
+        Caller::Agent(_) | Caller::Operator => {}
     }
     match command {
         Command::KvPut { key, .. } | Command::KvDelete { key, .. } => reserved(key),
@@ -163,28 +240,47 @@ pub fn admit(origin: Origin, command: &Command) -> Result<(), AccessRefusal> {
         | Command::LeaseRelease { lease: id, .. }
         | Command::CounterConsume { counter: id, .. }
         | Command::LedgerAppend { ledger: id, .. } => server_resource(&id.owner, &id.name),
-        Command::FabricAdmit { .. } | Command::FabricPurge { .. } => server_only(command),
+        Command::FabricAdmit { .. }
+        | Command::FabricPurge { .. }
+        | Command::WorkQuotaLend { .. }
+        | Command::WorkQuotaAck { .. }
+        | Command::WorkQuotaInstall { .. }
+        | Command::AgentRevoke { .. }
+        | Command::TeamLeaveAll { .. } => server_only(command),
+        Command::WorkLimitsSet { .. } if *caller != Caller::Operator => {
+            Err(AccessRefusal::OperatorOnly {
+                command: command_name(command),
+            })
+        }
         _ => match command.family() {
             Family::Tick | Family::Range | Family::Handoff => server_only(command),
-            Family::Primitive | Family::Coordination | Family::Board => Ok(()),
+            Family::Primitive | Family::Coordination | Family::Board | Family::Work => Ok(()),
         },
     }
 }
 
-fn server_only(command: &Command) -> Result<(), AccessRefusal> {
+fn command_name(command: &Command) -> String {
     let debug = format!("{command:?}");
     let name = debug
         .split(|c: char| !c.is_alphanumeric())
         .next()
         .unwrap_or_default();
+    name.to_string()
+}
+
+fn server_only(command: &Command) -> Result<(), AccessRefusal> {
     Err(AccessRefusal::ServerOnly {
-        command: name.to_string(),
+        command: command_name(command),
     })
 }
 
-/// Whether a client may run `query`. Reads of single reserved keys are refused; a range
-/// read is allowed and its reserved rows are left out ([`is_reserved`]).
-pub fn admit_query(query: &Query) -> Result<(), AccessRefusal> {
+/// Whether a client `caller` may run `query`. An anonymous caller reads nothing; reads of
+/// single reserved keys are refused; a range read is allowed and its reserved rows are
+/// left out ([`is_reserved`]).
+pub fn admit_query(caller: &Caller, query: &Query) -> Result<(), AccessRefusal> {
+    if *caller == Caller::Anonymous {
+        return Err(AccessRefusal::Anonymous);
+    }
     match query {
         Query::KvGet { key } => reserved(key),
         Query::LedgerList { owner, name, .. } => server_resource(owner, name),
@@ -207,10 +303,10 @@ mod tests {
     #[test]
     fn clients_cannot_touch_reserved_state_or_send_server_commands() {
         for key in [&b"agents/{alice}"[..], b"fabric/map", b"fabric/anything"] {
-            let refusal = admit(Origin::Client, &put(key)).unwrap_err();
+            let refusal = admit(&Caller::Operator, &put(key)).unwrap_err();
             assert_eq!(refusal.code(), "reserved");
-            assert!(admit(Origin::Server, &put(key)).is_ok());
-            let read = admit_query(&Query::KvGet { key: key.to_vec() });
+            assert!(admit(&Caller::Server, &put(key)).is_ok());
+            let read = admit_query(&Caller::Operator, &Query::KvGet { key: key.to_vec() });
             assert_eq!(read.unwrap_err().code(), "reserved");
         }
         let txn = Command::KvTxn {
@@ -218,16 +314,22 @@ mod tests {
             puts: vec![(b"ok".to_vec(), b"1".to_vec())],
             deletes: vec![b"agents/{bob}".to_vec()],
         };
-        assert_eq!(admit(Origin::Client, &txn).unwrap_err().code(), "reserved");
-        assert!(admit(Origin::Client, &put(b"agentsx/ok")).is_ok());
+        assert_eq!(
+            admit(&Caller::Operator, &txn).unwrap_err().code(),
+            "reserved"
+        );
+        assert!(admit(&Caller::Operator, &put(b"agentsx/ok")).is_ok());
         let purge = Command::FabricPurge { queue: "q".into() };
         for command in [Command::Tick, purge] {
-            let refusal = admit(Origin::Client, &command).unwrap_err();
+            let refusal = admit(&Caller::Operator, &command).unwrap_err();
             assert_eq!(refusal.code(), "server_only", "{refusal}");
-            assert!(admit(Origin::Server, &command).is_ok());
+            assert!(admit(&Caller::Server, &command).is_ok());
         }
+        let anonymous = admit(&Caller::Anonymous, &put(b"plain")).unwrap_err();
+        assert_eq!(anonymous.code(), "anonymous_refused");
+        assert!(admit(&Caller::Agent("a".into()), &put(b"plain")).is_ok());
         assert_eq!(
-            admit(Origin::Client, &Command::Tick)
+            admit(&Caller::Operator, &Command::Tick)
                 .unwrap_err()
                 .to_string(),
             "server_only: Tick is sent only by nodes of the cluster"

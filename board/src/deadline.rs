@@ -63,6 +63,13 @@ pub(crate) enum Item {
         /// The task's sequence in its team.
         seq: u64,
     },
+    /// A work entry's lease lapses.
+    Work {
+        /// Its lineage root (the routing key).
+        root: String,
+        /// The entry.
+        id: String,
+    },
     /// A done task's retention ends (Tick deletes it).
     TaskDone {
         /// The task's team (its origin).
@@ -84,6 +91,7 @@ impl Item {
             Item::Ledger { ledger } => Some(crate::route::resource_point(ledger)),
             Item::Idempotency { point, .. } => *point,
             Item::Election { group } => Some(crate::route::election_point(group)),
+            Item::Work { root, .. } => Some(crate::route::work_point(root)),
             // Cell-tier tasks belong to the cell; local ones move with their team.
             Item::TaskClaim { tier, .. } | Item::TaskDone { tier, .. } if *tier != Tier::Local => {
                 None
@@ -104,6 +112,7 @@ impl Item {
             Item::TaskClaim { .. } => 6,
             Item::TaskSpill { .. } => 7,
             Item::TaskDone { .. } => 8,
+            Item::Work { .. } => 9,
         }
     }
 }
@@ -121,6 +130,10 @@ pub(crate) fn key(deadline_ms: u64, item: &Item) -> Vec<u8> {
         Item::Ledger { ledger } => keys::push_resource(&mut out, ledger),
         Item::Idempotency { key, .. } => out.extend_from_slice(key.as_bytes()),
         Item::Election { group } => keys::push_str(&mut out, group.as_bytes()),
+        Item::Work { root, id } => {
+            keys::push_str(&mut out, root.as_bytes());
+            keys::push_str(&mut out, id.as_bytes());
+        }
         Item::TaskClaim { team, seq, tier } | Item::TaskDone { team, seq, tier } => {
             keys::push_str(&mut out, team.as_bytes());
             keys::push_u64(&mut out, *seq);

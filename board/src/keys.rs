@@ -68,6 +68,16 @@ pub(crate) const CELL_READY: u8 = b'y';
 pub(crate) const CELL_CLAIM: u8 = b'u';
 /// The cell-tier board's head (cell-local): family only.
 pub(crate) const CELL_BOARD: u8 = b'w';
+/// Work registry entries: family, lineage root, id (routes by the root).
+pub(crate) const WORK_ENTRY: u8 = b'W';
+/// The registry's counts, quota and audit sequence (cell-local): family only.
+pub(crate) const WORK_CELL: u8 = b'C';
+/// The admission limits (cell-local: every cell keeps a copy): family only.
+pub(crate) const WORK_LIMITS: u8 = b'L';
+/// The audit ledger (cell-local): family, sequence.
+pub(crate) const WORK_AUDIT: u8 = b'U';
+/// Quotas lent by the meta cell (cell-local): family, borrowing cell.
+pub(crate) const WORK_GRANT: u8 = b'G';
 
 /// Append `s` escaped but without its terminator (a prefix of every longer string's form).
 pub(crate) fn push_open(out: &mut Vec<u8>, s: &[u8]) {

@@ -4,7 +4,8 @@
 //! election leases, schedule firings, teams with their task boards and mailboxes (also the
 //! reserved boards of WhippleScript trackers, [`TRACKER_TEAM_PREFIX`]), the replicated
 //! halves of cross-cell handoff channels (outboxes, chain heads, alarms), and range
-//! ownership (later: work registry, ballots).
+//! ownership, and the live work registry with its admission limits, quotas of the fabric
+//! ceiling and audit ledger ([`work`]).
 //! [`apply`] is a pure function of the current bytes, a [`Stamp`] and a [`Request`];
 //! [`query`] reads.
 //!
@@ -56,6 +57,7 @@ mod team;
 pub mod txn;
 pub mod types;
 mod validate;
+pub mod work;
 
 pub use query::{
     BoardStatsView, MailboxMessage, MessageKind, Query, QueryResult, RangeView, TeamView,
@@ -89,7 +91,7 @@ pub fn apply(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
     if let Err(reason) = valid.and_then(|()| validate(&request.command, VALUE_BYTES_MAX)) {
         return Outcome::Invalid { reason };
     }
-    if let Err(refusal) = access::admit(request.origin, &request.command) {
+    if let Err(refusal) = access::admit(&request.caller, &request.command) {
         return Outcome::Forbidden { refusal };
     }
     let point = match route::command_point(&request.command) {
@@ -107,20 +109,25 @@ pub fn apply(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
         return refusal;
     }
     let stamp = range::shift(txn, stamp);
-    let outcome = apply_command(txn, stamp, &request.command);
+    let outcome = apply_command(txn, stamp, request);
     if let Some(key) = key {
         idempotency::record(txn, stamp.time_ms, key, &outcome, point);
     }
     outcome
 }
 
-fn apply_command(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
+fn apply_command(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
+    let command = &request.command;
     match command.family() {
+        Family::Work => apply_work(txn, stamp, &request.caller, command),
         Family::Primitive => apply_primitive(txn, stamp, command),
         Family::Tick => tick(txn, stamp),
         Family::Range => apply_range(txn, stamp, command),
         Family::Coordination => apply_coordination(txn, stamp, command),
-        Family::Board => apply_board(txn, stamp, command),
+        Family::Board => {
+            admit_vouched(txn, request);
+            apply_board(txn, stamp, command)
+        }
         Family::Handoff => apply_handoff(txn, stamp.time_ms, command),
     }
 }
@@ -202,6 +209,80 @@ fn apply_primitive(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outco
 }
 
 /// Range ownership changes of a fabric.
+/// A server's claim on a fabric queue vouches for its caller: the router sends one only
+/// after the team's own cell found the caller a member and both its tiers empty (one apply
+/// there), so the caller is admitted to the queue before the claim.
+fn admit_vouched(txn: &mut impl Txn, request: &Request) {
+    if let (access::Caller::Server, Command::BoardClaim { team, caller, .. }) =
+        (&request.caller, &request.command)
+        && team.starts_with(FABRIC_QUEUE_PREFIX)
+    {
+        team::admit(txn, team, caller);
+    }
+}
+
+/// The work registry and the identities it revokes.
+fn apply_work(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    caller: &access::Caller,
+    command: &Command,
+) -> Outcome {
+    let now_ms = stamp.time_ms;
+    match command {
+        Command::WorkRegister {
+            root,
+            parent,
+            kind,
+            class,
+            ttl_ms,
+            owner,
+        } => {
+            let request = work::Register {
+                root,
+                parent: parent.as_deref(),
+                kind: *kind,
+                class,
+                ttl_ms: *ttl_ms,
+                owner: owner.as_deref(),
+            };
+            work::register(txn, stamp, caller, &request)
+        }
+        Command::WorkRenew { id, ttl_ms } => work::renew(txn, now_ms, caller, id, *ttl_ms),
+        Command::WorkSignal { id, signal } => work::signal(txn, now_ms, caller, id, *signal),
+        Command::WorkRevoke { id } => work::revoke(txn, now_ms, caller, id),
+        Command::WorkLimitsSet { update } => work::set_limits(txn, now_ms, caller, update),
+        Command::WorkQuotaLend { cell, want, ttl_ms } => {
+            work::lend(txn, stamp, *cell, *want, *ttl_ms)
+        }
+        Command::WorkQuotaAck { cell, version } => work::ack(txn, *cell, *version),
+        Command::WorkQuotaInstall { quota, ttl_ms } => work::install(txn, now_ms, *quota, *ttl_ms),
+        Command::AgentRevoke { agent, by } => revoke_agent(txn, stamp, agent, by),
+        Command::TeamLeaveAll { agent } => team::leave_all(txn, agent),
+        other => unreachable!("{other:?} is not a registry command"),
+    }
+}
+
+/// Replace `agent`'s identity record with a revoked one when `by` enrolled it.
+fn revoke_agent(txn: &mut impl Txn, stamp: Stamp, agent: &str, by: &str) -> Outcome {
+    let key = access::agent_key(agent);
+    let revoked = match kv::get(txn, &key) {
+        Some(entry) if access::is_revoked(&entry.value) => true,
+        Some(entry)
+            if by == access::OPERATOR_REVOKER || access::enrolled_by(&entry.value) == Some(by) =>
+        {
+            let record = format!("{}{by}", access::REVOKED_MARK);
+            kv::put(txn, stamp, &key, record.as_bytes(), Some(entry.version));
+            true
+        }
+        _ => false,
+    };
+    Outcome::AgentRevoked {
+        agent: agent.to_string(),
+        revoked,
+    }
+}
+
 fn apply_range(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
     match command {
         Command::RangeAssign {
@@ -539,6 +620,7 @@ fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
             Item::TaskDone { team, seq, tier } => {
                 taskboard::prune(txn, now_ms, (team, *seq, *tier))
             }
+            Item::Work { id, .. } => work::expire(txn, now_ms, id),
         };
         processed += removed.max(1);
     }
@@ -609,6 +691,44 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
         | Query::BoardDeadLetters { .. }
         | Query::BoardCellReady { .. }
         | Query::Mailbox { .. } => query_board(txn, query),
+        Query::OutboxHead { .. }
+        | Query::OutboxPending { .. }
+        | Query::OutboxChannels
+        | Query::Alarms => query_handoff(txn, query),
+        Query::AsMember { caller, query } => as_member(txn, now_ms, caller, query),
+        Query::WorkList { .. }
+        | Query::WorkEntry { .. }
+        | Query::WorkAudit { .. }
+        | Query::WorkQuota
+        | Query::WorkLimits => work::answer(txn, now_ms, query),
+    }
+}
+
+/// A board read for `caller`, refused unless it may act on the team.
+fn as_member(txn: &impl Txn, now_ms: u64, caller: &str, inner: &Query) -> QueryResult {
+    let team = match inner {
+        Query::BoardList { team, .. }
+        | Query::BoardTask { team, .. }
+        | Query::BoardStats { team }
+        | Query::BoardDeadLetters { team, .. } => team,
+        // Only servers build this read; anything else fails closed.
+        _ => {
+            let agent = caller.to_string();
+            return QueryResult::Refused(BoardRefusal::NotMember { agent });
+        }
+    };
+    match team::member(txn, team, caller) {
+        Ok(_) => query(txn, now_ms, inner),
+        // A tracker's board reads as empty before its first issue.
+        Err(_) if is_tracker_team(team) => query(txn, now_ms, inner),
+        Err(Outcome::BoardRefused { reason }) => QueryResult::Refused(reason),
+        Err(other) => unreachable!("membership refuses with a board refusal, got {other:?}"),
+    }
+}
+
+/// Handoff channel reads (split from `query` to keep each match short).
+fn query_handoff(txn: &impl Txn, query: &Query) -> QueryResult {
+    match query {
         Query::OutboxHead { to_cell } => {
             let (seq, prev_hash) = handoff::outbox_head(txn, *to_cell);
             QueryResult::OutboxHead { seq, prev_hash }
@@ -623,6 +743,7 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
         }
         Query::OutboxChannels => QueryResult::Cells(handoff::channels(txn)),
         Query::Alarms => QueryResult::Alarms(handoff::alarms(txn)),
+        other => unreachable!("{other:?} is not a handoff read"),
     }
 }
 

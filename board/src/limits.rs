@@ -71,3 +71,28 @@ pub const BOARD_POST_BATCH_MAX: usize = 1024;
 pub const HANDOFF_BATCH_MAX: usize = 256;
 /// Bytes of envelopes (or task bodies) one handoff batch carries.
 pub const HANDOFF_BATCH_BYTES_MAX: usize = 8 << 20;
+/// The fabric's population ceiling until the operator sets one (`whip work limits`).
+pub const WORK_FABRIC_MAX_DEFAULT: u64 = 10_000;
+/// Live work entries one cell holds until the operator sets a limit.
+pub const WORK_CELL_MAX_DEFAULT: u64 = 10_000;
+/// Highest per-cell limit the operator may set (a revoke removes a subtree in one apply).
+pub const WORK_CELL_MAX_LIMIT: u64 = 100_000;
+/// Deepest lineage until the operator sets one (a root has depth 0).
+pub const WORK_DEPTH_MAX_DEFAULT: u32 = 8;
+/// Deepest lineage the operator may allow.
+pub const WORK_DEPTH_MAX_LIMIT: u32 = 32;
+/// Live children of one entry until the operator sets a limit.
+pub const WORK_CHILDREN_MAX_DEFAULT: u32 = 64;
+/// Most live children the operator may allow one entry.
+pub const WORK_CHILDREN_MAX_LIMIT: u32 = 1024;
+/// Resource classes configured at once.
+pub const WORK_CLASSES_MAX: usize = 16;
+/// Longest lease of a work entry.
+pub const WORK_TTL_MS_MAX: u64 = 10 * 60 * 1000;
+/// Audit rows a cell keeps (the oldest go first).
+pub const WORK_AUDIT_KEPT_MAX: u64 = 10_000;
+/// Quota a cell asks for beyond its live entries.
+pub const WORK_QUOTA_CHUNK: u64 = 8;
+/// The clock skew between cells a quota tolerates: a cell stops using its quota this long
+/// before the meta cell's expiry, and the meta cell counts a lapsed grant this long after.
+pub const WORK_QUOTA_SKEW_MS: u64 = 1_000;

@@ -170,6 +170,38 @@ pub enum Query {
     OutboxChannels,
     /// Alarms this cell raised (forks, broken chains, failed handoffs).
     Alarms,
+    /// `query` (a read of one team's board) for `caller`: answered when the caller is a
+    /// member of the team or of an ancestor team (a tracker's board is open), else
+    /// `Refused`. Decided in the same snapshot as the read.
+    AsMember {
+        /// The proven agent.
+        caller: String,
+        /// `BoardList`, `BoardTask`, `BoardStats` or `BoardDeadLetters`.
+        query: Box<Query>,
+    },
+    /// Live work entries: children of `parent`, or every entry this cell holds.
+    WorkList {
+        /// Only children of this entry (routes by its root).
+        parent: Option<String>,
+        /// Most entries returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
+    /// One live work entry (routes by its root).
+    WorkEntry {
+        /// The entry.
+        id: String,
+    },
+    /// This cell's audit ledger of control-plane actions after `after_seq`.
+    WorkAudit {
+        /// Only rows with a greater sequence.
+        after_seq: u64,
+        /// Most rows returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
+    /// This cell's live entries and quota (for the quota loop).
+    WorkQuota,
+    /// The admission limits this cell holds.
+    WorkLimits,
 }
 
 /// The answer to a [`Query`].
@@ -230,6 +262,16 @@ pub enum QueryResult {
     Cells(Vec<u64>),
     /// Alarms: (time, text), oldest first.
     Alarms(Vec<(u64, String)>),
+    /// The read was refused.
+    Refused(crate::types::BoardRefusal),
+    /// Work entries.
+    WorkEntries(Vec<crate::work::WorkEntryView>),
+    /// Audit rows.
+    WorkAudit(Vec<crate::work::AuditView>),
+    /// A cell's live entries and quota.
+    WorkQuota(crate::work::QuotaView),
+    /// Admission limits.
+    WorkLimits(crate::work::WorkLimits),
 }
 
 /// One ring range owned by a cell.

@@ -74,7 +74,7 @@ fn containing(rows: &[RangeView], point: u64) -> Option<&RangeView> {
 
 /// Whether this cell is part of a fabric: it was assigned a range at least once. A cell
 /// that gave every range away serves nothing keyed (it must not fall back to standalone).
-fn in_fabric(txn: &impl Txn) -> bool {
+pub(crate) fn in_fabric(txn: &impl Txn) -> bool {
     txn.get(&[FABRIC_MODE]).is_some()
 }
 
@@ -288,6 +288,8 @@ fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
         keys::TEAM | keys::TASK | keys::READY | keys::CLAIM | keys::MAIL_HEAD | keys::MAIL => {
             keys::first_name(key).map(|team| route::team_point(&team))
         }
+        keys::WORK_ENTRY => crate::work::row_point(key),
+        keys::WORK_CELL | keys::WORK_LIMITS | keys::WORK_AUDIT | keys::WORK_GRANT => None,
         // The cell-tier board belongs to the cell.
         keys::CELL_TASK | keys::CELL_READY | keys::CELL_CLAIM | keys::CELL_BOARD => None,
         keys::RANGE | keys::FENCE_OFFSET | keys::FABRIC_MODE => None,
@@ -343,6 +345,9 @@ pub(crate) fn import(txn: &mut impl Txn, rows: &[(Vec<u8>, Vec<u8>)]) -> Outcome
         }
     }
     for (key, value) in rows {
+        if key.first() == Some(&keys::WORK_ENTRY) && txn.get(key).is_none() {
+            crate::work::moved(txn, value, true);
+        }
         txn.put(key, value);
     }
     Outcome::RangeImported {
@@ -364,7 +369,10 @@ pub(crate) fn drop_rows(txn: &mut impl Txn, start: u64, last: u64) -> Outcome {
     let mut after = Vec::new();
     loop {
         let (rows, next) = export(txn, start, last, &after, RANGE_ROWS_PER_COMMAND_MAX);
-        for (key, _) in &rows {
+        for (key, value) in &rows {
+            if key.first() == Some(&keys::WORK_ENTRY) {
+                crate::work::moved(txn, value, false);
+            }
             txn.delete(key);
             removed += 1;
         }

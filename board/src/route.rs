@@ -58,6 +58,11 @@ pub fn team_point(team: &str) -> u64 {
     tagged_point(b"team", team)
 }
 
+/// The point of a work lineage: every entry under root `root` lives there.
+pub fn work_point(root: &str) -> u64 {
+    tagged_point(b"work", root)
+}
+
 fn tagged_point(family: &[u8], name: &str) -> u64 {
     let mut key = family.to_vec();
     key.push(0);
@@ -104,6 +109,17 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
         | Command::BoardFail { team, .. }
         | Command::BoardExtend { team, .. }
         | Command::BoardRedrive { team, .. } => Some(team_point(team)),
+        Command::WorkRegister { root, .. } => Some(work_point(root)),
+        Command::WorkRenew { id, .. }
+        | Command::WorkSignal { id, .. }
+        | Command::WorkRevoke { id } => Some(work_point(crate::work::root_of(id))),
+        Command::AgentRevoke { agent, .. } => Some(kv_point(&crate::access::agent_key(agent))),
+        // Cell-local: the router sends them to the cells they are for.
+        Command::WorkLimitsSet { .. }
+        | Command::WorkQuotaLend { .. }
+        | Command::WorkQuotaAck { .. }
+        | Command::WorkQuotaInstall { .. }
+        | Command::TeamLeaveAll { .. } => None,
         Command::FabricAdmit { queue, .. } | Command::FabricPurge { queue } => {
             Some(team_point(&crate::taskboard::fabric_queue_team(queue)))
         }
@@ -158,6 +174,11 @@ pub fn query_point(query: &Query) -> Option<u64> {
         | Query::BoardStats { team }
         | Query::BoardDeadLetters { team, .. }
         | Query::Mailbox { team, .. } => Some(team_point(team)),
+        Query::AsMember { query, .. } => query_point(query),
+        Query::WorkEntry { id }
+        | Query::WorkList {
+            parent: Some(id), ..
+        } => Some(work_point(crate::work::root_of(id))),
         // A scan whose prefix holds a whole `{tag}` covers keys of that tag only.
         Query::KvRange { prefix, .. } if kv_routing_key(prefix).len() < prefix.len() => {
             Some(kv_point(prefix))

@@ -208,6 +208,24 @@ fn add_member(txn: &mut impl Txn, team: &str, record: &mut Team, agent: &str) ->
     joined
 }
 
+/// Remove `agent` from every team this cell keeps (members and ancestor snapshots): its
+/// identity was revoked. Examines at most `LIST_ROWS_MAX` teams.
+pub(crate) fn leave_all(txn: &mut impl Txn, agent: &str) -> Outcome {
+    let rows = txn.scan(&[TEAM], &[TEAM + 1], crate::limits::LIST_ROWS_MAX);
+    let mut teams = 0u32;
+    for (key, value) in rows {
+        let mut record: Team = decode(&value);
+        let before = record.members.len() + record.ancestors.len();
+        record.members.retain(|m| m != agent);
+        record.ancestors.retain(|m| m != agent);
+        if record.members.len() + record.ancestors.len() != before {
+            txn.put(&key, &encode(&record));
+            teams += 1;
+        }
+    }
+    Outcome::TeamsLeft { teams }
+}
+
 /// The supervisor dissolves the team: mark it, then delete at most
 /// `TEAM_DISSOLVE_ROWS_MAX` rows of its board and mailboxes; the record goes last.
 pub(crate) fn dissolve(txn: &mut impl Txn, team: &str, caller: &str) -> Outcome {

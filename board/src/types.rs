@@ -67,29 +67,36 @@ pub struct Request {
     /// The range epoch the router saw for the command's point (0 = not routed). A cell in
     /// a fabric runs a keyed command only when this matches the epoch of its range.
     pub epoch: u64,
-    /// Who built the request: the client API or a server on its own behalf
-    /// ([`crate::access`]). Only [`Request::server`] sets `Server`.
-    pub origin: crate::access::Origin,
+    /// Who the request acts for, as the server proved it ([`crate::access`]). Only
+    /// [`Request::server`] sets `Server`.
+    pub caller: crate::access::Caller,
 }
 
 impl Request {
-    /// A client request that is not routed (a standalone cell, or a command every cell runs).
+    /// A request of the operator that is not routed (a standalone cell, or a command every
+    /// cell runs).
     pub fn new(idempotency_key: Option<String>, command: Command) -> Self {
+        Request::by(crate::access::Caller::Operator, idempotency_key, command)
+    }
+
+    /// A request for `caller`, as the server proved it.
+    pub fn by(
+        caller: crate::access::Caller,
+        idempotency_key: Option<String>,
+        command: Command,
+    ) -> Self {
         Request {
             idempotency_key,
             command,
             epoch: 0,
-            origin: crate::access::Origin::Client,
+            caller,
         }
     }
 
     /// A request a server makes on its own behalf (ticks, fabric administration, handoffs,
     /// identity rows): the only way to reach reserved state and server-only commands.
     pub fn server(idempotency_key: Option<String>, command: Command) -> Self {
-        Request {
-            origin: crate::access::Origin::Server,
-            ..Request::new(idempotency_key, command)
-        }
+        Request::by(crate::access::Caller::Server, idempotency_key, command)
     }
 }
 
@@ -547,6 +554,82 @@ pub enum Command {
         #[serde(with = "serde_bytes")]
         hash: Vec<u8>,
     },
+    /// Register a work entry for the caller (see [`crate::work`]): a root when `parent`
+    /// is `None` (its id is `root`, chosen by the server), else a child of `parent`
+    /// (`root` is then the parent's root). Admission is decided here.
+    WorkRegister {
+        /// The lineage root: the new root's id, or the parent's root.
+        root: String,
+        /// The parent entry.
+        parent: Option<String>,
+        /// What the entry stands for.
+        kind: crate::work::WorkKind,
+        /// Its resource class.
+        class: String,
+        /// Its lease.
+        ttl_ms: u64,
+        /// The agent it runs as (default the caller).
+        owner: Option<String>,
+    },
+    /// Renew an entry's lease; the answer carries the signal in force.
+    WorkRenew {
+        /// The entry.
+        id: String,
+        /// The lease from now.
+        ttl_ms: u64,
+    },
+    /// Set an entry's supervision signal (its parent's or an ancestor's owner only).
+    WorkSignal {
+        /// The entry.
+        id: String,
+        /// The signal.
+        signal: crate::work::Signal,
+    },
+    /// Remove an entry and its subtree (its parent's or an ancestor's owner only).
+    WorkRevoke {
+        /// The entry.
+        id: String,
+    },
+    /// The operator changes the admission limits (sent to every cell).
+    WorkLimitsSet {
+        /// What changes.
+        update: crate::work::LimitsUpdate,
+    },
+    /// On the meta cell: lend `cell` a quota of up to `want` entries of the ceiling.
+    WorkQuotaLend {
+        /// The borrowing cell.
+        cell: u64,
+        /// The quota it would like.
+        want: u64,
+        /// The grant's lease.
+        ttl_ms: u64,
+    },
+    /// On the meta cell: `cell` installed grant `version`.
+    WorkQuotaAck {
+        /// The cell.
+        cell: u64,
+        /// The grant it installed.
+        version: u64,
+    },
+    /// On a data cell: install a grant the meta cell lent it.
+    WorkQuotaInstall {
+        /// The grant.
+        quota: crate::work::Quota,
+        /// Its lease (bounds the expiry by this cell's clock too).
+        ttl_ms: u64,
+    },
+    /// Revoke agent `agent`'s identity (its token stops working) if `by` enrolled it.
+    AgentRevoke {
+        /// The agent.
+        agent: String,
+        /// Who revokes it.
+        by: String,
+    },
+    /// Remove `agent` from every team this cell keeps (after its identity was revoked).
+    TeamLeaveAll {
+        /// The agent.
+        agent: String,
+    },
 }
 
 /// The business result of one command. Codes are stable and mirrored in proto.
@@ -882,6 +965,79 @@ pub enum Outcome {
         /// Why.
         reason: String,
     },
+    /// A work entry was admitted.
+    WorkAdmitted {
+        /// The new entry.
+        entry: crate::work::WorkEntryView,
+        /// Its siblings' ids.
+        peers: Vec<String>,
+    },
+    /// A registry command was refused.
+    WorkRefused {
+        /// Why.
+        refusal: crate::work::WorkRefusal,
+    },
+    /// An entry's lease was renewed (or, with `quota_lapsed`, could not be).
+    WorkRenewed {
+        /// The signal in force.
+        signal: crate::work::Signal,
+        /// Why that signal.
+        reason: crate::work::SignalReason,
+        /// When the lease lapses now.
+        expires_ms: u64,
+    },
+    /// An entry's signal was set.
+    WorkSignalled {
+        /// The entry.
+        id: String,
+        /// Its signal.
+        signal: crate::work::Signal,
+    },
+    /// An entry and its subtree were removed.
+    WorkRevoked {
+        /// Entries removed.
+        removed: u32,
+        /// Agents whose identities the server revokes next.
+        agents: Vec<String>,
+    },
+    /// The limits were set.
+    WorkLimitsSet {
+        /// The limits in force.
+        limits: crate::work::WorkLimits,
+    },
+    /// The meta cell lent a quota.
+    WorkQuotaLent {
+        /// The grant's version.
+        version: u64,
+        /// Entries the borrower may hold.
+        total: u64,
+        /// When the grant lapses (meta cell time).
+        expires_ms: u64,
+    },
+    /// The meta cell heard a cell installed a grant.
+    WorkQuotaAcked {
+        /// Whether it was the current grant.
+        current: bool,
+    },
+    /// A cell installed (or, being older, ignored) a grant.
+    WorkQuotaInstalled {
+        /// Whether it was installed.
+        installed: bool,
+        /// Live entries on the cell.
+        live: u64,
+    },
+    /// An agent's identity was revoked (or not: `by` did not enroll it).
+    AgentRevoked {
+        /// The agent.
+        agent: String,
+        /// Whether its token stopped working.
+        revoked: bool,
+    },
+    /// An agent left every team of this cell.
+    TeamsLeft {
+        /// Teams it left.
+        teams: u32,
+    },
 }
 
 /// One live holder of a lease.
@@ -1178,6 +1334,8 @@ pub(crate) enum Family {
     Board,
     /// Cross-cell handoff channels.
     Handoff,
+    /// The work registry, its quotas and the identities it revokes.
+    Work,
 }
 
 impl Command {
@@ -1219,6 +1377,16 @@ impl Command {
             | Command::BoardRedrive { .. }
             | Command::FabricAdmit { .. }
             | Command::FabricPurge { .. } => Family::Board,
+            Command::WorkRegister { .. }
+            | Command::WorkRenew { .. }
+            | Command::WorkSignal { .. }
+            | Command::WorkRevoke { .. }
+            | Command::WorkLimitsSet { .. }
+            | Command::WorkQuotaLend { .. }
+            | Command::WorkQuotaAck { .. }
+            | Command::WorkQuotaInstall { .. }
+            | Command::AgentRevoke { .. }
+            | Command::TeamLeaveAll { .. } => Family::Work,
             Command::HandoffSend { .. }
             | Command::HandoffAck { .. }
             | Command::HandoffReceive { .. }

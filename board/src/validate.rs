@@ -352,8 +352,75 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
             name("agent", agent.len())
         }
         (Family::Board, Command::FabricPurge { queue }) => name("queue", queue.len()),
+        (Family::Board, Command::TeamLeaveAll { agent }) => crate::access::check_agent_name(agent),
         (Family::Board, _) => board(command, value_bytes_max),
         (Family::Handoff, _) => handoff(command, value_bytes_max),
+        (Family::Work, _) => work(command),
+    }
+}
+
+/// A lease of a work entry: 1 ms to `WORK_TTL_MS_MAX`.
+fn work_ttl(ttl_ms: u64) -> Result<(), String> {
+    let max = crate::limits::WORK_TTL_MS_MAX;
+    match ttl_ms {
+        0 => Err("ttl_ms must be positive".into()),
+        t if t > max => Err(format!("ttl_ms is {t}, the limit is {max}")),
+        _ => Ok(()),
+    }
+}
+
+/// Registry commands.
+fn work(command: &Command) -> Result<(), String> {
+    use crate::work::{check_class, check_id, root_of};
+    match command {
+        Command::WorkRegister {
+            root,
+            parent,
+            class,
+            ttl_ms,
+            owner,
+            ..
+        } => {
+            check_id(root)?;
+            if root_of(root) != root {
+                return Err(format!("root {root:?} is not a root id"));
+            }
+            if let Some(parent) = parent {
+                check_id(parent)?;
+                if root_of(parent) != root {
+                    return Err(format!("parent {parent:?} is not under root {root:?}"));
+                }
+            }
+            if let Some(owner) = owner {
+                crate::access::check_agent_name(owner)?;
+            }
+            check_class(class)?;
+            work_ttl(*ttl_ms)
+        }
+        Command::WorkRenew { id, ttl_ms } => {
+            check_id(id)?;
+            work_ttl(*ttl_ms)
+        }
+        Command::WorkSignal { id, .. } | Command::WorkRevoke { id } => check_id(id),
+        Command::WorkLimitsSet { update } => {
+            update
+                .classes
+                .keys()
+                .try_for_each(|name| check_class(name))?;
+            update.applied(&crate::work::WorkLimits::default()).check()
+        }
+        Command::WorkQuotaLend { ttl_ms, .. } | Command::WorkQuotaInstall { ttl_ms, .. } => {
+            work_ttl(*ttl_ms)
+        }
+        Command::TeamLeaveAll { agent } => crate::access::check_agent_name(agent),
+        Command::AgentRevoke { agent, by } => {
+            crate::access::check_agent_name(agent)?;
+            match by == crate::access::OPERATOR_REVOKER {
+                true => Ok(()),
+                false => crate::access::check_agent_name(by),
+            }
+        }
+        _ => Ok(()),
     }
 }
 

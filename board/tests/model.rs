@@ -899,7 +899,7 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
             idempotency_key: step.idempotency_key.clone(),
             command: resolve(step, stamp, &model),
             epoch: 0,
-            origin: whip_board::access::Origin::Server,
+            caller: whip_board::access::Caller::Server,
         };
         if let Command::LeaseAcquire { lease, slots, .. } = &request.command {
             let seen = max_slots.entry(lease.clone()).or_insert(0);
@@ -970,7 +970,7 @@ fn generated_logs_cover_every_outcome_kind() {
                 idempotency_key: None,
                 command: resolve(step, stamp, &model),
                 epoch: 0,
-                origin: whip_board::access::Origin::Server,
+                caller: whip_board::access::Caller::Server,
             };
             let outcome = model.apply(stamp, &request);
             let kind = match outcome {

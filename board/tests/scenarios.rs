@@ -677,11 +677,11 @@ fn render(result: QueryResult) -> String {
             .iter()
             .map(|(at, text)| format!("@{at} {text}"))
             .collect(),
+        other => vec![format!("{other:?}")],
     };
-    if rows.is_empty() {
-        "(none)".into()
-    } else {
-        rows.join("\n")
+    match rows.is_empty() {
+        true => "(none)".into(),
+        false => rows.join("\n"),
     }
 }
 
@@ -742,7 +742,7 @@ impl Runner {
                     idempotency_key,
                     command,
                     epoch: line.number_or("epoch", 0),
-                    origin: whip_board::access::Origin::Server,
+                    caller: whip_board::access::Caller::Server,
                 };
                 outcome_text(&apply(&mut self.txn, stamp, &request))
             }

@@ -297,6 +297,8 @@ impl CellClient {
         board_stats(pb::BoardStatsRequest) -> pb::BoardStatsResponse;
         board_get(pb::BoardGetRequest) -> pb::BoardListResponse;
         mailbox(pb::MailboxRequest) -> pb::MailboxResponse;
+        work_list(pb::WorkListRequest) -> pb::WorkListResponse;
+        work_audit(pb::WorkAuditRequest) -> pb::WorkAuditResponse;
     }
 
     writes! {
@@ -325,6 +327,11 @@ impl CellClient {
         board_redrive(pb::BoardTaskRequest) -> pb::BoardResponse;
         board_release(pb::BoardTaskRequest) -> pb::BoardResponse;
         signal_publish(pb::SignalPublishRequest) -> pb::LedgerAppendResponse;
+        work_register(pb::WorkRegisterRequest) -> pb::WorkResponse;
+        work_renew(pb::WorkRenewRequest) -> pb::WorkResponse;
+        work_signal(pb::WorkSignalRequest) -> pb::WorkResponse;
+        work_revoke(pb::WorkRevokeRequest) -> pb::WorkResponse;
+        work_limits(pb::WorkLimitsRequest) -> pb::WorkLimitsResponse;
     }
 
     /// A team's signals on `topic` after `after_seq`, then each new one, until the stream

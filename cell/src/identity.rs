@@ -36,7 +36,7 @@ const VERIFIED_TTL_MS: u64 = 1_000;
 
 /// The reserved key holding an agent's token record (tagged: it routes by agent name).
 pub fn agent_key(agent: &str) -> Vec<u8> {
-    format!("agents/{{{agent}}}").into_bytes()
+    whip_board::access::agent_key(agent)
 }
 
 /// A fresh token: 32 random bytes, hex.
@@ -66,14 +66,18 @@ pub fn check_token(token: &str) -> Result<(), Status> {
 }
 
 /// The stored form of a token: `v1:` + a random 32-byte salt (hex) + `:` + the blake3 hash
-/// keyed by that salt (hex). Two agents with one token store different records.
-pub fn token_record(token: &str) -> Vec<u8> {
+/// keyed by that salt (hex), then `:by:` and the enrolling agent for an agent another
+/// enrolled (it may revoke it). Two agents with one token store different records.
+pub fn token_record(token: &str, enrolled_by: Option<&str>) -> Vec<u8> {
     use rand::RngCore;
     let mut salt = [0u8; 32];
     rand::rng().fill_bytes(&mut salt);
     let hash = blake3::keyed_hash(&salt, token.as_bytes());
     let salt_hex: String = salt.iter().map(|b| format!("{b:02x}")).collect();
-    format!("v1:{salt_hex}:{}", hash.to_hex()).into_bytes()
+    let by = enrolled_by
+        .map(|by| format!("{}{by}", whip_board::access::ENROLLED_BY_MARK))
+        .unwrap_or_default();
+    format!("v1:{salt_hex}:{}{by}", hash.to_hex()).into_bytes()
 }
 
 /// Whether `token` matches the stored `record` (compared in constant time).
@@ -81,8 +85,8 @@ pub fn token_matches(record: &[u8], token: &str) -> bool {
     let Ok(text) = std::str::from_utf8(record) else {
         return false;
     };
-    let Some((salt_hex, hash_hex)) = text.strip_prefix("v1:").and_then(|r| r.split_once(':'))
-    else {
+    let mut fields = text.strip_prefix("v1:").unwrap_or_default().split(':');
+    let (Some(salt_hex), Some(hash_hex)) = (fields.next(), fields.next()) else {
         return false;
     };
     let (Ok(salt), Ok(stored)) = (
@@ -97,6 +101,14 @@ pub fn token_matches(record: &[u8], token: &str) -> bool {
 /// Refuse agent names outside the documented set ([`whip_board::access::check_agent_name`]).
 pub fn check_agent_name(agent: &str) -> Result<(), Status> {
     whip_board::access::check_agent_name(agent).map_err(Status::invalid_argument)
+}
+
+impl Verifier {
+    /// Forget what was verified for `agent` (its identity was just revoked here).
+    pub(crate) fn forget(&self, agent: &str) {
+        let mut verified = self.verified.lock().expect("verifier lock");
+        verified.retain(|(name, _), _| name != agent);
+    }
 }
 
 /// Checks call metadata against registered agents, remembering what it verified.
@@ -153,6 +165,9 @@ impl Verifier {
                 }
                 Ok(agent)
             }
+            QueryResult::Kv(Some(entry)) if whip_board::access::is_revoked(&entry.value) => Err(
+                Status::unauthenticated(format!("agent {agent:?} was revoked")),
+            ),
             QueryResult::Kv(Some(_)) => Err(Status::unauthenticated(format!(
                 "the token does not match agent {agent:?}"
             ))),

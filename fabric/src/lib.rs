@@ -41,6 +41,7 @@ mod mem;
 mod mover;
 pub mod node;
 mod router;
+mod work;
 
 use std::future::Future;
 

@@ -44,6 +44,10 @@ pub struct NodeConfig {
     /// How the node serves and reaches other nodes: TLS with its node credential, or
     /// plaintext on loopback behind `--insecure`.
     pub transport: whip_cell::tls::Transport,
+    /// Time to live of the quotas of the fabric's work ceiling this node's cells borrow
+    /// from the meta cell; renewed every quarter of it. A cell that cannot renew admits
+    /// nothing once it lapses, and its entries lapse with it.
+    pub work_quota_ttl_ms: u64,
 }
 
 impl NodeConfig {
@@ -61,6 +65,7 @@ impl NodeConfig {
             clock_offset_ms: 0,
             range_admin_lease_ttl_ms: limits::RANGE_ADMIN_LEASE_TTL_MS,
             transport: whip_cell::tls::Transport::Insecure,
+            work_quota_ttl_ms: limits::WORK_QUOTA_TTL_MS,
         }
     }
 }
@@ -129,6 +134,7 @@ impl Node {
         }
         tokio::spawn(tick_loop(Arc::downgrade(&node.inner)));
         tokio::spawn(crate::mover::mover_loop(Arc::downgrade(&node.inner)));
+        tokio::spawn(crate::work::quota_loop(Arc::downgrade(&node.inner)));
         tracing::info!(
             node = node.id(),
             cells = node.hosted_ids().len(),

@@ -29,19 +29,36 @@ impl Node {
         }
         let point = route::command_point(&request.command).map_err(CellError::InvalidArgument)?;
         match (point, &request.command) {
-            (Some(point), _) => {
-                self.with_route(point, |node, cell, epoch| {
-                    let mut request = request.clone();
-                    request.epoch = epoch;
-                    async move { node.submit_cell(None, cell, request).await }
-                })
-                .await
+            (Some(point), Command::BoardClaim { team, .. }) => {
+                let reserved = team.starts_with('~');
+                let outcome = self.submit_at(point, request.clone()).await?;
+                match outcome {
+                    Outcome::BoardEmpty if !reserved => self.claim_fabric_queue(&request).await,
+                    outcome => Ok(outcome),
+                }
             }
+            (Some(point), _) => self.submit_at(point, request).await,
             (None, Command::LeaseReleaseAll { .. }) => self.release_everywhere(request).await,
+            (None, Command::WorkLimitsSet { .. }) => self.set_limits_everywhere(request).await,
+            (None, Command::TeamLeaveAll { .. }) => self.on_every_cell(request).await,
             (None, _) => Err(CellError::InvalidArgument(
                 "this command is internal to a cell and not accepted by a fabric node".into(),
             )),
         }
+    }
+
+    /// Apply `request` on the owner of `point` at the epoch the map gives it.
+    pub(crate) async fn submit_at(
+        &self,
+        point: u64,
+        request: Request,
+    ) -> Result<Outcome, CellError> {
+        self.with_route(point, |node, cell, epoch| {
+            let mut request = request.clone();
+            request.epoch = epoch;
+            async move { node.submit_owner(cell, request).await }
+        })
+        .await
     }
 
     /// Answer `query` from the cell owning its key, or gather a list from every data cell.
@@ -64,6 +81,9 @@ impl Node {
             | Query::LedgerList { limit, .. } => {
                 let limit = *limit;
                 self.gather(query, limit).await
+            }
+            Query::WorkList { .. } | Query::WorkAudit { .. } | Query::WorkLimits => {
+                self.gather_work(query).await
             }
             _ => Err(CellError::InvalidArgument(
                 "this read is internal to a cell and not accepted by a fabric node".into(),

@@ -21,6 +21,7 @@ mod run;
 mod security;
 mod signals;
 mod structures;
+mod workcmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -104,7 +105,11 @@ enum Command {
     /// Counters with a cap per period.
     #[command(subcommand)]
     Counter(primitives::CounterCommand),
-    /// Append-only partitioned ledgers: `whip ledger NAME [--partition P]`, `append`, `list`.
+    /// The live work registry: register, renew, signal, revoke, list, limits.
+    #[command(subcommand)]
+    Work(workcmd::WorkCommand),
+    /// Append-only partitioned ledgers: `whip ledger NAME [--partition P]`, `append`,
+    /// `list`, `audit` (the registry's control-plane actions).
     Ledger(run::LedgerArgs),
     /// Measure throughput and latency against a cell.
     Bench(bench::BenchArgs),
@@ -220,6 +225,7 @@ fn main() -> ExitCode {
             Command::Lease(cmd) => primitives::lease(&global, cmd).await,
             Command::Counter(cmd) => primitives::counter(&global, cmd).await,
             Command::Ledger(args) => run::ledger(&global, args).await,
+            Command::Work(cmd) => workcmd::work(&global, cmd).await,
             Command::Engine(cmd) => run::run(&global, cmd).await,
             Command::Issue(cmd) => issue::run(&global, cmd).await,
             Command::Bench(args) => bench::run(&global, args).await,

@@ -148,6 +148,9 @@ pub(crate) enum LedgerCommand {
         #[arg(long, default_value = DEFAULT_OWNER)]
         owner: String,
     },
+    /// The work registry's control-plane actions (register, signal, revoke, limits) with
+    /// the acting agent, the target and the outcome, fabric-wide.
+    Audit,
     /// Entries in sequence order.
     List {
         ledger: String,
@@ -506,6 +509,9 @@ async fn counter_on(global: &Global, c: &CellClient, cmd: CounterCommand) -> Res
 }
 
 pub(crate) async fn ledger(global: &Global, cmd: LedgerCommand) -> Result<ExitCode> {
+    if let LedgerCommand::Audit = cmd {
+        return crate::workcmd::audit(global).await;
+    }
     let session = session(global).await?;
     let result = ledger_on(global, &session.client, cmd).await;
     session.close().await;
@@ -514,6 +520,7 @@ pub(crate) async fn ledger(global: &Global, cmd: LedgerCommand) -> Result<ExitCo
 
 async fn ledger_on(global: &Global, c: &CellClient, cmd: LedgerCommand) -> Result<ExitCode> {
     Ok(match cmd {
+        LedgerCommand::Audit => unreachable!("whip ledger audit has its own session"),
         LedgerCommand::Append {
             ledger,
             partition,

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use tonic::{Request as GrpcRequest, Status};
+use whip_board::access::Caller;
 use whip_board::{Command, Outcome, Query, QueryResult};
 use whip_proto::v1 as pb;
 
@@ -58,18 +59,49 @@ impl CellApi {
             .await
     }
 
-    /// The caller of a team or board call: the proven agent; a call on a tracker's
-    /// reserved team that carries no identity acts as [`ENGINE_CALLER`] (trackers are the
-    /// engine's boards, open like its other rows; the claimant is named in the command).
+    /// The caller of a call as proven: an agent by its token, else the operator (or a
+    /// node, or the local user) by its certificate, else nobody.
+    pub(super) async fn caller_of<T>(&self, req: &GrpcRequest<T>) -> Result<Caller, Status> {
+        if req.metadata().get(crate::identity::AGENT_HEADER).is_some() {
+            return Ok(Caller::Agent(self.caller(req).await?));
+        }
+        match crate::tls::principal(req.extensions()).is_operator() {
+            true => Ok(Caller::Operator),
+            false => Ok(Caller::Anonymous),
+        }
+    }
+
+    /// The proven caller of a call that acts for an agent, and the agent.
+    pub(super) async fn agent_caller<T>(
+        &self,
+        req: &GrpcRequest<T>,
+    ) -> Result<(Caller, String), Status> {
+        let agent = self.caller(req).await?;
+        Ok((Caller::Agent(agent.clone()), agent))
+    }
+
+    /// The caller of a team or board call: the proven agent; the operator on a tracker's
+    /// reserved team acts as [`ENGINE_CALLER`] (trackers are the engine's boards; the
+    /// claimant is named in the command). Anybody else is refused.
     pub(super) async fn board_caller<T: Scoped>(
         &self,
         req: &GrpcRequest<T>,
-    ) -> Result<String, Status> {
-        let anonymous = req.metadata().get(crate::identity::AGENT_HEADER).is_none();
-        if anonymous && whip_board::is_tracker_team(req.get_ref().team()) {
-            return Ok(ENGINE_CALLER.to_string());
+    ) -> Result<(Caller, String), Status> {
+        let caller = self.caller_of(req).await?;
+        match caller {
+            Caller::Agent(agent) => Ok((Caller::Agent(agent.clone()), agent)),
+            Caller::Operator if whip_board::is_tracker_team(req.get_ref().team()) => {
+                Ok((Caller::Operator, ENGINE_CALLER.to_string()))
+            }
+            Caller::Operator | Caller::Server | Caller::Anonymous => {
+                Err(Status::unauthenticated(format!(
+                    "anonymous_refused: this call acts for an agent: send {} and {} (the CLI \
+                     does: --agent, or WHIP_AGENT)",
+                    crate::identity::AGENT_HEADER,
+                    crate::identity::TOKEN_HEADER
+                )))
+            }
         }
-        self.caller(req).await
     }
 
     /// Apply the command `build` makes from the proven caller and the request (with the
@@ -79,9 +111,9 @@ impl CellApi {
         req: GrpcRequest<T>,
         build: impl FnOnce(String, T) -> (String, Command),
     ) -> Result<Outcome, Status> {
-        let caller = self.board_caller(&req).await?;
+        let (who, caller) = self.board_caller(&req).await?;
         let (key, command) = build(caller, req.into_inner());
-        self.submit(key, command).await
+        self.submit(&who, key, command).await
     }
 
     /// The members of `parent` and of its ancestors (lineage), read from their teams.
@@ -90,7 +122,7 @@ impl CellApi {
         let mut next = parent.map(str::to_string);
         for _ in 0..limits::TEAM_DEPTH_MAX {
             let Some(team) = next.take() else { break };
-            match self.read(Query::Team { team: team.clone() }).await? {
+            match self.read_server(Query::Team { team: team.clone() }).await? {
                 QueryResult::Team(Some(view)) => {
                     members.extend(view.members);
                     next = view.parent;
@@ -133,48 +165,42 @@ impl CellApi {
         )))
     }
 
-    /// Admit `caller` to `team`'s fabric queue when it is a member of the team (or of an
-    /// ancestor) now; false when it is not (the queue's own snapshot of members is taken
-    /// at each handoff, so agents who joined since are missing there).
-    pub(super) async fn admit_to_queue(&self, team: &str, caller: &str) -> Result<bool, Status> {
-        if self.member_of(team, caller).await.is_err() {
-            return Ok(false);
-        }
-        let admit = Command::FabricAdmit {
-            queue: team.to_string(),
-            agent: caller.to_string(),
+    /// A read of one team's board for `caller`, decided by the team's cell in the same
+    /// snapshot as the read ([`Query::AsMember`]).
+    pub(super) async fn member_read(
+        &self,
+        who: &Caller,
+        caller: String,
+        query: Query,
+    ) -> Result<QueryResult, Status> {
+        let query = Query::AsMember {
+            caller,
+            query: Box::new(query),
         };
-        Ok(matches!(
-            self.submit_server(String::new(), admit).await?,
-            Outcome::TeamJoined { .. }
-        ))
+        match self.read(who, query).await? {
+            QueryResult::Refused(refusal @ whip_board::BoardRefusal::UnknownTeam { .. }) => {
+                Err(Status::not_found(format!("{}: {refusal}", refusal.code())))
+            }
+            QueryResult::Refused(refusal) => Err(Status::permission_denied(format!(
+                "{}: {refusal}",
+                refusal.code()
+            ))),
+            result => Ok(result),
+        }
     }
 
-    /// Reads of a board are for its members (and members of ancestor teams) only; a
-    /// tracker's board is open (and reads as empty before its first issue).
-    pub(super) async fn member_of(&self, team: &str, caller: &str) -> Result<(), Status> {
-        if whip_board::is_tracker_team(team) {
-            return Ok(());
-        }
-        match self
-            .read(Query::Team {
-                team: team.to_string(),
-            })
-            .await?
-        {
-            QueryResult::Team(Some(view)) => {
-                let ancestors = self.ancestors(view.parent.as_deref()).await?;
-                if view.members.iter().chain(&ancestors).any(|m| m == caller) {
-                    Ok(())
-                } else {
-                    Err(Status::permission_denied(format!(
-                        "agent {caller:?} is not a member of team {team:?} or its ancestors"
-                    )))
-                }
-            }
-            QueryResult::Team(None) => Err(Status::not_found(format!("team {team:?} is unknown"))),
-            other => Err(Status::internal(format!("unexpected answer {other:?}"))),
-        }
+    /// Refuse `caller` unless it may act on `team` (the same rule as [`Self::member_read`]).
+    pub(super) async fn member_of(
+        &self,
+        who: &Caller,
+        team: &str,
+        caller: &str,
+    ) -> Result<(), Status> {
+        let probe = Query::BoardStats {
+            team: team.to_string(),
+        };
+        self.member_read(who, caller.to_string(), probe).await?;
+        Ok(())
     }
 }
 
@@ -234,7 +260,12 @@ impl CellApi {
 
     /// Write `agent`'s token hash unless the name is taken; true when created, false when
     /// the same agent and token were registered before.
-    pub(super) async fn register(&self, agent: &str, token: &str) -> Result<bool, Status> {
+    pub(super) async fn register(
+        &self,
+        agent: &str,
+        token: &str,
+        enrolled_by: Option<&str>,
+    ) -> Result<bool, Status> {
         let key = crate::identity::agent_key(agent);
         let stored = match self.read_server(Query::KvGet { key: key.clone() }).await? {
             QueryResult::Kv(Some(entry)) => Some(entry.value),
@@ -250,7 +281,7 @@ impl CellApi {
         }
         let put = Command::KvPut {
             key,
-            value: crate::identity::token_record(token),
+            value: crate::identity::token_record(token, enrolled_by),
             expect_version: Some(0),
         };
         match self

@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tonic::{Request as GrpcRequest, Response, Status};
-use whip_board::{BoardRefusal, Command, Outcome, Query, QueryResult, Request};
+use whip_board::access::Caller;
+use whip_board::{Command, Outcome, Query, QueryResult, Request};
 use whip_proto::v1 as pb;
 use whip_proto::v1::{admin_server, cell_server, raft_server};
 
@@ -15,6 +16,7 @@ mod access;
 pub mod incoming;
 mod raft;
 mod streams;
+mod work;
 
 use access::task_team;
 pub use access::{ENGINE_CALLER, signal_ledger};
@@ -187,14 +189,17 @@ pub(crate) struct CellApi {
 }
 
 impl CellApi {
-    /// Submit a client's command (refused by `board` if it touches reserved state or is a
-    /// server-only command).
-    async fn submit(&self, idempotency_key: String, command: Command) -> Result<Outcome, Status> {
+    /// Submit a client's command for its proven `caller` (refused by `board` if it touches
+    /// reserved state, is a server-only command or the caller may not run it).
+    async fn submit(
+        &self,
+        caller: &Caller,
+        idempotency_key: String,
+        command: Command,
+    ) -> Result<Outcome, Status> {
         let idempotency_key = (!idempotency_key.is_empty()).then_some(idempotency_key);
-        Ok(self
-            .dispatch
-            .submit(Request::new(idempotency_key, command))
-            .await?)
+        let request = Request::by(caller.clone(), idempotency_key, command);
+        Ok(self.dispatch.submit(request).await?)
     }
 
     /// Submit a command this server makes on its own behalf, after it proved what the
@@ -211,9 +216,10 @@ impl CellApi {
             .await?)
     }
 
-    /// A client's read (refused by `board` on a reserved key).
-    async fn read(&self, query: Query) -> Result<QueryResult, Status> {
-        if let Err(refusal) = whip_board::access::admit_query(&query) {
+    /// A client's read for its proven `caller` (refused by `board` on a reserved key, or
+    /// for an anonymous caller).
+    async fn read(&self, caller: &Caller, query: Query) -> Result<QueryResult, Status> {
+        if let Err(refusal) = whip_board::access::admit_query(caller, &query) {
             return Err(Status::permission_denied(refusal.to_string()));
         }
         self.read_server(query).await
@@ -228,20 +234,22 @@ impl CellApi {
 #[tonic::async_trait]
 impl cell_server::Cell for CellApi {
     async fn kv_get(&self, req: GrpcRequest<pb::KvGetRequest>) -> GrpcResult<pb::KvGetResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         convert::non_empty("key", &req.key)?;
-        let result = self.read(Query::KvGet { key: req.key }).await?;
+        let result = self.read(&caller, Query::KvGet { key: req.key }).await?;
         Ok(Response::new(convert::kv_get_response(result)?))
     }
 
     async fn kv_put(&self, req: GrpcRequest<pb::KvPutRequest>) -> GrpcResult<pb::KvWriteResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let command = Command::KvPut {
             key: req.key,
             value: req.value,
             expect_version: req.expect_version,
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
         Ok(Response::new(convert::kv_write_response(outcome)?))
     }
 
@@ -249,12 +257,13 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::KvDeleteRequest>,
     ) -> GrpcResult<pb::KvWriteResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let command = Command::KvDelete {
             key: req.key,
             expect_version: req.expect_version,
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
         Ok(Response::new(convert::kv_write_response(outcome)?))
     }
 
@@ -262,6 +271,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::LeaseAcquireRequest>,
     ) -> GrpcResult<pb::LeaseResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let command = Command::LeaseAcquire {
             lease: convert::resource(req.lease, "lease")?,
@@ -271,14 +281,14 @@ impl cell_server::Cell for CellApi {
             wait_ms: req.wait_ms,
         };
         if !req.fail_open {
-            let outcome = self.submit(req.idempotency_key, command).await?;
+            let outcome = self.submit(&caller, req.idempotency_key, command).await?;
             return Ok(Response::new(convert::lease_response(outcome)?));
         }
         // Fail-open: a cell without quorum cannot confirm in time; the caller hears so and
         // may go on with idempotent work. The request may still apply later (a retry with
         // the same idempotency key then returns what it recorded).
         let bound = std::time::Duration::from_millis(limits::FAIL_OPEN_WAIT_MS);
-        match tokio::time::timeout(bound, self.submit(req.idempotency_key, command)).await {
+        match tokio::time::timeout(bound, self.submit(&caller, req.idempotency_key, command)).await {
             Ok(Ok(outcome)) => Ok(Response::new(convert::lease_response(outcome)?)),
             Ok(Err(status)) if status.code() != tonic::Code::Unavailable => Err(status),
             Ok(Err(status)) => Ok(Response::new(convert::lease_degraded(format!(
@@ -296,6 +306,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::LeaseRenewRequest>,
     ) -> GrpcResult<pb::LeaseResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let lease = convert::resource(req.lease, "lease")?;
         let command = Command::LeaseRenew {
@@ -303,7 +314,7 @@ impl cell_server::Cell for CellApi {
             holder: req.holder,
             ttl_ms: req.ttl_ms,
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
         Ok(Response::new(convert::lease_response(outcome)?))
     }
 
@@ -311,13 +322,14 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::LeaseReleaseRequest>,
     ) -> GrpcResult<pb::LeaseResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let lease = convert::resource(req.lease, "lease")?;
         let command = Command::LeaseRelease {
             lease,
             holder: req.holder,
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
         Ok(Response::new(convert::lease_response(outcome)?))
     }
 
@@ -325,9 +337,11 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::LeaseReleaseAllRequest>,
     ) -> GrpcResult<pb::LeaseResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let outcome = self
             .submit(
+                &caller,
                 req.idempotency_key,
                 Command::LeaseReleaseAll { holder: req.holder },
             )
@@ -339,12 +353,16 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::LeaseListRequest>,
     ) -> GrpcResult<pb::LeaseListResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let result = self
-            .read(Query::LeaseList {
-                prefix: req.prefix,
-                limit: convert::limit(req.limit),
-            })
+            .read(
+                &caller,
+                Query::LeaseList {
+                    prefix: req.prefix,
+                    limit: convert::limit(req.limit),
+                },
+            )
             .await?;
         Ok(Response::new(convert::lease_list_response(result)?))
     }
@@ -353,6 +371,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::CounterConsumeRequest>,
     ) -> GrpcResult<pb::CounterResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let command = Command::CounterConsume {
             counter: convert::resource(req.counter, "counter")?,
@@ -361,7 +380,7 @@ impl cell_server::Cell for CellApi {
             reset: convert::reset(req.reset)?,
             timezone: req.timezone,
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
         Ok(Response::new(convert::counter_response(outcome)?))
     }
 
@@ -369,12 +388,13 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::CounterListRequest>,
     ) -> GrpcResult<pb::CounterListResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let query = Query::CounterList {
             prefix: req.prefix,
             limit: convert::limit(req.limit),
         };
-        let result = self.read(query).await?;
+        let result = self.read(&caller, query).await?;
         Ok(Response::new(convert::counter_list_response(result)?))
     }
 
@@ -382,6 +402,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::LedgerAppendRequest>,
     ) -> GrpcResult<pb::LedgerAppendResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let command = Command::LedgerAppend {
             ledger: convert::resource(req.ledger, "ledger")?,
@@ -389,7 +410,7 @@ impl cell_server::Cell for CellApi {
             appended_by: req.appended_by,
             retain_ms: req.retain_ms,
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
         Ok(Response::new(convert::ledger_append_response(outcome)?))
     }
 
@@ -397,6 +418,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::LedgerListRequest>,
     ) -> GrpcResult<pb::LedgerListResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let query = Query::LedgerList {
             owner: req.owner,
@@ -405,11 +427,12 @@ impl cell_server::Cell for CellApi {
             after_seq: req.after_seq,
             limit: convert::limit(req.limit),
         };
-        let result = self.read(query).await?;
+        let result = self.read(&caller, query).await?;
         Ok(Response::new(convert::ledger_list_response(result)?))
     }
 
     async fn kv_txn(&self, req: GrpcRequest<pb::KvTxnRequest>) -> GrpcResult<pb::KvTxnResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let command = Command::KvTxn {
             compares: req
@@ -420,7 +443,7 @@ impl cell_server::Cell for CellApi {
             puts: req.puts.into_iter().map(|p| (p.key, p.value)).collect(),
             deletes: req.deletes,
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
         Ok(Response::new(convert::kv_txn_response(outcome)?))
     }
 
@@ -428,13 +451,14 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::KvRangeRequest>,
     ) -> GrpcResult<pb::KvRangeResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let query = Query::KvRange {
             prefix: req.prefix,
             after_key: req.after_key,
             limit: convert::limit(req.limit),
         };
-        let result = match self.read(query).await? {
+        let result = match self.read(&caller, query).await? {
             // Reserved rows (agents, the fabric's map) are server state: a client's scan
             // passes over them (whip_board::access).
             QueryResult::KvRange(rows) => QueryResult::KvRange(
@@ -451,6 +475,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::CampaignRequest>,
     ) -> GrpcResult<pb::ElectionResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let command = Command::Campaign {
             group: req.group,
@@ -458,7 +483,7 @@ impl cell_server::Cell for CellApi {
             endpoints: req.endpoints,
             ttl_ms: req.ttl_ms,
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
         Ok(Response::new(convert::election_response(outcome)?))
     }
 
@@ -466,6 +491,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::ElectionTermRequest>,
     ) -> GrpcResult<pb::ElectionResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let command = Command::Proclaim {
             group: req.group,
@@ -473,7 +499,7 @@ impl cell_server::Cell for CellApi {
             fence: req.fence,
             endpoints: req.endpoints,
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
         Ok(Response::new(convert::election_response(outcome)?))
     }
 
@@ -481,13 +507,14 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::ElectionTermRequest>,
     ) -> GrpcResult<pb::ElectionResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let command = Command::Resign {
             group: req.group,
             candidate: req.candidate,
             fence: req.fence,
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
         Ok(Response::new(convert::election_response(outcome)?))
     }
 
@@ -495,6 +522,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::ElectionTermRequest>,
     ) -> GrpcResult<pb::ElectionResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let command = Command::ElectionRenew {
             group: req.group,
@@ -502,13 +530,14 @@ impl cell_server::Cell for CellApi {
             fence: req.fence,
             ttl_ms: req.ttl_ms,
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
         Ok(Response::new(convert::election_response(outcome)?))
     }
 
     async fn leader(&self, req: GrpcRequest<pb::LeaderRequest>) -> GrpcResult<pb::LeaderResponse> {
+        let caller = self.caller_of(&req).await?;
         let group = req.into_inner().group;
-        let result = self.read(Query::ElectionLeader { group }).await?;
+        let result = self.read(&caller, Query::ElectionLeader { group }).await?;
         Ok(Response::new(convert::leader_response(result)?))
     }
 
@@ -520,6 +549,11 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::LeaderRequest>,
     ) -> GrpcResult<Self::ObserveStream> {
+        if self.caller_of(&req).await? == Caller::Anonymous {
+            return Err(Status::unauthenticated(
+                whip_board::access::AccessRefusal::Anonymous.to_string(),
+            ));
+        }
         let slot = self.streams.take(streams::stream_caller(None, &req))?;
         let group = req.into_inner().group;
         if group.is_empty() {
@@ -542,6 +576,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::ScheduleFireRequest>,
     ) -> GrpcResult<pb::ScheduleResponse> {
+        let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         let timezone = if req.timezone.is_empty() {
             "UTC".to_string()
@@ -569,7 +604,7 @@ impl cell_server::Cell for CellApi {
             due_ms,
             claimant: req.claimant,
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
         Ok(Response::new(convert::schedule_response(outcome)?))
     }
 
@@ -577,7 +612,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::TeamCreateRequest>,
     ) -> GrpcResult<pb::TeamResponse> {
-        let caller = self.board_caller(&req).await?;
+        let (who, caller) = self.board_caller(&req).await?;
         let req = req.into_inner();
         let ancestors = self.ancestors(req.parent.as_deref()).await?;
         let command = Command::TeamCreate {
@@ -587,7 +622,7 @@ impl cell_server::Cell for CellApi {
             ancestors,
             settings: convert::board_settings(req.settings),
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self.submit(&who, req.idempotency_key, command).await?;
         Ok(Response::new(convert::team_response(outcome)?))
     }
 
@@ -672,7 +707,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::BoardClaimRequest>,
     ) -> GrpcResult<pb::BoardResponse> {
-        let caller = self.board_caller(&req).await?;
+        let (who, caller) = self.board_caller(&req).await?;
         let req = req.into_inner();
         if !req.task_id.is_empty() {
             let command = Command::BoardClaimTask {
@@ -682,47 +717,17 @@ impl cell_server::Cell for CellApi {
                 task_id: req.task_id,
                 claim_ms: req.claim_ms,
             };
-            let outcome = self.submit(req.idempotency_key, command).await?;
+            let outcome = self.submit(&who, req.idempotency_key, command).await?;
             return Ok(Response::new(convert::board_response(outcome)?));
         }
+        // Local, then cell tier, in one apply on the team's cell; a fabric node's router
+        // goes on to the team's fabric queue when both are empty.
         let command = Command::BoardClaim {
-            team: req.team.clone(),
-            caller: caller.clone(),
-            worker: req.worker.clone(),
-        };
-        let outcome = self.submit(req.idempotency_key.clone(), command).await?;
-        if outcome != Outcome::BoardEmpty || req.team.starts_with('~') {
-            return Ok(Response::new(convert::board_response(outcome)?));
-        }
-        // Local and cell tiers are empty: the team's fabric queue (tasks that spilled from
-        // a cell tier to the fabric, on whichever cell owns the queue).
-        let fabric = Command::BoardClaim {
-            team: whip_board::fabric_queue_team(&req.team),
-            caller: caller.clone(),
+            team: req.team,
+            caller,
             worker: req.worker,
         };
-        let key = if req.idempotency_key.is_empty() {
-            String::new()
-        } else {
-            format!("{}/fabric", req.idempotency_key)
-        };
-        let outcome = match self.submit(key.clone(), fabric.clone()).await? {
-            Outcome::BoardRefused {
-                reason: BoardRefusal::NotMember { .. },
-            } if self.admit_to_queue(&req.team, &caller).await? => {
-                let retry = if key.is_empty() {
-                    key
-                } else {
-                    format!("{key}/admitted")
-                };
-                self.submit(retry, fabric).await?
-            }
-            outcome => outcome,
-        };
-        let outcome = match outcome {
-            Outcome::BoardRefused { .. } => Outcome::BoardEmpty,
-            outcome => outcome,
-        };
+        let outcome = self.submit(&who, req.idempotency_key, command).await?;
         Ok(Response::new(convert::board_response(outcome)?))
     }
 
@@ -730,7 +735,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::BoardTaskRequest>,
     ) -> GrpcResult<pb::BoardResponse> {
-        let caller = self.board_caller(&req).await?;
+        let (who, caller) = self.board_caller(&req).await?;
         let req = req.into_inner();
         let team = task_team(req.team, &req.task_id);
         let command = if req.claim_next {
@@ -751,7 +756,7 @@ impl cell_server::Cell for CellApi {
                 result: req.result,
             }
         };
-        let outcome = self.submit(req.idempotency_key, command).await?;
+        let outcome = self.submit(&who, req.idempotency_key, command).await?;
         Ok(Response::new(convert::board_response(outcome)?))
     }
 
@@ -832,60 +837,53 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::BoardGetRequest>,
     ) -> GrpcResult<pb::BoardListResponse> {
-        let caller = self.board_caller(&req).await?;
+        let (who, caller) = self.board_caller(&req).await?;
         let req = req.into_inner();
         let team = task_team(req.team, &req.task_id);
-        self.member_of(&team, &caller).await?;
         let query = Query::BoardTask {
             team,
             task_id: req.task_id,
         };
-        Ok(Response::new(convert::tasks_response(
-            self.read(query).await?,
-        )?))
+        let result = self.member_read(&who, caller, query).await?;
+        Ok(Response::new(convert::tasks_response(result)?))
     }
 
     async fn board_list(
         &self,
         req: GrpcRequest<pb::BoardListRequest>,
     ) -> GrpcResult<pb::BoardListResponse> {
-        let caller = self.board_caller(&req).await?;
+        let (who, caller) = self.board_caller(&req).await?;
         let req = req.into_inner();
-        self.member_of(&req.team, &caller).await?;
         let query = Query::BoardList {
             team: req.team,
             state: convert::task_state(&req.state)?,
             limit: convert::limit(req.limit),
         };
-        Ok(Response::new(convert::tasks_response(
-            self.read(query).await?,
-        )?))
+        let result = self.member_read(&who, caller, query).await?;
+        Ok(Response::new(convert::tasks_response(result)?))
     }
 
     async fn board_dead_letters(
         &self,
         req: GrpcRequest<pb::BoardListRequest>,
     ) -> GrpcResult<pb::BoardListResponse> {
-        let caller = self.board_caller(&req).await?;
+        let (who, caller) = self.board_caller(&req).await?;
         let req = req.into_inner();
-        self.member_of(&req.team, &caller).await?;
         let query = Query::BoardDeadLetters {
             team: req.team,
             limit: convert::limit(req.limit),
         };
-        Ok(Response::new(convert::tasks_response(
-            self.read(query).await?,
-        )?))
+        let result = self.member_read(&who, caller, query).await?;
+        Ok(Response::new(convert::tasks_response(result)?))
     }
 
     async fn board_stats(
         &self,
         req: GrpcRequest<pb::BoardStatsRequest>,
     ) -> GrpcResult<pb::BoardStatsResponse> {
-        let caller = self.board_caller(&req).await?;
+        let (who, caller) = self.board_caller(&req).await?;
         let team = req.into_inner().team;
-        self.member_of(&team, &caller).await?;
-        let result = self.read(Query::BoardStats { team }).await?;
+        let result = self.member_read(&who, caller, Query::BoardStats { team }).await?;
         Ok(Response::new(convert::board_stats_response(result)?))
     }
 
@@ -893,9 +891,9 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::SignalPublishRequest>,
     ) -> GrpcResult<pb::LedgerAppendResponse> {
-        let caller = self.caller(&req).await?;
+        let (who, caller) = self.agent_caller(&req).await?;
         let req = req.into_inner();
-        self.member_of(&req.team, &caller).await?;
+        self.member_of(&who, &req.team, &caller).await?;
         let (owner, name) = signal_ledger(&req.team);
         let command = Command::LedgerAppend {
             ledger: whip_board::ResourceId {
@@ -919,12 +917,12 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::SignalSubscribeRequest>,
     ) -> GrpcResult<Self::SignalSubscribeStream> {
-        let caller = self.caller(&req).await?;
+        let (who, caller) = self.agent_caller(&req).await?;
         let slot = self
             .streams
             .take(streams::stream_caller(Some(&caller), &req))?;
         let req = req.into_inner();
-        self.member_of(&req.team, &caller).await?;
+        self.member_of(&who, &req.team, &caller).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(limits::OBSERVE_QUEUE_MAX);
         tokio::spawn(signal_loop(self.dispatch.clone(), req, tx, slot));
         let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
@@ -935,7 +933,7 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::MailboxRequest>,
     ) -> GrpcResult<pb::MailboxResponse> {
-        let caller = self.caller(&req).await?;
+        let (who, caller) = self.agent_caller(&req).await?;
         let req = req.into_inner();
         let query = Query::Mailbox {
             team: req.team,
@@ -944,7 +942,7 @@ impl cell_server::Cell for CellApi {
             limit: convert::limit(req.limit),
         };
         Ok(Response::new(convert::mailbox_response(
-            self.read(query).await?,
+            self.read(&who, query).await?,
         )?))
     }
 
@@ -987,11 +985,62 @@ impl cell_server::Cell for CellApi {
         if let Some(parent) = &enrolled_by {
             self.charge_enrollment(parent).await?;
         }
-        let created = self.register(&req.agent, &req.token).await?;
+        let created = self
+            .register(&req.agent, &req.token, enrolled_by.as_deref())
+            .await?;
         Ok(Response::new(pb::AgentRegisterResponse {
             created,
             token: if generated { req.token } else { String::new() },
         }))
+    }
+
+    async fn work_register(
+        &self,
+        req: GrpcRequest<pb::WorkRegisterRequest>,
+    ) -> GrpcResult<pb::WorkResponse> {
+        self.work_register_rpc(req).await
+    }
+
+    async fn work_renew(
+        &self,
+        req: GrpcRequest<pb::WorkRenewRequest>,
+    ) -> GrpcResult<pb::WorkResponse> {
+        self.work_renew_rpc(req).await
+    }
+
+    async fn work_signal(
+        &self,
+        req: GrpcRequest<pb::WorkSignalRequest>,
+    ) -> GrpcResult<pb::WorkResponse> {
+        self.work_signal_rpc(req).await
+    }
+
+    async fn work_revoke(
+        &self,
+        req: GrpcRequest<pb::WorkRevokeRequest>,
+    ) -> GrpcResult<pb::WorkResponse> {
+        self.work_revoke_rpc(req).await
+    }
+
+    async fn work_list(
+        &self,
+        req: GrpcRequest<pb::WorkListRequest>,
+    ) -> GrpcResult<pb::WorkListResponse> {
+        self.work_list_rpc(req).await
+    }
+
+    async fn work_limits(
+        &self,
+        req: GrpcRequest<pb::WorkLimitsRequest>,
+    ) -> GrpcResult<pb::WorkLimitsResponse> {
+        self.work_limits_rpc(req).await
+    }
+
+    async fn work_audit(
+        &self,
+        req: GrpcRequest<pb::WorkAuditRequest>,
+    ) -> GrpcResult<pb::WorkAuditResponse> {
+        self.work_audit_rpc(req).await
     }
 
     async fn status(&self, req: GrpcRequest<pb::StatusRequest>) -> GrpcResult<pb::StatusResponse> {

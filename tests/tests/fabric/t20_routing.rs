@@ -137,7 +137,7 @@ async fn stale_epochs_unknown_cells_and_garbage_are_refused() {
             expect_version: None,
         },
         epoch: 999,
-        origin: whip_board::access::Origin::Client,
+        caller: whip_board::access::Caller::Operator,
     };
     let answer = raw
         .forward(pb::Blob {

@@ -1,0 +1,327 @@
+//! The work registry through `apply`: admission limits, the control plane through the
+//! parent, signals in force, revoke, the audit ledger and quotas of the fabric ceiling.
+
+use whip_board::access::Caller;
+use whip_board::work::{
+    LimitsUpdate, Quota, Signal, SignalReason, WorkKind, WorkLimit, WorkRefusal,
+};
+use whip_board::{Command, MemTxn, Outcome, Query, QueryResult, Request, Stamp, apply, query};
+
+const ROOT: &str = "w0000000000000001";
+
+struct Cell {
+    txn: MemTxn,
+    index: u64,
+    now_ms: u64,
+}
+
+impl Cell {
+    fn new() -> Self {
+        Cell {
+            txn: MemTxn::default(),
+            index: 0,
+            now_ms: 1_000_000,
+        }
+    }
+
+    fn run(&mut self, caller: Caller, command: Command) -> Outcome {
+        self.index += 1;
+        let stamp = Stamp {
+            index: self.index,
+            position: 0,
+            time_ms: self.now_ms,
+        };
+        apply(&mut self.txn, stamp, &Request::by(caller, None, command))
+    }
+
+    fn register(&mut self, agent: &str, root: &str, parent: Option<&str>) -> Outcome {
+        let command = Command::WorkRegister {
+            root: root.into(),
+            parent: parent.map(str::to_string),
+            kind: WorkKind::Run,
+            class: "default".into(),
+            ttl_ms: 30_000,
+            owner: None,
+        };
+        self.run(agent_caller(agent), command)
+    }
+
+    fn limits(&mut self, update: LimitsUpdate) {
+        let set = Command::WorkLimitsSet { update };
+        assert!(matches!(
+            self.run(Caller::Operator, set),
+            Outcome::WorkLimitsSet { .. }
+        ));
+    }
+
+    fn read(&self, q: Query) -> QueryResult {
+        query(&self.txn, self.now_ms, &q)
+    }
+
+    fn tick(&mut self) {
+        self.run(Caller::Server, Command::Tick);
+    }
+}
+
+fn agent_caller(agent: &str) -> Caller {
+    Caller::Agent(agent.into())
+}
+
+fn admitted_id(outcome: Outcome) -> String {
+    match outcome {
+        Outcome::WorkAdmitted { entry, .. } => entry.id,
+        other => panic!("expected admitted, got {other:?}"),
+    }
+}
+
+fn refused_limit(outcome: &Outcome) -> WorkLimit {
+    match outcome {
+        Outcome::WorkRefused {
+            refusal: WorkRefusal::Limit { limit, .. },
+        } => *limit,
+        other => panic!("expected a limit refusal, got {other:?}"),
+    }
+}
+
+fn small_limits() -> LimitsUpdate {
+    LimitsUpdate {
+        fabric_max: Some(5),
+        depth_max: Some(2),
+        children_max: Some(2),
+        ..LimitsUpdate::default()
+    }
+}
+
+#[test]
+fn depth_children_and_the_ceiling_refuse_with_their_numbers() {
+    let mut cell = Cell::new();
+    cell.limits(small_limits());
+    let root = admitted_id(cell.register("alice", ROOT, None));
+    let child = admitted_id(cell.register("alice", ROOT, Some(&root)));
+    assert_eq!(child, format!("{ROOT}.0"));
+    let grandchild = admitted_id(cell.register("alice", ROOT, Some(&child)));
+    let too_deep = cell.register("alice", ROOT, Some(&grandchild));
+    assert_eq!(refused_limit(&too_deep), WorkLimit::Depth);
+    admitted_id(cell.register("alice", ROOT, Some(&root)));
+    let third = cell.register("alice", ROOT, Some(&root));
+    assert_eq!(refused_limit(&third), WorkLimit::Children);
+    // Four live; a fifth root fits, a sixth passes the ceiling of 5.
+    admitted_id(cell.register("bob", "w0000000000000002", None));
+    let over = cell.register("carol", "w0000000000000003", None);
+    assert_eq!(refused_limit(&over), WorkLimit::Fabric);
+    let Outcome::WorkRefused { refusal } = over else {
+        unreachable!()
+    };
+    assert!(refusal.to_string().contains("ceiling is 5"), "{refusal}");
+}
+
+#[test]
+fn only_the_lineage_spawns_signals_and_revokes() {
+    let mut cell = Cell::new();
+    let root = admitted_id(cell.register("alice", ROOT, None));
+    let stranger = cell.register("mallory", ROOT, Some(&root));
+    assert!(matches!(
+        stranger,
+        Outcome::WorkRefused {
+            refusal: WorkRefusal::NotAuthorized { .. }
+        }
+    ));
+    let anonymous = Command::WorkRevoke { id: root.clone() };
+    let refused = cell.run(Caller::Anonymous, anonymous);
+    assert!(matches!(refused, Outcome::Forbidden { .. }), "{refused:?}");
+    let child = admitted_id(cell.register("alice", ROOT, Some(&root)));
+    let by_mallory = Command::WorkSignal {
+        id: child.clone(),
+        signal: Signal::Stop,
+    };
+    let refused = cell.run(agent_caller("mallory"), by_mallory);
+    assert!(
+        matches!(refused, Outcome::WorkRefused { .. }),
+        "{refused:?}"
+    );
+    let audit = match cell.read(Query::WorkAudit {
+        after_seq: 0,
+        limit: 0,
+    }) {
+        QueryResult::WorkAudit(rows) => rows,
+        other => panic!("{other:?}"),
+    };
+    let actions: Vec<_> = audit.iter().map(|row| row.outcome.as_str()).collect();
+    assert_eq!(
+        actions,
+        ["admitted", "not_authorized", "admitted", "not_authorized"]
+    );
+}
+
+#[test]
+fn renewals_answer_the_strongest_signal_and_a_lost_parent_stops_children() {
+    let mut cell = Cell::new();
+    let root = admitted_id(cell.register("alice", ROOT, None));
+    let child = admitted_id(cell.register("alice", ROOT, Some(&root)));
+    let pause = Command::WorkSignal {
+        id: root.clone(),
+        signal: Signal::Pause,
+    };
+    cell.run(Caller::Operator, pause);
+    let renew = |id: &str| Command::WorkRenew {
+        id: id.to_string(),
+        ttl_ms: 60_000,
+    };
+    match cell.run(agent_caller("alice"), renew(&child)) {
+        Outcome::WorkRenewed { signal, reason, .. } => {
+            assert_eq!((signal, reason), (Signal::Pause, SignalReason::Ancestor));
+        }
+        other => panic!("{other:?}"),
+    }
+    // The root lapses (30 s), the child (renewed to 60 s) stays and hears stop.
+    cell.now_ms += 31_000;
+    cell.tick();
+    match cell.run(agent_caller("alice"), renew(&child)) {
+        Outcome::WorkRenewed { signal, reason, .. } => {
+            assert_eq!((signal, reason), (Signal::Stop, SignalReason::ParentLost));
+        }
+        other => panic!("{other:?}"),
+    }
+    let listed = match cell.read(Query::WorkList {
+        parent: None,
+        limit: 0,
+    }) {
+        QueryResult::WorkEntries(rows) => rows,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, child);
+}
+
+#[test]
+fn revoke_removes_the_subtree_and_names_the_agents_below() {
+    let mut cell = Cell::new();
+    let root = admitted_id(cell.register("alice", ROOT, None));
+    let command = Command::WorkRegister {
+        root: ROOT.into(),
+        parent: Some(root.clone()),
+        kind: WorkKind::Subagent,
+        class: "default".into(),
+        ttl_ms: 30_000,
+        owner: Some("helper-1".into()),
+    };
+    let sub = admitted_id(cell.run(agent_caller("alice"), command));
+    let below = admitted_id(cell.register("helper-1", ROOT, Some(&sub)));
+    let revoke = Command::WorkRevoke { id: sub.clone() };
+    match cell.run(agent_caller("alice"), revoke) {
+        Outcome::WorkRevoked { removed, agents } => {
+            assert_eq!(removed, 2);
+            assert_eq!(agents, ["helper-1"]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let gone = cell.read(Query::WorkEntry { id: below });
+    assert_eq!(gone, QueryResult::WorkEntries(Vec::new()));
+    // The root's child count is back to zero: two more children fit the default limit.
+    admitted_id(cell.register("alice", ROOT, Some(&root)));
+}
+
+/// A data cell of a fabric: assigned a range, so it admits only within its quota.
+fn fabric_cell() -> Cell {
+    let mut cell = Cell::new();
+    let assign = Command::RangeAssign {
+        start: 0,
+        last: u64::MAX,
+        epoch: 1,
+        fence_above: 0,
+    };
+    assert!(matches!(
+        cell.run(Caller::Server, assign),
+        Outcome::RangeAssigned { .. }
+    ));
+    cell
+}
+
+fn register_routed(cell: &mut Cell, agent: &str, root: &str) -> Outcome {
+    let command = Command::WorkRegister {
+        root: root.into(),
+        parent: None,
+        kind: WorkKind::Session,
+        class: "default".into(),
+        ttl_ms: 30_000,
+        owner: None,
+    };
+    cell.index += 1;
+    let stamp = Stamp {
+        index: cell.index,
+        position: 0,
+        time_ms: cell.now_ms,
+    };
+    let mut request = Request::by(agent_caller(agent), None, command);
+    request.epoch = 1;
+    apply(&mut cell.txn, stamp, &request)
+}
+
+fn lend(meta: &mut Cell, cell: u64, want: u64) -> Quota {
+    let lend = Command::WorkQuotaLend {
+        cell,
+        want,
+        ttl_ms: 10_000,
+    };
+    match meta.run(Caller::Server, lend) {
+        Outcome::WorkQuotaLent {
+            version,
+            total,
+            expires_ms,
+        } => Quota {
+            version,
+            total,
+            expires_ms,
+        },
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn quotas_never_lend_past_the_ceiling_and_lapse_closed() {
+    let mut meta = Cell::new();
+    meta.limits(small_limits());
+    let mut data = fabric_cell();
+    let refused = register_routed(&mut data, "alice", ROOT);
+    assert_eq!(refused_limit(&refused), WorkLimit::Fabric);
+    let first = lend(&mut meta, 1, 4);
+    assert_eq!(first.total, 4);
+    let second = lend(&mut meta, 2, 4);
+    assert_eq!(second.total, 1, "only 1 of the ceiling of 5 is left");
+    let install = Command::WorkQuotaInstall {
+        quota: first,
+        ttl_ms: 10_000,
+    };
+    data.run(Caller::Server, install.clone());
+    admitted_id(register_routed(&mut data, "alice", ROOT));
+    // A lowered grant counts at its old size until the cell confirms it installed it.
+    let lowered = lend(&mut meta, 1, 1);
+    assert_eq!(lend(&mut meta, 2, 4).total, 1);
+    meta.run(
+        Caller::Server,
+        Command::WorkQuotaAck {
+            cell: 1,
+            version: lowered.version,
+        },
+    );
+    assert_eq!(lend(&mut meta, 2, 4).total, 4);
+    // An older grant never replaces a newer one.
+    let newer = Command::WorkQuotaInstall {
+        quota: lowered,
+        ttl_ms: 10_000,
+    };
+    data.run(Caller::Server, newer);
+    match data.run(Caller::Server, install) {
+        Outcome::WorkQuotaInstalled { installed, .. } => assert!(!installed),
+        other => panic!("{other:?}"),
+    }
+    // Cell 2's grant lapses unrenewed: its share is lent again only after the skew bound.
+    meta.now_ms += 10_500;
+    assert_eq!(lend(&mut meta, 1, 5).total, 1);
+    meta.now_ms += 1_000;
+    assert_eq!(lend(&mut meta, 1, 5).total, 5);
+    // The data cell's own quota lapsed: it admits and renews nothing.
+    data.now_ms += 11_000;
+    let late = register_routed(&mut data, "bob", "w0000000000000009");
+    assert_eq!(refused_limit(&late), WorkLimit::Fabric);
+}

@@ -1,0 +1,318 @@
+//! The work registry's RPCs: translate between `whip.v1` and the board's registry
+//! commands. Admission, authority and limits are decided in `whip_board::work`; this file
+//! chooses a new root's id before routing and, after a revoke, sends the revocations of
+//! the identities the state machine named.
+
+use tonic::{Request as GrpcRequest, Response, Status};
+use whip_board::access::Caller;
+use whip_board::work::{
+    AuditView, LimitsUpdate, Signal, WorkEntryView, WorkKind, WorkLimits, WorkRefusal, check_id,
+    root_of,
+};
+use whip_board::{Command, Outcome, Query, QueryResult};
+use whip_proto::v1 as pb;
+
+use super::{CellApi, GrpcResult};
+
+/// The id of a new lineage root: derived from the caller and its idempotency key (a retry
+/// lands on the same root), or random without a key.
+fn root_id(caller: &Caller, idempotency_key: &str) -> String {
+    let digest = match idempotency_key.is_empty() {
+        true => blake3::hash(crate::identity::new_token().as_bytes()),
+        false => blake3::hash(format!("{}\0{idempotency_key}", caller.name()).as_bytes()),
+    };
+    format!("w{}", &digest.to_hex()[..16])
+}
+
+fn kind(text: &str) -> Result<WorkKind, Status> {
+    WorkKind::parse(text).ok_or_else(|| {
+        Status::invalid_argument(format!(
+            "work kind {text:?} is unknown (session, run, subagent, shell, job)"
+        ))
+    })
+}
+
+fn signal(text: &str) -> Result<Signal, Status> {
+    Signal::parse(text).ok_or_else(|| {
+        Status::invalid_argument(format!("signal {text:?} is unknown (run, pause, stop)"))
+    })
+}
+
+fn id(text: &str) -> Result<String, Status> {
+    check_id(text).map_err(Status::invalid_argument)?;
+    Ok(text.to_string())
+}
+
+/// An entry on the wire.
+pub(crate) fn entry_pb(entry: WorkEntryView) -> pb::WorkEntry {
+    pb::WorkEntry {
+        id: entry.id,
+        kind: entry.kind.code().into(),
+        owner: entry.owner,
+        parent: entry.parent.unwrap_or_default(),
+        lineage: entry.lineage,
+        depth: entry.depth,
+        class: entry.class,
+        signal: entry.signal.code().into(),
+        created_ms: entry.created_ms,
+        expires_ms: entry.expires_ms,
+        children: entry.children,
+    }
+}
+
+/// A refusal that is not an admission answer, as a gRPC error with its code in front.
+fn refusal_status(refusal: WorkRefusal) -> Status {
+    let message = format!("{}: {refusal}", refusal.code());
+    match refusal {
+        WorkRefusal::UnknownEntry { .. } => Status::not_found(message),
+        WorkRefusal::NotAuthorized { .. } => Status::permission_denied(refusal.to_string()),
+        WorkRefusal::AnonymousRefused => Status::unauthenticated(refusal.to_string()),
+        WorkRefusal::UnknownClass { .. } => Status::invalid_argument(message),
+        WorkRefusal::Limit { .. } => Status::internal(message),
+    }
+}
+
+/// A registry outcome on the wire.
+pub(crate) fn work_response(outcome: Outcome) -> Result<pb::WorkResponse, Status> {
+    let mut r = pb::WorkResponse::default();
+    match outcome {
+        Outcome::WorkAdmitted { entry, peers } => {
+            r.outcome = "admitted".into();
+            r.entry = Some(entry_pb(entry));
+            r.peers = peers;
+        }
+        Outcome::WorkRefused {
+            refusal:
+                refusal @ WorkRefusal::Limit {
+                    limit, max, current, ..
+                },
+        } => {
+            r.outcome = "refused".into();
+            r.limit = limit.code().into();
+            r.max = max;
+            r.current = current;
+            r.reason = refusal.to_string();
+        }
+        Outcome::WorkRefused { refusal } => return Err(refusal_status(refusal)),
+        Outcome::WorkRenewed {
+            signal,
+            reason,
+            expires_ms,
+        } => {
+            r.outcome = "renewed".into();
+            r.signal = signal.code().into();
+            r.signal_reason = reason.code().into();
+            r.expires_ms = expires_ms;
+        }
+        Outcome::WorkSignalled { id: _, signal } => {
+            r.outcome = "signalled".into();
+            r.signal = signal.code().into();
+        }
+        Outcome::WorkRevoked { removed, agents } => {
+            r.outcome = "revoked".into();
+            r.removed = removed;
+            r.revoked_agents = agents;
+        }
+        other => return Err(Status::internal(format!("unexpected answer {other:?}"))),
+    }
+    Ok(r)
+}
+
+fn limits_pb(limits: WorkLimits) -> pb::WorkLimitsResponse {
+    pb::WorkLimitsResponse {
+        fabric_max: limits.fabric_max,
+        cell_max: limits.cell_max,
+        depth_max: limits.depth_max,
+        children_max: limits.children_max,
+        classes: limits.classes.into_iter().collect(),
+    }
+}
+
+fn audit_pb(row: AuditView) -> pb::AuditRow {
+    pb::AuditRow {
+        seq: row.seq,
+        time_ms: row.time_ms,
+        actor: row.actor,
+        action: row.action.code().into(),
+        target: row.target,
+        outcome: row.outcome,
+        detail: row.detail,
+        cell: row.cell,
+    }
+}
+
+impl CellApi {
+    pub(super) async fn work_register_rpc(
+        &self,
+        req: GrpcRequest<pb::WorkRegisterRequest>,
+    ) -> GrpcResult<pb::WorkResponse> {
+        let who = self.caller_of(&req).await?;
+        let req = req.into_inner();
+        let parent = match req.parent.is_empty() {
+            true => None,
+            false => Some(id(&req.parent)?),
+        };
+        let root = match &parent {
+            Some(parent) => root_of(parent).to_string(),
+            None => root_id(&who, &req.idempotency_key),
+        };
+        let class = match req.class.is_empty() {
+            true => whip_board::work::DEFAULT_CLASS.to_string(),
+            false => req.class,
+        };
+        let command = Command::WorkRegister {
+            root,
+            parent,
+            kind: kind(&req.kind)?,
+            class,
+            ttl_ms: req.ttl_ms,
+            owner: (!req.owner.is_empty()).then_some(req.owner),
+        };
+        let outcome = self.submit(&who, req.idempotency_key, command).await?;
+        Ok(Response::new(work_response(outcome)?))
+    }
+
+    pub(super) async fn work_renew_rpc(
+        &self,
+        req: GrpcRequest<pb::WorkRenewRequest>,
+    ) -> GrpcResult<pb::WorkResponse> {
+        let who = self.caller_of(&req).await?;
+        let req = req.into_inner();
+        let command = Command::WorkRenew {
+            id: id(&req.id)?,
+            ttl_ms: req.ttl_ms,
+        };
+        let outcome = self.submit(&who, req.idempotency_key, command).await?;
+        Ok(Response::new(work_response(outcome)?))
+    }
+
+    pub(super) async fn work_signal_rpc(
+        &self,
+        req: GrpcRequest<pb::WorkSignalRequest>,
+    ) -> GrpcResult<pb::WorkResponse> {
+        let who = self.caller_of(&req).await?;
+        let req = req.into_inner();
+        let command = Command::WorkSignal {
+            id: id(&req.id)?,
+            signal: signal(&req.signal)?,
+        };
+        let outcome = self.submit(&who, req.idempotency_key, command).await?;
+        Ok(Response::new(work_response(outcome)?))
+    }
+
+    /// Revoke an entry's subtree, then the identities the state machine named: each on its
+    /// own cell (only if the revoker enrolled it, or the operator revokes), and the team
+    /// memberships of those revoked.
+    pub(super) async fn work_revoke_rpc(
+        &self,
+        req: GrpcRequest<pb::WorkRevokeRequest>,
+    ) -> GrpcResult<pb::WorkResponse> {
+        let who = self.caller_of(&req).await?;
+        let req = req.into_inner();
+        let command = Command::WorkRevoke { id: id(&req.id)? };
+        let outcome = self.submit(&who, req.idempotency_key.clone(), command).await?;
+        let Outcome::WorkRevoked { removed, agents } = outcome else {
+            return Ok(Response::new(work_response(outcome)?));
+        };
+        let mut revoked = Vec::new();
+        for agent in agents {
+            if self.revoke_identity(&who, &agent).await? {
+                revoked.push(agent);
+            }
+        }
+        let outcome = Outcome::WorkRevoked {
+            removed,
+            agents: revoked,
+        };
+        Ok(Response::new(work_response(outcome)?))
+    }
+
+    async fn revoke_identity(&self, who: &Caller, agent: &str) -> Result<bool, Status> {
+        let by = match who {
+            Caller::Agent(by) => by.clone(),
+            _ => whip_board::access::OPERATOR_REVOKER.to_string(),
+        };
+        let revoke = Command::AgentRevoke {
+            agent: agent.to_string(),
+            by,
+        };
+        let revoked = matches!(
+            self.submit_server(String::new(), revoke).await?,
+            Outcome::AgentRevoked { revoked: true, .. }
+        );
+        if revoked {
+            self.verifier.forget(agent);
+            let leave = Command::TeamLeaveAll {
+                agent: agent.to_string(),
+            };
+            self.submit_server(String::new(), leave).await?;
+        }
+        Ok(revoked)
+    }
+
+    pub(super) async fn work_list_rpc(
+        &self,
+        req: GrpcRequest<pb::WorkListRequest>,
+    ) -> GrpcResult<pb::WorkListResponse> {
+        let who = self.caller_of(&req).await?;
+        let req = req.into_inner();
+        let parent = match req.parent.is_empty() {
+            true => None,
+            false => Some(id(&req.parent)?),
+        };
+        let query = Query::WorkList {
+            parent,
+            limit: super::convert::limit(req.limit),
+        };
+        match self.read(&who, query).await? {
+            QueryResult::WorkEntries(rows) => Ok(Response::new(pb::WorkListResponse {
+                entries: rows.into_iter().map(entry_pb).collect(),
+            })),
+            other => Err(Status::internal(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    pub(super) async fn work_limits_rpc(
+        &self,
+        req: GrpcRequest<pb::WorkLimitsRequest>,
+    ) -> GrpcResult<pb::WorkLimitsResponse> {
+        let who = self.caller_of(&req).await?;
+        let req = req.into_inner();
+        let update = LimitsUpdate {
+            fabric_max: req.fabric_max,
+            cell_max: req.cell_max,
+            depth_max: req.depth_max,
+            children_max: req.children_max,
+            classes: req.classes.into_iter().collect(),
+        };
+        if update == LimitsUpdate::default() {
+            return match self.read(&who, Query::WorkLimits).await? {
+                QueryResult::WorkLimits(limits) => Ok(Response::new(limits_pb(limits))),
+                other => Err(Status::internal(format!("unexpected answer {other:?}"))),
+            };
+        }
+        let command = Command::WorkLimitsSet { update };
+        match self.submit(&who, req.idempotency_key, command).await? {
+            Outcome::WorkLimitsSet { limits } => Ok(Response::new(limits_pb(limits))),
+            other => Err(Status::internal(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    pub(super) async fn work_audit_rpc(
+        &self,
+        req: GrpcRequest<pb::WorkAuditRequest>,
+    ) -> GrpcResult<pb::WorkAuditResponse> {
+        let who = self.caller_of(&req).await?;
+        let req = req.into_inner();
+        let query = Query::WorkAudit {
+            after_seq: req.after_seq,
+            limit: super::convert::limit(req.limit),
+        };
+        match self.read(&who, query).await? {
+            QueryResult::WorkAudit(rows) => Ok(Response::new(pb::WorkAuditResponse {
+                rows: rows.into_iter().map(audit_pb).collect(),
+            })),
+            other => Err(Status::internal(format!("unexpected answer {other:?}"))),
+        }
+    }
+}

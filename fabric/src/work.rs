@@ -1,0 +1,236 @@
+//! The router's steps that span cells: the fabric-queue step of a claim, the work
+//! registry's quotas of the fabric ceiling, and the registry's fabric-wide commands.
+//!
+//! Every decision is made by a cell's state machine: the team's cell decides membership
+//! and both of its tiers in one apply, the meta cell decides how much of the ceiling it
+//! lends, each data cell decides admission within what it holds. This file only sequences
+//! those applies.
+//!
+//! **Quotas.** Each node runs a loop over the data cells it leads: read the cell's live
+//! entries and the quota it wants ([`whip_board::work::QuotaView`]), ask the meta cell to
+//! lend that much (never past the ceiling minus every other live grant), install the grant
+//! on the cell (an older grant never replaces a newer one), then confirm it to the meta
+//! cell, which from then on counts the grant at its new size. A registration refused for
+//! lack of quota runs one round for its cell and tries once more.
+
+use std::time::Duration;
+
+use whip_board::work::Quota;
+use whip_board::{Command, Outcome, Query, QueryResult, Request};
+use whip_cell::CellError;
+
+use crate::map::META_CELL;
+use crate::node::{Node, unexpected};
+
+/// A registration refused by the fabric ceiling (or this cell's share of it).
+fn quota_short(outcome: &Outcome) -> bool {
+    matches!(
+        outcome,
+        Outcome::WorkRefused {
+            refusal: whip_board::work::WorkRefusal::Limit {
+                limit: whip_board::work::WorkLimit::Fabric,
+                ..
+            }
+        }
+    )
+}
+
+fn suffixed(key: &Option<String>, suffix: &str) -> Option<String> {
+    key.as_ref().map(|key| format!("{key}/{suffix}"))
+}
+
+impl Node {
+    /// Apply `request` on `cell`; a registration short of quota gets one quota round for
+    /// the cell and one more try (under its own idempotency key).
+    pub(crate) async fn submit_owner(
+        &self,
+        cell: u64,
+        request: Request,
+    ) -> Result<Outcome, CellError> {
+        let registers = matches!(request.command, Command::WorkRegister { .. });
+        let outcome = self.submit_cell(None, cell, request.clone()).await?;
+        if !registers || !quota_short(&outcome) {
+            return Ok(outcome);
+        }
+        if let Err(e) = self.quota_round(cell).await {
+            tracing::debug!(cell, error = %e, "quota round for a registration failed");
+            return Ok(outcome);
+        }
+        let mut retry = request;
+        retry.idempotency_key = suffixed(&retry.idempotency_key, "quota");
+        self.submit_cell(None, cell, retry).await
+    }
+
+    /// One quota round for data cell `cell` (see the module doc).
+    pub async fn quota_round(&self, cell: u64) -> Result<(), CellError> {
+        let view = match self.read_cell(None, cell, Query::WorkQuota).await? {
+            QueryResult::WorkQuota(view) => view,
+            other => return Err(unexpected(&other)),
+        };
+        if !view.in_fabric {
+            return Ok(());
+        }
+        let ttl_ms = self.config().work_quota_ttl_ms;
+        let lend = Command::WorkQuotaLend {
+            cell,
+            want: view.want,
+            ttl_ms,
+        };
+        let quota = match self.submit_cell(None, META_CELL, server(lend)).await? {
+            Outcome::WorkQuotaLent {
+                version,
+                total,
+                expires_ms,
+            } => Quota {
+                version,
+                total,
+                expires_ms,
+            },
+            other => return Err(CellError::Fatal(format!("unexpected outcome {other:?}"))),
+        };
+        let install = Command::WorkQuotaInstall { quota, ttl_ms };
+        let fits = match self.submit_cell(None, cell, server(install)).await? {
+            Outcome::WorkQuotaInstalled { installed, live } => installed && live <= quota.total,
+            other => return Err(CellError::Fatal(format!("unexpected outcome {other:?}"))),
+        };
+        // A cell that admitted past the new total meanwhile keeps its old share counted
+        // at the meta cell until a later round fits.
+        if fits {
+            let ack = Command::WorkQuotaAck {
+                cell,
+                version: quota.version,
+            };
+            self.submit_cell(None, META_CELL, server(ack)).await?;
+        }
+        Ok(())
+    }
+
+    /// `WorkLimitsSet` on the meta cell and every data cell (each keeps a copy); the
+    /// answer is the meta cell's.
+    pub(crate) async fn set_limits_everywhere(
+        &self,
+        request: Request,
+    ) -> Result<Outcome, CellError> {
+        let map = self.map().await?;
+        let mut answer = None;
+        for cell in std::iter::once(META_CELL).chain(map.data_cells()) {
+            let mut request = request.clone();
+            request.idempotency_key = suffixed(&request.idempotency_key, &cell.to_string());
+            let outcome = self.submit_cell(Some(&map), cell, request).await?;
+            answer.get_or_insert(outcome);
+        }
+        answer.ok_or_else(|| CellError::Fatal("the fabric has no meta cell".into()))
+    }
+
+    /// A server command every data cell runs for itself (`TeamLeaveAll`); the answers
+    /// are summed.
+    pub(crate) async fn on_every_cell(&self, request: Request) -> Result<Outcome, CellError> {
+        let map = self.map().await?;
+        let mut teams = 0u32;
+        for cell in map.data_cells() {
+            let mut request = request.clone();
+            request.idempotency_key = suffixed(&request.idempotency_key, &cell.to_string());
+            match self.submit_cell(Some(&map), cell, request).await? {
+                Outcome::TeamsLeft { teams: n } => teams = teams.saturating_add(n),
+                other => return Err(CellError::Fatal(format!("unexpected outcome {other:?}"))),
+            }
+        }
+        Ok(Outcome::TeamsLeft { teams })
+    }
+
+    /// The registry's fabric-wide reads: every data cell's entries or audit rows, merged
+    /// (audit rows carry the cell that decided), or the meta cell's limits.
+    pub(crate) async fn gather_work(&self, query: Query) -> Result<QueryResult, CellError> {
+        let map = self.map().await?;
+        if query == Query::WorkLimits {
+            return self.read_cell(Some(&map), META_CELL, query).await;
+        }
+        let mut entries = Vec::new();
+        let mut audit = Vec::new();
+        for cell in map.data_cells() {
+            match self.read_cell(Some(&map), cell, query.clone()).await? {
+                QueryResult::WorkEntries(rows) => entries.extend(rows),
+                QueryResult::WorkAudit(rows) => {
+                    audit.extend(rows.into_iter().map(|row| whip_board::work::AuditView {
+                        cell,
+                        ..row
+                    }));
+                }
+                other => return Err(unexpected(&other)),
+            }
+        }
+        let cap = whip_board::limits::LIST_ROWS_MAX;
+        Ok(match query {
+            Query::WorkAudit { .. } => {
+                audit.sort_by_key(|row| (row.time_ms, row.cell, row.seq));
+                audit.truncate(cap);
+                QueryResult::WorkAudit(audit)
+            }
+            _ => {
+                entries.sort_by(|a, b| a.id.cmp(&b.id));
+                // A range on the move is on two cells until the old one drops it.
+                entries.dedup_by(|a, b| a.id == b.id);
+                entries.truncate(cap);
+                QueryResult::WorkEntries(entries)
+            }
+        })
+    }
+
+    /// The fabric tier of a claim: the team's cell answered `BoardEmpty` (it found the
+    /// caller a member and both its tiers empty in one apply), so claim from the team's
+    /// fabric queue as a server vouching for the caller. No queue reads as empty.
+    pub(crate) async fn claim_fabric_queue(&self, claim: &Request) -> Result<Outcome, CellError> {
+        let Command::BoardClaim {
+            team,
+            caller,
+            worker,
+        } = &claim.command
+        else {
+            return Ok(Outcome::BoardEmpty);
+        };
+        let command = Command::BoardClaim {
+            team: whip_board::fabric_queue_team(team),
+            caller: caller.clone(),
+            worker: worker.clone(),
+        };
+        let request = Request::server(suffixed(&claim.idempotency_key, "fabric"), command);
+        let point = whip_board::route::team_point(&whip_board::fabric_queue_team(team));
+        match self.submit_at(point, request).await? {
+            Outcome::BoardRefused {
+                reason: whip_board::BoardRefusal::UnknownTeam { .. },
+            } => Ok(Outcome::BoardEmpty),
+            outcome => Ok(outcome),
+        }
+    }
+}
+
+fn server(command: Command) -> Request {
+    Request::server(None, command)
+}
+
+/// One loop per node renews the quotas of the data cells it leads.
+pub(crate) async fn quota_loop(inner: std::sync::Weak<crate::node::Inner>) {
+    let Some(every) = inner.upgrade().map(|inner| {
+        let node = Node { inner };
+        Duration::from_millis((node.config().work_quota_ttl_ms / 4).max(100))
+    }) else {
+        return;
+    };
+    let mut interval = tokio::time::interval(every);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        let node = Node { inner };
+        let led: Vec<u64> = node
+            .hosted_ids()
+            .into_iter()
+            .filter(|&cell| cell != META_CELL && node.leads(cell))
+            .collect();
+        for cell in led {
+            if let Err(e) = node.quota_round(cell).await {
+                tracing::debug!(cell, error = %e, "quota round failed");
+            }
+        }
+    }
+}

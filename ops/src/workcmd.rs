@@ -1,0 +1,303 @@
+//! `whip work …` (the live work registry) and `whip ledger audit` (its control-plane
+//! actions). Registering, renewing, signalling and revoking act for the CLI's agent
+//! (`--agent`); setting limits is the operator's (the call carries no agent).
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use clap::Subcommand;
+use serde_json::{Value, json};
+use whip_cell::CellClient;
+use whip_proto::v1 as pb;
+
+use crate::Global;
+use crate::connect::session;
+use crate::output::{self, parse_duration_ms, time_text};
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum WorkCommand {
+    /// Register a session, run, sub-agent, shell or job (admission is decided here; a
+    /// refusal by a limit prints the limit and exits 0).
+    Register {
+        /// session, run, subagent, shell or job.
+        #[arg(long)]
+        kind: String,
+        /// The parent entry (you must own it or one of its ancestors).
+        #[arg(long)]
+        parent: Option<String>,
+        /// Resource class (default `default`).
+        #[arg(long)]
+        class: Option<String>,
+        /// The lease (e.g. 30s); renew within it.
+        #[arg(long)]
+        ttl: String,
+        /// Run the entry as this agent (a sub-agent you enrolled) instead of yourself.
+        #[arg(long)]
+        owner: Option<String>,
+    },
+    /// Renew an entry's lease; prints the signal in force (run, pause, stop).
+    Renew {
+        id: String,
+        /// The lease from now (default 30s).
+        #[arg(long, default_value = "30s")]
+        ttl: String,
+    },
+    /// Set an entry's signal (its parent's or an ancestor's owner only).
+    Signal {
+        id: String,
+        /// run, pause or stop.
+        #[arg(long = "set")]
+        signal: String,
+    },
+    /// Remove an entry and its subtree; agents you enrolled for them are revoked.
+    Revoke { id: String },
+    /// Live entries (of one parent, or of the whole fabric).
+    List {
+        #[arg(long)]
+        parent: Option<String>,
+    },
+    /// Show or set the admission limits (setting is the operator's).
+    Limits {
+        /// The fabric's population ceiling.
+        #[arg(long)]
+        fabric_max: Option<u64>,
+        /// Live entries per cell.
+        #[arg(long)]
+        cell_max: Option<u64>,
+        /// Deepest lineage (a root has depth 0).
+        #[arg(long)]
+        depth_max: Option<u32>,
+        /// Live children per entry.
+        #[arg(long)]
+        children_max: Option<u32>,
+        /// A resource class and its per-cell maximum (`NAME=MAX`, repeatable).
+        #[arg(long = "class")]
+        classes: Vec<String>,
+    },
+}
+
+fn entry_json(e: &pb::WorkEntry) -> Value {
+    json!({
+        "id": e.id, "kind": e.kind, "owner": e.owner,
+        "parent": (!e.parent.is_empty()).then_some(&e.parent),
+        "lineage": e.lineage, "depth": e.depth, "class": e.class, "signal": e.signal,
+        "created": time_text(e.created_ms), "expires": time_text(e.expires_ms),
+        "expires_ms": e.expires_ms, "children": e.children,
+    })
+}
+
+fn answer_json(r: &pb::WorkResponse) -> Value {
+    match r.outcome.as_str() {
+        "admitted" => {
+            let entry = r.entry.clone().unwrap_or_default();
+            json!({
+                "outcome": "admitted", "id": entry.id, "depth": entry.depth,
+                "lineage": entry.lineage, "peers": r.peers, "kind": entry.kind,
+                "owner": entry.owner, "class": entry.class, "expires_ms": entry.expires_ms,
+            })
+        }
+        "refused" => json!({
+            "outcome": "refused", "limit": r.limit, "reason": r.reason,
+            "max": r.max, "current": r.current,
+        }),
+        "renewed" => json!({
+            "outcome": "renewed", "signal": r.signal, "reason": r.signal_reason,
+            "expires_ms": r.expires_ms, "expires": time_text(r.expires_ms),
+        }),
+        "signalled" => json!({"outcome": "signalled", "signal": r.signal}),
+        "revoked" => json!({
+            "outcome": "revoked", "removed": r.removed, "revoked_agents": r.revoked_agents,
+        }),
+        other => json!({"outcome": other}),
+    }
+}
+
+fn answer_text(r: &pb::WorkResponse) -> String {
+    match r.outcome.as_str() {
+        "admitted" => {
+            let entry = r.entry.clone().unwrap_or_default();
+            format!("admitted {} (depth {}, peers {:?})", entry.id, entry.depth, r.peers)
+        }
+        "refused" => format!("refused by the {} limit: {}", r.limit, r.reason),
+        "renewed" => format!("{} ({}) until {}", r.signal, r.signal_reason, time_text(r.expires_ms)),
+        "signalled" => format!("signal set to {}", r.signal),
+        "revoked" => format!("{} entries removed, revoked {:?}", r.removed, r.revoked_agents),
+        other => other.to_string(),
+    }
+}
+
+fn show(global: &Global, value: &Value, text: &str) {
+    match global.json {
+        true => output::json(value),
+        false => output::line(text),
+    }
+}
+
+fn classes(specs: &[String]) -> Result<BTreeMap<String, u64>> {
+    let mut out = BTreeMap::new();
+    for spec in specs {
+        let Some((name, max)) = spec.split_once('=') else {
+            bail!("--class takes NAME=MAX, got {spec:?}");
+        };
+        let max: u64 = max.parse().map_err(|_| anyhow::anyhow!("--class {spec:?}: MAX"))?;
+        out.insert(name.to_string(), max);
+    }
+    Ok(out)
+}
+
+/// `whip work …`.
+pub(crate) async fn work(global: &Global, cmd: WorkCommand) -> Result<ExitCode> {
+    let operator_call = matches!(cmd, WorkCommand::Limits { .. } | WorkCommand::List { .. });
+    let session = session(global).await?;
+    let session = match operator_call && global.agent.is_none() {
+        true => session,
+        false => crate::agent::authenticate(global, session).await?,
+    };
+    let result = work_on(global, &session.client, cmd).await;
+    session.close().await;
+    result
+}
+
+async fn work_on(global: &Global, c: &CellClient, cmd: WorkCommand) -> Result<ExitCode> {
+    let ms = |text: &str| parse_duration_ms(text).map_err(anyhow::Error::msg);
+    let answer = match cmd {
+        WorkCommand::Register {
+            kind,
+            parent,
+            class,
+            ttl,
+            owner,
+        } => {
+            let request = pb::WorkRegisterRequest {
+                kind,
+                parent: parent.unwrap_or_default(),
+                class: class.unwrap_or_default(),
+                ttl_ms: ms(&ttl)?,
+                owner: owner.unwrap_or_default(),
+                idempotency_key: String::new(),
+            };
+            c.work_register(request).await?
+        }
+        WorkCommand::Renew { id, ttl } => {
+            let ttl_ms = ms(&ttl)?;
+            let request = pb::WorkRenewRequest {
+                id,
+                ttl_ms,
+                idempotency_key: String::new(),
+            };
+            c.work_renew(request).await?
+        }
+        WorkCommand::Signal { id, signal } => {
+            let request = pb::WorkSignalRequest {
+                id,
+                signal,
+                idempotency_key: String::new(),
+            };
+            c.work_signal(request).await?
+        }
+        WorkCommand::Revoke { id } => {
+            let request = pb::WorkRevokeRequest {
+                id,
+                idempotency_key: String::new(),
+            };
+            c.work_revoke(request).await?
+        }
+        WorkCommand::List { parent } => return list(global, c, parent).await,
+        limits @ WorkCommand::Limits { .. } => return set_limits(global, c, limits).await,
+    };
+    show(global, &answer_json(&answer), &answer_text(&answer));
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn list(global: &Global, c: &CellClient, parent: Option<String>) -> Result<ExitCode> {
+    let request = pb::WorkListRequest {
+        parent: parent.unwrap_or_default(),
+        limit: 0,
+    };
+    let entries = c.work_list(request).await?.entries;
+    let value = Value::Array(entries.iter().map(entry_json).collect());
+    let mut text = format!("{} live entries", entries.len());
+    for e in &entries {
+        text.push_str(&format!(
+            "\n{:<40} {:<8} {:<16} {:<6} until {}",
+            e.id,
+            e.kind,
+            e.owner,
+            e.signal,
+            time_text(e.expires_ms)
+        ));
+    }
+    show(global, &value, &text);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn set_limits(global: &Global, c: &CellClient, cmd: WorkCommand) -> Result<ExitCode> {
+    let WorkCommand::Limits {
+        fabric_max,
+        cell_max,
+        depth_max,
+        children_max,
+        classes: specs,
+    } = cmd
+    else {
+        unreachable!("only limits are set here")
+    };
+    let request = pb::WorkLimitsRequest {
+        fabric_max,
+        cell_max,
+        depth_max,
+        children_max,
+        classes: classes(&specs)?.into_iter().collect(),
+        idempotency_key: String::new(),
+    };
+    let r = c.work_limits(request).await?;
+    let classes: BTreeMap<_, _> = r.classes.iter().collect();
+    let value = json!({
+        "fabric_max": r.fabric_max, "cell_max": r.cell_max, "depth_max": r.depth_max,
+        "children_max": r.children_max, "classes": classes,
+    });
+    let text = format!(
+        "fabric ceiling {}, per cell {}, depth {}, children {}, classes {classes:?}",
+        r.fabric_max, r.cell_max, r.depth_max, r.children_max
+    );
+    show(global, &value, &text);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `whip ledger audit`: every control-plane action of the registry, oldest first.
+pub(crate) async fn audit(global: &Global) -> Result<ExitCode> {
+    let session = session(global).await?;
+    let request = pb::WorkAuditRequest {
+        after_seq: 0,
+        limit: 0,
+    };
+    let result = session.client.work_audit(request).await;
+    session.close().await;
+    let rows = result?.rows;
+    let value = Value::Array(
+        rows.iter()
+            .map(|r| {
+                json!({
+                    "seq": r.seq, "cell": r.cell, "time": time_text(r.time_ms),
+                    "time_ms": r.time_ms, "actor": r.actor, "action": r.action,
+                    "target": r.target, "outcome": r.outcome, "detail": r.detail,
+                })
+            })
+            .collect(),
+    );
+    let mut text = format!("{} control-plane actions", rows.len());
+    for r in &rows {
+        text.push_str(&format!(
+            "\n{} {:<16} {:<8} {:<28} {:<16} {}",
+            time_text(r.time_ms),
+            r.actor,
+            r.action,
+            r.target,
+            r.outcome,
+            r.detail
+        ));
+    }
+    show(global, &value, &text);
+    Ok(ExitCode::SUCCESS)
+}
