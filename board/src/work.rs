@@ -172,7 +172,7 @@ impl WorkLimit {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub enum WorkRefusal {
     /// An admission limit.
-    #[error("{limit:?} limit: {detail}")]
+    #[error("{} limit: {detail}", limit.code())]
     Limit {
         /// Which limit.
         limit: WorkLimit,
@@ -888,8 +888,9 @@ pub(crate) fn signal(
     outcome
 }
 
-/// Remove `id` and its subtree; name the agents the server should revoke (owners of
-/// removed entries other than the revoker and the owners of the ancestors that stay).
+/// Remove `id` and its subtree; name the agents the server should revoke: owners of
+/// removed entries other than the revoker, the owners of the ancestors that stay and a
+/// revoked root's own owner.
 pub(crate) fn revoke(txn: &mut impl Txn, now_ms: u64, caller: &Caller, id: &str) -> Outcome {
     let outcome = match live_entry(txn, now_ms, id) {
         None => refused(WorkRefusal::UnknownEntry { id: id.to_string() }),
@@ -932,12 +933,16 @@ fn remove_subtree(txn: &mut impl Txn, caller: &Caller, entry: &WorkEntryView) ->
             .iter()
             .map(|(_, value)| decode::<WorkEntryView>(value)),
     );
+    // The owners that stay: the ancestors', the revoker, and a root's own owner (a
+    // top-level agent is not a sub-agent of anyone; revoking its work leaves it be).
+    let root_owner = entry.parent.is_none().then(|| entry.owner.clone());
     let keep: Vec<String> = entry
         .lineage
         .iter()
         .filter_map(|id| load_entry(txn, id))
         .map(|ancestor| ancestor.owner)
         .chain(std::iter::once(actor(caller)))
+        .chain(root_owner)
         .collect();
     let mut agents: Vec<String> = doomed
         .iter()

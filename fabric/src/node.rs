@@ -84,6 +84,8 @@ pub(crate) struct Inner {
     map: RwLock<Option<Arc<FabricMap>>>,
     /// Last known leader address per cell not hosted here.
     hints: Mutex<HashMap<u64, String>>,
+    /// One quota round at a time per cell from this node (`crate::work`).
+    pub(crate) quota_rounds: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Inner {
@@ -116,6 +118,7 @@ impl Node {
                 creating: tokio::sync::Mutex::new(()),
                 map: RwLock::new(None),
                 hints: Mutex::new(HashMap::new()),
+                quota_rounds: Mutex::new(HashMap::new()),
             }),
         };
         let mut found = Vec::new();

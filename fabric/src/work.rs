@@ -52,7 +52,7 @@ impl Node {
         if !registers || !quota_short(&outcome) {
             return Ok(outcome);
         }
-        if let Err(e) = self.quota_round(cell).await {
+        if let Err(e) = self.quota_round(cell, Round::Short).await {
             tracing::debug!(cell, error = %e, "quota round for a registration failed");
             return Ok(outcome);
         }
@@ -61,21 +61,23 @@ impl Node {
         self.submit_cell(None, cell, retry).await
     }
 
-    /// One quota round for data cell `cell` (see the module doc).
-    pub async fn quota_round(&self, cell: u64) -> Result<(), CellError> {
+    /// One quota round for data cell `cell` (see the module doc); rounds for one cell
+    /// from this node run one at a time.
+    pub async fn quota_round(&self, cell: u64, round: Round) -> Result<(), CellError> {
+        let lock = {
+            let mut rounds = self.inner.quota_rounds.lock().expect("quota rounds lock");
+            rounds.entry(cell).or_default().clone()
+        };
+        let _one_at_a_time = lock.lock().await;
         let view = match self.read_cell(None, cell, Query::WorkQuota).await? {
             QueryResult::WorkQuota(view) => view,
             other => return Err(unexpected(&other)),
         };
-        if !view.in_fabric {
-            return Ok(());
-        }
         let ttl_ms = self.config().work_quota_ttl_ms;
-        let lend = Command::WorkQuotaLend {
-            cell,
-            want: view.want,
-            ttl_ms,
+        let Some(want) = round.want(&view) else {
+            return Ok(());
         };
+        let lend = Command::WorkQuotaLend { cell, want, ttl_ms };
         let quota = match self.submit_cell(None, META_CELL, server(lend)).await? {
             Outcome::WorkQuotaLent {
                 version,
@@ -151,10 +153,10 @@ impl Node {
             match self.read_cell(Some(&map), cell, query.clone()).await? {
                 QueryResult::WorkEntries(rows) => entries.extend(rows),
                 QueryResult::WorkAudit(rows) => {
-                    audit.extend(rows.into_iter().map(|row| whip_board::work::AuditView {
-                        cell,
-                        ..row
-                    }));
+                    audit.extend(
+                        rows.into_iter()
+                            .map(|row| whip_board::work::AuditView { cell, ..row }),
+                    );
                 }
                 other => return Err(unexpected(&other)),
             }
@@ -204,6 +206,35 @@ impl Node {
     }
 }
 
+/// Why a quota round runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Round {
+    /// A registration was refused for lack of quota: grow by a chunk.
+    Short,
+    /// The periodic renewal: keep what the live entries need plus a chunk.
+    Renew,
+}
+
+impl Round {
+    /// The quota to ask for, or `None` when nothing needs doing: a standalone cell needs
+    /// none, and a cell without live entries lets its quota lapse back to the meta cell
+    /// instead of renewing it (an idle cell writes nothing).
+    fn want(self, view: &whip_board::work::QuotaView) -> Option<u64> {
+        if !view.in_fabric {
+            return None;
+        }
+        let held = view.quota.map_or(0, |q| q.total);
+        match self {
+            Round::Short => Some(
+                held.max(view.live)
+                    .saturating_add(whip_board::limits::WORK_QUOTA_CHUNK),
+            ),
+            Round::Renew if view.live == 0 => None,
+            Round::Renew => Some(view.want),
+        }
+    }
+}
+
 fn server(command: Command) -> Request {
     Request::server(None, command)
 }
@@ -228,7 +259,7 @@ pub(crate) async fn quota_loop(inner: std::sync::Weak<crate::node::Inner>) {
             .filter(|&cell| cell != META_CELL && node.leads(cell))
             .collect();
         for cell in led {
-            if let Err(e) = node.quota_round(cell).await {
+            if let Err(e) = node.quota_round(cell, Round::Renew).await {
                 tracing::debug!(cell, error = %e, "quota round failed");
             }
         }

@@ -117,12 +117,23 @@ fn answer_text(r: &pb::WorkResponse) -> String {
     match r.outcome.as_str() {
         "admitted" => {
             let entry = r.entry.clone().unwrap_or_default();
-            format!("admitted {} (depth {}, peers {:?})", entry.id, entry.depth, r.peers)
+            format!(
+                "admitted {} (depth {}, peers {:?})",
+                entry.id, entry.depth, r.peers
+            )
         }
         "refused" => format!("refused by the {} limit: {}", r.limit, r.reason),
-        "renewed" => format!("{} ({}) until {}", r.signal, r.signal_reason, time_text(r.expires_ms)),
+        "renewed" => format!(
+            "{} ({}) until {}",
+            r.signal,
+            r.signal_reason,
+            time_text(r.expires_ms)
+        ),
         "signalled" => format!("signal set to {}", r.signal),
-        "revoked" => format!("{} entries removed, revoked {:?}", r.removed, r.revoked_agents),
+        "revoked" => format!(
+            "{} entries removed, revoked {:?}",
+            r.removed, r.revoked_agents
+        ),
         other => other.to_string(),
     }
 }
@@ -140,7 +151,9 @@ fn classes(specs: &[String]) -> Result<BTreeMap<String, u64>> {
         let Some((name, max)) = spec.split_once('=') else {
             bail!("--class takes NAME=MAX, got {spec:?}");
         };
-        let max: u64 = max.parse().map_err(|_| anyhow::anyhow!("--class {spec:?}: MAX"))?;
+        let max: u64 = max
+            .parse()
+            .map_err(|_| anyhow::anyhow!("--class {spec:?}: MAX"))?;
         out.insert(name.to_string(), max);
     }
     Ok(out)

@@ -41,6 +41,16 @@ pub fn node_transport() -> Transport {
     .clone()
 }
 
+/// A TLS client of this user's cluster without a certificate (a machine that has only the
+/// CA's `ca.pem`): anonymous unless an agent's token proves who calls.
+pub fn ca_only_transport() -> Transport {
+    let authority = tls::Authority::load_or_create(&tls::config_dir()).expect("cluster CA");
+    Transport::tls(tls::Credentials {
+        ca: authority.cert_pem().to_string(),
+        identity: None,
+    })
+}
+
 /// Make every client of this test process connect as the operator of this user's cluster
 /// CA (as the `whip` CLI does), once.
 pub fn install_client() {

@@ -288,7 +288,8 @@ impl cell_server::Cell for CellApi {
         // may go on with idempotent work. The request may still apply later (a retry with
         // the same idempotency key then returns what it recorded).
         let bound = std::time::Duration::from_millis(limits::FAIL_OPEN_WAIT_MS);
-        match tokio::time::timeout(bound, self.submit(&caller, req.idempotency_key, command)).await {
+        match tokio::time::timeout(bound, self.submit(&caller, req.idempotency_key, command)).await
+        {
             Ok(Ok(outcome)) => Ok(Response::new(convert::lease_response(outcome)?)),
             Ok(Err(status)) if status.code() != tonic::Code::Unavailable => Err(status),
             Ok(Err(status)) => Ok(Response::new(convert::lease_degraded(format!(
@@ -883,7 +884,9 @@ impl cell_server::Cell for CellApi {
     ) -> GrpcResult<pb::BoardStatsResponse> {
         let (who, caller) = self.board_caller(&req).await?;
         let team = req.into_inner().team;
-        let result = self.member_read(&who, caller, Query::BoardStats { team }).await?;
+        let result = self
+            .member_read(&who, caller, Query::BoardStats { team })
+            .await?;
         Ok(Response::new(convert::board_stats_response(result)?))
     }
 

@@ -84,7 +84,10 @@ pub(crate) fn work_response(outcome: Outcome) -> Result<pb::WorkResponse, Status
         Outcome::WorkRefused {
             refusal:
                 refusal @ WorkRefusal::Limit {
-                    limit, max, current, ..
+                    limit,
+                    max,
+                    current,
+                    ..
                 },
         } => {
             r.outcome = "refused".into();
@@ -210,7 +213,9 @@ impl CellApi {
         let who = self.caller_of(&req).await?;
         let req = req.into_inner();
         let command = Command::WorkRevoke { id: id(&req.id)? };
-        let outcome = self.submit(&who, req.idempotency_key.clone(), command).await?;
+        let outcome = self
+            .submit(&who, req.idempotency_key.clone(), command)
+            .await?;
         let Outcome::WorkRevoked { removed, agents } = outcome else {
             return Ok(Response::new(work_response(outcome)?));
         };

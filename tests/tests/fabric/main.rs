@@ -11,6 +11,7 @@ mod t70_schedules;
 mod t80_fail_open;
 mod t90_boards;
 mod t95_handoff;
+mod t97_registry;
 
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;

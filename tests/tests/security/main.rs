@@ -77,11 +77,7 @@ pub(crate) fn ours(role: Principal) -> Transport {
 
 /// TLS that trusts our CA but presents no certificate.
 pub(crate) fn anonymous() -> Transport {
-    let authority = tls::Authority::load(&tls::config_dir()).unwrap().unwrap();
-    Transport::tls(tls::Credentials {
-        ca: authority.cert_pem().to_string(),
-        identity: None,
-    })
+    whip_tests::ca_only_transport()
 }
 
 /// Send `body` to `path` as one unary call over `transport`.

@@ -1,0 +1,318 @@
+//! The live work registry on a 3-node × 4-cell fabric: the population ceiling holds under
+//! 300 concurrent registrations spread over every node and cell (each cell admits only
+//! within the quota the meta cell lent it), and keeps holding with a node down; depth and
+//! child limits; revoke removes a subtree, the agents the revoker enrolled lose their
+//! tokens and memberships, and every control-plane action is in the audit ledger.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use whip_cell::{CellClient, CellError};
+use whip_proto::v1 as pb;
+use whip_tests::fabric::Fabric;
+
+const CEILING: u64 = 100;
+const REGISTRATIONS: usize = 300;
+
+fn token(agent: &str) -> String {
+    format!("{agent}-registry-token-0123456789-abcdefghij")
+}
+
+/// A client of node `node` acting for `agent`, registered by the operator.
+async fn agent(fabric: &Fabric, node: u64, agent: &str) -> CellClient {
+    let client = fabric.client_of(node);
+    let register = pb::AgentRegisterRequest {
+        agent: agent.into(),
+        token: token(agent),
+    };
+    client.agent_register(register).await.expect("register");
+    client.with_identity(agent, token(agent))
+}
+
+fn register(kind: &str, parent: Option<&str>) -> pb::WorkRegisterRequest {
+    pb::WorkRegisterRequest {
+        kind: kind.into(),
+        parent: parent.unwrap_or_default().into(),
+        ttl_ms: 60_000,
+        ..Default::default()
+    }
+}
+
+async fn limits(client: &CellClient, request: pb::WorkLimitsRequest) -> pb::WorkLimitsResponse {
+    client.work_limits(request).await.expect("limits")
+}
+
+async fn live(client: &CellClient, parent: Option<&str>) -> Vec<pb::WorkEntry> {
+    let request = pb::WorkListRequest {
+        parent: parent.unwrap_or_default().into(),
+        limit: 0,
+    };
+    client.work_list(request).await.expect("list").entries
+}
+
+/// Register `n` roots concurrently through every node; the admitted ids and every answer.
+async fn register_many(clients: &[CellClient], n: usize) -> (Vec<String>, Vec<pb::WorkResponse>) {
+    let calls = (0..n).map(|i| {
+        let client = clients[i % clients.len()].clone();
+        async move { client.work_register(register("run", None)).await }
+    });
+    let answers: Vec<pb::WorkResponse> = futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(|answer| answer.expect("an answer, admitted or refused"))
+        .collect();
+    let admitted = answers
+        .iter()
+        .filter(|a| a.outcome == "admitted")
+        .map(|a| a.entry.as_ref().expect("entry").id.clone())
+        .collect();
+    (admitted, answers)
+}
+
+fn check_refusals(answers: &[pb::WorkResponse]) {
+    for answer in answers.iter().filter(|a| a.outcome != "admitted") {
+        assert_eq!(answer.outcome, "refused", "{answer:?}");
+        assert_eq!(answer.limit, "fabric", "{answer:?}");
+        assert_eq!(answer.max, CEILING, "{answer:?}");
+        assert!(answer.reason.contains("ceiling is 100"), "{answer:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_ceiling_holds_under_concurrent_registrations_and_with_a_node_down() {
+    whip_tests::init_tracing();
+    let mut fabric = Fabric::start(3, 4).await;
+    let operator = fabric.client_of(1);
+    let set = pb::WorkLimitsRequest {
+        fabric_max: Some(CEILING),
+        ..Default::default()
+    };
+    assert_eq!(limits(&operator, set).await.fabric_max, CEILING);
+    let mut clients = Vec::new();
+    for node in 1..=3 {
+        clients.push(agent(&fabric, node, &format!("runner-{node}")).await);
+    }
+    let (admitted, answers) = register_many(&clients, REGISTRATIONS).await;
+    check_refusals(&answers);
+    let unique: BTreeSet<_> = admitted.iter().collect();
+    assert_eq!(unique.len(), admitted.len(), "an id was admitted twice");
+    assert!(
+        admitted.len() as u64 <= CEILING,
+        "{} admitted",
+        admitted.len()
+    );
+    // Quotas are lent in chunks: the cells together reach most of the ceiling.
+    assert!(admitted.len() >= 60, "only {} admitted", admitted.len());
+    let listed = live(&operator, None).await;
+    assert_eq!(listed.len(), admitted.len());
+
+    // One node down: its cells elect elsewhere, their quotas are replicated state, and
+    // the ceiling still holds exactly.
+    fabric.kill(3).await;
+    fabric.wait_leaders(Duration::from_secs(20)).await;
+    // Runner 1 frees up to 30 of its own roots (a root's owner may revoke it).
+    let freed: Vec<String> = answers
+        .iter()
+        .filter_map(|a| a.entry.as_ref())
+        .filter(|e| e.owner == "runner-1")
+        .take(30)
+        .map(|e| e.id.clone())
+        .collect();
+    assert!(!freed.is_empty());
+    for id in &freed {
+        let revoke = pb::WorkRevokeRequest {
+            id: id.clone(),
+            idempotency_key: String::new(),
+        };
+        let revoked = clients[0].work_revoke(revoke).await.expect("revoke");
+        assert!(revoked.revoked_agents.is_empty(), "{revoked:?}");
+    }
+    let (again, answers) = register_many(&clients[..2], 100).await;
+    check_refusals(&answers);
+    assert!(
+        !again.is_empty(),
+        "the live cells admit nothing with a node down"
+    );
+    let listed = live(&operator, None).await;
+    assert!(listed.len() as u64 <= CEILING, "{} live", listed.len());
+    assert_eq!(listed.len(), admitted.len() - freed.len() + again.len());
+    fabric.shutdown().await;
+}
+
+fn refusal_limit(answer: &pb::WorkResponse) -> &str {
+    assert_eq!(answer.outcome, "refused", "{answer:?}");
+    &answer.limit
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn limits_lineage_revoke_and_the_audit_ledger() {
+    whip_tests::init_tracing();
+    let fabric = Fabric::start(3, 4).await;
+    let operator = fabric.client_of(2);
+    let set = pb::WorkLimitsRequest {
+        depth_max: Some(1),
+        children_max: Some(2),
+        ..Default::default()
+    };
+    limits(&operator, set).await;
+    let alice = agent(&fabric, 1, "alice").await;
+    let root = alice
+        .work_register(register("session", None))
+        .await
+        .unwrap();
+    let root = root.entry.expect("root").id;
+    let child = alice.work_register(register("subagent", Some(&root))).await;
+    let child = child.unwrap().entry.expect("child");
+    assert_eq!(
+        (child.depth, child.lineage.clone()),
+        (1, vec![root.clone()])
+    );
+    let deep = alice.work_register(register("job", Some(&child.id))).await;
+    assert_eq!(refusal_limit(&deep.unwrap()), "depth");
+    let second = alice
+        .work_register(register("shell", Some(&root)))
+        .await
+        .unwrap();
+    assert_eq!(second.peers, [child.id.clone()]);
+    let third = alice.work_register(register("shell", Some(&root))).await;
+    assert_eq!(refusal_limit(&third.unwrap()), "children");
+
+    // Mallory can neither spawn under alice's session nor steer it.
+    let mallory = agent(&fabric, 3, "mallory").await;
+    let spawn = mallory.work_register(register("run", Some(&root))).await;
+    assert!(
+        matches!(spawn, Err(CellError::PermissionDenied(ref m)) if m.contains("not_authorized"))
+    );
+    let stop = pb::WorkSignalRequest {
+        id: root.clone(),
+        signal: "stop".into(),
+        idempotency_key: String::new(),
+    };
+    assert!(mallory.work_signal(stop.clone()).await.is_err());
+    alice
+        .work_signal(stop)
+        .await
+        .expect("alice stops her session");
+    let renew = pb::WorkRenewRequest {
+        id: child.id.clone(),
+        ttl_ms: 60_000,
+        idempotency_key: String::new(),
+    };
+    let renewed = alice.work_renew(renew).await.unwrap();
+    assert_eq!(
+        (renewed.signal.as_str(), renewed.signal_reason.as_str()),
+        ("stop", "ancestor")
+    );
+
+    let revoke = pb::WorkRevokeRequest {
+        id: root.clone(),
+        idempotency_key: String::new(),
+    };
+    let revoked = alice.work_revoke(revoke).await.unwrap();
+    assert_eq!(revoked.removed, 3);
+    assert!(live(&operator, None).await.is_empty());
+
+    let audit = operator
+        .work_audit(pb::WorkAuditRequest::default())
+        .await
+        .unwrap()
+        .rows;
+    let actions: Vec<(&str, &str, &str)> = audit
+        .iter()
+        .map(|r| (r.actor.as_str(), r.action.as_str(), r.outcome.as_str()))
+        .collect();
+    let limits_rows = actions.iter().filter(|a| a.1 == "limits").count();
+    assert_eq!(limits_rows, 4, "one limits row per data cell: {actions:?}");
+    let rest: Vec<_> = actions.into_iter().filter(|a| a.1 != "limits").collect();
+    let expected = [
+        ("alice", "register", "admitted"),
+        ("alice", "register", "admitted"),
+        ("alice", "register", "refused_depth"),
+        ("alice", "register", "admitted"),
+        ("alice", "register", "refused_children"),
+        ("mallory", "register", "not_authorized"),
+        ("mallory", "signal", "not_authorized"),
+        ("alice", "signal", "signalled"),
+        ("alice", "revoke", "revoked"),
+    ];
+    assert_eq!(rest, expected);
+    fabric.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn revoking_a_subagent_revokes_the_agent_its_parent_enrolled() {
+    whip_tests::init_tracing();
+    let fabric = Fabric::start(3, 4).await;
+    let alice = agent(&fabric, 1, "alice").await;
+    // Alice enrolls her sub-agent from a machine without the operator's credential, so
+    // the identity records her as its enroller.
+    let ca_only = CellClient::connect_with(
+        &[fabric.node(2).addr().to_string()],
+        &whip_tests::ca_only_transport(),
+    )
+    .expect("client")
+    .with_identity("alice", token("alice"));
+    let enroll = pb::AgentRegisterRequest {
+        agent: "helper".into(),
+        token: token("helper"),
+    };
+    ca_only
+        .agent_register(enroll)
+        .await
+        .expect("alice enrolls helper");
+    let helper = fabric.client_of(3).with_identity("helper", token("helper"));
+    let team = pb::TeamCreateRequest {
+        team: "crew".into(),
+        ..Default::default()
+    };
+    alice.team_create(team).await.expect("team");
+    let join = pb::TeamJoinRequest {
+        team: "crew".into(),
+        agent: "helper".into(),
+        idempotency_key: String::new(),
+    };
+    alice.team_join(join).await.expect("join");
+
+    let root = alice
+        .work_register(register("session", None))
+        .await
+        .unwrap();
+    let root = root.entry.unwrap().id;
+    let mut spawn = register("subagent", Some(&root));
+    spawn.owner = "helper".into();
+    let sub = alice.work_register(spawn).await.unwrap().entry.unwrap();
+    assert_eq!(sub.owner, "helper");
+    let below = helper.work_register(register("shell", Some(&sub.id))).await;
+    assert_eq!(below.unwrap().outcome, "admitted");
+
+    let revoke = pb::WorkRevokeRequest {
+        id: sub.id.clone(),
+        idempotency_key: String::new(),
+    };
+    let revoked = alice.work_revoke(revoke).await.unwrap();
+    assert_eq!(
+        (revoked.removed, revoked.revoked_agents.clone()),
+        (2, vec!["helper".into()])
+    );
+    // Every node's verifier forgets within its cache TTL (1 s).
+    whip_tests::wait_for(
+        "helper's token to be refused",
+        Duration::from_secs(5),
+        || {
+            let helper = helper.clone();
+            async move {
+                let list = helper.work_list(pb::WorkListRequest::default()).await;
+                matches!(list, Err(CellError::Unauthenticated(ref m)) if m.contains("revoked"))
+            }
+        },
+    )
+    .await;
+    let stats = pb::BoardStatsRequest {
+        team: "crew".into(),
+    };
+    let view = alice.board_stats(stats).await;
+    assert!(view.is_ok(), "alice is still a member: {view:?}");
+    // Alice's own session stays.
+    assert_eq!(live(&alice, None).await.len(), 1);
+    fabric.shutdown().await;
+}
