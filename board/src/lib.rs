@@ -237,8 +237,10 @@ fn apply_work(
             class,
             ttl_ms,
             owner,
+            quota_retry,
         } => {
             let request = work::Register {
+                quota_retry: *quota_retry,
                 root,
                 parent: parent.as_deref(),
                 kind: *kind,

@@ -570,6 +570,9 @@ pub enum Command {
         ttl_ms: u64,
         /// The agent it runs as (default the caller).
         owner: Option<String>,
+        /// Set by a fabric router that retries a refusal for lack of quota after a quota
+        /// round: such a refusal is not audited (the retry's outcome is).
+        quota_retry: bool,
     },
     /// Renew an entry's lease; the answer carries the signal in force.
     WorkRenew {
@@ -968,7 +971,7 @@ pub enum Outcome {
     /// A work entry was admitted.
     WorkAdmitted {
         /// The new entry.
-        entry: crate::work::WorkEntryView,
+        entry: Box<crate::work::WorkEntryView>,
         /// Its siblings' ids.
         peers: Vec<String>,
     },

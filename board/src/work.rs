@@ -448,6 +448,7 @@ pub(crate) struct Register<'a> {
     pub(crate) class: &'a str,
     pub(crate) ttl_ms: u64,
     pub(crate) owner: Option<&'a str>,
+    pub(crate) quota_retry: bool,
 }
 
 /// The root of an entry id: the text before the first dot.
@@ -560,6 +561,9 @@ pub(crate) fn register(
 ) -> Outcome {
     let target = request.parent.unwrap_or(request.root).to_string();
     let outcome = admit(txn, stamp, caller, request);
+    if request.quota_retry && fabric_refusal(&outcome) {
+        return outcome;
+    }
     let detail = match &outcome {
         Outcome::WorkAdmitted { entry, .. } => format!("{} {}", entry.kind.code(), entry.id),
         Outcome::WorkRefused { refusal } => refusal.to_string(),
@@ -630,7 +634,22 @@ fn admit(txn: &mut impl Txn, stamp: Stamp, caller: &Caller, request: &Register<'
     store_entry(txn, &entry);
     deadline::insert(txn, entry.expires_ms, &item(&entry.id));
     let peers = siblings(txn, now_ms, &entry);
-    Outcome::WorkAdmitted { entry, peers }
+    Outcome::WorkAdmitted {
+        entry: Box::new(entry),
+        peers,
+    }
+}
+
+fn fabric_refusal(outcome: &Outcome) -> bool {
+    matches!(
+        outcome,
+        Outcome::WorkRefused {
+            refusal: WorkRefusal::Limit {
+                limit: WorkLimit::Fabric,
+                ..
+            }
+        }
+    )
 }
 
 /// A spawn under `parent` needs the parent's owner or an owner of one of its ancestors.

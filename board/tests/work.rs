@@ -42,6 +42,7 @@ impl Cell {
             class: "default".into(),
             ttl_ms: 30_000,
             owner: None,
+            quota_retry: false,
         };
         self.run(agent_caller(agent), command)
     }
@@ -204,6 +205,7 @@ fn revoke_removes_the_subtree_and_names_the_agents_below() {
         class: "default".into(),
         ttl_ms: 30_000,
         owner: Some("helper-1".into()),
+        quota_retry: false,
     };
     let sub = admitted_id(cell.run(agent_caller("alice"), command));
     let below = admitted_id(cell.register("helper-1", ROOT, Some(&sub)));
@@ -245,6 +247,7 @@ fn register_routed(cell: &mut Cell, agent: &str, root: &str) -> Outcome {
         class: "default".into(),
         ttl_ms: 30_000,
         owner: None,
+        quota_retry: false,
     };
     cell.index += 1;
     let stamp = Stamp {

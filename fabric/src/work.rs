@@ -45,19 +45,24 @@ impl Node {
     pub(crate) async fn submit_owner(
         &self,
         cell: u64,
-        request: Request,
+        mut request: Request,
     ) -> Result<Outcome, CellError> {
-        let registers = matches!(request.command, Command::WorkRegister { .. });
+        let Command::WorkRegister { quota_retry, .. } = &mut request.command else {
+            return self.submit_cell(None, cell, request).await;
+        };
+        *quota_retry = true;
         let outcome = self.submit_cell(None, cell, request.clone()).await?;
-        if !registers || !quota_short(&outcome) {
+        if !quota_short(&outcome) {
             return Ok(outcome);
         }
         if let Err(e) = self.quota_round(cell, Round::Short).await {
             tracing::debug!(cell, error = %e, "quota round for a registration failed");
-            return Ok(outcome);
         }
         let mut retry = request;
         retry.idempotency_key = suffixed(&retry.idempotency_key, "quota");
+        if let Command::WorkRegister { quota_retry, .. } = &mut retry.command {
+            *quota_retry = false;
+        }
         self.submit_cell(None, cell, retry).await
     }
 

@@ -509,9 +509,6 @@ async fn counter_on(global: &Global, c: &CellClient, cmd: CounterCommand) -> Res
 }
 
 pub(crate) async fn ledger(global: &Global, cmd: LedgerCommand) -> Result<ExitCode> {
-    if let LedgerCommand::Audit = cmd {
-        return crate::workcmd::audit(global).await;
-    }
     let session = session(global).await?;
     let result = ledger_on(global, &session.client, cmd).await;
     session.close().await;
@@ -520,7 +517,7 @@ pub(crate) async fn ledger(global: &Global, cmd: LedgerCommand) -> Result<ExitCo
 
 async fn ledger_on(global: &Global, c: &CellClient, cmd: LedgerCommand) -> Result<ExitCode> {
     Ok(match cmd {
-        LedgerCommand::Audit => unreachable!("whip ledger audit has its own session"),
+        LedgerCommand::Audit => return crate::workcmd::audit_on(global, c).await,
         LedgerCommand::Append {
             ledger,
             partition,
@@ -565,42 +562,52 @@ async fn ledger_on(global: &Global, c: &CellClient, cmd: LedgerCommand) -> Resul
                 after_seq: after,
                 limit,
             };
-            let r = c.ledger_list(req).await?;
-            let rows: Vec<Value> = r
-                .entries
-                .iter()
-                .map(|e| {
-                    let id = e.ledger.clone().unwrap_or_default();
-                    let entry: Value = serde_json::from_slice(&e.entry)
-                        .unwrap_or_else(|_| json!(String::from_utf8_lossy(&e.entry)));
-                    json!({
-                        "ledger": id.name, "partition": id.key, "seq": e.seq, "entry": entry,
-                        "appended_by": e.appended_by, "at": time_text(e.at_ms)
-                    })
-                })
-                .collect();
-            let text: Vec<String> = r
-                .entries
-                .iter()
-                .map(|e| {
-                    let id = e.ledger.clone().unwrap_or_default();
-                    format!(
-                        "{}::{}#{} [{}] by {}: {}",
-                        id.owner,
-                        id.name,
-                        e.seq,
-                        id.key,
-                        e.appended_by,
-                        String::from_utf8_lossy(&e.entry)
-                    )
-                })
-                .collect();
-            let text = if text.is_empty() {
-                "no entries".to_string()
-            } else {
-                text.join("\n")
-            };
-            print(global, json!({ "entries": rows }), text)
+            return ledger_list_on(global, c, req).await;
         }
     })
+}
+
+/// `whip ledger list`.
+async fn ledger_list_on(
+    global: &Global,
+    c: &CellClient,
+    req: pb::LedgerListRequest,
+) -> Result<ExitCode> {
+    let r = c.ledger_list(req).await?;
+    let rows: Vec<Value> = r
+        .entries
+        .iter()
+        .map(|e| {
+            let id = e.ledger.clone().unwrap_or_default();
+            let entry: Value = serde_json::from_slice(&e.entry)
+                .unwrap_or_else(|_| json!(String::from_utf8_lossy(&e.entry)));
+            json!({
+                "ledger": id.name, "partition": id.key, "seq": e.seq, "entry": entry,
+                "appended_by": e.appended_by, "at": time_text(e.at_ms)
+            })
+        })
+        .collect();
+    let text: Vec<String> = r
+        .entries
+        .iter()
+        .map(|e| {
+            let id = e.ledger.clone().unwrap_or_default();
+            format!(
+                "{}::{}#{} [{}] by {}: {}",
+                id.owner,
+                id.name,
+                e.seq,
+                id.key,
+                e.appended_by,
+                String::from_utf8_lossy(&e.entry)
+            )
+        })
+        .collect();
+    let text = text.join("\n");
+    let text = if text.is_empty() {
+        "no entries".into()
+    } else {
+        text
+    };
+    Ok(print(global, json!({ "entries": rows }), text))
 }

@@ -279,15 +279,12 @@ async fn set_limits(global: &Global, c: &CellClient, cmd: WorkCommand) -> Result
 }
 
 /// `whip ledger audit`: every control-plane action of the registry, oldest first.
-pub(crate) async fn audit(global: &Global) -> Result<ExitCode> {
-    let session = session(global).await?;
+pub(crate) async fn audit_on(global: &Global, c: &CellClient) -> Result<ExitCode> {
     let request = pb::WorkAuditRequest {
         after_seq: 0,
         limit: 0,
     };
-    let result = session.client.work_audit(request).await;
-    session.close().await;
-    let rows = result?.rows;
+    let rows = c.work_audit(request).await?.rows;
     let value = Value::Array(
         rows.iter()
             .map(|r| {

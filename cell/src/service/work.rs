@@ -78,7 +78,7 @@ pub(crate) fn work_response(outcome: Outcome) -> Result<pb::WorkResponse, Status
     match outcome {
         Outcome::WorkAdmitted { entry, peers } => {
             r.outcome = "admitted".into();
-            r.entry = Some(entry_pb(entry));
+            r.entry = Some(entry_pb(*entry));
             r.peers = peers;
         }
         Outcome::WorkRefused {
@@ -170,6 +170,7 @@ impl CellApi {
             class,
             ttl_ms: req.ttl_ms,
             owner: (!req.owner.is_empty()).then_some(req.owner),
+            quota_retry: false,
         };
         let outcome = self.submit(&who, req.idempotency_key, command).await?;
         Ok(Response::new(work_response(outcome)?))

@@ -53,7 +53,7 @@ async fn live(client: &CellClient, parent: Option<&str>) -> Vec<pb::WorkEntry> {
 /// Register `n` roots concurrently through every node; the admitted ids and every answer.
 async fn register_many(clients: &[CellClient], n: usize) -> (Vec<String>, Vec<pb::WorkResponse>) {
     let calls = (0..n).map(|i| {
-        let client = clients[i % clients.len()].clone();
+        let client = &clients[i % clients.len()];
         async move { client.work_register(register("run", None)).await }
     });
     let answers: Vec<pb::WorkResponse> = futures::future::join_all(calls)
@@ -144,6 +144,62 @@ fn refusal_limit(answer: &pb::WorkResponse) -> &str {
     &answer.limit
 }
 
+/// Mallory can neither spawn under alice's session nor steer it; alice stops it and her
+/// sub-agent hears the stop on its next renewal.
+async fn steer(fabric: &Fabric, alice: &CellClient, root: &str, child: &str) {
+    let mallory = agent(fabric, 3, "mallory").await;
+    let spawn = mallory.work_register(register("run", Some(root))).await;
+    let refused =
+        matches!(spawn, Err(CellError::PermissionDenied(ref m)) if m.contains("not_authorized"));
+    assert!(refused, "{spawn:?}");
+    let stop = pb::WorkSignalRequest {
+        id: root.to_string(),
+        signal: "stop".into(),
+        idempotency_key: String::new(),
+    };
+    assert!(mallory.work_signal(stop.clone()).await.is_err());
+    alice
+        .work_signal(stop)
+        .await
+        .expect("alice stops her session");
+    let renew = pb::WorkRenewRequest {
+        id: child.to_string(),
+        ttl_ms: 60_000,
+        idempotency_key: String::new(),
+    };
+    let renewed = alice.work_renew(renew).await.unwrap();
+    let answer = (renewed.signal.as_str(), renewed.signal_reason.as_str());
+    assert_eq!(answer, ("stop", "ancestor"));
+}
+
+/// One audit row per control-plane action, admitted or refused, in order.
+async fn check_audit(operator: &CellClient) {
+    let audit = operator
+        .work_audit(pb::WorkAuditRequest::default())
+        .await
+        .unwrap()
+        .rows;
+    let actions: Vec<(&str, &str, &str)> = audit
+        .iter()
+        .map(|r| (r.actor.as_str(), r.action.as_str(), r.outcome.as_str()))
+        .collect();
+    let limits_rows = actions.iter().filter(|a| a.1 == "limits").count();
+    assert_eq!(limits_rows, 4, "one limits row per data cell: {actions:?}");
+    let rest: Vec<_> = actions.into_iter().filter(|a| a.1 != "limits").collect();
+    let expected = [
+        ("alice", "register", "admitted"),
+        ("alice", "register", "admitted"),
+        ("alice", "register", "refused_depth"),
+        ("alice", "register", "admitted"),
+        ("alice", "register", "refused_children"),
+        ("mallory", "register", "not_authorized"),
+        ("mallory", "signal", "not_authorized"),
+        ("alice", "signal", "signalled"),
+        ("alice", "revoke", "revoked"),
+    ];
+    assert_eq!(rest, expected);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn limits_lineage_revoke_and_the_audit_ledger() {
     whip_tests::init_tracing();
@@ -173,37 +229,10 @@ async fn limits_lineage_revoke_and_the_audit_ledger() {
         .work_register(register("shell", Some(&root)))
         .await
         .unwrap();
-    assert_eq!(second.peers, [child.id.clone()]);
+    assert_eq!(second.peers, std::slice::from_ref(&child.id));
     let third = alice.work_register(register("shell", Some(&root))).await;
     assert_eq!(refusal_limit(&third.unwrap()), "children");
-
-    // Mallory can neither spawn under alice's session nor steer it.
-    let mallory = agent(&fabric, 3, "mallory").await;
-    let spawn = mallory.work_register(register("run", Some(&root))).await;
-    assert!(
-        matches!(spawn, Err(CellError::PermissionDenied(ref m)) if m.contains("not_authorized"))
-    );
-    let stop = pb::WorkSignalRequest {
-        id: root.clone(),
-        signal: "stop".into(),
-        idempotency_key: String::new(),
-    };
-    assert!(mallory.work_signal(stop.clone()).await.is_err());
-    alice
-        .work_signal(stop)
-        .await
-        .expect("alice stops her session");
-    let renew = pb::WorkRenewRequest {
-        id: child.id.clone(),
-        ttl_ms: 60_000,
-        idempotency_key: String::new(),
-    };
-    let renewed = alice.work_renew(renew).await.unwrap();
-    assert_eq!(
-        (renewed.signal.as_str(), renewed.signal_reason.as_str()),
-        ("stop", "ancestor")
-    );
-
+    steer(&fabric, &alice, &root, &child.id).await;
     let revoke = pb::WorkRevokeRequest {
         id: root.clone(),
         idempotency_key: String::new(),
@@ -211,47 +240,17 @@ async fn limits_lineage_revoke_and_the_audit_ledger() {
     let revoked = alice.work_revoke(revoke).await.unwrap();
     assert_eq!(revoked.removed, 3);
     assert!(live(&operator, None).await.is_empty());
-
-    let audit = operator
-        .work_audit(pb::WorkAuditRequest::default())
-        .await
-        .unwrap()
-        .rows;
-    let actions: Vec<(&str, &str, &str)> = audit
-        .iter()
-        .map(|r| (r.actor.as_str(), r.action.as_str(), r.outcome.as_str()))
-        .collect();
-    let limits_rows = actions.iter().filter(|a| a.1 == "limits").count();
-    assert_eq!(limits_rows, 4, "one limits row per data cell: {actions:?}");
-    let rest: Vec<_> = actions.into_iter().filter(|a| a.1 != "limits").collect();
-    let expected = [
-        ("alice", "register", "admitted"),
-        ("alice", "register", "admitted"),
-        ("alice", "register", "refused_depth"),
-        ("alice", "register", "admitted"),
-        ("alice", "register", "refused_children"),
-        ("mallory", "register", "not_authorized"),
-        ("mallory", "signal", "not_authorized"),
-        ("alice", "signal", "signalled"),
-        ("alice", "revoke", "revoked"),
-    ];
-    assert_eq!(rest, expected);
+    check_audit(&operator).await;
     fabric.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn revoking_a_subagent_revokes_the_agent_its_parent_enrolled() {
-    whip_tests::init_tracing();
-    let fabric = Fabric::start(3, 4).await;
-    let alice = agent(&fabric, 1, "alice").await;
-    // Alice enrolls her sub-agent from a machine without the operator's credential, so
-    // the identity records her as its enroller.
-    let ca_only = CellClient::connect_with(
-        &[fabric.node(2).addr().to_string()],
-        &whip_tests::ca_only_transport(),
-    )
-    .expect("client")
-    .with_identity("alice", token("alice"));
+/// Alice enrolls `helper` from a machine without the operator's credential (so the
+/// identity records her as its enroller) and adds it to her team `crew`.
+async fn enroll_helper(fabric: &Fabric, alice: &CellClient) {
+    let addr = fabric.node(2).addr().to_string();
+    let ca_only = CellClient::connect_with(&[addr], &whip_tests::ca_only_transport())
+        .expect("client")
+        .with_identity("alice", token("alice"));
     let enroll = pb::AgentRegisterRequest {
         agent: "helper".into(),
         token: token("helper"),
@@ -260,7 +259,6 @@ async fn revoking_a_subagent_revokes_the_agent_its_parent_enrolled() {
         .agent_register(enroll)
         .await
         .expect("alice enrolls helper");
-    let helper = fabric.client_of(3).with_identity("helper", token("helper"));
     let team = pb::TeamCreateRequest {
         team: "crew".into(),
         ..Default::default()
@@ -272,7 +270,22 @@ async fn revoking_a_subagent_revokes_the_agent_its_parent_enrolled() {
         idempotency_key: String::new(),
     };
     alice.team_join(join).await.expect("join");
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn revoking_a_subagent_revokes_the_agent_its_parent_enrolled() {
+    whip_tests::init_tracing();
+    let fabric = Fabric::start(3, 4).await;
+    let alice = agent(&fabric, 1, "alice").await;
+    enroll_helper(&fabric, &alice).await;
+    let helper = std::sync::Arc::new(fabric.client_of(3).with_identity("helper", token("helper")));
+    let crew = || pb::BoardStatsRequest {
+        team: "crew".into(),
+    };
+    helper
+        .board_stats(crew())
+        .await
+        .expect("helper is a member");
     let root = alice
         .work_register(register("session", None))
         .await
@@ -307,11 +320,10 @@ async fn revoking_a_subagent_revokes_the_agent_its_parent_enrolled() {
         },
     )
     .await;
-    let stats = pb::BoardStatsRequest {
-        team: "crew".into(),
-    };
-    let view = alice.board_stats(stats).await;
-    assert!(view.is_ok(), "alice is still a member: {view:?}");
+    alice
+        .board_stats(crew())
+        .await
+        .expect("alice is still a member");
     // Alice's own session stays.
     assert_eq!(live(&alice, None).await.len(), 1);
     fabric.shutdown().await;
