@@ -160,6 +160,28 @@ pub fn agent_key(agent: &str) -> Vec<u8> {
     format!("agents/{{{agent}}}").into_bytes()
 }
 
+/// Key prefixes of a team's blackboard rows: `doc/{team}/…`, `frame/{team}/…`,
+/// `artifacts/{team}/…` ([`crate::blackboard`]).
+pub const TEAM_ROW_PREFIXES: [&str; 3] = ["doc/", "frame/", "artifacts/"];
+/// The owner prefix of a team's resources (its locks; its signal ledger).
+pub const TEAM_OWNER_PREFIX: &str = "team/";
+
+/// The team whose blackboard holds CAS key (or key prefix) `key`: a team row prefix
+/// followed by a non-empty `{team}` tag.
+pub fn team_of_key(key: &[u8]) -> Option<&str> {
+    let text = std::str::from_utf8(key).ok()?;
+    let prefix = TEAM_ROW_PREFIXES.iter().find(|p| text.starts_with(**p))?;
+    let (team, _) = text[prefix.len()..].strip_prefix('{')?.split_once('}')?;
+    (!team.is_empty()).then_some(team)
+}
+
+/// The team owning resources of `owner` (`team/{team}`).
+pub fn team_of_owner(owner: &str) -> Option<&str> {
+    owner
+        .strip_prefix(TEAM_OWNER_PREFIX)
+        .filter(|team| !team.is_empty())
+}
+
 /// How an `AgentRevoke` names the operator as the revoker (no agent name starts with `~`):
 /// the operator revokes any agent.
 pub const OPERATOR_REVOKER: &str = "~operator";

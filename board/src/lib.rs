@@ -36,6 +36,7 @@
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod access;
+mod blackboard;
 mod codec;
 mod counter;
 mod deadline;
@@ -106,6 +107,9 @@ pub fn apply(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
     if let Some(point) = point
         && let Err(refusal) = range::admit(txn, point, request.epoch)
     {
+        return refusal;
+    }
+    if let Err(refusal) = blackboard::guard(txn, &request.caller, &request.command) {
         return refusal;
     }
     let stamp = range::shift(txn, stamp);
@@ -473,7 +477,7 @@ fn apply_board(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
             caller,
             agent,
         } => team::join(txn, team, caller, agent),
-        Command::TeamDissolve { team, caller } => team::dissolve(txn, team, caller),
+        Command::TeamDissolve { team, caller } => team::dissolve(txn, stamp, team, caller),
         Command::BoardPost { team, caller, body } => {
             taskboard::post(txn, now_ms, team, caller, body)
         }
@@ -498,7 +502,7 @@ fn apply_board(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
             team::admit(txn, &taskboard::fabric_queue_team(queue), agent)
         }
         Command::FabricPurge { queue } => {
-            team::purge_queue(txn, &taskboard::fabric_queue_team(queue))
+            team::purge_queue(txn, stamp, &taskboard::fabric_queue_team(queue))
         }
         Command::BoardPostMany {
             team,
@@ -697,7 +701,7 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
         | Query::OutboxPending { .. }
         | Query::OutboxChannels
         | Query::Alarms => query_handoff(txn, query),
-        Query::AsMember { caller, query } => as_member(txn, now_ms, caller, query),
+        Query::By { caller, query } => read_by(txn, now_ms, caller, query),
         Query::WorkList { .. }
         | Query::WorkEntry { .. }
         | Query::WorkAudit { .. }
@@ -706,25 +710,22 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
     }
 }
 
-/// A board read for `caller`, refused unless it may act on the team.
-fn as_member(txn: &impl Txn, now_ms: u64, caller: &str, inner: &Query) -> QueryResult {
-    let team = match inner {
-        Query::BoardList { team, .. }
-        | Query::BoardTask { team, .. }
-        | Query::BoardStats { team }
-        | Query::BoardDeadLetters { team, .. } => team,
-        // Only servers build this read; anything else fails closed.
-        _ => {
-            let agent = caller.to_string();
-            return QueryResult::Refused(BoardRefusal::NotMember { agent });
+/// A client's read for `caller` (see [`Query::By`]).
+fn read_by(txn: &impl Txn, now_ms: u64, caller: &access::Caller, inner: &Query) -> QueryResult {
+    if let Err(refusal) = access::admit_query(caller, inner) {
+        return QueryResult::Refused(query::ReadRefusal::Access(refusal));
+    }
+    if let Err(refusal) = blackboard::guard_read(txn, caller, inner) {
+        return QueryResult::Refused(query::ReadRefusal::Board { refusal });
+    }
+    match query(txn, now_ms, inner) {
+        QueryResult::KvRange(mut rows) => {
+            let aimed = matches!(inner, Query::KvRange { prefix, .. }
+                if access::team_of_key(prefix).is_some());
+            rows.retain(|(key, _)| !access::is_reserved(key) && (aimed || blackboard::listed(key)));
+            QueryResult::KvRange(rows)
         }
-    };
-    match team::member(txn, team, caller) {
-        Ok(_) => query(txn, now_ms, inner),
-        // A tracker's board reads as empty before its first issue.
-        Err(_) if is_tracker_team(team) => query(txn, now_ms, inner),
-        Err(Outcome::BoardRefused { reason }) => QueryResult::Refused(reason),
-        Err(other) => unreachable!("membership refuses with a board refusal, got {other:?}"),
+        result => result,
     }
 }
 

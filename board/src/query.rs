@@ -170,13 +170,15 @@ pub enum Query {
     OutboxChannels,
     /// Alarms this cell raised (forks, broken chains, failed handoffs).
     Alarms,
-    /// `query` (a read of one team's board) for `caller`: answered when the caller is a
-    /// member of the team or of an ancestor team (a tracker's board is open), else
-    /// `Refused`. Decided in the same snapshot as the read.
-    AsMember {
-        /// The proven agent.
-        caller: String,
-        /// `BoardList`, `BoardTask`, `BoardStats` or `BoardDeadLetters`.
+    /// A client's `query` for the `caller` the server proved: refused (`Refused`) when the
+    /// caller may not read it ([`crate::access::admit_query`]: nobody anonymous, no
+    /// reserved key; a team's board and blackboard for its members only), decided in the
+    /// same snapshot as the read; scans leave out reserved rows and blackboard rows not
+    /// asked for by team.
+    By {
+        /// Who reads.
+        caller: crate::access::Caller,
+        /// The read.
         query: Box<Query>,
     },
     /// Live work entries: children of `parent`, or every entry this cell holds.
@@ -202,6 +204,20 @@ pub enum Query {
     WorkQuota,
     /// The admission limits this cell holds.
     WorkLimits,
+}
+
+/// Why a client's read was refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum ReadRefusal {
+    /// The caller may not read this at all (anonymous, reserved state).
+    #[error("{0}")]
+    Access(crate::access::AccessRefusal),
+    /// The caller is not a member of the team whose board or blackboard this is.
+    #[error("{}: {refusal}", refusal.code())]
+    Board {
+        /// The board's refusal.
+        refusal: crate::types::BoardRefusal,
+    },
 }
 
 /// The answer to a [`Query`].
@@ -263,7 +279,7 @@ pub enum QueryResult {
     /// Alarms: (time, text), oldest first.
     Alarms(Vec<(u64, String)>),
     /// The read was refused.
-    Refused(crate::types::BoardRefusal),
+    Refused(ReadRefusal),
     /// Work entries.
     WorkEntries(Vec<crate::work::WorkEntryView>),
     /// Audit rows.

@@ -6,8 +6,10 @@
 //! `{…}` is hashed, so keys sharing a tag live on one cell and may share a `KvTxn`. Leases,
 //! counters and ledgers route by their whole resource id (owner, name, key), so every slot
 //! of a lease and every entry of a ledger partition is on one cell. A team routes by its
-//! name: its record, its board, its claims and the mailboxes it keeps are on one cell (the
-//! cell-tier board belongs to the cell itself and has no point).
+//! name: its record, its board, its claims, the mailboxes it keeps and its blackboard
+//! (CAS keys `doc/{team}/…`, `frame/{team}/…`, `artifacts/{team}/…` and resources owned by
+//! `team/{team}`) are on one cell (the cell-tier board belongs to the cell itself and has
+//! no point).
 
 use crate::query::Query;
 use crate::types::{Command, ResourceId};
@@ -70,14 +72,20 @@ fn tagged_point(family: &[u8], name: &str) -> u64 {
     point(&key)
 }
 
-/// The point of a CAS key.
+/// The point of a CAS key; a team's blackboard rows (`doc/{team}/…`) are at the team's.
 pub fn kv_point(key: &[u8]) -> u64 {
-    point(kv_routing_key(key))
+    match crate::access::team_of_key(key) {
+        Some(team) => team_point(team),
+        None => point(kv_routing_key(key)),
+    }
 }
 
-/// The point of a resource.
+/// The point of a resource; a team's resources (owner `team/{team}`) are at the team's.
 pub fn resource_point(id: &ResourceId) -> u64 {
-    point(&resource_routing_key(id))
+    match crate::access::team_of_owner(&id.owner) {
+        Some(team) => team_point(team),
+        None => point(&resource_routing_key(id)),
+    }
 }
 
 /// The point a command must run at: `Ok(None)` for commands every cell runs on its own
@@ -174,7 +182,7 @@ pub fn query_point(query: &Query) -> Option<u64> {
         | Query::BoardStats { team }
         | Query::BoardDeadLetters { team, .. }
         | Query::Mailbox { team, .. } => Some(team_point(team)),
-        Query::AsMember { query, .. } => query_point(query),
+        Query::By { query, .. } => query_point(query),
         Query::WorkEntry { id }
         | Query::WorkList {
             parent: Some(id), ..

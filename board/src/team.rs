@@ -20,7 +20,7 @@ use crate::mailbox;
 use crate::query::TeamView;
 use crate::taskboard;
 use crate::txn::Txn;
-use crate::types::{BoardRefusal, BoardSettings, Outcome, TaskState};
+use crate::types::{BoardRefusal, BoardSettings, Outcome, Stamp, TaskState};
 
 /// Tasks of one board by state. `done` counts every completion, also pruned ones.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,6 +114,7 @@ pub(crate) fn member(txn: &impl Txn, team: &str, caller: &str) -> Result<Team, O
     if !taskboard::is_tracker_team(team) && !record.admits(caller) {
         return Err(refused(BoardRefusal::NotMember {
             agent: caller.to_string(),
+            team: team.to_string(),
         }));
     }
     Ok(record)
@@ -140,6 +141,7 @@ pub(crate) fn create(txn: &mut impl Txn, request: &Create<'_>) -> Outcome {
     if request.parent.is_some() && !request.ancestors.iter().any(|m| m == request.caller) {
         return refused(BoardRefusal::NotMember {
             agent: request.caller.to_string(),
+            team: request.parent.cloned().unwrap_or_default(),
         });
     }
     let tracker = taskboard::is_tracker_team(request.team);
@@ -228,7 +230,7 @@ pub(crate) fn leave_all(txn: &mut impl Txn, agent: &str) -> Outcome {
 
 /// The supervisor dissolves the team: mark it, then delete at most
 /// `TEAM_DISSOLVE_ROWS_MAX` rows of its board and mailboxes; the record goes last.
-pub(crate) fn dissolve(txn: &mut impl Txn, team: &str, caller: &str) -> Outcome {
+pub(crate) fn dissolve(txn: &mut impl Txn, stamp: Stamp, team: &str, caller: &str) -> Outcome {
     let Some(mut record) = load(txn, team) else {
         return refused(BoardRefusal::UnknownTeam {
             team: team.to_string(),
@@ -240,23 +242,23 @@ pub(crate) fn dissolve(txn: &mut impl Txn, team: &str, caller: &str) -> Outcome 
             supervisor: record.supervisor,
         });
     }
-    purge_marked(txn, team, &mut record)
+    purge_marked(txn, stamp, team, &mut record)
 }
 
 /// Dissolve fabric queue team `team` without a supervisor check (see
 /// `Command::FabricPurge`): the server checked the origin team's supervisor.
-pub(crate) fn purge_queue(txn: &mut impl Txn, team: &str) -> Outcome {
+pub(crate) fn purge_queue(txn: &mut impl Txn, stamp: Stamp, team: &str) -> Outcome {
     let Some(mut record) = load(txn, team) else {
         return refused(BoardRefusal::UnknownTeam {
             team: team.to_string(),
         });
     };
-    purge_marked(txn, team, &mut record)
+    purge_marked(txn, stamp, team, &mut record)
 }
 
 /// Mark the team dissolving, then delete at most `TEAM_DISSOLVE_ROWS_MAX` rows of its
-/// board and mailboxes; the record goes last.
-fn purge_marked(txn: &mut impl Txn, team: &str, record: &mut Team) -> Outcome {
+/// board, mailboxes and blackboard (giving back its locks); the record goes last.
+fn purge_marked(txn: &mut impl Txn, stamp: Stamp, team: &str, record: &mut Team) -> Outcome {
     if !record.dissolving {
         record.dissolving = true;
         store(txn, team, record);
@@ -264,7 +266,10 @@ fn purge_marked(txn: &mut impl Txn, team: &str, record: &mut Team) -> Outcome {
     let (tasks, tasks_done) = taskboard::purge(txn, team, TEAM_DISSOLVE_ROWS_MAX);
     let budget = TEAM_DISSOLVE_ROWS_MAX.saturating_sub(tasks as usize);
     let (mail, mail_done) = mailbox::purge(txn, team, budget);
-    let done = tasks_done && mail_done;
+    let budget = budget.saturating_sub(mail as usize);
+    let (rows, rows_done) = crate::blackboard::purge(txn, stamp, team, budget);
+    let mail = mail + rows;
+    let done = tasks_done && mail_done && rows_done;
     if done {
         txn.delete(&keys::named(TEAM, team));
     }
@@ -290,6 +295,12 @@ pub(crate) fn view(txn: &impl Txn, team: &str) -> Option<TeamView> {
 mod tests {
     use super::*;
     use crate::txn::MemTxn;
+
+    const STAMP: Stamp = Stamp {
+        index: 9,
+        position: 0,
+        time_ms: 1_000,
+    };
 
     fn create_team(txn: &mut MemTxn, team: &str, caller: &str, ancestors: &[String]) -> Outcome {
         let request = Create {
@@ -321,7 +332,7 @@ mod tests {
             taskboard::post(&mut txn, 5, "t", "sup", b"x");
         }
         assert_eq!(
-            dissolve(&mut txn, "t", "sup"),
+            dissolve(&mut txn, STAMP, "t", "sup"),
             Outcome::TeamDissolved {
                 removed: TEAM_DISSOLVE_ROWS_MAX as u32,
                 done: false
@@ -336,7 +347,7 @@ mod tests {
         ));
         assert_eq!(view(&txn, "t"), None);
         assert_eq!(
-            dissolve(&mut txn, "t", "sup"),
+            dissolve(&mut txn, STAMP, "t", "sup"),
             Outcome::TeamDissolved {
                 removed: 11,
                 done: true
@@ -360,7 +371,8 @@ mod tests {
         assert!(member(&txn, "t", "w1").is_err());
         join(&mut txn, "t", "boss", "w1");
         assert_eq!(view(&txn, "t").map(|v| v.members.len()), Some(2));
-        let Outcome::TeamDissolved { done: true, .. } = dissolve(&mut txn, "t", "sup") else {
+        let Outcome::TeamDissolved { done: true, .. } = dissolve(&mut txn, STAMP, "t", "sup")
+        else {
             panic!("an empty team dissolves in one command");
         };
         assert!(txn.map.is_empty(), "left {:?}", txn.map);

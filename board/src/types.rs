@@ -1244,10 +1244,12 @@ pub enum BoardRefusal {
         team: String,
     },
     /// The agent is neither a member of the team nor of an ancestor team.
-    #[error("agent {agent:?} is not a member of the team or its ancestors")]
+    #[error("agent {agent:?} is not a member of team {team:?} or its ancestors")]
     NotMember {
         /// The agent.
         agent: String,
+        /// The team.
+        team: String,
     },
     /// Only the team's supervisor may do this.
     #[error("agent {agent:?} is not the supervisor {supervisor:?}")]

@@ -83,6 +83,7 @@ impl Model {
         if !t.members.iter().chain(&t.ancestors).any(|m| m == caller) {
             return Err(refused(BoardRefusal::NotMember {
                 agent: caller.into(),
+                team: team.into(),
             }));
         }
         Ok(t)
@@ -109,6 +110,7 @@ impl Model {
                 _ if parent.is_some() && !ancestors.contains(caller) => {
                     refused(BoardRefusal::NotMember {
                         agent: caller.clone(),
+                        team: parent.clone().unwrap_or_default(),
                     })
                 }
                 Some(t) if &t.supervisor == caller => Outcome::TeamCreated { team: team.clone() },

@@ -12,6 +12,17 @@ fn unexpected<T: std::fmt::Debug>(what: &T) -> Status {
     Status::internal(format!("unexpected answer {what:?}"))
 }
 
+/// A primitive's outcome that is not one of its answers: a team's blackboard refused a
+/// non-member (`not_member: …`), or a bug.
+fn not_an_answer(outcome: &Outcome) -> Status {
+    match outcome {
+        Outcome::BoardRefused { reason } => {
+            Status::permission_denied(format!("{}: {reason}", reason.code()))
+        }
+        other => unexpected(other),
+    }
+}
+
 /// Refuse an empty required field.
 pub(crate) fn non_empty(field: &str, value: &[u8]) -> Result<(), Status> {
     if value.is_empty() {
@@ -98,7 +109,7 @@ pub(crate) fn kv_write_response(outcome: Outcome) -> Result<pb::KvWriteResponse,
             r.set_code(Code::KvVersionMismatch);
             r.current_version = current;
         }
-        other => return Err(unexpected(&other)),
+        other => return Err(not_an_answer(&other)),
     }
     Ok(r)
 }
@@ -138,7 +149,7 @@ pub(crate) fn lease_response(outcome: Outcome) -> Result<pb::LeaseResponse, Stat
             r.set_code(Code::LeaseReleasedAll);
             r.released = released;
         }
-        other => return Err(unexpected(&other)),
+        other => return Err(not_an_answer(&other)),
     }
     Ok(r)
 }
@@ -155,7 +166,7 @@ pub(crate) fn counter_response(outcome: Outcome) -> Result<pb::CounterResponse, 
             remaining,
             period,
         } => (Code::CounterOver, consumed, remaining, period),
-        other => return Err(unexpected(&other)),
+        other => return Err(not_an_answer(&other)),
     };
     Ok(pb::CounterResponse {
         code: code as i32,
@@ -171,7 +182,7 @@ pub(crate) fn ledger_append_response(outcome: Outcome) -> Result<pb::LedgerAppen
             code: Code::LedgerAppended as i32,
             seq,
         }),
-        other => Err(unexpected(&other)),
+        other => Err(not_an_answer(&other)),
     }
 }
 
@@ -251,7 +262,7 @@ pub(crate) fn kv_txn_response(outcome: Outcome) -> Result<pb::KvTxnResponse, Sta
             (r.failed_key, r.current_version) = (key, current);
         }
         Outcome::Invalid { reason } => return Err(Status::invalid_argument(reason)),
-        other => return Err(unexpected(&other)),
+        other => return Err(not_an_answer(&other)),
     }
     Ok(r)
 }

@@ -74,7 +74,12 @@ impl Node {
                 })
                 .await;
         }
-        match &query {
+        // A client's read comes wrapped with its caller; the cells decide on it.
+        let inner = match &query {
+            Query::By { query, .. } => query.as_ref(),
+            query => query,
+        };
+        match inner {
             Query::LeaseList { limit, .. }
             | Query::CounterList { limit, .. }
             | Query::KvRange { limit, .. }
@@ -189,6 +194,8 @@ fn merge(
             QueryResult::Leases(rows) => leases.extend(rows),
             QueryResult::Counters(rows) => counters.extend(rows),
             QueryResult::LedgerEntries(rows) => entries.extend(rows),
+            // Every cell refuses the same caller alike (anonymous, reserved).
+            refused @ QueryResult::Refused(_) => return Ok(refused),
             other => return Err(unexpected(&other)),
         }
     }

@@ -149,7 +149,15 @@ impl Node {
     /// (audit rows carry the cell that decided), or the meta cell's limits.
     pub(crate) async fn gather_work(&self, query: Query) -> Result<QueryResult, CellError> {
         let map = self.map().await?;
-        if query == Query::WorkLimits {
+        let audit_read = match &query {
+            Query::By { query, .. } => matches!(**query, Query::WorkAudit { .. }),
+            query => matches!(query, Query::WorkAudit { .. }),
+        };
+        let limits_read = match &query {
+            Query::By { query, .. } => **query == Query::WorkLimits,
+            query => *query == Query::WorkLimits,
+        };
+        if limits_read {
             return self.read_cell(Some(&map), META_CELL, query).await;
         }
         let mut entries = Vec::new();
@@ -163,17 +171,18 @@ impl Node {
                             .map(|row| whip_board::work::AuditView { cell, ..row }),
                     );
                 }
+                QueryResult::Refused(refusal) => return Ok(QueryResult::Refused(refusal)),
                 other => return Err(unexpected(&other)),
             }
         }
         let cap = whip_board::limits::LIST_ROWS_MAX;
-        Ok(match query {
-            Query::WorkAudit { .. } => {
+        Ok(match audit_read {
+            true => {
                 audit.sort_by_key(|row| (row.time_ms, row.cell, row.seq));
                 audit.truncate(cap);
                 QueryResult::WorkAudit(audit)
             }
-            _ => {
+            false => {
                 entries.sort_by(|a, b| a.id.cmp(&b.id));
                 // A range on the move is on two cells until the old one drops it.
                 entries.dedup_by(|a, b| a.id == b.id);

@@ -9,8 +9,10 @@
 //! - `whip lock`: a per-path edit lock or the repository-level run lock: a one-slot lease
 //!   whose grant carries a fence (present it to whatever the lock guards).
 //!
-//! Keys carry the team as their routing tag (`doc/{team}/…`), so a team's structures live
-//! on the same cell as its board.
+//! Keys carry the team as their tag (`doc/{team}/…`) and locks are owned by `team/{team}`:
+//! the board routes them with the team, so they live on the team's cell beside its
+//! record, only its members read or write them (`not_member` otherwise, decided in the
+//! same apply), and `whip team dissolve` collects them. Every call acts for `--agent`.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -115,6 +117,11 @@ pub(crate) enum LockCommand {
     },
 }
 
+/// A session acting for the CLI's agent: a team's blackboard is its members' alone.
+async fn member_session(global: &Global) -> Result<crate::connect::Session> {
+    crate::agent::authenticate(global, session(global).await?).await
+}
+
 fn key(kind: &str, team: &str, rest: &str) -> Vec<u8> {
     format!("{kind}/{{{team}}}/{rest}").into_bytes()
 }
@@ -173,7 +180,7 @@ fn show(global: &Global, value: Value, text: String) -> ExitCode {
 }
 
 pub(crate) async fn doc(global: &Global, cmd: DocCommand) -> Result<ExitCode> {
-    let session = session(global).await?;
+    let session = member_session(global).await?;
     let c = &session.client;
     let result = async {
         Ok(match cmd {
@@ -251,7 +258,7 @@ async fn frame_set(c: &CellClient, key: Vec<u8>, cols: &[String]) -> Result<(Val
 }
 
 pub(crate) async fn frame(global: &Global, cmd: FrameCommand) -> Result<ExitCode> {
-    let session = session(global).await?;
+    let session = member_session(global).await?;
     let c = &session.client;
     let result = async {
         Ok(match cmd {
@@ -292,7 +299,7 @@ pub(crate) async fn frame(global: &Global, cmd: FrameCommand) -> Result<ExitCode
 }
 
 pub(crate) async fn artifacts(global: &Global, cmd: ArtifactsCommand) -> Result<ExitCode> {
-    let session = session(global).await?;
+    let session = member_session(global).await?;
     let c = &session.client;
     let result = async {
         Ok(match cmd {
@@ -432,7 +439,7 @@ fn lock_id(team: &str, path: Option<&str>, repo: bool) -> Result<pb::ResourceId>
 }
 
 pub(crate) async fn lock(global: &Global, cmd: LockCommand) -> Result<ExitCode> {
-    let session = session(global).await?;
+    let session = member_session(global).await?;
     let c = &session.client;
     let result = async {
         Ok(match cmd {

@@ -165,42 +165,29 @@ impl CellApi {
         )))
     }
 
-    /// A read of one team's board for `caller`, decided by the team's cell in the same
-    /// snapshot as the read ([`Query::AsMember`]).
-    pub(super) async fn member_read(
-        &self,
-        who: &Caller,
-        caller: String,
-        query: Query,
-    ) -> Result<QueryResult, Status> {
-        let query = Query::AsMember {
-            caller,
-            query: Box::new(query),
-        };
-        match self.read(who, query).await? {
-            QueryResult::Refused(refusal @ whip_board::BoardRefusal::UnknownTeam { .. }) => {
-                Err(Status::not_found(format!("{}: {refusal}", refusal.code())))
-            }
-            QueryResult::Refused(refusal) => Err(Status::permission_denied(format!(
-                "{}: {refusal}",
-                refusal.code()
-            ))),
-            result => Ok(result),
-        }
-    }
-
-    /// Refuse `caller` unless it may act on `team` (the same rule as [`Self::member_read`]).
-    pub(super) async fn member_of(
-        &self,
-        who: &Caller,
-        team: &str,
-        caller: &str,
-    ) -> Result<(), Status> {
+    /// Refuse `who` unless it may read `team`'s board (the board's rule, [`Query::By`]).
+    pub(super) async fn member_of(&self, who: &Caller, team: &str) -> Result<(), Status> {
         let probe = Query::BoardStats {
             team: team.to_string(),
         };
-        self.member_read(who, caller.to_string(), probe).await?;
+        self.read(who, probe).await?;
         Ok(())
+    }
+}
+
+/// A read the board refused, as a gRPC error with the refusal's code in its message.
+pub(super) fn read_refused(refusal: whip_board::query::ReadRefusal) -> Status {
+    use whip_board::BoardRefusal;
+    use whip_board::access::AccessRefusal;
+    use whip_board::query::ReadRefusal;
+    let message = refusal.to_string();
+    match refusal {
+        ReadRefusal::Access(AccessRefusal::Anonymous) => Status::unauthenticated(message),
+        ReadRefusal::Access(_) => Status::permission_denied(message),
+        ReadRefusal::Board {
+            refusal: BoardRefusal::UnknownTeam { .. },
+        } => Status::not_found(message),
+        ReadRefusal::Board { .. } => Status::permission_denied(message),
     }
 }
 

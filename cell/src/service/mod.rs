@@ -216,13 +216,17 @@ impl CellApi {
             .await?)
     }
 
-    /// A client's read for its proven `caller` (refused by `board` on a reserved key, or
-    /// for an anonymous caller).
+    /// A client's read for its proven `caller`: the board decides what the caller may read
+    /// in the same snapshot as the read ([`Query::By`]).
     async fn read(&self, caller: &Caller, query: Query) -> Result<QueryResult, Status> {
-        if let Err(refusal) = whip_board::access::admit_query(caller, &query) {
-            return Err(Status::permission_denied(refusal.to_string()));
+        let query = Query::By {
+            caller: caller.clone(),
+            query: Box::new(query),
+        };
+        match self.read_server(query).await? {
+            QueryResult::Refused(refusal) => Err(access::read_refused(refusal)),
+            result => Ok(result),
         }
-        self.read_server(query).await
     }
 
     /// A read this server makes on its own behalf (token hashes, team records).
@@ -459,16 +463,9 @@ impl cell_server::Cell for CellApi {
             after_key: req.after_key,
             limit: convert::limit(req.limit),
         };
-        let result = match self.read(&caller, query).await? {
-            // Reserved rows (agents, the fabric's map) are server state: a client's scan
-            // passes over them (whip_board::access).
-            QueryResult::KvRange(rows) => QueryResult::KvRange(
-                rows.into_iter()
-                    .filter(|(key, _)| !whip_board::access::is_reserved(key))
-                    .collect(),
-            ),
-            other => other,
-        };
+        // Reserved rows and blackboard rows not asked for by team are left out by the
+        // board (Query::By).
+        let result = self.read(&caller, query).await?;
         Ok(Response::new(convert::kv_range_response(result)?))
     }
 
@@ -838,14 +835,14 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::BoardGetRequest>,
     ) -> GrpcResult<pb::BoardListResponse> {
-        let (who, caller) = self.board_caller(&req).await?;
+        let who = self.caller_of(&req).await?;
         let req = req.into_inner();
         let team = task_team(req.team, &req.task_id);
         let query = Query::BoardTask {
             team,
             task_id: req.task_id,
         };
-        let result = self.member_read(&who, caller, query).await?;
+        let result = self.read(&who, query).await?;
         Ok(Response::new(convert::tasks_response(result)?))
     }
 
@@ -853,14 +850,14 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::BoardListRequest>,
     ) -> GrpcResult<pb::BoardListResponse> {
-        let (who, caller) = self.board_caller(&req).await?;
+        let who = self.caller_of(&req).await?;
         let req = req.into_inner();
         let query = Query::BoardList {
             team: req.team,
             state: convert::task_state(&req.state)?,
             limit: convert::limit(req.limit),
         };
-        let result = self.member_read(&who, caller, query).await?;
+        let result = self.read(&who, query).await?;
         Ok(Response::new(convert::tasks_response(result)?))
     }
 
@@ -868,13 +865,13 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::BoardListRequest>,
     ) -> GrpcResult<pb::BoardListResponse> {
-        let (who, caller) = self.board_caller(&req).await?;
+        let who = self.caller_of(&req).await?;
         let req = req.into_inner();
         let query = Query::BoardDeadLetters {
             team: req.team,
             limit: convert::limit(req.limit),
         };
-        let result = self.member_read(&who, caller, query).await?;
+        let result = self.read(&who, query).await?;
         Ok(Response::new(convert::tasks_response(result)?))
     }
 
@@ -882,11 +879,9 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::BoardStatsRequest>,
     ) -> GrpcResult<pb::BoardStatsResponse> {
-        let (who, caller) = self.board_caller(&req).await?;
+        let who = self.caller_of(&req).await?;
         let team = req.into_inner().team;
-        let result = self
-            .member_read(&who, caller, Query::BoardStats { team })
-            .await?;
+        let result = self.read(&who, Query::BoardStats { team }).await?;
         Ok(Response::new(convert::board_stats_response(result)?))
     }
 
@@ -896,7 +891,7 @@ impl cell_server::Cell for CellApi {
     ) -> GrpcResult<pb::LedgerAppendResponse> {
         let (who, caller) = self.agent_caller(&req).await?;
         let req = req.into_inner();
-        self.member_of(&who, &req.team, &caller).await?;
+        self.member_of(&who, &req.team).await?;
         let (owner, name) = signal_ledger(&req.team);
         let command = Command::LedgerAppend {
             ledger: whip_board::ResourceId {
@@ -925,7 +920,7 @@ impl cell_server::Cell for CellApi {
             .streams
             .take(streams::stream_caller(Some(&caller), &req))?;
         let req = req.into_inner();
-        self.member_of(&who, &req.team, &caller).await?;
+        self.member_of(&who, &req.team).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(limits::OBSERVE_QUEUE_MAX);
         tokio::spawn(signal_loop(self.dispatch.clone(), req, tx, slot));
         let stream = tokio_stream::wrappers::ReceiverStream::new(rx);

@@ -1,0 +1,129 @@
+//! A team's blackboard: the rows of its document, frames and artifacts (CAS keys
+//! `doc/{team}/…`, `frame/{team}/…`, `artifacts/{team}/…`) and its locks and other
+//! resources (owner `team/{team}`). They route with the team (`route`), so the team's
+//! cell holds them beside the team record, and membership guards them in the same apply
+//! (writes) or the same snapshot (reads) as the data. `team dissolve` collects them.
+//!
+//! Only a member (or a member of an ancestor team) reaches them; servers act on their own
+//! behalf. The operator, who is nobody's member, does not.
+
+use crate::access::{Caller, team_of_key, team_of_owner};
+use crate::keys;
+use crate::query::Query;
+use crate::team;
+use crate::txn::Txn;
+use crate::types::{BoardRefusal, Command, Outcome, ResourceId, Stamp};
+
+/// The teams whose blackboard `command` touches.
+fn teams_of(command: &Command) -> Vec<&str> {
+    match command {
+        Command::KvPut { key, .. } | Command::KvDelete { key, .. } => {
+            team_of_key(key).into_iter().collect()
+        }
+        Command::KvTxn {
+            compares,
+            puts,
+            deletes,
+        } => compares
+            .iter()
+            .map(|(k, _)| k)
+            .chain(puts.iter().map(|(k, _)| k))
+            .chain(deletes)
+            .filter_map(|k| team_of_key(k))
+            .collect(),
+        Command::LeaseAcquire { lease: id, .. }
+        | Command::LeaseRenew { lease: id, .. }
+        | Command::LeaseRelease { lease: id, .. }
+        | Command::CounterConsume { counter: id, .. }
+        | Command::LedgerAppend { ledger: id, .. } => {
+            team_of_owner(&id.owner).into_iter().collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Refuse `caller` unless it may act on every team `team` names.
+fn member_of(txn: &impl Txn, caller: &Caller, team: &str) -> Result<(), BoardRefusal> {
+    let agent = match caller {
+        Caller::Server => return Ok(()),
+        Caller::Agent(agent) => agent.as_str(),
+        // Nobody's member (not even of a team with an agent called "operator").
+        Caller::Operator | Caller::Anonymous => {
+            let agent = caller.name().to_string();
+            let team = team.to_string();
+            return Err(BoardRefusal::NotMember { agent, team });
+        }
+    };
+    match team::member(txn, team, agent) {
+        Ok(_) => Ok(()),
+        Err(Outcome::BoardRefused { reason }) => Err(reason),
+        Err(other) => unreachable!("membership refuses with a board refusal, got {other:?}"),
+    }
+}
+
+/// A write of a team's blackboard needs a member of the team.
+pub(crate) fn guard(txn: &impl Txn, caller: &Caller, command: &Command) -> Result<(), Outcome> {
+    for team in teams_of(command) {
+        member_of(txn, caller, team).map_err(|reason| Outcome::BoardRefused { reason })?;
+    }
+    Ok(())
+}
+
+/// A read of a team's blackboard needs a member of the team; so does a read of its board
+/// (a tracker's board is open to every proven caller and reads as empty before its first
+/// issue).
+pub(crate) fn guard_read(
+    txn: &impl Txn,
+    caller: &Caller,
+    query: &Query,
+) -> Result<(), BoardRefusal> {
+    let team = match query {
+        Query::KvGet { key } => team_of_key(key),
+        Query::KvRange { prefix, .. } => team_of_key(prefix),
+        Query::BoardList { team, .. }
+        | Query::BoardTask { team, .. }
+        | Query::BoardStats { team }
+        | Query::BoardDeadLetters { team, .. } => match crate::is_tracker_team(team) {
+            true => None,
+            false => Some(team.as_str()),
+        },
+        _ => None,
+    };
+    match team {
+        Some(team) => member_of(txn, caller, team),
+        None => Ok(()),
+    }
+}
+
+/// Whether a scan not aimed at one team returns this row (no: blackboard rows are read
+/// through their team).
+pub(crate) fn listed(key: &[u8]) -> bool {
+    team_of_key(key).is_none()
+}
+
+/// Delete up to `budget` blackboard rows of `team` and give back its locks' slots;
+/// returns the rows removed and whether none is left.
+pub(crate) fn purge(txn: &mut impl Txn, stamp: Stamp, team: &str, budget: usize) -> (u32, bool) {
+    let mut removed = 0usize;
+    for kind in crate::access::TEAM_ROW_PREFIXES {
+        let start = keys::kv(format!("{kind}{{{team}}}/").as_bytes());
+        let end = keys::prefix_end(&start);
+        for (key, _) in txn.scan(&start, &end, budget.saturating_sub(removed)) {
+            txn.delete(&key);
+            removed += 1;
+        }
+    }
+    let owner = format!("{}{team}", crate::access::TEAM_OWNER_PREFIX);
+    for view in crate::lease::list(txn, stamp.time_ms, &format!("{owner}/"), budget) {
+        let id: &ResourceId = &view.lease;
+        for holder in &view.holders {
+            crate::lease::release(txn, stamp, id, &holder.holder);
+            removed += 1;
+        }
+    }
+    let left = crate::access::TEAM_ROW_PREFIXES.iter().any(|kind| {
+        let start = keys::kv(format!("{kind}{{{team}}}/").as_bytes());
+        !txn.scan(&start, &keys::prefix_end(&start), 1).is_empty()
+    });
+    (u32::try_from(removed).unwrap_or(u32::MAX), !left)
+}
