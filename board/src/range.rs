@@ -346,7 +346,9 @@ pub(crate) fn import(txn: &mut impl Txn, rows: &[(Vec<u8>, Vec<u8>)]) -> Outcome
     }
     for (key, value) in rows {
         if key.first() == Some(&keys::WORK_ENTRY) && txn.get(key).is_none() {
-            crate::work::moved(txn, value, true);
+            let value = crate::work::arrived(txn, value);
+            txn.put(key, &value);
+            continue;
         }
         txn.put(key, value);
     }
@@ -371,7 +373,7 @@ pub(crate) fn drop_rows(txn: &mut impl Txn, start: u64, last: u64) -> Outcome {
         let (rows, next) = export(txn, start, last, &after, RANGE_ROWS_PER_COMMAND_MAX);
         for (key, value) in &rows {
             if key.first() == Some(&keys::WORK_ENTRY) {
-                crate::work::moved(txn, value, false);
+                crate::work::departed(txn, value);
             }
             txn.delete(key);
             removed += 1;

@@ -16,9 +16,10 @@
 //! ([`lend`]) never lends more than the ceiling minus what every other cell holds, a quota
 //! is a lease (it lapses unless renewed), and a lowered quota keeps counting at its old
 //! size at the meta cell until the cell confirms it installed the lower one ([`ack`]). A
-//! cell whose quota lapsed admits nothing and renews nothing, and caps every entry's lease
-//! at its quota's expiry, so once the meta cell stops counting a lapsed quota no entry
-//! admitted under it is alive.
+//! cell whose quota lapsed admits nothing and renews nothing, and every entry it holds lapses
+//! with the quota (an entry lives in the quota generation it was admitted in; a quota
+//! installed after a lapse starts a new one), so once the meta cell stops counting a
+//! lapsed quota no entry admitted under it is alive.
 //!
 //! **The control plane goes through the parent.** Only an owner of one of an entry's
 //! ancestors (for a root: its own owner) or the operator may spawn under it, signal it or
@@ -348,6 +349,8 @@ pub struct WorkEntryView {
     pub children: u32,
     /// The sequence its next child gets.
     pub next_child: u64,
+    /// The cell's quota generation it lives in (fabric cells; see [`Quota`]).
+    pub generation: u64,
 }
 
 /// What an audit row records.
@@ -423,6 +426,9 @@ pub struct QuotaView {
 /// Cell-local registry state: counts, the quota, the next root and audit sequences.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct CellWork {
+    /// Bumped when a quota is installed after the previous one lapsed: entries of an
+    /// older generation lapsed with that quota and never come back.
+    generation: u64,
     live: u64,
     by_class: BTreeMap<String, u64>,
     quota: Option<Quota>,
@@ -496,7 +502,36 @@ fn store_entry(txn: &mut impl Txn, entry: &WorkEntryView) {
 }
 
 fn live_entry(txn: &impl Txn, now_ms: u64, id: &str) -> Option<WorkEntryView> {
-    load_entry(txn, id).filter(|entry| entry.expires_ms > now_ms)
+    let alive = Liveness::of(txn, now_ms);
+    load_entry(txn, id).filter(|entry| alive.holds(entry))
+}
+
+/// Whether entries are alive at a time: their own lease, and in a fabric the cell's quota
+/// (live, and the generation the entry was admitted or renewed in).
+struct Liveness {
+    now_ms: u64,
+    /// `None` on a standalone cell; else the live quota's generation (`None` inside when
+    /// the quota lapsed: nothing is alive).
+    fabric: Option<Option<u64>>,
+}
+
+impl Liveness {
+    fn of(txn: &impl Txn, now_ms: u64) -> Liveness {
+        let fabric = crate::range::in_fabric(txn).then(|| {
+            let work = cell_work(txn);
+            let live = work.quota.is_some_and(|quota| quota.expires_ms > now_ms);
+            live.then_some(work.generation)
+        });
+        Liveness { now_ms, fabric }
+    }
+
+    fn holds(&self, entry: &WorkEntryView) -> bool {
+        entry.expires_ms > self.now_ms
+            && match self.fabric {
+                None => true,
+                Some(generation) => generation == Some(entry.generation),
+            }
+    }
 }
 
 fn cell_work(txn: &impl Txn) -> CellWork {
@@ -754,7 +789,7 @@ fn new_entry(
     if load_entry(txn, &id).is_some() {
         return None;
     }
-    let expires_ms = capped_expiry(work, stamp.time_ms, request.ttl_ms, txn);
+    let expires_ms = stamp.time_ms.saturating_add(request.ttl_ms);
     Some(WorkEntryView {
         id,
         kind: request.kind,
@@ -768,16 +803,8 @@ fn new_entry(
         expires_ms,
         children: 0,
         next_child: 0,
+        generation: work.generation,
     })
-}
-
-/// `now + ttl`, but never past the cell's quota in a fabric.
-fn capped_expiry(work: &CellWork, now_ms: u64, ttl_ms: u64, txn: &impl Txn) -> u64 {
-    let asked = now_ms.saturating_add(ttl_ms);
-    match (crate::range::in_fabric(txn), work.quota) {
-        (true, Some(quota)) => asked.min(quota.expires_ms),
-        _ => asked,
-    }
 }
 
 fn item(id: &str) -> Item {
@@ -795,10 +822,11 @@ fn children_of(txn: &impl Txn, now_ms: u64, parent: &str) -> Vec<WorkEntryView> 
     keys::push_open(&mut prefix, format!("{parent}.").as_bytes());
     let end = keys::prefix_end(&prefix);
     let depth = parent.matches('.').count() + 1;
+    let alive = Liveness::of(txn, now_ms);
     txn.scan(&prefix, &end, crate::limits::LIST_ROWS_MAX)
         .into_iter()
         .map(|(_, value)| decode::<WorkEntryView>(&value))
-        .filter(|entry| entry.id.matches('.').count() == depth && entry.expires_ms > now_ms)
+        .filter(|entry| entry.id.matches('.').count() == depth && alive.holds(entry))
         .collect()
 }
 
@@ -821,7 +849,16 @@ pub(crate) fn renew(
     id: &str,
     ttl: u64,
 ) -> Outcome {
-    let Some(mut entry) = live_entry(txn, now_ms, id) else {
+    let alive = Liveness::of(txn, now_ms);
+    if alive.fabric == Some(None) {
+        // The cell's quota lapsed: it cannot confirm anything, so nothing is extended.
+        return Outcome::WorkRenewed {
+            signal: Signal::Stop,
+            reason: SignalReason::QuotaLapsed,
+            expires_ms: load_entry(txn, id).map_or(0, |entry| entry.expires_ms),
+        };
+    }
+    let Some(mut entry) = load_entry(txn, id).filter(|entry| alive.holds(entry)) else {
         return refused(WorkRefusal::UnknownEntry { id: id.to_string() });
     };
     let own = matches!(caller, Caller::Agent(agent) if agent == &entry.owner);
@@ -833,17 +870,7 @@ pub(crate) fn renew(
         });
     }
     let (signal, reason) = signal_in_force(txn, now_ms, &entry);
-    let work = cell_work(txn);
-    let quota_live =
-        !crate::range::in_fabric(txn) || work.quota.is_some_and(|quota| quota.expires_ms > now_ms);
-    if !quota_live {
-        return Outcome::WorkRenewed {
-            signal: Signal::Stop,
-            reason: SignalReason::QuotaLapsed,
-            expires_ms: entry.expires_ms,
-        };
-    }
-    let expires_ms = capped_expiry(&work, now_ms, ttl, txn).max(entry.expires_ms);
+    let expires_ms = now_ms.saturating_add(ttl).max(entry.expires_ms);
     deadline::reschedule(txn, entry.expires_ms, expires_ms, &item(id));
     entry.expires_ms = expires_ms;
     store_entry(txn, &entry);
@@ -1011,17 +1038,21 @@ pub(crate) fn expire(txn: &mut impl Txn, now_ms: u64, id: &str) -> u32 {
     }
 }
 
-/// A range move brought an entry row here, or is taking one away: keep the counts true.
-pub(crate) fn moved(txn: &mut impl Txn, value: &[u8], arrived: bool) {
-    let entry: WorkEntryView = decode(value);
-    if arrived {
-        let mut work = cell_work(txn);
-        work.live += 1;
-        *work.by_class.entry(entry.class.clone()).or_default() += 1;
-        store_cell_work(txn, &work);
-    } else {
-        uncount(txn, &entry);
-    }
+/// A range move brought an entry row here: count it, and let it live in this cell's
+/// quota generation; returns the row to store.
+pub(crate) fn arrived(txn: &mut impl Txn, value: &[u8]) -> Vec<u8> {
+    let mut entry: WorkEntryView = decode(value);
+    let mut work = cell_work(txn);
+    work.live += 1;
+    *work.by_class.entry(entry.class.clone()).or_default() += 1;
+    entry.generation = work.generation;
+    store_cell_work(txn, &work);
+    encode(&entry)
+}
+
+/// A range move is taking an entry row away: keep the counts true.
+pub(crate) fn departed(txn: &mut impl Txn, value: &[u8]) {
+    uncount(txn, &decode(value));
 }
 
 /// Change the limits (the operator's); a change past the hard bounds changes nothing.
@@ -1175,6 +1206,10 @@ pub(crate) fn install(txn: &mut impl Txn, now_ms: u64, grant: Quota, ttl_ms: u64
         .expires_ms
         .saturating_sub(WORK_QUOTA_SKEW_MS)
         .min(now_ms.saturating_add(ttl_ms));
+    if work.quota.is_none_or(|held| held.expires_ms <= now_ms) {
+        // The quota lapsed (or never was): what lived under it stays lapsed.
+        work.generation += 1;
+    }
     work.quota = Some(Quota {
         expires_ms,
         ..grant
@@ -1232,10 +1267,11 @@ fn list(txn: &impl Txn, now_ms: u64, parent: Option<&str>, limit: usize) -> Vec<
         children.truncate(limit);
         return children;
     }
+    let alive = Liveness::of(txn, now_ms);
     txn.scan(&[WORK_ENTRY], &[WORK_ENTRY + 1], limit)
         .into_iter()
         .map(|(_, value)| decode::<WorkEntryView>(&value))
-        .filter(|entry| entry.expires_ms > now_ms)
+        .filter(|entry| alive.holds(entry))
         .collect()
 }
 

@@ -249,6 +249,11 @@ fn register_routed(cell: &mut Cell, agent: &str, root: &str) -> Outcome {
         owner: None,
         quota_retry: false,
     };
+    run_routed(cell, agent, command)
+}
+
+/// Run `command` for `agent` as a router sends it (at the range's epoch).
+fn run_routed(cell: &mut Cell, agent: &str, command: Command) -> Outcome {
     cell.index += 1;
     let stamp = Stamp {
         index: cell.index,
@@ -323,8 +328,38 @@ fn quotas_never_lend_past_the_ceiling_and_lapse_closed() {
     assert_eq!(lend(&mut meta, 1, 5).total, 1);
     meta.now_ms += 1_000;
     assert_eq!(lend(&mut meta, 1, 5).total, 5);
-    // The data cell's own quota lapsed: it admits and renews nothing.
+    // The data cell's own quota lapsed: it admits and renews nothing, and its entry lapsed
+    // with it, for good: a quota installed later does not bring it back.
     data.now_ms += 11_000;
     let late = register_routed(&mut data, "bob", "w0000000000000009");
     assert_eq!(refused_limit(&late), WorkLimit::Fabric);
+    let renew = Command::WorkRenew {
+        id: ROOT.into(),
+        ttl_ms: 30_000,
+    };
+    match run_routed(&mut data, "alice", renew.clone()) {
+        Outcome::WorkRenewed { signal, reason, .. } => {
+            assert_eq!((signal, reason), (Signal::Stop, SignalReason::QuotaLapsed));
+        }
+        other => panic!("{other:?}"),
+    }
+    meta.now_ms = data.now_ms;
+    let fresh = lend(&mut meta, 1, 5);
+    let install = Command::WorkQuotaInstall {
+        quota: fresh,
+        ttl_ms: 10_000,
+    };
+    data.run(Caller::Server, install);
+    let listed = data.read(Query::WorkList {
+        parent: None,
+        limit: 0,
+    });
+    assert_eq!(listed, QueryResult::WorkEntries(Vec::new()));
+    assert!(matches!(
+        run_routed(&mut data, "alice", renew),
+        Outcome::WorkRefused {
+            refusal: WorkRefusal::UnknownEntry { .. }
+        }
+    ));
+    admitted_id(register_routed(&mut data, "bob", "w0000000000000009"));
 }

@@ -44,6 +44,8 @@ pub const SPILL_BATCH_MAX: u32 = 256;
 /// Bytes of envelopes one handoff write or delivery carries (half the board's batch cap, so
 /// task bodies plus their envelopes' overhead always fit).
 pub const HANDOFF_BATCH_BYTES: usize = whip_board::limits::HANDOFF_BATCH_BYTES_MAX / 2;
-/// Time to live of a cell's quota of the fabric's work ceiling (renewed every quarter of
-/// it by the node leading the cell).
-pub const WORK_QUOTA_TTL_MS: u64 = 10_000;
+/// Time to live of a cell's quota of the fabric's work ceiling (renewed every sixth of it
+/// by the node leading the cell). Past it without a renewal (the meta cell unreachable
+/// that long) the cell admits nothing and its entries lapse; an unreachable cell's share
+/// is lent again only after it.
+pub const WORK_QUOTA_TTL_MS: u64 = 30_000;

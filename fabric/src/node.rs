@@ -45,7 +45,7 @@ pub struct NodeConfig {
     /// plaintext on loopback behind `--insecure`.
     pub transport: whip_cell::tls::Transport,
     /// Time to live of the quotas of the fabric's work ceiling this node's cells borrow
-    /// from the meta cell; renewed every quarter of it. A cell that cannot renew admits
+    /// from the meta cell; renewed every sixth of it. A cell that cannot renew admits
     /// nothing once it lapses, and its entries lapse with it.
     pub work_quota_ttl_ms: u64,
 }

@@ -6,7 +6,8 @@
 //! lends, each data cell decides admission within what it holds. This file only sequences
 //! those applies.
 //!
-//! **Quotas.** Each node runs a loop over the data cells it leads: read the cell's live
+//! **Quotas.** Each node runs a loop over the data cells it leads (every sixth of the
+//! quota's lease): read the cell's live
 //! entries and the quota it wants ([`whip_board::work::QuotaView`]), ask the meta cell to
 //! lend that much (never past the ceiling minus every other live grant), install the grant
 //! on the cell (an older grant never replaces a newer one), then confirm it to the meta
@@ -83,7 +84,7 @@ impl Node {
             return Ok(());
         };
         let lend = Command::WorkQuotaLend { cell, want, ttl_ms };
-        let quota = match self.submit_cell(None, META_CELL, server(lend)).await? {
+        let quota = match self.submit_meta(server(lend)).await? {
             Outcome::WorkQuotaLent {
                 version,
                 total,
@@ -107,9 +108,29 @@ impl Node {
                 cell,
                 version: quota.version,
             };
-            self.submit_cell(None, META_CELL, server(ack)).await?;
+            self.submit_meta(server(ack)).await?;
         }
         Ok(())
+    }
+
+    /// Apply `request` on the meta cell, retrying while it elects a leader (at most
+    /// `META_READ_RETRY_MS`).
+    async fn submit_meta(&self, request: Request) -> Result<Outcome, CellError> {
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(crate::limits::META_READ_RETRY_MS);
+        let mut backoff = Duration::from_millis(crate::limits::ROUTE_BACKOFF_MIN_MS);
+        loop {
+            match self.submit_cell(None, META_CELL, request.clone()).await {
+                Err(CellError::Unavailable(_) | CellError::NotLeader { .. })
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(backoff).await;
+                    let max = Duration::from_millis(crate::limits::ROUTE_BACKOFF_MAX_MS);
+                    backoff = (backoff * 2).min(max);
+                }
+                other => return other,
+            }
+        }
     }
 
     /// `WorkLimitsSet` on the meta cell and every data cell (each keeps a copy); the
@@ -257,7 +278,7 @@ fn server(command: Command) -> Request {
 pub(crate) async fn quota_loop(inner: std::sync::Weak<crate::node::Inner>) {
     let Some(every) = inner.upgrade().map(|inner| {
         let node = Node { inner };
-        Duration::from_millis((node.config().work_quota_ttl_ms / 4).max(100))
+        Duration::from_millis((node.config().work_quota_ttl_ms / 6).max(100))
     }) else {
         return;
     };

@@ -17,6 +17,7 @@ pub mod models;
 pub mod nemesis;
 pub mod net;
 pub mod nodes;
+pub mod registry;
 pub mod workload;
 
 use std::path::{Path, PathBuf};

@@ -31,6 +31,8 @@ pub enum Workload {
     Ledger,
     /// A task board: post, claim, complete / release / let lapse.
     Board,
+    /// The work registry under a small ceiling: register, renew, signal, revoke.
+    Registry,
 }
 
 impl Workload {
@@ -42,8 +44,9 @@ impl Workload {
             "counter" => Ok(Workload::Counter),
             "ledger" => Ok(Workload::Ledger),
             "board" => Ok(Workload::Board),
+            "registry" => Ok(Workload::Registry),
             other => Err(format!(
-                "unknown workload {other:?} (cas, lease, counter, ledger, board)"
+                "unknown workload {other:?} (cas, lease, counter, ledger, board, registry)"
             )),
         }
     }
@@ -56,6 +59,7 @@ impl Workload {
             Workload::Counter => "counter",
             Workload::Ledger => "ledger",
             Workload::Board => "board",
+            Workload::Registry => "registry",
         }
     }
 }
@@ -113,13 +117,13 @@ pub struct Rotation {
 pub const UNKNOWN_PER_KEY_MAX: u64 = 3;
 
 /// How one operation ended.
-enum Done {
+pub(super) enum Done {
     Ok(Value),
     Fail(Value),
     Info(Value),
 }
 
-fn error_done(e: &CellError, read: bool) -> Done {
+pub(super) fn error_done(e: &CellError, read: bool) -> Done {
     let value = json!({ "error": e.to_string() });
     match e {
         CellError::InvalidArgument(_) => Done::Fail(value),
@@ -138,29 +142,42 @@ fn resource(key: &str) -> pb::ResourceId {
 }
 
 /// One worker: a logical process that becomes a new one after each unknown outcome.
-struct Worker {
+pub(super) struct Worker {
     shared: Shared,
-    client: Arc<CellClient>,
+    pub(super) client: Arc<CellClient>,
     process: u64,
-    rng: StdRng,
+    pub(super) rng: StdRng,
     count: u64,
+    /// The worker's seed (names its agent).
+    pub(super) seed: u64,
+    /// A client acting for the worker's agent (the registry workload).
+    pub(super) agent: Option<Arc<CellClient>>,
 }
 
 impl Worker {
     fn new(shared: Shared, seed: u64) -> Result<Worker, String> {
-        let client = CellClient::connect(&shared.addrs)
-            .map_err(|e| e.to_string())?
-            .with_retry_for(Duration::from_millis(CLIENT_RETRY_MS))
-            .with_attempt_timeout(Duration::from_millis(CLIENT_ATTEMPT_MS));
-        let client = Arc::new(client);
         let process = shared.recorder.new_process();
-        Ok(Worker {
+        let mut worker = Worker {
+            client: Arc::new(CellClient::connect(&shared.addrs).map_err(|e| e.to_string())?),
             shared,
-            client,
             process,
             rng: StdRng::seed_from_u64(seed),
             count: 0,
-        })
+            seed,
+            agent: None,
+        };
+        worker.client = Arc::new(worker.connect().ok_or("cannot connect")?);
+        Ok(worker)
+    }
+
+    /// A client of the nodes with the workload's retry and attempt bounds.
+    pub(super) fn connect(&self) -> Option<CellClient> {
+        let client = CellClient::connect(&self.shared.addrs).ok()?;
+        Some(
+            client
+                .with_retry_for(Duration::from_millis(CLIENT_RETRY_MS))
+                .with_attempt_timeout(Duration::from_millis(CLIENT_ATTEMPT_MS)),
+        )
     }
 
     fn unique(&mut self) -> String {
@@ -181,7 +198,13 @@ impl Worker {
     }
 
     /// Record `f` on `key`, run `op` with the timeout, record how it ended.
-    async fn run<Fut>(&mut self, f: &str, key: &str, input: Value, op: Fut) -> Option<Value>
+    pub(super) async fn run<Fut>(
+        &mut self,
+        f: &str,
+        key: &str,
+        input: Value,
+        op: Fut,
+    ) -> Option<Value>
     where
         Fut: std::future::Future<Output = Done>,
     {
@@ -230,6 +253,7 @@ pub async fn run_worker(workload: Workload, shared: Shared, seed: u64) -> Result
             Workload::Counter => counter_round(&mut worker).await,
             Workload::Ledger => ledger_round(&mut worker).await,
             Workload::Board => board_round(&mut worker).await,
+            Workload::Registry => super::registry::registry_round(&mut worker).await,
         }
         let pause = worker.rng.random_range(0..20);
         tokio::time::sleep(Duration::from_millis(pause)).await;
@@ -559,6 +583,9 @@ pub async fn final_reads(
         .with_retry_for(Duration::from_secs(30));
     let process = recorder.new_process();
     final_boards(recorder, process, &client, ops).await;
+    if ops.iter().any(|o| o.key == super::registry::REGISTRY_KEY) {
+        super::registry::final_registry(recorder, process, &client).await;
+    }
     let mut partitions: Vec<String> = ops
         .iter()
         .filter(|o| o.f == "append")

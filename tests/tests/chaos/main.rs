@@ -8,6 +8,7 @@ mod t30_ledger;
 mod t40_counter;
 mod t50_history;
 mod t60_board;
+mod t70_registry;
 
 use serde_json::Value;
 use whip_tests::chaos::check::{WorkloadResult, check_all};

@@ -8,6 +8,8 @@ use std::time::Duration;
 use serde_json::Value;
 use whip_tests::whip_binary;
 
+mod work;
+
 fn whip(dir: &Path, args: &[&str]) -> Output {
     Command::new(whip_binary())
         .current_dir(dir)
