@@ -65,6 +65,33 @@ fn not_member(outcome: &Outcome) -> bool {
     )
 }
 
+/// Reads of the blackboard: members only, nobody anonymous; scans not aimed at the team
+/// pass over its rows.
+fn reads_for_members_only(cell: &Cell, get: &Query) {
+    let refused = cell.read(Caller::Agent("mallory".into()), get.clone());
+    assert!(matches!(
+        refused,
+        QueryResult::Refused(ReadRefusal::Board { .. })
+    ));
+    let anonymous = cell.read(Caller::Anonymous, get.clone());
+    assert!(matches!(
+        anonymous,
+        QueryResult::Refused(ReadRefusal::Access(_))
+    ));
+    assert!(matches!(
+        cell.read(Caller::Agent("sup".into()), get.clone()),
+        QueryResult::Kv(Some(_))
+    ));
+    // A scan not aimed at the team passes over its rows.
+    let scan = Query::KvRange {
+        prefix: Vec::new(),
+        after_key: Vec::new(),
+        limit: 0,
+    };
+    let rows = cell.read(Caller::Agent("sup".into()), scan);
+    assert_eq!(rows, QueryResult::KvRange(Vec::new()));
+}
+
 #[test]
 fn only_members_touch_the_blackboard_and_dissolve_collects_it() {
     let mut cell = Cell {
@@ -95,29 +122,7 @@ fn only_members_touch_the_blackboard_and_dissolve_collects_it() {
     let get = Query::KvGet {
         key: b"doc/{crew}/manifest".to_vec(),
     };
-    let refused = cell.read(Caller::Agent("mallory".into()), get.clone());
-    assert!(matches!(
-        refused,
-        QueryResult::Refused(ReadRefusal::Board { .. })
-    ));
-    let anonymous = cell.read(Caller::Anonymous, get.clone());
-    assert!(matches!(
-        anonymous,
-        QueryResult::Refused(ReadRefusal::Access(_))
-    ));
-    assert!(matches!(
-        cell.read(Caller::Agent("sup".into()), get.clone()),
-        QueryResult::Kv(Some(_))
-    ));
-    // A scan not aimed at the team passes over its rows.
-    let scan = Query::KvRange {
-        prefix: Vec::new(),
-        after_key: Vec::new(),
-        limit: 0,
-    };
-    let rows = cell.read(Caller::Agent("sup".into()), scan);
-    assert_eq!(rows, QueryResult::KvRange(Vec::new()));
-
+    reads_for_members_only(&cell, &get);
     let dissolve = Command::TeamDissolve {
         team: "crew".into(),
         caller: "sup".into(),

@@ -58,6 +58,13 @@ struct Model {
     mail: BTreeMap<(String, String), (u64, Vec<MailboxMessage>)>,
 }
 
+fn not_member(agent: &str, team: &Option<String>) -> Outcome {
+    refused(BoardRefusal::NotMember {
+        agent: agent.to_string(),
+        team: team.clone().unwrap_or_default(),
+    })
+}
+
 fn refused(reason: BoardRefusal) -> Outcome {
     Outcome::BoardRefused { reason }
 }
@@ -81,10 +88,7 @@ impl Model {
             return Err(refused(BoardRefusal::UnknownTeam { team: team.into() }));
         };
         if !t.members.iter().chain(&t.ancestors).any(|m| m == caller) {
-            return Err(refused(BoardRefusal::NotMember {
-                agent: caller.into(),
-                team: team.into(),
-            }));
+            return Err(not_member(caller, &Some(team.to_string())));
         }
         Ok(t)
     }
@@ -107,12 +111,7 @@ impl Model {
                 settings,
             } => match self.teams.get(team) {
                 // A child team is made by a member of its parent or an ancestor.
-                _ if parent.is_some() && !ancestors.contains(caller) => {
-                    refused(BoardRefusal::NotMember {
-                        agent: caller.clone(),
-                        team: parent.clone().unwrap_or_default(),
-                    })
-                }
+                _ if parent.is_some() && !ancestors.contains(caller) => not_member(caller, parent),
                 Some(t) if &t.supervisor == caller => Outcome::TeamCreated { team: team.clone() },
                 Some(_) => refused(BoardRefusal::TeamExists { team: team.clone() }),
                 None => {

@@ -328,23 +328,27 @@ fn quotas_never_lend_past_the_ceiling_and_lapse_closed() {
     assert_eq!(lend(&mut meta, 1, 5).total, 1);
     meta.now_ms += 1_000;
     assert_eq!(lend(&mut meta, 1, 5).total, 5);
-    // The data cell's own quota lapsed: it admits and renews nothing, and its entry lapsed
-    // with it, for good: a quota installed later does not bring it back.
+    lapse_for_good(&mut meta, &mut data);
+}
+
+/// The data cell's own quota lapsed: it admits and renews nothing, and its entry lapsed
+/// with it, for good: a quota installed later does not bring it back.
+fn lapse_for_good(meta: &mut Cell, data: &mut Cell) {
     data.now_ms += 11_000;
-    let late = register_routed(&mut data, "bob", "w0000000000000009");
+    let late = register_routed(data, "bob", "w0000000000000009");
     assert_eq!(refused_limit(&late), WorkLimit::Fabric);
     let renew = Command::WorkRenew {
         id: ROOT.into(),
         ttl_ms: 30_000,
     };
-    match run_routed(&mut data, "alice", renew.clone()) {
+    match run_routed(data, "alice", renew.clone()) {
         Outcome::WorkRenewed { signal, reason, .. } => {
             assert_eq!((signal, reason), (Signal::Stop, SignalReason::QuotaLapsed));
         }
         other => panic!("{other:?}"),
     }
     meta.now_ms = data.now_ms;
-    let fresh = lend(&mut meta, 1, 5);
+    let fresh = lend(meta, 1, 5);
     let install = Command::WorkQuotaInstall {
         quota: fresh,
         ttl_ms: 10_000,
@@ -356,10 +360,10 @@ fn quotas_never_lend_past_the_ceiling_and_lapse_closed() {
     });
     assert_eq!(listed, QueryResult::WorkEntries(Vec::new()));
     assert!(matches!(
-        run_routed(&mut data, "alice", renew),
+        run_routed(data, "alice", renew),
         Outcome::WorkRefused {
             refusal: WorkRefusal::UnknownEntry { .. }
         }
     ));
-    admitted_id(register_routed(&mut data, "bob", "w0000000000000009"));
+    admitted_id(register_routed(data, "bob", "w0000000000000009"));
 }

@@ -608,6 +608,17 @@ pub async fn final_reads(
             }
         }
     }
+    final_counters(recorder, process, &client, ops).await;
+    Ok(())
+}
+
+/// Every counter the history touched, as one `final` read each.
+async fn final_counters(
+    recorder: &Recorder,
+    process: u64,
+    client: &CellClient,
+    ops: &[super::history::Op],
+) {
     let mut counters: Vec<String> = ops
         .iter()
         .filter(|o| o.f == "consume")
@@ -616,7 +627,7 @@ pub async fn final_reads(
     counters.sort();
     counters.dedup();
     if counters.is_empty() {
-        return Ok(());
+        return;
     }
     let views = client
         .counter_list(pb::CounterListRequest {
@@ -648,7 +659,6 @@ pub async fn final_reads(
             ),
         }
     }
-    Ok(())
 }
 
 async fn list_partition(client: &CellClient, key: &str) -> Result<Vec<(u64, String)>, String> {
