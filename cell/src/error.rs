@@ -35,6 +35,10 @@ pub enum CellError {
     /// The caller did not prove who it is (no token, a wrong token, no certificate).
     #[error("{0}")]
     Unauthenticated(String),
+    /// What the call names does not exist (an unknown team, a lapsed work entry).
+    /// Retrying will not help.
+    #[error("{0}")]
+    NotFound(String),
 }
 
 const WRONG_RANGE_PREFIX: &str = "wrong range: this cell knows epoch ";
@@ -50,6 +54,7 @@ impl From<CellError> for tonic::Status {
             CellError::WrongRange { .. } => tonic::Status::failed_precondition(err.to_string()),
             CellError::PermissionDenied(m) => tonic::Status::permission_denied(m.clone()),
             CellError::Unauthenticated(m) => tonic::Status::unauthenticated(m.clone()),
+            CellError::NotFound(m) => tonic::Status::not_found(m.clone()),
         }
     }
 }
@@ -67,6 +72,7 @@ impl From<tonic::Status> for CellError {
             tonic::Code::Unauthenticated => {
                 CellError::Unauthenticated(status.message().to_string())
             }
+            tonic::Code::NotFound => CellError::NotFound(status.message().to_string()),
             tonic::Code::FailedPrecondition if status.message().starts_with(WRONG_RANGE_PREFIX) => {
                 let rest = &status.message()[WRONG_RANGE_PREFIX.len()..];
                 let epoch = rest

@@ -39,6 +39,28 @@ fn holder(h: pb::LeaseHolder) -> whip_board::LeaseHolder {
     }
 }
 
+fn work_answer(r: pb::WorkResponse) -> FabricResult<WorkAnswer> {
+    Ok(match r.outcome.as_str() {
+        "admitted" => WorkAnswer::Admitted {
+            id: r.entry.map(|e| e.id).unwrap_or_default(),
+        },
+        "refused" => WorkAnswer::Refused {
+            limit: r.limit,
+            reason: r.reason,
+        },
+        "renewed" => WorkAnswer::Renewed {
+            signal: whip_board::work::Signal::parse(&r.signal)
+                .ok_or_else(|| FabricError::Unavailable(format!("signal {:?}", r.signal)))?,
+        },
+        "revoked" => WorkAnswer::Revoked,
+        other => {
+            return Err(FabricError::Unavailable(format!(
+                "registry answered {other:?}"
+            )));
+        }
+    })
+}
+
 fn code_error(code: i32) -> FabricError {
     FabricError::Unavailable(format!("unexpected outcome code {code}"))
 }
@@ -411,6 +433,49 @@ impl FabricClient for CellClient {
         };
         let r = CellClient::board_list(self, request).await.map_err(error)?;
         r.tasks.into_iter().map(task_view).collect()
+    }
+
+    async fn work_register(
+        &self,
+        kind: whip_board::work::WorkKind,
+        parent: Option<String>,
+        ttl_ms: u64,
+        key: String,
+    ) -> FabricResult<WorkAnswer> {
+        let request = pb::WorkRegisterRequest {
+            kind: kind.code().into(),
+            parent: parent.unwrap_or_default(),
+            ttl_ms,
+            idempotency_key: key,
+            ..Default::default()
+        };
+        let r = CellClient::work_register(self, request)
+            .await
+            .map_err(error)?;
+        work_answer(r)
+    }
+
+    async fn work_renew(&self, id: String, ttl_ms: u64, key: String) -> FabricResult<WorkAnswer> {
+        let request = pb::WorkRenewRequest {
+            id,
+            ttl_ms,
+            idempotency_key: key,
+        };
+        match CellClient::work_renew(self, request).await {
+            Err(CellError::NotFound(_)) => Ok(WorkAnswer::Gone),
+            answer => work_answer(answer.map_err(error)?),
+        }
+    }
+
+    async fn work_revoke(&self, id: String, key: String) -> FabricResult<WorkAnswer> {
+        let request = pb::WorkRevokeRequest {
+            id,
+            idempotency_key: key,
+        };
+        match CellClient::work_revoke(self, request).await {
+            Err(CellError::NotFound(_)) => Ok(WorkAnswer::Gone),
+            answer => work_answer(answer.map_err(error)?),
+        }
     }
 }
 

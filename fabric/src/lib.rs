@@ -40,8 +40,8 @@ pub mod map;
 mod mem;
 mod mover;
 pub mod node;
+mod quota;
 mod router;
-mod work;
 
 use std::future::Future;
 
@@ -52,7 +52,11 @@ pub use mem::MemFabric;
 pub use mover::SpillPayload;
 pub use node::{Node, NodeConfig};
 pub use whip_board::query::{CounterView, KvEntry, LeaseView, LedgerEntryView};
-pub use whip_board::{Outcome, Reset, ResourceId, TRACKER_TEAM_PREFIX, TaskState, TaskView};
+pub use whip_board::work;
+pub use whip_board::{
+    Command, Outcome, Query, QueryResult, Reset, ResourceId, TRACKER_TEAM_PREFIX, TaskState,
+    TaskView,
+};
 
 /// An operating failure talking to the fabric (business results are [`Outcome`]s).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -163,6 +167,32 @@ pub enum Settle {
         /// New window from now.
         by_ms: u64,
     },
+}
+
+/// How a registry call ended, as the engine sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkAnswer {
+    /// Registered: the new entry's id.
+    Admitted {
+        /// The entry.
+        id: String,
+    },
+    /// An admission limit refused it.
+    Refused {
+        /// `fabric`, `cell`, `depth` or `children`.
+        limit: String,
+        /// The limit with its numbers.
+        reason: String,
+    },
+    /// Renewed: the signal in force.
+    Renewed {
+        /// `run`, `pause` or `stop`.
+        signal: whip_board::work::Signal,
+    },
+    /// Revoked.
+    Revoked,
+    /// The entry is gone (lapsed, revoked, never registered).
+    Gone,
 }
 
 /// How a board write ended, as the engine sees it.
@@ -307,6 +337,27 @@ pub trait FabricClient: Send + Sync + 'static {
         state: Option<TaskState>,
         limit: u32,
     ) -> impl Future<Output = FabricResult<Vec<TaskView>>> + Send;
+    /// Register a work entry of `kind` (under `parent`) for `ttl_ms`.
+    fn work_register(
+        &self,
+        kind: whip_board::work::WorkKind,
+        parent: Option<String>,
+        ttl_ms: u64,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<WorkAnswer>> + Send;
+    /// Renew entry `id` for `ttl_ms`: `Renewed` with the signal in force, or `Gone`.
+    fn work_renew(
+        &self,
+        id: String,
+        ttl_ms: u64,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<WorkAnswer>> + Send;
+    /// Remove entry `id` and its subtree: `Revoked` or `Gone`.
+    fn work_revoke(
+        &self,
+        id: String,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<WorkAnswer>> + Send;
     /// Entries of one ledger (one partition or all) after `after_seq`.
     fn ledger_list(
         &self,

@@ -27,7 +27,8 @@ impl MemFabric {
         MemFabric::default()
     }
 
-    fn apply(&self, command: Command, key: String) -> FabricResult<Outcome> {
+    /// Apply `command` as the operator (under idempotency key `key` unless empty).
+    pub fn apply(&self, command: Command, key: String) -> FabricResult<Outcome> {
         let mut state = self.state.lock().expect("mem fabric lock");
         let (txn, index, time) = &mut *state;
         *index += 1;
@@ -44,10 +45,30 @@ impl MemFabric {
         }
     }
 
-    fn read(&self, query: Query) -> QueryResult {
+    /// Answer `query` as the store's owner.
+    pub fn read(&self, query: Query) -> QueryResult {
         let state = self.state.lock().expect("mem fabric lock");
         whip_board::query(&state.0, wall_ms().max(state.2), &query)
     }
+}
+
+fn mem_work_answer(outcome: Outcome) -> FabricResult<WorkAnswer> {
+    use whip_board::work::WorkRefusal;
+    Ok(match outcome {
+        Outcome::WorkAdmitted { entry, .. } => WorkAnswer::Admitted { id: entry.id },
+        Outcome::WorkRefused {
+            refusal: refusal @ WorkRefusal::Limit { limit, .. },
+        } => WorkAnswer::Refused {
+            limit: limit.code().into(),
+            reason: refusal.to_string(),
+        },
+        Outcome::WorkRefused {
+            refusal: WorkRefusal::UnknownEntry { .. },
+        } => WorkAnswer::Gone,
+        Outcome::WorkRenewed { signal, .. } => WorkAnswer::Renewed { signal },
+        Outcome::WorkRevoked { .. } => WorkAnswer::Revoked,
+        other => return Err(unexpected(other)),
+    })
 }
 
 fn unexpected<T: std::fmt::Debug>(what: T) -> FabricError {
@@ -284,6 +305,37 @@ impl FabricClient for MemFabric {
             QueryResult::Tasks(tasks) => Ok(tasks),
             other => Err(unexpected(other)),
         }
+    }
+
+    async fn work_register(
+        &self,
+        kind: whip_board::work::WorkKind,
+        parent: Option<String>,
+        ttl_ms: u64,
+        key: String,
+    ) -> FabricResult<WorkAnswer> {
+        let root = match &parent {
+            Some(parent) => whip_board::work::root_of(parent).to_string(),
+            None => whip_board::work::derived_root(&key),
+        };
+        let command = Command::WorkRegister {
+            root,
+            parent,
+            kind,
+            class: whip_board::work::DEFAULT_CLASS.into(),
+            ttl_ms,
+            owner: None,
+            quota_retry: false,
+        };
+        mem_work_answer(self.apply(command, key)?)
+    }
+
+    async fn work_renew(&self, id: String, ttl_ms: u64, key: String) -> FabricResult<WorkAnswer> {
+        mem_work_answer(self.apply(Command::WorkRenew { id, ttl_ms }, key)?)
+    }
+
+    async fn work_revoke(&self, id: String, key: String) -> FabricResult<WorkAnswer> {
+        mem_work_answer(self.apply(Command::WorkRevoke { id }, key)?)
     }
 }
 

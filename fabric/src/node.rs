@@ -84,7 +84,7 @@ pub(crate) struct Inner {
     map: RwLock<Option<Arc<FabricMap>>>,
     /// Last known leader address per cell not hosted here.
     hints: Mutex<HashMap<u64, String>>,
-    /// One quota round at a time per cell from this node (`crate::work`).
+    /// One quota round at a time per cell from this node (`crate::quota`).
     pub(crate) quota_rounds: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
 }
 
@@ -137,7 +137,7 @@ impl Node {
         }
         tokio::spawn(tick_loop(Arc::downgrade(&node.inner)));
         tokio::spawn(crate::mover::mover_loop(Arc::downgrade(&node.inner)));
-        tokio::spawn(crate::work::quota_loop(Arc::downgrade(&node.inner)));
+        tokio::spawn(crate::quota::quota_loop(Arc::downgrade(&node.inner)));
         tracing::info!(
             node = node.id(),
             cells = node.hosted_ids().len(),

@@ -17,11 +17,10 @@ use super::{CellApi, GrpcResult};
 /// The id of a new lineage root: derived from the caller and its idempotency key (a retry
 /// lands on the same root), or random without a key.
 fn root_id(caller: &Caller, idempotency_key: &str) -> String {
-    let digest = match idempotency_key.is_empty() {
-        true => blake3::hash(crate::identity::new_token().as_bytes()),
-        false => blake3::hash(format!("{}\0{idempotency_key}", caller.name()).as_bytes()),
-    };
-    format!("w{}", &digest.to_hex()[..16])
+    match idempotency_key.is_empty() {
+        true => whip_board::work::derived_root(&crate::identity::new_token()),
+        false => whip_board::work::derived_root(&format!("{}\0{idempotency_key}", caller.name())),
+    }
 }
 
 fn kind(text: &str) -> Result<WorkKind, Status> {

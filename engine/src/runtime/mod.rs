@@ -46,6 +46,10 @@ const PAGE_ROWS: u32 = 10_000;
 pub const CONFLICT_RETRIES_MAX: usize = 64;
 /// Rounds one `step` commits at most (a runaway program stops here).
 pub const ROUNDS_PER_STEP_MAX: usize = 10_000;
+/// The lease of an instance's registry entry.
+pub const WORK_TTL_MS: u64 = 30_000;
+/// How often the process driving an instance renews its entry.
+pub const WORK_RENEW_MS: u64 = 10_000;
 
 /// A runtime error: bad input (exit 1, nothing changed) or the fabric failing.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,6 +180,8 @@ pub struct Engine<F: FabricClient> {
     pub worker_id: String,
     /// Effects one worker pass runs at once.
     pub concurrency: usize,
+    /// When this process last renewed each instance's registry entry, and the signal.
+    supervised: Mutex<HashMap<String, (std::time::Instant, whip_fabric::work::Signal)>>,
 }
 
 impl<F: FabricClient> Engine<F> {
@@ -193,6 +199,7 @@ impl<F: FabricClient> Engine<F> {
             stored: Mutex::new(Default::default()),
             worker_id: fresh_id("wkr_"),
             concurrency,
+            supervised: Mutex::new(HashMap::new()),
         }
     }
 
@@ -345,8 +352,10 @@ impl<F: FabricClient> Engine<F> {
         };
         let facts = seed_facts(program, wf, &input)?;
         let id = id.unwrap_or_else(|| fresh_id("ins_"));
+        let work = self.register_work(&id, parent.as_ref()).await?;
         let header = Header {
             id: id.clone(),
+            work,
             workflow: wf.name.name.clone(),
             program: program.version.clone(),
             status: state::RUNNING.into(),
@@ -383,10 +392,84 @@ impl<F: FabricClient> Engine<F> {
         let ops = commit_ops(0, &draft);
         let idem = format!("{id}/start");
         match self.fabric.kv_txn(ops, idem).await? {
+            TxnResult::Committed { .. } if state::is_terminal(&draft.state.header.status) => {
+                // Finished in its first round: nothing to hold on to.
+                self.after_terminal_of(&draft.state).await?;
+                Ok(id)
+            }
             TxnResult::Committed { .. } => Ok(id),
             // The id exists already (a retried child start): the instance is there.
             TxnResult::Failed { .. } => Ok(id),
         }
+    }
+
+    /// Register instance `id` as a `run` entry (under its parent instance's entry): the
+    /// registry's admission decides whether it may start at all.
+    async fn register_work(
+        &self,
+        id: &str,
+        parent: Option<&(String, String)>,
+    ) -> Result<Option<String>> {
+        let mut under = None;
+        if let Some((parent, _)) = parent {
+            under = self
+                .load(parent)
+                .await
+                .ok()
+                .and_then(|p| p.state.header.work);
+        }
+        let kind = whip_fabric::work::WorkKind::Run;
+        let key = format!("{id}/work");
+        let mut answer = self
+            .fabric
+            .work_register(kind, under.clone(), WORK_TTL_MS, key.clone())
+            .await?;
+        if answer == whip_fabric::WorkAnswer::Gone && under.is_some() {
+            // The parent's entry lapsed: the child runs as a root.
+            let key = format!("{key}/root");
+            answer = self
+                .fabric
+                .work_register(kind, None, WORK_TTL_MS, key)
+                .await?;
+        }
+        match answer {
+            whip_fabric::WorkAnswer::Admitted { id } => Ok(Some(id)),
+            whip_fabric::WorkAnswer::Refused { limit, reason } => {
+                invalid(format!("work admission refused ({limit} limit): {reason}"))
+            }
+            other => invalid(format!("the work registry answered {other:?}")),
+        }
+    }
+
+    /// The signal in force for a running instance: its entry is renewed at most every
+    /// `WORK_RENEW_MS` by this process. An instance without an entry, or whose entry is
+    /// gone, runs.
+    pub(crate) async fn supervision(&self, header: &Header) -> Result<whip_fabric::work::Signal> {
+        use whip_fabric::work::Signal;
+        let Some(work) = &header.work else {
+            return Ok(Signal::Run);
+        };
+        let fresh = std::time::Duration::from_millis(WORK_RENEW_MS);
+        let known = self
+            .supervised
+            .lock()
+            .expect("supervised lock")
+            .get(&header.id)
+            .copied();
+        if let Some((_, signal)) = known.filter(|(at, _)| at.elapsed() < fresh) {
+            return Ok(signal);
+        }
+        let answer = self
+            .fabric
+            .work_renew(work.clone(), WORK_TTL_MS, String::new())
+            .await?;
+        let signal = match answer {
+            whip_fabric::WorkAnswer::Renewed { signal } => signal,
+            _ => Signal::Run,
+        };
+        let mut supervised = self.supervised.lock().expect("supervised lock");
+        supervised.insert(header.id.clone(), (std::time::Instant::now(), signal));
+        Ok(signal)
     }
 
     /// Store the program version and the resources it declares, once per version and

@@ -55,6 +55,10 @@ pub struct Header {
     pub last_seq: u64,
     /// Next fact, effect, continuation and run numbers.
     pub next: [u64; 4],
+    /// The instance's `run` entry in the live work registry (a child's is under its
+    /// parent's), renewed by the worker that drives it.
+    #[serde(default)]
+    pub work: Option<String>,
 }
 
 /// A fact.

@@ -80,9 +80,14 @@ impl<F: FabricClient> Engine<F> {
         Ok(rounds)
     }
 
-    /// Free the leases and tracker claims of a terminal instance when it ever took one.
+    /// Free the leases and tracker claims of a terminal instance when it ever took one,
+    /// and take its registry entry (with its children's) out.
     pub(crate) async fn after_terminal_of(&self, st: &State) -> Result<()> {
         let id = st.header.id.as_str();
+        if let Some(work) = &st.header.work {
+            let key = format!("{id}/terminal/work");
+            self.fabric.work_revoke(work.clone(), key).await?;
+        }
         if st.effects.values().any(|e| e.kind == "acquire") {
             let key = format!("{id}/terminal/release-all");
             self.fabric.lease_release_all(id.to_string(), key).await?;

@@ -344,3 +344,55 @@ rule grab
     assert!(back.ready(now_ms()), "released on cancel: {back:?}");
     assert_eq!(back.deliveries, 1);
 }
+
+fn live_runs(fabric: &MemFabric) -> Vec<whip_fabric::work::WorkEntryView> {
+    let list = whip_board_query(fabric);
+    list.into_iter()
+        .filter(|e| e.kind == whip_fabric::work::WorkKind::Run)
+        .collect()
+}
+
+fn whip_board_query(fabric: &MemFabric) -> Vec<whip_fabric::work::WorkEntryView> {
+    let query = whip_fabric::Query::WorkList {
+        parent: None,
+        limit: 0,
+    };
+    match fabric.read(query) {
+        whip_fabric::QueryResult::WorkEntries(rows) => rows,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Each running instance is a `run` entry of the registry; a `stop` on the entry cancels
+/// the instance at its next worker pass, and a finished instance leaves the registry.
+#[tokio::test]
+async fn instances_are_registered_and_a_stop_cancels_them() {
+    let fabric = Arc::new(MemFabric::new());
+    let e = engine(&fabric);
+    let ship = e.add_program(seed("seed_lease_ship"));
+    let first = e.run(&ship, Value::Null, false).await.unwrap();
+    assert_eq!(first.status, "running");
+    let runs = live_runs(&fabric);
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let header = e.load(&first.id).await.unwrap().state.header;
+    assert_eq!(header.work.as_deref(), Some(runs[0].id.as_str()));
+    // A second run completes at once (the slot is busy) and leaves no entry behind.
+    let second = e.run(&ship, Value::Null, false).await.unwrap();
+    assert_eq!(second.status, "completed");
+    assert_eq!(live_runs(&fabric).len(), 1);
+    let stop = whip_fabric::Command::WorkSignal {
+        id: runs[0].id.clone(),
+        signal: whip_fabric::work::Signal::Stop,
+    };
+    fabric.apply(stop, String::new()).unwrap();
+    // The next renewal hears the stop (this process renewed a moment ago and would hear it
+    // within WORK_RENEW_MS; another worker process hears it at once).
+    let other = engine(&fabric);
+    other.work(&first.id).await.unwrap();
+    let after = e.load(&first.id).await.unwrap().state.header;
+    assert_eq!(after.status, "cancelled");
+    assert!(
+        live_runs(&fabric).is_empty(),
+        "a cancelled instance leaves the registry"
+    );
+}

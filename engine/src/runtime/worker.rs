@@ -93,6 +93,9 @@ impl<F: FabricClient> Engine<F> {
         if loaded.state.header.status != state::RUNNING {
             return Ok(pass);
         }
+        if let Some(steered) = self.steered(loaded).await? {
+            return Ok(steered);
+        }
         let now = now_ms();
         let mut ready_ids: Vec<String> = loaded
             .state
@@ -154,6 +157,23 @@ impl<F: FabricClient> Engine<F> {
         }
         pass.settled += self.record(loaded, results).await?;
         Ok(pass)
+    }
+
+    /// The parent (or the operator) steers the instance through its registry entry: a
+    /// pass ends here while it is paused, and a stop cancels it (`Some` then).
+    async fn steered(&self, loaded: &mut Loaded) -> Result<Option<Pass>> {
+        match self.supervision(&loaded.state.header).await? {
+            whip_fabric::work::Signal::Run => Ok(None),
+            whip_fabric::work::Signal::Pause => Ok(Some(Pass::default())),
+            whip_fabric::work::Signal::Stop => {
+                let id = loaded.state.header.id.clone();
+                self.transition(&id, state::CANCELLED).await?;
+                *loaded = self.load(&id).await?;
+                let mut pass = Pass::default();
+                pass.settled += 1;
+                Ok(Some(pass))
+            }
+        }
     }
 
     /// Claim effects: one guarded commit moves each to `running` with a fresh run row.
