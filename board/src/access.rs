@@ -7,8 +7,8 @@
 //!   read (`KvGet`, `KvRange`) returns them.
 //! - **Server resources.** Counters, leases and ledgers whose owner starts with `~` (the
 //!   enrollment budget of each agent, `~enroll`) and every team's signal ledger
-//!   (`team/{team}`, `signals`: published and followed through the signal calls, which
-//!   prove the member) are reached only by servers.
+//!   (`team/{team}`, `signals`) are reached only by servers, except that an agent appends
+//!   a signal signed with its own name (membership decided in apply).
 //! - **Server-only commands.** Ticks, range changes, handoffs and fabric-queue admission and
 //!   purge are sent by a node, never through the client API.
 //!
@@ -256,6 +256,18 @@ pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
                 .chain(puts.iter().map(|(k, _)| k))
                 .chain(deletes.iter());
             keys.try_for_each(|k| reserved(k))
+        }
+        // A member publishes a team signal as itself (membership is decided in apply,
+        // `crate::blackboard`); nobody signs another's name.
+        Command::LedgerAppend {
+            ledger: id,
+            appended_by,
+            ..
+        } if id.name == SIGNAL_LEDGER
+            && team_of_owner(&id.owner).is_some()
+            && caller.agent() == Some(appended_by.as_str()) =>
+        {
+            Ok(())
         }
         Command::LeaseAcquire { lease: id, .. }
         | Command::LeaseRenew { lease: id, .. }

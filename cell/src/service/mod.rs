@@ -891,7 +891,8 @@ impl cell_server::Cell for CellApi {
     ) -> GrpcResult<pb::LedgerAppendResponse> {
         let (who, caller) = self.agent_caller(&req).await?;
         let req = req.into_inner();
-        self.member_of(&who, &req.team).await?;
+        // Membership is decided in the apply of the append (the signal ledger lives on
+        // the team's cell); the sender is the proven caller.
         let (owner, name) = signal_ledger(&req.team);
         let command = Command::LedgerAppend {
             ledger: whip_board::ResourceId {
@@ -903,7 +904,7 @@ impl cell_server::Cell for CellApi {
             appended_by: caller,
             retain_ms: limits::SIGNAL_RETAIN_MS,
         };
-        let outcome = self.submit_server(req.idempotency_key, command).await?;
+        let outcome = self.submit(&who, req.idempotency_key, command).await?;
         Ok(Response::new(convert::ledger_append_response(outcome)?))
     }
 
