@@ -257,6 +257,13 @@ fn apply_work(
         Command::WorkRenew { id, ttl_ms } => work::renew(txn, now_ms, caller, id, *ttl_ms),
         Command::WorkSignal { id, signal } => work::signal(txn, now_ms, caller, id, *signal),
         Command::WorkRevoke { id } => work::revoke(txn, now_ms, caller, id),
+        Command::WorkScope { id, class, budget } => {
+            let change = work::Scope {
+                class: class.as_deref(),
+                budget: *budget,
+            };
+            work::scope(txn, now_ms, caller, id, change)
+        }
         Command::WorkLimitsSet { update } => work::set_limits(txn, now_ms, caller, update),
         Command::WorkQuotaLend { cell, want, ttl_ms } => {
             work::lend(txn, stamp, *cell, *want, *ttl_ms)

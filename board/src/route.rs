@@ -120,6 +120,7 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
         Command::WorkRegister { root, .. } => Some(work_point(root)),
         Command::WorkRenew { id, .. }
         | Command::WorkSignal { id, .. }
+        | Command::WorkScope { id, .. }
         | Command::WorkRevoke { id } => Some(work_point(crate::work::root_of(id))),
         Command::AgentRevoke { agent, .. } => Some(kv_point(&crate::access::agent_key(agent))),
         // Cell-local: the router sends them to the cells they are for.

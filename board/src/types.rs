@@ -588,6 +588,16 @@ pub enum Command {
         /// The signal.
         signal: crate::work::Signal,
     },
+    /// Change an entry's resource class and/or budget (its parent's or an ancestor's owner
+    /// only).
+    WorkScope {
+        /// The entry.
+        id: String,
+        /// The new resource class.
+        class: Option<String>,
+        /// The new budget (what the entry may spend; its owner's tools read it).
+        budget: Option<u64>,
+    },
     /// Remove an entry and its subtree (its parent's or an ancestor's owner only).
     WorkRevoke {
         /// The entry.
@@ -988,6 +998,17 @@ pub enum Outcome {
         reason: crate::work::SignalReason,
         /// When the lease lapses now.
         expires_ms: u64,
+        /// The entry's budget, if its parent set one.
+        budget: Option<u64>,
+    },
+    /// An entry's class or budget changed.
+    WorkScoped {
+        /// The entry.
+        id: String,
+        /// Its class now.
+        class: String,
+        /// Its budget now.
+        budget: Option<u64>,
     },
     /// An entry's signal was set.
     WorkSignalled {
@@ -1385,6 +1406,7 @@ impl Command {
             Command::WorkRegister { .. }
             | Command::WorkRenew { .. }
             | Command::WorkSignal { .. }
+            | Command::WorkScope { .. }
             | Command::WorkRevoke { .. }
             | Command::WorkLimitsSet { .. }
             | Command::WorkQuotaLend { .. }

@@ -402,6 +402,13 @@ fn work(command: &Command) -> Result<(), String> {
             work_ttl(*ttl_ms)
         }
         Command::WorkSignal { id, .. } | Command::WorkRevoke { id } => check_id(id),
+        Command::WorkScope { id, class, budget } => {
+            check_id(id)?;
+            if class.is_none() && budget.is_none() {
+                return Err("a scope change names a class, a budget or both".into());
+            }
+            class.as_deref().map_or(Ok(()), check_class)
+        }
         Command::WorkLimitsSet { update } => {
             update
                 .classes

@@ -354,6 +354,8 @@ pub struct WorkEntryView {
     pub next_child: u64,
     /// The cell's quota generation it lives in (fabric cells; see [`Quota`]).
     pub generation: u64,
+    /// What it may spend, if its parent set a budget.
+    pub budget: Option<u64>,
 }
 
 /// What an audit row records.
@@ -365,6 +367,10 @@ pub enum AuditAction {
     Signal,
     /// A revoke.
     Revoke,
+    /// A class change (with or without a budget).
+    Scope,
+    /// A budget change.
+    Budget,
     /// The limits changed.
     Limits,
 }
@@ -376,6 +382,8 @@ impl AuditAction {
             AuditAction::Register => "register",
             AuditAction::Signal => "signal",
             AuditAction::Revoke => "revoke",
+            AuditAction::Scope => "scope",
+            AuditAction::Budget => "budget",
             AuditAction::Limits => "limits",
         }
     }
@@ -817,6 +825,7 @@ fn new_entry(
         children: 0,
         next_child: 0,
         generation: work.generation,
+        budget: None,
     })
 }
 
@@ -869,6 +878,7 @@ pub(crate) fn renew(
             signal: Signal::Stop,
             reason: SignalReason::QuotaLapsed,
             expires_ms: load_entry(txn, id).map_or(0, |entry| entry.expires_ms),
+            budget: None,
         };
     }
     let Some(mut entry) = load_entry(txn, id).filter(|entry| alive.holds(entry)) else {
@@ -891,6 +901,7 @@ pub(crate) fn renew(
         signal,
         reason,
         expires_ms,
+        budget: entry.budget,
     }
 }
 
@@ -945,6 +956,80 @@ pub(crate) fn signal(
         detail,
     );
     outcome
+}
+
+/// A change of an entry's scope: its class, its budget.
+pub(crate) struct Scope<'a> {
+    pub(crate) class: Option<&'a str>,
+    pub(crate) budget: Option<u64>,
+}
+
+/// Change `id`'s class (within the class's room on this cell) and/or budget.
+pub(crate) fn scope(
+    txn: &mut impl Txn,
+    now_ms: u64,
+    caller: &Caller,
+    id: &str,
+    change: Scope<'_>,
+) -> Outcome {
+    let outcome = match live_entry(txn, now_ms, id) {
+        None => refused(WorkRefusal::UnknownEntry { id: id.to_string() }),
+        Some(entry) if !authorized(txn, caller, &entry) => {
+            let caller = actor(caller);
+            refused(WorkRefusal::NotAuthorized {
+                caller,
+                id: id.to_string(),
+            })
+        }
+        Some(entry) => rescope(txn, entry, &change),
+    };
+    let action = match change.class {
+        Some(_) => AuditAction::Scope,
+        None => AuditAction::Budget,
+    };
+    let detail = format!("class {:?} budget {:?}", change.class, change.budget);
+    audit(txn, now_ms, caller, action, id, &outcome, detail);
+    outcome
+}
+
+fn rescope(txn: &mut impl Txn, mut entry: WorkEntryView, change: &Scope<'_>) -> Outcome {
+    if let Some(class) = change.class.filter(|class| *class != entry.class) {
+        let limits = limits(txn);
+        let Some(&class_max) = limits.classes.get(class) else {
+            let known = limits
+                .classes
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ");
+            let class = class.to_string();
+            return refused(WorkRefusal::UnknownClass { class, known });
+        };
+        let mut work = cell_work(txn);
+        let in_class = work.by_class.get(class).copied().unwrap_or(0);
+        if in_class >= class_max {
+            let detail = format!(
+                "this cell holds {in_class} live entries of class {class:?}, its limit is \
+                 {class_max}"
+            );
+            return refused(limit(WorkLimit::Cell, class_max, in_class, detail));
+        }
+        if let Some(n) = work.by_class.get_mut(&entry.class) {
+            *n = n.saturating_sub(1);
+        }
+        *work.by_class.entry(class.to_string()).or_default() += 1;
+        store_cell_work(txn, &work);
+        entry.class = class.to_string();
+    }
+    if change.budget.is_some() {
+        entry.budget = change.budget;
+    }
+    store_entry(txn, &entry);
+    Outcome::WorkScoped {
+        id: entry.id,
+        class: entry.class,
+        budget: entry.budget,
+    }
 }
 
 /// Remove `id` and its subtree; name the agents the server should revoke: owners of
@@ -1103,6 +1188,7 @@ fn outcome_code(outcome: &Outcome) -> String {
     match outcome {
         Outcome::WorkAdmitted { .. } => "admitted".into(),
         Outcome::WorkSignalled { .. } => "signalled".into(),
+        Outcome::WorkScoped { .. } => "scoped".into(),
         Outcome::WorkRevoked { .. } => "revoked".into(),
         Outcome::WorkLimitsSet { .. } => "set".into(),
         Outcome::WorkRefused {

@@ -367,3 +367,68 @@ fn lapse_for_good(meta: &mut Cell, data: &mut Cell) {
     ));
     admitted_id(register_routed(data, "bob", "w0000000000000009"));
 }
+
+#[test]
+fn the_parent_scopes_and_budgets_its_children_within_the_class_room() {
+    let mut cell = Cell::new();
+    let classes = [("default".to_string(), 100), ("gpu".to_string(), 1)];
+    cell.limits(LimitsUpdate {
+        classes: classes.into_iter().collect(),
+        ..LimitsUpdate::default()
+    });
+    let root = admitted_id(cell.register("alice", ROOT, None));
+    let child = admitted_id(cell.register("alice", ROOT, Some(&root)));
+    let other = admitted_id(cell.register("alice", ROOT, Some(&root)));
+    let scope = |id: &str, class: Option<&str>, budget: Option<u64>| Command::WorkScope {
+        id: id.into(),
+        class: class.map(str::to_string),
+        budget,
+    };
+    let stranger = cell.run(agent_caller("mallory"), scope(&child, None, Some(5)));
+    assert!(matches!(
+        stranger,
+        Outcome::WorkRefused {
+            refusal: WorkRefusal::NotAuthorized { .. }
+        }
+    ));
+    let scoped = cell.run(agent_caller("alice"), scope(&child, Some("gpu"), Some(500)));
+    assert_eq!(
+        scoped,
+        Outcome::WorkScoped {
+            id: child.clone(),
+            class: "gpu".into(),
+            budget: Some(500),
+        }
+    );
+    // The gpu class holds one entry per cell: the second is refused with the numbers.
+    let full = cell.run(agent_caller("alice"), scope(&other, Some("gpu"), None));
+    assert_eq!(refused_limit(&full), WorkLimit::Cell);
+    let renew = Command::WorkRenew {
+        id: child,
+        ttl_ms: 30_000,
+    };
+    match cell.run(agent_caller("alice"), renew) {
+        Outcome::WorkRenewed { budget, .. } => assert_eq!(budget, Some(500)),
+        other => panic!("{other:?}"),
+    }
+    let audit = match cell.read(Query::WorkAudit {
+        after_seq: 0,
+        limit: 0,
+    }) {
+        QueryResult::WorkAudit(rows) => rows,
+        other => panic!("{other:?}"),
+    };
+    let scopes: Vec<(&str, &str)> = audit
+        .iter()
+        .filter(|row| matches!(row.action.code(), "scope" | "budget"))
+        .map(|row| (row.action.code(), row.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        scopes,
+        [
+            ("budget", "not_authorized"),
+            ("scope", "scoped"),
+            ("scope", "refused_cell")
+        ]
+    );
+}

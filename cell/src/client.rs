@@ -331,6 +331,7 @@ impl CellClient {
         work_renew(pb::WorkRenewRequest) -> pb::WorkResponse;
         work_signal(pb::WorkSignalRequest) -> pb::WorkResponse;
         work_revoke(pb::WorkRevokeRequest) -> pb::WorkResponse;
+        work_scope(pb::WorkScopeRequest) -> pb::WorkResponse;
         work_limits(pb::WorkLimitsRequest) -> pb::WorkLimitsResponse;
     }
 

@@ -52,6 +52,15 @@ pub(crate) enum WorkCommand {
     },
     /// Remove an entry and its subtree; agents you enrolled for them are revoked.
     Revoke { id: String },
+    /// Change an entry's resource class and/or budget (its parent's or an ancestor's
+    /// owner only).
+    Scope {
+        id: String,
+        #[arg(long)]
+        class: Option<String>,
+        #[arg(long)]
+        budget: Option<u64>,
+    },
     /// Live entries (of one parent, or of the whole fabric).
     List {
         #[arg(long)]
@@ -83,7 +92,7 @@ fn entry_json(e: &pb::WorkEntry) -> Value {
         "parent": (!e.parent.is_empty()).then_some(&e.parent),
         "lineage": e.lineage, "depth": e.depth, "class": e.class, "signal": e.signal,
         "created": time_text(e.created_ms), "expires": time_text(e.expires_ms),
-        "expires_ms": e.expires_ms, "children": e.children,
+        "expires_ms": e.expires_ms, "children": e.children, "budget": e.budget,
     })
 }
 
@@ -103,9 +112,10 @@ fn answer_json(r: &pb::WorkResponse) -> Value {
         }),
         "renewed" => json!({
             "outcome": "renewed", "signal": r.signal, "reason": r.signal_reason,
-            "expires_ms": r.expires_ms, "expires": time_text(r.expires_ms),
+            "expires_ms": r.expires_ms, "expires": time_text(r.expires_ms), "budget": r.budget,
         }),
         "signalled" => json!({"outcome": "signalled", "signal": r.signal}),
+        "scoped" => json!({"outcome": "scoped", "class": r.class, "budget": r.budget}),
         "revoked" => json!({
             "outcome": "revoked", "removed": r.removed, "revoked_agents": r.revoked_agents,
         }),
@@ -130,6 +140,7 @@ fn answer_text(r: &pb::WorkResponse) -> String {
             time_text(r.expires_ms)
         ),
         "signalled" => format!("signal set to {}", r.signal),
+        "scoped" => format!("class {}, budget {:?}", r.class, r.budget),
         "revoked" => format!(
             "{} entries removed, revoked {:?}",
             r.removed, r.revoked_agents
@@ -208,6 +219,15 @@ async fn work_on(global: &Global, c: &CellClient, cmd: WorkCommand) -> Result<Ex
                 idempotency_key: String::new(),
             };
             c.work_signal(request).await?
+        }
+        WorkCommand::Scope { id, class, budget } => {
+            let request = pb::WorkScopeRequest {
+                id,
+                class: class.unwrap_or_default(),
+                budget,
+                idempotency_key: String::new(),
+            };
+            c.work_scope(request).await?
         }
         WorkCommand::Revoke { id } => {
             let request = pb::WorkRevokeRequest {

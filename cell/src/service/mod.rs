@@ -1021,6 +1021,13 @@ impl cell_server::Cell for CellApi {
         self.work_revoke_rpc(req).await
     }
 
+    async fn work_scope(
+        &self,
+        req: GrpcRequest<pb::WorkScopeRequest>,
+    ) -> GrpcResult<pb::WorkResponse> {
+        self.work_scope_rpc(req).await
+    }
+
     async fn work_list(
         &self,
         req: GrpcRequest<pb::WorkListRequest>,

@@ -56,6 +56,7 @@ pub(crate) fn entry_pb(entry: WorkEntryView) -> pb::WorkEntry {
         created_ms: entry.created_ms,
         expires_ms: entry.expires_ms,
         children: entry.children,
+        budget: entry.budget,
     }
 }
 
@@ -100,11 +101,22 @@ pub(crate) fn work_response(outcome: Outcome) -> Result<pb::WorkResponse, Status
             signal,
             reason,
             expires_ms,
+            budget,
         } => {
             r.outcome = "renewed".into();
             r.signal = signal.code().into();
             r.signal_reason = reason.code().into();
             r.expires_ms = expires_ms;
+            r.budget = budget;
+        }
+        Outcome::WorkScoped {
+            id: _,
+            class,
+            budget,
+        } => {
+            r.outcome = "scoped".into();
+            r.class = class;
+            r.budget = budget;
         }
         Outcome::WorkSignalled { id: _, signal } => {
             r.outcome = "signalled".into();
@@ -198,6 +210,21 @@ impl CellApi {
         let command = Command::WorkSignal {
             id: id(&req.id)?,
             signal: signal(&req.signal)?,
+        };
+        let outcome = self.submit(&who, req.idempotency_key, command).await?;
+        Ok(Response::new(work_response(outcome)?))
+    }
+
+    pub(super) async fn work_scope_rpc(
+        &self,
+        req: GrpcRequest<pb::WorkScopeRequest>,
+    ) -> GrpcResult<pb::WorkResponse> {
+        let who = self.caller_of(&req).await?;
+        let req = req.into_inner();
+        let command = Command::WorkScope {
+            id: id(&req.id)?,
+            class: (!req.class.is_empty()).then_some(req.class),
+            budget: req.budget,
         };
         let outcome = self.submit(&who, req.idempotency_key, command).await?;
         Ok(Response::new(work_response(outcome)?))
