@@ -9,8 +9,9 @@
 //!   enrollment budget of each agent, `~enroll`) and every team's signal ledger
 //!   (`team/{team}`, `signals`) are reached only by servers, except that an agent appends
 //!   a signal signed with its own name (membership decided in apply).
-//! - **Server-only commands.** Ticks, range changes, handoffs and fabric-queue admission and
-//!   purge are sent by a node, never through the client API.
+//! - **Server-only commands.** Ticks, range changes, handoffs, fabric-queue purges, quota
+//!   grants and identity revocations are sent by a node, never through the client API (a
+//!   server's claim on a fabric queue vouches for the member the team's cell found).
 //!
 //! - **No anonymous writes.** A request whose caller the server could not prove (no agent
 //!   token, no operator or node certificate) changes nothing: `anonymous_refused`.
@@ -274,8 +275,7 @@ pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
         | Command::LeaseRelease { lease: id, .. }
         | Command::CounterConsume { counter: id, .. }
         | Command::LedgerAppend { ledger: id, .. } => server_resource(&id.owner, &id.name),
-        Command::FabricAdmit { .. }
-        | Command::FabricPurge { .. }
+        Command::FabricPurge { .. }
         | Command::WorkQuotaLend { .. }
         | Command::WorkQuotaAck { .. }
         | Command::WorkQuotaInstall { .. }

@@ -505,9 +505,6 @@ fn apply_board(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
             caller,
             task_id,
         } => taskboard::redrive(txn, now_ms, team, caller, task_id),
-        Command::FabricAdmit { queue, agent } => {
-            team::admit(txn, &taskboard::fabric_queue_team(queue), agent)
-        }
         Command::FabricPurge { queue } => {
             team::purge_queue(txn, stamp, &taskboard::fabric_queue_team(queue))
         }

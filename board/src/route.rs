@@ -129,7 +129,7 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
         | Command::WorkQuotaAck { .. }
         | Command::WorkQuotaInstall { .. }
         | Command::TeamLeaveAll { .. } => None,
-        Command::FabricAdmit { queue, .. } | Command::FabricPurge { queue } => {
+        Command::FabricPurge { queue } => {
             Some(team_point(&crate::taskboard::fabric_queue_team(queue)))
         }
         Command::KvTxn {

@@ -518,16 +518,6 @@ pub enum Command {
         #[serde(with = "vecs_as_bytes")]
         bodies: Vec<Vec<u8>>,
     },
-    /// Admit `agent` to fabric queue `queue` (the reserved team `~fabric/{queue}`). Sent by
-    /// a server only after it checked that the proven agent is a member of the origin team
-    /// `queue` (or of one of its ancestors) now: agents who joined after the queue's tasks
-    /// were handed off may claim them too.
-    FabricAdmit {
-        /// The origin team (the queue's name).
-        queue: String,
-        /// The agent, resolved and checked by the server.
-        agent: String,
-    },
     /// Delete a bounded part of fabric queue `queue` (the team `~fabric/{queue}` and its
     /// tasks); repeat until `done`. Sent by a server only once the origin team `queue` was
     /// dissolved by its supervisor, so a team's fabric tier goes with its board.
@@ -1401,7 +1391,6 @@ impl Command {
             | Command::BoardFail { .. }
             | Command::BoardExtend { .. }
             | Command::BoardRedrive { .. }
-            | Command::FabricAdmit { .. }
             | Command::FabricPurge { .. } => Family::Board,
             Command::WorkRegister { .. }
             | Command::WorkRenew { .. }

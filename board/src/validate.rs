@@ -347,12 +347,7 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
         }
         (Family::Range, _) => Ok(()),
         (Family::Coordination, _) => coordination(command),
-        (Family::Board, Command::FabricAdmit { queue, agent }) => {
-            name("queue", queue.len())?;
-            name("agent", agent.len())
-        }
         (Family::Board, Command::FabricPurge { queue }) => name("queue", queue.len()),
-        (Family::Board, Command::TeamLeaveAll { agent }) => crate::access::check_agent_name(agent),
         (Family::Board, _) => board(command, value_bytes_max),
         (Family::Handoff, _) => handoff(command, value_bytes_max),
         (Family::Work, _) => work(command),

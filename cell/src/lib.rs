@@ -13,7 +13,9 @@
 //! backward, also across leader changes.
 //!
 //! Must never: know about key ranges, other cells or the WhippleScript engine (that is
-//! `whip-fabric` and above); decide the meaning of a command (that is `whip-board`).
+//! `whip-fabric` and above); decide the meaning of a command or who may run it (that is
+//! `whip-board`: the service proves the caller, puts it in the request and translates the
+//! answer; the reads it still makes before a write are listed in `docs/ARCHITECTURE.md`).
 #![deny(missing_docs, unreachable_pub)]
 // openraft's StorageError and RaftError are large by design and fixed by its traits.
 #![allow(clippy::result_large_err)]

@@ -7,7 +7,12 @@
 //!   ring cut into ranges, each with an owning cell and an epoch;
 //! - the router (a node's client API): each keyed request goes to the cell owning its key
 //!   with the range's epoch; `WrongRange` and `NotLeader` answers refresh the cached map and
-//!   leader hints; lists are gathered from every cell;
+//!   leader hints; lists are gathered from every cell; a claim that found its team's local
+//!   and cell tiers empty goes on to the team's fabric queue (the tier chain's last step);
+//! - the work registry's cross-cell steps (`quota`): each node renews, for the data cells
+//!   it leads, the quota of the population ceiling the meta cell lends them, and runs one
+//!   quota round when a registration was refused for lack of it; limit changes go to every
+//!   cell, registry listings and the audit ledger are gathered from all;
 //! - [`admin`]: `fabric init`, `fabric status`, range moves and splits (freeze on the
 //!   source, copy, assign on the target with a fence floor, publish, drop);
 //! - [`FabricClient`]: the only view the WhippleScript engine has of the store (CAS keys,
