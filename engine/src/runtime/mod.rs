@@ -46,6 +46,16 @@ const PAGE_ROWS: u32 = 10_000;
 pub const CONFLICT_RETRIES_MAX: usize = 64;
 /// Rounds one `step` commits at most (a runaway program stops here).
 pub const ROUNDS_PER_STEP_MAX: usize = 10_000;
+/// How an instance starts: its workflow (the root when `None`), its parent instance and
+/// effect, the parent's registry entry, its id, and whether the first round rides along.
+struct Start<'a> {
+    workflow: Option<&'a str>,
+    parent: Option<(String, String)>,
+    under: Option<String>,
+    id: Option<String>,
+    step_first: bool,
+}
+
 /// The lease of an instance's registry entry.
 pub const WORK_TTL_MS: u64 = 30_000;
 /// How often the process driving an instance renews its entry.
@@ -322,8 +332,41 @@ impl<F: FabricClient> Engine<F> {
         parent: Option<(String, String)>,
         id: Option<String>,
     ) -> Result<String> {
-        self.start_inner(program, workflow, input, parent, id, false)
-            .await
+        let mut under = None;
+        if let Some((parent, _)) = &parent {
+            under = self
+                .load(parent)
+                .await
+                .ok()
+                .and_then(|p| p.state.header.work);
+        }
+        let start = Start {
+            workflow,
+            parent,
+            under,
+            id,
+            step_first: false,
+        };
+        self.start_inner(program, input, start).await
+    }
+
+    /// Start a child of the instance whose header is `parent` from its effect `effect`.
+    pub(crate) async fn start_child(
+        &self,
+        program: &Arc<Program>,
+        workflow: &str,
+        input: Value,
+        (parent, effect): (&Header, &str),
+        id: String,
+    ) -> Result<String> {
+        let start = Start {
+            workflow: Some(workflow),
+            parent: Some((parent.id.clone(), effect.to_string())),
+            under: parent.work.clone(),
+            id: Some(id),
+            step_first: false,
+        };
+        self.start_inner(program, input, start).await
     }
 
     /// Start, committing the first stepper round with the start (one write fewer): what
@@ -334,25 +377,36 @@ impl<F: FabricClient> Engine<F> {
         input: Value,
         id: Option<String>,
     ) -> Result<String> {
-        self.start_inner(program, None, input, None, id, true).await
+        let start = Start {
+            workflow: None,
+            parent: None,
+            under: None,
+            id,
+            step_first: true,
+        };
+        self.start_inner(program, input, start).await
     }
 
     async fn start_inner(
         &self,
         program: &Arc<Program>,
-        workflow: Option<&str>,
         input: Value,
-        parent: Option<(String, String)>,
-        id: Option<String>,
-        step_first: bool,
+        start: Start<'_>,
     ) -> Result<String> {
+        let Start {
+            workflow,
+            parent,
+            under,
+            id,
+            step_first,
+        } = start;
         let wf = match workflow {
             Some(w) => program.workflow(w).map_err(RuntimeError::Invalid)?,
             None => program.root().map_err(RuntimeError::Invalid)?,
         };
         let facts = seed_facts(program, wf, &input)?;
         let id = id.unwrap_or_else(|| fresh_id("ins_"));
-        let work = self.register_work(&id, parent.as_ref()).await?;
+        let work = self.register_work(&id, under).await?;
         let header = Header {
             id: id.clone(),
             work,
@@ -405,19 +459,7 @@ impl<F: FabricClient> Engine<F> {
 
     /// Register instance `id` as a `run` entry (under its parent instance's entry): the
     /// registry's admission decides whether it may start at all.
-    async fn register_work(
-        &self,
-        id: &str,
-        parent: Option<&(String, String)>,
-    ) -> Result<Option<String>> {
-        let mut under = None;
-        if let Some((parent, _)) = parent {
-            under = self
-                .load(parent)
-                .await
-                .ok()
-                .and_then(|p| p.state.header.work);
-        }
+    async fn register_work(&self, id: &str, under: Option<String>) -> Result<Option<String>> {
         let kind = whip_fabric::work::WorkKind::Run;
         let key = format!("{id}/work");
         let mut answer = self
@@ -433,7 +475,13 @@ impl<F: FabricClient> Engine<F> {
                 .await?;
         }
         match answer {
-            whip_fabric::WorkAnswer::Admitted { id } => Ok(Some(id)),
+            whip_fabric::WorkAnswer::Admitted { id: entry } => {
+                // Just admitted with a fresh lease: the first renewal can wait.
+                let now = std::time::Instant::now();
+                let mut supervised = self.supervised.lock().expect("supervised lock");
+                supervised.insert(id.to_string(), (now, whip_fabric::work::Signal::Run));
+                Ok(Some(entry))
+            }
             whip_fabric::WorkAnswer::Refused { limit, reason } => {
                 invalid(format!("work admission refused ({limit} limit): {reason}"))
             }
@@ -470,6 +518,11 @@ impl<F: FabricClient> Engine<F> {
         let mut supervised = self.supervised.lock().expect("supervised lock");
         supervised.insert(header.id.clone(), (std::time::Instant::now(), signal));
         Ok(signal)
+    }
+
+    /// Forget what this process knew of a finished instance's supervision.
+    pub(crate) fn forget_supervision(&self, id: &str) {
+        self.supervised.lock().expect("supervised lock").remove(id);
     }
 
     /// Store the program version and the resources it declares, once per version and

@@ -87,6 +87,7 @@ impl<F: FabricClient> Engine<F> {
         if let Some(work) = &st.header.work {
             let key = format!("{id}/terminal/work");
             self.fabric.work_revoke(work.clone(), key).await?;
+            self.forget_supervision(id);
         }
         if st.effects.values().any(|e| e.kind == "acquire") {
             let key = format!("{id}/terminal/release-all");

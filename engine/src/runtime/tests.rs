@@ -396,3 +396,47 @@ async fn instances_are_registered_and_a_stop_cancels_them() {
         "a cancelled instance leaves the registry"
     );
 }
+
+/// A child workflow's entry sits under its parent's; a stop on the parent's entry reaches
+/// the child through its lineage.
+#[tokio::test]
+async fn a_child_instance_is_registered_under_its_parent() {
+    let fabric = Arc::new(MemFabric::new());
+    let e = engine(&fabric);
+    let path = format!(
+        "{}/tests/check/valid/then_chain_child.whip",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let program = Program::load(std::path::Path::new(&path), Some("Shop")).expect("checks");
+    let shop = e.add_program(program);
+    let input = json!({"order": {"id": "o-1", "amount": 5, "priority": "Normal"}});
+    let run = e.run(&shop, input, false).await.unwrap();
+    assert_eq!(run.status, "running", "the child waits on its timer");
+    let runs = live_runs(&fabric);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let parent = runs.iter().find(|r| r.parent.is_none()).expect("the parent's entry");
+    let child = runs.iter().find(|r| r.parent.is_some()).expect("the child's entry");
+    assert_eq!(child.lineage, [parent.id.clone()]);
+    let stop = whip_fabric::Command::WorkSignal {
+        id: parent.id.clone(),
+        signal: whip_fabric::work::Signal::Stop,
+    };
+    fabric.apply(stop, String::new()).unwrap();
+    let other = engine(&fabric);
+    let child_id = fabric_child_instance(&e, &run.id).await;
+    other.work(&child_id).await.unwrap();
+    let child_header = e.load(&child_id).await.unwrap().state.header;
+    assert_eq!(child_header.status, "cancelled");
+}
+
+/// The instance id of `parent`'s one child.
+async fn fabric_child_instance(e: &Engine<MemFabric>, parent: &str) -> String {
+    let loaded = e.load(parent).await.unwrap();
+    let invoke = loaded
+        .state
+        .effects
+        .values()
+        .find(|effect| effect.kind == "invoke")
+        .expect("an invoke effect");
+    super::worker::child_id(parent, invoke)
+}

@@ -418,10 +418,10 @@ impl<F: FabricClient> Engine<F> {
                 let child = child_id(&header.id, e);
                 let program = self.program(&header.program).await?;
                 let workflow = a["workflow"].as_str().unwrap_or_default();
-                let parent = Some((header.id.clone(), e.id.clone()));
                 let input = a["input"].clone();
+                let parent = (header, e.id.as_str());
                 match self
-                    .start(&program, Some(workflow), input, parent, Some(child))
+                    .start_child(&program, workflow, input, parent, child)
                     .await
                 {
                     Ok(_) => Ran::Pending,
