@@ -414,8 +414,14 @@ async fn a_child_instance_is_registered_under_its_parent() {
     assert_eq!(run.status, "running", "the child waits on its timer");
     let runs = live_runs(&fabric);
     assert_eq!(runs.len(), 2, "{runs:?}");
-    let parent = runs.iter().find(|r| r.parent.is_none()).expect("the parent's entry");
-    let child = runs.iter().find(|r| r.parent.is_some()).expect("the child's entry");
+    let parent = runs
+        .iter()
+        .find(|r| r.parent.is_none())
+        .expect("the parent's entry");
+    let child = runs
+        .iter()
+        .find(|r| r.parent.is_some())
+        .expect("the child's entry");
     assert_eq!(child.lineage, std::slice::from_ref(&parent.id));
     let stop = whip_fabric::Command::WorkSignal {
         id: parent.id.clone(),
