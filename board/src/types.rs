@@ -1019,14 +1019,10 @@ pub enum Outcome {
         /// The limits in force.
         limits: crate::work::WorkLimits,
     },
-    /// The meta cell lent a quota.
+    /// The meta cell lent a quota (its expiry in the meta cell's time).
     WorkQuotaLent {
-        /// The grant's version.
-        version: u64,
-        /// Entries the borrower may hold.
-        total: u64,
-        /// When the grant lapses (meta cell time).
-        expires_ms: u64,
+        /// The grant.
+        quota: crate::work::Quota,
     },
     /// The meta cell heard a cell installed a grant.
     WorkQuotaAcked {

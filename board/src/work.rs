@@ -919,6 +919,26 @@ fn signal_in_force(txn: &impl Txn, now_ms: u64, entry: &WorkEntryView) -> (Signa
     strongest
 }
 
+/// The live entry `id` when `caller` may steer it; the refusal otherwise.
+fn steerable(
+    txn: &impl Txn,
+    now_ms: u64,
+    caller: &Caller,
+    id: &str,
+) -> Result<WorkEntryView, Outcome> {
+    match live_entry(txn, now_ms, id) {
+        None => Err(refused(WorkRefusal::UnknownEntry { id: id.to_string() })),
+        Some(entry) if !authorized(txn, caller, &entry) => {
+            let caller = actor(caller);
+            Err(refused(WorkRefusal::NotAuthorized {
+                caller,
+                id: id.to_string(),
+            }))
+        }
+        Some(entry) => Ok(entry),
+    }
+}
+
 /// Set `id`'s signal.
 pub(crate) fn signal(
     txn: &mut impl Txn,
@@ -927,16 +947,9 @@ pub(crate) fn signal(
     id: &str,
     signal: Signal,
 ) -> Outcome {
-    let outcome = match live_entry(txn, now_ms, id) {
-        None => refused(WorkRefusal::UnknownEntry { id: id.to_string() }),
-        Some(entry) if !authorized(txn, caller, &entry) => {
-            let caller = actor(caller);
-            refused(WorkRefusal::NotAuthorized {
-                caller,
-                id: id.to_string(),
-            })
-        }
-        Some(mut entry) => {
+    let outcome = match steerable(txn, now_ms, caller, id) {
+        Err(refusal) => refusal,
+        Ok(mut entry) => {
             entry.signal = signal;
             store_entry(txn, &entry);
             Outcome::WorkSignalled {
@@ -972,16 +985,9 @@ pub(crate) fn scope(
     id: &str,
     change: Scope<'_>,
 ) -> Outcome {
-    let outcome = match live_entry(txn, now_ms, id) {
-        None => refused(WorkRefusal::UnknownEntry { id: id.to_string() }),
-        Some(entry) if !authorized(txn, caller, &entry) => {
-            let caller = actor(caller);
-            refused(WorkRefusal::NotAuthorized {
-                caller,
-                id: id.to_string(),
-            })
-        }
-        Some(entry) => rescope(txn, entry, &change),
+    let outcome = match steerable(txn, now_ms, caller, id) {
+        Err(refusal) => refusal,
+        Ok(entry) => rescope(txn, entry, &change),
     };
     let action = match change.class {
         Some(_) => AuditAction::Scope,
@@ -1036,16 +1042,9 @@ fn rescope(txn: &mut impl Txn, mut entry: WorkEntryView, change: &Scope<'_>) -> 
 /// removed entries other than the revoker, the owners of the ancestors that stay and a
 /// revoked root's own owner.
 pub(crate) fn revoke(txn: &mut impl Txn, now_ms: u64, caller: &Caller, id: &str) -> Outcome {
-    let outcome = match live_entry(txn, now_ms, id) {
-        None => refused(WorkRefusal::UnknownEntry { id: id.to_string() }),
-        Some(entry) if !authorized(txn, caller, &entry) => {
-            let caller = actor(caller);
-            refused(WorkRefusal::NotAuthorized {
-                caller,
-                id: id.to_string(),
-            })
-        }
-        Some(entry) => remove_subtree(txn, caller, &entry),
+    let outcome = match steerable(txn, now_ms, caller, id) {
+        Err(refusal) => refusal,
+        Ok(entry) => remove_subtree(txn, caller, &entry),
     };
     let detail = match &outcome {
         Outcome::WorkRevoked { removed, agents } => {
@@ -1266,9 +1265,11 @@ pub(crate) fn lend(txn: &mut impl Txn, stamp: Stamp, cell: u64, want: u64, ttl_m
     };
     txn.put(&grant_key(cell), &encode(&grant));
     Outcome::WorkQuotaLent {
-        version: grant.version,
-        total,
-        expires_ms: grant.expires_ms,
+        quota: Quota {
+            version: grant.version,
+            total,
+            expires_ms: grant.expires_ms,
+        },
     }
 }
 

@@ -272,15 +272,7 @@ fn lend(meta: &mut Cell, cell: u64, want: u64) -> Quota {
         ttl_ms: 10_000,
     };
     match meta.run(Caller::Server, lend) {
-        Outcome::WorkQuotaLent {
-            version,
-            total,
-            expires_ms,
-        } => Quota {
-            version,
-            total,
-            expires_ms,
-        },
+        Outcome::WorkQuotaLent { quota } => quota,
         other => panic!("{other:?}"),
     }
 }

@@ -16,7 +16,6 @@
 
 use std::time::Duration;
 
-use whip_board::work::Quota;
 use whip_board::{Command, Outcome, Query, QueryResult, Request};
 use whip_cell::CellError;
 
@@ -85,15 +84,7 @@ impl Node {
         };
         let lend = Command::WorkQuotaLend { cell, want, ttl_ms };
         let quota = match self.submit_meta(server(lend)).await? {
-            Outcome::WorkQuotaLent {
-                version,
-                total,
-                expires_ms,
-            } => Quota {
-                version,
-                total,
-                expires_ms,
-            },
+            Outcome::WorkQuotaLent { quota } => quota,
             other => return Err(CellError::Fatal(format!("unexpected outcome {other:?}"))),
         };
         let install = Command::WorkQuotaInstall { quota, ttl_ms };
