@@ -137,6 +137,13 @@ async fn the_ceiling_holds_under_concurrent_registrations_and_with_a_node_down()
     );
     let listed = live(&operator, None).await;
     assert!(listed.len() as u64 <= CEILING, "{} live", listed.len());
+    check_none_lost(&listed, &admitted, &freed);
+    assert_eq!(listed.len(), admitted.len() - freed.len() + again.len());
+    fabric.shutdown().await;
+}
+
+/// Every admitted entry not revoked is still listed.
+fn check_none_lost(listed: &[pb::WorkEntry], admitted: &[String], freed: &[String]) {
     let listed: BTreeSet<&str> = listed.iter().map(|e| e.id.as_str()).collect();
     let lost: Vec<&String> = admitted
         .iter()
@@ -147,8 +154,6 @@ async fn the_ceiling_holds_under_concurrent_registrations_and_with_a_node_down()
         "{} admitted entries lost: {lost:?}",
         lost.len()
     );
-    assert_eq!(listed.len(), admitted.len() - freed.len() + again.len());
-    fabric.shutdown().await;
 }
 
 fn refusal_limit(answer: &pb::WorkResponse) -> &str {
