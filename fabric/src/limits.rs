@@ -49,3 +49,5 @@ pub const HANDOFF_BATCH_BYTES: usize = whip_board::limits::HANDOFF_BATCH_BYTES_M
 /// that long) the cell admits nothing and its entries lapse; an unreachable cell's share
 /// is lent again only after it.
 pub const WORK_QUOTA_TTL_MS: u64 = 30_000;
+/// Quota rounds a refused registration tries while a cell it needs is unavailable.
+pub const QUOTA_ROUND_TRIES: u32 = 3;

@@ -55,15 +55,37 @@ impl Node {
         if !quota_short(&outcome) {
             return Ok(outcome);
         }
-        if let Err(e) = self.quota_round(cell, Round::Short).await {
-            tracing::debug!(cell, error = %e, "quota round for a registration failed");
-        }
+        self.quota_round_retrying(cell).await;
         let mut retry = request;
         retry.idempotency_key = suffixed(&retry.idempotency_key, "quota");
         if let Command::WorkRegister { quota_retry, .. } = &mut retry.command {
             *quota_retry = false;
         }
         self.submit_cell(None, cell, retry).await
+    }
+
+    /// A quota round for a refused registration, tried again while a cell it needs is
+    /// electing or slow (within `QUOTA_ROUND_TRIES`); a round that still fails leaves the
+    /// registration refused (fail-closed).
+    async fn quota_round_retrying(&self, cell: u64) {
+        let mut backoff = Duration::from_millis(crate::limits::ROUTE_BACKOFF_MIN_MS);
+        for attempt in 1..=crate::limits::QUOTA_ROUND_TRIES {
+            match self.quota_round(cell, Round::Short).await {
+                Ok(()) => return,
+                Err(e @ (CellError::Unavailable(_) | CellError::NotLeader { .. }))
+                    if attempt < crate::limits::QUOTA_ROUND_TRIES =>
+                {
+                    tracing::debug!(cell, attempt, error = %e, "quota round failed, again");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2)
+                        .min(Duration::from_millis(crate::limits::ROUTE_BACKOFF_MAX_MS));
+                }
+                Err(e) => {
+                    tracing::debug!(cell, error = %e, "quota round for a registration failed");
+                    return;
+                }
+            }
+        }
     }
 
     /// One quota round for data cell `cell` (see the module doc); rounds for one cell
