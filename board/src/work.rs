@@ -591,6 +591,19 @@ fn authorized(txn: &impl Txn, caller: &Caller, entry: &WorkEntryView) -> bool {
         .any(|ancestor| &ancestor.owner == agent)
 }
 
+fn unknown_class(limits: &WorkLimits, class: &str) -> WorkRefusal {
+    let known = limits
+        .classes
+        .keys()
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    WorkRefusal::UnknownClass {
+        class: class.to_string(),
+        known,
+    }
+}
+
 fn refused(refusal: WorkRefusal) -> Outcome {
     Outcome::WorkRefused { refusal }
 }
@@ -644,14 +657,7 @@ fn admit(txn: &mut impl Txn, stamp: Stamp, caller: &Caller, request: &Register<'
     let operator = !matches!(caller, Caller::Agent(_));
     let limits = limits(txn);
     let Some(&class_max) = limits.classes.get(request.class) else {
-        let known = limits
-            .classes
-            .keys()
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ");
-        let class = request.class.to_string();
-        return refused(WorkRefusal::UnknownClass { class, known });
+        return refused(unknown_class(&limits, request.class));
     };
     let parent = match request.parent {
         None => None,
@@ -1002,14 +1008,7 @@ fn rescope(txn: &mut impl Txn, mut entry: WorkEntryView, change: &Scope<'_>) -> 
     if let Some(class) = change.class.filter(|class| *class != entry.class) {
         let limits = limits(txn);
         let Some(&class_max) = limits.classes.get(class) else {
-            let known = limits
-                .classes
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ");
-            let class = class.to_string();
-            return refused(WorkRefusal::UnknownClass { class, known });
+            return refused(unknown_class(&limits, class));
         };
         let mut work = cell_work(txn);
         let in_class = work.by_class.get(class).copied().unwrap_or(0);

@@ -9,6 +9,7 @@ mod t20_raft_input;
 mod t30_reserved;
 mod t40_identity;
 mod t50_resources;
+mod t60_registry;
 
 use std::path::Path;
 use std::process::{Command, Output};

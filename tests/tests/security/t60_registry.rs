@@ -1,0 +1,93 @@
+//! The work registry as an attacker reaches it over the wire: without a certificate or a
+//! token, with its own token against another agent's entry, and as an agent setting the
+//! operator's limits. Every refusal is decided in the state machine; the cell serves on.
+
+use whip_cell::{CellClient, CellError};
+use whip_proto::v1 as pb;
+
+use crate::{anonymous, still_serving, target};
+
+fn register(parent: &str) -> pb::WorkRegisterRequest {
+    pb::WorkRegisterRequest {
+        kind: "run".into(),
+        parent: parent.into(),
+        ttl_ms: 30_000,
+        ..Default::default()
+    }
+}
+
+async fn agent(dev: &whip_tests::DevCell, operator: &CellClient, name: &str) -> CellClient {
+    let made = operator
+        .agent_register(pb::AgentRegisterRequest {
+            agent: name.into(),
+            token: String::new(),
+        })
+        .await
+        .unwrap();
+    CellClient::connect_with(&[dev.member(1)], &anonymous())
+        .unwrap()
+        .with_identity(name, made.token)
+}
+
+#[tokio::test]
+async fn strangers_and_other_agents_cannot_register_steer_or_set_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dev, operator) = target(dir.path()).await;
+    let stranger = CellClient::connect_with(&[dev.member(1)], &anonymous()).unwrap();
+    let refused = stranger.work_register(register("")).await;
+    assert!(
+        matches!(refused, Err(CellError::PermissionDenied(ref m)) if m.contains("anonymous_refused")),
+        "{refused:?}"
+    );
+    let listed = stranger.work_list(pb::WorkListRequest::default()).await;
+    assert!(
+        matches!(listed, Err(CellError::Unauthenticated(_))),
+        "{listed:?}"
+    );
+
+    let alice = agent(&dev, &operator, "alice").await;
+    let mallory = agent(&dev, &operator, "mallory").await;
+    let root = alice
+        .work_register(register(""))
+        .await
+        .unwrap()
+        .entry
+        .unwrap()
+        .id;
+    let under = mallory.work_register(register(&root)).await;
+    assert!(
+        matches!(under, Err(CellError::PermissionDenied(ref m)) if m.contains("not_authorized")),
+        "{under:?}"
+    );
+    let revoke = pb::WorkRevokeRequest {
+        id: root.clone(),
+        idempotency_key: String::new(),
+    };
+    assert!(matches!(
+        mallory.work_revoke(revoke).await,
+        Err(CellError::PermissionDenied(_))
+    ));
+    let limits = pb::WorkLimitsRequest {
+        fabric_max: Some(1_000_000),
+        ..Default::default()
+    };
+    let set = mallory.work_limits(limits.clone()).await;
+    assert!(
+        matches!(set, Err(CellError::PermissionDenied(ref m)) if m.contains("operator_only")),
+        "{set:?}"
+    );
+    assert!(stranger.work_limits(limits).await.is_err());
+    // Nothing changed: alice's root is there, the limits are the defaults.
+    let live = operator
+        .work_list(pb::WorkListRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(live.entries.len(), 1);
+    assert_eq!(live.entries[0].id, root);
+    let now = operator
+        .work_limits(pb::WorkLimitsRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(now.fabric_max, 10_000);
+    still_serving(&operator).await;
+}
