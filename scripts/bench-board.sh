@@ -1,25 +1,79 @@
 #!/usr/bin/env bash
-# Task-board cycles: `whip bench board` on a 3-voter `whip cell dev` (fsync on), then Redis
-# Streams (AOF always) driven by peer-bench in the same run, at 1, 16 and 64 workers.
+# Task-board cycles in one run, at 1, 16 and 64 workers: `whip bench board` on a 3-voter
+# `whip cell dev` (fsync on); then NATS JetStream R3 (three `nats-server` processes, a
+# work-queue stream with 3 file-stored replicas; workers fetch 1 -> double-ack) and Redis 7
+# Streams (AOF always), both driven by peer-bench.
 # Usage: scripts/bench-board.sh DURATION PEER_BENCH   (prints JSON lines)
-# VOTERS=1 runs whip on a one-voter cell instead (same code, no replication).
+# Each line has system, workload, workers, clients, ops_per_sec, p50_us, p99_us (whip's
+# lines also keep its whole answer under "result"). A peer whose server is not installed
+# is skipped with a note on stderr. VOTERS=1 runs whip on a one-voter cell.
 set -euo pipefail
 duration=${1:-5s}
 peer=${2:?path to peer-bench}
 whip=${WHIP:-target/release/whip}
 voters=${VOTERS:-3}
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+pids=()
+stop() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
+trap 'stop; rm -rf "$work"' EXIT
+
 "$whip" cell dev --voters "$voters" --base-port 7460 --data "$work/cell" > "$work/cell.log" 2>&1 &
+pids+=($!)
 for _ in $(seq 100); do grep -q ready "$work/cell.log" && break; sleep 0.1; done
 cells=$(seq -s, 7460 $((7459 + voters)) | sed 's/\([0-9]*\)/127.0.0.1:\1/g')
 for n in 1 16 64; do
-  echo "{\"system\":\"whip-$voters-voters\",\"workers\":$n,\"result\":$("$whip" bench board --cell $cells --clients $n --duration "$duration" --json 2>/dev/null | tail -1)}"
+  "$whip" bench board --cell "$cells" --clients $n --duration "$duration" --json 2>/dev/null | tail -1 |
+    python3 -c "
+import json, sys
+r = json.load(sys.stdin)
+line = {'system': 'whip-$voters-voters', 'workload': 'board-claim-complete', 'workers': $n,
+        'clients': $n, 'ops_per_sec': r.get('ops_per_sec'), 'p50_us': r.get('p50_us'),
+        'p99_us': r.get('p99_us'), 'result': r}
+print(json.dumps(line))"
 done
-kill %1
-redis-server --port 7470 --dir "$work" --appendonly yes --appendfsync always --save '' \
-  --daemonize no > "$work/redis.log" 2>&1 &
-sleep 1
-for n in 1 16 64; do
-  echo "{\"system\":\"redis\",\"workers\":$n,\"result\":$("$peer" redis-board --url redis://127.0.0.1:7470 --workers $n --duration "$duration" 2>/dev/null | tail -1)}"
-done
+stop
+
+if command -v nats-server >/dev/null; then
+  routes=nats://127.0.0.1:6231,nats://127.0.0.1:6232,nats://127.0.0.1:6233
+  for i in 1 2 3; do
+    nats-server -a 127.0.0.1 -p $((4230 + i)) -n "n$i" -js -sd "$work/nats$i" --cluster_name peer \
+      --cluster "nats://127.0.0.1:$((6230 + i))" --routes "$routes" > "$work/nats$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for n in 1 16 64; do
+    # JetStream answers once a meta leader is elected: retry the stream creation.
+    for _ in $(seq 30); do
+      if out=$("$peer" nats-board --url nats://127.0.0.1:4231 --workers $n --duration "$duration" \
+        2>/dev/null); then
+        echo "$out" | python3 -c "
+import json, sys
+r = json.loads(sys.stdin.read().strip().splitlines()[-1])
+r['workers'] = $n
+print(json.dumps(r))"
+        break
+      fi
+      sleep 0.5
+    done
+  done
+  stop
+else
+  echo "bench-board: nats-server not installed, JetStream skipped" >&2
+fi
+
+if command -v redis-server >/dev/null; then
+  redis-server --port 7470 --dir "$work" --appendonly yes --appendfsync always --save '' \
+    --daemonize no > "$work/redis.log" 2>&1 &
+  pids+=($!)
+  sleep 1
+  for n in 1 16 64; do
+    "$peer" redis-board --url redis://127.0.0.1:7470 --workers $n --duration "$duration" 2>/dev/null |
+      tail -1 | python3 -c "
+import json, sys
+r = json.load(sys.stdin)
+r['workers'] = $n
+print(json.dumps(r))"
+  done
+  stop
+else
+  echo "bench-board: redis-server not installed, Redis skipped" >&2
+fi

@@ -28,6 +28,7 @@ pub mod limits;
 pub mod network;
 pub mod runtime;
 pub mod service;
+pub mod stages;
 pub mod status;
 pub mod storage;
 pub mod tls;

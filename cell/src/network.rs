@@ -17,6 +17,7 @@ use whip_proto::v1::Blob;
 use whip_proto::v1::raft_client::RaftClient;
 
 use crate::limits;
+use crate::stages::{Stage, Stages};
 use crate::tls::Transport;
 use crate::types::{NodeId, TypeConfig, decode, encode};
 
@@ -88,12 +89,17 @@ pub fn endpoint_with(addr: &str, transport: &Transport) -> Endpoint {
 pub struct Network {
     peers: Peers,
     cell_id: u64,
+    stages: Arc<Stages>,
 }
 
 impl Network {
-    /// A network of cell `cell_id` over a shared channel cache.
-    pub fn new(peers: Peers, cell_id: u64) -> Self {
-        Network { peers, cell_id }
+    /// A network of cell `cell_id` over a shared channel cache, timing appends into `stages`.
+    pub fn new(peers: Peers, cell_id: u64, stages: Arc<Stages>) -> Self {
+        Network {
+            peers,
+            cell_id,
+            stages,
+        }
     }
 }
 
@@ -105,6 +111,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             target,
             cell_id: self.cell_id,
             client: self.peers.raft_client(&node.addr),
+            stages: self.stages.clone(),
         }
     }
 }
@@ -114,6 +121,7 @@ pub struct Connection {
     target: NodeId,
     cell_id: u64,
     client: RaftClient<Channel>,
+    stages: Arc<Stages>,
 }
 
 type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, E>>;
@@ -170,7 +178,13 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, RaftError<NodeId>> {
-        self.call(RpcKind::Append, &rpc, &option).await
+        let carries_entries = !rpc.entries.is_empty();
+        let sent = std::time::Instant::now();
+        let answer = self.call(RpcKind::Append, &rpc, &option).await;
+        if carries_entries && answer.is_ok() {
+            self.stages.record(Stage::FollowerAcked, sent.elapsed());
+        }
+        answer
     }
 
     async fn install_snapshot(

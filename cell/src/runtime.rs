@@ -15,6 +15,7 @@ use whip_proto::v1::Blob;
 use crate::error::CellError;
 use crate::limits;
 use crate::network::{Network, Peers};
+use crate::stages::{Stage, Stages};
 use crate::storage::{LogStore, SmStore, StateMachineView, StorageKind, open_backend};
 use crate::types::{Batch, NodeId, Raft, decode, encode};
 
@@ -87,6 +88,8 @@ impl CellConfig {
 
 struct Pending {
     request: Request,
+    /// When the runtime accepted it (for the `queue` and `replied` stages).
+    accepted: std::time::Instant,
     /// False for requests forwarded to us: we answer `NotLeader` instead of forwarding again.
     forwardable: bool,
     reply: oneshot::Sender<Result<Outcome, CellError>>,
@@ -108,6 +111,8 @@ struct Inner {
     ticks: std::sync::Mutex<TickMemo>,
     /// Raft messages refused before the core (non-member sender, absurd term).
     raft_refused: AtomicU64,
+    /// Per-stage write latencies on this member.
+    stages: Arc<Stages>,
 }
 
 /// What the tick check remembers between rounds, so an idle cell costs a clock read.
@@ -134,13 +139,15 @@ impl Cell {
     pub async fn start_with_peers(config: CellConfig, peers: Peers) -> Result<Cell, CellError> {
         let fatal = |e: &dyn std::fmt::Display| CellError::Fatal(e.to_string());
         let backend = open_backend(config.storage, &config.data_dir).map_err(|e| fatal(&e))?;
-        let log = LogStore::new(backend.clone());
+        let stages = Arc::new(Stages::default());
+        let log = LogStore::new(backend.clone(), stages.clone()).map_err(|e| fatal(&e))?;
         let sm = SmStore::open(backend, config.data_dir.clone())
             .await
-            .map_err(|e| fatal(&e))?;
+            .map_err(|e| fatal(&e))?
+            .with_stages(stages.clone());
         let view = sm.view();
         let raft_config = Arc::new(raft_config(&config).validate().map_err(|e| fatal(&e))?);
-        let network = Network::new(peers.clone(), config.cell_id);
+        let network = Network::new(peers.clone(), config.cell_id, stages.clone());
         let raft = Raft::new(config.id, raft_config, network, log, sm)
             .await
             .map_err(|e| fatal(&e))?;
@@ -154,6 +161,7 @@ impl Cell {
             last_stamp_ms: AtomicU64::new(0),
             ticks: std::sync::Mutex::new(TickMemo::default()),
             raft_refused: AtomicU64::new(0),
+            stages,
         });
         tokio::spawn(proposer_loop(Arc::downgrade(&inner), rx));
         if inner.config.own_tick_loop {
@@ -182,6 +190,11 @@ impl Cell {
         &self.inner.peers
     }
 
+    /// Per-stage write latencies on this member since it started.
+    pub fn stages(&self) -> &Stages {
+        &self.inner.stages
+    }
+
     /// Apply one request through Raft (batched with others, forwarded to the leader when
     /// needed) and return its outcome once applied.
     pub async fn submit(&self, request: Request) -> Result<Outcome, CellError> {
@@ -201,8 +214,10 @@ impl Cell {
         whip_board::validate(&request.command, self.inner.config.value_bytes_max)
             .map_err(CellError::InvalidArgument)?;
         let (reply, rx) = oneshot::channel();
+        let accepted = std::time::Instant::now();
         let pending = Pending {
             request,
+            accepted,
             forwardable,
             reply,
         };
@@ -211,7 +226,9 @@ impl Cell {
             .send(pending)
             .await
             .map_err(|_| stopped())?;
-        match rx.await.map_err(|_| stopped())?? {
+        let answer = rx.await.map_err(|_| stopped())?;
+        self.inner.stages.record(Stage::Replied, accepted.elapsed());
+        match answer? {
             Outcome::Invalid { reason } => Err(CellError::InvalidArgument(reason)),
             Outcome::Forbidden { refusal } => Err(CellError::PermissionDenied(refusal.to_string())),
             Outcome::WrongRange { epoch } => Err(CellError::WrongRange { epoch }),
@@ -508,6 +525,10 @@ impl Inner {
     /// Propose one batch on this member (the leader) and answer each request.
     async fn propose(self: &Arc<Self>, batch: Vec<Pending>) {
         let requests = batch.iter().map(|p| p.request.clone()).collect();
+        let proposed = std::time::Instant::now();
+        for p in &batch {
+            self.stages.record(Stage::Queue, proposed - p.accepted);
+        }
         let result = self
             .raft
             .client_write(Batch {
@@ -517,6 +538,7 @@ impl Inner {
             .await;
         match result {
             Ok(response) => {
+                self.stages.record(Stage::Committed, proposed.elapsed());
                 let outcomes = response.data.outcomes;
                 assert_eq!(outcomes.len(), batch.len(), "one outcome per request");
                 for (p, outcome) in batch.into_iter().zip(outcomes) {

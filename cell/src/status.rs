@@ -1,4 +1,5 @@
-//! What `whip cell status` shows: leader, term, members and per-voter lag.
+//! What `whip cell status` shows: leader, term, members, per-voter lag and per-stage write
+//! latencies.
 
 use whip_proto::v1 as pb;
 
@@ -42,5 +43,21 @@ pub fn status(cell: &Cell) -> pb::StatusResponse {
         state: format!("{:?}", m.state),
         storage: cell.config().storage.name().to_string(),
         raft_refused: cell.raft_refused(),
+        stages: stages(cell),
     }
+}
+
+fn stages(cell: &Cell) -> Vec<pb::StageLatency> {
+    cell.stages()
+        .summaries()
+        .into_iter()
+        .map(|(stage, s)| pb::StageLatency {
+            stage: stage.name().to_string(),
+            count: s.count,
+            p50_us: s.p50_us,
+            p90_us: s.p90_us,
+            p99_us: s.p99_us,
+            max_us: s.max_us,
+        })
+        .collect()
 }

@@ -20,7 +20,11 @@ impl StoreBuilder<TypeConfig, LogStore, SmStore, tempfile::TempDir> for Builder 
         let dir = tempfile::tempdir().expect("temp dir");
         let backend = open_backend(self.0, dir.path()).expect("open backend");
         let sm = SmStore::open(backend.clone(), dir.path().to_path_buf()).await?;
-        Ok((dir, LogStore::new(backend), sm))
+        Ok((
+            dir,
+            LogStore::new(backend, Default::default()).expect("log writer"),
+            sm,
+        ))
     }
 }
 
@@ -208,7 +212,7 @@ async fn log_survives_reopen() {
             backend.log_append(&rows).unwrap();
         }
         let backend = open_backend(kind, dir.path()).unwrap();
-        let mut store = LogStore::new(backend);
+        let mut store = LogStore::new(backend, Default::default()).expect("log writer");
         let state = store.get_log_state().await.unwrap();
         assert_eq!(
             state.last_log_id.map(|l| l.index),
@@ -255,4 +259,10 @@ async fn open_recovers_state_from_a_newer_snapshot() {
             "{kind:?} state differs after recovery"
         );
     }
+}
+
+#[test]
+fn openraft_suite_redb_log() {
+    Suite::test_all(Builder(StorageKind::RedbLog))
+        .expect("the all-redb layout passes the openraft storage suite");
 }

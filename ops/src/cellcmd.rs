@@ -221,6 +221,7 @@ async fn status(global: &Global) -> Result<ExitCode> {
     let result = session.client.status(pb::StatusRequest::default()).await;
     session.close().await;
     let mut s = result?;
+    let mut stages_of = s.id;
     // Only the leader knows how far each voter got: take the member list from it.
     if s.leader.is_some_and(|l| l != s.id)
         && let Some(addr) = s
@@ -231,6 +232,9 @@ async fn status(global: &Global) -> Result<ExitCode> {
         && let Ok(leader) = CellClient::connect(&[addr])?.member_status(0).await
     {
         s.members = leader.members;
+        // Writes are proposed on the leader: its stages are the ones that tell.
+        stages_of = leader.id;
+        s.stages = leader.stages;
     }
     if global.json {
         let members: Vec<_> = s
@@ -246,7 +250,7 @@ async fn status(global: &Global) -> Result<ExitCode> {
         output::json(&json!({
             "id": s.id, "leader": s.leader, "term": s.term, "members": members, "state": s.state,
             "last_log_index": s.last_log_index, "last_applied": s.last_applied,
-            "storage": s.storage,
+            "storage": s.storage, "stages": stages_json(&s.stages), "stages_member": stages_of,
         }));
         return Ok(ExitCode::SUCCESS);
     }
@@ -264,7 +268,28 @@ async fn status(global: &Global) -> Result<ExitCode> {
         let lag = m.lag.map_or("?".to_string(), |l| l.to_string());
         output::line(&format!("  {} {} {role} lag {lag}", m.id, m.addr));
     }
+    for st in s.stages.iter().filter(|st| st.count > 0) {
+        output::line(&format!(
+            "  stage {:<15} n {:>9}  p50 {:>7} µs  p99 {:>7} µs  (member {stages_of})",
+            st.stage, st.count, st.p50_us, st.p99_us
+        ));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Per-stage latencies as `{"queue": {"count": …, "p50_us": …}, …}`, keyed by stage name.
+fn stages_json(stages: &[pb::StageLatency]) -> serde_json::Value {
+    let map = stages
+        .iter()
+        .map(|s| {
+            let v = json!({
+                "count": s.count, "p50_us": s.p50_us, "p90_us": s.p90_us, "p99_us": s.p99_us,
+                "max_us": s.max_us,
+            });
+            (s.stage.clone(), v)
+        })
+        .collect::<serde_json::Map<_, _>>();
+    serde_json::Value::Object(map)
 }
 
 async fn dev(

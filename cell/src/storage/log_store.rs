@@ -1,71 +1,96 @@
-//! The durable Raft log (openraft `RaftLogStorage`) over a [`Backend`].
+//! The durable Raft log (openraft `RaftLogStorage`) over a [`Backend`]: appends return once
+//! queued, one writer thread (`log_writer`) makes them durable in submission order.
 
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{ErrorSubject, ErrorVerb, RaftLogReader, Vote};
 
-use super::{Backend, BackendError, blocking};
-use crate::limits;
+use super::log_writer::{self, Append, MetaWrite, Op, Tail};
+use super::{Backend, BackendError, BackendResult, blocking};
+use crate::stages::Stages;
 use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig, decode, encode};
 
 const VOTE: &str = "vote";
 const PURGED: &str = "last_purged";
 
-/// The Raft log of one cell. Cheap to clone: clones share the backend and the cache.
+/// The Raft log of one cell. Cheap to clone: clones share the backend, the tail and the
+/// writer (`log_writer`), whose thread ends when the last clone drops.
 #[derive(Clone)]
 pub struct LogStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
     backend: Arc<dyn Backend>,
-    /// The newest durable entries, so replication to followers (which reads what was just
-    /// appended) does not go to disk. Holds at most `limits::LOG_CACHE_ENTRIES_MAX`.
-    recent: Arc<Mutex<BTreeMap<u64, Entry>>>,
+    tail: Arc<Mutex<Tail>>,
+    writer: Mutex<Option<Sender<Op>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Shared {
+    /// Close the queue and wait for the writer, so the backend's files are closed (and can
+    /// be reopened) once the last clone of the store is gone.
+    fn drop(&mut self) {
+        self.writer.lock().expect("log writer lock").take();
+        if let Some(thread) = self.thread.lock().expect("log thread lock").take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 impl LogStore {
-    /// A log store over `backend`.
-    pub fn new(backend: Arc<dyn Backend>) -> Self {
-        LogStore {
+    /// A log store over `backend`, recording its flush latencies into `stages`.
+    pub fn new(backend: Arc<dyn Backend>, stages: Arc<Stages>) -> std::io::Result<Self> {
+        let tail = Arc::<Mutex<Tail>>::default();
+        let (tx, thread) = log_writer::start(backend.clone(), tail.clone(), stages)?;
+        let shared = Shared {
             backend,
-            recent: Arc::default(),
+            tail,
+            writer: Mutex::new(Some(tx)),
+            thread: Mutex::new(Some(thread)),
+        };
+        Ok(LogStore {
+            shared: Arc::new(shared),
+        })
+    }
+
+    fn tail(&self) -> std::sync::MutexGuard<'_, Tail> {
+        self.shared.tail.lock().expect("log tail lock")
+    }
+
+    fn send(&self, op: Op) -> Result<(), BackendError> {
+        let writer = self.shared.writer.lock().expect("log writer lock");
+        let sent = writer.as_ref().map(|tx| tx.send(op));
+        match sent {
+            Some(Ok(())) => Ok(()),
+            _ => Err(BackendError::new("log writer", "stopped")),
         }
     }
 
-    fn cached(&self, from: u64, to: u64) -> Option<Vec<Entry>> {
-        let recent = self.recent.lock().expect("log cache lock");
-        let first = *recent.keys().next()?;
-        let last = *recent.keys().next_back()?;
-        if from < first || from > last.saturating_add(1) {
-            return None;
-        }
-        Some(recent.range(from..to).map(|(_, e)| e.clone()).collect())
-    }
-
-    fn remember(&self, entries: Vec<Entry>) {
-        let mut recent = self.recent.lock().expect("log cache lock");
-        for entry in entries {
-            recent.insert(entry.log_id.index, entry);
-        }
-        while recent.len() > limits::LOG_CACHE_ENTRIES_MAX {
-            recent.pop_first();
-        }
-    }
-
-    fn forget(&self, range: impl RangeBounds<u64>) {
-        let mut recent = self.recent.lock().expect("log cache lock");
-        let doomed: Vec<u64> = recent.range(range).map(|(k, _)| *k).collect();
-        for k in doomed {
-            recent.remove(&k);
-        }
+    /// Queue a metadata write behind every earlier log write and wait until it is durable.
+    async fn meta_write(
+        &self,
+        work: impl FnOnce(&dyn Backend) -> BackendResult<()> + Send + 'static,
+    ) -> Result<(), StorageError> {
+        let (done, wait) = tokio::sync::oneshot::channel();
+        let work = Box::new(work);
+        self.send(Op::Meta(MetaWrite { work, done }))
+            .map_err(write_err)?;
+        let result = wait
+            .await
+            .map_err(|_| write_err(BackendError::new("log writer", "stopped")))?;
+        result.map_err(write_err)
     }
 
     async fn meta<T: for<'de> serde::Deserialize<'de> + Send + 'static>(
         &self,
         name: &'static str,
     ) -> Result<Option<T>, StorageError> {
-        let backend = self.backend.clone();
+        let backend = self.shared.backend.clone();
         let bytes = blocking(move || backend.meta_get(name))
             .await
             .map_err(read_err)?;
@@ -113,16 +138,22 @@ impl RaftLogReader<TypeConfig> for LogStore {
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
         let (from, to) = bounds(&range);
-        if let Some(entries) = self.cached(from, to) {
-            return Ok(entries);
+        // The tail first: below its first index everything is durable in the backend.
+        let (first, cached) = self.tail().range(from, to);
+        let below = first.map_or(to, |f| f.min(to));
+        if from >= below {
+            return Ok(cached);
         }
-        let backend = self.backend.clone();
-        let rows = blocking(move || backend.log_range(from, to))
+        let backend = self.shared.backend.clone();
+        let rows = blocking(move || backend.log_range(from, below))
             .await
             .map_err(read_err)?;
-        rows.iter()
+        let mut entries = rows
+            .iter()
             .map(|(_, b)| decode(b).map_err(|e| read_err(BackendError::new("decode entry", e))))
-            .collect()
+            .collect::<Result<Vec<Entry>, _>>()?;
+        entries.extend(cached);
+        Ok(entries)
     }
 }
 
@@ -130,18 +161,24 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = Self;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
-        let backend = self.backend.clone();
-        let last = blocking(move || backend.log_last())
-            .await
-            .map_err(read_err)?;
         let last_purged = self.meta::<Option<LogId>>(PURGED).await?.flatten();
-        let last_log_id = match last {
-            Some((_, bytes)) => {
-                let entry: Entry =
-                    decode(&bytes).map_err(|e| read_err(BackendError::new("decode entry", e)))?;
-                Some(entry.log_id)
+        let submitted = self.tail().last();
+        let last_log_id = match submitted {
+            Some(id) => Some(id),
+            None => {
+                let backend = self.shared.backend.clone();
+                let last = blocking(move || backend.log_last())
+                    .await
+                    .map_err(read_err)?;
+                match last {
+                    Some((_, bytes)) => Some(
+                        decode::<Entry>(&bytes)
+                            .map_err(|e| read_err(BackendError::new("decode entry", e)))?
+                            .log_id,
+                    ),
+                    None => last_purged,
+                }
             }
-            None => last_purged,
         };
         Ok(LogState {
             last_purged_log_id: last_purged,
@@ -154,16 +191,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError> {
-        let (backend, bytes) = (self.backend.clone(), encode(vote));
-        blocking(move || backend.meta_put(VOTE, bytes))
-            .await
-            .map_err(write_err)
+        let bytes = encode(vote);
+        self.meta_write(move |b| b.meta_put(VOTE, bytes)).await
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError> {
         self.meta(VOTE).await
     }
 
+    /// Queue the entries and return: they are readable at once, and the writer calls
+    /// `callback` once they (and every write queued before them) are durable. openraft
+    /// counts an entry toward a quorum, and answers a leader's follower, only after that
+    /// callback, so nothing is acknowledged before it is on disk.
     async fn append<I>(
         &mut self,
         entries: I,
@@ -174,48 +213,31 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: Send,
     {
         let entries: Vec<Entry> = entries.into_iter().collect();
-        let rows: Vec<(u64, Vec<u8>)> = entries
+        let rows = entries
             .iter()
             .map(|e| (e.log_id.index, encode(e)))
             .collect();
-        let backend = self.backend.clone();
-        // The append is durable (fsynced) before openraft hears it is flushed, so an entry is
-        // on disk before it counts toward a quorum and before any client is acknowledged.
-        //
-        // Returning before the fsync and calling the callback later would gain nothing on
-        // openraft 0.9: `RaftCore::append_to_log` awaits this call and then the callback's
-        // receiver before it runs the next queued command, and the leader's `Replicate`
-        // commands are queued after `AppendInputEntries`. The leader's flush therefore
-        // precedes sending the entry to followers whatever this function does; overlapping
-        // the two needs a Raft core with non-blocking log IO.
-        let result = blocking(move || backend.log_append(&rows)).await;
-        match result {
-            Ok(()) => {
-                self.remember(entries);
-                callback.log_io_completed(Ok(()));
-                Ok(())
-            }
-            Err(e) => {
-                let io = std::io::Error::other(e.to_string());
-                callback.log_io_completed(Err(io));
-                Err(write_err(e))
-            }
-        }
+        let ids = entries.iter().map(|e| e.log_id).collect();
+        let append = Append {
+            rows,
+            ids,
+            callback,
+            submitted: std::time::Instant::now(),
+        };
+        // Into the tail before the queue, so a read right after this call finds them.
+        self.tail().submit(&entries);
+        self.send(Op::Append(append)).map_err(write_err)
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        self.forget(log_id.index..);
-        let backend = self.backend.clone();
-        blocking(move || backend.log_truncate(log_id.index))
-            .await
-            .map_err(write_err)
+        self.tail().truncate(log_id.index);
+        self.meta_write(move |b| b.log_truncate(log_id.index)).await
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        self.forget(..=log_id.index);
-        let (backend, bytes) = (self.backend.clone(), encode(&Some(log_id)));
-        blocking(move || backend.log_purge(log_id.index, (PURGED, bytes)))
+        self.tail().purge(log_id.index);
+        let bytes = encode(&Some(log_id));
+        self.meta_write(move |b| b.log_purge(log_id.index, (PURGED, bytes)))
             .await
-            .map_err(write_err)
     }
 }

@@ -1,27 +1,44 @@
-//! The redb backend (default): two database files in the data directory.
+//! The redb backend (default): the state machine in `sm.redb`, the Raft log and its
+//! metadata apart from it.
 //!
-//! `log.redb` holds the Raft log and metadata; every commit there is durable
-//! (`Durability::Immediate`). `sm.redb` holds the state machine; its commits are mostly
-//! non-durable because the log is the source of truth. Keeping them apart means a log fsync
-//! writes only log pages, not the state machine's dirty pages, which is most of the cost of
-//! an acknowledged write.
+//! `sm.redb` holds the state machine; its commits are mostly non-durable because the log is
+//! the source of truth. The log lives in preallocated segment files under `log/`
+//! ([`SegmentLog`], one `fdatasync` per durable append), or, for data directories made
+//! before those existed and for `--storage redb-log`, in `log.redb` with durable
+//! (`Durability::Immediate`) commits. Keeping log and state apart means a log sync writes
+//! only log bytes, not the state machine's dirty pages, which is most of the cost of an
+//! acknowledged write.
 
 use std::path::Path;
 use std::time::Duration;
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
+use super::segment_log::SegmentLog;
 use super::{Backend, BackendError, BackendResult, SmRead, WriteSet};
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const SM: TableDefinition<&[u8], &[u8]> = TableDefinition::new("sm");
 
-/// A cell's storage in two redb files.
+/// A cell's storage: the state machine in redb, the log in segments or in redb.
 pub struct RedbBackend {
-    log: Database,
+    log: LogFiles,
     sm: Database,
 }
+
+/// Where the Raft log and its metadata live.
+enum LogFiles {
+    /// `log.redb`: directories made before the segment log, or `--storage redb-log`.
+    Redb(Database),
+    /// `log/`: preallocated segment files (the default for a new directory).
+    Segments(SegmentLog),
+}
+
+/// The directory of the segment log inside a data directory.
+const SEGMENT_DIR: &str = "log";
+/// The redb log file inside a data directory.
+const LOG_FILE: &str = "log.redb";
 
 fn err(context: &'static str) -> impl Fn(redb::Error) -> BackendError {
     move |e| BackendError::new(context, e)
@@ -73,15 +90,22 @@ fn read<T>(
 }
 
 impl RedbBackend {
-    /// Open or create the databases in `dir`.
-    pub fn open(dir: &Path) -> BackendResult<Self> {
-        let log = open_db(&dir.join("log.redb"))?;
+    /// Open or create the storage in `dir`. The log goes to segment files unless
+    /// `redb_log` asks for `log.redb`, or the directory already keeps its log there.
+    pub fn open(dir: &Path, redb_log: bool) -> BackendResult<Self> {
+        let existing_redb_log = dir.join(LOG_FILE).exists() && !dir.join(SEGMENT_DIR).exists();
+        let log = if redb_log || existing_redb_log {
+            let log = open_db(&dir.join(LOG_FILE))?;
+            write(&log, true, "open log", |txn| {
+                txn.open_table(LOG)?;
+                txn.open_table(META)?;
+                Ok(())
+            })?;
+            LogFiles::Redb(log)
+        } else {
+            LogFiles::Segments(SegmentLog::open(&dir.join(SEGMENT_DIR))?)
+        };
         let sm = open_db(&dir.join("sm.redb"))?;
-        write(&log, true, "open log", |txn| {
-            txn.open_table(LOG)?;
-            txn.open_table(META)?;
-            Ok(())
-        })?;
         write(&sm, true, "open state", |txn| {
             txn.open_table(SM)?;
             Ok(())
@@ -92,64 +116,52 @@ impl RedbBackend {
 
 impl Backend for RedbBackend {
     fn log_append(&self, entries: &[(u64, Vec<u8>)]) -> BackendResult<()> {
-        write(&self.log, true, "append log", |txn| {
-            let mut table = txn.open_table(LOG)?;
-            for (index, bytes) in entries {
-                table.insert(*index, bytes.as_slice())?;
-            }
-            Ok(())
-        })
+        match &self.log {
+            LogFiles::Redb(db) => redb_log::append(db, entries),
+            LogFiles::Segments(log) => log.append(entries),
+        }
     }
 
     fn log_range(&self, from: u64, to: u64) -> BackendResult<Vec<(u64, Vec<u8>)>> {
-        if from >= to {
-            return Ok(Vec::new());
+        match &self.log {
+            LogFiles::Redb(db) => redb_log::range(db, from, to),
+            LogFiles::Segments(log) => log.range(from, to),
         }
-        read(&self.log, "read log", |txn| {
-            let table = txn.open_table(LOG)?;
-            let mut out = Vec::new();
-            for row in table.range(from..to)? {
-                let (k, v) = row?;
-                out.push((k.value(), v.value().to_vec()));
-            }
-            Ok(out)
-        })
     }
 
     fn log_last(&self) -> BackendResult<Option<(u64, Vec<u8>)>> {
-        read(&self.log, "read last log", |txn| {
-            let table = txn.open_table(LOG)?;
-            Ok(table.last()?.map(|(k, v)| (k.value(), v.value().to_vec())))
-        })
+        match &self.log {
+            LogFiles::Redb(db) => redb_log::last(db),
+            LogFiles::Segments(log) => log.last(),
+        }
     }
 
     fn log_truncate(&self, from: u64) -> BackendResult<()> {
-        write(&self.log, true, "truncate log", |txn| {
-            txn.open_table(LOG)?.retain_in(from.., |_, _| false)?;
-            Ok(())
-        })
+        match &self.log {
+            LogFiles::Redb(db) => redb_log::truncate(db, from),
+            LogFiles::Segments(log) => log.truncate(from),
+        }
     }
 
     fn log_purge(&self, upto: u64, meta: (&str, Vec<u8>)) -> BackendResult<()> {
-        write(&self.log, true, "purge log", |txn| {
-            txn.open_table(LOG)?.retain_in(..=upto, |_, _| false)?;
-            txn.open_table(META)?.insert(meta.0, meta.1.as_slice())?;
-            Ok(())
-        })
+        match &self.log {
+            LogFiles::Redb(db) => redb_log::purge(db, upto, meta),
+            LogFiles::Segments(log) => log.purge(upto, meta),
+        }
     }
 
     fn meta_get(&self, name: &str) -> BackendResult<Option<Vec<u8>>> {
-        read(&self.log, "read meta", |txn| {
-            let table = txn.open_table(META)?;
-            Ok(table.get(name)?.map(|v| v.value().to_vec()))
-        })
+        match &self.log {
+            LogFiles::Redb(db) => redb_log::meta_get(db, name),
+            LogFiles::Segments(log) => Ok(log.meta_get(name)),
+        }
     }
 
     fn meta_put(&self, name: &str, value: Vec<u8>) -> BackendResult<()> {
-        write(&self.log, true, "write meta", |txn| {
-            txn.open_table(META)?.insert(name, value.as_slice())?;
-            Ok(())
-        })
+        match &self.log {
+            LogFiles::Redb(db) => redb_log::meta_put(db, name, value),
+            LogFiles::Segments(log) => log.meta_put(name, value),
+        }
     }
 
     fn sm_reader(&self) -> BackendResult<Box<dyn SmRead + '_>> {
@@ -234,5 +246,74 @@ impl SmRead for RedbReader {
                 Ok((k.value().to_vec(), v.value().to_vec()))
             })
             .collect()
+    }
+}
+
+/// The Raft log and metadata in `log.redb`.
+mod redb_log {
+    use redb::{Database, ReadableTable};
+
+    use super::{LOG, META, read, write};
+    use crate::storage::BackendResult;
+
+    pub(super) fn append(db: &Database, entries: &[(u64, Vec<u8>)]) -> BackendResult<()> {
+        write(db, true, "append log", |txn| {
+            let mut table = txn.open_table(LOG)?;
+            for (index, bytes) in entries {
+                table.insert(*index, bytes.as_slice())?;
+            }
+            Ok(())
+        })
+    }
+
+    pub(super) fn range(db: &Database, from: u64, to: u64) -> BackendResult<Vec<(u64, Vec<u8>)>> {
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        read(db, "read log", |txn| {
+            let table = txn.open_table(LOG)?;
+            let mut out = Vec::new();
+            for row in table.range(from..to)? {
+                let (k, v) = row?;
+                out.push((k.value(), v.value().to_vec()));
+            }
+            Ok(out)
+        })
+    }
+
+    pub(super) fn last(db: &Database) -> BackendResult<Option<(u64, Vec<u8>)>> {
+        read(db, "read last log", |txn| {
+            let table = txn.open_table(LOG)?;
+            Ok(table.last()?.map(|(k, v)| (k.value(), v.value().to_vec())))
+        })
+    }
+
+    pub(super) fn truncate(db: &Database, from: u64) -> BackendResult<()> {
+        write(db, true, "truncate log", |txn| {
+            txn.open_table(LOG)?.retain_in(from.., |_, _| false)?;
+            Ok(())
+        })
+    }
+
+    pub(super) fn purge(db: &Database, upto: u64, meta: (&str, Vec<u8>)) -> BackendResult<()> {
+        write(db, true, "purge log", |txn| {
+            txn.open_table(LOG)?.retain_in(..=upto, |_, _| false)?;
+            txn.open_table(META)?.insert(meta.0, meta.1.as_slice())?;
+            Ok(())
+        })
+    }
+
+    pub(super) fn meta_get(db: &Database, name: &str) -> BackendResult<Option<Vec<u8>>> {
+        read(db, "read meta", |txn| {
+            let table = txn.open_table(META)?;
+            Ok(table.get(name)?.map(|v| v.value().to_vec()))
+        })
+    }
+
+    pub(super) fn meta_put(db: &Database, name: &str, value: Vec<u8>) -> BackendResult<()> {
+        write(db, true, "write meta", |txn| {
+            txn.open_table(META)?.insert(name, value.as_slice())?;
+            Ok(())
+        })
     }
 }

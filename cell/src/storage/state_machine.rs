@@ -15,6 +15,7 @@ use whip_board::{Outcome, Stamp, Txn};
 
 use super::{Backend, BackendError, BackendResult, SmRead, WriteSet, blocking};
 use crate::limits;
+use crate::stages::{Stage, Stages};
 use crate::types::{BatchOutcome, Entry, LogId, NodeId, StorageError, TypeConfig, decode, encode};
 
 /// Where the state machine records what it has applied, inside its own keyspace. Board keys
@@ -75,6 +76,8 @@ pub struct SmStore {
     /// When the state machine's own store was last made durable. Between those points a
     /// crash loses applied state, which replay from the log (or the snapshot) restores.
     last_durable: std::time::Instant,
+    /// Where apply durations go (`applied` stage).
+    stages: Arc<Stages>,
 }
 
 fn read_applied(backend: &dyn Backend) -> BackendResult<Applied> {
@@ -107,9 +110,16 @@ impl SmStore {
             dir,
             applied,
             last_durable: std::time::Instant::now(),
+            stages: Arc::default(),
         };
         store.recover_from_snapshot().await?;
         Ok(store)
+    }
+
+    /// Record apply durations into `stages` (the runtime's, for `whip cell status`).
+    pub fn with_stages(mut self, stages: Arc<Stages>) -> Self {
+        self.stages = stages;
+        self
     }
 
     /// After a crash the state machine's own store may be older than the durable snapshot
@@ -273,10 +283,12 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         let (backend, applied) = (self.backend.clone(), self.applied.clone());
         let interval = std::time::Duration::from_millis(limits::STATE_DURABLE_EVERY_MS);
         let durable = self.last_durable.elapsed() >= interval;
+        let started = std::time::Instant::now();
         let (applied, responses) =
             blocking(move || apply_entries(backend.as_ref(), applied, entries, durable))
                 .await
                 .map_err(sm_err(ErrorVerb::Write))?;
+        self.stages.record(Stage::Applied, started.elapsed());
         if durable {
             self.last_durable = std::time::Instant::now();
         }

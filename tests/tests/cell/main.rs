@@ -7,6 +7,7 @@ mod t20_follower;
 mod t30_leader_kill;
 mod t35_process_kill;
 mod t36_process_pause;
+mod t37_kill_mid_flush;
 mod t40_restart;
 mod t50_snapshot;
 mod t55_big_snapshot;
