@@ -47,6 +47,8 @@ pub const RETRY_FOR_MS: u64 = 10_000;
 /// A typed, retrying client of one cell.
 pub struct CellClient {
     channels: Vec<Channel>,
+    /// The address of each channel (empty for a local socket), to follow a leader hint.
+    addrs: Vec<String>,
     /// A cell in this process: calls go straight to its service handlers (same validation,
     /// same Raft path) without a transport.
     local: Option<Arc<CellApi>>,
@@ -62,18 +64,22 @@ pub struct CellClient {
 impl CellClient {
     /// A client of `target`; connections open lazily on first use.
     pub fn new(target: Target) -> Result<Self, CellError> {
-        let channels = match target {
+        let (channels, addrs) = match target {
             Target::Tcp(addrs) if addrs.is_empty() => {
                 return Err(CellError::InvalidArgument("no cell address given".into()));
             }
-            Target::Tcp(addrs) => addrs.iter().map(|a| endpoint(a).connect_lazy()).collect(),
-            Target::Unix(path) => vec![unix_channel(path)],
+            Target::Tcp(addrs) => {
+                let channels = addrs.iter().map(|a| endpoint(a).connect_lazy()).collect();
+                (channels, addrs)
+            }
+            Target::Unix(path) => (vec![unix_channel(path)], vec![String::new()]),
         };
         let client_id = std::collections::hash_map::RandomState::new()
             .build_hasher()
             .finish();
         Ok(CellClient {
             channels,
+            addrs,
             local: None,
             next: AtomicUsize::new(0),
             client_id,
@@ -198,6 +204,7 @@ impl CellClient {
         // Short, capped pauses: a new leader is usually elected within one election timeout,
         // and the client should be among the first to reach it.
         let mut backoff = Duration::from_millis(10);
+        let mut followed_hint = false;
         loop {
             let index = self.next.load(Ordering::Relaxed) % self.channels.len();
             let attempt =
@@ -212,12 +219,32 @@ impl CellClient {
                 Ok(response) => return Ok(response.into_inner()),
                 Err(status) if retryable(&status) && tokio::time::Instant::now() < deadline => {
                     tracing::debug!(member = index, error = %status.message(), "retrying");
-                    self.next.store(index + 1, Ordering::Relaxed);
-                    tokio::time::sleep(backoff).await;
+                    // A member that names the leader: go straight there, once without a pause.
+                    match self.leader_hint(&status) {
+                        Some(leader) if leader != index => {
+                            self.next.store(leader, Ordering::Relaxed);
+                            if followed_hint {
+                                tokio::time::sleep(backoff).await;
+                            }
+                            followed_hint = true;
+                        }
+                        _ => {
+                            self.next.store(index + 1, Ordering::Relaxed);
+                            tokio::time::sleep(backoff).await;
+                        }
+                    }
                     backoff = (backoff * 2).min(Duration::from_millis(100));
                 }
                 Err(status) => return Err(CellError::from(status)),
             }
+        }
+    }
+
+    /// The channel of the leader a `NotLeader` status names, if it is one of ours.
+    fn leader_hint(&self, status: &Status) -> Option<usize> {
+        match crate::error::from_detail(status)? {
+            CellError::NotLeader { hint: Some(addr) } => self.addrs.iter().position(|a| *a == addr),
+            _ => None,
         }
     }
 

@@ -1,6 +1,8 @@
 //! The errors of a cell call: typed, with one mapping to gRPC status.
 
+use prost::Message;
 use serde::{Deserialize, Serialize};
+use whip_proto::v1 as pb;
 
 /// Why a cell could not give an outcome. Business results (held, contended, over) are
 /// outcomes, not errors.
@@ -41,17 +43,42 @@ pub enum CellError {
     NotFound(String),
 }
 
-const WRONG_RANGE_PREFIX: &str = "wrong range: this cell knows epoch ";
+impl CellError {
+    /// The typed detail a status carries for this error, if it has one.
+    fn detail(&self) -> Option<pb::ErrorDetail> {
+        let kind = match self {
+            CellError::NotLeader { hint } => {
+                pb::error_detail::Kind::NotLeader(pb::NotLeaderDetail {
+                    leader_addr: hint.clone().unwrap_or_default(),
+                })
+            }
+            CellError::WrongRange { epoch } => {
+                pb::error_detail::Kind::WrongRange(pb::WrongRangeDetail { epoch: *epoch })
+            }
+            _ => return None,
+        };
+        Some(pb::ErrorDetail { kind: Some(kind) })
+    }
+}
 
 impl From<CellError> for tonic::Status {
     fn from(err: CellError) -> Self {
+        let message = err.to_string();
         match &err {
             CellError::InvalidArgument(m) => tonic::Status::invalid_argument(m.clone()),
-            CellError::NotLeader { .. } | CellError::Unavailable(_) => {
-                tonic::Status::unavailable(err.to_string())
+            CellError::NotLeader { .. } | CellError::WrongRange { .. } => {
+                let code = match err {
+                    CellError::NotLeader { .. } => tonic::Code::Unavailable,
+                    _ => tonic::Code::FailedPrecondition,
+                };
+                let detail = err
+                    .detail()
+                    .expect("a detail for these kinds")
+                    .encode_to_vec();
+                tonic::Status::with_details(code, message, detail.into())
             }
-            CellError::Fatal(_) => tonic::Status::internal(err.to_string()),
-            CellError::WrongRange { .. } => tonic::Status::failed_precondition(err.to_string()),
+            CellError::Unavailable(_) => tonic::Status::unavailable(message),
+            CellError::Fatal(_) => tonic::Status::internal(message),
             CellError::PermissionDenied(m) => tonic::Status::permission_denied(m.clone()),
             CellError::Unauthenticated(m) => tonic::Status::unauthenticated(m.clone()),
             CellError::NotFound(m) => tonic::Status::not_found(m.clone()),
@@ -59,8 +86,25 @@ impl From<CellError> for tonic::Status {
     }
 }
 
+/// The error a status's typed detail names, if it carries one that decodes.
+pub(crate) fn from_detail(status: &tonic::Status) -> Option<CellError> {
+    if status.details().is_empty() {
+        return None;
+    }
+    let detail = pb::ErrorDetail::decode(status.details()).ok()?;
+    match detail.kind? {
+        pb::error_detail::Kind::NotLeader(d) => Some(CellError::NotLeader {
+            hint: (!d.leader_addr.is_empty()).then_some(d.leader_addr),
+        }),
+        pb::error_detail::Kind::WrongRange(d) => Some(CellError::WrongRange { epoch: d.epoch }),
+    }
+}
+
 impl From<tonic::Status> for CellError {
     fn from(status: tonic::Status) -> Self {
+        if let Some(err) = from_detail(&status) {
+            return err;
+        }
         match status.code() {
             tonic::Code::InvalidArgument => {
                 CellError::InvalidArgument(status.message().to_string())
@@ -73,16 +117,44 @@ impl From<tonic::Status> for CellError {
                 CellError::Unauthenticated(status.message().to_string())
             }
             tonic::Code::NotFound => CellError::NotFound(status.message().to_string()),
-            tonic::Code::FailedPrecondition if status.message().starts_with(WRONG_RANGE_PREFIX) => {
-                let rest = &status.message()[WRONG_RANGE_PREFIX.len()..];
-                let epoch = rest
-                    .split_whitespace()
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(0);
-                CellError::WrongRange { epoch }
-            }
             _ => CellError::Unavailable(status.message().to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_details_survive_the_wire_without_the_message_text() {
+        for err in [
+            CellError::NotLeader {
+                hint: Some("10.0.0.2:7001".into()),
+            },
+            CellError::NotLeader { hint: None },
+            CellError::WrongRange { epoch: 42 },
+        ] {
+            let status = tonic::Status::from(err.clone());
+            // Only the details carry the fields: a client never parses the message.
+            let bare = tonic::Status::with_details(
+                status.code(),
+                "reworded by a proxy",
+                status.details().to_vec().into(),
+            );
+            assert_eq!(CellError::from(bare), err);
+        }
+    }
+
+    #[test]
+    fn a_status_without_a_valid_detail_maps_by_its_code() {
+        let garbage = tonic::Status::with_details(
+            tonic::Code::FailedPrecondition,
+            "wrong range: this cell knows epoch 7 for the key",
+            vec![0xff, 0xff, 0xff].into(),
+        );
+        assert!(matches!(CellError::from(garbage), CellError::Unavailable(_)));
+        let plain = tonic::Status::not_found("no such team");
+        assert_eq!(CellError::from(plain), CellError::NotFound("no such team".into()));
     }
 }
