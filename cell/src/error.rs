@@ -153,8 +153,14 @@ mod tests {
             "wrong range: this cell knows epoch 7 for the key",
             vec![0xff, 0xff, 0xff].into(),
         );
-        assert!(matches!(CellError::from(garbage), CellError::Unavailable(_)));
+        assert!(matches!(
+            CellError::from(garbage),
+            CellError::Unavailable(_)
+        ));
         let plain = tonic::Status::not_found("no such team");
-        assert_eq!(CellError::from(plain), CellError::NotFound("no such team".into()));
+        assert_eq!(
+            CellError::from(plain),
+            CellError::NotFound("no such team".into())
+        );
     }
 }

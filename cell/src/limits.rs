@@ -37,8 +37,10 @@ pub const LEADER_WAIT_MS: u64 = 3_000;
 pub const TICKS_PER_ROUND_MAX: usize = 8;
 /// Newest log entries kept in memory for replication reads.
 pub const LOG_CACHE_ENTRIES_MAX: usize = 4096;
-/// Size a log segment file is preallocated to (a bigger record gets a segment of its own size).
-pub const SEGMENT_BYTES: u64 = 32 << 20;
+/// Size the first log segment file is preallocated to; each next one doubles.
+pub const SEGMENT_BYTES_MIN: u64 = 1 << 20;
+/// Largest preallocated log segment (a bigger record gets a segment of its own size).
+pub const SEGMENT_BYTES_MAX: u64 = 16 << 20;
 /// Appends already queued that the log writer commits together in one durable commit.
 pub const LOG_GROUP_APPENDS_MAX: usize = 64;
 /// How often applying makes the state machine's store durable (between, the log covers it).

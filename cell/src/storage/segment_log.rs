@@ -1,7 +1,8 @@
 //! The Raft log in preallocated segment files (the default log of the redb layout).
 //!
-//! A segment is a file `log/{first index:020}.seg`, preallocated to `limits::SEGMENT_BYTES`
-//! with `fallocate`, holding records back to back:
+//! A segment is a file `log/{first index:020}.seg`, preallocated with `fallocate` (1 MiB for
+//! the first, doubling to 16 MiB: `limits::SEGMENT_BYTES_MIN`/`_MAX`), holding records
+//! back to back:
 //!
 //! ```text
 //! len: u32 LE | crc32: u32 LE | index: u64 LE | payload: len bytes
@@ -356,9 +357,15 @@ impl Segments {
         Ok(())
     }
 
-    /// Start a new segment whose first record is `first`, big enough for `bytes`.
+    /// Start a new segment whose first record is `first`, big enough for `bytes`. Sizes
+    /// double from `SEGMENT_BYTES_MIN` up to `SEGMENT_BYTES_MAX`, so an idle cell (a node
+    /// hosts hundreds) reserves little disk and a busy log rolls rarely.
     fn roll(&mut self, first: u64, bytes: u64) -> BackendResult<()> {
-        let capacity = limits::SEGMENT_BYTES.max(bytes);
+        let last = self.segments.values().next_back().map_or(0, |s| s.capacity);
+        let grown = last
+            .saturating_mul(2)
+            .clamp(limits::SEGMENT_BYTES_MIN, limits::SEGMENT_BYTES_MAX);
+        let capacity = grown.max(bytes);
         let path = self.dir.join(segment_name(first));
         let file = OpenOptions::new()
             .read(true)
