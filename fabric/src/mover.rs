@@ -76,6 +76,7 @@ impl Refusals {
 pub(crate) async fn mover_loop(inner: Weak<Inner>) {
     let recorded: Recorded = Arc::default();
     let refusals = Refusals::default();
+    let looks = Looks::default();
     loop {
         tokio::time::sleep(Duration::from_millis(limits::MOVER_INTERVAL_MS)).await;
         let Some(inner) = inner.upgrade() else { return };
@@ -89,14 +90,107 @@ pub(crate) async fn mover_loop(inner: Weak<Inner>) {
             if cell == META_CELL || !node.leads(cell) {
                 continue;
             }
-            if let Err(e) = spill_cell(&node, &map, cell, &recorded).await {
-                tracing::debug!(cell, error = %e, "spill");
+            let Some(applied) = node.applied_index(cell) else {
+                continue;
+            };
+            // An idle cell costs no read: nothing can have become due since the last look.
+            if looks.skip(cell, applied, now_ms()) {
+                continue;
             }
-            if let Err(e) = deliver_cell(&node, &map, cell, &refusals).await {
-                tracing::debug!(cell, error = %e, "deliver");
-            }
+            let spill = spill_round(&node, &map, cell, &recorded)
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::debug!(cell, error = %e, "spill");
+                    NextLook::NextRound
+                });
+            let deliver = match deliver_cell(&node, &map, cell, &refusals).await {
+                Ok(false) => NextLook::AfterApply,
+                Ok(true) => NextLook::NextRound,
+                Err(e) => {
+                    tracing::debug!(cell, error = %e, "deliver");
+                    NextLook::NextRound
+                }
+            };
+            looks.record(cell, applied, spill.min(deliver));
         }
     }
+}
+
+/// When a led cell next needs the mover, as far as its last look could tell. Ordered by
+/// urgency: the sooner of two is the smaller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum NextLook {
+    /// Something is pending, or the look saw only part of the cell: look next round.
+    NextRound,
+    /// Nothing is due before this time (ms) unless an apply changes the cell.
+    At(u64),
+    /// Nothing is due until an apply changes the cell (new tasks, new envelopes).
+    AfterApply,
+}
+
+/// Per led cell: its applied index at the last look and what that look found. Due work
+/// appears only through an apply on the cell or when a known deadline passes, so a cell
+/// whose applied index has not moved since a quiet look is skipped without a read (each
+/// read is a leadership round with the followers).
+#[derive(Default)]
+struct Looks(Mutex<HashMap<u64, (u64, NextLook)>>);
+
+impl Looks {
+    fn skip(&self, cell: u64, applied: u64, now_ms: u64) -> bool {
+        match self.0.lock().expect("looks lock").get(&cell) {
+            Some((seen, next)) if *seen == applied => match next {
+                NextLook::NextRound => false,
+                NextLook::At(due) => now_ms < *due,
+                NextLook::AfterApply => true,
+            },
+            _ => false,
+        }
+    }
+
+    fn record(&self, cell: u64, applied: u64, next: NextLook) {
+        self.0
+            .lock()
+            .expect("looks lock")
+            .insert(cell, (applied, next));
+    }
+}
+
+/// Read the cell's ready cell-tier tasks, spill the due ones, and say when to look again.
+async fn spill_round(
+    node: &Node,
+    map: &FabricMap,
+    cell: u64,
+    recorded: &Recorded,
+) -> Result<NextLook, CellError> {
+    let query = Query::BoardCellReady {
+        limit: limits::SPILL_BATCH_MAX,
+    };
+    let QueryResult::Tasks(ready) = read(node, cell, query).await? else {
+        return Ok(NextLook::NextRound);
+    };
+    let now = now_ms();
+    let next = if ready.len() >= limits::SPILL_BATCH_MAX as usize {
+        NextLook::NextRound
+    } else {
+        ready
+            .iter()
+            .filter(|t| t.spill_after_ms > 0)
+            .map(spill_due)
+            .map(|due| match due <= now {
+                true => NextLook::NextRound,
+                false => NextLook::At(due),
+            })
+            .min()
+            .unwrap_or(NextLook::AfterApply)
+    };
+    spill_cell(node, map, cell, ready, recorded).await?;
+    Ok(next)
+}
+
+/// When a ready cell-tier task spills up: twice its `spill_after_ms` after it was posted.
+fn spill_due(task: &TaskView) -> u64 {
+    task.posted_ms
+        .saturating_add(task.spill_after_ms.saturating_mul(2))
 }
 
 async fn read(node: &Node, cell: u64, query: Query) -> Result<QueryResult, CellError> {
@@ -115,23 +209,15 @@ async fn spill_cell(
     node: &Node,
     map: &FabricMap,
     cell: u64,
+    ready: Vec<TaskView>,
     recorded: &Recorded,
 ) -> Result<(), CellError> {
-    let query = Query::BoardCellReady {
-        limit: limits::SPILL_BATCH_MAX,
-    };
-    let QueryResult::Tasks(ready) = read(node, cell, query).await? else {
-        return Ok(());
-    };
     let now = now_ms();
     let mut teams: HashMap<String, (BoardSettings, Vec<String>)> = HashMap::new();
     let mut heads: HashMap<u64, (u64, [u8; 32])> = HashMap::new();
     let mut batches: HashMap<u64, Vec<Command>> = HashMap::new();
     for task in ready {
-        let due = task
-            .posted_ms
-            .saturating_add(task.spill_after_ms.saturating_mul(2));
-        if task.spill_after_ms == 0 || due > now {
+        if task.spill_after_ms == 0 || spill_due(&task) > now {
             continue;
         }
         let Some(identity) = node.identity(cell)? else {
@@ -245,10 +331,11 @@ async fn deliver_cell(
     map: &FabricMap,
     cell: u64,
     refusals: &Refusals,
-) -> Result<(), CellError> {
+) -> Result<bool, CellError> {
     let QueryResult::Cells(channels) = read(node, cell, Query::OutboxChannels).await? else {
-        return Ok(());
+        return Ok(true);
     };
+    let pending = !channels.is_empty();
     for to_cell in channels {
         let answer = deliver_channel(node, map, cell, to_cell).await?;
         let refused = answer
@@ -266,7 +353,7 @@ async fn deliver_cell(
             );
         }
     }
-    Ok(())
+    Ok(pending)
 }
 
 /// Deliver the pending envelopes of one channel; the receiver's answer, if any were sent.

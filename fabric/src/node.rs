@@ -230,6 +230,13 @@ impl Node {
         Ok(member)
     }
 
+    /// The last log index this node's member of `cell` applied, if it hosts one.
+    pub(crate) fn applied_index(&self, cell: u64) -> Option<u64> {
+        let member = self.hosted(cell)?;
+        let applied = member.raft().metrics().borrow().last_applied;
+        Some(applied.map_or(0, |l| l.index))
+    }
+
     /// Whether this node's member of `cell` is its leader.
     pub fn leads(&self, cell: u64) -> bool {
         self.hosted(cell).is_some_and(|member| {
