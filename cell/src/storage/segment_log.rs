@@ -58,6 +58,18 @@ struct Segment {
     capacity: u64,
 }
 
+impl Segment {
+    /// A segment of `capacity` bytes whose write offset is not known yet (0).
+    fn empty(file: File, path: PathBuf, capacity: u64) -> Self {
+        Segment {
+            file,
+            path,
+            end: 0,
+            capacity,
+        }
+    }
+}
+
 /// The Raft log and its metadata in segment files under one directory.
 pub(super) struct SegmentLog {
     inner: Mutex<Segments>,
@@ -150,13 +162,9 @@ impl SegmentLog {
                 .open(&path)
                 .map_err(io("open log segment"))?;
             let capacity = file.metadata().map_err(io("stat log segment"))?.len();
-            let segment = Segment {
-                file,
-                path,
-                end: 0,
-                capacity,
-            };
-            segments.segments.insert(first, segment);
+            segments
+                .segments
+                .insert(first, Segment::empty(file, path, capacity));
             chain.expected.get_or_insert(first);
             chain.last_crc = 0;
             segments.scan(first, &mut chain)?;
@@ -378,13 +386,8 @@ impl Segments {
             .map_err(|e| BackendError::new("preallocate log segment", e))?;
         file.sync_all().map_err(io("sync new log segment"))?;
         sync_dir(&self.dir)?;
-        let segment = Segment {
-            file,
-            path,
-            end: 0,
-            capacity,
-        };
-        self.segments.insert(first, segment);
+        self.segments
+            .insert(first, Segment::empty(file, path, capacity));
         Ok(())
     }
 
