@@ -636,3 +636,56 @@ fn the_supervisor_adds_a_member_who_then_claims() {
     let claimed = json_of(&claimed);
     assert_eq!(claimed["outcome"], "claimed", "{claimed}");
 }
+
+/// `whip cell status --json` says where a write's time went, from the leader's view: every
+/// stage is present with its percentiles, and the writes just made are counted.
+#[test]
+fn cell_status_shows_per_stage_latencies() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = whip_tests::DevCell::start(dir.path());
+    let cell = format!("127.0.0.1:{}", dev.base + 2);
+    for i in 0..5 {
+        let put = json_of(&whip(
+            dir.path(),
+            &[
+                "kv",
+                "put",
+                &format!("stage/{i}"),
+                "v",
+                "--cell",
+                &cell,
+                "--json",
+            ],
+        ));
+        assert!(put["version"].is_u64(), "{put}");
+    }
+    let status = json_of(&whip(
+        dir.path(),
+        &["cell", "status", "--cell", &cell, "--json"],
+    ));
+    assert_eq!(status["stages_member"], status["leader"], "{status}");
+    let stages = status["stages"].as_object().expect("stages object");
+    let names = [
+        "queue",
+        "log_flushed",
+        "follower_acked",
+        "committed",
+        "applied",
+        "replied",
+    ];
+    for name in names {
+        let stage = &stages[name];
+        for field in ["count", "p50_us", "p90_us", "p99_us", "max_us"] {
+            assert!(stage[field].is_u64(), "{name}.{field} in {status}");
+        }
+    }
+    // Five writes through a follower: each was queued, committed and replied on the leader.
+    for name in ["queue", "committed", "replied", "log_flushed"] {
+        assert!(
+            stages[name]["count"].as_u64().unwrap() >= 5,
+            "{name}: {status}"
+        );
+    }
+    let committed = &stages["committed"];
+    assert!(committed["p50_us"].as_u64() <= committed["max_us"].as_u64());
+}
