@@ -1528,13 +1528,11 @@ where
             let utime = self.engine.state.vote_last_modified();
             let timer_config = &self.engine.config.timer_config;
 
-            // whip patch: stock 0.9 waits `leader_lease + election_timeout` (with the lease
-            // equal to the longest election timeout) before a follower that knew a leader
-            // campaigns, so failover took 2-3 election timeouts. The randomized election
-            // timeout alone is never shorter than the lease (`election_timeout_min`), so the
-            // other followers' leases have run out when the candidate asks them for a vote,
-            // and a follower that merely lags still finds its peers' leases valid.
-            let mut election_timeout = timer_config.election_timeout;
+            let mut election_timeout = if current_vote.is_committed() {
+                timer_config.leader_lease + timer_config.election_timeout
+            } else {
+                timer_config.election_timeout
+            };
 
             if self.engine.is_there_greater_log() {
                 election_timeout += timer_config.smaller_log_timeout;

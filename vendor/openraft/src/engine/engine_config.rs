@@ -53,9 +53,7 @@ impl<NID: NodeId> EngineConfig<NID> {
             timer_config: time_state::Config {
                 election_timeout,
                 smaller_log_timeout: Duration::from_millis(config.election_timeout_max * 2),
-                // whip patch: the lease a follower grants a leader it heard from is the shortest
-                // election timeout, not the longest (see core/raft_core.rs, `handle_tick_election`).
-                leader_lease: Duration::from_millis(config.election_timeout_min),
+                leader_lease: Duration::from_millis(config.election_timeout_max),
             },
         }
     }
