@@ -36,9 +36,10 @@ hosted=$(( CELLS * (NODES < 3 ? NODES : 3) / NODES + 1 ))
 for p in "${pids[@]}"; do
   used=$(( $(cpu "$p") - before[$p] ))
   rss_kib=$(awk '/VmRSS/ {print $2}' "/proc/$p/status")
-  awk -v used="$used" -v tick="$tick" -v secs="$SECONDS_IDLE" -v rss="$rss_kib" -v cells="$hosted" 'BEGIN {
+  awk -v pid="$p" -v used="$used" -v tick="$tick" -v secs="$SECONDS_IDLE" -v rss="$rss_kib" \
+    -v cells="$hosted" 'BEGIN {
     cpu = 100 * used / tick / secs
     printf "node pid %d: %d cells, RSS %.1f MiB (%.2f MiB/cell), CPU %.2f%% (%.4f%%/cell)\n",
-      0, cells, rss / 1024, rss / 1024 / cells, cpu, cpu / cells
+      pid, cells, rss / 1024, rss / 1024 / cells, cpu, cpu / cells
   }'
 done
