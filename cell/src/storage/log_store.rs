@@ -225,7 +225,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             submitted: std::time::Instant::now(),
         };
         // Into the tail before the queue, so a read right after this call finds them.
-        self.tail().submit(&entries);
+        self.tail().submit(entries);
         self.send(Op::Append(append)).map_err(write_err)
     }
 

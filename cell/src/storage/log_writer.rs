@@ -43,13 +43,14 @@ pub(super) struct Tail {
 
 impl Tail {
     /// Add entries just submitted (not yet durable).
-    pub(super) fn submit(&mut self, entries: &[Entry]) {
+    pub(super) fn submit(&mut self, entries: Vec<Entry>) {
         for entry in entries {
+            let index = entry.log_id.index;
             let cached = Cached {
-                entry: entry.clone(),
+                entry,
                 durable: false,
             };
-            self.entries.insert(entry.log_id.index, cached);
+            self.entries.insert(index, cached);
         }
     }
 
@@ -182,8 +183,11 @@ impl Writer {
     }
 
     /// Commit a group of appends durably, then call their callbacks in order.
-    fn commit(&mut self, batch: Vec<Append>) {
-        let rows: Vec<(u64, Vec<u8>)> = batch.iter().flat_map(|a| a.rows.clone()).collect();
+    fn commit(&mut self, mut batch: Vec<Append>) {
+        let rows: Vec<(u64, Vec<u8>)> = batch
+            .iter_mut()
+            .flat_map(|a| std::mem::take(&mut a.rows))
+            .collect();
         let result = self.check().and_then(|()| self.backend.log_append(&rows));
         self.note(&result);
         if result.is_ok() {
