@@ -281,6 +281,11 @@ pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
         | Command::WorkQuotaInstall { .. }
         | Command::AgentRevoke { .. }
         | Command::TeamLeaveAll { .. } => server_only(command),
+        // A notice is a server's word; nobody sends one in its name.
+        Command::MailSend {
+            kind: crate::mail::MailType::Notice,
+            ..
+        } => server_only(command),
         Command::WorkLimitsSet { .. } if *caller != Caller::Operator => {
             Err(AccessRefusal::OperatorOnly {
                 command: command_name(command),
@@ -288,7 +293,11 @@ pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
         }
         _ => match command.family() {
             Family::Tick | Family::Range | Family::Handoff => server_only(command),
-            Family::Primitive | Family::Coordination | Family::Board | Family::Work => Ok(()),
+            Family::Primitive
+            | Family::Coordination
+            | Family::Board
+            | Family::Work
+            | Family::Mail => Ok(()),
         },
     }
 }

@@ -59,6 +59,10 @@ pub(crate) const CLAIM: u8 = b'a';
 pub(crate) const MAIL_HEAD: u8 = b'n';
 /// Mailbox messages: family, team, agent, sequence.
 pub(crate) const MAIL: u8 = b'o';
+/// Agent mail heads: family, address (`agent:…`, `team:…`, `entry:…`).
+pub(crate) const MBOX_HEAD: u8 = b'M';
+/// Agent mail messages: family, address, sequence.
+pub(crate) const MBOX_MSG: u8 = b'N';
 /// Tasks of this cell's cell-tier board (cell-local): family, origin team, sequence.
 pub(crate) const CELL_TASK: u8 = b'x';
 /// Ready index of the cell tier (cell-local): family, spill sequence, origin team,

@@ -48,11 +48,13 @@ mod kv;
 mod lease;
 mod ledger;
 pub mod limits;
+pub mod mail;
 mod mailbox;
 pub mod query;
 mod range;
 pub mod route;
 mod schedule;
+pub mod screen;
 mod taskboard;
 mod team;
 pub mod txn;
@@ -133,6 +135,42 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome
             apply_board(txn, stamp, command)
         }
         Family::Handoff => apply_handoff(txn, stamp.time_ms, command),
+        Family::Mail => apply_mail(txn, stamp, &request.caller, command),
+    }
+}
+
+/// Agent mail: the caller is the sender, reader or authority ([`mail`]).
+fn apply_mail(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    caller: &access::Caller,
+    command: &Command,
+) -> Outcome {
+    let now_ms = stamp.time_ms;
+    match command {
+        Command::MailSend { to, kind, body } => {
+            let send = mail::Send {
+                to,
+                kind: *kind,
+                body,
+            };
+            mail::send(txn, stamp, caller, &send)
+        }
+        Command::MailAck {
+            address,
+            through_seq,
+        } => mail::ack(txn, now_ms, caller, address, *through_seq),
+        Command::MailGrant {
+            address,
+            sender,
+            allow,
+        } => mail::grant(txn, now_ms, caller, address, (sender, *allow)),
+        Command::MailRelease {
+            address,
+            seq,
+            deliver,
+        } => mail::release(txn, now_ms, caller, address, (*seq, *deliver)),
+        other => unreachable!("{other:?} is not a mail command"),
     }
 }
 
@@ -640,10 +678,7 @@ fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
 /// Answer a read at `now_ms`. A list `limit` of 0 means `limits::LIST_ROWS_MAX`; larger
 /// limits are capped to it.
 pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
-    let cap = |limit: u32| match limit as usize {
-        0 => LIST_ROWS_MAX,
-        limit => limit.min(LIST_ROWS_MAX),
-    };
+    let cap = list_cap;
     match query {
         Query::KvGet { key } => QueryResult::Kv(kv::get(txn, key)),
         Query::LeaseList { prefix, limit } => {
@@ -674,14 +709,8 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
             after_key,
             limit,
         } => QueryResult::KvRange(kv::range(txn, prefix, after_key, cap(*limit))),
-        Query::ElectionLeader { group } => {
-            QueryResult::ElectionLeader(election::get(txn, now_ms, group))
-        }
-        Query::ElectionList { prefix, limit } => {
-            QueryResult::Elections(election::list(txn, now_ms, prefix, cap(*limit)))
-        }
-        Query::ScheduleList { prefix, limit } => {
-            QueryResult::Schedules(schedule::list(txn, prefix, cap(*limit)))
+        Query::ElectionLeader { .. } | Query::ElectionList { .. } | Query::ScheduleList { .. } => {
+            query_coordination(txn, now_ms, query)
         }
         Query::Routed { epoch, query } => routed(txn, now_ms, *epoch, query),
         Query::Ranges => QueryResult::Ranges(range::rows(txn)),
@@ -700,7 +729,8 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
         | Query::BoardStats { .. }
         | Query::BoardDeadLetters { .. }
         | Query::BoardCellReady { .. }
-        | Query::Mailbox { .. } => query_board(txn, query),
+        | Query::Mailbox { .. }
+        | Query::MailInbox { .. } => query_board(txn, query),
         Query::OutboxHead { .. }
         | Query::OutboxPending { .. }
         | Query::OutboxChannels
@@ -714,6 +744,32 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
     }
 }
 
+/// Rows a list returns for a query's `limit`: 0 means `LIST_ROWS_MAX`, and larger
+/// limits are capped to it.
+fn list_cap(limit: u32) -> usize {
+    match limit as usize {
+        0 => LIST_ROWS_MAX,
+        limit => limit.min(LIST_ROWS_MAX),
+    }
+}
+
+/// Election and schedule reads (split from `query` to keep each match short).
+fn query_coordination(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
+    let cap = list_cap;
+    match query {
+        Query::ElectionLeader { group } => {
+            QueryResult::ElectionLeader(election::get(txn, now_ms, group))
+        }
+        Query::ElectionList { prefix, limit } => {
+            QueryResult::Elections(election::list(txn, now_ms, prefix, cap(*limit)))
+        }
+        Query::ScheduleList { prefix, limit } => {
+            QueryResult::Schedules(schedule::list(txn, prefix, cap(*limit)))
+        }
+        other => unreachable!("{other:?} is not an election or schedule read"),
+    }
+}
+
 /// A client's read for `caller` (see [`Query::By`]).
 fn read_by(txn: &impl Txn, now_ms: u64, caller: &access::Caller, inner: &Query) -> QueryResult {
     if let Err(refusal) = access::admit_query(caller, inner) {
@@ -721,6 +777,11 @@ fn read_by(txn: &impl Txn, now_ms: u64, caller: &access::Caller, inner: &Query) 
     }
     if let Err(refusal) = blackboard::guard_read(txn, caller, inner) {
         return QueryResult::Refused(query::ReadRefusal::Board { refusal });
+    }
+    if let Query::MailInbox { address, .. } = inner
+        && let Err(refusal) = mail::guard_read(txn, now_ms, caller, address)
+    {
+        return QueryResult::Refused(query::ReadRefusal::Mail { refusal });
     }
     match query(txn, now_ms, inner) {
         QueryResult::KvRange(mut rows) => {
@@ -756,10 +817,7 @@ fn query_handoff(txn: &impl Txn, query: &Query) -> QueryResult {
 
 /// Team, board and mailbox reads (split from `query` to keep each match short).
 fn query_board(txn: &impl Txn, query: &Query) -> QueryResult {
-    let cap = |limit: u32| match limit as usize {
-        0 => LIST_ROWS_MAX,
-        limit => limit.min(LIST_ROWS_MAX),
-    };
+    let cap = list_cap;
     match query {
         Query::Team { team } => QueryResult::Team(team::view(txn, team)),
         Query::BoardList { team, state, limit } => {
@@ -781,6 +839,18 @@ fn query_board(txn: &impl Txn, query: &Query) -> QueryResult {
             after_seq,
             limit,
         } => QueryResult::Mailbox(mailbox::list(txn, team, agent, *after_seq, cap(*limit))),
+        Query::MailInbox {
+            address,
+            after_seq,
+            limit,
+            quarantined,
+        } => QueryResult::Mail(mail::list(
+            txn,
+            address,
+            *after_seq,
+            cap(*limit),
+            *quarantined,
+        )),
         other => unreachable!("{other:?} is not a board read"),
     }
 }

@@ -61,6 +61,17 @@ pub const TASK_DONE_RETAIN_MS: u64 = 10 * 60 * 1000;
 pub const TEAM_DISSOLVE_ROWS_MAX: usize = 4096;
 /// Messages kept per mailbox; a send beyond it drops the oldest.
 pub const MAILBOX_MESSAGES_MAX: u64 = 1024;
+/// Messages waiting in one agent, team or entry mailbox (quarantined ones too); a send
+/// past it is refused `mailbox_full`.
+pub const MAIL_DEPTH_MAX: u64 = 256;
+/// Bytes of a message's text.
+pub const MAIL_TEXT_BYTES_MAX: usize = 16 << 10;
+/// Bytes of a message's JSON payload.
+pub const MAIL_PAYLOAD_BYTES_MAX: usize = 64 << 10;
+/// Bytes of a message's `in_reply_to` or `thread`.
+pub const MAIL_REF_BYTES_MAX: usize = 256;
+/// Senders one mailbox's authority may grant the right to direct it.
+pub const MAIL_GRANTS_MAX: usize = 64;
 /// Unacknowledged envelopes one handoff channel holds.
 pub const OUTBOX_PENDING_MAX: usize = 256;
 /// Alarms a cell keeps (the oldest go first).

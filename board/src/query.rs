@@ -204,6 +204,18 @@ pub enum Query {
     WorkQuota,
     /// The admission limits this cell holds.
     WorkLimits,
+    /// Messages of an agent, team or entry mailbox ([`crate::mail`]), read through
+    /// [`Query::By`]: only the mailbox's readers get them.
+    MailInbox {
+        /// The mailbox.
+        address: crate::mail::Address,
+        /// Only messages with a greater sequence number.
+        after_seq: u64,
+        /// Most messages returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+        /// The quarantined messages instead of the deliverable ones.
+        quarantined: bool,
+    },
 }
 
 /// Why a client's read was refused.
@@ -217,6 +229,12 @@ pub enum ReadRefusal {
     Board {
         /// The board's refusal.
         refusal: crate::types::BoardRefusal,
+    },
+    /// The caller may not read the mailbox.
+    #[error("{}: {refusal}", refusal.code())]
+    Mail {
+        /// The mail refusal.
+        refusal: crate::mail::MailRefusal,
     },
 }
 
@@ -288,6 +306,8 @@ pub enum QueryResult {
     WorkQuota(crate::work::QuotaView),
     /// Admission limits.
     WorkLimits(crate::work::WorkLimits),
+    /// Mail in sequence order.
+    Mail(Vec<crate::mail::MailView>),
 }
 
 /// One ring range owned by a cell.

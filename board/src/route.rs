@@ -123,6 +123,10 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
         | Command::WorkScope { id, .. }
         | Command::WorkRevoke { id } => Some(work_point(crate::work::root_of(id))),
         Command::AgentRevoke { agent, .. } => Some(kv_point(&crate::access::agent_key(agent))),
+        Command::MailSend { to: address, .. }
+        | Command::MailAck { address, .. }
+        | Command::MailGrant { address, .. }
+        | Command::MailRelease { address, .. } => Some(address.point()),
         // Cell-local: the router sends them to the cells they are for.
         Command::WorkLimitsSet { .. }
         | Command::WorkQuotaLend { .. }
@@ -184,6 +188,7 @@ pub fn query_point(query: &Query) -> Option<u64> {
         | Query::BoardDeadLetters { team, .. }
         | Query::Mailbox { team, .. } => Some(team_point(team)),
         Query::By { query, .. } => query_point(query),
+        Query::MailInbox { address, .. } => Some(address.point()),
         Query::WorkEntry { id }
         | Query::WorkList {
             parent: Some(id), ..

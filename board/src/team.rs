@@ -265,8 +265,11 @@ fn purge_marked(txn: &mut impl Txn, stamp: Stamp, team: &str, record: &mut Team)
     }
     let (tasks, tasks_done) = taskboard::purge(txn, team, TEAM_DISSOLVE_ROWS_MAX);
     let budget = TEAM_DISSOLVE_ROWS_MAX.saturating_sub(tasks as usize);
-    let (mail, mail_done) = mailbox::purge(txn, team, budget);
-    let budget = budget.saturating_sub(mail as usize);
+    let (notices, notices_done) = mailbox::purge(txn, team, budget);
+    let budget = budget.saturating_sub(notices as usize);
+    let (team_mail, team_mail_done) = crate::mail::purge_team(txn, team, budget);
+    let budget = budget.saturating_sub(team_mail as usize);
+    let (mail, mail_done) = (notices + team_mail, notices_done && team_mail_done);
     let (rows, rows_done) = crate::blackboard::purge(txn, stamp, team, budget);
     let mail = mail + rows;
     let done = tasks_done && mail_done && rows_done;

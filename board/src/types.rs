@@ -633,6 +633,41 @@ pub enum Command {
         /// The agent.
         agent: String,
     },
+    /// Deliver a message from the request's caller ([`crate::mail`]): the sender is never a
+    /// field.
+    MailSend {
+        /// The mailbox.
+        to: crate::mail::Address,
+        /// Its type (a `notice` only from a server).
+        kind: crate::mail::MailType,
+        /// What it says.
+        body: crate::mail::MailBody,
+    },
+    /// A reader took the mailbox's messages through `through_seq`.
+    MailAck {
+        /// The mailbox.
+        address: crate::mail::Address,
+        /// The last sequence taken.
+        through_seq: u64,
+    },
+    /// The mailbox's authority allows (or stops) `sender` directing it.
+    MailGrant {
+        /// The mailbox.
+        address: crate::mail::Address,
+        /// The agent allowed or stopped.
+        sender: String,
+        /// Allow (`true`) or revoke.
+        allow: bool,
+    },
+    /// The mailbox's authority releases a quarantined message (`deliver`) or drops it.
+    MailRelease {
+        /// The mailbox.
+        address: crate::mail::Address,
+        /// The message.
+        seq: u64,
+        /// Release it into the mailbox (`true`) or drop it.
+        deliver: bool,
+    },
 }
 
 /// The business result of one command. Codes are stable and mirrored in proto.
@@ -1048,6 +1083,43 @@ pub enum Outcome {
         /// Teams it left.
         teams: u32,
     },
+    /// The message is in the mailbox (a quarantined one too: the sender is not told).
+    MailDelivered {
+        /// Its id, `{address}#{seq}`.
+        id: String,
+        /// Its sequence in the mailbox.
+        seq: u64,
+        /// How far the recipient may rely on it.
+        trust: crate::mail::Trust,
+    },
+    /// Mail was refused; nothing changed.
+    MailRefused {
+        /// Why.
+        refusal: crate::mail::MailRefusal,
+    },
+    /// A reader's messages were taken out of the mailbox.
+    MailAcked {
+        /// The mailbox.
+        address: String,
+        /// Messages removed.
+        removed: u32,
+    },
+    /// A grant was made or revoked.
+    MailGranted {
+        /// The mailbox.
+        address: String,
+        /// The sender.
+        sender: String,
+        /// Allowed (`true`) or revoked.
+        allow: bool,
+    },
+    /// A quarantined message was released or dropped.
+    MailReleased {
+        /// The message.
+        id: String,
+        /// Released into the mailbox (`true`) or dropped.
+        delivered: bool,
+    },
 }
 
 /// One live holder of a lease.
@@ -1348,6 +1420,8 @@ pub(crate) enum Family {
     Handoff,
     /// The work registry, its quotas and the identities it revokes.
     Work,
+    /// Agent mail.
+    Mail,
 }
 
 impl Command {
@@ -1405,6 +1479,10 @@ impl Command {
             | Command::HandoffFailed { .. }
             | Command::HandoffBatch { .. }
             | Command::HandoffReset { .. } => Family::Handoff,
+            Command::MailSend { .. }
+            | Command::MailAck { .. }
+            | Command::MailGrant { .. }
+            | Command::MailRelease { .. } => Family::Mail,
         }
     }
 }

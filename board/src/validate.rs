@@ -351,6 +351,7 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
         (Family::Board, _) => board(command, value_bytes_max),
         (Family::Handoff, _) => handoff(command, value_bytes_max),
         (Family::Work, _) => work(command),
+        (Family::Mail, _) => crate::mail::check(command),
     }
 }
 

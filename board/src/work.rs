@@ -518,7 +518,7 @@ fn store_entry(txn: &mut impl Txn, entry: &WorkEntryView) {
     txn.put(&entry_key(&entry.id), &encode(entry));
 }
 
-fn live_entry(txn: &impl Txn, now_ms: u64, id: &str) -> Option<WorkEntryView> {
+pub(crate) fn live_entry(txn: &impl Txn, now_ms: u64, id: &str) -> Option<WorkEntryView> {
     let alive = Liveness::of(txn, now_ms);
     load_entry(txn, id).filter(|entry| alive.holds(entry))
 }
@@ -575,7 +575,7 @@ fn actor(caller: &Caller) -> String {
 
 /// Whether `caller` may steer `entry`: the operator, an owner of one of its ancestors,
 /// or for a root its own owner.
-fn authorized(txn: &impl Txn, caller: &Caller, entry: &WorkEntryView) -> bool {
+pub(crate) fn steers(txn: &impl Txn, caller: &Caller, entry: &WorkEntryView) -> bool {
     let agent = match caller {
         Caller::Operator | Caller::Server => return true,
         Caller::Agent(agent) => agent,
@@ -891,7 +891,7 @@ pub(crate) fn renew(
         return refused(WorkRefusal::UnknownEntry { id: id.to_string() });
     };
     let own = matches!(caller, Caller::Agent(agent) if agent == &entry.owner);
-    if !own && !authorized(txn, caller, &entry) {
+    if !own && !steers(txn, caller, &entry) {
         let caller = actor(caller);
         return refused(WorkRefusal::NotAuthorized {
             caller,
@@ -934,7 +934,7 @@ fn steerable(
 ) -> Result<WorkEntryView, Outcome> {
     match live_entry(txn, now_ms, id) {
         None => Err(refused(WorkRefusal::UnknownEntry { id: id.to_string() })),
-        Some(entry) if !authorized(txn, caller, &entry) => {
+        Some(entry) if !steers(txn, caller, &entry) => {
             let caller = actor(caller);
             Err(refused(WorkRefusal::NotAuthorized {
                 caller,

@@ -326,9 +326,14 @@ impl CellClient {
         mailbox(pb::MailboxRequest) -> pb::MailboxResponse;
         work_list(pb::WorkListRequest) -> pb::WorkListResponse;
         work_audit(pb::WorkAuditRequest) -> pb::WorkAuditResponse;
+        mail_inbox(pb::MailInboxRequest) -> pb::MailInboxResponse;
     }
 
     writes! {
+        mail_send(pb::MailSendRequest) -> pb::MailSendResponse;
+        mail_ack(pb::MailAckRequest) -> pb::MailResponse;
+        mail_grant(pb::MailGrantRequest) -> pb::MailResponse;
+        mail_release(pb::MailReleaseRequest) -> pb::MailResponse;
         kv_put(pb::KvPutRequest) -> pb::KvWriteResponse;
         kv_delete(pb::KvDeleteRequest) -> pb::KvWriteResponse;
         lease_acquire(pb::LeaseAcquireRequest) -> pb::LeaseResponse;

@@ -70,6 +70,7 @@ pub(crate) async fn authenticate(global: &Global, session: Session) -> Result<Se
     let register = pb::AgentRegisterRequest {
         agent: agent.clone(),
         token: token.clone(),
+        enroll: false,
     };
     // The CLI's own identity rides along: an agent registered before (by the operator, on a
     // machine without the operator credential) proves itself and re-registers as a no-op.
@@ -97,6 +98,7 @@ pub(crate) async fn enroll(client: &CellClient, member: &str) {
     let register = pb::AgentRegisterRequest {
         agent: member.to_string(),
         token,
+        enroll: false,
     };
     if let Err(e) = client.agent_register(register).await {
         tracing::debug!(member, error = %e, "member not registered here");
@@ -119,6 +121,27 @@ pub(crate) async fn register(global: &Global) -> Result<std::process::ExitCode> 
             "agent {agent} registered (token in {})",
             path.display()
         ));
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `whip agent enroll NAME`: register NAME enrolled by the CLI's agent (its parent).
+pub(crate) async fn enroll_cmd(global: &Global, name: &str) -> Result<std::process::ExitCode> {
+    let session = crate::connect::session(global).await?;
+    let session = authenticate(global, session).await?;
+    let register = pb::AgentRegisterRequest {
+        agent: name.to_string(),
+        token: token_for(name)?,
+        enroll: true,
+    };
+    let result = session.client.agent_register(register).await;
+    session.close().await;
+    result?;
+    let parent = agent_name(global);
+    if global.json {
+        crate::output::json(&serde_json::json!({"agent": name, "parent": parent}));
+    } else {
+        crate::output::line(&format!("agent {name} enrolled by {parent}"));
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

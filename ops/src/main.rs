@@ -15,6 +15,7 @@ mod connect;
 mod coord;
 mod fabriccmd;
 mod issue;
+mod mailcmd;
 mod output;
 mod primitives;
 mod run;
@@ -78,6 +79,10 @@ enum Command {
     /// Teams: create (you supervise), join, dissolve.
     #[command(subcommand)]
     Team(boardcmd::TeamCommand),
+    /// Typed mail: send (inform, ask, reply, directive), inbox, drain, reply, grant,
+    /// revoke, quarantine.
+    #[command(subcommand)]
+    Mail(mailcmd::MailCommand),
     /// Task boards: post, claim, complete, fail, extend, list, dlq, redrive, stats, mailbox.
     #[command(subcommand)]
     Board(boardcmd::BoardCommand),
@@ -134,6 +139,9 @@ enum Command {
 enum AgentCommand {
     /// Register the agent (idempotent) and keep its token in the credentials file.
     Register,
+    /// Enroll NAME as a sub-agent of `--agent` (you become its parent: the authority that
+    /// may send it directives); its token goes into the credentials file.
+    Enroll { name: String },
 }
 
 /// `whip credential …`.
@@ -210,6 +218,10 @@ fn main() -> ExitCode {
             Command::Fabric(cmd) => fabriccmd::fabric(&global, cmd).await,
             Command::Election(cmd) => coord::election(&global, cmd).await,
             Command::Agent(AgentCommand::Register) => agent::register(&global).await,
+            Command::Agent(AgentCommand::Enroll { name }) => {
+                agent::enroll_cmd(&global, &name).await
+            }
+            Command::Mail(cmd) => mailcmd::mail(&global, cmd).await,
             Command::Credential(CredentialCommand::Issue { role, out }) => {
                 security::issue(&global, &role, &out)
             }

@@ -187,7 +187,7 @@ pub(super) fn read_refused(refusal: whip_board::query::ReadRefusal) -> Status {
         ReadRefusal::Board {
             refusal: BoardRefusal::UnknownTeam { .. },
         } => Status::not_found(message),
-        ReadRefusal::Board { .. } => Status::permission_denied(message),
+        ReadRefusal::Board { .. } | ReadRefusal::Mail { .. } => Status::permission_denied(message),
     }
 }
 

@@ -14,6 +14,7 @@ use whip_proto::v1::{admin_server, cell_server, raft_server};
 
 mod access;
 pub mod incoming;
+mod mail;
 mod raft;
 mod streams;
 mod work;
@@ -953,7 +954,7 @@ impl cell_server::Cell for CellApi {
         req: GrpcRequest<pb::AgentRegisterRequest>,
     ) -> GrpcResult<pb::AgentRegisterResponse> {
         let principal = crate::tls::principal(req.extensions());
-        let enrolled_by = match principal.is_operator() {
+        let enrolled_by = match principal.is_operator() && !req.get_ref().enroll {
             true => None,
             false => Some(
                 self.verifier
@@ -1047,6 +1048,38 @@ impl cell_server::Cell for CellApi {
         req: GrpcRequest<pb::WorkAuditRequest>,
     ) -> GrpcResult<pb::WorkAuditResponse> {
         self.work_audit_rpc(req).await
+    }
+
+    async fn mail_send(
+        &self,
+        req: GrpcRequest<pb::MailSendRequest>,
+    ) -> GrpcResult<pb::MailSendResponse> {
+        self.mail_send_rpc(req).await
+    }
+
+    async fn mail_inbox(
+        &self,
+        req: GrpcRequest<pb::MailInboxRequest>,
+    ) -> GrpcResult<pb::MailInboxResponse> {
+        self.mail_inbox_rpc(req).await
+    }
+
+    async fn mail_ack(&self, req: GrpcRequest<pb::MailAckRequest>) -> GrpcResult<pb::MailResponse> {
+        self.mail_ack_rpc(req).await
+    }
+
+    async fn mail_grant(
+        &self,
+        req: GrpcRequest<pb::MailGrantRequest>,
+    ) -> GrpcResult<pb::MailResponse> {
+        self.mail_grant_rpc(req).await
+    }
+
+    async fn mail_release(
+        &self,
+        req: GrpcRequest<pb::MailReleaseRequest>,
+    ) -> GrpcResult<pb::MailResponse> {
+        self.mail_release_rpc(req).await
     }
 
     async fn status(&self, req: GrpcRequest<pb::StatusRequest>) -> GrpcResult<pb::StatusResponse> {

@@ -53,6 +53,7 @@ async fn agent(w: &mut Worker) -> Option<Arc<CellClient>> {
     let register = pb::AgentRegisterRequest {
         agent: name.clone(),
         token: token.clone(),
+        enroll: false,
     };
     w.client.agent_register(register).await.ok()?;
     let limits = pb::WorkLimitsRequest {

@@ -24,6 +24,7 @@ async fn agent(fabric: &Fabric, node: u64, agent: &str) -> CellClient {
         .agent_register(pb::AgentRegisterRequest {
             agent: agent.into(),
             token: token.clone(),
+            enroll: false,
         })
         .await
         .expect("register");
@@ -355,6 +356,7 @@ async fn identity_comes_from_the_token_not_the_request() {
         .agent_register(pb::AgentRegisterRequest {
             agent: "owner".into(),
             token: "another-token-for-the-same-name-0123456789".into(),
+            enroll: false,
         })
         .await;
     assert!(taken.is_err(), "an agent name cannot be registered twice");

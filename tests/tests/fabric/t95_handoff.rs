@@ -21,6 +21,7 @@ async fn lead(fabric: &Fabric, node: u64) -> CellClient {
         .agent_register(pb::AgentRegisterRequest {
             agent: "lead".into(),
             token: token.clone(),
+            enroll: false,
         })
         .await
         .expect("register");
@@ -133,6 +134,7 @@ async fn unclaimed_tasks_spill_to_the_fabric_queue_and_are_claimed_there() {
     let register = pb::AgentRegisterRequest {
         agent: "newcomer".into(),
         token: token.into(),
+        enroll: false,
     };
     newcomer.agent_register(register).await.expect("register");
     let newcomer = newcomer.with_identity("newcomer", token);

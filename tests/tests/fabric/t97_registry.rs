@@ -24,6 +24,7 @@ async fn agent(fabric: &Fabric, node: u64, agent: &str) -> CellClient {
     let register = pb::AgentRegisterRequest {
         agent: agent.into(),
         token: token(agent),
+        enroll: false,
     };
     client.agent_register(register).await.expect("register");
     client.with_identity(agent, token(agent))
@@ -271,6 +272,7 @@ async fn enroll_helper(fabric: &Fabric, alice: &CellClient) {
     let enroll = pb::AgentRegisterRequest {
         agent: "helper".into(),
         token: token("helper"),
+        enroll: false,
     };
     ca_only
         .agent_register(enroll)

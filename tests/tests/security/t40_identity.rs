@@ -10,6 +10,7 @@ fn register(agent: &str, token: &str) -> pb::AgentRegisterRequest {
     pb::AgentRegisterRequest {
         agent: agent.into(),
         token: token.into(),
+        enroll: false,
     }
 }
 

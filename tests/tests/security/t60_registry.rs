@@ -21,6 +21,7 @@ async fn agent(dev: &whip_tests::DevCell, operator: &CellClient, name: &str) -> 
         .agent_register(pb::AgentRegisterRequest {
             agent: name.into(),
             token: String::new(),
+            enroll: false,
         })
         .await
         .unwrap();

@@ -1,0 +1,192 @@
+//! Agent mail's RPCs: translate between `whip.v1` and the board's mail commands. Who may
+//! send, direct, read, grant and release is decided in `whip_board::mail`, in the apply or
+//! the read snapshot; this file only refuses what cannot be decoded (a type number outside
+//! the closed enum) and names the caller the transport proved. No request field names a
+//! sender.
+
+use tonic::{Request as GrpcRequest, Response, Status};
+use whip_board::mail::{self, Address, MailBody, MailRefusal, MailType, MailView};
+use whip_board::{Command, Outcome, Query, QueryResult};
+use whip_proto::v1 as pb;
+
+use super::{CellApi, GrpcResult};
+
+/// The board's type for a wire type number; anything outside the closed set (or unset) is
+/// a decode failure, never passed through.
+pub(crate) fn mail_type(number: i32) -> Result<MailType, Status> {
+    match pb::MailType::try_from(number) {
+        Ok(pb::MailType::Inform) => Ok(MailType::Inform),
+        Ok(pb::MailType::Ask) => Ok(MailType::Ask),
+        Ok(pb::MailType::Reply) => Ok(MailType::Reply),
+        Ok(pb::MailType::Directive) => Ok(MailType::Directive),
+        Ok(pb::MailType::Notice) => Ok(MailType::Notice),
+        Ok(pb::MailType::Unspecified) | Err(_) => Err(Status::invalid_argument(format!(
+            "mail type {number} is not one of inform (1), ask (2), reply (3), directive (4), \
+             notice (5)"
+        ))),
+    }
+}
+
+/// The wire's number for a board type.
+pub(crate) fn mail_type_pb(kind: MailType) -> pb::MailType {
+    match kind {
+        MailType::Inform => pb::MailType::Inform,
+        MailType::Ask => pb::MailType::Ask,
+        MailType::Reply => pb::MailType::Reply,
+        MailType::Directive => pb::MailType::Directive,
+        MailType::Notice => pb::MailType::Notice,
+    }
+}
+
+fn address(text: &str) -> Result<Address, Status> {
+    Address::parse(text).map_err(Status::invalid_argument)
+}
+
+fn refused(refusal: &MailRefusal) -> (String, String, String) {
+    ("refused".into(), refusal.code().into(), refusal.to_string())
+}
+
+/// A mail outcome that is not a send's, on the wire.
+fn mail_response(outcome: Outcome) -> Result<pb::MailResponse, Status> {
+    let mut r = pb::MailResponse::default();
+    match outcome {
+        Outcome::MailAcked { removed, .. } => (r.outcome, r.removed) = ("acked".into(), removed),
+        Outcome::MailGranted { allow, .. } => {
+            r.outcome = if allow { "granted" } else { "revoked" }.into();
+        }
+        Outcome::MailReleased { id, delivered } => {
+            r.outcome = if delivered { "released" } else { "dropped" }.into();
+            r.id = id;
+        }
+        Outcome::MailRefused { refusal } => (r.outcome, r.reason, r.message) = refused(&refusal),
+        other => return Err(Status::internal(format!("unexpected answer {other:?}"))),
+    }
+    Ok(r)
+}
+
+/// One stored message on the wire.
+fn message_pb(view: MailView) -> pb::MailMessage {
+    pb::MailMessage {
+        id: view.id,
+        seq: view.seq,
+        to: view.to,
+        from: view.from,
+        r#type: mail_type_pb(view.kind).into(),
+        text: view.body.text,
+        payload: view.body.payload,
+        in_reply_to: view.body.in_reply_to,
+        thread: view.body.conversation,
+        trust: view.trust.code().into(),
+        screen: Some(pb::MailScreen {
+            verdict: view.screen.verdict.code().into(),
+            findings: view
+                .screen
+                .findings
+                .into_iter()
+                .map(|f| pb::MailFinding {
+                    kind: f.kind.code().into(),
+                    detail: f.detail,
+                })
+                .collect(),
+            rules_version: view.screen.rules_version,
+        }),
+        at_ms: view.at_ms,
+        released_by: view.released_by.unwrap_or_default(),
+    }
+}
+
+impl CellApi {
+    pub(super) async fn mail_send_rpc(
+        &self,
+        req: GrpcRequest<pb::MailSendRequest>,
+    ) -> GrpcResult<pb::MailSendResponse> {
+        let caller = self.caller_of(&req).await?;
+        let req = req.into_inner();
+        let command = Command::MailSend {
+            to: address(&req.to)?,
+            kind: mail_type(req.r#type)?,
+            body: MailBody {
+                text: req.text,
+                payload: req.payload,
+                in_reply_to: req.in_reply_to,
+                conversation: req.thread,
+            },
+        };
+        let mut r = pb::MailSendResponse::default();
+        match self.submit(&caller, req.idempotency_key, command).await? {
+            Outcome::MailDelivered { id, trust, .. } => {
+                (r.outcome, r.id, r.trust) = ("delivered".into(), id, trust.code().into());
+            }
+            Outcome::MailRefused { refusal } => {
+                (r.outcome, r.reason, r.message) = refused(&refusal)
+            }
+            other => return Err(Status::internal(format!("unexpected answer {other:?}"))),
+        }
+        Ok(Response::new(r))
+    }
+
+    pub(super) async fn mail_inbox_rpc(
+        &self,
+        req: GrpcRequest<pb::MailInboxRequest>,
+    ) -> GrpcResult<pb::MailInboxResponse> {
+        let caller = self.caller_of(&req).await?;
+        let req = req.into_inner();
+        let query = Query::MailInbox {
+            address: address(&req.address)?,
+            after_seq: req.after_seq,
+            limit: crate::convert::limit(req.limit),
+            quarantined: req.quarantined,
+        };
+        match self.read(&caller, query).await? {
+            QueryResult::Mail(messages) => Ok(Response::new(pb::MailInboxResponse {
+                messages: messages.into_iter().map(message_pb).collect(),
+            })),
+            other => Err(Status::internal(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    pub(super) async fn mail_ack_rpc(
+        &self,
+        req: GrpcRequest<pb::MailAckRequest>,
+    ) -> GrpcResult<pb::MailResponse> {
+        let caller = self.caller_of(&req).await?;
+        let req = req.into_inner();
+        let command = Command::MailAck {
+            address: address(&req.address)?,
+            through_seq: req.through_seq,
+        };
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
+        Ok(Response::new(mail_response(outcome)?))
+    }
+
+    pub(super) async fn mail_grant_rpc(
+        &self,
+        req: GrpcRequest<pb::MailGrantRequest>,
+    ) -> GrpcResult<pb::MailResponse> {
+        let caller = self.caller_of(&req).await?;
+        let req = req.into_inner();
+        let command = Command::MailGrant {
+            address: address(&req.address)?,
+            sender: req.sender,
+            allow: req.allow,
+        };
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
+        Ok(Response::new(mail_response(outcome)?))
+    }
+
+    pub(super) async fn mail_release_rpc(
+        &self,
+        req: GrpcRequest<pb::MailReleaseRequest>,
+    ) -> GrpcResult<pb::MailResponse> {
+        let caller = self.caller_of(&req).await?;
+        let req = req.into_inner();
+        let (address, seq) = mail::parse_id(&req.id).map_err(Status::invalid_argument)?;
+        let command = Command::MailRelease {
+            address,
+            seq,
+            deliver: req.deliver,
+        };
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
+        Ok(Response::new(mail_response(outcome)?))
+    }
+}

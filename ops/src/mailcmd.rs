@@ -1,0 +1,353 @@
+//! `whip mail …`: typed mail between agents, teams and work-registry entries. Every call
+//! acts for the CLI's agent (`--agent`); the server stamps it as the sender, and the board
+//! decides who may direct, read, grant and release.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Subcommand, ValueEnum};
+use serde_json::{Value, json};
+use whip_cell::CellClient;
+use whip_proto::v1 as pb;
+
+use crate::Global;
+use crate::output::{self, time_text};
+
+/// The types a client sends (a server's `notice` is not among them).
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub(crate) enum SendType {
+    /// Information (the default).
+    Inform,
+    /// A question: the recipient answers with `whip mail reply`.
+    Ask,
+    /// An answer to a message (`--in-reply-to`).
+    Reply,
+    /// Re-tasks the recipient: only its parent, supervisor, lineage or a grantee.
+    Directive,
+}
+
+impl SendType {
+    fn wire(self) -> pb::MailType {
+        match self {
+            SendType::Inform => pb::MailType::Inform,
+            SendType::Ask => pb::MailType::Ask,
+            SendType::Reply => pb::MailType::Reply,
+            SendType::Directive => pb::MailType::Directive,
+        }
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum MailCommand {
+    /// Send a message to TO: an agent, `team:NAME` or `entry:ID`.
+    Send {
+        to: String,
+        #[arg(long = "type", value_enum, default_value = "inform")]
+        kind: SendType,
+        #[arg(long, default_value = "")]
+        text: String,
+        /// A JSON document carried with the text.
+        #[arg(long)]
+        payload: Option<String>,
+        /// The id of the message this answers (`agent:bob#3`).
+        #[arg(long)]
+        in_reply_to: Option<String>,
+        /// A conversation name.
+        #[arg(long)]
+        thread: Option<String>,
+    },
+    /// Messages waiting in a mailbox (default: your own), oldest first.
+    Inbox {
+        /// `agent:NAME`, `team:NAME` or `entry:ID` (default: `--agent`'s).
+        address: Option<String>,
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+    },
+    /// Take the waiting messages out of a mailbox: print them, then acknowledge them.
+    Drain {
+        address: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+    /// Answer message ID (its sender gets a `reply` naming it).
+    Reply {
+        id: String,
+        #[arg(long, default_value = "")]
+        text: String,
+        #[arg(long)]
+        payload: Option<String>,
+    },
+    /// Allow SENDER to send directives to ADDRESS (its parent, supervisor or lineage only).
+    Grant {
+        address: String,
+        #[arg(long)]
+        sender: String,
+    },
+    /// Stop SENDER sending directives to ADDRESS.
+    Revoke {
+        address: String,
+        #[arg(long)]
+        sender: String,
+    },
+    /// Quarantined messages of a mailbox; `--release ID` delivers one, `--drop ID` drops it
+    /// (the mailbox's parent, supervisor or lineage only).
+    Quarantine {
+        address: Option<String>,
+        #[arg(long, value_name = "ID", conflicts_with = "drop")]
+        release: Option<String>,
+        #[arg(long, value_name = "ID")]
+        drop: Option<String>,
+    },
+}
+
+pub(crate) async fn mail(global: &Global, cmd: MailCommand) -> Result<ExitCode> {
+    let session = crate::connect::session(global).await?;
+    let session = crate::agent::authenticate(global, session).await?;
+    let result = mail_on(global, &session.client, cmd).await;
+    session.close().await;
+    result
+}
+
+fn own(global: &Global, address: Option<String>) -> String {
+    address.unwrap_or_else(|| format!("agent:{}", crate::agent::agent_name(global)))
+}
+
+async fn mail_on(global: &Global, c: &CellClient, cmd: MailCommand) -> Result<ExitCode> {
+    match cmd {
+        MailCommand::Send {
+            to,
+            kind,
+            text,
+            payload,
+            in_reply_to,
+            thread,
+        } => {
+            let request = pb::MailSendRequest {
+                to,
+                r#type: kind.wire().into(),
+                text,
+                payload: payload.map(|p| checked_json(&p)).transpose()?,
+                in_reply_to,
+                thread,
+                idempotency_key: String::new(),
+            };
+            Ok(sent(global, &c.mail_send(request).await?))
+        }
+        MailCommand::Inbox { address, after } => {
+            let messages = inbox(c, own(global, address), after, 0, false).await?;
+            print_messages(global, &messages);
+            Ok(ExitCode::SUCCESS)
+        }
+        MailCommand::Drain { address, limit } => {
+            drain(global, c, own(global, address), limit).await
+        }
+        MailCommand::Reply { id, text, payload } => reply(global, c, id, text, payload).await,
+        MailCommand::Grant { address, sender } => grant(global, c, address, sender, true).await,
+        MailCommand::Revoke { address, sender } => grant(global, c, address, sender, false).await,
+        MailCommand::Quarantine {
+            address,
+            release,
+            drop,
+        } => match (release, drop) {
+            (Some(id), _) => released(global, c, id, true).await,
+            (None, Some(id)) => released(global, c, id, false).await,
+            (None, None) => {
+                let messages = inbox(c, own(global, address), 0, 0, true).await?;
+                print_messages(global, &messages);
+                Ok(ExitCode::SUCCESS)
+            }
+        },
+    }
+}
+
+fn checked_json(text: &str) -> Result<String> {
+    let value: Value = serde_json::from_str(text).context("--payload is not JSON")?;
+    Ok(value.to_string())
+}
+
+async fn inbox(
+    c: &CellClient,
+    address: String,
+    after_seq: u64,
+    limit: u32,
+    quarantined: bool,
+) -> Result<Vec<pb::MailMessage>> {
+    let request = pb::MailInboxRequest {
+        address,
+        after_seq,
+        limit,
+        quarantined,
+    };
+    Ok(c.mail_inbox(request).await?.messages)
+}
+
+async fn drain(global: &Global, c: &CellClient, address: String, limit: u32) -> Result<ExitCode> {
+    let messages = inbox(c, address.clone(), 0, limit.max(1), false).await?;
+    if let Some(last) = messages.last() {
+        let request = pb::MailAckRequest {
+            address,
+            through_seq: last.seq,
+            idempotency_key: String::new(),
+        };
+        let r = c.mail_ack(request).await?;
+        if r.outcome == "refused" {
+            return Ok(refused(global, &r.reason, &r.message));
+        }
+    }
+    print_messages(global, &messages);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn reply(
+    global: &Global,
+    c: &CellClient,
+    id: String,
+    text: String,
+    payload: Option<String>,
+) -> Result<ExitCode> {
+    let (address, seq) = whip_board::mail::parse_id(&id).map_err(anyhow::Error::msg)?;
+    let found = inbox(c, address.code(), seq - 1, 1, false).await?;
+    let Some(original) = found.into_iter().find(|m| m.seq == seq) else {
+        bail!(
+            "no message {id} waits in {} (drained already?)",
+            address.code()
+        );
+    };
+    if original.from == "operator" || original.from == "server" {
+        bail!(
+            "message {id} came from the {}, which has no mailbox",
+            original.from
+        );
+    }
+    let request = pb::MailSendRequest {
+        to: format!("agent:{}", original.from),
+        r#type: pb::MailType::Reply.into(),
+        text,
+        payload: payload.map(|p| checked_json(&p)).transpose()?,
+        in_reply_to: Some(id),
+        thread: original.thread,
+        idempotency_key: String::new(),
+    };
+    Ok(sent(global, &c.mail_send(request).await?))
+}
+
+async fn grant(
+    global: &Global,
+    c: &CellClient,
+    address: String,
+    sender: String,
+    allow: bool,
+) -> Result<ExitCode> {
+    let request = pb::MailGrantRequest {
+        address,
+        sender,
+        allow,
+        idempotency_key: String::new(),
+    };
+    Ok(answered(global, c.mail_grant(request).await?))
+}
+
+async fn released(global: &Global, c: &CellClient, id: String, deliver: bool) -> Result<ExitCode> {
+    let request = pb::MailReleaseRequest {
+        id,
+        deliver,
+        idempotency_key: String::new(),
+    };
+    Ok(answered(global, c.mail_release(request).await?))
+}
+
+fn answered(global: &Global, r: pb::MailResponse) -> ExitCode {
+    if r.outcome == "refused" {
+        return refused(global, &r.reason, &r.message);
+    }
+    let value = json!({"outcome": r.outcome, "id": r.id, "removed": r.removed});
+    print(
+        global,
+        value,
+        format!("{} {}", r.outcome, r.id).trim().to_string(),
+    );
+    ExitCode::SUCCESS
+}
+
+fn sent(global: &Global, r: &pb::MailSendResponse) -> ExitCode {
+    if r.outcome == "refused" {
+        return refused(global, &r.reason, &r.message);
+    }
+    let value = json!({"outcome": r.outcome, "id": r.id, "trust": r.trust});
+    print(
+        global,
+        value,
+        format!("{} {} ({})", r.outcome, r.id, r.trust),
+    );
+    ExitCode::SUCCESS
+}
+
+/// A refusal: its stable reason, exit code 1.
+fn refused(global: &Global, reason: &str, message: &str) -> ExitCode {
+    if global.json {
+        output::json(&json!({"outcome": "refused", "reason": reason, "error": message}));
+    }
+    eprintln!("refused ({reason}): {message}");
+    ExitCode::from(1)
+}
+
+fn print(global: &Global, value: Value, text: String) {
+    match global.json {
+        true => output::json(&value),
+        false => output::line(&text),
+    }
+}
+
+fn type_name(number: i32) -> &'static str {
+    match pb::MailType::try_from(number) {
+        Ok(pb::MailType::Inform) => "inform",
+        Ok(pb::MailType::Ask) => "ask",
+        Ok(pb::MailType::Reply) => "reply",
+        Ok(pb::MailType::Directive) => "directive",
+        Ok(pb::MailType::Notice) => "notice",
+        Ok(pb::MailType::Unspecified) | Err(_) => "unknown",
+    }
+}
+
+fn message_json(m: &pb::MailMessage) -> Value {
+    let screen = m.screen.clone().unwrap_or_default();
+    let findings: Vec<Value> = screen
+        .findings
+        .iter()
+        .map(|f| json!({"kind": f.kind, "detail": f.detail}))
+        .collect();
+    let payload = m
+        .payload
+        .as_deref()
+        .map(|p| serde_json::from_str::<Value>(p).unwrap_or_else(|_| Value::String(p.to_string())));
+    json!({
+        "id": m.id, "seq": m.seq, "to": m.to, "from": m.from, "type": type_name(m.r#type),
+        "text": m.text, "payload": payload, "in_reply_to": m.in_reply_to, "thread": m.thread,
+        "trust": m.trust, "at": time_text(m.at_ms),
+        "released_by": (!m.released_by.is_empty()).then_some(&m.released_by),
+        "screen": {"verdict": screen.verdict, "findings": findings,
+            "rules_version": screen.rules_version},
+    })
+}
+
+fn print_messages(global: &Global, messages: &[pb::MailMessage]) {
+    if global.json {
+        output::json(&Value::Array(messages.iter().map(message_json).collect()));
+        return;
+    }
+    if messages.is_empty() {
+        output::line("(no mail)");
+    }
+    for m in messages {
+        let verdict = m.screen.as_ref().map_or("", |s| s.verdict.as_str());
+        output::line(&format!(
+            "{} {} from {} [{} {verdict}]: {}",
+            m.id,
+            type_name(m.r#type),
+            m.from,
+            m.trust,
+            m.text
+        ));
+    }
+}
