@@ -53,6 +53,7 @@ pub mod query;
 mod range;
 pub mod route;
 mod schedule;
+pub mod screen;
 mod taskboard;
 mod team;
 pub mod txn;
