@@ -107,3 +107,24 @@ pub const WORK_QUOTA_CHUNK: u64 = 8;
 /// The clock skew between cells a quota tolerates: a cell stops using its quota this long
 /// before the meta cell's expiry, and the meta cell counts a lapsed grant this long after.
 pub const WORK_QUOTA_SKEW_MS: u64 = 1_000;
+/// Characters of one line of mail before the screen reports it as overlong (text that runs
+/// far off to the right of a reader's view can hide what follows).
+pub const SCREEN_LINE_CHARS_MAX: usize = 2000;
+/// Findings one screen keeps; the first of every kind is always kept, later ones beyond
+/// this are counted into the last kept finding's detail (the verdict still reflects them).
+pub const SCREEN_FINDINGS_MAX: usize = 16;
+/// Characters of one base64 token the screen reports as an encoded payload.
+pub const SCREEN_ENCODED_RUN_MIN: usize = 64;
+/// Hex digits in one run the screen reports as an encoded payload: longer than a 64-byte
+/// signature in hex (128), so digests (SHA-256, BLAKE3: 64) and git SHAs (40) stay clean.
+pub const SCREEN_HEX_RUN_MIN: usize = 129;
+/// Percent-encoded ASCII bytes (`%69%67…`) in one run the screen reports as an encoded
+/// payload (ordinary URLs escape a space or a non-ASCII word, not runs of plain letters).
+pub const SCREEN_PERCENT_RUN_MIN: usize = 12;
+/// Characters of one finding's detail.
+pub const SCREEN_DETAIL_CHARS_MAX: usize = 120;
+/// Characters of the input a finding's detail may quote (a special token's name).
+pub const SCREEN_ECHO_CHARS_MAX: usize = 32;
+/// Tag characters after U+1F3F4 that still form an emoji subdivision flag (🏴 + `gbsct` +
+/// cancel tag is 6); a longer run of tag characters is hidden text.
+pub const SCREEN_FLAG_TAGS_MAX: usize = 8;

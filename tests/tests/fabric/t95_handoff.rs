@@ -131,12 +131,7 @@ async fn unclaimed_tasks_spill_to_the_fabric_queue_and_are_claimed_there() {
     // also an agent that joined the team after the handoff (the queue admits it then).
     let newcomer = fabric.client_of(3);
     let token = "newcomer-secret-token-0123456789-abcdefghij";
-    let register = pb::AgentRegisterRequest {
-        agent: "newcomer".into(),
-        token: token.into(),
-        enroll: false,
-    };
-    newcomer.agent_register(register).await.expect("register");
+    register(&newcomer, "newcomer", token).await;
     let newcomer = newcomer.with_identity("newcomer", token);
     let refused = newcomer.board_claim(claim("n")).await.expect("answer");
     assert_eq!(refused.code, Code::BoardRefused as i32, "not a member yet");
@@ -556,4 +551,14 @@ async fn a_cell_without_a_signing_key_records_the_failed_handoff() {
         "the task stays at the cell tier, not skipped"
     );
     fabric.shutdown().await;
+}
+
+/// Register `agent` with `token` through `client`.
+async fn register(client: &whip_cell::CellClient, agent: &str, token: &str) {
+    let request = pb::AgentRegisterRequest {
+        agent: agent.into(),
+        token: token.into(),
+        enroll: false,
+    };
+    client.agent_register(request).await.expect("register");
 }
