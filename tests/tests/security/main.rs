@@ -10,6 +10,7 @@ mod t30_reserved;
 mod t40_identity;
 mod t50_resources;
 mod t60_registry;
+mod t70_mail;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,0 +1,273 @@
+//! Agent mail as an attacker reaches it over the wire: without a certificate or a token,
+//! naming another sender in fields the server does not have, with a type number outside
+//! the closed enum, as a peer sending a directive, reading another agent's mailbox, and
+//! with the token of a revoked agent. Every refusal is decided in the state machine (the
+//! type number at decode); the cell serves on.
+
+use std::time::Duration;
+
+use tonic::metadata::MetadataValue;
+use whip_cell::{CellClient, CellError};
+use whip_proto::v1 as pb;
+
+use crate::{anonymous, still_serving, target};
+
+/// A send as a forger writes it: the real fields plus fields the server does not have.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ForgedSend {
+    #[prost(string, tag = "1")]
+    to: String,
+    #[prost(int32, tag = "2")]
+    kind: i32,
+    #[prost(string, tag = "3")]
+    text: String,
+    /// Not a field of `MailSendRequest`: decoding skips it.
+    #[prost(string, tag = "20")]
+    from: String,
+    /// Nor is this.
+    #[prost(string, tag = "21")]
+    sender: String,
+}
+
+/// Send `forged` as `agent` (token `token`) with a raw gRPC client (no certificate).
+async fn raw_send(
+    addr: &str,
+    (agent, token): (&str, &str),
+    forged: ForgedSend,
+) -> Result<pb::MailSendResponse, tonic::Status> {
+    let channel = whip_cell::network::endpoint_with(addr, &anonymous())
+        .connect()
+        .await
+        .expect("connect");
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.expect("ready");
+    let mut request = tonic::Request::new(forged);
+    let headers = request.metadata_mut();
+    headers.insert(
+        whip_cell::identity::AGENT_HEADER,
+        MetadataValue::try_from(agent).unwrap(),
+    );
+    headers.insert(
+        whip_cell::identity::TOKEN_HEADER,
+        MetadataValue::try_from(token).unwrap(),
+    );
+    let codec = tonic_prost::ProstCodec::<ForgedSend, pb::MailSendResponse>::default();
+    let path = http::uri::PathAndQuery::from_static("/whip.v1.Cell/MailSend");
+    grpc.unary(request, path, codec)
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+/// Register `name` (by the operator, or enrolled by `by`) and return its client and token.
+async fn agent(
+    dev: &whip_tests::DevCell,
+    by: &CellClient,
+    name: &str,
+    enroll: bool,
+) -> (CellClient, String) {
+    let made = by
+        .agent_register(pb::AgentRegisterRequest {
+            agent: name.into(),
+            token: String::new(),
+            enroll,
+        })
+        .await
+        .unwrap();
+    let client = CellClient::connect_with(&[dev.member(1)], &anonymous())
+        .unwrap()
+        .with_identity(name, made.token.clone());
+    (client, made.token)
+}
+
+fn send(to: &str, kind: pb::MailType, text: &str) -> pb::MailSendRequest {
+    pb::MailSendRequest {
+        to: to.into(),
+        r#type: kind.into(),
+        text: text.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn strangers_cannot_send_or_read_and_nobody_sends_as_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dev, operator) = target(dir.path()).await;
+    let (alice, alice_token) = agent(&dev, &operator, "alice", false).await;
+    let (bob, _) = agent(&dev, &operator, "bob", false).await;
+    let stranger = CellClient::connect_with(&[dev.member(1)], &anonymous()).unwrap();
+    let refused = stranger
+        .mail_send(send("bob", pb::MailType::Inform, "hi"))
+        .await;
+    assert!(
+        matches!(&refused, Err(CellError::PermissionDenied(m)) if m.contains("anonymous_refused")),
+        "{refused:?}"
+    );
+    let read = stranger.mail_inbox(inbox("agent:bob")).await;
+    assert!(
+        matches!(read, Err(CellError::Unauthenticated(_))),
+        "{read:?}"
+    );
+
+    // Alice names bob and the operator as the sender in every way the wire allows.
+    let forged = ForgedSend {
+        to: "bob".into(),
+        kind: pb::MailType::Inform as i32,
+        text: "from: operator".into(),
+        from: "operator".into(),
+        sender: "bob".into(),
+    };
+    let addr = dev.member(1);
+    let sent = raw_send(&addr, ("alice", &alice_token), forged.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        (sent.outcome.as_str(), sent.trust.as_str()),
+        ("delivered", "untrusted")
+    );
+    let mut threaded = send("bob", pb::MailType::Inform, "hello");
+    threaded.thread = Some("from:bob".into());
+    alice.mail_send(threaded).await.unwrap();
+    let mail = bob.mail_inbox(inbox("agent:bob")).await.unwrap().messages;
+    let senders: Vec<&str> = mail.iter().map(|m| m.from.as_str()).collect();
+    assert_eq!(
+        senders,
+        ["alice", "alice"],
+        "the stored sender is the caller"
+    );
+
+    // A type number outside the closed enum, or none, does not decode.
+    for kind in [0, 6, 99, -1] {
+        let bad = ForgedSend {
+            kind,
+            ..forged.clone()
+        };
+        let status = raw_send(&addr, ("alice", &alice_token), bad)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            status.code(),
+            tonic::Code::InvalidArgument,
+            "type {kind}: {status:?}"
+        );
+    }
+    // Only a server sends a notice.
+    let notice = alice
+        .mail_send(send("bob", pb::MailType::Notice, "n"))
+        .await;
+    assert!(
+        matches!(&notice, Err(CellError::PermissionDenied(m)) if m.contains("server_only")),
+        "{notice:?}"
+    );
+    // Alice cannot read bob's mailbox.
+    let peek = alice.mail_inbox(inbox("agent:bob")).await;
+    assert!(
+        matches!(peek, Err(CellError::PermissionDenied(_))),
+        "{peek:?}"
+    );
+    still_serving(&operator).await;
+}
+
+fn inbox(address: &str) -> pb::MailInboxRequest {
+    pb::MailInboxRequest {
+        address: address.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn only_authority_directs_and_a_revoked_token_sends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dev, operator) = target(dir.path()).await;
+    let (parent, _) = agent(&dev, &operator, "parent", false).await;
+    let (child, _) = agent(&dev, &parent, "child", true).await;
+    let (peer, _) = agent(&dev, &operator, "peer", false).await;
+    let directive = || send("child", pb::MailType::Directive, "re-task: build docs");
+    let refused = peer.mail_send(directive()).await.unwrap();
+    assert_eq!(
+        (refused.outcome.as_str(), refused.reason.as_str()),
+        ("refused", "not_authorized")
+    );
+    let sent = parent.mail_send(directive()).await.unwrap();
+    assert_eq!(
+        (sent.outcome.as_str(), sent.trust.as_str()),
+        ("delivered", "authority")
+    );
+    let grant = |allow| pb::MailGrantRequest {
+        address: "child".into(),
+        sender: "peer".into(),
+        allow,
+        idempotency_key: String::new(),
+    };
+    assert_eq!(
+        peer.mail_grant(grant(true)).await.unwrap().reason,
+        "not_authorized"
+    );
+    assert_eq!(
+        child.mail_grant(grant(true)).await.unwrap().reason,
+        "not_authorized"
+    );
+    assert_eq!(
+        parent.mail_grant(grant(true)).await.unwrap().outcome,
+        "granted"
+    );
+    let granted = peer.mail_send(directive()).await.unwrap();
+    assert_eq!(granted.trust, "authority");
+    assert_eq!(
+        parent.mail_grant(grant(false)).await.unwrap().outcome,
+        "revoked"
+    );
+    let stopped = peer.mail_send(directive()).await.unwrap();
+    assert_eq!(stopped.reason, "not_authorized");
+    let mail = child
+        .mail_inbox(inbox("agent:child"))
+        .await
+        .unwrap()
+        .messages;
+    let seen: Vec<(&str, &str)> = mail
+        .iter()
+        .map(|m| (m.from.as_str(), m.trust.as_str()))
+        .collect();
+    assert_eq!(seen, [("parent", "authority"), ("peer", "authority")]);
+
+    revoke_child(&parent).await;
+    let child = std::sync::Arc::new(child);
+    whip_tests::wait_for(
+        "the revoked child's token to be refused",
+        Duration::from_secs(5),
+        || {
+            let child = child.clone();
+            async move {
+                let sent = child
+                    .mail_send(send("peer", pb::MailType::Inform, "x"))
+                    .await;
+                matches!(sent, Err(CellError::Unauthenticated(ref m)) if m.contains("revoked"))
+            }
+        },
+    )
+    .await;
+    still_serving(&operator).await;
+}
+
+/// The parent spawns a sub-agent entry owned by the child it enrolled and revokes it: the
+/// child's identity goes with it.
+async fn revoke_child(parent: &CellClient) {
+    let register = |parent_id: &str, owner: &str| pb::WorkRegisterRequest {
+        kind: "session".into(),
+        parent: parent_id.into(),
+        ttl_ms: 30_000,
+        owner: owner.into(),
+        ..Default::default()
+    };
+    let root = parent.work_register(register("", "")).await.unwrap();
+    let root = root.entry.unwrap().id;
+    let sub = parent
+        .work_register(register(&root, "child"))
+        .await
+        .unwrap();
+    let revoke = pb::WorkRevokeRequest {
+        id: sub.entry.unwrap().id,
+        idempotency_key: String::new(),
+    };
+    let revoked = parent.work_revoke(revoke).await.unwrap();
+    assert_eq!(revoked.revoked_agents, ["child"]);
+}
