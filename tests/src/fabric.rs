@@ -126,6 +126,12 @@ impl Fabric {
         CellClient::connect(&[self.addrs[&id].to_string()]).expect("client")
     }
 
+    /// A client of every node (it moves on when the one it uses stops answering).
+    pub fn client_of_all(&self) -> CellClient {
+        let addrs: Vec<String> = self.addrs.values().map(ToString::to_string).collect();
+        CellClient::connect(&addrs).expect("client")
+    }
+
     /// Wait until every cell hosted by a running node knows a running leader.
     pub async fn wait_leaders(&self, timeout: Duration) {
         let nodes: Vec<Node> = self.nodes.values().map(|r| r.node.clone()).collect();

@@ -12,6 +12,7 @@ mod t80_fail_open;
 mod t90_boards;
 mod t95_handoff;
 mod t97_registry;
+mod t98_mail;
 
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;

@@ -1,0 +1,160 @@
+//! Agent mail in a fabric: each mailbox lives on the cell owning its address, and a send is
+//! one apply there. Five senders whose own mailboxes sit on other cells stream 5,000
+//! messages to one recipient while its cell's leader and a sender's cell's leader are
+//! stopped and restarted; a reader drains concurrently. Every message arrives exactly once,
+//! in each sender's order, with the sender that sent it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use whip_board::mail::Address;
+use whip_cell::CellClient;
+use whip_proto::v1 as pb;
+use whip_tests::fabric::Fabric;
+
+const SENDERS: usize = 5;
+const PER_SENDER: usize = 1_000;
+
+fn token(agent: &str) -> String {
+    format!("{agent}-secret-token-0123456789-abcdefghij")
+}
+
+async fn agent(fabric: &Fabric, name: &str) -> CellClient {
+    let client = fabric.client_of_all();
+    let register = pb::AgentRegisterRequest {
+        agent: name.into(),
+        token: token(name),
+        enroll: false,
+    };
+    client.agent_register(register).await.expect("register");
+    client.with_identity(name, token(name))
+}
+
+/// Send `{sender}:{n}` to `to` until it is delivered: a retry after an error keeps the
+/// idempotency key (it applies once); a full mailbox refused it, so the next try is new.
+async fn send_once(client: &CellClient, sender: &str, to: &str, n: usize) {
+    let mut attempt = 0;
+    loop {
+        let request = pb::MailSendRequest {
+            to: to.into(),
+            r#type: pb::MailType::Inform.into(),
+            text: format!("{sender}:{n}"),
+            idempotency_key: format!("{sender}-{n}-{attempt}"),
+            ..Default::default()
+        };
+        match client.mail_send(request).await {
+            Ok(r) if r.outcome == "delivered" => return,
+            Ok(r) if r.reason == "mailbox_full" => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Ok(r) => panic!("{sender} refused: {r:?}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// Drain `address` until `total` messages were taken; returns (from, text) in order.
+async fn drain_all(client: &CellClient, address: &str, total: usize) -> Vec<(String, String)> {
+    let mut got = Vec::new();
+    while got.len() < total {
+        let request = pb::MailInboxRequest {
+            address: address.into(),
+            limit: 200,
+            ..Default::default()
+        };
+        let Ok(r) = client.mail_inbox(request).await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let Some(last) = r.messages.last().map(|m| m.seq) else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        // An ack is retried until it answers: once applied, the messages are gone.
+        let ack = pb::MailAckRequest {
+            address: address.into(),
+            through_seq: last,
+            idempotency_key: format!("ack-{last}"),
+        };
+        loop {
+            match client.mail_ack(ack.clone()).await {
+                Ok(a) => {
+                    assert_eq!(a.outcome, "acked", "{a:?}");
+                    break;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+        got.extend(r.messages.into_iter().map(|m| (m.from, m.text)));
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mail_arrives_exactly_once_in_sender_order_across_leader_stops() {
+    let mut fabric = Fabric::start(3, 4).await;
+    let map = fabric.node(1).map().await.expect("map");
+    let cell_of = |name: &str| map.locate(Address::Agent(name.into()).point()).cell;
+    let recipient = "reader";
+    let senders: Vec<String> = (0..)
+        .map(|i| format!("writer-{i}"))
+        .filter(|name| cell_of(name) != cell_of(recipient))
+        .take(SENDERS)
+        .collect();
+    let reader = agent(&fabric, recipient).await;
+    let mut tasks = Vec::new();
+    for name in senders.clone() {
+        let client = Arc::new(agent(&fabric, &name).await);
+        tasks.push(tokio::spawn(async move {
+            for n in 0..PER_SENDER {
+                send_once(&client, &name, recipient, n).await;
+            }
+        }));
+    }
+    let drained =
+        tokio::spawn(async move { drain_all(&reader, "agent:reader", SENDERS * PER_SENDER).await });
+    for cell in [cell_of(recipient), cell_of(&senders[0])] {
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let leader = fabric
+            .node(1)
+            .hosted(cell)
+            .and_then(|m| m.raft().metrics().borrow().current_leader)
+            .expect("a leader");
+        fabric.kill(leader).await;
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        fabric.start_node(leader).await;
+        fabric.wait_leaders(Duration::from_secs(20)).await;
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(240), task)
+            .await
+            .expect("senders finish")
+            .expect("sender task");
+    }
+    let got = tokio::time::timeout(Duration::from_secs(60), drained)
+        .await
+        .expect("the reader drains everything")
+        .expect("reader task");
+    let mut seen: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (from, text) in &got {
+        let (sender, n) = text.split_once(':').expect("sender:n");
+        assert_eq!(from, sender, "the stored sender is the one that sent it");
+        seen.entry(from.clone())
+            .or_default()
+            .push(n.parse().unwrap());
+    }
+    assert_eq!(
+        got.len(),
+        SENDERS * PER_SENDER,
+        "nothing lost, nothing twice"
+    );
+    for (sender, ns) in &seen {
+        let expected: Vec<usize> = (0..PER_SENDER).collect();
+        assert_eq!(ns, &expected, "{sender}'s messages once each, in its order");
+    }
+    let status = fabric.status(1).await;
+    assert!(status.alarms.is_empty(), "{:?}", status.alarms);
+    fabric.shutdown().await;
+}
