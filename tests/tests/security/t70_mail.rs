@@ -108,7 +108,32 @@ async fn strangers_cannot_send_or_read_and_nobody_sends_as_another() {
         "{read:?}"
     );
 
-    // Alice names bob and the operator as the sender in every way the wire allows.
+    forged_fields_change_nothing(&dev, &alice, &alice_token, &bob).await;
+    // Only a server sends a notice.
+    let notice = alice
+        .mail_send(send("bob", pb::MailType::Notice, "n"))
+        .await;
+    assert!(
+        matches!(&notice, Err(CellError::PermissionDenied(m)) if m.contains("server_only")),
+        "{notice:?}"
+    );
+    // Alice cannot read bob's mailbox.
+    let peek = alice.mail_inbox(inbox("agent:bob")).await;
+    assert!(
+        matches!(peek, Err(CellError::PermissionDenied(_))),
+        "{peek:?}"
+    );
+    still_serving(&operator).await;
+}
+
+/// Alice names bob and the operator as the sender in every way the wire allows, and tries
+/// type numbers outside the closed enum.
+async fn forged_fields_change_nothing(
+    dev: &whip_tests::DevCell,
+    alice: &CellClient,
+    alice_token: &str,
+    bob: &CellClient,
+) {
     let forged = ForgedSend {
         to: "bob".into(),
         kind: pb::MailType::Inform as i32,
@@ -117,7 +142,7 @@ async fn strangers_cannot_send_or_read_and_nobody_sends_as_another() {
         sender: "bob".into(),
     };
     let addr = dev.member(1);
-    let sent = raw_send(&addr, ("alice", &alice_token), forged.clone())
+    let sent = raw_send(&addr, ("alice", alice_token), forged.clone())
         .await
         .unwrap();
     assert_eq!(
@@ -141,7 +166,7 @@ async fn strangers_cannot_send_or_read_and_nobody_sends_as_another() {
             kind,
             ..forged.clone()
         };
-        let status = raw_send(&addr, ("alice", &alice_token), bad)
+        let status = raw_send(&addr, ("alice", alice_token), bad)
             .await
             .unwrap_err();
         assert_eq!(
@@ -150,21 +175,6 @@ async fn strangers_cannot_send_or_read_and_nobody_sends_as_another() {
             "type {kind}: {status:?}"
         );
     }
-    // Only a server sends a notice.
-    let notice = alice
-        .mail_send(send("bob", pb::MailType::Notice, "n"))
-        .await;
-    assert!(
-        matches!(&notice, Err(CellError::PermissionDenied(m)) if m.contains("server_only")),
-        "{notice:?}"
-    );
-    // Alice cannot read bob's mailbox.
-    let peek = alice.mail_inbox(inbox("agent:bob")).await;
-    assert!(
-        matches!(peek, Err(CellError::PermissionDenied(_))),
-        "{peek:?}"
-    );
-    still_serving(&operator).await;
 }
 
 fn inbox(address: &str) -> pb::MailInboxRequest {
@@ -192,32 +202,7 @@ async fn only_authority_directs_and_a_revoked_token_sends_nothing() {
         (sent.outcome.as_str(), sent.trust.as_str()),
         ("delivered", "authority")
     );
-    let grant = |allow| pb::MailGrantRequest {
-        address: "child".into(),
-        sender: "peer".into(),
-        allow,
-        idempotency_key: String::new(),
-    };
-    assert_eq!(
-        peer.mail_grant(grant(true)).await.unwrap().reason,
-        "not_authorized"
-    );
-    assert_eq!(
-        child.mail_grant(grant(true)).await.unwrap().reason,
-        "not_authorized"
-    );
-    assert_eq!(
-        parent.mail_grant(grant(true)).await.unwrap().outcome,
-        "granted"
-    );
-    let granted = peer.mail_send(directive()).await.unwrap();
-    assert_eq!(granted.trust, "authority");
-    assert_eq!(
-        parent.mail_grant(grant(false)).await.unwrap().outcome,
-        "revoked"
-    );
-    let stopped = peer.mail_send(directive()).await.unwrap();
-    assert_eq!(stopped.reason, "not_authorized");
+    grants_come_from_the_parent(&parent, &child, &peer).await;
     let mail = child
         .mail_inbox(inbox("agent:child"))
         .await
@@ -246,6 +231,38 @@ async fn only_authority_directs_and_a_revoked_token_sends_nothing() {
     )
     .await;
     still_serving(&operator).await;
+}
+
+/// Neither a peer nor the recipient grants; the parent's grant lets the peer direct until
+/// the parent revokes it.
+async fn grants_come_from_the_parent(parent: &CellClient, child: &CellClient, peer: &CellClient) {
+    let directive = || send("child", pb::MailType::Directive, "re-task: build docs");
+    let grant = |allow| pb::MailGrantRequest {
+        address: "child".into(),
+        sender: "peer".into(),
+        allow,
+        idempotency_key: String::new(),
+    };
+    assert_eq!(
+        peer.mail_grant(grant(true)).await.unwrap().reason,
+        "not_authorized"
+    );
+    assert_eq!(
+        child.mail_grant(grant(true)).await.unwrap().reason,
+        "not_authorized"
+    );
+    assert_eq!(
+        parent.mail_grant(grant(true)).await.unwrap().outcome,
+        "granted"
+    );
+    let granted = peer.mail_send(directive()).await.unwrap();
+    assert_eq!(granted.trust, "authority");
+    assert_eq!(
+        parent.mail_grant(grant(false)).await.unwrap().outcome,
+        "revoked"
+    );
+    let stopped = peer.mail_send(directive()).await.unwrap();
+    assert_eq!(stopped.reason, "not_authorized");
 }
 
 /// The parent spawns a sub-agent entry owned by the child it enrolled and revokes it: the
