@@ -6,9 +6,11 @@
 //! either still here or in the outbox, never both and never neither. The receiving cell
 //! keeps, per sending cell, a chain head (the last sequence applied and its hash): an
 //! envelope extending the head is applied, one at or below it is a duplicate (answered
-//! again, applied once), one further ahead is a gap (the sender resends from the head), and
-//! one that contradicts the chain (another hash at the head's sequence, or a previous hash
-//! that is not the head's) is refused and raises an alarm.
+//! again, applied once), one further ahead is a gap (the sender resends from the head), one
+//! that contradicts the chain (another hash at the head's sequence, or a previous hash that
+//! is not the head's) is refused and raises an alarm, and sequence 0 is refused as
+//! malformed. That rule is [`crate::chain`]'s, the one the fabric's envelope check uses
+//! too; a refusal is answered as a typed [`HandoffRefusal`] with a stable code.
 //!
 //! Signatures and bounds (size, hops, clock skew) are checked by the node before it
 //! proposes a receive (the board cannot hold keys); everything that must survive a leader
@@ -16,15 +18,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::chain::{self, ChainStep, HandoffRefusal};
 use crate::codec::{decode, encode};
 use crate::keys::{self, ALARM, ALARM_HEAD, INBOX, OUTBOX, OUTBOX_ITEM};
 use crate::limits::{ALARMS_KEPT_MAX, OUTBOX_PENDING_MAX};
 use crate::taskboard;
 use crate::txn::Txn;
 use crate::types::{BoardSettings, Outcome, TaskView};
-
-/// Bytes of a channel hash.
-const HASH_BYTES: usize = 32;
 
 #[derive(Clone, Default, Serialize, Deserialize)]
 struct Head {
@@ -38,7 +38,7 @@ struct Head {
 impl Head {
     fn hash_or_zero(&self) -> Vec<u8> {
         if self.hash.is_empty() {
-            vec![0; HASH_BYTES]
+            vec![0; chain::HASH_BYTES]
         } else {
             self.hash.clone()
         }
@@ -187,40 +187,36 @@ pub(crate) struct Receive<'a> {
 }
 
 /// Apply an envelope that extends the channel's chain; answer duplicates again; refuse
-/// gaps and contradictions (the latter with an alarm).
+/// the rest with the [`chain`] check's typed refusal, raising an alarm on a fork or a
+/// broken chain.
 pub(crate) fn receive(txn: &mut impl Txn, now_ms: u64, r: &Receive<'_>) -> Outcome {
     let h = head(txn, INBOX, r.from_cell);
-    if r.seq <= h.seq {
-        if r.seq == h.seq && r.hash != h.hash.as_slice() {
-            let text = format!(
-                "fork on the channel from cell {}: sequence {} arrived with another hash",
-                r.from_cell, r.seq
-            );
-            raise(txn, now_ms, text);
-            return Outcome::HandoffRefused {
-                reason: format!("fork at sequence {}", r.seq),
-                expected_seq: h.seq + 1,
-            };
+    let at = chain::Head {
+        seq: h.seq,
+        hash: &h.hash,
+    };
+    let link = chain::Link {
+        seq: r.seq,
+        prev_hash: r.prev_hash,
+        hash: r.hash,
+    };
+    match chain::check(at, link) {
+        Ok(ChainStep::Duplicate) => Outcome::HandoffDuplicate { seq: r.seq },
+        Ok(ChainStep::Accept) => accept(txn, now_ms, r),
+        Err(refusal) => {
+            if refusal.raises_alarm() {
+                raise(txn, now_ms, alarm_text(r.from_cell, h.seq, &refusal));
+            }
+            Outcome::HandoffRefused {
+                refusal,
+                expected_seq: at.next_seq(),
+            }
         }
-        return Outcome::HandoffDuplicate { seq: r.seq };
     }
-    if r.seq > h.seq + 1 {
-        return Outcome::HandoffRefused {
-            reason: format!("gap: expected sequence {}, got {}", h.seq + 1, r.seq),
-            expected_seq: h.seq + 1,
-        };
-    }
-    if r.prev_hash != h.hash_or_zero().as_slice() {
-        let text = format!(
-            "broken chain on the channel from cell {}: sequence {} does not follow {}",
-            r.from_cell, r.seq, h.seq
-        );
-        raise(txn, now_ms, text);
-        return Outcome::HandoffRefused {
-            reason: format!("broken chain at sequence {}", r.seq),
-            expected_seq: h.seq + 1,
-        };
-    }
+}
+
+/// Put the envelope's task on its fabric queue and move the channel's head to it.
+fn accept(txn: &mut impl Txn, now_ms: u64, r: &Receive<'_>) -> Outcome {
     let task_id = taskboard::receive_fabric(txn, now_ms, r.queue, r.task, r.settings, r.admitted);
     let advanced = Head {
         seq: r.seq,
@@ -230,6 +226,20 @@ pub(crate) fn receive(txn: &mut impl Txn, now_ms: u64, r: &Receive<'_>) -> Outco
     Outcome::HandoffAccepted {
         seq: r.seq,
         task_id,
+    }
+}
+
+/// The alarm a refusal raises on the channel from `from_cell`, whose head is at `head_seq`.
+fn alarm_text(from_cell: u64, head_seq: u64, refusal: &HandoffRefusal) -> String {
+    match refusal {
+        HandoffRefusal::Fork { seq } => format!(
+            "fork on the channel from cell {from_cell}: sequence {seq} arrived with another hash"
+        ),
+        HandoffRefusal::BrokenChain { seq } => format!(
+            "broken chain on the channel from cell {from_cell}: sequence {seq} does not follow \
+             {head_seq}"
+        ),
+        other => format!("{other} on the channel from cell {from_cell}"),
     }
 }
 
@@ -328,4 +338,120 @@ pub(crate) fn alarms(txn: &impl Txn) -> Vec<(u64, String)> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::txn::MemTxn;
+    use crate::types::{TaskState, Tier};
+
+    const FROM: u64 = 3;
+    const ZERO: [u8; 32] = [0; 32];
+
+    fn task(id: &str) -> TaskView {
+        TaskView {
+            id: id.to_string(),
+            team: "q".to_string(),
+            tier: Tier::Cell,
+            state: TaskState::Ready,
+            body: b"body".to_vec(),
+            delivery_count: 0,
+            worker: None,
+            fence: 0,
+            deadline_ms: 0,
+            posted_ms: 0,
+            failures: Vec::new(),
+            result: Vec::new(),
+            spill_after_ms: 0,
+        }
+    }
+
+    /// Receive envelope `seq` (previous hash `prev`, hash `hash`) from `FROM` at 1 s.
+    fn take(txn: &mut MemTxn, seq: u64, prev: &[u8], hash: &[u8]) -> Outcome {
+        let task = task(&format!("x-{seq}"));
+        let r = Receive {
+            from_cell: FROM,
+            seq,
+            prev_hash: prev,
+            hash,
+            queue: "q",
+            task: &task,
+            settings: BoardSettings::default(),
+            admitted: &[],
+        };
+        receive(txn, 1_000, &r)
+    }
+
+    /// A channel from `FROM` that applied envelope 1 (hash `[1; 32]`).
+    fn channel_at_one() -> MemTxn {
+        let mut txn = MemTxn::default();
+        let first = take(&mut txn, 1, &ZERO, &[1; 32]);
+        assert!(
+            matches!(first, Outcome::HandoffAccepted { seq: 1, .. }),
+            "{first:?}"
+        );
+        txn
+    }
+
+    fn refused(refusal: HandoffRefusal, expected_seq: u64) -> Outcome {
+        Outcome::HandoffRefused {
+            refusal,
+            expected_seq,
+        }
+    }
+
+    #[test]
+    fn a_fork_and_a_broken_chain_raise_alarms() {
+        let mut txn = channel_at_one();
+        let fork = take(&mut txn, 1, &ZERO, &[9; 32]);
+        assert_eq!(fork, refused(HandoffRefusal::Fork { seq: 1 }, 2));
+        let broken = take(&mut txn, 2, &[7; 32], &[2; 32]);
+        assert_eq!(broken, refused(HandoffRefusal::BrokenChain { seq: 2 }, 2));
+        let texts: Vec<String> = alarms(&txn).into_iter().map(|(_, text)| text).collect();
+        assert_eq!(
+            texts,
+            [
+                "fork on the channel from cell 3: sequence 1 arrived with another hash",
+                "broken chain on the channel from cell 3: sequence 2 does not follow 1",
+            ]
+        );
+        // Nothing was applied: the next linked envelope still goes through.
+        let next = take(&mut txn, 2, &[1; 32], &[2; 32]);
+        assert!(
+            matches!(next, Outcome::HandoffAccepted { seq: 2, .. }),
+            "{next:?}"
+        );
+    }
+
+    #[test]
+    fn a_gap_a_duplicate_and_sequence_zero_raise_no_alarm() {
+        let mut txn = channel_at_one();
+        let gap = HandoffRefusal::Gap {
+            expected_seq: 2,
+            got_seq: 4,
+        };
+        assert_eq!(take(&mut txn, 4, &[3; 32], &[4; 32]), refused(gap, 2));
+        assert_eq!(
+            take(&mut txn, 1, &ZERO, &[1; 32]),
+            Outcome::HandoffDuplicate { seq: 1 }
+        );
+        let zero = refused(HandoffRefusal::ZeroSequence, 2);
+        assert_eq!(take(&mut txn, 0, &ZERO, &[1; 32]), zero);
+        assert!(alarms(&txn).is_empty(), "{:?}", alarms(&txn));
+    }
+
+    #[test]
+    fn sequence_zero_on_a_fresh_channel_is_refused_not_a_duplicate() {
+        let mut txn = MemTxn::default();
+        let zero = refused(HandoffRefusal::ZeroSequence, 1);
+        assert_eq!(take(&mut txn, 0, &ZERO, &[]), zero);
+        assert_eq!(take(&mut txn, 0, &ZERO, &ZERO), zero);
+        assert!(alarms(&txn).is_empty());
+        let first = take(&mut txn, 1, &ZERO, &[1; 32]);
+        assert!(
+            matches!(first, Outcome::HandoffAccepted { seq: 1, .. }),
+            "{first:?}"
+        );
+    }
 }

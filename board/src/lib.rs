@@ -3,9 +3,10 @@
 //! Owns the meaning of every coordination command: CAS keys, leases, counters, ledgers,
 //! election leases, schedule firings, teams with their task boards and mailboxes (also the
 //! reserved boards of WhippleScript trackers, [`TRACKER_TEAM_PREFIX`]), the replicated
-//! halves of cross-cell handoff channels (outboxes, chain heads, alarms), and range
-//! ownership, and the live work registry with its admission limits, quotas of the fabric
-//! ceiling and audit ledger ([`work`]).
+//! halves of cross-cell handoff channels (outboxes, chain heads, alarms) and the one
+//! [`chain`] check of their envelopes (the receiving cell's apply and the fabric's envelope
+//! check share it), and range ownership, and the live work registry with its admission
+//! limits, quotas of the fabric ceiling and audit ledger ([`work`]).
 //! [`apply`] is a pure function of the current bytes, a [`Stamp`] and a [`Request`];
 //! [`query`] reads.
 //!
@@ -37,6 +38,7 @@
 
 pub mod access;
 mod blackboard;
+pub mod chain;
 mod codec;
 mod counter;
 mod deadline;
@@ -62,6 +64,7 @@ pub mod types;
 mod validate;
 pub mod work;
 
+pub use chain::HandoffRefusal;
 pub use query::{
     BoardStatsView, MailboxMessage, MessageKind, Query, QueryResult, RangeView, TeamView,
 };

@@ -980,11 +980,11 @@ pub enum Outcome {
         /// Its sequence.
         seq: u64,
     },
-    /// The envelope does not extend the chain: resend from `expected_seq` (a gap), or a
-    /// contradiction that raised an alarm (a fork or a broken chain).
+    /// The envelope does not extend the chain: resend from `expected_seq` (a gap), a
+    /// contradiction that raised an alarm (a fork or a broken chain), or sequence 0.
     HandoffRefused {
-        /// Why.
-        reason: String,
+        /// Why (its [`code`](crate::HandoffRefusal::code) is the `Deliver` verdict).
+        refusal: crate::HandoffRefusal,
         /// The sequence the receiver expects next.
         expected_seq: u64,
     },

@@ -4,13 +4,17 @@
 //! A channel is one ordered pair (sending cell, receiving cell). Its envelopes are numbered
 //! from 1 (`channel_seq`), and each carries the blake3 hash of the one before it
 //! (`prev_hash`, all zero for the first), so the receiver can tell a resend from a gap, a
-//! duplicate from a fork. The sender keeps an [`Outbox`] per channel and the receiver a
-//! [`ChainHead`]; both are plain serializable state, meant to live in each cell's replicated
-//! state so that a leader change in either cell neither loses nor duplicates a handoff.
+//! duplicate from a fork. Both halves of a channel live in the cells' replicated state (the
+//! board's outbox and chain heads), so that a leader change in either cell neither loses
+//! nor duplicates a handoff.
 //!
-//! [`receive`] is a pure function (time comes in as an argument): it checks, in this order,
-//! version, recipient, payload size, hops, sender key and signature, clock skew, then the
-//! chain, and answers a [`Verdict`] or a typed [`Refusal`].
+//! [`verify`] is every check but the chain's: version, recipient and channel, sequence 0,
+//! payload size, hops, sender key and signature, clock skew, in that order, answering a typed
+//! [`Refusal`]. The chain itself has one rule, [`whip_board::chain::check`], which the
+//! receiving cell's apply runs; [`receive`] is both in one pure function (time comes in as
+//! an argument), and a chain refusal is a [`Refusal::Chain`] carrying the board's
+//! [`HandoffRefusal`] with its stable code (`gap`, `fork`, `broken_chain`,
+//! `zero_sequence`).
 //!
 //! # Canonical encoding
 //!
@@ -40,7 +44,8 @@
 //! # Example
 //!
 //! ```
-//! use whip_fabric::envelope::{receive, EnvelopeKind, Limits, Outbox, Verdict};
+//! use whip_board::chain::{ChainStep, Head, HandoffRefusal};
+//! use whip_fabric::envelope::{receive, Envelope, EnvelopeKind, Limits, Refusal};
 //! use whip_fabric::identity::{CellIdentity, KeyRegistry};
 //!
 //! let sender = CellIdentity::from_secret(&[9; 32]);
@@ -48,24 +53,27 @@
 //! registry.insert(1, sender.public_key()).unwrap();
 //! let limits = Limits::default();
 //!
-//! let mut outbox = Outbox::new(1, 2);
-//! let envelope = outbox
-//!     .send(Some(&sender), &limits, 1_000, 0, EnvelopeKind::TaskHandoff, b"task".to_vec())
-//!     .unwrap();
-//! let verdict = receive(&registry, 2, None, |_| None, &envelope, 1_000, &limits).unwrap();
-//! let Verdict::Accept { new_head } = verdict else { panic!("accepted") };
-//! assert_eq!(new_head.seq, 1);
-//! outbox.ack(new_head.seq);
-//! assert!(outbox.pending().is_empty());
+//! let kind = EnvelopeKind::TaskHandoff;
+//! let first = Envelope::seal(&sender, 1, 2, 1, [0; 32], 1_000, 0, kind, b"task".to_vec());
+//! let empty = Head { seq: 0, hash: &[] };
+//! let step = receive(&registry, 2, empty, &first, 1_000, &limits);
+//! assert_eq!(step, Ok(ChainStep::Accept));
+//! let head = Head { seq: 1, hash: &first.hash() };
+//! assert_eq!(receive(&registry, 2, head, &first, 1_000, &limits), Ok(ChainStep::Duplicate));
+//! let third = Envelope::seal(&sender, 1, 2, 3, [7; 32], 1_000, 0, kind, Vec::new());
+//! let gap = receive(&registry, 2, head, &third, 1_000, &limits).unwrap_err();
+//! assert_eq!(gap, Refusal::Chain(HandoffRefusal::Gap { expected_seq: 2, got_seq: 3 }));
+//! assert_eq!(gap.code(), "gap");
 //! ```
 
 use ed25519_dalek::{Signature, VerifyingKey};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+pub use whip_board::chain::HandoffRefusal;
+use whip_board::chain::{self, ChainStep, Head, Link};
 
-use crate::identity::{CellIdentity, KeyRegistry, to_hex};
+use crate::identity::{CellIdentity, KeyRegistry};
 use crate::limits::{
     ENVELOPE_AGE_MS_MAX, ENVELOPE_CLOCK_SKEW_MS_MAX, ENVELOPE_HOPS_MAX, ENVELOPE_PAYLOAD_BYTES_MAX,
-    OUTBOX_PENDING_MAX,
 };
 
 /// The version this build writes and reads.
@@ -322,7 +330,7 @@ impl std::fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
-/// Bounds a receiver enforces (and a sender checks before sealing).
+/// Bounds a receiver enforces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Largest payload.
@@ -349,8 +357,7 @@ impl Default for Limits {
     }
 }
 
-/// Why an envelope was refused (or, for [`Refusal::NoSigningKey`] and
-/// [`Refusal::OutboxFull`], never sent). Nothing is applied on a refusal.
+/// Why an envelope was refused. Nothing is applied on a refusal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// The sender has no key in the registry.
@@ -395,36 +402,9 @@ pub enum Refusal {
         /// The limit.
         max_ms: u64,
     },
-    /// Envelopes are missing before this one: the sender should resend from `expected_seq`.
-    Gap {
-        /// The next sequence the receiver can accept.
-        expected_seq: u64,
-        /// The envelope's sequence.
-        got_seq: u64,
-    },
-    /// A different envelope was already accepted at this sequence. Raises an alarm.
-    Fork {
-        /// The sequence.
-        seq: u64,
-        /// Hash of the accepted envelope.
-        known_hash: [u8; 32],
-        /// Hash of this one.
-        got_hash: [u8; 32],
-    },
-    /// The envelope's `prev_hash` is not the hash of the last accepted one. Raises an alarm.
-    BrokenChain {
-        /// The envelope's sequence.
-        seq: u64,
-    },
-    /// The sending cell has no signing key; the handoff must be recorded as failed.
-    NoSigningKey,
-    /// The sender's outbox for this channel is full of unacknowledged envelopes.
-    OutboxFull {
-        /// Envelopes waiting for an ack.
-        pending: usize,
-        /// The limit.
-        max: usize,
-    },
+    /// The envelope does not extend its channel's chain (the board's one check): a gap,
+    /// a fork, a broken chain or sequence 0.
+    Chain(HandoffRefusal),
     /// The envelope is addressed to the cell that sent it, or to the meta cell: no channel
     /// runs there.
     NoChannel {
@@ -446,11 +426,7 @@ impl Refusal {
             Refusal::PayloadTooLarge { .. } => "payload_too_large",
             Refusal::TooManyHops { .. } => "too_many_hops",
             Refusal::ClockSkew { .. } => "clock_skew",
-            Refusal::Gap { .. } => "gap",
-            Refusal::Fork { .. } => "fork",
-            Refusal::BrokenChain { .. } => "broken_chain",
-            Refusal::NoSigningKey => "no_signing_key",
-            Refusal::OutboxFull { .. } => "outbox_full",
+            Refusal::Chain(refusal) => refusal.code(),
             Refusal::NoChannel { .. } => "no_channel",
         }
     }
@@ -460,9 +436,7 @@ impl Refusal {
     /// The refusal means the two cells disagree about the channel's history (an operator
     /// must look), not merely that a message was late, lost or bad.
     pub fn raises_alarm(&self) -> bool {
-        // Sequence 0 never follows anything: a malformed envelope, not a disagreement.
-        matches!(self, Refusal::Fork { .. })
-            || matches!(self, Refusal::BrokenChain { seq } if *seq != 0)
+        matches!(self, Refusal::Chain(refusal) if refusal.raises_alarm())
     }
 }
 
@@ -494,32 +468,7 @@ impl std::fmt::Display for Refusal {
                  {max_ms} ms",
                 sent_at_ms.abs_diff(*now_ms)
             ),
-            Refusal::Gap {
-                expected_seq,
-                got_seq,
-            } => write!(
-                f,
-                "envelope {got_seq} arrived before {expected_seq}, resend from {expected_seq}"
-            ),
-            Refusal::Fork {
-                seq,
-                known_hash,
-                got_hash,
-            } => write!(
-                f,
-                "fork at envelope {seq}: accepted hash {}, got {}",
-                to_hex(known_hash),
-                to_hex(got_hash)
-            ),
-            Refusal::BrokenChain { seq } => write!(
-                f,
-                "envelope {seq} does not follow the last accepted one (previous hash differs)"
-            ),
-            Refusal::NoSigningKey => write!(f, "this cell has no signing key, handoff refused"),
-            Refusal::OutboxFull { pending, max } => write!(
-                f,
-                "outbox holds {pending} unacknowledged envelopes, max is {max}"
-            ),
+            Refusal::Chain(refusal) => write!(f, "{refusal}"),
             Refusal::NoChannel { from, to } => write!(
                 f,
                 "no channel runs from cell {from} to cell {to} (to itself or the meta cell)"
@@ -530,59 +479,31 @@ impl std::fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
-/// The last accepted envelope of one channel, kept by the receiver.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChainHead {
-    /// Its sequence.
-    pub seq: u64,
-    /// Its hash.
-    pub hash: [u8; 32],
-}
-
-impl ChainHead {
-    /// The head of a channel that has accepted nothing: the first envelope is 1 and names
-    /// the zero hash.
-    pub const EMPTY: ChainHead = ChainHead {
-        seq: 0,
-        hash: [0; 32],
-    };
-}
-
-/// What to do with an envelope that passed every check.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// New and next in line: apply it, store `new_head`, acknowledge.
-    Accept {
-        /// The channel's head once applied.
-        new_head: ChainHead,
-    },
-    /// Already applied: acknowledge again, apply nothing.
-    Duplicate,
-}
-
-/// Check `envelope` as received by cell `me`, whose head for the envelope's channel is
-/// `head` (`None` before the first). `seen(seq)` answers the hash of an already accepted
-/// envelope of that channel, used to tell a replay from a fork below the head.
-///
-/// An envelope below the head whose hash `seen` no longer knows is taken as a duplicate:
-/// acknowledged, not applied. That never applies anything twice, but a fork there goes
-/// unnoticed, so receivers should keep hashes at least as far back as a sender may resend.
+/// Check `envelope` as received by cell `me`, whose head of the envelope's channel is
+/// `head`: every check of [`verify`], then the chain's ([`whip_board::chain::check`], the
+/// rule the receiving cell's apply runs).
 pub fn receive(
     registry: &KeyRegistry,
     me: u64,
-    head: Option<&ChainHead>,
-    seen: impl Fn(u64) -> Option<[u8; 32]>,
+    head: Head<'_>,
     envelope: &Envelope,
     now_ms: u64,
     limits: &Limits,
-) -> Result<Verdict, Refusal> {
+) -> Result<ChainStep, Refusal> {
     verify(registry, me, envelope, now_ms, limits)?;
-    follow_chain(head.copied().unwrap_or(ChainHead::EMPTY), seen, envelope)
+    let hash = envelope.hash();
+    let link = Link {
+        seq: envelope.channel_seq,
+        prev_hash: &envelope.prev_hash,
+        hash: &hash,
+    };
+    chain::check(head, link).map_err(Refusal::Chain)
 }
 
-/// Every check but the chain's: version, recipient, size, hops, the sender's signature
-/// against the registry, and clock skew. A receiver whose chain head lives in replicated
-/// state (a cell) runs this before proposing, and the chain check in the apply.
+/// Every check but the chain's: version, recipient and channel, sequence 0 (the chain's own
+/// rule, [`whip_board::chain::check_seq`], needing no head), size, hops, the sender's
+/// signature against the registry, and clock skew. A receiver whose chain head lives in
+/// replicated state (a cell) runs this before proposing, and the chain check in the apply.
 pub fn verify(
     registry: &KeyRegistry,
     me: u64,
@@ -626,10 +547,9 @@ fn check_shape(me: u64, envelope: &Envelope, limits: &Limits) -> Result<(), Refu
             to: envelope.to_cell,
         });
     }
-    if envelope.channel_seq == 0 {
-        // Sequences start at 1: refused before any signature work or chain state.
-        return Err(Refusal::BrokenChain { seq: 0 });
-    }
+    // Sequences start at 1: refused before any signature work or chain state, with the
+    // chain's own rule and refusal.
+    chain::check_seq(envelope.channel_seq).map_err(Refusal::Chain)?;
     check_bounds(envelope.payload.len(), envelope.hops, limits)
 }
 
@@ -663,153 +583,6 @@ fn check_signature(registry: &KeyRegistry, envelope: &Envelope) -> Result<(), Re
         &Signature::from_bytes(&envelope.signature),
     )
     .map_err(|_| Refusal::BadSignature)
-}
-
-fn follow_chain(
-    head: ChainHead,
-    seen: impl Fn(u64) -> Option<[u8; 32]>,
-    envelope: &Envelope,
-) -> Result<Verdict, Refusal> {
-    let seq = envelope.channel_seq;
-    if seq == 0 {
-        // Sequences start at 1; nothing can precede 0.
-        return Err(Refusal::BrokenChain { seq });
-    }
-    if seq <= head.seq {
-        let known = if seq == head.seq {
-            Some(head.hash)
-        } else {
-            seen(seq)
-        };
-        let got = envelope.hash();
-        return match known {
-            Some(known) if known != got => Err(Refusal::Fork {
-                seq,
-                known_hash: known,
-                got_hash: got,
-            }),
-            _ => Ok(Verdict::Duplicate),
-        };
-    }
-    let expected_seq = head.seq + 1;
-    if seq > expected_seq {
-        return Err(Refusal::Gap {
-            expected_seq,
-            got_seq: seq,
-        });
-    }
-    if envelope.prev_hash != head.hash {
-        return Err(Refusal::BrokenChain { seq });
-    }
-    Ok(Verdict::Accept {
-        new_head: ChainHead {
-            seq,
-            hash: envelope.hash(),
-        },
-    })
-}
-
-/// The sender's side of one channel: the next sequence, the hash to chain from, and the
-/// envelopes sent but not yet acknowledged (at most [`OUTBOX_PENDING_MAX`]), in order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Outbox {
-    from_cell: u64,
-    to_cell: u64,
-    next_seq: u64,
-    last_hash: [u8; 32],
-    pending: Vec<Envelope>,
-}
-
-impl Outbox {
-    /// An empty channel from `from_cell` to `to_cell`.
-    pub fn new(from_cell: u64, to_cell: u64) -> Self {
-        Outbox {
-            from_cell,
-            to_cell,
-            next_seq: 1,
-            last_hash: [0; 32],
-            pending: Vec::new(),
-        }
-    }
-
-    /// The sending cell.
-    pub fn from_cell(&self) -> u64 {
-        self.from_cell
-    }
-
-    /// The receiving cell.
-    pub fn to_cell(&self) -> u64 {
-        self.to_cell
-    }
-
-    /// The sequence the next envelope gets.
-    pub fn next_seq(&self) -> u64 {
-        self.next_seq
-    }
-
-    /// Hash of the last envelope sent (all zero before the first).
-    pub fn last_hash(&self) -> [u8; 32] {
-        self.last_hash
-    }
-
-    /// Envelopes sent and not yet acknowledged, oldest first.
-    pub fn pending(&self) -> &[Envelope] {
-        &self.pending
-    }
-
-    /// Seal the next envelope of the channel and keep it until acknowledged. Refused with
-    /// [`Refusal::NoSigningKey`] when the cell has no identity (the caller records the
-    /// handoff as failed), and before sealing anything the receiver would refuse for size
-    /// or hops, since such an envelope would block the channel behind it for good. A
-    /// refusal changes nothing.
-    pub fn send(
-        &mut self,
-        identity: Option<&CellIdentity>,
-        limits: &Limits,
-        sent_at_ms: u64,
-        hops: u32,
-        kind: EnvelopeKind,
-        payload: Vec<u8>,
-    ) -> Result<Envelope, Refusal> {
-        let identity = identity.ok_or(Refusal::NoSigningKey)?;
-        check_bounds(payload.len(), hops, limits)?;
-        if self.pending.len() >= OUTBOX_PENDING_MAX {
-            return Err(Refusal::OutboxFull {
-                pending: self.pending.len(),
-                max: OUTBOX_PENDING_MAX,
-            });
-        }
-        let envelope = Envelope::seal(
-            identity,
-            self.from_cell,
-            self.to_cell,
-            self.next_seq,
-            self.last_hash,
-            sent_at_ms,
-            hops,
-            kind,
-            payload,
-        );
-        self.next_seq += 1;
-        self.last_hash = envelope.hash();
-        self.pending.push(envelope.clone());
-        Ok(envelope)
-    }
-
-    /// The receiver acknowledged every envelope up to `seq`: stop keeping them. Answers how
-    /// many were dropped.
-    pub fn ack(&mut self, seq: u64) -> usize {
-        let acknowledged = self.pending.partition_point(|e| e.channel_seq <= seq);
-        self.pending.drain(..acknowledged);
-        acknowledged
-    }
-
-    /// The pending envelopes from `seq` on, to send again after a [`Refusal::Gap`] or a
-    /// timeout. Envelopes before `seq` that are no longer pending were acknowledged.
-    pub fn resend_from(&self, seq: u64) -> &[Envelope] {
-        let from = self.pending.partition_point(|e| e.channel_seq < seq);
-        &self.pending[from..]
-    }
 }
 
 #[cfg(test)]

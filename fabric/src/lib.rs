@@ -22,9 +22,10 @@
 //! - [`identity`]: each cell's ed25519 signing key (`identity.key`, mode 0600, in its data
 //!   directory) and the [`KeyRegistry`] of public keys kept in the meta cell;
 //! - [`envelope`]: signed, hash-chained envelopes handing work from cell to cell; the pure
-//!   [`envelope::receive`] check (typed [`Refusal`]s for every bad envelope; gap → resend,
-//!   duplicate → ack again, fork → refuse and alarm); the sender's [`Outbox`] and the
-//!   receiver's [`ChainHead`] are plain state, meant to be replicated.
+//!   [`envelope::verify`] and [`envelope::receive`] checks (typed [`Refusal`]s for every bad
+//!   envelope; gap → resend, duplicate → ack again, fork → refuse and alarm). The chain
+//!   rule is the board's one [`whip_board::chain::check`], also run by the receiving cell's
+//!   apply; outboxes and chain heads live in the cells' replicated state.
 //!
 //! - cell identities ([`identity`]: one ed25519 key per cell, generated at `fabric init`,
 //!   installed 0600 on every voter, public key in the map) and [`envelope`]s (signed,
@@ -50,7 +51,7 @@ mod router;
 
 use std::future::Future;
 
-pub use envelope::{ChainHead, Envelope, EnvelopeKind, Outbox, Refusal, Verdict};
+pub use envelope::{Envelope, EnvelopeKind, Refusal};
 pub use identity::{CellIdentity, KeyRegistry};
 pub use map::{FabricMap, RangeEntry};
 pub use mem::MemFabric;

@@ -34,9 +34,6 @@ pub const ENVELOPE_CLOCK_SKEW_MS_MAX: u64 = 30_000;
 /// How old an envelope may be when it arrives (a resend after an outage keeps its first
 /// `sent_at`); older ones are refused as skewed.
 pub const ENVELOPE_AGE_MS_MAX: u64 = 24 * 3_600_000;
-/// Envelopes one outbox channel holds unacknowledged; sending more is refused until acks
-/// come back, so a silent receiver cannot grow the sender's replicated state without bound.
-pub const OUTBOX_PENDING_MAX: usize = 256;
 /// How often a node's spill mover looks for due cell-tier tasks and queued envelopes.
 pub const MOVER_INTERVAL_MS: u64 = 200;
 /// Tasks handed off, or envelopes delivered, per cell and round.

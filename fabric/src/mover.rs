@@ -5,10 +5,12 @@
 //! channel's outbox head, seals an envelope with the cell's identity and proposes
 //! `HandoffSend`, which takes the task off the cell tier and queues the envelope in one
 //! apply. Delivery sends every queued envelope to a node of the receiving cell (`Deliver`),
-//! which verifies it and proposes `HandoffReceive`; an accepted or duplicate answer is
-//! acknowledged with `HandoffAck`, a gap resends from where the receiver is. A leader change
-//! on either side loses nothing (outbox and chain heads are replicated) and applies nothing
-//! twice (the chain dedups). A cell without a signing key records the handoff as failed.
+//! which verifies it and proposes `HandoffReceive`; the cell runs the board's chain check,
+//! whose typed refusal comes back with its stable code as the verdict. An accepted or
+//! duplicate answer is acknowledged with `HandoffAck`, a gap resends from where the
+//! receiver is. A leader change on either side loses nothing (outbox and chain heads are
+//! replicated) and applies nothing twice (the chain dedups). A cell without a signing key
+//! records the handoff as failed.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
@@ -477,7 +479,8 @@ pub(crate) async fn deliver(
     Ok(answer)
 }
 
-/// Fill `answer` from the receiving cell's outcomes; true when any envelope was applied.
+/// Fill `answer` from the receiving cell's outcomes; true when any envelope was applied. A
+/// refusal's verdict is its stable code (`gap`, `fork`, `broken_chain`, `zero_sequence`).
 fn read_outcomes(
     answer: &mut pb::DeliverResponse,
     outcomes: Vec<Outcome>,
@@ -491,17 +494,10 @@ fn read_outcomes(
             }
             Outcome::HandoffDuplicate { seq } => answer.applied_through = seq,
             Outcome::HandoffRefused {
-                reason,
+                refusal,
                 expected_seq,
             } => {
-                let verdict = if reason.starts_with("gap") {
-                    "gap"
-                } else if reason.starts_with("fork") {
-                    "fork"
-                } else {
-                    "broken_chain"
-                };
-                refuse(answer, verdict, reason);
+                refuse(answer, refusal.code(), refusal.to_string());
                 answer.expected_seq = expected_seq;
             }
             other => return Err(CellError::Fatal(format!("unexpected answer {other:?}"))),

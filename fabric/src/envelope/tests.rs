@@ -1,13 +1,15 @@
 //! Goal: every bad envelope is refused with its own typed reason, and a channel applies each
 //! envelope exactly once and in order whatever the network does. Method: hand-made cases for
-//! each refusal, then a property that drives an outbox's envelopes through `receive` with
-//! random drops, duplicates, reorders, lost acks and resends.
+//! each refusal, then a property that drives a sender's envelopes through `receive` (and so
+//! through the board's one chain check) with random drops, duplicates, reorders, lost acks
+//! and resends.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 
 use super::*;
+use crate::identity::to_hex;
 
 const SENDER: u64 = 1;
 const RECEIVER: u64 = 2;
@@ -31,57 +33,103 @@ fn registry() -> KeyRegistry {
     registry
 }
 
-/// A receiver of one channel: its head, the hashes it accepted, and what it applied.
+/// A receiver of one channel: its head (sequence and hash) and what it applied.
 #[derive(Default)]
 struct Receiver {
-    head: Option<ChainHead>,
-    accepted: BTreeMap<u64, [u8; 32]>,
+    head: (u64, [u8; 32]),
     applied: Vec<u64>,
 }
 
 impl Receiver {
-    fn take(&mut self, envelope: &Envelope) -> Result<Verdict, Refusal> {
+    fn take(&mut self, envelope: &Envelope) -> Result<ChainStep, Refusal> {
         self.take_at(envelope, NOW_MS)
     }
 
-    fn take_at(&mut self, envelope: &Envelope, now_ms: u64) -> Result<Verdict, Refusal> {
-        let verdict = receive(
+    fn take_at(&mut self, envelope: &Envelope, now_ms: u64) -> Result<ChainStep, Refusal> {
+        let head = Head {
+            seq: self.head.0,
+            hash: &self.head.1,
+        };
+        let step = receive(
             &registry(),
             RECEIVER,
-            self.head.as_ref(),
-            |seq| self.accepted.get(&seq).copied(),
+            head,
             envelope,
             now_ms,
             &Limits::default(),
         )?;
-        if let Verdict::Accept { new_head } = verdict {
-            self.head = Some(new_head);
-            self.accepted.insert(new_head.seq, new_head.hash);
+        if step == ChainStep::Accept {
+            self.head = (envelope.channel_seq, envelope.hash());
             self.applied.push(envelope.channel_seq);
         }
-        Ok(verdict)
+        Ok(step)
+    }
+}
+
+/// The sending half of one channel as the board's outbox keeps it: the next sequence, the
+/// hash to chain from, and the envelopes not yet acknowledged, oldest first.
+struct Outbox {
+    next_seq: u64,
+    last_hash: [u8; 32],
+    pending: Vec<Envelope>,
+}
+
+impl Outbox {
+    fn new() -> Self {
+        Outbox {
+            next_seq: 1,
+            last_hash: [0; 32],
+            pending: Vec::new(),
+        }
+    }
+
+    /// Seal the channel's next envelope and keep it until acknowledged.
+    fn send(&mut self, sent_at_ms: u64, kind: EnvelopeKind, payload: Vec<u8>) -> Envelope {
+        let (seq, prev) = (self.next_seq, self.last_hash);
+        let envelope = Envelope::seal(
+            &sender(),
+            SENDER,
+            RECEIVER,
+            seq,
+            prev,
+            sent_at_ms,
+            0,
+            kind,
+            payload,
+        );
+        self.next_seq += 1;
+        self.last_hash = envelope.hash();
+        self.pending.push(envelope.clone());
+        envelope
+    }
+
+    /// The receiver has everything up to `seq`.
+    fn ack(&mut self, seq: u64) {
+        let acknowledged = self.pending.partition_point(|e| e.channel_seq <= seq);
+        self.pending.drain(..acknowledged);
+    }
+
+    /// The pending envelopes from `seq` on.
+    fn resend_from(&self, seq: u64) -> &[Envelope] {
+        let from = self.pending.partition_point(|e| e.channel_seq < seq);
+        &self.pending[from..]
     }
 }
 
 /// `count` envelopes of one channel, sent one second apart ending at `NOW_MS`.
 fn chain(count: u64) -> Vec<Envelope> {
-    let mut outbox = Outbox::new(SENDER, RECEIVER);
+    let mut outbox = Outbox::new();
     (1..=count)
         .map(|i| {
             let sent_at_ms = NOW_MS - (count - i) * 1_000;
             let payload = format!("task {i}").into_bytes();
-            outbox
-                .send(
-                    Some(&sender()),
-                    &Limits::default(),
-                    sent_at_ms,
-                    0,
-                    EnvelopeKind::TaskHandoff,
-                    payload,
-                )
-                .unwrap()
+            outbox.send(sent_at_ms, EnvelopeKind::TaskHandoff, payload)
         })
         .collect()
+}
+
+fn chained(refusal: HandoffRefusal) -> Refusal {
+    Refusal::Chain(refusal)
 }
 
 fn one(payload: Vec<u8>, hops: u32, sent_at_ms: u64) -> Envelope {
@@ -103,12 +151,8 @@ fn a_chain_of_envelopes_is_accepted_in_order() {
     let envelopes = chain(5);
     let mut receiver = Receiver::default();
     for envelope in &envelopes {
-        let verdict = receiver.take(envelope).unwrap();
-        let expected = ChainHead {
-            seq: envelope.channel_seq,
-            hash: envelope.hash(),
-        };
-        assert_eq!(verdict, Verdict::Accept { new_head: expected });
+        assert_eq!(receiver.take(envelope), Ok(ChainStep::Accept));
+        assert_eq!(receiver.head, (envelope.channel_seq, envelope.hash()));
     }
     assert_eq!(receiver.applied, vec![1, 2, 3, 4, 5]);
     assert_eq!(envelopes[0].prev_hash, [0; 32]);
@@ -211,27 +255,16 @@ fn a_replay_is_acknowledged_again_and_not_applied() {
     }
     assert_eq!(
         receiver.take(&envelopes[2]),
-        Ok(Verdict::Duplicate),
+        Ok(ChainStep::Duplicate),
         "the head"
     );
+    // The receiver keeps only its head's hash, and still applies nothing twice.
     assert_eq!(
         receiver.take(&envelopes[0]),
-        Ok(Verdict::Duplicate),
+        Ok(ChainStep::Duplicate),
         "below the head"
     );
     assert_eq!(receiver.applied, vec![1, 2, 3], "applied once each");
-    let head = receiver.head;
-    // A receiver that no longer keeps old hashes still applies nothing twice.
-    let verdict = receive(
-        &registry(),
-        RECEIVER,
-        head.as_ref(),
-        |_| None,
-        &envelopes[0],
-        NOW_MS,
-        &Limits::default(),
-    );
-    assert_eq!(verdict, Ok(Verdict::Duplicate));
 }
 
 #[test]
@@ -239,20 +272,20 @@ fn an_envelope_ahead_of_its_turn_asks_for_a_resend() {
     let envelopes = chain(3);
     let mut receiver = Receiver::default();
     receiver.take(&envelopes[0]).unwrap();
-    assert_eq!(
-        receiver.take(&envelopes[2]),
-        Err(Refusal::Gap {
-            expected_seq: 2,
-            got_seq: 3
-        })
-    );
+    let gap = chained(HandoffRefusal::Gap {
+        expected_seq: 2,
+        got_seq: 3,
+    });
+    assert_eq!(receiver.take(&envelopes[2]), Err(gap.clone()));
+    assert_eq!(gap.code(), "gap");
+    assert!(!gap.raises_alarm());
     let mut fresh = Receiver::default();
     assert_eq!(
         fresh.take(&envelopes[1]),
-        Err(Refusal::Gap {
+        Err(chained(HandoffRefusal::Gap {
             expected_seq: 1,
             got_seq: 2
-        })
+        }))
     );
     receiver.take(&envelopes[1]).unwrap();
     receiver.take(&envelopes[2]).unwrap();
@@ -260,15 +293,15 @@ fn an_envelope_ahead_of_its_turn_asks_for_a_resend() {
 }
 
 #[test]
-fn another_envelope_at_an_accepted_sequence_is_a_fork() {
+fn another_envelope_at_the_head_is_a_fork() {
     let envelopes = chain(3);
     let mut receiver = Receiver::default();
     for envelope in &envelopes {
         receiver.take(envelope).unwrap();
     }
-    for at in [1, 3] {
+    let forge = |at: u64| {
         let original = &envelopes[at as usize - 1];
-        let forged = Envelope::seal(
+        Envelope::seal(
             &sender(),
             SENDER,
             RECEIVER,
@@ -278,18 +311,14 @@ fn another_envelope_at_an_accepted_sequence_is_a_fork() {
             0,
             EnvelopeKind::TaskHandoff,
             b"something else".to_vec(),
-        );
-        let refusal = receiver.take(&forged).unwrap_err();
-        assert_eq!(
-            refusal,
-            Refusal::Fork {
-                seq: at,
-                known_hash: original.hash(),
-                got_hash: forged.hash()
-            }
-        );
-        assert!(refusal.raises_alarm());
-    }
+        )
+    };
+    let refusal = receiver.take(&forge(3)).unwrap_err();
+    assert_eq!(refusal, chained(HandoffRefusal::Fork { seq: 3 }));
+    assert_eq!(refusal.code(), "fork");
+    assert!(refusal.raises_alarm());
+    // Below the head the receiver keeps no hash: acknowledged, never applied.
+    assert_eq!(receiver.take(&forge(1)), Ok(ChainStep::Duplicate));
     assert_eq!(receiver.applied, vec![1, 2, 3]);
 }
 
@@ -310,7 +339,8 @@ fn an_envelope_not_linked_to_the_head_breaks_the_chain() {
         b"task 2".to_vec(),
     );
     let refusal = receiver.take(&unlinked).unwrap_err();
-    assert_eq!(refusal, Refusal::BrokenChain { seq: 2 });
+    assert_eq!(refusal, chained(HandoffRefusal::BrokenChain { seq: 2 }));
+    assert_eq!(refusal.code(), "broken_chain");
     assert!(refusal.raises_alarm());
     let first_with_a_past = Envelope::seal(
         &sender(),
@@ -325,8 +355,13 @@ fn an_envelope_not_linked_to_the_head_breaks_the_chain() {
     );
     assert_eq!(
         Receiver::default().take(&first_with_a_past),
-        Err(Refusal::BrokenChain { seq: 1 })
+        Err(chained(HandoffRefusal::BrokenChain { seq: 1 }))
     );
+}
+
+#[test]
+fn sequence_zero_is_refused_on_an_empty_head_and_on_a_later_one() {
+    let mut receiver = Receiver::default();
     let zero = Envelope::seal(
         &sender(),
         SENDER,
@@ -338,11 +373,24 @@ fn an_envelope_not_linked_to_the_head_breaks_the_chain() {
         EnvelopeKind::TaskHandoff,
         Vec::new(),
     );
+    let refusal = receiver.take(&zero).unwrap_err();
     assert_eq!(
-        receiver.take(&zero),
-        Err(Refusal::BrokenChain { seq: 0 }),
+        refusal,
+        chained(HandoffRefusal::ZeroSequence),
         "sequences start at 1"
     );
+    assert_eq!(refusal.code(), "zero_sequence");
+    assert!(!refusal.raises_alarm(), "malformed, not a disagreement");
+    receiver.take(&chain(1)[0]).unwrap();
+    assert_eq!(receiver.take(&zero), Err(refusal));
+    // Found before any signature work, like the other shape checks.
+    let mut unsigned = zero.clone();
+    unsigned.signature = [0; 64];
+    assert_eq!(
+        Receiver::default().take(&unsigned),
+        Err(chained(HandoffRefusal::ZeroSequence))
+    );
+    assert_eq!(receiver.applied, vec![1]);
 }
 
 #[test]
@@ -559,115 +607,6 @@ fn the_canonical_layout_is_pinned() {
 const PINNED_HASH: &str = "fbe0d1ac3528039bad87fd6a56bfa3d3ce422b15573b16e58b75b2e064414e41";
 
 #[test]
-fn a_cell_without_a_signing_key_refuses_to_hand_off() {
-    let mut outbox = Outbox::new(SENDER, RECEIVER);
-    let before = outbox.clone();
-    let refusal = outbox
-        .send(
-            None,
-            &Limits::default(),
-            NOW_MS,
-            0,
-            EnvelopeKind::TaskSpill,
-            b"task".to_vec(),
-        )
-        .unwrap_err();
-    assert_eq!(refusal, Refusal::NoSigningKey);
-    assert_eq!(outbox, before, "nothing was queued or numbered");
-}
-
-#[test]
-fn the_outbox_keeps_envelopes_until_acknowledged() {
-    let limits = Limits::default();
-    let mut outbox = Outbox::new(SENDER, RECEIVER);
-    let sent: Vec<Envelope> = (0..5)
-        .map(|_| {
-            outbox
-                .send(
-                    Some(&sender()),
-                    &limits,
-                    NOW_MS,
-                    0,
-                    EnvelopeKind::Message,
-                    vec![1],
-                )
-                .unwrap()
-        })
-        .collect();
-    assert_eq!(outbox.next_seq(), 6);
-    assert_eq!(outbox.last_hash(), sent[4].hash());
-    assert_eq!(outbox.pending(), &sent[..]);
-    assert_eq!(outbox.resend_from(3), &sent[2..]);
-    assert_eq!(outbox.ack(2), 2);
-    assert_eq!(outbox.ack(2), 0, "acks repeat harmlessly");
-    assert_eq!(outbox.ack(1), 0, "and arrive late harmlessly");
-    assert_eq!(
-        outbox.resend_from(1),
-        &sent[2..],
-        "acknowledged ones are gone"
-    );
-    assert_eq!(outbox.resend_from(9), &[] as &[Envelope]);
-    let stored = postcard::to_allocvec(&outbox).unwrap();
-    let mut restored: Outbox = postcard::from_bytes(&stored).unwrap();
-    assert_eq!(restored, outbox, "the outbox is plain replicable state");
-    let next = restored
-        .send(
-            Some(&sender()),
-            &limits,
-            NOW_MS,
-            0,
-            EnvelopeKind::Message,
-            vec![2],
-        )
-        .unwrap();
-    assert_eq!((next.channel_seq, next.prev_hash), (6, sent[4].hash()));
-    assert_eq!(restored.ack(u64::MAX), 4);
-    assert!(restored.pending().is_empty());
-}
-
-#[test]
-fn the_outbox_refuses_what_the_receiver_would_and_stays_bounded() {
-    let limits = Limits {
-        payload_bytes_max: 4,
-        hops_max: 1,
-        clock_skew_ms_max: 0,
-        age_ms_max: 0,
-    };
-    let mut outbox = Outbox::new(SENDER, RECEIVER);
-    let send = |outbox: &mut Outbox, hops, payload: &[u8]| {
-        outbox.send(
-            Some(&sender()),
-            &limits,
-            NOW_MS,
-            hops,
-            EnvelopeKind::TaskSpill,
-            payload.to_vec(),
-        )
-    };
-    assert_eq!(
-        send(&mut outbox, 0, b"12345"),
-        Err(Refusal::PayloadTooLarge { bytes: 5, max: 4 })
-    );
-    assert_eq!(
-        send(&mut outbox, 2, b""),
-        Err(Refusal::TooManyHops { hops: 2, max: 1 })
-    );
-    assert_eq!(outbox.next_seq(), 1, "refusals number nothing");
-    for _ in 0..OUTBOX_PENDING_MAX {
-        send(&mut outbox, 1, b"1234").unwrap();
-    }
-    assert_eq!(
-        send(&mut outbox, 0, b""),
-        Err(Refusal::OutboxFull {
-            pending: OUTBOX_PENDING_MAX,
-            max: OUTBOX_PENDING_MAX
-        })
-    );
-    outbox.ack(1);
-    assert!(send(&mut outbox, 0, b"").is_ok(), "an ack makes room");
-}
-
-#[test]
 fn refusals_read_as_lowercase_sentences_with_their_numbers() {
     let cases = [
         (
@@ -703,46 +642,40 @@ fn refusals_read_as_lowercase_sentences_with_their_numbers() {
             "envelope sent at 100 ms is 40000 ms from now (40100 ms), max skew is 30000 ms",
         ),
         (
-            Refusal::Gap {
+            Refusal::NoChannel { from: 2, to: 2 },
+            "no channel runs from cell 2 to cell 2 (to itself or the meta cell)",
+        ),
+        (
+            chained(HandoffRefusal::Gap {
                 expected_seq: 2,
                 got_seq: 3,
-            },
-            "envelope 3 arrived before 2, resend from 2",
+            }),
+            "gap: expected sequence 2, got 3",
         ),
         (
-            Refusal::BrokenChain { seq: 4 },
-            "envelope 4 does not follow the last accepted one (previous hash differs)",
+            chained(HandoffRefusal::Fork { seq: 3 }),
+            "fork at sequence 3: another envelope was applied there",
         ),
         (
-            Refusal::NoSigningKey,
-            "this cell has no signing key, handoff refused",
+            chained(HandoffRefusal::BrokenChain { seq: 4 }),
+            "broken chain at sequence 4: the previous hash is not the last applied one's",
         ),
         (
-            Refusal::OutboxFull {
-                pending: 256,
-                max: 256,
-            },
-            "outbox holds 256 unacknowledged envelopes, max is 256",
+            chained(HandoffRefusal::ZeroSequence),
+            "sequence 0: channel sequences start at 1",
         ),
     ];
     for (refusal, text) in cases {
         assert_eq!(refusal.to_string(), text);
-        let alarm = matches!(refusal, Refusal::BrokenChain { .. });
+        let alarm = matches!(
+            refusal,
+            Refusal::Chain(HandoffRefusal::Fork { .. } | HandoffRefusal::BrokenChain { .. })
+        );
         assert_eq!(refusal.raises_alarm(), alarm, "{refusal}");
+        if let Refusal::Chain(chain) = &refusal {
+            assert_eq!(refusal.code(), chain.code(), "the board's code, unchanged");
+        }
     }
-    let fork = Refusal::Fork {
-        seq: 3,
-        known_hash: [0xab; 32],
-        got_hash: [0xcd; 32],
-    };
-    assert_eq!(
-        fork.to_string(),
-        format!(
-            "fork at envelope 3: accepted hash {}, got {}",
-            "ab".repeat(32),
-            "cd".repeat(32)
-        )
-    );
 }
 
 /// One thing the network or the sender does next.
@@ -785,9 +718,7 @@ struct Seen {
 /// envelope must be applied exactly once and in order, and no delivery may be refused for
 /// anything but a gap.
 fn run(total: u64, steps: &[Step]) -> Result<Seen, TestCaseError> {
-    let identity = sender();
-    let limits = Limits::default();
-    let mut outbox = Outbox::new(SENDER, RECEIVER);
+    let mut outbox = Outbox::new();
     let mut receiver = Receiver::default();
     let mut wire: Vec<Envelope> = Vec::new();
     let mut seen = Seen::default();
@@ -801,9 +732,9 @@ fn run(total: u64, steps: &[Step]) -> Result<Seen, TestCaseError> {
         let verdict = receiver.take(envelope);
         let reply_lost = std::mem::take(lose_reply);
         match verdict {
-            Ok(Verdict::Accept { .. }) => seen.accepts += 1,
-            Ok(Verdict::Duplicate) => seen.duplicates += 1,
-            Err(Refusal::Gap { expected_seq, .. }) => {
+            Ok(ChainStep::Accept) => seen.accepts += 1,
+            Ok(ChainStep::Duplicate) => seen.duplicates += 1,
+            Err(Refusal::Chain(HandoffRefusal::Gap { expected_seq, .. })) => {
                 seen.gaps += 1;
                 if !reply_lost {
                     wire.extend_from_slice(outbox.resend_from(expected_seq));
@@ -823,19 +754,9 @@ fn run(total: u64, steps: &[Step]) -> Result<Seen, TestCaseError> {
         Ok(())
     };
     let send = |outbox: &mut Outbox, wire: &mut Vec<Envelope>| {
-        if outbox.next_seq() <= total {
-            let payload = outbox.next_seq().to_le_bytes().to_vec();
-            let envelope = outbox
-                .send(
-                    Some(&identity),
-                    &limits,
-                    NOW_MS,
-                    0,
-                    EnvelopeKind::TaskSpill,
-                    payload,
-                )
-                .expect("the outbox has room");
-            wire.push(envelope);
+        if outbox.next_seq <= total {
+            let payload = outbox.next_seq.to_le_bytes().to_vec();
+            wire.push(outbox.send(NOW_MS, EnvelopeKind::TaskSpill, payload));
         }
     };
     for &step in steps {
@@ -884,7 +805,7 @@ fn run(total: u64, steps: &[Step]) -> Result<Seen, TestCaseError> {
         send(&mut outbox, &mut wire);
     }
     let mut rounds = 0;
-    while !outbox.pending().is_empty() || !wire.is_empty() {
+    while !outbox.pending.is_empty() || !wire.is_empty() {
         rounds += 1;
         prop_assert!(rounds <= 2 * total + 4, "the channel does not drain");
         wire.extend_from_slice(outbox.resend_from(1));
@@ -900,7 +821,7 @@ fn run(total: u64, steps: &[Step]) -> Result<Seen, TestCaseError> {
     }
     let expected: Vec<u64> = (1..=total).collect();
     prop_assert_eq!(&receiver.applied, &expected, "applied once each, in order");
-    prop_assert_eq!(outbox.next_seq(), total + 1);
+    prop_assert_eq!(outbox.next_seq, total + 1);
     Ok(seen)
 }
 
