@@ -164,6 +164,13 @@ impl Trust {
             Trust::Server => "server",
         }
     }
+
+    /// The trust a code names.
+    pub fn parse(text: &str) -> Option<Trust> {
+        [Trust::Untrusted, Trust::Authority, Trust::Server]
+            .into_iter()
+            .find(|trust| trust.code() == text)
+    }
 }
 
 /// What a message says.
@@ -175,6 +182,9 @@ pub struct MailBody {
     pub payload: Option<String>,
     /// The id of the message it answers (required for a `reply`).
     pub in_reply_to: Option<String>,
+    /// Where the sender wants replies (default: its own agent mailbox); a workflow's ask
+    /// names its instance's entry.
+    pub reply_to: Option<Address>,
     /// A conversation name the sender chose (named on the wire in `cell::convert`).
     pub conversation: Option<String>,
 }
@@ -468,6 +478,9 @@ pub(crate) fn check(command: &Command) -> Result<(), String> {
     match command {
         Command::MailSend { to, kind, body } => {
             to.check()?;
+            if let Some(reply_to) = &body.reply_to {
+                reply_to.check()?;
+            }
             check_body(*kind, body)
         }
         Command::MailAck { address, .. } | Command::MailRelease { address, .. } => address.check(),

@@ -201,6 +201,25 @@ pub enum WorkAnswer {
     Gone,
 }
 
+/// How a mail send ended, as the engine sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MailAnswer {
+    /// In the mailbox.
+    Delivered {
+        /// The message's id (`{address}#{seq}`).
+        id: String,
+        /// How far the recipient may rely on it.
+        trust: whip_board::mail::Trust,
+    },
+    /// Refused by the mailbox's cell.
+    Refused {
+        /// The refusal's stable code (`not_authorized`, `mailbox_full`, …).
+        reason: String,
+        /// Its text.
+        message: String,
+    },
+}
+
 /// How a board write ended, as the engine sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BoardAnswer {
@@ -364,6 +383,28 @@ pub trait FabricClient: Send + Sync + 'static {
         id: String,
         idempotency_key: String,
     ) -> impl Future<Output = FabricResult<WorkAnswer>> + Send;
+    /// Deliver a message as the caller (the server stamps it as the sender).
+    fn mail_send(
+        &self,
+        to: whip_board::mail::Address,
+        kind: whip_board::mail::MailType,
+        body: whip_board::mail::MailBody,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<MailAnswer>> + Send;
+    /// Deliverable messages of `address` after `after_seq`, at most `limit`, in order.
+    fn mail_inbox(
+        &self,
+        address: whip_board::mail::Address,
+        after_seq: u64,
+        limit: u32,
+    ) -> impl Future<Output = FabricResult<Vec<whip_board::mail::MailView>>> + Send;
+    /// Take the messages of `address` through `through_seq` out of it.
+    fn mail_ack(
+        &self,
+        address: whip_board::mail::Address,
+        through_seq: u64,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<()>> + Send;
     /// Entries of one ledger (one partition or all) after `after_seq`.
     fn ledger_list(
         &self,

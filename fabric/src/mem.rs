@@ -337,6 +337,57 @@ impl FabricClient for MemFabric {
     async fn work_revoke(&self, id: String, key: String) -> FabricResult<WorkAnswer> {
         mem_work_answer(self.apply(Command::WorkRevoke { id }, key)?)
     }
+
+    async fn mail_send(
+        &self,
+        to: whip_board::mail::Address,
+        kind: whip_board::mail::MailType,
+        body: whip_board::mail::MailBody,
+        key: String,
+    ) -> FabricResult<MailAnswer> {
+        match self.apply(Command::MailSend { to, kind, body }, key)? {
+            Outcome::MailDelivered { id, trust, .. } => Ok(MailAnswer::Delivered { id, trust }),
+            Outcome::MailRefused { refusal } => Ok(MailAnswer::Refused {
+                reason: refusal.code().into(),
+                message: refusal.to_string(),
+            }),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn mail_inbox(
+        &self,
+        address: whip_board::mail::Address,
+        after_seq: u64,
+        limit: u32,
+    ) -> FabricResult<Vec<whip_board::mail::MailView>> {
+        let query = Query::MailInbox {
+            address,
+            after_seq,
+            limit,
+            quarantined: false,
+        };
+        match self.read(query) {
+            QueryResult::Mail(mail) => Ok(mail),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn mail_ack(
+        &self,
+        address: whip_board::mail::Address,
+        through_seq: u64,
+        key: String,
+    ) -> FabricResult<()> {
+        let ack = Command::MailAck {
+            address,
+            through_seq,
+        };
+        match self.apply(ack, key)? {
+            Outcome::MailAcked { .. } => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
 }
 
 /// The agent every board call of a [`MemFabric`] acts as (there is no authentication).

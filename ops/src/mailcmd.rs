@@ -131,6 +131,7 @@ async fn mail_on(global: &Global, c: &CellClient, cmd: MailCommand) -> Result<Ex
                 in_reply_to,
                 thread,
                 idempotency_key: String::new(),
+                reply_to: None,
             };
             Ok(sent(global, &c.mail_send(request).await?))
         }
@@ -214,20 +215,25 @@ async fn reply(
             address.code()
         );
     };
-    if original.from == "operator" || original.from == "server" {
+    if original.reply_to.is_none() && (original.from == "operator" || original.from == "server") {
         bail!(
             "message {id} came from the {}, which has no mailbox",
             original.from
         );
     }
+    let to = original
+        .reply_to
+        .clone()
+        .unwrap_or_else(|| format!("agent:{}", original.from));
     let request = pb::MailSendRequest {
-        to: format!("agent:{}", original.from),
+        to,
         r#type: pb::MailType::Reply.into(),
         text,
         payload: payload.map(|p| checked_json(&p)).transpose()?,
         in_reply_to: Some(id),
         thread: original.thread,
         idempotency_key: String::new(),
+        reply_to: None,
     };
     Ok(sent(global, &c.mail_send(request).await?))
 }
@@ -324,7 +330,7 @@ fn message_json(m: &pb::MailMessage) -> Value {
     json!({
         "id": m.id, "seq": m.seq, "to": m.to, "from": m.from, "type": type_name(m.r#type),
         "text": m.text, "payload": payload, "in_reply_to": m.in_reply_to, "thread": m.thread,
-        "trust": m.trust, "at": time_text(m.at_ms),
+        "trust": m.trust, "at": time_text(m.at_ms), "reply_to": m.reply_to,
         "released_by": (!m.released_by.is_empty()).then_some(&m.released_by),
         "screen": {"verdict": screen.verdict, "findings": findings,
             "rules_version": screen.rules_version},

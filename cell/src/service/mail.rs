@@ -76,6 +76,7 @@ fn message_pb(view: MailView) -> pb::MailMessage {
         payload: view.body.payload,
         in_reply_to: view.body.in_reply_to,
         thread: view.body.conversation,
+        reply_to: view.body.reply_to.map(|a| a.code()),
         trust: view.trust.code().into(),
         screen: Some(pb::MailScreen {
             verdict: view.screen.verdict.code().into(),
@@ -110,6 +111,7 @@ impl CellApi {
                 payload: req.payload,
                 in_reply_to: req.in_reply_to,
                 conversation: req.thread,
+                reply_to: req.reply_to.as_deref().map(address).transpose()?,
             },
         };
         let mut r = pb::MailSendResponse::default();
