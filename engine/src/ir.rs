@@ -209,19 +209,7 @@ fn workflow(wf: &Wf) -> Workflow {
         );
         resources.push(resource("ledger", name, &r.owner, params));
     }
-    for (name, r) in &wf.trackers {
-        let provider = r
-            .decl
-            .provider
-            .as_ref()
-            .map_or("builtin".into(), |p| p.name.clone());
-        resources.push(resource(
-            "tracker",
-            name,
-            &r.owner,
-            vec![("provider".into(), provider)],
-        ));
-    }
+    tracker_and_channel_resources(wf, &mut resources);
     Workflow {
         name: wf.name.name.clone(),
         tags: wf.tags.clone(),
@@ -240,6 +228,25 @@ fn workflow(wf: &Wf) -> Workflow {
             .collect(),
         rules: wf.rules.iter().map(|(tags, r, _)| rule(tags, r)).collect(),
         asserts: wf.asserts.iter().map(expr).collect(),
+    }
+}
+
+fn tracker_and_channel_resources(wf: &Wf, resources: &mut Vec<Resource>) {
+    for (name, r) in &wf.trackers {
+        let provider = r
+            .decl
+            .provider
+            .as_ref()
+            .map_or("builtin".into(), |p| p.name.clone());
+        let params = vec![("provider".into(), provider)];
+        resources.push(resource("tracker", name, &r.owner, params));
+    }
+    for (name, r) in &wf.channels {
+        let mut params = vec![("provider".into(), "fabric".into())];
+        if let Some((kind, to)) = &r.decl.to {
+            params.push(("to".into(), format!("{}:{}", kind.name, to.value)));
+        }
+        resources.push(resource("channel", name, &r.owner, params));
     }
 }
 
@@ -270,6 +277,7 @@ fn rule(tags: &[String], r: &Rule) -> RulePlan {
                 WhenKind::Fact(c) => format!("fact {}", c.name),
                 WhenKind::ReadyIssue(t) => format!("ready issue in {}", t.name),
                 WhenKind::Runtime(p) => format!("runtime {}", dotted(p)),
+                WhenKind::Message(c) => format!("message from {}", c.name),
             },
             binding: w.binding.as_ref().map(|b| b.name.clone()),
             guards: Vec::new(),
@@ -461,6 +469,18 @@ fn effect_parts(k: &StmtKind) -> Option<(String, Option<String>, String)> {
                 .as_ref()
                 .map_or(String::new(), |o| format!(" {}", object(o)));
             ("finish".into(), b(x), format!("{}{o}", i.name))
+        }
+        StmtKind::Send(m) => {
+            let (kind, word) = match m.kind {
+                SendKind::Ask => ("message.ask", " ask"),
+                SendKind::Directive => ("message.send", " directive"),
+                SendKind::Inform => ("message.send", ""),
+            };
+            let within = m.within.map_or(String::new(), |d| {
+                format!(" within {}", duration(d.seconds))
+            });
+            let detail = format!("via {}{word} {}{within}", m.channel.name, object(&m.body));
+            (kind.into(), b(&m.binding), detail)
         }
         _ => return None,
     })

@@ -31,3 +31,7 @@ pub const WAIT_SLEEP_MS_MAX: u64 = 1_000;
 /// Ready issues of one tracker a step observes for `has ready issue` (the oldest first);
 /// the rest show up as those are claimed.
 pub const READY_ISSUES_OBSERVED_MAX: u32 = 1_000;
+/// Messages one drain admits into an instance before a step (the rest wait for the next).
+pub const MAIL_DRAIN_MAX: u32 = 64;
+/// How often `whip run --wait` looks at the mailbox of an instance that declares channels.
+pub const MAIL_WAIT_LOOK_MS: u64 = 250;

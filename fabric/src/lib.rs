@@ -63,6 +63,7 @@ pub use whip_board::{
     Command, Outcome, Query, QueryResult, Reset, ResourceId, TRACKER_TEAM_PREFIX, TaskState,
     TaskView,
 };
+pub use whip_board::{mail, screen};
 
 /// An operating failure talking to the fabric (business results are [`Outcome`]s).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -51,6 +51,19 @@ pub(crate) enum EngineCommand {
     Cancel { id: String },
     /// Queue a failed or timed-out effect again with a new attempt.
     Retry { id: String, effect: String },
+    /// Send a message into an instance's mailbox; its next step admits it as a
+    /// `message.received` fact on channel CHANNEL (`when message from CHANNEL`).
+    Message {
+        id: String,
+        #[arg(long)]
+        channel: String,
+        #[arg(long)]
+        text: String,
+        /// A directive (delivered only from the instance's authority: its owner's parent
+        /// entries' owners or the operator) instead of an inform.
+        #[arg(long)]
+        directive: bool,
+    },
     /// Leases held by instances: `<owner>::<lease>/<key> held by <holder> (expires …)`.
     Leases { name: Option<String> },
     /// Counters: `<owner>::<counter>/<key> consumed=<n> period=<p>`.
@@ -260,6 +273,12 @@ async fn dispatch(global: &Global, engine: &Eng, cmd: EngineCommand) -> Result<E
         EngineCommand::Pause { id } => transition(global, engine, &id, "paused").await,
         EngineCommand::Resume { id } => transition(global, engine, &id, "running").await,
         EngineCommand::Cancel { id } => transition(global, engine, &id, "cancelled").await,
+        EngineCommand::Message {
+            id,
+            channel,
+            text,
+            directive,
+        } => message(global, engine, &id, (&channel, &text), directive).await,
         EngineCommand::Retry { id, effect } => {
             let seq = engine.retry(&id, &effect).await.map_err(engine_error)?;
             let text = format!("{id} updated at event #{seq}");
@@ -675,4 +694,33 @@ pub(crate) async fn bench_engine(
         pct(0.99)
     );
     print(global, value, vec![text])
+}
+
+/// `whip message ID --channel C --text T`: mail into an instance's entry mailbox.
+async fn message(
+    global: &Global,
+    engine: &Eng,
+    id: &str,
+    (channel, text): (&str, &str),
+    directive: bool,
+) -> Result<ExitCode> {
+    let answer = engine
+        .message(id, channel, text, directive)
+        .await
+        .map_err(engine_error)?;
+    match answer {
+        whip_fabric::MailAnswer::Delivered { id: mail, trust } => {
+            let trust = trust.code();
+            let value = json!({"outcome": "delivered", "id": mail, "trust": trust});
+            print(global, value, vec![format!("delivered {mail} ({trust})")])
+        }
+        whip_fabric::MailAnswer::Refused { reason, message } => {
+            if global.json {
+                crate::output::json(&json!({"outcome": "refused", "reason": reason,
+                    "error": message}));
+            }
+            eprintln!("refused ({reason}): {message}");
+            Ok(ExitCode::from(1))
+        }
+    }
 }

@@ -21,6 +21,7 @@ const PREDICATES: &[&str] = &[
     "contended",
     "ok",
     "over",
+    "replied",
 ];
 
 impl Cx<'_> {
@@ -345,30 +346,38 @@ impl Cx<'_> {
                         self.err("lease.held_forever", a.span, msg, help);
                     }
                 }
-                EffectKind::Consume => {
-                    for a in afters.iter().filter(|a| a.predicate == "succeeds") {
-                        let msg = format!(
-                            "{} observes counter consume `{}` with `succeeds`, which \
-                            also matches an Over outcome (the consume op completes either way)",
-                            self.subject, e.name
-                        );
-                        let help = format!(
-                            "observe `after {0} ok {{ … }}` and `after {0} over \
-                                            {{ … }}`",
-                            e.name
-                        );
-                        self.err("counter.succeeds", a.span, msg, help);
-                    }
-                    if e.name.is_empty() {
-                        continue;
-                    }
-                    for outcome in ["ok", "over"] {
-                        if !has(outcome) {
-                            self.unhandled(&e.name, outcome, "counter consume", e.span);
+                EffectKind::Consume => self.consume_outcomes(&e, &afters),
+                EffectKind::Ask => {
+                    for outcome in ["replied", "times out"] {
+                        if !has(outcome) && !e.name.is_empty() {
+                            self.unhandled(&e.name, outcome, "ask", e.span);
                         }
                     }
                 }
                 _ => {}
+            }
+        }
+    }
+
+    fn consume_outcomes(&mut self, e: &crate::check::cx::Effect, afters: &[AfterUse]) {
+        for a in afters.iter().filter(|a| a.predicate == "succeeds") {
+            let msg = format!(
+                "{} observes counter consume `{}` with `succeeds`, which \
+                also matches an Over outcome (the consume op completes either way)",
+                self.subject, e.name
+            );
+            let help = format!(
+                "observe `after {0} ok {{ … }}` and `after {0} over {{ … }}`",
+                e.name
+            );
+            self.err("counter.succeeds", a.span, msg, help);
+        }
+        if e.name.is_empty() {
+            return;
+        }
+        for outcome in ["ok", "over"] {
+            if !afters.iter().any(|a| a.predicate == outcome) {
+                self.unhandled(&e.name, outcome, "counter consume", e.span);
             }
         }
     }
@@ -423,7 +432,12 @@ impl Cx<'_> {
             let e = &self.effects[i];
             let observable = matches!(
                 e.kind,
-                EffectKind::Invoke | EffectKind::FileIssue | EffectKind::Claim | EffectKind::Finish
+                EffectKind::Invoke
+                    | EffectKind::FileIssue
+                    | EffectKind::Claim
+                    | EffectKind::Finish
+                    | EffectKind::Send
+                    | EffectKind::Ask
             );
             if !observable || e.name.is_empty() || e.kind.is_coordination() {
                 continue;
@@ -538,6 +552,8 @@ fn predicate_fits(kind: EffectKind, pred: &str) -> bool {
     match pred {
         "held" | "contended" => kind == EffectKind::Acquire,
         "ok" | "over" => kind == EffectKind::Consume,
+        "replied" => kind == EffectKind::Ask,
+        "succeeds" | "completes" => kind != EffectKind::Ask,
         _ => true,
     }
 }
@@ -553,6 +569,8 @@ fn kind_word(kind: EffectKind) -> &'static str {
         EffectKind::FileIssue => "file issue",
         EffectKind::Claim => "claim",
         EffectKind::Finish => "finish",
+        EffectKind::Send => "send",
+        EffectKind::Ask => "send … ask",
     }
 }
 
@@ -560,6 +578,7 @@ fn fitting(kind: EffectKind) -> &'static str {
     match kind {
         EffectKind::Acquire => "observe `held` and `contended`",
         EffectKind::Consume => "observe `ok` and `over`",
+        EffectKind::Ask => "observe `replied` and `times out` (or `fails`)",
         _ => "observe `succeeds`, `fails`, `completes`, `times out` or `cancelled`",
     }
 }

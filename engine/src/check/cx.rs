@@ -35,6 +35,10 @@ pub(crate) enum EffectKind {
     FileIssue,
     Claim,
     Finish,
+    /// `send via` (inform or directive).
+    Send,
+    /// `send via … ask`.
+    Ask,
 }
 
 impl EffectKind {

@@ -27,7 +27,7 @@ use crate::syntax::ast::*;
 pub use model::Model as CheckedModel;
 
 /// Modules `use` may name.
-pub const STD_MODULES: &[&str] = &["std.coord", "std.tracker"];
+pub const STD_MODULES: &[&str] = &["std.coord", "std.tracker", "std.messaging"];
 
 /// Checks a program; `files[0]` is the root file. Rules in the returned model are desugared.
 pub fn check(files: &[File], root: Option<&str>) -> (Model, Vec<Diag>) {
@@ -76,7 +76,7 @@ fn uses_and_tags(items: &[Item], diags: &mut Vec<Diag>) {
                     let help = suggest::help(
                         &name,
                         STD_MODULES.iter().copied(),
-                        "the modules are `std.coord` and `std.tracker`",
+                        "the modules are `std.coord`, `std.tracker` and `std.messaging`",
                     );
                     diags.push(
                         Diag::error(
@@ -120,6 +120,7 @@ fn declarations(m: &Model, files: &[File], diags: &mut Vec<Diag>) {
                     diags.push(Diag::error("tracker.provider", p.span, msg).help(help));
                 }
             }
+            ItemKind::Channel(d) => channel(d, diags),
             _ => {}
         }
     }
@@ -413,5 +414,38 @@ fn recursion(edges: &BTreeMap<String, Vec<(String, Span)>>, diags: &mut Vec<Diag
                 }
             }
         }
+    }
+}
+
+/// A channel's provider is `fabric` and its recipient an agent, a team or an entry with a
+/// valid name.
+fn channel(d: &ChannelDecl, diags: &mut Vec<Diag>) {
+    if let Some(p) = d.provider.as_ref().filter(|p| p.name != "fabric") {
+        let msg = format!(
+            "channel `{}` uses unavailable provider `{}`",
+            d.name.name, p.name
+        );
+        let help = "the available provider is `fabric`";
+        diags.push(Diag::error("channel.provider", p.span, msg).help(help));
+    }
+    let Some((kind, name)) = &d.to else {
+        return;
+    };
+    let address = match kind.name.as_str() {
+        "agent" | "team" | "entry" => format!("{}:{}", kind.name, name.value),
+        other => {
+            let msg = format!("channel `{}` sends to unknown kind `{other}`", d.name.name);
+            let help = "write `to agent \"name\"`, `to team \"name\"` or `to entry \"id\"`";
+            diags.push(Diag::error("channel.recipient", kind.span, msg).help(help));
+            return;
+        }
+    };
+    if let Err(reason) = whip_fabric::mail::Address::parse(&address) {
+        let msg = format!(
+            "channel `{}` has an invalid recipient: {reason}",
+            d.name.name
+        );
+        let help = "agent names use letters, digits and . _ - @ : +";
+        diags.push(Diag::error("channel.recipient", kind.span, msg).help(help));
     }
 }

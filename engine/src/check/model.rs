@@ -57,6 +57,8 @@ pub struct Wf {
     pub ledgers: BTreeMap<String, Resource<LedgerDecl>>,
     /// Trackers by name.
     pub trackers: BTreeMap<String, Resource<TrackerDecl>>,
+    /// Mail channels by name.
+    pub channels: BTreeMap<String, Resource<ChannelDecl>>,
     /// Tables.
     pub tables: Vec<Table>,
     /// Rules with their tags and whether the parser recovered inside them.
@@ -148,7 +150,11 @@ pub(crate) fn build(files: &[File], root: Option<&str>, diags: &mut Vec<Diag>) -
 fn is_resource(k: &ItemKind) -> bool {
     matches!(
         k,
-        ItemKind::Lease(_) | ItemKind::Counter(_) | ItemKind::Ledger(_) | ItemKind::Tracker(_)
+        ItemKind::Lease(_)
+            | ItemKind::Counter(_)
+            | ItemKind::Ledger(_)
+            | ItemKind::Tracker(_)
+            | ItemKind::Channel(_)
     )
 }
 
@@ -167,6 +173,7 @@ fn new_wf(item: &Item, w: &Workflow) -> Wf {
         counters: BTreeMap::new(),
         ledgers: BTreeMap::new(),
         trackers: BTreeMap::new(),
+        channels: BTreeMap::new(),
         tables: Vec::new(),
         rules: Vec::new(),
         asserts: Vec::new(),
@@ -375,12 +382,14 @@ fn add_resource(wf: &mut Wf, item: &Item, diags: &mut Vec<Diag>) {
         ItemKind::Counter(d) => &d.name,
         ItemKind::Ledger(d) => &d.name,
         ItemKind::Tracker(d) => &d.name,
+        ItemKind::Channel(d) => &d.name,
         _ => return,
     };
     let taken = wf.leases.contains_key(&name.name)
         || wf.counters.contains_key(&name.name)
         || wf.ledgers.contains_key(&name.name)
-        || wf.trackers.contains_key(&name.name);
+        || wf.trackers.contains_key(&name.name)
+        || wf.channels.contains_key(&name.name);
     if taken {
         let msg = format!("resource `{}` is declared twice", name.name);
         let help = "leases, counters, ledgers and trackers share one namespace; rename one";
@@ -389,43 +398,19 @@ fn add_resource(wf: &mut Wf, item: &Item, diags: &mut Vec<Diag>) {
     }
     let key = name.name.clone();
     match &item.kind {
-        ItemKind::Lease(d) => {
-            wf.leases.insert(
-                key,
-                Resource {
-                    decl: d.clone(),
-                    owner: owner(d.shared),
-                },
-            );
-        }
-        ItemKind::Counter(d) => {
-            wf.counters.insert(
-                key,
-                Resource {
-                    decl: d.clone(),
-                    owner: owner(d.shared),
-                },
-            );
-        }
-        ItemKind::Ledger(d) => {
-            wf.ledgers.insert(
-                key,
-                Resource {
-                    decl: d.clone(),
-                    owner: owner(d.shared),
-                },
-            );
-        }
-        ItemKind::Tracker(d) => {
-            wf.trackers.insert(
-                key,
-                Resource {
-                    decl: d.clone(),
-                    owner: owner(false),
-                },
-            );
-        }
+        ItemKind::Lease(d) => drop(wf.leases.insert(key, resource(d, owner(d.shared)))),
+        ItemKind::Counter(d) => drop(wf.counters.insert(key, resource(d, owner(d.shared)))),
+        ItemKind::Ledger(d) => drop(wf.ledgers.insert(key, resource(d, owner(d.shared)))),
+        ItemKind::Tracker(d) => drop(wf.trackers.insert(key, resource(d, owner(false)))),
+        ItemKind::Channel(d) => drop(wf.channels.insert(key, resource(d, owner(false)))),
         _ => {}
+    }
+}
+
+fn resource<T: Clone>(decl: &T, owner: String) -> Resource<T> {
+    Resource {
+        decl: decl.clone(),
+        owner,
     }
 }
 

@@ -67,6 +67,10 @@ impl Cx<'_> {
                 self.runtime_fact(path, w.span);
                 Some(Bind::Runtime)
             }
+            WhenKind::Message(c) => {
+                self.channel(c);
+                Some(Bind::Runtime)
+            }
         };
         if let (Some(b), Some(name)) = (bind, &w.binding) {
             self.bind(name, b);
@@ -100,6 +104,16 @@ impl Cx<'_> {
                 ),
             );
             self.err("rule.unknown_runtime_fact", span, msg, help);
+        }
+    }
+
+    pub(crate) fn channel(&mut self, c: &Ident) {
+        if !self.wf.channels.contains_key(&c.name) && !self.m.poisoned.contains(&c.name) {
+            let msg = format!("{} uses undeclared channel `{}`", self.subject, c.name);
+            let names = self.wf.channels.keys().map(String::as_str);
+            let help = format!("declare it: `channel {} {{ provider fabric }}`", c.name);
+            let help = suggest::help(&c.name, names, help);
+            self.err("channel.undeclared", c.span, msg, help);
         }
     }
 
@@ -159,6 +173,7 @@ impl Cx<'_> {
             StmtKind::FileIssue(t, _, b) => (EffectKind::FileIssue, b, false, t.name.clone()),
             StmtKind::Claim(_, _, b) => (EffectKind::Claim, b, false, String::new()),
             StmtKind::Finish(_, _, b) => (EffectKind::Finish, b, false, String::new()),
+            StmtKind::Send(x) => (send_kind(x), &x.binding, false, x.channel.name.clone()),
             _ => return None,
         };
         let name = binding.as_ref().map_or(String::new(), |b| b.name.clone());
@@ -190,35 +205,7 @@ impl Cx<'_> {
     fn stmt(&mut self, s: &Stmt, _effect: Option<usize>) {
         match &s.kind {
             StmtKind::Record(c, obj) => self.record(c, obj),
-            StmtKind::Done(x, rec) => {
-                match self.lookup(&x.name) {
-                    Some(Bind::Fact(_)) => {
-                        self.consumed.insert(x.name.clone());
-                    }
-                    _ => {
-                        let msg = format!(
-                            "{} consumes unknown fact binding `{}`",
-                            self.subject, x.name
-                        );
-                        let facts: Vec<String> = self
-                            .scopes
-                            .iter()
-                            .flatten()
-                            .filter(|(_, b)| matches!(b, Bind::Fact(_)))
-                            .map(|(n, _)| n.clone())
-                            .collect();
-                        let help = suggest::help(
-                            &x.name,
-                            facts.iter().map(String::as_str),
-                            "`done` consumes a fact bound by `when Class as name`",
-                        );
-                        self.err("rule.unknown_fact_binding", x.span, msg, help);
-                    }
-                }
-                if let Some((c, obj)) = rec {
-                    self.record(c, obj);
-                }
-            }
+            StmtKind::Done(x, rec) => self.done(x, rec.as_ref()),
             StmtKind::Complete(n, payload) => self.terminal(n, payload, true),
             StmtKind::Fail(n, payload) => self.terminal(n, payload, false),
             StmtKind::Timer(_, b) => self.requires_as("timer", b, s.span),
@@ -256,6 +243,95 @@ impl Cx<'_> {
                 }
             }
             StmtKind::Finish(x, obj, _) => self.finish(x, obj.as_ref()),
+            StmtKind::Send(x) => self.send(x, s.span),
+        }
+    }
+
+    fn done(&mut self, x: &Ident, rec: Option<&(Ident, ObjectLit)>) {
+        match self.lookup(&x.name) {
+            Some(Bind::Fact(_)) => {
+                self.consumed.insert(x.name.clone());
+            }
+            _ => {
+                let msg = format!(
+                    "{} consumes unknown fact binding `{}`",
+                    self.subject, x.name
+                );
+                let facts: Vec<String> = self
+                    .scopes
+                    .iter()
+                    .flatten()
+                    .filter(|(_, b)| matches!(b, Bind::Fact(_)))
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                let help = suggest::help(
+                    &x.name,
+                    facts.iter().map(String::as_str),
+                    "`done` consumes a fact bound by `when Class as name`",
+                );
+                self.err("rule.unknown_fact_binding", x.span, msg, help);
+            }
+        }
+        if let Some((c, obj)) = rec {
+            self.record(c, obj);
+        }
+    }
+
+    /// `send via CHANNEL [ask|directive] { text … payload … thread … } [within D] as x`.
+    fn send(&mut self, x: &Send, span: Span) {
+        self.channel(&x.channel);
+        if let Some(ch) = self.wf.channels.get(&x.channel.name)
+            && ch.decl.to.is_none()
+        {
+            let msg = format!(
+                "{} sends via channel `{}`, which only receives",
+                self.subject, x.channel.name
+            );
+            let help = "give the channel a recipient: `to agent \"name\"`";
+            self.err("channel.receive_only", x.channel.span, msg, help);
+        }
+        match (x.kind, x.within) {
+            (SendKind::Ask, None) => {
+                let msg = format!(
+                    "{} asks via `{}` without `within`",
+                    self.subject, x.channel.name
+                );
+                let help = "an ask waits a bounded time: add `within 10m` before `as`";
+                self.err("send.ask_within", span, msg, help);
+            }
+            (SendKind::Inform | SendKind::Directive, Some(d)) => {
+                let msg = format!(
+                    "{} gives `within` to a send that is not an ask",
+                    self.subject
+                );
+                let help = "only `send via … ask { … } within D` waits for a reply";
+                self.err("send.within", d.span, msg, help);
+            }
+            _ => {}
+        }
+        if x.kind == SendKind::Ask {
+            self.requires_as("send … ask", &x.binding, span);
+        }
+        let mut text = false;
+        for (k, v) in &x.body.fields {
+            match k.name.as_str() {
+                "text" | "thread" => {
+                    text |= k.name == "text";
+                    self.infer(v, Implicit::None);
+                }
+                "payload" => {
+                    self.infer(v, Implicit::None);
+                }
+                other => {
+                    let msg = format!("{} sends unknown message field `{other}`", self.subject);
+                    let help = "a message has `text`, and optionally `payload` and `thread`";
+                    self.err("send.field", k.span, msg, help);
+                }
+            }
+        }
+        if !text {
+            let msg = format!("{} sends a message without `text`", self.subject);
+            self.err("send.text", x.body.span, msg, "write `{ text \"…\" }`");
         }
     }
 
@@ -359,5 +435,12 @@ impl Cx<'_> {
                 self.err("invoke.missing_input", obj.span, msg, help);
             }
         }
+    }
+}
+
+fn send_kind(x: &Send) -> EffectKind {
+    match x.kind {
+        SendKind::Ask => EffectKind::Ask,
+        SendKind::Inform | SendKind::Directive => EffectKind::Send,
     }
 }

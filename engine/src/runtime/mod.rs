@@ -19,6 +19,7 @@
 //! loser re-reads and tries again.
 
 mod eval;
+mod mail;
 pub mod program;
 pub mod state;
 mod stepper;
@@ -192,6 +193,8 @@ pub struct Engine<F: FabricClient> {
     pub concurrency: usize,
     /// When this process last renewed each instance's registry entry, and the signal.
     supervised: Mutex<HashMap<String, (std::time::Instant, whip_fabric::work::Signal)>>,
+    /// Instances whose last mail drain failed (recorded once until a drain succeeds).
+    drain_failed: Mutex<std::collections::HashSet<String>>,
 }
 
 impl<F: FabricClient> Engine<F> {
@@ -210,6 +213,7 @@ impl<F: FabricClient> Engine<F> {
             worker_id: fresh_id("wkr_"),
             concurrency,
             supervised: Mutex::new(HashMap::new()),
+            drain_failed: Mutex::new(std::collections::HashSet::new()),
         }
     }
 

@@ -152,5 +152,6 @@ pub(crate) fn is_effect(kind: &StmtKind) -> bool {
             | StmtKind::FileIssue(..)
             | StmtKind::Claim(..)
             | StmtKind::Finish(..)
+            | StmtKind::Send(..)
     )
 }

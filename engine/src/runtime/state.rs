@@ -246,16 +246,7 @@ impl State {
             }
             "effect.run_started" => self.run_started(ev),
             "effect.terminal" => self.effect_terminal(ev),
-            "effect.waiting" => {
-                let id = d["id"].as_str().unwrap_or_default();
-                if let Some(e) = self.effect_mut(id) {
-                    e.state = "queued".into();
-                    e.pass = d["pass"].as_u64().unwrap_or(0) as u32;
-                    e.not_before_ms = d["not_before_ms"].as_u64().unwrap_or(0);
-                    e.run = None;
-                }
-                self.end_run(d["run"].as_str(), "waiting", ev.at_ms);
-            }
+            "effect.waiting" => self.effect_waiting(ev),
             "effect.blocked" => {
                 let id = d["id"].as_str().unwrap_or_default();
                 if let Some(e) = self.effect_mut(id) {
@@ -351,6 +342,23 @@ impl State {
             r.ended_ms = Some(at_ms);
             self.dirty.insert(format!("r/{run}"));
         }
+    }
+
+    /// A run found the effect not done yet: queued again for a later pass (an ask keeps the
+    /// id of the message it sent as its output).
+    fn effect_waiting(&mut self, ev: &Event) {
+        let d = &ev.data;
+        let id = d["id"].as_str().unwrap_or_default();
+        if let Some(e) = self.effect_mut(id) {
+            e.state = "queued".into();
+            e.pass = d["pass"].as_u64().unwrap_or(0) as u32;
+            e.not_before_ms = d["not_before_ms"].as_u64().unwrap_or(0);
+            e.run = None;
+            if let Some(output) = d.get("output") {
+                e.output = Some(output.clone());
+            }
+        }
+        self.end_run(d["run"].as_str(), "waiting", ev.at_ms);
     }
 
     fn effect_terminal(&mut self, ev: &Event) {

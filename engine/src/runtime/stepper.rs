@@ -30,7 +30,7 @@ pub(crate) fn matches(predicate: &str, effect: &Effect) -> bool {
         "fails" => effect.state == "failed",
         "times" | "times out" | "times_out" => effect.state == "timed_out",
         "cancelled" => effect.state == "cancelled",
-        "held" | "contended" | "ok" | "over" => {
+        "held" | "contended" | "ok" | "over" | "replied" => {
             effect.state == "completed" && outcome == Some(predicate)
         }
         _ => false,
@@ -54,6 +54,7 @@ impl<F: FabricClient> Engine<F> {
         let mut conflicts = 0;
         if loaded.state.header.status == state::RUNNING {
             rounds += self.observe_trackers(wf, loaded).await?;
+            rounds += self.drain_mail(wf, loaded).await?;
         }
         while rounds < ROUNDS_PER_STEP_MAX {
             let h = &loaded.state.header;
@@ -377,26 +378,37 @@ fn cancel_queued(draft: &mut Draft) {
     }
 }
 
+/// What one `when` line draws from: live facts of its class, ready issues, runtime facts,
+/// or the messages that arrived on a channel.
+fn when_source(kind: &WhenKind, st: &State) -> Vec<(String, Value)> {
+    let live = |class: &str| -> Vec<(String, Value)> {
+        st.live(class)
+            .map(|f| (f.id.clone(), f.value.clone()))
+            .collect()
+    };
+    match kind {
+        WhenKind::Started => vec![("started".into(), Value::Null)],
+        WhenKind::Fact(c) => live(&c.name),
+        WhenKind::ReadyIssue(t) => st.ready_issues.get(&t.name).cloned().unwrap_or_default(),
+        WhenKind::Runtime(path) => {
+            let name: Vec<&str> = path.iter().map(|p| p.name.as_str()).collect();
+            live(&name.join("."))
+        }
+        WhenKind::Message(c) => st
+            .live(super::mail::MESSAGE_FACT)
+            .filter(|f| f.value["channel"] == json!(c.name))
+            .map(|f| (f.id.clone(), f.value.clone()))
+            .collect(),
+    }
+}
+
 /// The first combination of live facts (in fact order) that passes every guard and has
 /// not fired yet.
 fn next_combination(ri: usize, rule: &Rule, st: &State) -> Option<(String, Vec<String>, Env)> {
     let sources: Vec<Vec<(String, Value)>> = rule
         .whens
         .iter()
-        .map(|w| match &w.kind {
-            crate::syntax::ast::WhenKind::Started => vec![("started".into(), Value::Null)],
-            crate::syntax::ast::WhenKind::Fact(c) => st
-                .live(&c.name)
-                .map(|f| (f.id.clone(), f.value.clone()))
-                .collect(),
-            WhenKind::ReadyIssue(t) => st.ready_issues.get(&t.name).cloned().unwrap_or_default(),
-            WhenKind::Runtime(path) => {
-                let name: Vec<&str> = path.iter().map(|p| p.name.as_str()).collect();
-                st.live(&name.join("."))
-                    .map(|f| (f.id.clone(), f.value.clone()))
-                    .collect()
-            }
-        })
+        .map(|w| when_source(&w.kind, st))
         .collect();
     if sources.iter().any(Vec::is_empty) {
         return None;
@@ -563,6 +575,46 @@ fn lease_of(wf: &Wf, name: &str) -> Value {
     })
 }
 
+fn finish_args(
+    scope: &Scope<'_>,
+    x: &crate::syntax::ast::Ident,
+    obj: Option<&crate::syntax::ast::ObjectLit>,
+) -> Value {
+    let summary = obj.map(|o| scope.object(o));
+    let upstream = scope.env.effects.get(&x.name).cloned();
+    let held = upstream
+        .as_ref()
+        .and_then(|id| scope.state.effects.get(id))
+        .and_then(|e| e.output.clone());
+    json!({"claim": upstream, "binding": x.name, "summary": summary, "held": held})
+}
+
+/// A `send via` effect: its kind, binding and the message it sends.
+fn send_args<'s>(
+    wf: &Wf,
+    m: &'s crate::syntax::ast::Send,
+    scope: &Scope<'_>,
+) -> (&'static str, &'s Option<crate::syntax::ast::Ident>, Value) {
+    use crate::syntax::ast::SendKind;
+    let to = wf.channels.get(&m.channel.name).and_then(|r| {
+        let (kind, name) = r.decl.to.as_ref()?;
+        Some(format!("{}:{}", kind.name, name.value))
+    });
+    let body = scope.object(&m.body);
+    let (kind, word) = match m.kind {
+        SendKind::Inform => ("message.send", "inform"),
+        SendKind::Directive => ("message.send", "directive"),
+        SendKind::Ask => ("message.ask", "ask"),
+    };
+    let args = json!({
+        "channel": m.channel.name, "to": to, "type": word,
+        "text": text(&body["text"]), "payload": body["payload"],
+        "thread": body.get("thread").map(text),
+        "within_ms": m.within.map_or(0, |d| d.seconds * 1000),
+    });
+    (kind, &m.binding, args)
+}
+
 fn request_effect(
     wf: &Wf,
     rule: &Rule,
@@ -670,17 +722,8 @@ fn request_effect(
             let ttl_ms = ttl.map_or(600_000, |d| d.seconds * 1000);
             ("claim", b, json!({"issue": issue, "ttl_ms": ttl_ms}))
         }
-        StmtKind::Finish(x, obj, b) => {
-            let summary = obj.as_ref().map(|o| scope.object(o));
-            let upstream = env.effects.get(&x.name).cloned();
-            let held = upstream
-                .as_ref()
-                .and_then(|id| draft.state.effects.get(id))
-                .and_then(|e| e.output.clone());
-            let args = json!({"claim": upstream, "binding": x.name, "summary": summary,
-                "held": held});
-            ("finish", b, args)
-        }
+        StmtKind::Finish(x, obj, b) => ("finish", b, finish_args(&scope, x, obj.as_ref())),
+        StmtKind::Send(m) => send_args(wf, m, &scope),
         _ => return,
     };
     let effect = Effect {

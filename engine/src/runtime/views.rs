@@ -132,6 +132,10 @@ impl<F: FabricClient> Engine<F> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        if self.listens_for_mail(st).await {
+            let look = now_ms() + crate::limits::MAIL_WAIT_LOOK_MS;
+            next = Some(next.map_or(look, |n| n.min(look)));
+        }
         for child in children {
             if let Ok(c) = self.load(child).await
                 && !state::is_terminal(&c.state.header.status)

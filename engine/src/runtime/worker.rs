@@ -16,13 +16,18 @@ use crate::limits::{LEASE_WAIT_POLL_MS, RUN_LEASE_MS};
 
 /// What running one effect produced.
 #[derive(Debug, Clone)]
-enum Ran {
+pub(crate) enum Ran {
     Terminal {
         state: String,
         output: Value,
     },
     Waiting {
         not_before_ms: u64,
+    },
+    /// An ask was delivered as message `sent`: it waits for its reply until `until_ms`.
+    Asked {
+        sent: String,
+        until_ms: u64,
     },
     /// Still running elsewhere (a child instance).
     Pending,
@@ -258,6 +263,11 @@ impl<F: FabricClient> Engine<F> {
                         json!({"id": effect.id, "run": run, "pass": effect.pass + 1,
                             "not_before_ms": not_before_ms}),
                     ),
+                    Ran::Asked { sent, until_ms } => draft.emit(
+                        "effect.waiting",
+                        json!({"id": effect.id, "run": run, "pass": effect.pass + 1,
+                            "not_before_ms": until_ms, "output": {"sent": sent}}),
+                    ),
                     Ran::Pending => {}
                 }
             }
@@ -293,6 +303,41 @@ impl<F: FabricClient> Engine<F> {
             state: state.into(),
             output: payload,
         }))
+    }
+
+    /// A counter consume: `ok` or `over` with the period's numbers.
+    async fn execute_consume(&self, a: &Value, idem: String) -> Result<Ran> {
+        let request = ConsumeRequest {
+            counter: resource(a, "key"),
+            amount: a["amount"].as_u64().unwrap_or(0),
+            cap: a["cap"].as_u64().unwrap_or(0),
+            reset: reset(a["reset"].as_str().unwrap_or("daily")),
+            timezone: a["timezone"].as_str().unwrap_or("UTC").into(),
+        };
+        let (outcome, consumed, remaining, period) =
+            match self.fabric.counter_consume(request, idem).await? {
+                Outcome::CounterOk {
+                    consumed,
+                    remaining,
+                    period,
+                } => ("ok", consumed, remaining, period),
+                Outcome::CounterOver {
+                    consumed,
+                    remaining,
+                    period,
+                } => ("over", consumed, remaining, period),
+                other => {
+                    return Ok(Ran::Terminal {
+                        state: "failed".into(),
+                        output: json!({"error": format!("unexpected counter outcome {other:?}")}),
+                    });
+                }
+            };
+        Ok(Ran::Terminal {
+            state: "completed".into(),
+            output: json!({"outcome": outcome, "consumed": consumed, "remaining": remaining,
+                "period": period}),
+        })
     }
 
     /// Run one effect against the fabric.
@@ -372,34 +417,8 @@ impl<F: FabricClient> Engine<F> {
                     other => failed(format!("lease {}: {other:?}", e.kind)),
                 }
             }
-            "consume" => {
-                let request = ConsumeRequest {
-                    counter: resource(a, "key"),
-                    amount: a["amount"].as_u64().unwrap_or(0),
-                    cap: a["cap"].as_u64().unwrap_or(0),
-                    reset: reset(a["reset"].as_str().unwrap_or("daily")),
-                    timezone: a["timezone"].as_str().unwrap_or("UTC").into(),
-                };
-                match self.fabric.counter_consume(request, idem).await? {
-                    Outcome::CounterOk {
-                        consumed,
-                        remaining,
-                        period,
-                    } => ok(json!({
-                        "outcome": "ok", "consumed": consumed, "remaining": remaining,
-                        "period": period
-                    })),
-                    Outcome::CounterOver {
-                        consumed,
-                        remaining,
-                        period,
-                    } => ok(json!({
-                        "outcome": "over", "consumed": consumed, "remaining": remaining,
-                        "period": period
-                    })),
-                    other => failed(format!("unexpected counter outcome {other:?}")),
-                }
-            }
+            "consume" => self.execute_consume(a, idem).await?,
+            "message.send" | "message.ask" => self.execute_mail(header, e, &idem).await?,
             "append" => {
                 let request = AppendRequest {
                     ledger: resource(a, "partition"),

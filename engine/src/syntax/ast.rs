@@ -64,6 +64,8 @@ pub enum ItemKind {
     Ledger(LedgerDecl),
     /// `tracker NAME [{ provider … }]`
     Tracker(TrackerDecl),
+    /// `channel NAME { provider fabric [to …] }`
+    Channel(ChannelDecl),
 }
 
 /// A workflow declaration.
@@ -248,6 +250,18 @@ pub struct LedgerDecl {
     pub retain: Option<Duration>,
 }
 
+/// `channel NAME { provider fabric [to agent|team|entry "X"] }`: a mail channel. Without a
+/// `to` it only receives (the instance's own mailbox).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChannelDecl {
+    /// Its name.
+    pub name: Ident,
+    /// `provider`, when given (only `fabric`).
+    pub provider: Option<Ident>,
+    /// `agent`, `team` or `entry`, and the name.
+    pub to: Option<(Ident, StrLit)>,
+}
+
 /// `tracker NAME [{ provider P }]`
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TrackerDecl {
@@ -292,6 +306,8 @@ pub enum WhenKind {
     ReadyIssue(Ident),
     /// `when fact timer.fired`
     Runtime(Vec<Ident>),
+    /// `when message from CHANNEL`
+    Message(Ident),
 }
 
 /// `{ statement* }`
@@ -347,6 +363,34 @@ pub enum StmtKind {
     Claim(Ident, Option<Duration>, Option<Ident>),
     /// `finish x [{…}] [as y]`
     Finish(Ident, Option<ObjectLit>, Option<Ident>),
+    /// `send via CHANNEL [ask|directive] { text … } [within D] [as x]`
+    Send(Send),
+}
+
+/// What a `send` asks of its recipient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum SendKind {
+    /// Information (the default).
+    Inform,
+    /// A question awaiting a correlated reply (`after x replied`, `after x times out`).
+    Ask,
+    /// Re-tasks the recipient (delivered only from its authority).
+    Directive,
+}
+
+/// `send via CHANNEL [ask|directive] { text … } [within D] [as x]`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Send {
+    /// The channel.
+    pub channel: Ident,
+    /// Inform, ask or directive.
+    pub kind: SendKind,
+    /// `text`, `payload`, `thread`.
+    pub body: ObjectLit,
+    /// How long an ask waits for its reply.
+    pub within: Option<Duration>,
+    /// `as x`
+    pub binding: Option<Ident>,
 }
 
 /// `after x PREDICATE [as y] { … }`

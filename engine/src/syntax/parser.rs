@@ -18,13 +18,13 @@ type R<T> = Result<T, Fail>;
 /// Words that start a top-level item.
 pub const ITEM_KEYWORDS: &[&str] = &[
     "use", "include", "workflow", "input", "output", "failure", "class", "enum", "table", "assert",
-    "rule", "lease", "counter", "ledger", "tracker",
+    "rule", "lease", "counter", "ledger", "tracker", "channel",
 ];
 
 /// Words that start a rule-body statement.
 pub const STATEMENT_KEYWORDS: &[&str] = &[
     "record", "done", "complete", "fail", "timer", "invoke", "after", "then", "acquire", "release",
-    "renew", "consume", "append", "file", "claim", "finish",
+    "renew", "consume", "append", "file", "claim", "finish", "send",
 ];
 
 struct Parser<'a> {
@@ -333,6 +333,7 @@ impl Parser<'_> {
             "rule" => ItemKind::Rule(self.rule()?),
             "lease" | "counter" | "ledger" => self.resource(&kw)?,
             "tracker" => ItemKind::Tracker(self.tracker()?),
+            "channel" => ItemKind::Channel(self.channel()?),
             _ => {
                 let msg = format!("unknown declaration `{kw}`");
                 let help = match crate::check::suggest::best(&kw, ITEM_KEYWORDS.iter().copied()) {
@@ -542,6 +543,35 @@ impl Parser<'_> {
         Ok(TrackerDecl { name, provider })
     }
 
+    fn channel(&mut self) -> R<ChannelDecl> {
+        self.bump();
+        let help = "write `channel name { provider fabric to agent \"name\" }` (or `to team`, \
+                    `to entry`; without `to` the channel only receives)";
+        let name = self.named("a channel name", help)?;
+        let (mut provider, mut to) = (None, None);
+        self.expect(Tok::LBrace, "`{`", help)?;
+        while !self.eat(&Tok::RBrace) {
+            let field = self.ident("`provider` or `to`", help)?;
+            match field.name.as_str() {
+                "provider" => provider = Some(self.ident("a provider name", help)?),
+                "to" => {
+                    let kind = self.ident("`agent`, `team` or `entry`", help)?;
+                    let t = self.peek().clone();
+                    let Tok::Str(lit) = t.tok else {
+                        return Err(self.expected("a quoted name", help));
+                    };
+                    self.bump();
+                    to = Some((kind, lit));
+                }
+                _ => {
+                    let msg = format!("unknown channel field `{}`", field.name);
+                    return Err(self.fail_at(field.span, "decl.unknown_field", msg, help));
+                }
+            }
+        }
+        Ok(ChannelDecl { name, provider, to })
+    }
+
     // ---- coordination declarations ----------------------------------------------------
 
     fn resource(&mut self, kw: &str) -> R<ItemKind> {
@@ -664,12 +694,18 @@ impl Parser<'_> {
     fn when(&mut self) -> R<When> {
         let start = self.bump().span;
         let help = "write `when started`, `when Class as x [where …]`, \
-                    `when tracker has ready issue as x` or `when fact timer.fired as t`";
+                    `when tracker has ready issue as x`, `when message from channel as m` or \
+                    `when fact timer.fired as t`";
         let runtime = self.at_kw("fact")
             && self.peek_at(1).tok == Tok::Ident
             && !matches!(self.text(self.peek_at(1)), "as" | "where");
+        let message = self.at_kw("message") && self.text(self.peek_at(1)) == "from";
         let kind = if self.eat_kw("started") {
             WhenKind::Started
+        } else if message {
+            self.bump();
+            self.bump();
+            WhenKind::Message(self.ident("a channel name", help)?)
         } else if runtime {
             self.bump();
             let mut path = vec![self.ident("a runtime fact name", help)?];
@@ -834,15 +870,8 @@ impl Parser<'_> {
                 let tracker = self.ident("a tracker name", help)?;
                 StmtKind::FileIssue(tracker, self.object()?, self.opt_as()?)
             }
-            "claim" => {
-                let x = self.ident("an issue binding", help)?;
-                let ttl = if self.eat_kw("ttl") {
-                    Some(self.duration()?)
-                } else {
-                    None
-                };
-                StmtKind::Claim(x, ttl, self.opt_as()?)
-            }
+            "claim" => self.claim(help)?,
+            "send" => StmtKind::Send(self.send()?),
             _ => {
                 let x = self.ident("a claim binding", help)?;
                 let fields = if self.at(&Tok::LBrace) {
@@ -852,6 +881,42 @@ impl Parser<'_> {
                 };
                 StmtKind::Finish(x, fields, self.opt_as()?)
             }
+        })
+    }
+
+    fn claim(&mut self, help: &str) -> R<StmtKind> {
+        let x = self.ident("an issue binding", help)?;
+        let ttl = if self.eat_kw("ttl") {
+            Some(self.duration()?)
+        } else {
+            None
+        };
+        Ok(StmtKind::Claim(x, ttl, self.opt_as()?))
+    }
+
+    fn send(&mut self) -> R<Send> {
+        let help = statement_help("send");
+        self.expect_kw("via", help)?;
+        let channel = self.ident("a channel name", help)?;
+        let kind = if self.eat_kw("ask") {
+            SendKind::Ask
+        } else if self.eat_kw("directive") {
+            SendKind::Directive
+        } else {
+            SendKind::Inform
+        };
+        let body = self.object()?;
+        let within = if self.eat_kw("within") {
+            Some(self.duration()?)
+        } else {
+            None
+        };
+        Ok(Send {
+            channel,
+            kind,
+            body,
+            within,
+            binding: self.opt_as()?,
         })
     }
 
@@ -947,7 +1012,7 @@ const DURATION_HELP: &str =
 
 const STATEMENT_HELP: &str = "statements are `record`, `done`, `complete`, `fail`, `timer`, \
                               `invoke`, `after`, `then`, `acquire`, `release`, `renew`, \
-                              `consume`, `append`, `file issue`, `claim` and `finish`";
+                              `consume`, `append`, `file issue`, `claim`, `finish` and `send`";
 
 fn statement_help(kw: &str) -> &'static str {
     match kw {
@@ -964,6 +1029,10 @@ fn statement_help(kw: &str) -> &'static str {
         "append" => "write `append Class { … } to ledger [as entry]`",
         "file" => "write `file issue into tracker { title \"…\" body \"…\" } [as issue]`",
         "claim" => "write `claim issue [ttl 10m] as claim`",
+        "send" => {
+            "write `send via channel { text \"…\" } as sent` or \
+                   `send via channel ask { text \"…\" } within 10m as question`"
+        }
         _ => "write `finish claim [{ summary \"…\" }] [as finished]`",
     }
 }
