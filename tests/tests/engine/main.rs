@@ -11,6 +11,7 @@ mod t60_ownership_and_invoke;
 mod t70_worker_daemons;
 mod t80_seeds_fabric;
 mod t90_trackers_fabric;
+mod t95_mail;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
