@@ -13,6 +13,7 @@ pub mod check;
 pub mod history;
 pub mod invariants;
 pub mod linear;
+pub mod mail;
 pub mod models;
 pub mod nemesis;
 pub mod net;
@@ -232,7 +233,7 @@ pub async fn run(options: Options) -> Result<Report, String> {
             stop: stop.clone(),
             rotation: Default::default(),
         };
-        for i in 0..options.concurrency {
+        for i in 0..workload.workers(options.concurrency) {
             let seed = options.seed.wrapping_mul(1_000_003) ^ ((w as u64) << 32 | i as u64);
             workers.spawn(workload::run_worker(*workload, shared.clone(), seed));
         }

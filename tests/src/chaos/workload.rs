@@ -33,6 +33,8 @@ pub enum Workload {
     Board,
     /// The work registry under a small ceiling: register, renew, signal, revoke.
     Registry,
+    /// Agent mail: numbered messages to a few mailboxes, drained by one reader each.
+    Mail,
 }
 
 impl Workload {
@@ -45,8 +47,9 @@ impl Workload {
             "ledger" => Ok(Workload::Ledger),
             "board" => Ok(Workload::Board),
             "registry" => Ok(Workload::Registry),
+            "mail" => Ok(Workload::Mail),
             other => Err(format!(
-                "unknown workload {other:?} (cas, lease, counter, ledger, board, registry)"
+                "unknown workload {other:?} (cas, lease, counter, ledger, board, registry, mail)"
             )),
         }
     }
@@ -60,6 +63,16 @@ impl Workload {
             Workload::Ledger => "ledger",
             Workload::Board => "board",
             Workload::Registry => "registry",
+            Workload::Mail => "mail",
+        }
+    }
+
+    /// Workers to start for `concurrency` workers per workload: mail runs one fixed team
+    /// (see [`super::mail`]).
+    pub fn workers(self, concurrency: usize) -> usize {
+        match self {
+            Workload::Mail => 1,
+            _ => concurrency,
         }
     }
 }
@@ -152,10 +165,12 @@ pub(super) struct Worker {
     pub(super) seed: u64,
     /// A client acting for the worker's agent (the registry workload).
     pub(super) agent: Option<Arc<CellClient>>,
+    /// How the last operation [`Worker::run`] recorded ended.
+    pub(super) last: Kind,
 }
 
 impl Worker {
-    fn new(shared: Shared, seed: u64) -> Result<Worker, String> {
+    pub(super) fn new(shared: Shared, seed: u64) -> Result<Worker, String> {
         let process = shared.recorder.new_process();
         let mut worker = Worker {
             client: Arc::new(CellClient::connect(&shared.addrs).map_err(|e| e.to_string())?),
@@ -165,6 +180,7 @@ impl Worker {
             count: 0,
             seed,
             agent: None,
+            last: Kind::Invoke,
         };
         worker.client = Arc::new(worker.connect().ok_or("cannot connect")?);
         Ok(worker)
@@ -213,6 +229,11 @@ impl Worker {
         let done = tokio::time::timeout(Duration::from_millis(OP_TIMEOUT_MS), op)
             .await
             .unwrap_or_else(|_| Done::Info(json!({ "error": "timeout" })));
+        self.last = match done {
+            Done::Ok(_) => Kind::Ok,
+            Done::Fail(_) => Kind::Fail,
+            Done::Info(_) => Kind::Info,
+        };
         match done {
             Done::Ok(v) => {
                 recorder.record(self.process, Kind::Ok, f, key, v.clone());
@@ -238,13 +259,16 @@ impl Worker {
         }
     }
 
-    fn stopped(&self) -> bool {
+    pub(super) fn stopped(&self) -> bool {
         self.shared.stop.load(Ordering::Relaxed)
     }
 }
 
 /// Run one worker of `workload` until the stop flag is set.
 pub async fn run_worker(workload: Workload, shared: Shared, seed: u64) -> Result<(), String> {
+    if workload == Workload::Mail {
+        return super::mail::run_team(shared, seed).await;
+    }
     let mut worker = Worker::new(shared, seed)?;
     while !worker.stopped() {
         match workload {
@@ -254,6 +278,7 @@ pub async fn run_worker(workload: Workload, shared: Shared, seed: u64) -> Result
             Workload::Ledger => ledger_round(&mut worker).await,
             Workload::Board => board_round(&mut worker).await,
             Workload::Registry => super::registry::registry_round(&mut worker).await,
+            Workload::Mail => unreachable!("the mail team runs on its own"),
         }
         let pause = worker.rng.random_range(0..20);
         tokio::time::sleep(Duration::from_millis(pause)).await;
@@ -586,6 +611,7 @@ pub async fn final_reads(
     if ops.iter().any(|o| o.key == super::registry::REGISTRY_KEY) {
         super::registry::final_registry(recorder, process, &client).await;
     }
+    super::mail::final_mail(recorder, process, &client, ops).await;
     let mut partitions: Vec<String> = ops
         .iter()
         .filter(|o| o.f == "append")

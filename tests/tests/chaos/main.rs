@@ -9,6 +9,7 @@ mod t40_counter;
 mod t50_history;
 mod t60_board;
 mod t70_registry;
+mod t80_mail;
 
 use serde_json::Value;
 use whip_tests::chaos::check::{WorkloadResult, check_all};
