@@ -151,11 +151,17 @@ fn apply_mail(
 ) -> Outcome {
     let now_ms = stamp.time_ms;
     match command {
-        Command::MailSend { to, kind, body } => {
+        Command::MailSend {
+            to,
+            kind,
+            body,
+            external,
+        } => {
             let send = mail::Send {
                 to,
                 kind: *kind,
                 body,
+                external: external.as_ref(),
             };
             mail::send(txn, stamp, caller, &send)
         }

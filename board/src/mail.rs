@@ -38,7 +38,7 @@ use crate::limits::{
     LIST_ROWS_MAX, MAIL_DEPTH_MAX, MAIL_GRANTS_MAX, MAIL_PAYLOAD_BYTES_MAX, MAIL_REF_BYTES_MAX,
     MAIL_TEXT_BYTES_MAX,
 };
-use crate::screen::{self, Screen, Verdict};
+use crate::screen::{self, Finding, FindingKind, Screen, Verdict};
 use crate::txn::Txn;
 use crate::types::{Command, Outcome, Stamp};
 use crate::work::WorkEntryView;
@@ -187,6 +187,46 @@ pub struct MailBody {
     pub reply_to: Option<Address>,
     /// A conversation name the sender chose (named on the wire in `cell::convert`).
     pub conversation: Option<String>,
+}
+
+/// What the server's external validator said about a message, as the server that
+/// called it puts it into the command (no client request carries it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExternalScreen {
+    /// It answered.
+    Verdict {
+        /// Its verdict.
+        verdict: Verdict,
+        /// What it found, in its words (bounded by the server).
+        findings: Vec<String>,
+    },
+    /// It did not answer in time, or its answer did not decode.
+    Unavailable {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The rule set's screen combined with the external validator's answer: the stricter
+/// verdict wins; an unavailable validator leaves the rule set's verdict and says so.
+pub fn combine(mut screen: Screen, external: Option<&ExternalScreen>) -> Screen {
+    match external {
+        None => {}
+        Some(ExternalScreen::Verdict { verdict, findings }) => {
+            screen.verdict = screen.verdict.max(*verdict);
+            for detail in findings {
+                screen.findings.push(Finding {
+                    kind: FindingKind::External,
+                    detail: detail.clone(),
+                });
+            }
+        }
+        Some(ExternalScreen::Unavailable { reason }) => screen.findings.push(Finding {
+            kind: FindingKind::ExternalUnavailable,
+            detail: reason.clone(),
+        }),
+    }
+    screen
 }
 
 /// Why mail was refused.
@@ -421,6 +461,8 @@ pub(crate) struct Send<'a> {
     pub(crate) kind: MailType,
     /// What it says.
     pub(crate) body: &'a MailBody,
+    /// The external validator's answer, when the server has one configured.
+    pub(crate) external: Option<&'a ExternalScreen>,
 }
 
 /// Deliver a message from `caller` (see the module doc for who may send what).
@@ -457,7 +499,10 @@ pub(crate) fn send(txn: &mut impl Txn, stamp: Stamp, caller: &Caller, send: &Sen
         kind: send.kind,
         body: send.body.clone(),
         trust,
-        screen: screen::screen(&send.body.text, send.body.payload.as_deref()),
+        screen: combine(
+            screen::screen(&send.body.text, send.body.payload.as_deref()),
+            send.external,
+        ),
         at_ms: stamp.time_ms,
         released_by: None,
     };
@@ -476,7 +521,7 @@ pub(crate) fn send(txn: &mut impl Txn, stamp: Stamp, caller: &Caller, send: &Sen
 /// `in_reply_to`.
 pub(crate) fn check(command: &Command) -> Result<(), String> {
     match command {
-        Command::MailSend { to, kind, body } => {
+        Command::MailSend { to, kind, body, .. } => {
             to.check()?;
             if let Some(reply_to) = &body.reply_to {
                 reply_to.check()?;

@@ -122,11 +122,17 @@ pub enum FindingKind {
     OverlongLine,
     /// Markup that hides text from a rendered view.
     HiddenMarkup,
+    /// The external validator (configured on the server) found something; its verdict
+    /// is taken when it is stricter than the rule set's.
+    External,
+    /// The external validator did not answer in time or answered nonsense: the rule
+    /// set's verdict stands (never "clean" for want of an answer).
+    ExternalUnavailable,
 }
 
 impl FindingKind {
     /// Every kind, in order.
-    pub const ALL: [FindingKind; 8] = [
+    pub const ALL: [FindingKind; 10] = [
         FindingKind::InstructionOverride,
         FindingKind::RoleMarker,
         FindingKind::ControlCharacter,
@@ -135,6 +141,8 @@ impl FindingKind {
         FindingKind::EncodedPayload,
         FindingKind::OverlongLine,
         FindingKind::HiddenMarkup,
+        FindingKind::External,
+        FindingKind::ExternalUnavailable,
     ];
 
     /// The kind's stable code (`instruction_override`, `role_marker`, …).
@@ -148,6 +156,8 @@ impl FindingKind {
             FindingKind::EncodedPayload => "encoded_payload",
             FindingKind::OverlongLine => "overlong_line",
             FindingKind::HiddenMarkup => "hidden_markup",
+            FindingKind::External => "external",
+            FindingKind::ExternalUnavailable => "external_unavailable",
         }
     }
 
@@ -166,7 +176,9 @@ impl FindingKind {
             | FindingKind::ZeroWidth
             | FindingKind::EncodedPayload
             | FindingKind::OverlongLine
-            | FindingKind::HiddenMarkup => Verdict::Flagged,
+            | FindingKind::HiddenMarkup
+            | FindingKind::External => Verdict::Flagged,
+            FindingKind::ExternalUnavailable => Verdict::Clean,
         }
     }
 }

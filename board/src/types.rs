@@ -642,6 +642,8 @@ pub enum Command {
         kind: crate::mail::MailType,
         /// What it says.
         body: crate::mail::MailBody,
+        /// The server's external validator's answer (set by the server that called it).
+        external: Option<crate::mail::ExternalScreen>,
     },
     /// A reader took the mailbox's messages through `through_seq`.
     MailAck {

@@ -27,6 +27,7 @@ pub mod identity;
 pub mod limits;
 pub mod network;
 pub mod runtime;
+pub mod screen_hook;
 pub mod service;
 pub mod stages;
 pub mod status;

@@ -97,3 +97,9 @@ pub const STREAMS_PER_CALLER_MAX: usize = 32;
 pub const DESCRIPTORS_RESERVED: usize = 64;
 /// A failed accept (no descriptors left) waits this long before the next.
 pub const ACCEPT_BACKOFF_MS: u64 = 50;
+/// Bytes of an external mail validator's answer read at most (`crate::screen_hook`).
+pub const SCREEN_HOOK_ANSWER_BYTES_MAX: usize = 64 << 10;
+/// Findings of an external mail validator's answer kept.
+pub const SCREEN_HOOK_FINDINGS_MAX: usize = 16;
+/// How long an external mail validator may take unless the operator says otherwise.
+pub const SCREEN_HOOK_TIMEOUT_MS_DEFAULT: u64 = 500;

@@ -345,7 +345,13 @@ impl FabricClient for MemFabric {
         body: whip_board::mail::MailBody,
         key: String,
     ) -> FabricResult<MailAnswer> {
-        match self.apply(Command::MailSend { to, kind, body }, key)? {
+        let send = Command::MailSend {
+            to,
+            kind,
+            body,
+            external: None,
+        };
+        match self.apply(send, key)? {
             Outcome::MailDelivered { id, trust, .. } => Ok(MailAnswer::Delivered { id, trust }),
             Outcome::MailRefused { refusal } => Ok(MailAnswer::Refused {
                 reason: refusal.code().into(),

@@ -38,6 +38,8 @@ pub(crate) enum CellCommand {
         /// Test-only: add this offset (ms, may be negative) to this member's clock.
         #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
         clock_offset_ms: i64,
+        #[command(flatten)]
+        screen: crate::mailcmd::MailScreenArgs,
     },
     /// Make a new cell of the given voters (sent to the first one, or to --cell).
     Init {
@@ -82,7 +84,9 @@ pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
             data,
             storage,
             clock_offset_ms,
+            screen,
         } => {
+            screen.install()?;
             let transport = crate::security::server_transport(global, &data)?;
             let mut config =
                 CellConfig::new(id, advertise.unwrap_or_else(|| listen.to_string()), data);

@@ -46,6 +46,8 @@ pub(crate) enum NodeCommand {
         /// Test-only: add this offset (ms, may be negative) to every hosted cell's clock.
         #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
         clock_offset_ms: i64,
+        #[command(flatten)]
+        screen: crate::mailcmd::MailScreenArgs,
     },
 }
 
@@ -111,7 +113,9 @@ pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> 
         heartbeat_ms,
         election_timeout_ms,
         clock_offset_ms,
+        screen,
     } = cmd;
+    screen.install()?;
     let transport = crate::security::server_transport(global, &data)?;
     transport.server_config(&listen)?;
     let mut config = NodeConfig::new(id, advertise.unwrap_or_else(|| listen.to_string()), data);

@@ -103,16 +103,27 @@ impl CellApi {
     ) -> GrpcResult<pb::MailSendResponse> {
         let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
+        let (to, kind) = (address(&req.to)?, mail_type(req.r#type)?);
+        let body = MailBody {
+            text: req.text,
+            payload: req.payload,
+            in_reply_to: req.in_reply_to,
+            conversation: req.thread,
+            reply_to: req.reply_to.as_deref().map(address).transpose()?,
+        };
+        // The validator judges the content; the state machine combines its answer.
+        let external = crate::screen_hook::external(
+            &to.code(),
+            kind.code(),
+            &body.text,
+            body.payload.as_deref(),
+        )
+        .await;
         let command = Command::MailSend {
-            to: address(&req.to)?,
-            kind: mail_type(req.r#type)?,
-            body: MailBody {
-                text: req.text,
-                payload: req.payload,
-                in_reply_to: req.in_reply_to,
-                conversation: req.thread,
-                reply_to: req.reply_to.as_deref().map(address).transpose()?,
-            },
+            to,
+            kind,
+            body,
+            external,
         };
         let mut r = pb::MailSendResponse::default();
         match self.submit(&caller, req.idempotency_key, command).await? {
