@@ -1,7 +1,8 @@
 //! # whip-board: the coordination state machine
 //!
 //! Owns the meaning of every coordination command: CAS keys, leases, counters, ledgers,
-//! election leases, schedule firings, teams with their task boards and mailboxes (also the
+//! election leases, schedule firings, agent, team and entry mail with its authority rules
+//! and screen ([`mail`], [`screen`]), teams with their task boards and notices (also the
 //! reserved boards of WhippleScript trackers, [`TRACKER_TEAM_PREFIX`]), the replicated
 //! halves of cross-cell handoff channels (outboxes, chain heads, alarms) and the one
 //! [`chain`] check of their envelopes (the receiving cell's apply and the fabric's envelope

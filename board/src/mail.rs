@@ -797,9 +797,47 @@ pub(crate) fn purge_team(txn: &mut impl Txn, team: &str, budget: usize) -> (u32,
     (u32::try_from(removed).expect("budget fits u32"), done)
 }
 
+/// Delete entry `id`'s mailbox: the entry is gone (revoked or lapsed), so mail to it is
+/// refused `unknown_recipient` from now on. Bounded: a mailbox never holds more than
+/// `MAIL_DEPTH_MAX` messages.
+pub(crate) fn purge_entry(txn: &mut impl Txn, id: &str) {
+    let address = Address::Entry(id.to_string());
+    let start = keys::named(MBOX_MSG, &address.code());
+    let limit = usize::try_from(MAIL_DEPTH_MAX).expect("depth fits usize") + 1;
+    for (key, _) in txn.scan(&start, &keys::prefix_end(&start), limit) {
+        txn.delete(&key);
+    }
+    txn.delete(&head_key(&address));
+}
+
 /// The first key after `key` in scan order.
 fn after(key: &[u8]) -> Vec<u8> {
     let mut next = key.to_vec();
     next.push(0);
     next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Mail rows move with their mailbox's range: the point a range move reads off a row
+    /// is the point the mailbox routes by.
+    #[test]
+    fn mail_rows_sit_at_their_mailboxs_point() {
+        let addresses = [
+            Address::Agent("bob".into()),
+            Address::Team("web".into()),
+            Address::Entry("w0123456789abcdef.2.1".into()),
+        ];
+        for address in addresses {
+            let point = Some(address.point());
+            assert_eq!(row_point(&head_key(&address)), point, "{address:?}");
+            assert_eq!(row_point(&message_key(&address, 7)), point, "{address:?}");
+        }
+        let agent = Address::Agent("bob".into()).point();
+        assert_eq!(agent, crate::route::kv_point(&access::agent_key("bob")));
+        let entry = Address::Entry("w0123456789abcdef.2.1".into()).point();
+        assert_eq!(entry, crate::route::work_point("w0123456789abcdef"));
+    }
 }

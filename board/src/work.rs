@@ -1105,6 +1105,8 @@ fn remove_subtree(txn: &mut impl Txn, caller: &Caller, entry: &WorkEntryView) ->
 /// Delete one entry with its deadline and counts (its parent counts one child less).
 fn forget(txn: &mut impl Txn, entry: &WorkEntryView) {
     txn.delete(&entry_key(&entry.id));
+    // Its mailbox goes with it (at most `MAIL_DEPTH_MAX` messages wait there).
+    crate::mail::purge_entry(txn, &entry.id);
     deadline::remove(txn, entry.expires_ms, &item(&entry.id));
     uncount(txn, entry);
     if let Some(mut parent) = entry.parent.as_deref().and_then(|id| load_entry(txn, id)) {
