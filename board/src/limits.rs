@@ -64,6 +64,9 @@ pub const MAILBOX_MESSAGES_MAX: u64 = 1024;
 /// Messages waiting in one agent, team or entry mailbox (quarantined ones too); a send
 /// past it is refused `mailbox_full`.
 pub const MAIL_DEPTH_MAX: u64 = 256;
+/// Messages one sender may have waiting in one mailbox: one peer cannot fill another's
+/// mailbox (a send past it is refused `sender_quota`).
+pub const MAIL_SENDER_PENDING_MAX: u64 = 64;
 /// Bytes of a message's text.
 pub const MAIL_TEXT_BYTES_MAX: usize = 16 << 10;
 /// Bytes of a message's JSON payload.

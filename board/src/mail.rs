@@ -22,7 +22,9 @@
 //!   apply and stored with its verdict; a quarantined one is kept and listed apart, never
 //!   delivered into a run, until the recipient's authority releases or drops it.
 //! - **Bounded.** At most `MAIL_DEPTH_MAX` messages wait in one mailbox (quarantined ones
-//!   too); past it a send is refused `mailbox_full`, never dropped.
+//!   too); past it a send is refused `mailbox_full`, never dropped. One sender has at most
+//!   `MAIL_SENDER_PENDING_MAX` of them (`sender_quota`), so a peer cannot fill another's
+//!   mailbox alone.
 //!
 //! Sequence numbers are gap-free per mailbox from 1 and never reused; a message's id is
 //! `{address}#{seq}`. Draining is two steps, read then `MailAck` through a sequence, so a
@@ -36,7 +38,7 @@ use crate::codec::{decode, encode};
 use crate::keys::{self, MBOX_HEAD, MBOX_MSG};
 use crate::limits::{
     LIST_ROWS_MAX, MAIL_DEPTH_MAX, MAIL_GRANTS_MAX, MAIL_PAYLOAD_BYTES_MAX, MAIL_REF_BYTES_MAX,
-    MAIL_TEXT_BYTES_MAX,
+    MAIL_SENDER_PENDING_MAX, MAIL_TEXT_BYTES_MAX,
 };
 use crate::screen::{self, Finding, FindingKind, Screen, Verdict};
 use crate::txn::Txn;
@@ -268,6 +270,15 @@ pub enum MailRefusal {
         /// The message id.
         id: String,
     },
+    /// The sender already has `MAIL_SENDER_PENDING_MAX` messages waiting in this mailbox.
+    SenderQuota {
+        /// The mailbox.
+        address: String,
+        /// The sender.
+        sender: String,
+        /// The limit.
+        max: u64,
+    },
     /// The mailbox already grants `MAIL_GRANTS_MAX` senders.
     GrantsFull {
         /// The mailbox.
@@ -286,6 +297,7 @@ impl MailRefusal {
             MailRefusal::UnknownRecipient { .. } => "unknown_recipient",
             MailRefusal::NotReader { .. } => "not_reader",
             MailRefusal::UnknownMessage { .. } => "unknown_message",
+            MailRefusal::SenderQuota { .. } => "sender_quota",
             MailRefusal::GrantsFull { .. } => "grants_full",
         }
     }
@@ -319,6 +331,14 @@ impl std::fmt::Display for MailRefusal {
                 write!(f, "{caller} may not read mailbox {address}")
             }
             MailRefusal::UnknownMessage { id } => write!(f, "no message {id} waits there"),
+            MailRefusal::SenderQuota {
+                address,
+                sender,
+                max,
+            } => write!(
+                f,
+                "{sender} already has {max} messages waiting in {address}, the limit per sender"
+            ),
             MailRefusal::GrantsFull { address, max } => {
                 write!(f, "mailbox {address} already grants {max} senders")
             }
@@ -366,6 +386,35 @@ struct Head {
     pending: u64,
     /// Senders the recipient's authority allowed to direct it.
     grants: Vec<String>,
+    /// Messages waiting per sender, by name (none at zero).
+    senders: Vec<(String, u64)>,
+}
+
+impl Head {
+    fn waiting_from(&self, sender: &str) -> u64 {
+        self.senders
+            .iter()
+            .find(|(name, _)| name == sender)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    /// One more (`up`) or one fewer message of `sender` waiting.
+    fn count(&mut self, sender: &str, up: bool) {
+        match self
+            .senders
+            .binary_search_by(|(name, _)| name.as_str().cmp(sender))
+        {
+            Ok(i) if up => self.senders[i].1 += 1,
+            Ok(i) if self.senders[i].1 <= 1 => drop(self.senders.remove(i)),
+            Ok(i) => self.senders[i].1 -= 1,
+            Err(i) if up => self.senders.insert(i, (sender.to_string(), 1)),
+            Err(_) => {}
+        }
+        match up {
+            true => self.pending += 1,
+            false => self.pending = self.pending.saturating_sub(1),
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -493,6 +542,13 @@ pub(crate) fn send(txn: &mut impl Txn, stamp: Stamp, caller: &Caller, send: &Sen
             max: MAIL_DEPTH_MAX,
         });
     }
+    if *caller != Caller::Server && head.waiting_from(caller.name()) >= MAIL_SENDER_PENDING_MAX {
+        return refused(MailRefusal::SenderQuota {
+            address: to.code(),
+            sender: caller.name().to_string(),
+            max: MAIL_SENDER_PENDING_MAX,
+        });
+    }
     let seq = head.next_seq;
     let stored = Stored {
         from: caller.name().to_string(),
@@ -508,7 +564,7 @@ pub(crate) fn send(txn: &mut impl Txn, stamp: Stamp, caller: &Caller, send: &Sen
     };
     txn.put(&message_key(to, seq), &encode(&stored));
     head.next_seq += 1;
-    head.pending += 1;
+    head.count(caller.name(), true);
     txn.put(&head_key(to), &encode(&head));
     Outcome::MailDelivered {
         id: message_id(to, seq),
@@ -630,17 +686,17 @@ pub(crate) fn ack(
     let start = message_key(address, 1);
     let end = message_key(address, through_seq.saturating_add(1));
     let mut removed = 0u32;
+    let mut head = load_head(txn, address);
     for (key, value) in txn.scan(&start, &end, LIST_ROWS_MAX) {
         let stored: Stored = decode(&value);
         if stored.screen.verdict == Verdict::Quarantined && stored.released_by.is_none() {
             continue;
         }
         txn.delete(&key);
+        head.count(&stored.from, false);
         removed += 1;
     }
     if removed > 0 {
-        let mut head = load_head(txn, address);
-        head.pending -= u64::from(removed);
         txn.put(&head_key(address), &encode(&head));
     }
     Outcome::MailAcked {
@@ -715,7 +771,7 @@ pub(crate) fn release(
     } else {
         txn.delete(&key);
         let mut head = load_head(txn, address);
-        head.pending -= 1;
+        head.count(&stored.from, false);
         txn.put(&head_key(address), &encode(&head));
     }
     Outcome::MailReleased {

@@ -2,7 +2,7 @@
 //! only authority directs, grants, bounds, screening and quarantine, readers.
 
 use whip_board::access::{Caller, agent_key};
-use whip_board::limits::MAIL_DEPTH_MAX;
+use whip_board::limits::{MAIL_DEPTH_MAX, MAIL_SENDER_PENDING_MAX};
 use whip_board::mail::{Address, MailBody, MailRefusal, MailType, MailView, Trust};
 use whip_board::work::WorkKind;
 use whip_board::{Command, MemTxn, Outcome, Query, QueryResult, Request, Stamp, apply, query};
@@ -33,21 +33,18 @@ impl Cell {
             index: 0,
             now_ms: 5_000_000,
         };
-        for (name, record) in [
-            ("parent", "salt$hash".to_string()),
-            ("bob", "salt$hash:by:parent".to_string()),
-            ("eve", "salt$hash".to_string()),
-        ] {
-            let put = Command::KvPut {
-                key: agent_key(name),
-                value: record.into_bytes(),
-                expect_version: None,
-            };
-            assert!(matches!(
-                cell.run(Caller::Server, put),
-                Outcome::KvWritten { .. }
-            ));
+        for name in ["parent", "eve"] {
+            register(&mut cell, name);
         }
+        let put = Command::KvPut {
+            key: agent_key("bob"),
+            value: b"salt$hash:by:parent".to_vec(),
+            expect_version: None,
+        };
+        assert!(matches!(
+            cell.run(Caller::Server, put),
+            Outcome::KvWritten { .. }
+        ));
         cell
     }
 
@@ -91,6 +88,19 @@ impl Cell {
             other => panic!("expected mail, got {other:?}"),
         }
     }
+}
+
+/// An identity record for `name`, made by the operator.
+fn register(cell: &mut Cell, name: &str) {
+    let put = Command::KvPut {
+        key: agent_key(name),
+        value: b"salt$hash".to_vec(),
+        expect_version: None,
+    };
+    assert!(matches!(
+        cell.run(Caller::Server, put),
+        Outcome::KvWritten { .. }
+    ));
 }
 
 fn refusal(outcome: Outcome) -> MailRefusal {
@@ -197,8 +207,21 @@ fn only_a_server_sends_a_notice() {
 fn a_full_mailbox_refuses_and_a_drain_makes_room() {
     let mut cell = Cell::new();
     let bob = Address::Agent("bob".into());
-    for n in 0..MAIL_DEPTH_MAX {
-        delivered(cell.send(agent("eve"), &bob, MailType::Inform, text(&format!("m{n}"))));
+    // One sender has at most its share waiting; four fill the mailbox.
+    let senders = MAIL_DEPTH_MAX / MAIL_SENDER_PENDING_MAX;
+    for s in 0..senders {
+        let name = format!("peer{s}");
+        register(&mut cell, &name);
+        for n in 0..MAIL_SENDER_PENDING_MAX {
+            delivered(cell.send(agent(&name), &bob, MailType::Inform, text(&format!("m{n}"))));
+        }
+        let over = refusal(cell.send(agent(&name), &bob, MailType::Inform, text("more")));
+        let expected = if s + 1 < senders {
+            "sender_quota"
+        } else {
+            "mailbox_full"
+        };
+        assert_eq!(over.code(), expected);
     }
     let full = refusal(cell.send(agent("eve"), &bob, MailType::Inform, text("one more")));
     assert_eq!(full.code(), "mailbox_full");

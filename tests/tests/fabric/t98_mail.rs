@@ -32,7 +32,8 @@ async fn agent(fabric: &Fabric, name: &str) -> CellClient {
 }
 
 /// Send `{sender}:{n}` to `to` until it is delivered: a retry after an error keeps the
-/// idempotency key (it applies once); a full mailbox refused it, so the next try is new.
+/// idempotency key (it applies once); a full mailbox (or the sender's share of it) refused
+/// it, so the next try is new.
 async fn send_once(client: &CellClient, sender: &str, to: &str, n: usize) {
     let mut attempt = 0;
     loop {
@@ -45,7 +46,7 @@ async fn send_once(client: &CellClient, sender: &str, to: &str, n: usize) {
         };
         match client.mail_send(request).await {
             Ok(r) if r.outcome == "delivered" => return,
-            Ok(r) if r.reason == "mailbox_full" => {
+            Ok(r) if r.reason == "mailbox_full" || r.reason == "sender_quota" => {
                 attempt += 1;
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
