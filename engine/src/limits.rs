@@ -35,3 +35,5 @@ pub const READY_ISSUES_OBSERVED_MAX: u32 = 1_000;
 pub const MAIL_DRAIN_MAX: u32 = 64;
 /// How often `whip run --wait` looks at the mailbox of an instance that declares channels.
 pub const MAIL_WAIT_LOOK_MS: u64 = 250;
+/// How long a drain waits for the instance's mailbox before the step goes on without it.
+pub const MAIL_DRAIN_WAIT_MS: u64 = 2_000;

@@ -24,7 +24,7 @@ use super::stepper::settled;
 use super::worker::Ran;
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, Result, now_ms};
 use crate::check::model::Wf;
-use crate::limits::MAIL_DRAIN_MAX;
+use crate::limits::{MAIL_DRAIN_MAX, MAIL_DRAIN_WAIT_MS};
 
 /// The class of the facts inbound mail becomes.
 pub(crate) const MESSAGE_FACT: &str = "message.received";
@@ -39,13 +39,16 @@ impl<F: FabricClient> Engine<F> {
             return Ok(0);
         };
         let address = Address::Entry(work);
-        let mail = match self
-            .fabric
-            .mail_inbox(address.clone(), 0, MAIL_DRAIN_MAX)
-            .await
-        {
-            Ok(mail) => mail,
-            Err(e) => return self.drain_failed(loaded, &address, e.to_string()).await,
+        // A mailbox cell that does not answer soon must not hold the step up.
+        let bound = std::time::Duration::from_millis(MAIL_DRAIN_WAIT_MS);
+        let read = self.fabric.mail_inbox(address.clone(), 0, MAIL_DRAIN_MAX);
+        let mail = match tokio::time::timeout(bound, read).await {
+            Ok(Ok(mail)) => mail,
+            Ok(Err(e)) => return self.drain_failed(loaded, &address, e.to_string()).await,
+            Err(_) => {
+                let why = format!("the mailbox did not answer within {MAIL_DRAIN_WAIT_MS} ms");
+                return self.drain_failed(loaded, &address, why).await;
+            }
         };
         self.drain_failed
             .lock()

@@ -13,6 +13,7 @@ mod t90_boards;
 mod t95_handoff;
 mod t97_registry;
 mod t98_mail;
+mod t99_mail_drain;
 
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;
