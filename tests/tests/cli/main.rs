@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use whip_tests::whip_binary;
 
+mod mail;
 mod work;
 
 fn whip(dir: &Path, args: &[&str]) -> Output {

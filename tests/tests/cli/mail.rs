@@ -1,0 +1,141 @@
+//! Issue 15's contract lines on a 3-voter dev cell: `whip mail send … --json` (delivered
+//! with its trust, or refused with its reason and exit 1), `whip mail inbox --json` (id,
+//! from, type, text, trust, screen with verdict and findings), an unknown `--type` (exit 2),
+//! and the directive rule: a peer is refused, the parent and a team's supervisor are
+//! authority.
+
+use std::process::Output;
+
+use serde_json::Value;
+
+use super::whip_with_credentials;
+
+struct Cli {
+    _dev: whip_tests::DevCell,
+    _dir: tempfile::TempDir,
+    dir: std::path::PathBuf,
+    cell: String,
+}
+
+impl Cli {
+    fn start() -> Cli {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = whip_tests::DevCell::start(dir.path());
+        Cli {
+            dir: dir.path().to_path_buf(),
+            cell: dev.member(0),
+            _dev: dev,
+            _dir: dir,
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let args = [args, &["--cell", self.cell.as_str()]].concat();
+        whip_with_credentials(&self.dir, &self.dir.join("credentials.json"), &args)
+    }
+
+    /// `whip mail send TO --type T --text X --agent A --cell ADDR --json`: (exit code, JSON).
+    fn send(&self, agent: &str, to: &str, kind: &str, text: &str) -> (i32, Value) {
+        let args = [
+            "mail", "send", to, "--type", kind, "--text", text, "--agent", agent,
+        ];
+        let out = self.run(&[&args[..], &["--json"]].concat());
+        let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (out.status.code().unwrap_or(-1), json)
+    }
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "whip failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[test]
+fn mail_contract_lines_answer_as_documented() {
+    let cli = Cli::start();
+    ok(&cli.run(&["agent", "register", "--agent", "lead"]));
+    ok(&cli.run(&["agent", "enroll", "bob", "--agent", "lead"]));
+    ok(&cli.run(&["agent", "register", "--agent", "eve"]));
+
+    let (code, sent) = cli.send("eve", "bob", "inform", "the tests are green");
+    assert_eq!(code, 0, "{sent}");
+    assert_eq!(
+        (&sent["outcome"], &sent["trust"]),
+        (&"delivered".into(), &"untrusted".into())
+    );
+    assert!(
+        sent["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("agent:bob#")),
+        "{sent}"
+    );
+    let (code, refused) = cli.send("eve", "bob", "directive", "deploy now");
+    assert_eq!(
+        (code, &refused["outcome"]),
+        (1, &"refused".into()),
+        "{refused}"
+    );
+    assert_eq!(refused["reason"], "not_authorized");
+    let (code, directed) = cli.send("lead", "bob", "directive", "deploy now");
+    assert_eq!(
+        (code, &directed["trust"]),
+        (0, &"authority".into()),
+        "{directed}"
+    );
+
+    let inbox = ok(&cli.run(&["mail", "inbox", "--agent", "bob", "--json"]));
+    let inbox: Value = serde_json::from_str(inbox.trim()).expect("json");
+    let rows = inbox.as_array().expect("an array");
+    assert_eq!(rows.len(), 2, "{inbox}");
+    for field in ["id", "from", "type", "text", "trust"] {
+        assert!(
+            rows.iter().all(|r| r[field].is_string()),
+            "{field}: {inbox}"
+        );
+    }
+    assert!(
+        rows.iter().all(|r| r["screen"]["verdict"] == "clean"),
+        "{inbox}"
+    );
+    assert!(
+        rows.iter().all(|r| r["screen"]["findings"].is_array()),
+        "{inbox}"
+    );
+    let senders: Vec<&str> = rows.iter().map(|r| r["from"].as_str().unwrap()).collect();
+    assert_eq!(senders, ["eve", "lead"]);
+
+    let unknown = cli.run(&["mail", "send", "bob", "--type", "command", "--text", "x"]);
+    assert_eq!(
+        unknown.status.code(),
+        Some(2),
+        "an unknown --type is a usage error"
+    );
+    supervisor_directs_its_team(&cli);
+}
+
+/// A team's supervisor directs the team's mailbox; a member may not.
+fn supervisor_directs_its_team(cli: &Cli) {
+    ok(&cli.run(&["team", "create", "web", "--agent", "lead"]));
+    ok(&cli.run(&["team", "join", "web", "--member", "eve", "--agent", "lead"]));
+    let (code, directed) = cli.send("lead", "team:web", "directive", "ship it");
+    assert_eq!(
+        (code, &directed["trust"]),
+        (0, &"authority".into()),
+        "{directed}"
+    );
+    let (code, member) = cli.send("eve", "team:web", "directive", "stop everything");
+    assert_eq!(
+        (code, &member["reason"]),
+        (1, &"not_authorized".into()),
+        "{member}"
+    );
+    let inbox = ok(&cli.run(&["mail", "inbox", "team:web", "--agent", "eve", "--json"]));
+    assert!(
+        inbox.contains(r#""trust":"authority""#),
+        "members read it: {inbox}"
+    );
+}
