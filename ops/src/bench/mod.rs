@@ -17,6 +17,7 @@ use crate::connect::{cell_addrs, session};
 use crate::output::{self, parse_duration_ms};
 
 mod board;
+mod mail;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub(crate) enum Workload {
@@ -32,6 +33,9 @@ pub(crate) enum Workload {
     /// Task board cycles: producers keep a bounded backlog of posted tasks, each client is
     /// a worker looping claim → complete; completed cycles per second, latency per cycle.
     Board,
+    /// Mail cycles: each client sends a message to its own mailbox, reads it and
+    /// acknowledges it; cycles per second, latency per cycle.
+    Mail,
 }
 
 #[derive(Args, Debug)]
@@ -81,8 +85,10 @@ pub(crate) async fn run(global: &Global, args: BenchArgs) -> Result<ExitCode> {
         return crate::run::bench_engine(global, program, args.clients, warmup, duration).await;
     }
     let session = session(global).await?;
-    if let Workload::Board = args.workload {
-        return board::run(global, session, args, warmup, duration).await;
+    match args.workload {
+        Workload::Board => return board::run(global, session, args, warmup, duration).await,
+        Workload::Mail => return mail::run(global, session, args, warmup, duration).await,
+        _ => {}
     }
     let clients = connect_clients(global, &session.client, args.conns.max(1)).await?;
     let start = Instant::now();
@@ -193,7 +199,9 @@ async fn client_loop(
             Workload::Cas => cas(client, key, &value, &mut versions[slot]).await,
             Workload::Lease => lease(client, key, i).await,
             Workload::Ledger => ledger(client, i, &value).await,
-            Workload::Engine | Workload::Board => unreachable!("runs in its own loop"),
+            Workload::Engine | Workload::Board | Workload::Mail => {
+                unreachable!("runs in its own loop")
+            }
         };
         if t0 >= from {
             w.latencies_us

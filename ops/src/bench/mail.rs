@@ -1,0 +1,146 @@
+//! `whip bench mail`: one message through a replicated mailbox and out again, the cycle the
+//! NATS JetStream comparison measures (`peer-bench nats-board`: a publish acknowledged by a
+//! replicated stream, a fetch, an acknowledged ack). Each client owns one mailbox (a work
+//! entry's, registered under one root for the run) and loops: send a message to it (one
+//! apply), read it (a linearizable read), acknowledge it (one apply). A cycle counts when
+//! its ack is answered; its latency runs from the send to the ack.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, anyhow, bail};
+use whip_cell::CellClient;
+use whip_proto::v1 as pb;
+
+use super::{BenchArgs, Worker, connect_clients, progress, report};
+use crate::Global;
+use crate::connect::Session;
+
+pub(super) async fn run(
+    global: &Global,
+    session: Session,
+    args: BenchArgs,
+    warmup: Duration,
+    duration: Duration,
+) -> Result<ExitCode> {
+    let session = crate::agent::authenticate(global, session).await?;
+    let (agent, token) = session
+        .client
+        .identity()
+        .ok_or_else(|| anyhow!("bench mail needs an agent identity"))?;
+    let (root, mailboxes) = mailboxes(&session.client, args.clients).await?;
+    let plain = connect_clients(global, &session.client, args.conns.max(1)).await?;
+    let clients: Vec<Arc<CellClient>> = plain
+        .into_iter()
+        .map(|c| {
+            let c = Arc::try_unwrap(c).unwrap_or_else(|_| unreachable!("fresh client"));
+            Arc::new(c.with_identity(agent.clone(), token.clone()))
+        })
+        .collect();
+    let start = Instant::now();
+    let (from, end) = (start + warmup, start + warmup + duration);
+    let workers: Vec<_> = mailboxes
+        .into_iter()
+        .enumerate()
+        .map(|(i, address)| {
+            let c = clients[i % clients.len()].clone();
+            tokio::spawn(async move { cycle(&c, &address, from, end).await })
+        })
+        .collect();
+    let ticker = tokio::spawn(progress(start, end));
+    let mut results = Vec::new();
+    for w in workers {
+        results.push(w.await.map_err(|e| anyhow!("bench worker panicked: {e}"))?);
+    }
+    ticker.abort();
+    let revoke = pb::WorkRevokeRequest {
+        id: root,
+        idempotency_key: String::new(),
+    };
+    session.client.work_revoke(revoke).await?;
+    session.close().await;
+    report(global, &args, duration, results)
+}
+
+/// One root entry for the run and one child entry per client: their mailboxes.
+async fn mailboxes(c: &CellClient, clients: usize) -> Result<(String, Vec<String>)> {
+    let register = |parent: &str| pb::WorkRegisterRequest {
+        kind: "job".into(),
+        parent: parent.into(),
+        ttl_ms: 600_000,
+        ..Default::default()
+    };
+    let root = c.work_register(register("")).await?;
+    let Some(root) = root.entry.map(|e| e.id) else {
+        bail!("the bench's root entry was refused: {}", root.reason);
+    };
+    let mut out = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        let child = c.work_register(register(&root)).await?;
+        let Some(child) = child.entry.map(|e| e.id) else {
+            bail!("a bench entry was refused: {}", child.reason);
+        };
+        out.push(format!("entry:{child}"));
+    }
+    Ok((root, out))
+}
+
+async fn cycle(c: &CellClient, address: &str, from: Instant, end: Instant) -> Worker {
+    let mut w = Worker {
+        latencies_us: Vec::new(),
+        commits: 0,
+        errors: 0,
+    };
+    while Instant::now() < end {
+        let began = Instant::now();
+        let ok = round(c, address).await;
+        let measured = began >= from;
+        match ok {
+            true if measured => {
+                w.commits += 1;
+                let us = began.elapsed().as_micros().min(u128::from(u32::MAX));
+                w.latencies_us.push(us as u32);
+            }
+            false if measured => w.errors += 1,
+            _ => {}
+        }
+    }
+    w
+}
+
+/// Send, read, acknowledge: true when all three answered as they should.
+async fn round(c: &CellClient, address: &str) -> bool {
+    let send = pb::MailSendRequest {
+        to: address.to_string(),
+        r#type: pb::MailType::Inform.into(),
+        text: "bench".into(),
+        ..Default::default()
+    };
+    if !c
+        .mail_send(send)
+        .await
+        .is_ok_and(|r| r.outcome == "delivered")
+    {
+        return false;
+    }
+    let read = pb::MailInboxRequest {
+        address: address.to_string(),
+        limit: 1,
+        ..Default::default()
+    };
+    let Some(seq) = c
+        .mail_inbox(read)
+        .await
+        .ok()
+        .and_then(|r| r.messages.first().map(|m| m.seq))
+    else {
+        return false;
+    };
+    let ack = pb::MailAckRequest {
+        address: address.to_string(),
+        through_seq: seq,
+        idempotency_key: String::new(),
+    };
+    c.mail_ack(ack).await.is_ok_and(|r| r.outcome == "acked")
+}
