@@ -6,8 +6,16 @@
 # Usage: scripts/bench-board.sh DURATION PEER_BENCH   (prints JSON lines)
 # Each line has system, workload, workers, clients, ops_per_sec, p50_us, p99_us (whip's
 # lines also keep its whole answer under "result"). A peer whose server is not installed
-# is skipped with a note on stderr. VOTERS=1 runs whip on a one-voter cell.
+# is skipped with a note on stderr. VOTERS=1 runs whip on a one-voter cell. WORKLOAD=mail
+# measures `whip bench mail` (send, read, acknowledge one message per cycle) against the
+# same peers instead of the board's claim/complete cycle.
 set -euo pipefail
+workload=${WORKLOAD:-board}
+case "$workload" in
+  board) whip_workload=board-claim-complete ;;
+  mail) whip_workload=mail-send-read-ack ;;
+  *) echo "bench-board: WORKLOAD is board or mail" >&2; exit 2 ;;
+esac
 duration=${1:-5s}
 peer=${2:?path to peer-bench}
 whip=${WHIP:-target/release/whip}
@@ -22,11 +30,12 @@ pids+=($!)
 for _ in $(seq 100); do grep -q ready "$work/cell.log" && break; sleep 0.1; done
 cells=$(seq -s, 7460 $((7459 + voters)) | sed 's/\([0-9]*\)/127.0.0.1:\1/g')
 for n in 1 16 64; do
-  "$whip" bench board --cell "$cells" --clients $n --duration "$duration" --json 2>/dev/null | tail -1 |
+  "$whip" bench "$workload" --cell "$cells" --clients $n --duration "$duration" --json 2>/dev/null |
+    tail -1 |
     python3 -c "
 import json, sys
 r = json.load(sys.stdin)
-line = {'system': 'whip-$voters-voters', 'workload': 'board-claim-complete', 'workers': $n,
+line = {'system': 'whip-$voters-voters', 'workload': '$whip_workload', 'workers': $n,
         'clients': $n, 'ops_per_sec': r.get('ops_per_sec'), 'p50_us': r.get('p50_us'),
         'p99_us': r.get('p99_us'), 'result': r}
 print(json.dumps(line))"
