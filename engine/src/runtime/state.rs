@@ -237,7 +237,7 @@ impl State {
                 self.dirty.insert(format!("c/{}", cont.id));
                 self.conts.insert(cont.id.clone(), cont);
             }
-            "after.dropped" => self.set_cont(d["id"].as_str().unwrap_or_default(), "dead"),
+            "after.dropped" | "after.revived" => self.cont_event(ev),
             "effect.requested" => {
                 let effect: Effect = parse(&d["effect"]);
                 self.header.next[1] += 1;
@@ -297,6 +297,16 @@ impl State {
         let e = self.effects.get_mut(id)?;
         self.dirty.insert(format!("x/{id}"));
         Some(e)
+    }
+
+    /// An `after` continuation dropped (its effect settled another way) or revived (its
+    /// effect was retried: every continuation on it waits for the new outcome).
+    fn cont_event(&mut self, ev: &Event) {
+        let state = match ev.kind.as_str() {
+            "after.revived" => "pending",
+            _ => "dead",
+        };
+        self.set_cont(ev.data["id"].as_str().unwrap_or_default(), state);
     }
 
     fn set_cont(&mut self, id: &str, state: &str) {

@@ -280,6 +280,18 @@ impl<F: FabricClient> Engine<F> {
                 "effect.retried",
                 json!({"id": effect, "attempt": e.attempt + 1, "by": "operator"}),
             );
+            // The rule's continuations on the effect observe the new attempt's outcome:
+            // the branch that was dropped when the effect failed can still run.
+            let observers: Vec<String> = loaded
+                .state
+                .conts
+                .values()
+                .filter(|c| c.effect == effect && c.state != "pending")
+                .map(|c| c.id.clone())
+                .collect();
+            for cont in observers {
+                draft.emit("after.revived", json!({"id": cont, "effect": effect}));
+            }
             if self.commit(&mut loaded, draft).await? {
                 return Ok(loaded.state.header.last_seq);
             }

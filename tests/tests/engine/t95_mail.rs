@@ -144,3 +144,45 @@ fn listening_instance_hears_the_operator(d: &Path, one: &str, other: &str) {
         .expect("the listening run ends"));
     assert!(out.contains(r#"result {"text":"hello listener"}"#), "{out}");
 }
+
+/// `whip ARGS` on the embedded store in `dir`, with the credentials file in `dir`.
+fn embedded(dir: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .current_dir(dir)
+        .env("WHIP_CREDENTIALS", dir.join("credentials.json"))
+        .args(args)
+        .output()
+        .expect("run whip")
+}
+
+/// A send to an agent nobody registered yet fails and its `fails` branch runs; once the
+/// agent exists, `whip retry` re-runs the send and the rule's `succeeds` branch, which was
+/// dropped when the send failed, completes the instance.
+#[test]
+fn a_retried_send_resumes_the_branch_its_failure_dropped() {
+    let dir = crate::workdir();
+    let d = dir.path();
+    copy(d, "tell.whip");
+    let first = ok(&embedded(d, &["run", "tell.whip"]));
+    assert!(first.contains("status running"), "{first}");
+    let id = run_id(&first);
+    let effects = ok(&embedded(d, &["effects", &id]));
+    assert!(effects.contains("message.send failed"), "{effects}");
+    assert!(effects.contains("unknown_recipient"), "{effects}");
+    ok(&embedded(d, &["--agent", "carol", "agent", "register"]));
+    let retried = ok(&embedded(d, &["retry", &id, "x000001"]));
+    assert!(
+        retried.starts_with(&format!("{id} updated at event #")),
+        "{retried}"
+    );
+    ok(&embedded(d, &["worker", &id]));
+    ok(&embedded(d, &["step", &id]));
+    let status = ok(&embedded(d, &["status", &id]));
+    assert!(status.contains(" completed "), "{status}");
+    assert!(status.contains(r#"result={"text":"sent"}"#), "{status}");
+    let inbox = ok(&embedded(
+        d,
+        &["--agent", "carol", "--json", "mail", "inbox"],
+    ));
+    assert!(inbox.contains(r#""text":"hi carol""#), "{inbox}");
+}
