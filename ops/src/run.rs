@@ -18,6 +18,13 @@ use crate::Global;
 use crate::connect::session;
 use crate::output;
 
+/// `whip evidence …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum EvidenceCommand {
+    /// Effects, runs and provider diagnostics of one instance (no arguments, no secrets).
+    Instance { id: String },
+}
+
 /// The engine's subcommands (flattened into the top-level command list).
 #[derive(Subcommand, Debug)]
 pub(crate) enum EngineCommand {
@@ -43,6 +50,16 @@ pub(crate) enum EngineCommand {
     Runs { id: String },
     /// Failures and blocks of an instance's effects.
     Diagnostics { id: String },
+    /// An instance's lifecycle, event by event; `--check` verifies it against the rules
+    /// (`conformance=ok` or `violation at #N: …`, exit 1).
+    Trace {
+        id: String,
+        #[arg(long)]
+        check: bool,
+    },
+    /// Evidence for an incident report: `whip --json evidence instance ID`.
+    #[command(subcommand)]
+    Evidence(EvidenceCommand),
     /// Block new steps and effect starts.
     Pause { id: String },
     /// Undo `pause`.
@@ -270,6 +287,13 @@ async fn dispatch(global: &Global, engine: &Eng, cmd: EngineCommand) -> Result<E
         EngineCommand::Effects { id } => effects(global, engine, &id).await,
         EngineCommand::Runs { id } => runs(global, engine, &id).await,
         EngineCommand::Diagnostics { id } => diagnostics(global, engine, &id).await,
+        EngineCommand::Trace { id, check } => trace(global, engine, &id, check).await,
+        EngineCommand::Evidence(EvidenceCommand::Instance { id }) => {
+            let st = state_of(engine, &id).await?;
+            let evidence = whip_engine::runtime::trace::evidence(&st);
+            let text = serde_json::to_string_pretty(&evidence)?;
+            print(global, evidence, vec![text])
+        }
         EngineCommand::Pause { id } => transition(global, engine, &id, "paused").await,
         EngineCommand::Resume { id } => transition(global, engine, &id, "running").await,
         EngineCommand::Cancel { id } => transition(global, engine, &id, "cancelled").await,
@@ -720,6 +744,41 @@ async fn message(
                     "error": message}));
             }
             eprintln!("refused ({reason}): {message}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// `whip trace ID [--check]`.
+async fn trace(global: &Global, engine: &Eng, id: &str, check: bool) -> Result<ExitCode> {
+    let events = engine.events(id).await.map_err(engine_error)?;
+    if !check {
+        let lines = events
+            .iter()
+            .map(|e| {
+                format!(
+                    "#{} {} {}",
+                    e.seq,
+                    e.kind,
+                    crate::output::time_text(e.at_ms)
+                )
+            })
+            .collect();
+        return print(global, serde_json::to_value(&events)?, lines);
+    }
+    match whip_engine::runtime::trace::check(&events) {
+        None => print(
+            global,
+            json!({"id": id, "conformance": "ok", "events": events.len()}),
+            vec!["conformance=ok".into()],
+        ),
+        Some(v) => {
+            let text = format!("violation at #{}: {}", v.seq, v.detail);
+            print(
+                global,
+                json!({"id": id, "conformance": "violation", "at": v.seq, "detail": v.detail}),
+                vec![text],
+            )?;
             Ok(ExitCode::from(1))
         }
     }

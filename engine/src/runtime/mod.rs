@@ -23,6 +23,7 @@ mod mail;
 pub mod program;
 pub mod state;
 mod stepper;
+pub mod trace;
 pub mod tracker;
 mod views;
 pub mod worker;

@@ -12,6 +12,7 @@ mod t70_worker_daemons;
 mod t80_seeds_fabric;
 mod t90_trackers_fabric;
 mod t95_mail;
+mod t96_trace;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
