@@ -25,6 +25,7 @@ mod convert;
 pub mod error;
 pub mod identity;
 pub mod limits;
+pub mod mail_wire;
 pub mod network;
 pub mod runtime;
 pub mod screen_hook;

@@ -487,7 +487,7 @@ impl FabricClient for CellClient {
     ) -> FabricResult<MailAnswer> {
         let request = pb::MailSendRequest {
             to: to.code(),
-            r#type: mail_type_pb(kind).into(),
+            r#type: whip_cell::mail_wire::mail_type_pb(kind).into(),
             text: body.text,
             payload: body.payload,
             in_reply_to: body.in_reply_to,
@@ -499,8 +499,9 @@ impl FabricClient for CellClient {
         match r.outcome.as_str() {
             "delivered" => Ok(MailAnswer::Delivered {
                 id: r.id,
-                trust: whip_board::mail::Trust::parse(&r.trust)
-                    .ok_or_else(|| malformed("trust", &r.trust))?,
+                trust: whip_board::mail::Trust::parse(&r.trust).ok_or_else(|| {
+                    FabricError::Unavailable(format!("the server answered trust {:?}", r.trust))
+                })?,
             }),
             _ => Ok(MailAnswer::Refused {
                 reason: r.reason,
@@ -522,7 +523,10 @@ impl FabricClient for CellClient {
             quarantined: false,
         };
         let r = CellClient::mail_inbox(self, request).await.map_err(error)?;
-        r.messages.into_iter().map(mail_view).collect()
+        r.messages
+            .into_iter()
+            .map(|m| whip_cell::mail_wire::message_view(m).map_err(FabricError::Unavailable))
+            .collect()
     }
 
     async fn mail_ack(
@@ -590,74 +594,5 @@ fn task_view(t: pb::Task) -> FabricResult<TaskView> {
             .collect(),
         result: t.result,
         spill_after_ms: 0,
-    })
-}
-
-fn malformed(what: &str, value: &str) -> FabricError {
-    FabricError::Unavailable(format!("the server answered an unknown {what} {value:?}"))
-}
-
-fn mail_type_pb(kind: whip_board::mail::MailType) -> pb::MailType {
-    use whip_board::mail::MailType;
-    match kind {
-        MailType::Inform => pb::MailType::Inform,
-        MailType::Ask => pb::MailType::Ask,
-        MailType::Reply => pb::MailType::Reply,
-        MailType::Directive => pb::MailType::Directive,
-        MailType::Notice => pb::MailType::Notice,
-    }
-}
-
-/// A message as the server answered it; an unknown type, trust, verdict or finding is an
-/// error, never a default.
-fn mail_view(m: pb::MailMessage) -> FabricResult<whip_board::mail::MailView> {
-    use whip_board::mail::{MailBody, MailType, MailView, Trust};
-    use whip_board::screen::{Finding, FindingKind, Screen, Verdict};
-    let kind = match pb::MailType::try_from(m.r#type) {
-        Ok(pb::MailType::Inform) => MailType::Inform,
-        Ok(pb::MailType::Ask) => MailType::Ask,
-        Ok(pb::MailType::Reply) => MailType::Reply,
-        Ok(pb::MailType::Directive) => MailType::Directive,
-        Ok(pb::MailType::Notice) => MailType::Notice,
-        _ => return Err(malformed("mail type", &m.r#type.to_string())),
-    };
-    let screen = m.screen.unwrap_or_default();
-    let findings = screen
-        .findings
-        .into_iter()
-        .map(|f| {
-            let kind = FindingKind::parse(&f.kind).ok_or_else(|| malformed("finding", &f.kind))?;
-            Ok(Finding {
-                kind,
-                detail: f.detail,
-            })
-        })
-        .collect::<FabricResult<Vec<_>>>()?;
-    Ok(MailView {
-        id: m.id,
-        seq: m.seq,
-        to: m.to,
-        from: m.from,
-        kind,
-        body: MailBody {
-            text: m.text,
-            payload: m.payload,
-            in_reply_to: m.in_reply_to,
-            conversation: m.thread,
-            reply_to: m
-                .reply_to
-                .map(|a| whip_board::mail::Address::parse(&a))
-                .transpose()
-                .map_err(|e| FabricError::Unavailable(format!("a reply address: {e}")))?,
-        },
-        trust: Trust::parse(&m.trust).ok_or_else(|| malformed("trust", &m.trust))?,
-        screen: Screen {
-            verdict: Verdict::parse(&screen.verdict)
-                .ok_or_else(|| malformed("verdict", &screen.verdict))?,
-            findings,
-            rules_version: screen.rules_version,
-        },
-        at_ms: m.at_ms,
-        released_by: (!m.released_by.is_empty()).then_some(m.released_by),
     })
 }

@@ -332,14 +332,7 @@ fn print(global: &Global, value: Value, text: String) {
 }
 
 fn type_name(number: i32) -> &'static str {
-    match pb::MailType::try_from(number) {
-        Ok(pb::MailType::Inform) => "inform",
-        Ok(pb::MailType::Ask) => "ask",
-        Ok(pb::MailType::Reply) => "reply",
-        Ok(pb::MailType::Directive) => "directive",
-        Ok(pb::MailType::Notice) => "notice",
-        Ok(pb::MailType::Unspecified) | Err(_) => "unknown",
-    }
+    whip_cell::mail_wire::mail_type(number).map_or("unknown", |kind| kind.code())
 }
 
 fn message_json(m: &pb::MailMessage) -> Value {

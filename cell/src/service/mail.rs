@@ -5,7 +5,7 @@
 //! sender.
 
 use tonic::{Request as GrpcRequest, Response, Status};
-use whip_board::mail::{self, Address, MailBody, MailRefusal, MailType, MailView};
+use whip_board::mail::{self, Address, MailBody, MailRefusal, MailType};
 use whip_board::{Command, Outcome, Query, QueryResult};
 use whip_proto::v1 as pb;
 
@@ -13,29 +13,13 @@ use super::{CellApi, GrpcResult};
 
 /// The board's type for a wire type number; anything outside the closed set (or unset) is
 /// a decode failure, never passed through.
-pub(crate) fn mail_type(number: i32) -> Result<MailType, Status> {
-    match pb::MailType::try_from(number) {
-        Ok(pb::MailType::Inform) => Ok(MailType::Inform),
-        Ok(pb::MailType::Ask) => Ok(MailType::Ask),
-        Ok(pb::MailType::Reply) => Ok(MailType::Reply),
-        Ok(pb::MailType::Directive) => Ok(MailType::Directive),
-        Ok(pb::MailType::Notice) => Ok(MailType::Notice),
-        Ok(pb::MailType::Unspecified) | Err(_) => Err(Status::invalid_argument(format!(
+fn mail_type(number: i32) -> Result<MailType, Status> {
+    crate::mail_wire::mail_type(number).ok_or_else(|| {
+        Status::invalid_argument(format!(
             "mail type {number} is not one of inform (1), ask (2), reply (3), directive (4), \
              notice (5)"
-        ))),
-    }
-}
-
-/// The wire's number for a board type.
-pub(crate) fn mail_type_pb(kind: MailType) -> pb::MailType {
-    match kind {
-        MailType::Inform => pb::MailType::Inform,
-        MailType::Ask => pb::MailType::Ask,
-        MailType::Reply => pb::MailType::Reply,
-        MailType::Directive => pb::MailType::Directive,
-        MailType::Notice => pb::MailType::Notice,
-    }
+        ))
+    })
 }
 
 fn address(text: &str) -> Result<Address, Status> {
@@ -62,38 +46,6 @@ fn mail_response(outcome: Outcome) -> Result<pb::MailResponse, Status> {
         other => return Err(Status::internal(format!("unexpected answer {other:?}"))),
     }
     Ok(r)
-}
-
-/// One stored message on the wire.
-fn message_pb(view: MailView) -> pb::MailMessage {
-    pb::MailMessage {
-        id: view.id,
-        seq: view.seq,
-        to: view.to,
-        from: view.from,
-        r#type: mail_type_pb(view.kind).into(),
-        text: view.body.text,
-        payload: view.body.payload,
-        in_reply_to: view.body.in_reply_to,
-        thread: view.body.conversation,
-        reply_to: view.body.reply_to.map(|a| a.code()),
-        trust: view.trust.code().into(),
-        screen: Some(pb::MailScreen {
-            verdict: view.screen.verdict.code().into(),
-            findings: view
-                .screen
-                .findings
-                .into_iter()
-                .map(|f| pb::MailFinding {
-                    kind: f.kind.code().into(),
-                    detail: f.detail,
-                })
-                .collect(),
-            rules_version: view.screen.rules_version,
-        }),
-        at_ms: view.at_ms,
-        released_by: view.released_by.unwrap_or_default(),
-    }
 }
 
 impl CellApi {
@@ -152,7 +104,10 @@ impl CellApi {
         };
         match self.read(&caller, query).await? {
             QueryResult::Mail(messages) => Ok(Response::new(pb::MailInboxResponse {
-                messages: messages.into_iter().map(message_pb).collect(),
+                messages: messages
+                    .into_iter()
+                    .map(crate::mail_wire::message_pb)
+                    .collect(),
             })),
             other => Err(Status::internal(format!("unexpected answer {other:?}"))),
         }

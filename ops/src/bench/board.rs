@@ -17,7 +17,7 @@ use whip_cell::CellClient;
 use whip_proto::v1 as pb;
 use whip_proto::v1::OutcomeCode as Code;
 
-use super::{BenchArgs, Worker, connect_clients, progress, report};
+use super::{BenchArgs, Worker, agent_clients, progress, report};
 use crate::Global;
 use crate::connect::Session;
 
@@ -31,11 +31,7 @@ pub(super) async fn run(
     warmup: Duration,
     duration: Duration,
 ) -> Result<ExitCode> {
-    let session = crate::agent::authenticate(global, session).await?;
-    let (agent, token) = session
-        .client
-        .identity()
-        .ok_or_else(|| anyhow!("bench board needs an agent identity"))?;
+    let (session, clients) = agent_clients(global, session, args.conns).await?;
     let team = format!("bench-{:x}", rand::random::<u32>());
     let create = pb::TeamCreateRequest {
         team: team.clone(),
@@ -50,14 +46,6 @@ pub(super) async fn run(
     if created.code != Code::TeamCreated as i32 {
         bail!("cannot create the bench team: {}", created.message);
     }
-    let plain = connect_clients(global, &session.client, args.conns.max(1)).await?;
-    let clients: Vec<Arc<CellClient>> = plain
-        .into_iter()
-        .map(|c| {
-            let c = Arc::try_unwrap(c).unwrap_or_else(|_| unreachable!("fresh client"));
-            Arc::new(c.with_identity(agent.clone(), token.clone()))
-        })
-        .collect();
     let start = Instant::now();
     let (from, end) = (start + warmup, start + warmup + duration);
     let backlog = Arc::new(AtomicI64::new(0));

@@ -6,14 +6,13 @@
 //! its ack is answered; its latency runs from the send to the ack.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;
 
-use super::{BenchArgs, Worker, connect_clients, progress, report};
+use super::{BenchArgs, Worker, agent_clients, progress, report};
 use crate::Global;
 use crate::connect::Session;
 
@@ -24,20 +23,8 @@ pub(super) async fn run(
     warmup: Duration,
     duration: Duration,
 ) -> Result<ExitCode> {
-    let session = crate::agent::authenticate(global, session).await?;
-    let (agent, token) = session
-        .client
-        .identity()
-        .ok_or_else(|| anyhow!("bench mail needs an agent identity"))?;
+    let (session, clients) = agent_clients(global, session, args.conns).await?;
     let (root, mailboxes) = mailboxes(&session.client, args.clients).await?;
-    let plain = connect_clients(global, &session.client, args.conns.max(1)).await?;
-    let clients: Vec<Arc<CellClient>> = plain
-        .into_iter()
-        .map(|c| {
-            let c = Arc::try_unwrap(c).unwrap_or_else(|_| unreachable!("fresh client"));
-            Arc::new(c.with_identity(agent.clone(), token.clone()))
-        })
-        .collect();
     let start = Instant::now();
     let (from, end) = (start + warmup, start + warmup + duration);
     let workers: Vec<_> = mailboxes

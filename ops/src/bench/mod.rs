@@ -64,6 +64,29 @@ pub(crate) struct BenchArgs {
     program: Option<std::path::PathBuf>,
 }
 
+/// The session acting for the CLI's agent (registered on first use), and `conns` clients
+/// carrying its identity.
+pub(crate) async fn agent_clients(
+    global: &Global,
+    session: crate::connect::Session,
+    conns: usize,
+) -> Result<(crate::connect::Session, Vec<Arc<whip_cell::CellClient>>)> {
+    let session = crate::agent::authenticate(global, session).await?;
+    let (agent, token) = session
+        .client
+        .identity()
+        .ok_or_else(|| anyhow::anyhow!("this bench needs an agent identity"))?;
+    let plain = connect_clients(global, &session.client, conns.max(1)).await?;
+    let clients = plain
+        .into_iter()
+        .map(|c| {
+            let c = Arc::try_unwrap(c).unwrap_or_else(|_| unreachable!("fresh client"));
+            Arc::new(c.with_identity(agent.clone(), token.clone()))
+        })
+        .collect();
+    Ok((session, clients))
+}
+
 pub(crate) struct Worker {
     pub(crate) latencies_us: Vec<u32>,
     pub(crate) commits: u64,

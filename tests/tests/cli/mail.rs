@@ -8,30 +8,16 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use super::whip_with_credentials;
-
-struct Cli {
-    _dev: whip_tests::DevCell,
-    _dir: tempfile::TempDir,
-    dir: std::path::PathBuf,
-    cell: String,
-}
+/// `whip … --cell ADDR` against a dev cell.
+struct Cli(super::DevCli);
 
 impl Cli {
     fn start() -> Cli {
-        let dir = tempfile::tempdir().unwrap();
-        let dev = whip_tests::DevCell::start(dir.path());
-        Cli {
-            dir: dir.path().to_path_buf(),
-            cell: dev.member(0),
-            _dev: dev,
-            _dir: dir,
-        }
+        Cli(super::DevCli::start())
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        let args = [args, &["--cell", self.cell.as_str()]].concat();
-        whip_with_credentials(&self.dir, &self.dir.join("credentials.json"), &args)
+        self.0.run(args)
     }
 
     /// `whip mail send TO --type T --text X --agent A --cell ADDR --json`: (exit code, JSON).

@@ -29,6 +29,33 @@ fn whip_with_credentials(dir: &Path, creds: &Path, args: &[&str]) -> Output {
         .expect("run whip")
 }
 
+/// A 3-voter dev cell, and `whip … --cell ADDR` against it with this test's credentials.
+struct DevCli {
+    // The dev cell stops before its directory goes (fields drop in order).
+    _dev: whip_tests::DevCell,
+    _dir: tempfile::TempDir,
+    dir: std::path::PathBuf,
+    cell: String,
+}
+
+impl DevCli {
+    fn start() -> DevCli {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = whip_tests::DevCell::start(dir.path());
+        DevCli {
+            dir: dir.path().to_path_buf(),
+            cell: dev.member(0),
+            _dev: dev,
+            _dir: dir,
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let args = [args, &["--cell", self.cell.as_str()]].concat();
+        whip_with_credentials(&self.dir, &self.dir.join("credentials.json"), &args)
+    }
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -7,30 +7,16 @@ use serde_json::Value;
 
 use super::{json_of, whip_with_credentials};
 
-/// A dev cell, and `whip … --cell ADDR --json` against it with this test's credentials.
-struct Cli {
-    // The dev cell stops before its directory goes (fields drop in order).
-    _dev: whip_tests::DevCell,
-    _dir: tempfile::TempDir,
-    dir: std::path::PathBuf,
-    cell: String,
-}
+/// `whip … --cell ADDR --json` against a dev cell.
+struct Cli(super::DevCli);
 
 impl Cli {
     fn start() -> Cli {
-        let dir = tempfile::tempdir().unwrap();
-        let dev = whip_tests::DevCell::start(dir.path());
-        Cli {
-            dir: dir.path().to_path_buf(),
-            cell: dev.member(0),
-            _dev: dev,
-            _dir: dir,
-        }
+        Cli(super::DevCli::start())
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        let args = [args, &["--cell", self.cell.as_str(), "--json"]].concat();
-        whip_with_credentials(&self.dir, &self.dir.join("credentials.json"), &args)
+        self.0.run(&[args, &["--json"]].concat())
     }
 
     fn register(&self, agent: &str, parent: Option<&str>) -> Value {
