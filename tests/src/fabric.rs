@@ -126,6 +126,21 @@ impl Fabric {
         CellClient::connect(&[self.addrs[&id].to_string()]).expect("client")
     }
 
+    /// Kill the node leading `cell` (as node 1 sees it), keep it down for `down`, start it
+    /// again and wait until every cell has a leader; returns the node.
+    pub async fn bounce_leader(&mut self, cell: u64, down: Duration) -> u64 {
+        let leader = self
+            .node(1)
+            .hosted(cell)
+            .and_then(|m| m.raft().metrics().borrow().current_leader)
+            .expect("a leader");
+        self.kill(leader).await;
+        tokio::time::sleep(down).await;
+        self.start_node(leader).await;
+        self.wait_leaders(Duration::from_secs(20)).await;
+        leader
+    }
+
     /// A client of every node (it moves on when the one it uses stops answering).
     pub fn client_of_all(&self) -> CellClient {
         let addrs: Vec<String> = self.addrs.values().map(ToString::to_string).collect();

@@ -232,15 +232,9 @@ async fn handoffs_arrive_exactly_once_across_leader_stops_on_both_sides() {
             }
         })
         .await;
-        let leader = fabric
-            .node(1)
-            .hosted(cell)
-            .and_then(|m| m.raft().metrics().borrow().current_leader)
-            .expect("a leader");
-        fabric.kill(leader).await;
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
-        fabric.start_node(leader).await;
-        fabric.wait_leaders(Duration::from_secs(20)).await;
+        fabric
+            .bounce_leader(cell, Duration::from_millis(1_500))
+            .await;
     }
     let c = lead(&fabric, 1).await;
     // Handoffs are batched (one write per channel and round on each side); a loaded CI

@@ -118,15 +118,9 @@ async fn mail_arrives_exactly_once_in_sender_order_across_leader_stops() {
         tokio::spawn(async move { drain_all(&reader, "agent:reader", SENDERS * PER_SENDER).await });
     for cell in [cell_of(recipient), cell_of(&senders[0])] {
         tokio::time::sleep(Duration::from_millis(1_500)).await;
-        let leader = fabric
-            .node(1)
-            .hosted(cell)
-            .and_then(|m| m.raft().metrics().borrow().current_leader)
-            .expect("a leader");
-        fabric.kill(leader).await;
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
-        fabric.start_node(leader).await;
-        fabric.wait_leaders(Duration::from_secs(20)).await;
+        fabric
+            .bounce_leader(cell, Duration::from_millis(1_500))
+            .await;
     }
     for task in tasks {
         tokio::time::timeout(Duration::from_secs(240), task)
