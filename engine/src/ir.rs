@@ -338,6 +338,10 @@ fn read_names(e: &Expr, out: &mut BTreeSet<String>) {
             args.iter().for_each(|a| read_names(a, out))
         }
         ExprKind::Query(_, Some(g)) | ExprKind::EffectQuery(_, _, Some(g)) => read_names(g, out),
+        ExprKind::Index(base, key) => {
+            read_names(base, out);
+            read_names(key, out);
+        }
         _ => {}
     }
 }
@@ -547,6 +551,7 @@ pub fn expr(e: &Expr) -> String {
             Some(g) => format!("{} where {}", c.name, expr(g)),
             None => c.name.clone(),
         },
+        ExprKind::Index(base, key) => format!("{}[{}]", expr(base), expr(key)),
         ExprKind::EffectQuery(k, p, g) => {
             let mut s = format!("effect {}", k.name);
             if !p.is_empty() {

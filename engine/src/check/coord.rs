@@ -407,7 +407,8 @@ impl Cx<'_> {
                 .binding
                 .as_ref()
                 .is_some_and(|b| self.consumed.contains(&b.name));
-            if !consumed {
+            // Only a new fact of the trigger's class fires the rule again, effects and all.
+            if !consumed && records_class(&rule.body.stmts, &c.name) {
                 let msg = format!(
                     "effectful rule `{}` preserves trigger fact `schema:{}`",
                     self.rule, c.name
@@ -539,6 +540,15 @@ fn flatten_and<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
 }
 
 /// True when `stmts` (or a nested `after`) releases `name` or reaches a terminal.
+/// Whether the statements (or an `after` block among them) record a fact of `class`.
+fn records_class(stmts: &[Stmt], class: &str) -> bool {
+    stmts.iter().any(|s| match &s.kind {
+        StmtKind::Record(c, _) | StmtKind::Done(_, Some((c, _))) => c.name == class,
+        StmtKind::After(a) => records_class(&a.body.stmts, class),
+        _ => false,
+    })
+}
+
 fn releases_or_ends(stmts: &[Stmt], name: &str) -> bool {
     stmts.iter().any(|s| match &s.kind {
         StmtKind::Release(x) => x.name == name,

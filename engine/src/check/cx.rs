@@ -211,29 +211,77 @@ impl<'a> Cx<'a> {
             ExprKind::Binary(op, l, r) => self.binary(*op, l, r, e.span, imp),
             ExprKind::Call(f, args) => self.call(f, args, e.span, imp),
             ExprKind::Query(class, guard) => self.query(class, guard.as_deref(), e.span),
-            ExprKind::EffectQuery(kind, _, guard) => {
-                const KINDS: &[&str] = &[
-                    "timer", "invoke", "acquire", "renew", "consume", "append", "file", "claim",
-                    "finish", "release",
-                ];
-                if !KINDS.contains(&kind.name.as_str()) {
-                    let msg = format!(
-                        "{} queries unknown effect kind `{}`",
-                        self.subject, kind.name
-                    );
-                    let help = suggest::help(
-                        &kind.name,
-                        KINDS.iter().copied(),
-                        "effect kinds are \
-                        `timer`, `invoke`, `acquire`, `renew`, `consume`, `append`, `file`, \
-                        `claim`, `finish`",
-                    );
-                    self.err("expr.unknown_effect_kind", kind.span, msg, help);
-                }
-                if let Some(g) = guard {
-                    self.infer(g, Implicit::Effects);
-                }
-                Ty::Query("effect".into())
+            ExprKind::Index(base, key) => self.index(base, key, imp),
+            ExprKind::EffectQuery(kind, _, guard) => self.effect_query(kind, guard.as_deref()),
+        }
+    }
+
+    /// `effect kind K [where …]`: a query over the instance's effects.
+    fn effect_query(&mut self, kind: &Ident, guard: Option<&Expr>) -> Ty {
+        const KINDS: &[&str] = &[
+            "timer",
+            "invoke",
+            "acquire",
+            "renew",
+            "consume",
+            "append",
+            "file",
+            "claim",
+            "finish",
+            "release",
+            "send",
+            "ask",
+            "message.send",
+            "message.ask",
+        ];
+        if !KINDS.contains(&kind.name.as_str()) {
+            let msg = format!(
+                "{} queries unknown effect kind `{}`",
+                self.subject, kind.name
+            );
+            let help = suggest::help(
+                &kind.name,
+                KINDS.iter().copied(),
+                "effect kinds are \
+                `timer`, `invoke`, `acquire`, `renew`, `consume`, `append`, `file`, \
+                `claim`, `finish`, `send`, `ask`",
+            );
+            self.err("expr.unknown_effect_kind", kind.span, msg, help);
+        }
+        if let Some(g) = guard {
+            self.infer(g, Implicit::Effects);
+        }
+        Ty::Query("effect".into())
+    }
+
+    /// `m["k"]`: the map's value type (a missing key reads as null at run time).
+    fn index(&mut self, base: &Expr, key: &Expr, imp: Implicit<'_>) -> Ty {
+        let k = self.infer(key, imp);
+        if !matches!(k, Ty::String | Ty::Lit(_) | Ty::Any) {
+            let msg = format!("{} indexes a map with a non-string `{k}`", self.subject);
+            self.err(
+                "expr.index_key",
+                key.span,
+                msg,
+                "map keys are strings: `m[\"key\"]`",
+            );
+        }
+        match self.infer(base, imp) {
+            Ty::Map(value) => *value,
+            Ty::Optional(inner) if matches!(*inner, Ty::Map(_)) => match *inner {
+                Ty::Map(value) => Ty::Optional(value),
+                _ => Ty::Any,
+            },
+            Ty::Any | Ty::Class(_) => Ty::Any,
+            other => {
+                let msg = format!("{} indexes a `{other}`, which is not a map", self.subject);
+                self.err(
+                    "expr.index_base",
+                    base.span,
+                    msg,
+                    "only `map<T>` values are indexed",
+                );
+                Ty::Any
             }
         }
     }

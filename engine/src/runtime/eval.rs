@@ -30,6 +30,18 @@ impl Scope<'_> {
         Value::Array(self.state.live(class).map(|f| f.value.clone()).collect())
     }
 
+    /// `count(x)`, `exists(x)`, `empty(x)`.
+    fn call(&self, name: &str, args: &[Expr]) -> Value {
+        let arg = args.first().map(|a| self.eval(a)).unwrap_or(Value::Null);
+        let n = size(&arg);
+        match name {
+            "count" => json!(n),
+            "exists" => json!(!arg.is_null() && n > 0),
+            "empty" => json!(n == 0),
+            _ => Value::Null,
+        }
+    }
+
     /// Evaluate `e`.
     pub(crate) fn eval(&self, e: &Expr) -> Value {
         match &e.kind {
@@ -52,16 +64,13 @@ impl Scope<'_> {
                 _ => Value::Null,
             },
             ExprKind::Binary(op, l, r) => self.binary(*op, l, r),
-            ExprKind::Call(f, args) => {
-                let arg = args.first().map(|a| self.eval(a)).unwrap_or(Value::Null);
-                let n = size(&arg);
-                match f.name.as_str() {
-                    "count" => json!(n),
-                    "exists" => json!(!arg.is_null() && n > 0),
-                    "empty" => json!(n == 0),
-                    _ => Value::Null,
+            ExprKind::Call(f, args) => self.call(&f.name, args),
+            ExprKind::Index(base, key) => match (self.eval(base), self.eval(key)) {
+                (Value::Object(fields), Value::String(k)) => {
+                    fields.get(&k).cloned().unwrap_or(Value::Null)
                 }
-            }
+                _ => Value::Null,
+            },
             ExprKind::Query(c, guard) => {
                 let rows = self.state.live(&c.name).filter(|f| match guard {
                     None => true,
@@ -87,8 +96,9 @@ impl Scope<'_> {
             }
             ExprKind::EffectQuery(kind, path, guard) => {
                 let binding = path.first().map(|p| p.name.clone());
+                let wanted = runtime_kind(&kind.name);
                 let rows = self.state.effects.values().filter(|x| {
-                    x.kind == kind.name
+                    x.kind == wanted
                         && binding
                             .as_ref()
                             .is_none_or(|b| x.binding.as_ref() == Some(b))
@@ -242,5 +252,16 @@ pub(crate) fn text(v: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         other => other.to_string(),
+    }
+}
+
+/// The runtime's name of an effect kind as a program writes it (`file` is `file_issue`,
+/// `send` and `ask` are `message.send` and `message.ask`).
+fn runtime_kind(written: &str) -> &str {
+    match written {
+        "file" => "file_issue",
+        "send" => "message.send",
+        "ask" => "message.ask",
+        other => other,
     }
 }

@@ -569,4 +569,6 @@ pub enum ExprKind {
     Query(Ident, Option<Box<Expr>>),
     /// `effect kind [a.b] [where expr]` (effects of the instance)
     EffectQuery(Ident, Vec<Ident>, Option<Box<Expr>>),
+    /// `m["k"]`: a map (or object) indexed by a string.
+    Index(Box<Expr>, Box<Expr>),
 }

@@ -1192,6 +1192,16 @@ impl Parser<'_> {
         } else {
             None
         };
+        // `exists x` is `exists(x)`, binding tighter than `&&`.
+        if op.is_none() && self.at_kw("exists") && self.peek_at(1).tok != Tok::LParen {
+            let name = self.ident("`exists`", "write `exists x.field`")?;
+            let inner = self.unary()?;
+            let span = start.to(inner.span);
+            return Ok(Expr {
+                kind: ExprKind::Call(name, vec![inner]),
+                span,
+            });
+        }
         let Some(op) = op else { return self.primary() };
         self.bump();
         let inner = self.unary()?;
@@ -1293,10 +1303,21 @@ impl Parser<'_> {
             });
         }
         let span = start.to(segments[segments.len() - 1].span);
-        Ok(Expr {
+        let mut e = Expr {
             kind: ExprKind::Path(segments),
             span,
-        })
+        };
+        // `m["k"]`, also chained; a `[` on a later line starts something else.
+        while self.at(&Tok::LBracket) && !self.peek().nl_before {
+            self.bump();
+            let key = self.expr()?;
+            let close = self.expect(Tok::RBracket, "`]`", "close the index with `]`")?;
+            e = Expr {
+                span: e.span.to(close),
+                kind: ExprKind::Index(Box::new(e), Box::new(key)),
+            };
+        }
+        Ok(e)
     }
 
     /// A call argument; `Class where expr` becomes a fact query.
@@ -1322,6 +1343,9 @@ impl Parser<'_> {
 
     fn effect_query(&mut self) -> R<Expr> {
         let start = self.bump().span;
+        if self.at_kw("kind") && self.peek_at(1).tok == Tok::Ident {
+            return self.effect_kind_query(start);
+        }
         let kind = self.ident("an effect kind", "write `effect kind [binding] [where …]`")?;
         let path = if self.at(&Tok::Ident) && !self.at_kw("where") {
             self.path()?
@@ -1337,6 +1361,26 @@ impl Parser<'_> {
         Ok(Expr {
             kind: ExprKind::EffectQuery(kind, path, guard),
             span,
+        })
+    }
+
+    /// `effect kind K[.K…] [where …]`: effects of a (possibly dotted) kind.
+    fn effect_kind_query(&mut self, start: Span) -> R<Expr> {
+        self.bump();
+        let parts = self.path()?;
+        let name: Vec<&str> = parts.iter().map(|p| p.name.as_str()).collect();
+        let kind = Ident {
+            name: name.join("."),
+            span: parts[0].span.to(parts[parts.len() - 1].span),
+        };
+        let guard = if self.eat_kw("where") {
+            Some(Box::new(self.expr()?))
+        } else {
+            None
+        };
+        Ok(Expr {
+            kind: ExprKind::EffectQuery(kind, Vec::new(), guard),
+            span: start.to(self.prev_span()),
         })
     }
 
