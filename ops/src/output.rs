@@ -49,7 +49,12 @@ pub(crate) fn fail(global: &Global, err: &anyhow::Error) -> ExitCode {
     if global.json {
         json(&serde_json::json!({ "error": format!("{err:#}") }));
     }
-    eprintln!("error: {err:#}");
+    // Diagnostics rendered by the checker already start with `error: `.
+    let text = format!("{err:#}");
+    match text.starts_with("error: ") {
+        true => eprintln!("{text}"),
+        false => eprintln!("error: {text}"),
+    }
     ExitCode::from(1)
 }
 

@@ -717,3 +717,19 @@ fn cell_status_shows_per_stage_latencies() {
     let committed = &stages["committed"];
     assert!(committed["p50_us"].as_u64() <= committed["max_us"].as_u64());
 }
+
+#[test]
+fn a_program_that_does_not_check_is_reported_once_per_diagnostic() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = "workflow W\n\noutput result { note string }\n\n\
+                   rule r when started => {\n  complete missing { note \"x\" }\n}\n";
+    std::fs::write(dir.path().join("bad.whip"), program).unwrap();
+    let out = whip(dir.path(), &["run", "bad.whip"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("error: rule `r` completes unknown"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("error: error:"), "{stderr}");
+}
