@@ -243,7 +243,7 @@ fn admit(wf: &Wf, draft: &mut Draft, mail: &[MailView]) {
             .body
             .in_reply_to
             .as_deref()
-            .and_then(|id| asking(&draft.state, id))
+            .and_then(|id| asking(&draft.state, id, &m.from))
             .cloned();
         let value = fact_value(m, channel_of(wf, asked.as_ref(), m));
         let fact = Fact {
@@ -263,10 +263,21 @@ fn admit(wf: &Wf, draft: &mut Draft, mail: &[MailView]) {
     }
 }
 
-/// The ask effect that sent message `id`.
-fn asking<'s>(st: &'s State, id: &str) -> Option<&'s Effect> {
+/// The ask effect that sent message `id`, when `from` may answer it: an ask to an agent
+/// is answered only by that agent (anyone may name an ask's id in `in_reply_to`; the
+/// proven sender is what counts). An ask to a team or an entry takes a reply from anyone,
+/// whose name the reply carries.
+fn asking<'s>(st: &'s State, id: &str, from: &str) -> Option<&'s Effect> {
     st.effects.values().find(|e| {
-        e.kind == "message.ask" && e.output.as_ref().is_some_and(|o| o["sent"] == json!(id))
+        let sent = e.output.as_ref().is_some_and(|o| o["sent"] == json!(id));
+        let answerer = match e.args["to"]
+            .as_str()
+            .and_then(|to| to.strip_prefix("agent:"))
+        {
+            Some(agent) => agent == from,
+            None => true,
+        };
+        e.kind == "message.ask" && sent && answerer
     })
 }
 

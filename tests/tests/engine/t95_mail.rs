@@ -80,6 +80,7 @@ fn an_instance_asks_an_agent_and_resumes_with_the_reply() {
         .expect("the ask names its instance's mailbox");
     assert!(reply_to.starts_with("entry:w"), "{ask}");
     let id = ask["id"].as_str().unwrap();
+    forge_a_reply(d, &node(1), reply_to, id);
     let sent = ok(&whip(
         d,
         &node(1),
@@ -100,12 +101,24 @@ fn an_instance_asks_an_agent_and_resumes_with_the_reply() {
     assert!(out.contains("status completed"), "{out}");
     assert!(out.contains(r#"result {"text":"yes, ship it"}"#), "{out}");
     let facts = ok(&whip(d, &node(2), &["facts", &run_id(&out)]));
-    assert_eq!(facts.matches("message.received").count(), 1, "{facts}");
+    assert_eq!(facts.matches("message.received").count(), 2, "{facts}");
 
     let quiet = ok(&whip(d, &node(2), &["run", "quiet.whip", "--wait"]));
     assert!(quiet.contains(r#"result {"text":"no answer"}"#), "{quiet}");
     listening_instance_hears_the_operator(d, &node(0), &node(1));
     drop(fabric);
+}
+
+/// Eve names bob's ask in a reply of her own: it is admitted as a message, but only bob
+/// answers an ask to bob, so the instance keeps waiting.
+fn forge_a_reply(d: &Path, cell: &str, mailbox: &str, ask: &str) {
+    ok(&whip(d, cell, &["--agent", "eve", "agent", "register"]));
+    let args = [
+        "--agent", "eve", "--json", "mail", "send", mailbox, "--type", "reply",
+    ];
+    let more = ["--text", "no, stop everything", "--in-reply-to", ask];
+    let sent = ok(&whip(d, cell, &[&args[..], &more[..]].concat()));
+    assert!(sent.contains(r#""outcome":"delivered""#), "{sent}");
 }
 
 /// A `when message from inbox` instance completes with the text `whip message` sent it.
