@@ -81,7 +81,8 @@ pub(crate) enum EngineCommand {
         #[arg(long)]
         directive: bool,
     },
-    /// Leases held by instances: `<owner>::<lease>/<key> held by <holder> (expires …)`.
+    /// Live leases and their holders (instances or any other holder):
+    /// `<owner>::<lease>/<key> held by <holder> (expires …)`.
     Leases { name: Option<String> },
     /// Counters: `<owner>::<counter>/<key> consumed=<n> period=<p>`.
     Counters { name: Option<String> },
@@ -422,7 +423,11 @@ async fn instances(global: &Global, engine: &Eng) -> Result<ExitCode> {
                 output::time_text(r.updated_ms)
             )
         })
-        .collect();
+        .collect::<Vec<_>>();
+    let lines = match lines.is_empty() {
+        true => vec!["no instances".to_string()],
+        false => lines,
+    };
     print(global, serde_json::to_value(&rows)?, lines)
 }
 

@@ -733,3 +733,17 @@ fn a_program_that_does_not_check_is_reported_once_per_diagnostic() {
     );
     assert!(!stderr.contains("error: error:"), "{stderr}");
 }
+
+#[test]
+fn an_empty_store_says_it_has_no_instances() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = whip(dir.path(), &["instances"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "no instances\n");
+    let json = json_of(&whip(dir.path(), &["--json", "instances"]));
+    assert_eq!(json, serde_json::json!([]));
+}
