@@ -152,6 +152,9 @@ pub struct DevCell {
     pub ready_line: String,
 }
 
+/// Times a dev cell is started on fresh ports before a test gives up.
+const DEV_CELL_STARTS_MAX: usize = 5;
+
 impl DevCell {
     /// Start the dev cell with its data under `dir/dev` and wait for its ready line.
     pub fn start(dir: &std::path::Path) -> DevCell {
@@ -159,10 +162,34 @@ impl DevCell {
     }
 
     /// Like [`DevCell::start`], with the process's open-file limit set to `nofile`.
+    ///
+    /// Only the first of the three ports is known to be free when it is picked; another
+    /// test may take the next two before the cell binds them. A cell that exits without
+    /// its ready line is started again on other ports (a few times, then the test fails).
     pub fn start_with_descriptors(dir: &std::path::Path, nofile: Option<u32>) -> DevCell {
+        let mut said = Vec::new();
+        for attempt in 0..DEV_CELL_STARTS_MAX {
+            // The first try keeps the data under `dir/dev` (a test reads it there).
+            let data = match attempt {
+                0 => "dev".to_string(),
+                n => format!("dev{n}"),
+            };
+            match DevCell::try_start(dir, nofile, &data) {
+                Ok(cell) => return cell,
+                Err(line) => said.push(line),
+            }
+        }
+        panic!("whip cell dev never became ready; it said {said:?}");
+    }
+
+    fn try_start(
+        dir: &std::path::Path,
+        nofile: Option<u32>,
+        data: &str,
+    ) -> Result<DevCell, String> {
         let base = crate::free_addrs(1)[0].port().max(20_000);
         let whip = whip_binary();
-        let args = format!("cell dev --voters 3 --base-port {base} --data dev");
+        let args = format!("cell dev --voters 3 --base-port {base} --data {data}");
         let script = match nofile {
             Some(n) => format!("ulimit -n {n} && exec {} {args}", whip.display()),
             None => format!("exec {} {args}", whip.display()),
@@ -178,15 +205,16 @@ impl DevCell {
         let stdout = child.stdout.take().expect("piped stdout");
         std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready_line)
             .expect("read the ready line");
-        assert!(
-            ready_line.contains("ready"),
-            "whip cell dev said {ready_line:?}"
-        );
-        DevCell {
+        if !ready_line.contains("ready") {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(ready_line);
+        }
+        Ok(DevCell {
             child,
             base,
             ready_line,
-        }
+        })
     }
 
     /// The address of voter `i` (0-based).
