@@ -16,6 +16,7 @@ mod coord;
 mod fabriccmd;
 mod issue;
 mod mailcmd;
+mod operate;
 mod output;
 mod primitives;
 mod run;

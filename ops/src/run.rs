@@ -68,6 +68,16 @@ pub(crate) enum EngineCommand {
     Cancel { id: String },
     /// Queue a failed or timed-out effect again with a new attempt.
     Retry { id: String, effect: String },
+    /// Capture a coherent cut of an instance: its event-log position and its workspace
+    /// files (`--cut-id` names it).
+    Checkpoint {
+        id: String,
+        #[arg(long)]
+        cut_id: Option<String>,
+    },
+    /// Rewind an instance to a cut, append-only: checkpoints the head first, releases the
+    /// leases and claims taken after the cut, keeps counter spends and ledger entries.
+    Restore { id: String, cut: String },
     /// Send a message into an instance's mailbox; its next step admits it as a
     /// `message.received` fact on channel CHANNEL (`when message from CHANNEL`).
     Message {
@@ -137,9 +147,9 @@ pub(crate) struct LedgerArgs {
     pub(crate) partition: Option<String>,
 }
 
-type Eng = Engine<CellClient>;
+pub(crate) type Eng = Engine<CellClient>;
 
-fn engine_error(e: RuntimeError) -> anyhow::Error {
+pub(crate) fn engine_error(e: RuntimeError) -> anyhow::Error {
     anyhow!("{e}")
 }
 
@@ -313,12 +323,18 @@ async fn dispatch(global: &Global, engine: &Eng, cmd: EngineCommand) -> Result<E
                 vec![text],
             )
         }
+        EngineCommand::Checkpoint { id, cut_id } => {
+            crate::operate::checkpoint(global, engine, &id, cut_id.as_deref()).await
+        }
+        EngineCommand::Restore { id, cut } => {
+            crate::operate::restore(global, engine, &id, &cut).await
+        }
         EngineCommand::Leases { name } => leases(global, engine, name).await,
         EngineCommand::Counters { name } => counters(global, engine, name).await,
     }
 }
 
-fn print(global: &Global, value: Value, lines: Vec<String>) -> Result<ExitCode> {
+pub(crate) fn print(global: &Global, value: Value, lines: Vec<String>) -> Result<ExitCode> {
     if global.json {
         output::json(&value);
     } else {

@@ -18,6 +18,7 @@
 //! steppers (or a stepper and a worker) racing on one instance cannot both commit: the
 //! loser re-reads and tries again.
 
+mod cut;
 mod eval;
 mod mail;
 pub mod program;
@@ -36,6 +37,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use whip_fabric::{FabricClient, FabricError, TxnOps, TxnResult};
 
+pub use cut::{Checkpointed, Restored};
 pub use program::{Program, Source};
 pub use state::{Event, State};
 pub use views::*;
@@ -158,6 +160,7 @@ impl Draft {
     pub(crate) fn new(state: &State) -> Draft {
         let mut state = state.clone();
         state.dirty.clear();
+        state.removed.clear();
         Draft {
             state,
             events: Vec::new(),
@@ -293,6 +296,7 @@ impl<F: FabricClient> Engine<F> {
             TxnResult::Committed { fence } => {
                 let mut state = draft.state;
                 state.dirty.clear();
+                state.removed.clear();
                 *loaded = Loaded {
                     state,
                     version: fence,
@@ -657,6 +661,11 @@ fn put_row(state: &mut State, rel: &str, bytes: &[u8]) {
                 state.runs.insert(r.id.clone(), r);
             }
         }
+        "u" => {
+            if let Ok(u) = serde_json::from_value::<state::Cut>(v) {
+                state.cuts.insert(u.id.clone(), u);
+            }
+        }
         _ => {}
     }
 }
@@ -670,6 +679,7 @@ fn row_bytes(state: &State, rel: &str) -> Option<Vec<u8>> {
         "k" => serde_json::to_vec(state.firings.get(id)?),
         "c" => serde_json::to_vec(state.conts.get(id)?),
         "r" => serde_json::to_vec(state.runs.get(id)?),
+        "u" => serde_json::to_vec(state.cuts.get(id)?),
         _ => return None,
     };
     value.ok()
@@ -694,6 +704,9 @@ fn commit_ops(version: u64, draft: &Draft) -> TxnOps {
         if let Some(bytes) = row_bytes(&draft.state, rel) {
             ops.puts.push((key(&["e/", &tagged, "/s/", rel]), bytes));
         }
+    }
+    for rel in &draft.state.removed {
+        ops.deletes.push(key(&["e/", &tagged, "/s/", rel]));
     }
     ops.puts
         .push((seq_key, h.last_seq.to_string().into_bytes()));

@@ -150,6 +150,34 @@ pub struct Run {
     pub ended_ms: Option<u64>,
 }
 
+/// Effect states after which nothing more happens to the effect.
+pub fn settled(state: &str) -> bool {
+    matches!(state, "completed" | "failed" | "timed_out" | "cancelled")
+}
+
+/// Replace `rows` by `past`, marking what changed and what left (`kind/id` row keys).
+fn rewind_rows<T: PartialEq>(
+    rows: &mut BTreeMap<String, T>,
+    past: BTreeMap<String, T>,
+    kind: &str,
+    dirty: &mut BTreeSet<String>,
+    removed: &mut BTreeSet<String>,
+) {
+    for id in rows.keys().filter(|id| !past.contains_key(*id)) {
+        let rel = format!("{kind}/{id}");
+        dirty.remove(&rel);
+        removed.insert(rel);
+    }
+    for (id, row) in &past {
+        if rows.get(id) != Some(row) {
+            let rel = format!("{kind}/{id}");
+            removed.remove(&rel);
+            dirty.insert(rel);
+        }
+    }
+    *rows = past;
+}
+
 /// Bindings captured by a firing: values, the fact behind a binding, the effect behind one.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Env {
@@ -159,6 +187,32 @@ pub struct Env {
     pub facts: BTreeMap<String, String>,
     /// Binding → effect id (for `after`, `release`, `renew`, `claim`, `finish`).
     pub effects: BTreeMap<String, String>,
+}
+
+/// What the files plane of a cut holds: the instance's workspace as the executor copied it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilesDigest {
+    /// Files in the workspace.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// A digest of the sorted relative paths and contents.
+    pub digest: String,
+}
+
+/// A checkpoint: a coherent cut of an instance (`context.checkpoint`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cut {
+    /// The cut id (`whip restore ID CUT`).
+    pub id: String,
+    /// The event-log position of the cut: the sequence of its `context.checkpoint` event.
+    pub seq: u64,
+    /// When it was taken (ms).
+    pub at_ms: u64,
+    /// The files plane, when the instance has a workspace with the executor.
+    pub files: Option<FilesDigest>,
+    /// Taken by a restore of the head before it rewound.
+    pub auto: bool,
 }
 
 /// One entry of the append-only event log.
@@ -189,8 +243,12 @@ pub struct State {
     pub conts: BTreeMap<String, Cont>,
     /// Runs by id.
     pub runs: BTreeMap<String, Run>,
+    /// Checkpoints (`whip checkpoint`) by cut id: never removed, not even by a restore.
+    pub cuts: BTreeMap<String, Cut>,
     /// Row keys (relative, e.g. `f/f000001`) changed since the last commit.
     pub dirty: BTreeSet<String>,
+    /// Row keys a restore took out of the projection since the last commit.
+    pub removed: BTreeSet<String>,
     /// Ready issues per tracker name as `(issue id, view)`: an observation of the fabric
     /// made before stepping (never stored; `has ready issue` matches these).
     pub ready_issues: BTreeMap<String, Vec<(String, Value)>>,
@@ -272,6 +330,15 @@ impl State {
                     e.policy_block = None;
                 }
             }
+            "context.checkpoint" => {
+                let mut cut: Cut = parse(&d["cut"]);
+                cut.seq = ev.seq;
+                self.dirty.insert(format!("u/{}", cut.id));
+                self.cuts.insert(cut.id.clone(), cut);
+            }
+            // The rows of a restore are the cut's: [`State::rewind`] sets them, from the
+            // log (see [`State::rebuild`]); the marker itself changes only the header.
+            "context.restored" => {}
             "instance.transitioned" => {
                 self.header.status = d["to"].as_str().unwrap_or(RUNNING).into();
             }
@@ -384,14 +451,78 @@ impl State {
         self.end_run(d["run"].as_str(), &state, ev.at_ms);
     }
 
-    /// Recompute every row from the log alone.
+    /// Recompute every row from the log alone. A `context.restored` marker folds as the
+    /// rows of its cut, recomputed from the events up to the cut.
     pub fn rebuild(events: &[Event]) -> State {
         let mut state = State::default();
         for ev in events {
             state.apply(ev);
+            if ev.kind == "context.restored" {
+                let upto = ev.data["cut_seq"].as_u64().unwrap_or(0) as usize;
+                let past = State::rebuild(&events[..upto.min(events.len())]);
+                state.rewind(past);
+            }
         }
         state.dirty.clear();
+        state.removed.clear();
         state
+    }
+
+    /// Take the rows of `past` (the state at a cut): facts, effects, firings,
+    /// continuations and runs become the cut's, rows born after it leave the projection.
+    /// The header (identity, status, revision, id counters) and the cuts stay the head's:
+    /// ids are never reused and no checkpoint is forgotten. An effect the cut holds
+    /// unsettled that moved on after it starts a new attempt, so its idempotency key is
+    /// fresh and the cells run it again instead of answering from the old attempt.
+    pub fn rewind(&mut self, mut past: State) {
+        for (id, e) in past.effects.iter_mut() {
+            let Some(head) = self.effects.get(id) else {
+                continue;
+            };
+            if head != e && !settled(&e.state) {
+                e.attempt = head.attempt + 1;
+                e.run = None;
+                e.state = "queued".into();
+                e.output = None;
+                e.pass = 0;
+            }
+        }
+        rewind_rows(
+            &mut self.facts,
+            past.facts,
+            "f",
+            &mut self.dirty,
+            &mut self.removed,
+        );
+        rewind_rows(
+            &mut self.effects,
+            past.effects,
+            "x",
+            &mut self.dirty,
+            &mut self.removed,
+        );
+        rewind_rows(
+            &mut self.firings,
+            past.firings,
+            "k",
+            &mut self.dirty,
+            &mut self.removed,
+        );
+        rewind_rows(
+            &mut self.conts,
+            past.conts,
+            "c",
+            &mut self.dirty,
+            &mut self.removed,
+        );
+        rewind_rows(
+            &mut self.runs,
+            past.runs,
+            "r",
+            &mut self.dirty,
+            &mut self.removed,
+        );
+        self.dirty.insert("h".into());
     }
 
     /// Live facts of `class`.

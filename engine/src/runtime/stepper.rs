@@ -13,10 +13,7 @@ use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, ROUNDS_PER_STEP_MAX, Re
 use crate::check::model::Wf;
 use crate::syntax::ast::{Block, Rule, Stmt, StmtKind, WhenKind};
 
-/// Effect states after which nothing more happens to the effect.
-pub(crate) fn settled(state: &str) -> bool {
-    matches!(state, "completed" | "failed" | "timed_out" | "cancelled")
-}
+pub(crate) use super::state::settled;
 
 /// Does an effect in `state` with `output` satisfy `after … predicate`?
 pub(crate) fn matches(predicate: &str, effect: &Effect) -> bool {

@@ -446,3 +446,66 @@ async fn fabric_child_instance(e: &Engine<MemFabric>, parent: &str) -> String {
         .expect("an invoke effect");
     super::worker::child_id(parent, invoke)
 }
+
+fn assert_projection(stored: &State, rebuilt: &State) {
+    assert_eq!(rebuilt.header, stored.header);
+    assert_eq!(rebuilt.facts, stored.facts);
+    assert_eq!(rebuilt.effects, stored.effects);
+    assert_eq!(rebuilt.firings, stored.firings);
+    assert_eq!(rebuilt.conts, stored.conts);
+    assert_eq!(rebuilt.runs, stored.runs);
+    assert_eq!(rebuilt.cuts, stored.cuts);
+}
+
+#[tokio::test]
+async fn restore_rewinds_to_the_cut_releases_later_leases_and_folds_from_the_log() {
+    let fabric = Arc::new(MemFabric::new());
+    let e = engine(&fabric);
+    let ship = e.add_program(seed("seed_lease_ship"));
+    let id = e.start(&ship, None, Value::Null, None, None).await.unwrap();
+    let cut = e.checkpoint(&id, Some("before")).await.unwrap().cut;
+    let at_cut = e.load(&id).await.unwrap().state;
+    // Past the cut: the rule fires, the lease is held, the deploy timer waits.
+    e.drive(&id, false).await.unwrap();
+    let head = e.load(&id).await.unwrap().state;
+    assert!(head.effects.len() >= 2, "acquire and timer requested");
+    assert_eq!(fabric.lease_list(String::new()).await.unwrap().len(), 1);
+    let dup = e.checkpoint(&id, Some("before")).await.unwrap_err();
+    assert!(
+        dup.to_string().contains("already has a cut before"),
+        "{dup}"
+    );
+    let unknown = e.restore(&id, "nope").await.unwrap_err();
+    assert!(unknown.to_string().contains("has no cut nope"), "{unknown}");
+
+    let restored = e.restore(&id, &cut.id).await.unwrap();
+    assert_eq!(
+        restored.auto_checkpoint,
+        format!("auto-{}", head.header.last_seq)
+    );
+    assert_eq!(restored.released.len(), 1, "{:?}", restored.released);
+    assert!(fabric.lease_list(String::new()).await.unwrap().is_empty());
+    let now = e.load(&id).await.unwrap().state;
+    assert_eq!(now.facts, at_cut.facts);
+    assert_eq!(now.effects, at_cut.effects);
+    assert_eq!(now.firings, at_cut.firings);
+    assert!(now.cuts.contains_key("before") && now.cuts.contains_key(&restored.auto_checkpoint));
+    let events = e.events(&id).await.unwrap();
+    assert_projection(&now, &State::rebuild(&events));
+    assert_eq!(super::trace::check(&events), None);
+
+    // The rewound instance runs again from the cut: a fresh acquire holds the lease anew.
+    e.drive(&id, false).await.unwrap();
+    assert_eq!(fabric.lease_list(String::new()).await.unwrap().len(), 1);
+    // And the head before the restore is itself a cut to go back to.
+    e.restore(&id, &restored.auto_checkpoint).await.unwrap();
+    let back = e.load(&id).await.unwrap().state;
+    assert_eq!(back.facts, head.facts);
+    assert_projection(&back, &State::rebuild(&e.events(&id).await.unwrap()));
+    e.transition(&id, "cancelled").await.unwrap();
+    let refused = e.checkpoint(&id, None).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("terminal instance"),
+        "{refused}"
+    );
+}

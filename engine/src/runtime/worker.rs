@@ -59,7 +59,7 @@ pub fn child_id(parent: &str, effect: &Effect) -> String {
     format!("ins_{hash:016x}")
 }
 
-fn resource(args: &Value, key_field: &str) -> ResourceId {
+pub(crate) fn resource(args: &Value, key_field: &str) -> ResourceId {
     ResourceId {
         owner: args["owner"].as_str().unwrap_or_default().into(),
         name: args["name"].as_str().unwrap_or_default().into(),
