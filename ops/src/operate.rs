@@ -46,3 +46,98 @@ pub(crate) async fn restore(
     });
     print(global, value, lines)
 }
+
+/// `whip revise ID FILE [--root W] [--dry-run] [--cancel keep|queued|running]`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ReviseArgs {
+    /// The instance.
+    id: String,
+    /// The candidate program.
+    file: std::path::PathBuf,
+    /// The candidate's root workflow when the file declares several.
+    #[arg(long)]
+    root: Option<String>,
+    /// Only print the compatibility report.
+    #[arg(long)]
+    dry_run: bool,
+    /// Apply the revision; what happens to the old version's work.
+    #[arg(long, value_parser = ["keep", "queued", "running"])]
+    cancel: Option<String>,
+}
+
+pub(crate) async fn revise(global: &Global, engine: &Eng, args: ReviseArgs) -> Result<ExitCode> {
+    use whip_engine::runtime::revise::CancelPolicy;
+    let program = whip_engine::runtime::Program::load(&args.file, args.root.as_deref())
+        .map_err(|e| anyhow::anyhow!("the candidate does not check: {e}"))?;
+    let policy = match (&args.cancel, args.dry_run) {
+        (Some(p), false) => CancelPolicy::parse(p),
+        _ => None,
+    };
+    let r = engine
+        .revise(&args.id, program, policy)
+        .await
+        .map_err(engine_error)?;
+    let lines = revision_lines(&r, args.cancel.is_none() && !args.dry_run);
+    if global.json {
+        crate::output::json(&serde_json::to_value(&r)?);
+    } else {
+        lines.iter().for_each(|l| crate::output::line(l));
+    }
+    if policy.is_some() && !r.compatible {
+        anyhow::bail!("revision refused: {}", r.reasons.join("; "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn revision_lines(r: &whip_engine::runtime::revise::Revision, hint: bool) -> Vec<String> {
+    let verdict = if r.compatible {
+        "compatible"
+    } else {
+        "incompatible"
+    };
+    let mut lines = vec![format!(
+        "revise {} {} -> {} epoch {} -> {}: {verdict}",
+        r.id, r.from_program, r.to_program, r.from_epoch, r.epoch
+    )];
+    lines.extend(r.reasons.iter().map(|x| format!("  refused: {x}")));
+    for c in &r.schema {
+        let field = c
+            .field
+            .as_deref()
+            .map_or(String::new(), |f| format!(".{f}"));
+        let types = match (&c.from, &c.to) {
+            (Some(a), Some(b)) => format!(" {a} -> {b}"),
+            (None, Some(b)) => format!(" {b}"),
+            _ => String::new(),
+        };
+        lines.push(format!(
+            "  schema {} {}{field}{types} live_facts={}",
+            c.change, c.class, c.live_facts
+        ));
+    }
+    lines.extend(
+        r.rules_removed
+            .iter()
+            .map(|n| format!("  rule removed {n}")),
+    );
+    lines.extend(r.rules_added.iter().map(|n| format!("  rule added {n}")));
+    for f in &r.in_flight {
+        lines.push(format!(
+            "  in flight {} {} ({}) of rule {}: keep={} queued={} running={}",
+            f.effect, f.kind, f.state, f.rule, f.keep, f.queued, f.running
+        ));
+    }
+    match (r.applied, r.event) {
+        (Some(p), Some(seq)) => {
+            lines.push(format!(
+                "applied with --cancel {} at event #{seq}",
+                p.as_str()
+            ));
+        }
+        _ if hint && r.compatible => {
+            lines.push("apply it with --cancel keep|queued|running".to_string());
+        }
+        _ => {}
+    }
+    lines
+}

@@ -78,6 +78,10 @@ pub(crate) enum EngineCommand {
     /// Rewind an instance to a cut, append-only: checkpoints the head first, releases the
     /// leases and claims taken after the cut, keeps counter spends and ledger entries.
     Restore { id: String, cut: String },
+    /// Move a running instance to a new version of its program (same root workflow):
+    /// `--dry-run` prints the compatibility report, `--cancel keep|queued|running` applies
+    /// it (what happens to the old version's queued and running work).
+    Revise(crate::operate::ReviseArgs),
     /// Send a message into an instance's mailbox; its next step admits it as a
     /// `message.received` fact on channel CHANNEL (`when message from CHANNEL`).
     Message {
@@ -329,6 +333,7 @@ async fn dispatch(global: &Global, engine: &Eng, cmd: EngineCommand) -> Result<E
         EngineCommand::Restore { id, cut } => {
             crate::operate::restore(global, engine, &id, &cut).await
         }
+        EngineCommand::Revise(args) => crate::operate::revise(global, engine, args).await,
         EngineCommand::Leases { name } => leases(global, engine, name).await,
         EngineCommand::Counters { name } => counters(global, engine, name).await,
     }

@@ -22,6 +22,7 @@ mod cut;
 mod eval;
 mod mail;
 pub mod program;
+pub mod revise;
 pub mod state;
 mod stepper;
 pub mod trace;
@@ -537,7 +538,7 @@ impl<F: FabricClient> Engine<F> {
     /// Store the program version and the resources it declares, once per version and
     /// process. Each row is its own write: rows of different keys may live on different
     /// cells of a fabric, and every row is the same whoever writes it first.
-    async fn store_program(&self, program: &Program) -> Result<()> {
+    pub(crate) async fn store_program(&self, program: &Program) -> Result<()> {
         if self
             .stored
             .lock()

@@ -103,6 +103,13 @@ pub struct Effect {
     pub run: Option<(String, u64)>,
     /// Why it is blocked: `{category, detail}`.
     pub policy_block: Option<Value>,
+    /// The program version that requested it, once a revision moved the instance on
+    /// (`None`: the instance's version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    /// A revision with `--cancel running` asked its run to stop (a request, not a result).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel_requested: bool,
 }
 
 /// A committed firing of a rule on a combination of facts.
@@ -131,6 +138,10 @@ pub struct Cont {
     pub predicate: String,
     /// pending, done, dead
     pub state: String,
+    /// The program version whose rule it continues, once a revision moved the instance on
+    /// (`None`: the instance's version). A pinned continuation finishes on its version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
 }
 
 /// A run: one attempt of a worker at an effect.
@@ -339,6 +350,13 @@ impl State {
             // The rows of a restore are the cut's: [`State::rewind`] sets them, from the
             // log (see [`State::rebuild`]); the marker itself changes only the header.
             "context.restored" => {}
+            "workflow.revision_activated" => self.revised(ev),
+            "effect.cancel_requested" => {
+                let id = d["id"].as_str().unwrap_or_default();
+                if let Some(e) = self.effect_mut(id) {
+                    e.cancel_requested = true;
+                }
+            }
             "instance.transitioned" => {
                 self.header.status = d["to"].as_str().unwrap_or(RUNNING).into();
             }
@@ -358,6 +376,47 @@ impl State {
         self.header.last_seq = ev.seq;
         self.header.updated_ms = ev.at_ms;
         self.dirty.insert("h".into());
+    }
+
+    /// A revision: later commits use the new version; pending continuations and unsettled
+    /// effects stay pinned to the version that made them.
+    fn revised(&mut self, ev: &Event) {
+        let d = &ev.data;
+        let from = d["from_program"].as_str().unwrap_or_default().to_string();
+        for c in self.conts.values_mut() {
+            if c.state == "pending" && c.program.is_none() {
+                c.program = Some(from.clone());
+                self.dirty.insert(format!("c/{}", c.id));
+            }
+        }
+        for e in self.effects.values_mut() {
+            if !settled(&e.state) && e.program.is_none() {
+                e.program = Some(from.clone());
+                self.dirty.insert(format!("x/{}", e.id));
+            }
+        }
+        let rekey: Vec<(String, String)> =
+            serde_json::from_value(d["rekey"].clone()).unwrap_or_default();
+        // Take every moved firing out first: two rules may swap places.
+        let moved: Vec<(String, Firing)> = rekey
+            .into_iter()
+            .filter_map(|(from, to)| {
+                let firing = self.firings.remove(&from)?;
+                self.dirty.remove(&format!("k/{from}"));
+                self.removed.insert(format!("k/{from}"));
+                Some((to, firing))
+            })
+            .collect();
+        for (to, mut firing) in moved {
+            firing.key = to.clone();
+            self.removed.remove(&format!("k/{to}"));
+            self.dirty.insert(format!("k/{to}"));
+            self.firings.insert(to, firing);
+        }
+        if let Some(to) = d["to_program"].as_str() {
+            self.header.program = to.to_string();
+        }
+        self.header.epoch = d["epoch"].as_u64().unwrap_or(self.header.epoch + 1);
     }
 
     fn effect_mut(&mut self, id: &str) -> Option<&mut Effect> {

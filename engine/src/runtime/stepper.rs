@@ -53,12 +53,19 @@ impl<F: FabricClient> Engine<F> {
             rounds += self.observe_trackers(wf, loaded).await?;
             rounds += self.drain_mail(wf, loaded).await?;
         }
+        let olds = self.pinned_programs(&loaded.state).await?;
+        let mut pinned = Vec::new();
+        for old in &olds {
+            if let Ok(old_wf) = old.workflow(&loaded.state.header.workflow) {
+                pinned.push((Arc::clone(old), old_wf));
+            }
+        }
         while rounds < ROUNDS_PER_STEP_MAX {
             let h = &loaded.state.header;
             if h.status != state::RUNNING {
                 break;
             }
-            let Some(draft) = round(&program, wf, &loaded.state) else {
+            let Some(draft) = round_with(&program, wf, &pinned, &loaded.state) else {
                 break;
             };
             let terminal = state::is_terminal(&draft.state.header.status);
@@ -76,6 +83,22 @@ impl<F: FabricClient> Engine<F> {
             }
         }
         Ok(rounds)
+    }
+
+    /// The older program versions pending continuations are pinned to (after a revision).
+    async fn pinned_programs(&self, st: &State) -> Result<Vec<Arc<Program>>> {
+        let versions: std::collections::BTreeSet<&str> = st
+            .conts
+            .values()
+            .filter(|c| c.state == "pending")
+            .filter_map(|c| c.program.as_deref())
+            .filter(|v| *v != st.header.program)
+            .collect();
+        let mut out = Vec::new();
+        for v in versions {
+            out.push(self.program(v).await?);
+        }
+        Ok(out)
     }
 
     /// Free the leases and tracker claims of a terminal instance when it ever took one,
@@ -232,8 +255,21 @@ fn issue_facts(draft: &mut Draft, issues: &[super::tracker::Issue], now: u64) {
     }
 }
 
+/// A program version an `after` continuation is pinned to, with its workflow.
+pub(crate) type Pinned<'a> = (Arc<Program>, &'a Wf);
+
 /// One round: the first ready firing in declaration order, as a draft.
 pub(crate) fn round(program: &Arc<Program>, wf: &Wf, st: &State) -> Option<Draft> {
+    round_with(program, wf, &[], st)
+}
+
+/// One round, continuations pinned to older versions (`pinned`, after a revision) first.
+pub(crate) fn round_with(
+    program: &Arc<Program>,
+    wf: &Wf,
+    pinned: &[Pinned<'_>],
+    st: &State,
+) -> Option<Draft> {
     let mut draft = Draft::new(st);
     // A settled failure nobody observes fails the instance.
     if let Some(reason) = unhandled_failure(wf, st) {
@@ -244,25 +280,15 @@ pub(crate) fn round(program: &Arc<Program>, wf: &Wf, st: &State) -> Option<Draft
         cancel_queued(&mut draft);
         return Some(draft);
     }
+    for (old, old_wf) in pinned.iter().filter(|(p, _)| p.version != program.version) {
+        for ri in 0..old_wf.rules.len() {
+            if settled_cont(old, old_wf, ri, Some(&old.version), st, &mut draft) {
+                return Some(draft);
+            }
+        }
+    }
     for (ri, (_, rule, _)) in wf.rules.iter().enumerate() {
-        let conts: Vec<Cont> = st
-            .conts
-            .values()
-            .filter(|c| c.rule == ri && c.state == "pending")
-            .cloned()
-            .collect();
-        for cont in conts {
-            let Some(effect) = st.effects.get(&cont.effect) else {
-                continue;
-            };
-            if !settled(&effect.state) {
-                continue;
-            }
-            if !matches(&cont.predicate, effect) {
-                draft.emit("after.dropped", json!({"id": cont.id}));
-                continue;
-            }
-            fire_cont(program, wf, ri, rule, &cont, effect, &mut draft);
+        if settled_cont(program, wf, ri, None, st, &mut draft) {
             return Some(draft);
         }
         if let Some((key, ids, env)) = next_combination(ri, rule, &draft.state) {
@@ -281,6 +307,47 @@ pub(crate) fn round(program: &Arc<Program>, wf: &Wf, st: &State) -> Option<Draft
         }
     }
     (!draft.events.is_empty()).then_some(draft)
+}
+
+/// Fire the first pending continuation of rule `ri` (of `program`, pinned to `pin` or
+/// unpinned) whose effect settled the way it waits for; drop those it settled otherwise.
+/// True when one fired.
+fn settled_cont(
+    program: &Arc<Program>,
+    wf: &Wf,
+    ri: usize,
+    pin: Option<&str>,
+    st: &State,
+    draft: &mut Draft,
+) -> bool {
+    let current = st.header.program.as_str();
+    let on = |c: &Cont| match (c.program.as_deref(), pin) {
+        (None, None) => true,
+        (Some(v), None) => v == current,
+        (c, pin) => c == pin,
+    };
+    let conts: Vec<Cont> = st
+        .conts
+        .values()
+        .filter(|c| c.rule == ri && c.state == "pending" && on(c))
+        .cloned()
+        .collect();
+    let rule = &wf.rules[ri].1;
+    for cont in conts {
+        let Some(effect) = st.effects.get(&cont.effect) else {
+            continue;
+        };
+        if !settled(&effect.state) {
+            continue;
+        }
+        if !matches(&cont.predicate, effect) {
+            draft.emit("after.dropped", json!({"id": cont.id}));
+            continue;
+        }
+        fire_cont(program, wf, ri, rule, &cont, effect, draft);
+        return true;
+    }
+    false
 }
 
 fn unhandled_failure(wf: &Wf, st: &State) -> Option<String> {
@@ -539,6 +606,10 @@ fn exec(
                     effect,
                     predicate: after.predicate.name.clone(),
                     state: "pending".into(),
+                    // A continuation registered by a pinned (older) version's rule stays
+                    // on that version.
+                    program: (program.version != draft.state.header.program)
+                        .then(|| program.version.clone()),
                 };
                 draft.emit("after.registered", json!({"after": cont}));
             }
@@ -737,6 +808,8 @@ fn request_effect(
         not_before_ms,
         run: None,
         policy_block: None,
+        program: None,
+        cancel_requested: false,
     };
     if let Some(b) = &effect.binding {
         env.effects.insert(b.clone(), effect.id.clone());

@@ -509,3 +509,137 @@ async fn restore_rewinds_to_the_cut_releases_later_leases_and_folds_from_the_log
         "{refused}"
     );
 }
+
+const JOB_V1: &str = r#"
+workflow Job
+
+output result Done
+
+class Task {
+  name string
+}
+
+class Done {
+  note string
+}
+
+table tasks as Task [
+  {
+    name "a"
+  }
+]
+
+rule work
+  when Task as t
+=> {
+  timer 1s as wait
+
+  after wait completes {
+    done t
+    complete result {
+      note "v1"
+    }
+  }
+}
+"#;
+
+fn job(text: &str) -> Program {
+    Program::check(Source {
+        path: "job.whip".into(),
+        text: text.into(),
+        root: None,
+    })
+    .expect("job checks")
+}
+
+fn job_v2() -> Program {
+    let text = JOB_V1
+        .replace("  name string\n", "  name string\n  owner string?\n")
+        .replace(
+            "rule work",
+            "class Audit {\n  name string\n}\n\nrule audit\n  when Task as t\n=> {\n  \
+             record Audit {\n    name t.name\n  }\n}\n\nrule work",
+        )
+        .replace("note \"v1\"", "note \"v2\"");
+    job(&text)
+}
+
+#[tokio::test]
+async fn revise_keeps_old_work_on_its_version_and_new_commits_on_the_new() {
+    use super::revise::CancelPolicy;
+    let fabric = Arc::new(MemFabric::new());
+    let e = engine(&fabric);
+    let v1 = e.add_program(job(JOB_V1));
+    let r = e.run(&v1, Value::Null, false).await.unwrap();
+    assert_eq!(r.status, "running", "the timer waits");
+
+    let dry = e.revise(&r.id, job_v2(), None).await.unwrap();
+    assert!(dry.compatible, "{:?}", dry.reasons);
+    assert_eq!(
+        (dry.applied, dry.rules_added.clone()),
+        (None, vec!["audit".to_string()])
+    );
+    assert!(
+        dry.schema
+            .iter()
+            .any(|c| c.change == "field_added" && !c.breaking)
+    );
+    assert_eq!(dry.in_flight.len(), 1, "the timer");
+    assert_eq!(
+        e.load(&r.id).await.unwrap().state.header.epoch,
+        0,
+        "a dry run changes nothing"
+    );
+
+    let broken = job(&JOB_V1
+        .replace("  name string\n", "  title string\n")
+        .replace("name \"a\"", "title \"a\""));
+    let refused = e
+        .revise(&r.id, broken, Some(CancelPolicy::Keep))
+        .await
+        .unwrap();
+    assert!(!refused.compatible && refused.applied.is_none());
+    assert!(
+        refused.reasons.iter().any(|x| x.contains("field removed")),
+        "{:?}",
+        refused
+    );
+
+    let applied = e
+        .revise(&r.id, job_v2(), Some(CancelPolicy::Keep))
+        .await
+        .unwrap();
+    assert_eq!(
+        (applied.applied, applied.epoch),
+        (Some(CancelPolicy::Keep), 1)
+    );
+    let done = e.drive(&r.id, true).await.unwrap();
+    assert_eq!(
+        (done.status.as_str(), note(&done)),
+        ("completed", json!("v1"))
+    );
+    let st = e.load(&r.id).await.unwrap().state;
+    assert_eq!(st.live("Audit").count(), 1, "the new rule fired once");
+    assert_eq!(st.header.epoch, 1);
+    let events = e.events(&r.id).await.unwrap();
+    assert_projection(&st, &State::rebuild(&events));
+    assert_eq!(super::trace::check(&events), None);
+    let fired: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == "rule.committed")
+        .collect();
+    assert_eq!(
+        fired.len(),
+        3,
+        "work, audit, work's after: no second work firing"
+    );
+
+    let other = e.run(&v1, Value::Null, false).await.unwrap();
+    let cut = e
+        .revise(&other.id, job_v2(), Some(CancelPolicy::Queued))
+        .await
+        .unwrap();
+    assert_eq!(cut.in_flight[0].queued, "cancelled");
+    let st = e.load(&other.id).await.unwrap().state;
+    assert!(st.effects.values().all(|x| x.state == "cancelled"));
+}
