@@ -43,6 +43,9 @@ pub struct InstanceRow {
     pub epoch: u64,
     /// Last event time (ms).
     pub updated_ms: u64,
+    /// The parent instance and its invoking effect, for a child.
+    #[serde(default)]
+    pub parent: Option<(String, String)>,
 }
 
 impl<F: FabricClient> Engine<F> {

@@ -13,6 +13,8 @@ mod t80_seeds_fabric;
 mod t90_trackers_fabric;
 mod t95_mail;
 mod t96_trace;
+mod t97_invoke_fabric;
+mod t98_operate;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
