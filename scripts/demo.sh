@@ -10,6 +10,8 @@ programs=$PWD/engine/tests/check/valid
 store=$(mktemp -d)
 trap 'rm -rf "$store"' EXIT
 export WHIPPLESCRIPT_STORE=$store
+# The CLI's agent tokens go to a throw-away file too, not the user's credentials.
+export WHIP_CREDENTIALS=$store/credentials.json
 set -x
 # Ledger: two runs append #1 and #2 in partition `deploys`.
 "$whip" run "$programs/seed_ledger_decisions.whip"

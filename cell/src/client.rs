@@ -235,8 +235,20 @@ impl CellClient {
                     }
                     backoff = (backoff * 2).min(Duration::from_millis(100));
                 }
-                Err(status) => return Err(CellError::from(status)),
+                Err(status) => return Err(self.failed_at(index, status)),
             }
+        }
+    }
+
+    /// The error of a call that gave up on member `index`; a member that could not be
+    /// reached is named, so a mistyped `--cell` says which address failed.
+    fn failed_at(&self, index: usize, status: Status) -> CellError {
+        match CellError::from(status) {
+            CellError::Unavailable(m) => {
+                let addr = self.addrs.get(index).map_or("?", String::as_str);
+                CellError::Unavailable(format!("{addr}: {m}"))
+            }
+            other => other,
         }
     }
 

@@ -32,10 +32,10 @@ pub enum CellError {
     },
     /// The caller may not do this: reserved state, a server-only command, or a call that
     /// needs a credential the caller does not hold. Retrying will not help.
-    #[error("{0}")]
+    #[error("permission denied: {0}")]
     PermissionDenied(String),
     /// The caller did not prove who it is (no token, a wrong token, no certificate).
-    #[error("{0}")]
+    #[error("not authenticated: {0}")]
     Unauthenticated(String),
     /// What the call names does not exist (an unknown team, a lapsed work entry).
     /// Retrying will not help.

@@ -10,6 +10,10 @@ use crate::*;
 fn error(e: CellError) -> FabricError {
     match e {
         CellError::InvalidArgument(m) => FabricError::Invalid(m),
+        CellError::PermissionDenied(m) => FabricError::PermissionDenied(m),
+        CellError::Unauthenticated(m) => {
+            FabricError::PermissionDenied(format!("not authenticated: {m}"))
+        }
         other => FabricError::Unavailable(other.to_string()),
     }
 }

@@ -72,6 +72,9 @@ pub enum FabricError {
     Invalid(String),
     /// The fabric could not answer (unavailable, stopping, an unexpected answer).
     Unavailable(String),
+    /// The caller may not do this (reserved state, a server-only command, a credential it
+    /// does not hold) or did not prove who it is; retrying will not help.
+    PermissionDenied(String),
 }
 
 impl std::fmt::Display for FabricError {
@@ -79,6 +82,7 @@ impl std::fmt::Display for FabricError {
         match self {
             FabricError::Invalid(m) => write!(f, "{m}"),
             FabricError::Unavailable(m) => write!(f, "fabric unavailable: {m}"),
+            FabricError::PermissionDenied(m) => write!(f, "permission denied: {m}"),
         }
     }
 }

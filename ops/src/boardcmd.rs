@@ -243,7 +243,56 @@ fn task_request(team: String, task_id: String, fence: u64) -> pb::BoardTaskReque
     }
 }
 
+/// The task a write names, and whether it is a `fail` (its `released` means "failed, back
+/// to ready").
+struct Asked(Option<String>, bool);
+
+impl Asked {
+    fn of(cmd: &BoardCommand) -> Asked {
+        match cmd {
+            BoardCommand::Fail { task_id, .. } => Asked(Some(task_id.clone()), true),
+            BoardCommand::Extend { task_id, .. }
+            | BoardCommand::Release { task_id, .. }
+            | BoardCommand::Complete { task_id, .. }
+            | BoardCommand::Redrive { task_id, .. } => Asked(Some(task_id.clone()), false),
+            _ => Asked(None, false),
+        }
+    }
+}
+
+/// `board fail` and `board extend`: a change to a claimed task under its fence.
+async fn task_change(c: &CellClient, cmd: BoardCommand) -> Result<pb::BoardResponse> {
+    Ok(match cmd {
+        BoardCommand::Fail {
+            team,
+            task_id,
+            fence,
+            error,
+        } => {
+            let request = pb::BoardTaskRequest {
+                error,
+                ..task_request(team, task_id, fence)
+            };
+            c.board_fail(request).await?
+        }
+        BoardCommand::Extend {
+            team,
+            task_id,
+            fence,
+            by,
+        } => {
+            let request = pb::BoardTaskRequest {
+                extend_ms: parse_duration_ms(&by).map_err(anyhow::Error::msg)?,
+                ..task_request(team, task_id, fence)
+            };
+            c.board_extend(request).await?
+        }
+        _ => bail!("not a task change"),
+    })
+}
+
 async fn board_on(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<ExitCode> {
+    let asked = Asked::of(&cmd);
     let r = match cmd {
         BoardCommand::Post { team, task } => {
             let body = parse_json(&task, "--task")?;
@@ -293,39 +342,39 @@ async fn board_on(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<
             };
             c.board_complete(request).await?
         }
-        BoardCommand::Fail {
-            team,
-            task_id,
-            fence,
-            error,
-        } => {
-            let request = pb::BoardTaskRequest {
-                error,
-                ..task_request(team, task_id, fence)
-            };
-            c.board_fail(request).await?
-        }
-        BoardCommand::Extend {
-            team,
-            task_id,
-            fence,
-            by,
-        } => {
-            let request = pb::BoardTaskRequest {
-                extend_ms: parse_duration_ms(&by).map_err(anyhow::Error::msg)?,
-                ..task_request(team, task_id, fence)
-            };
-            c.board_extend(request).await?
+        cmd @ (BoardCommand::Fail { .. } | BoardCommand::Extend { .. }) => {
+            task_change(c, cmd).await?
         }
         BoardCommand::Redrive { team, task_id } => {
             c.board_redrive(task_request(team, task_id, 0)).await?
         }
         other => return board_reads(global, c, other).await,
     };
-    Ok(board_answer(global, &r))
+    Ok(board_answer(global, &r, &asked))
 }
 
-fn board_answer(global: &Global, r: &pb::BoardResponse) -> ExitCode {
+/// The human line of a write that changed a task (`asked`: the task the command named,
+/// when the answer does not repeat it).
+fn task_line(r: &pb::BoardResponse, asked: Option<&str>, failing: bool) -> String {
+    let id = if r.task_id.is_empty() {
+        asked.unwrap_or("")
+    } else {
+        r.task_id.as_str()
+    };
+    match Code::try_from(r.code) {
+        Ok(Code::TaskExtended) => format!("extended {id} until {}", time_text(r.deadline_ms)),
+        Ok(Code::TaskReleased) if failing => {
+            format!("failed {id}: back to ready for another delivery")
+        }
+        Ok(Code::TaskDeadLettered) if failing => {
+            format!("failed {id}: out of deliveries, dead-lettered")
+        }
+        Ok(Code::TaskReleased) => format!("released {id}: back to ready"),
+        _ => format!("{} {id}", code_name(r.code).replace('_', " ")),
+    }
+}
+
+fn board_answer(global: &Global, r: &pb::BoardResponse, asked: &Asked) -> ExitCode {
     let outcome = code_name(r.code);
     match Code::try_from(r.code) {
         Ok(Code::BoardRefused) => return refused(global, &r.refusal, &r.message),
@@ -358,7 +407,12 @@ fn board_answer(global: &Global, r: &pb::BoardResponse) -> ExitCode {
             if r.delivery_count > 0 {
                 value["delivery_count"] = json!(r.delivery_count);
             }
-            print(global, value, format!("{outcome} {}", r.task_id));
+            if r.task_id.is_empty()
+                && let Some(id) = &asked.0
+            {
+                value["task_id"] = json!(id);
+            }
+            print(global, value, task_line(r, asked.0.as_deref(), asked.1));
         }
     }
     ExitCode::SUCCESS
@@ -396,32 +450,51 @@ async fn board_reads(global: &Global, c: &CellClient, cmd: BoardCommand) -> Resu
             );
             print(global, value, text);
         }
-        BoardCommand::Mailbox { team, after } => {
-            let r = c
-                .mailbox(pb::MailboxRequest {
-                    team,
-                    after_seq: after,
-                    limit: 0,
-                })
-                .await?;
-            let rows: Vec<Value> = r
-                .messages
-                .iter()
-                .map(|m| {
-                    json!({"seq": m.seq, "from": m.from, "kind": m.kind,
-                    "body": body_json(&m.body), "at": time_text(m.at_ms)})
-                })
-                .collect();
-            let text = rows
-                .iter()
-                .map(Value::to_string)
-                .collect::<Vec<_>>()
-                .join("\n");
-            print(global, Value::Array(rows), text);
-        }
+        BoardCommand::Mailbox { team, after } => mailbox(global, c, team, after).await?,
         _ => bail!("not a read"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `whip board mailbox TEAM`: one line per notice.
+async fn mailbox(global: &Global, c: &CellClient, team: String, after: u64) -> Result<()> {
+    let request = pb::MailboxRequest {
+        team,
+        after_seq: after,
+        limit: 0,
+    };
+    let r = c.mailbox(request).await?;
+    let rows: Vec<Value> = r
+        .messages
+        .iter()
+        .map(|m| {
+            json!({"seq": m.seq, "from": m.from, "kind": m.kind,
+            "body": body_json(&m.body), "at": time_text(m.at_ms)})
+        })
+        .collect();
+    let lines: Vec<String> = r
+        .messages
+        .iter()
+        .map(|m| {
+            let body = body_json(&m.body);
+            let body = body
+                .as_str()
+                .map_or_else(|| body.to_string(), str::to_string);
+            format!(
+                "#{} {} {} from {}: {body}",
+                m.seq,
+                time_text(m.at_ms),
+                m.kind,
+                m.from
+            )
+        })
+        .collect();
+    let text = match lines.is_empty() {
+        true => "no messages".to_string(),
+        false => lines.join("\n"),
+    };
+    print(global, Value::Array(rows), text);
+    Ok(())
 }
 
 fn print_tasks(global: &Global, tasks: &[pb::Task]) {

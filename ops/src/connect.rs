@@ -120,6 +120,25 @@ pub(crate) async fn session(global: &Global) -> Result<Session> {
     embedded(&store).await
 }
 
+/// Connect for a command that only reads: an embedded store that does not exist is an
+/// error (a mistyped `--store` must not silently read an empty new store).
+pub(crate) async fn read_session(global: &Global) -> Result<Session> {
+    if global.cell.is_none() {
+        let store = global
+            .store
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(".whipplescript"));
+        if !store.join("cell").exists() {
+            anyhow::bail!(
+                "no store at {}: nothing was ever written there (check --store or \
+                 WHIPPLESCRIPT_STORE)",
+                store.display()
+            );
+        }
+    }
+    session(global).await
+}
+
 async fn embedded(store: &Path) -> Result<Session> {
     // The store's socket answers the whole API as the local user: only this user may reach
     // it, whatever the umask (the directory 0700, the socket 0600).

@@ -354,6 +354,17 @@ fn schedule_json(r: &pb::ScheduleResponse, claimant: &str) -> Value {
     })
 }
 
+/// `fired 2026-12-01T00:00:00Z by c1` (no JSON quotes in a human line).
+fn fire_line(value: &Value) -> String {
+    let text = |k: &str| value[k].as_str().unwrap_or("-").to_string();
+    format!(
+        "{} {} by {}",
+        text("outcome").replace('_', " "),
+        text("due"),
+        text("claimant")
+    )
+}
+
 async fn schedule_on(global: &Global, c: &CellClient, cmd: ScheduleCommand) -> Result<ExitCode> {
     match cmd {
         ScheduleCommand::Fire {
@@ -382,10 +393,7 @@ async fn schedule_on(global: &Global, c: &CellClient, cmd: ScheduleCommand) -> R
             if global.json {
                 output::json(&value);
             } else {
-                output::line(&format!(
-                    "{} {} by {}",
-                    value["outcome"], value["due"], value["claimant"]
-                ));
+                output::line(&fire_line(&value));
             }
         }
         ScheduleCommand::Watch {
@@ -420,7 +428,7 @@ async fn schedule_on(global: &Global, c: &CellClient, cmd: ScheduleCommand) -> R
                     if global.json {
                         output::json(&value);
                     } else {
-                        output::line(&format!("fired {} fence={}", value["due"], r.fence));
+                        output::line(&format!("fired {} fence={}", time_text(r.due_ms), r.fence));
                     }
                 }
                 tokio::select! {

@@ -216,13 +216,18 @@ async fn apply(engine: &Eng, id: &str, c: &Caller, op: IssueOp, idem: &str) -> R
         .map_err(err)
 }
 
-/// The owner of a tracker named on the command line: the only declaring owner, or
-/// `shared` when none or several programs declared it.
+/// The owner of a tracker named on the command line: the only declaring owner. None is
+/// refused with a hint (filing into an owner no workflow reads would lose the issue from
+/// the workflow's sight), as are several.
 async fn default_owner(engine: &Eng, tracker: &str) -> Result<String> {
     let owners = engine.tracker_owners(tracker).await.map_err(err)?;
     match owners.as_slice() {
         [one] => Ok(one.clone()),
-        [] => Ok("shared".into()),
+        [] => bail!(
+            "no program has declared tracker `{tracker}` in this store yet: start the program \
+             that declares it first (`whip start FILE`), or name the owner with --owner \
+             (`local/<Workflow>`, or `shared` for a shared tracker)"
+        ),
         many => bail!(
             "tracker `{tracker}` is declared by {}; choose one with --owner",
             many.join(", ")

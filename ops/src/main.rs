@@ -15,6 +15,7 @@ mod connect;
 mod coord;
 mod fabriccmd;
 mod issue;
+mod limits;
 mod mailcmd;
 mod operate;
 mod output;

@@ -303,7 +303,7 @@ async fn lease_on(global: &Global, c: &CellClient, cmd: LeaseCommand) -> Result<
                 fail_open,
                 ..Default::default()
             };
-            lease_answer(global, c.lease_acquire(req).await?)
+            lease_answer(global, acquire_waiting(global, c, req).await?)
         }
         LeaseCommand::Renew { target, ttl } => {
             let ttl_ms = parse_duration_ms(&ttl).map_err(anyhow::Error::msg)?;
@@ -329,6 +329,39 @@ async fn lease_on(global: &Global, c: &CellClient, cmd: LeaseCommand) -> Result<
                 .await?,
         ),
     })
+}
+
+/// Acquire, and with `--wait` block until the slot is held or the wait ran out (then the
+/// cell answers `contended`): the caller keeps its place in the cell's FIFO queue by asking
+/// again as the same holder.
+async fn acquire_waiting(
+    global: &Global,
+    c: &CellClient,
+    req: pb::LeaseAcquireRequest,
+) -> Result<pb::LeaseResponse> {
+    let started = std::time::Instant::now();
+    let wait = std::time::Duration::from_millis(req.wait_ms);
+    let mut told = None;
+    loop {
+        let left = wait.saturating_sub(started.elapsed());
+        let ask = pb::LeaseAcquireRequest {
+            wait_ms: left.as_millis() as u64,
+            ..req.clone()
+        };
+        let r = c.lease_acquire(ask).await?;
+        if r.code != Code::LeaseWaiting as i32 || left.is_zero() {
+            return Ok(r);
+        }
+        if !global.json && told != Some(r.position) {
+            eprintln!(
+                "waiting at position {} (until held or the wait ends)",
+                r.position
+            );
+            told = Some(r.position);
+        }
+        let pause = std::time::Duration::from_millis(crate::limits::LEASE_WAIT_POLL_MS);
+        tokio::time::sleep(pause.min(left.max(std::time::Duration::from_millis(1)))).await;
+    }
 }
 
 fn waiter_json(w: &pb::LeaseWaiter) -> Value {

@@ -102,6 +102,27 @@ pub(crate) enum EngineCommand {
     Counters { name: Option<String> },
 }
 
+impl EngineCommand {
+    /// Commands that only read the store.
+    fn reads_only(&self) -> bool {
+        use EngineCommand::*;
+        matches!(
+            self,
+            Instances
+                | Status { .. }
+                | Log { .. }
+                | Facts { .. }
+                | Effects { .. }
+                | Runs { .. }
+                | Diagnostics { .. }
+                | Trace { .. }
+                | Evidence(_)
+                | Leases { .. }
+                | Counters { .. }
+        )
+    }
+}
+
 #[derive(Args, Debug)]
 pub(crate) struct StartArgs {
     /// The program.
@@ -162,7 +183,11 @@ pub(crate) async fn run(global: &Global, cmd: EngineCommand) -> Result<ExitCode>
     if let EngineCommand::Run(args) = cmd {
         return run_program(global, args).await;
     }
-    let session = session(global).await?;
+    let session = if cmd.reads_only() {
+        crate::connect::read_session(global).await?
+    } else {
+        session(global).await?
+    };
     let engine = Engine::new(Arc::clone(&session.client));
     let result = dispatch(global, &engine, cmd).await;
     session.close().await;
@@ -174,7 +199,7 @@ pub(crate) async fn ledger(global: &Global, args: LedgerArgs) -> Result<ExitCode
     if let Some(cmd) = args.command {
         return crate::primitives::ledger(global, cmd).await;
     }
-    let session = session(global).await?;
+    let session = crate::connect::read_session(global).await?;
     let engine = Engine::new(Arc::clone(&session.client));
     let result = ledger_view(global, &engine, args.name, args.partition).await;
     session.close().await;
@@ -555,20 +580,44 @@ async fn runs(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
 async fn diagnostics(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
     let st = state_of(engine, id).await?;
     let mut rows = Vec::new();
+    let mut lines = Vec::new();
     if let Some(reason) = &st.header.reason {
         rows.push(json!({"instance": id, "diagnostic": reason}));
+        lines.push(format!("{id} {}: {reason}", st.header.status));
     }
     for e in st.effects.values() {
         if matches!(e.state.as_str(), "failed" | "timed_out") || e.policy_block.is_some() {
             rows.push(json!({"effect": e.id, "state": e.state, "output": e.output,
                 "policy_block": e.policy_block}));
+            lines.push(diagnostic_line(e));
         }
     }
-    let mut lines: Vec<String> = rows.iter().map(Value::to_string).collect();
     if lines.is_empty() {
         lines.push("no diagnostics".into());
     }
     print(global, Value::Array(rows), lines)
+}
+
+/// `x000003 exec failed (rule build): exit code 2` or `… blocked: provider_config: …`.
+fn diagnostic_line(e: &whip_engine::runtime::state::Effect) -> String {
+    let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+    let mut line = format!("{} {} {} (rule {})", e.id, e.kind, e.state, e.rule);
+    if let Some(out) = &e.output {
+        let why = ["error", "reason", "message"]
+            .iter()
+            .find_map(|k| out.get(*k).filter(|v| !v.is_null()));
+        if let Some(why) = why {
+            line += &format!(": {}", text(why));
+        }
+    }
+    if let Some(b) = &e.policy_block {
+        line += &format!(
+            " policy_block: {}: {}",
+            text(&b["category"]),
+            text(&b["detail"])
+        );
+    }
+    line
 }
 
 async fn transition(global: &Global, engine: &Eng, id: &str, to: &str) -> Result<ExitCode> {

@@ -213,15 +213,21 @@ pub(crate) async fn doc(global: &Global, cmd: DocCommand) -> Result<ExitCode> {
                     expect,
                 )
                 .await?;
+                // A version mismatch is an answer (exit 0), as for `kv cas`.
                 if r.code != Code::KvWritten as i32 {
-                    bail!(
-                        "version mismatch: the document is at version {}",
-                        r.current_version
-                    );
+                    return Ok(show(
+                        global,
+                        json!({"outcome": "version_mismatch", "version": r.version,
+                            "current_version": r.current_version}),
+                        format!(
+                            "version mismatch: the document is at version {}",
+                            r.current_version
+                        ),
+                    ));
                 }
                 show(
                     global,
-                    json!({"version": r.version}),
+                    json!({"outcome": "written", "version": r.version}),
                     format!("written version {}", r.version),
                 )
             }

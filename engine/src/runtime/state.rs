@@ -75,7 +75,7 @@ pub struct Fact {
 }
 
 /// An effect.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Effect {
     /// `x000001`
     pub id: String,
@@ -316,34 +316,15 @@ impl State {
             "effect.run_started" => self.run_started(ev),
             "effect.terminal" => self.effect_terminal(ev),
             "effect.waiting" => self.effect_waiting(ev),
-            "effect.blocked" => {
-                let id = d["id"].as_str().unwrap_or_default();
-                if let Some(e) = self.effect_mut(id) {
-                    e.state = d["state"].as_str().unwrap_or("blocked").into();
-                    e.policy_block = Some(d["policy_block"].clone());
-                }
-            }
-            "effect.cancelled" => {
-                let id = d["id"].as_str().unwrap_or_default();
-                if let Some(e) = self.effect_mut(id) {
-                    e.state = "cancelled".into();
-                    e.run = None;
-                }
-            }
-            "effect.retried" => {
-                let id = d["id"].as_str().unwrap_or_default();
-                if let Some(e) = self.effect_mut(id) {
-                    e.state = "queued".into();
-                    e.attempt = d["attempt"].as_u64().unwrap_or(0) as u32;
-                    e.output = None;
-                    e.run = None;
-                    e.pass = 0;
-                    e.policy_block = None;
-                }
-            }
+            "effect.blocked"
+            | "effect.cancelled"
+            | "effect.retried"
+            | "effect.cancel_requested" => self.effect_changed(ev),
             "context.checkpoint" => {
-                let mut cut: Cut = parse(&d["cut"]);
-                cut.seq = ev.seq;
+                let cut = Cut {
+                    seq: ev.seq,
+                    ..parse(&d["cut"])
+                };
                 self.dirty.insert(format!("u/{}", cut.id));
                 self.cuts.insert(cut.id.clone(), cut);
             }
@@ -351,12 +332,6 @@ impl State {
             // log (see [`State::rebuild`]); the marker itself changes only the header.
             "context.restored" => {}
             "workflow.revision_activated" => self.revised(ev),
-            "effect.cancel_requested" => {
-                let id = d["id"].as_str().unwrap_or_default();
-                if let Some(e) = self.effect_mut(id) {
-                    e.cancel_requested = true;
-                }
-            }
             "instance.transitioned" => {
                 self.header.status = d["to"].as_str().unwrap_or(RUNNING).into();
             }
@@ -417,6 +392,34 @@ impl State {
             self.header.program = to.to_string();
         }
         self.header.epoch = d["epoch"].as_u64().unwrap_or(self.header.epoch + 1);
+    }
+
+    /// An operator or the scheduler changed one effect: blocked, cancelled, retried, or
+    /// asked to stop.
+    fn effect_changed(&mut self, ev: &Event) {
+        let d = &ev.data;
+        let Some(e) = self.effect_mut(d["id"].as_str().unwrap_or_default()) else {
+            return;
+        };
+        match ev.kind.as_str() {
+            "effect.blocked" => {
+                e.state = d["state"].as_str().unwrap_or("blocked").into();
+                e.policy_block = Some(d["policy_block"].clone());
+            }
+            "effect.cancelled" => {
+                e.state = "cancelled".into();
+                e.run = None;
+            }
+            "effect.retried" => {
+                e.state = "queued".into();
+                e.attempt = d["attempt"].as_u64().unwrap_or(0) as u32;
+                e.output = None;
+                e.run = None;
+                e.pass = 0;
+                e.policy_block = None;
+            }
+            _ => e.cancel_requested = true,
+        }
     }
 
     fn effect_mut(&mut self, id: &str) -> Option<&mut Effect> {

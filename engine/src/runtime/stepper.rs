@@ -596,26 +596,35 @@ fn exec(
                 let Some(effect) = env.effects.get(&after.target.name).cloned() else {
                     continue;
                 };
-                let mut at = path.to_vec();
-                at.push(i);
-                let cont = Cont {
-                    id: draft.next_id(2, "c"),
-                    rule: ri,
-                    path: at,
-                    env: env.clone(),
-                    effect,
-                    predicate: after.predicate.name.clone(),
-                    state: "pending".into(),
-                    // A continuation registered by a pinned (older) version's rule stays
-                    // on that version.
-                    program: (program.version != draft.state.header.program)
-                        .then(|| program.version.clone()),
-                };
-                draft.emit("after.registered", json!({"after": cont}));
+                let at = [path, &[i]].concat();
+                register_after(program, (ri, at), env, effect, after, draft);
             }
             _ => {}
         }
     }
+}
+
+/// Register the `after` continuation at `path` of rule `ri` on `effect`.
+fn register_after(
+    program: &Program,
+    (ri, path): (usize, Vec<usize>),
+    env: &Env,
+    effect: String,
+    after: &crate::syntax::ast::After,
+    draft: &mut Draft,
+) {
+    let cont = Cont {
+        id: draft.next_id(2, "c"),
+        rule: ri,
+        path,
+        env: env.clone(),
+        effect,
+        predicate: after.predicate.name.clone(),
+        state: "pending".into(),
+        // A continuation registered by a pinned (older) version's rule stays on it.
+        program: (program.version != draft.state.header.program).then(|| program.version.clone()),
+    };
+    draft.emit("after.registered", json!({"after": cont}));
 }
 
 fn record(draft: &mut Draft, class: &str, value: Value) {
@@ -802,14 +811,8 @@ fn request_effect(
         binding: binding.as_ref().map(|b| b.name.clone()),
         args,
         state: "queued".into(),
-        output: None,
-        attempt: 0,
-        pass: 0,
         not_before_ms,
-        run: None,
-        policy_block: None,
-        program: None,
-        cancel_requested: false,
+        ..Effect::default()
     };
     if let Some(b) = &effect.binding {
         env.effects.insert(b.clone(), effect.id.clone());

@@ -633,7 +633,14 @@ async fn revise_keeps_old_work_on_its_version_and_new_commits_on_the_new() {
         3,
         "work, audit, work's after: no second work firing"
     );
+}
 
+#[tokio::test]
+async fn revise_with_cancel_queued_cancels_the_old_versions_queued_work() {
+    use super::revise::CancelPolicy;
+    let fabric = Arc::new(MemFabric::new());
+    let e = engine(&fabric);
+    let v1 = e.add_program(job(JOB_V1));
     let other = e.run(&v1, Value::Null, false).await.unwrap();
     let cut = e
         .revise(&other.id, job_v2(), Some(CancelPolicy::Queued))

@@ -9,6 +9,7 @@ use serde_json::Value;
 use whip_tests::whip_binary;
 
 mod mail;
+mod ux;
 mod work;
 
 fn whip(dir: &Path, args: &[&str]) -> Output {
@@ -413,8 +414,9 @@ fn blackboard_structures_on_the_embedded_store() {
             "doc", "put", "t", "manifest", "--value", "{}", "--expect", "0",
         ],
     );
-    assert_eq!(stale.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&stale.stderr).contains(&format!("at version {version}")));
+    // A version mismatch is an answer, as for `kv cas`: exit 0, nothing written.
+    assert_eq!(stale.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&stale.stdout).contains(&format!("at version {version}")));
     let got = json_of(&whip(d, &["doc", "get", "t", "manifest", "--json"]));
     assert_eq!(got["doc"]["files"][0], "a.rs");
     assert!(
@@ -735,8 +737,20 @@ fn a_program_that_does_not_check_is_reported_once_per_diagnostic() {
 }
 
 #[test]
-fn an_empty_store_says_it_has_no_instances() {
+fn an_empty_store_says_it_has_no_instances_and_a_missing_one_says_so() {
     let dir = tempfile::tempdir().unwrap();
+    // A mistyped store is not silently created by a read: it is refused, and stays absent.
+    for args in [
+        &["--store", "mistyped", "instances"][..],
+        &["--store", "mistyped", "leases"],
+    ] {
+        let out = whip(dir.path(), args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("no store at mistyped"), "{stderr}");
+    }
+    assert!(!dir.path().join("mistyped").exists());
+    json_of(&whip(dir.path(), &["--json", "kv", "put", "k", "v"]));
     let out = whip(dir.path(), &["instances"]);
     assert!(
         out.status.success(),

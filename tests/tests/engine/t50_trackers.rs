@@ -78,7 +78,18 @@ fn an_issue_filed_by_a_rule_is_worked_from_the_cli_and_the_rule_reacts() {
 fn two_claimants_race_for_one_issue_and_exactly_one_wins() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let new = ["issue", "new", "backlog", "--title", "race me"];
+    // No program declared `backlog` here: filing needs an owner, or it would land where no
+    // workflow looks.
+    let bare = whip(d, None, &["issue", "new", "backlog", "--title", "lost"]);
+    assert_eq!(bare.status.code(), Some(1));
+    let hint = String::from_utf8_lossy(&bare.stderr);
+    assert!(
+        hint.contains("no program has declared tracker `backlog`"),
+        "{hint}"
+    );
+    let new = [
+        "issue", "new", "backlog", "--title", "race me", "--owner", "shared",
+    ];
     assert_eq!(ok(&whip(d, None, &new)), "WS-1 filed into backlog\n");
     let children: Vec<_> = ["alice", "bob"]
         .iter()

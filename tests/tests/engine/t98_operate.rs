@@ -23,7 +23,7 @@ fn refused(dir: &Path, args: &[&str]) -> String {
 }
 
 #[test]
-fn checkpoint_restore_and_revise_from_the_command_line() {
+fn checkpoint_then_more_work_then_restore_continues_from_the_cut() {
     let dir = crate::workdir();
     let d = dir.path();
     let started = json(d, &["start", "deploys.whip"]);
@@ -53,63 +53,6 @@ fn checkpoint_restore_and_revise_from_the_command_line() {
     ok(&whip(d, None, &["worker", &id]));
     assert!(ok(&whip(d, None, &["leases"])).contains(&format!("held by {id}")));
 
-    let ship = std::fs::read_to_string(d.join("deploys.whip")).unwrap();
-    let v2 = ship.replace("note \"deployed\"", "note \"deployed (v2)\"");
-    std::fs::write(d.join("deploys_v2.whip"), v2).unwrap();
-    let dry = json(
-        d,
-        &[
-            "revise",
-            &id,
-            "deploys_v2.whip",
-            "--root",
-            "Ship",
-            "--dry-run",
-        ],
-    );
-    assert_eq!(dry["compatible"], true, "{dry}");
-    assert_eq!(dry["applied"], Value::Null);
-    let applied = json(d, &["revise", &id, "deploys_v2.whip", "--cancel", "keep"]);
-    assert_eq!(
-        (applied["applied"].as_str(), applied["epoch"].as_u64()),
-        (Some("keep"), Some(1))
-    );
-    assert_eq!(json(d, &["status", &id])["epoch"], 1);
-
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engine/data/invoke.whip");
-    std::fs::copy(data, d.join("invoke.whip")).unwrap();
-    let other = json(
-        d,
-        &[
-            "revise",
-            &id,
-            "invoke.whip",
-            "--root",
-            "Parent",
-            "--dry-run",
-        ],
-    );
-    assert_eq!(other["compatible"], false, "{other}");
-    assert!(
-        other["reasons"][0]
-            .as_str()
-            .unwrap()
-            .contains("same root workflow")
-    );
-    let err = refused(
-        d,
-        &[
-            "revise",
-            &id,
-            "invoke.whip",
-            "--root",
-            "Parent",
-            "--cancel",
-            "keep",
-        ],
-    );
-    assert!(err.contains("revision refused"), "{err}");
-
     ok(&whip(d, None, &["cancel", &id]));
     let err = refused(d, &["checkpoint", &id]);
     assert!(
@@ -121,4 +64,60 @@ fn checkpoint_restore_and_revise_from_the_command_line() {
         err.contains("terminal instance cannot be restored"),
         "{err}"
     );
+}
+
+#[test]
+fn revise_reports_then_applies_and_refuses_another_root() {
+    let dir = crate::workdir();
+    let d = dir.path();
+    let id = json(d, &["run", "deploys.whip"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ship = std::fs::read_to_string(d.join("deploys.whip")).unwrap();
+    let v2 = ship.replace("note \"deployed\"", "note \"deployed (v2)\"");
+    std::fs::write(d.join("deploys_v2.whip"), v2).unwrap();
+    let dry = [
+        "revise",
+        &id,
+        "deploys_v2.whip",
+        "--root",
+        "Ship",
+        "--dry-run",
+    ];
+    let dry = json(d, &dry);
+    assert_eq!(dry["compatible"], true, "{dry}");
+    assert_eq!(dry["applied"], Value::Null);
+    let applied = json(d, &["revise", &id, "deploys_v2.whip", "--cancel", "keep"]);
+    assert_eq!(
+        (applied["applied"].as_str(), applied["epoch"].as_u64()),
+        (Some("keep"), Some(1))
+    );
+    assert_eq!(json(d, &["status", &id])["epoch"], 1);
+
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engine/data/invoke.whip");
+    std::fs::copy(data, d.join("invoke.whip")).unwrap();
+    let other = [
+        "revise",
+        &id,
+        "invoke.whip",
+        "--root",
+        "Parent",
+        "--dry-run",
+    ];
+    let other = json(d, &other);
+    assert_eq!(other["compatible"], false, "{other}");
+    let reason = other["reasons"][0].as_str().unwrap();
+    assert!(reason.contains("same root workflow"), "{reason}");
+    let apply = [
+        "revise",
+        &id,
+        "invoke.whip",
+        "--root",
+        "Parent",
+        "--cancel",
+        "keep",
+    ];
+    let err = refused(d, &apply);
+    assert!(err.contains("revision refused"), "{err}");
 }
