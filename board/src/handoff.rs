@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::chain::{self, ChainStep, HandoffRefusal};
 use crate::codec::{decode, encode};
-use crate::keys::{self, ALARM, ALARM_HEAD, INBOX, OUTBOX, OUTBOX_ITEM};
+use crate::keys::{self, ALARM, ALARM_CAUSE, ALARM_HEAD, INBOX, OUTBOX, OUTBOX_ITEM};
 use crate::limits::{ALARMS_KEPT_MAX, OUTBOX_PENDING_MAX};
 use crate::taskboard;
 use crate::txn::Txn;
@@ -113,6 +113,7 @@ pub(crate) fn send(txn: &mut impl Txn, now_ms: u64, send: &Send<'_>) -> Outcome 
         hash: send.hash.to_vec(),
     };
     txn.put(&head_key(OUTBOX, send.to_cell), &encode(&advanced));
+    clear(txn, &task_cause(send.task_id));
     Outcome::HandoffQueued { seq: send.seq }
 }
 
@@ -205,7 +206,8 @@ pub(crate) fn receive(txn: &mut impl Txn, now_ms: u64, r: &Receive<'_>) -> Outco
         Ok(ChainStep::Accept) => accept(txn, now_ms, r),
         Err(refusal) => {
             if refusal.raises_alarm() {
-                raise(txn, now_ms, alarm_text(r.from_cell, h.seq, &refusal));
+                let text = alarm_text(r.from_cell, h.seq, &refusal);
+                raise(txn, now_ms, text, Some(&channel_cause(r.from_cell)));
             }
             Outcome::HandoffRefused {
                 refusal,
@@ -223,6 +225,8 @@ fn accept(txn: &mut impl Txn, now_ms: u64, r: &Receive<'_>) -> Outcome {
         hash: r.hash.to_vec(),
     };
     txn.put(&head_key(INBOX, r.from_cell), &encode(&advanced));
+    // The channel carries envelopes again: the operator's reset of it is done.
+    clear(txn, &reset_cause(r.from_cell));
     Outcome::HandoffAccepted {
         seq: r.seq,
         task_id,
@@ -258,14 +262,14 @@ pub(crate) fn reset(
         hash: hash.to_vec(),
     };
     txn.put(&head_key(INBOX, from_cell), &encode(&after));
-    raise(
-        txn,
-        now_ms,
-        format!(
-            "channel from cell {from_cell} reset by the operator: head {} -> {seq}",
-            before.seq
-        ),
+    // The reset repairs what a fork or broken chain poisoned; it stays an alarm itself
+    // until the channel carries an envelope again.
+    clear(txn, &channel_cause(from_cell));
+    let text = format!(
+        "channel from cell {from_cell} reset by the operator: head {} -> {seq}",
+        before.seq
     );
+    raise(txn, now_ms, text, Some(&reset_cause(from_cell)));
     Outcome::HandoffReset {
         from_cell,
         before_seq: before.seq,
@@ -275,11 +279,8 @@ pub(crate) fn reset(
 
 /// Record a handoff that could not be made (no signing key, …): never skipped silently.
 pub(crate) fn failed(txn: &mut impl Txn, now_ms: u64, task_id: &str, reason: &str) -> Outcome {
-    raise(
-        txn,
-        now_ms,
-        format!("handoff of task {task_id} failed: {reason}"),
-    );
+    let text = format!("handoff of task {task_id} failed: {reason}");
+    raise(txn, now_ms, text, Some(&task_cause(task_id)));
     Outcome::HandoffFailed {
         reason: reason.to_string(),
     }
@@ -294,10 +295,32 @@ struct Alarm {
     count: u64,
 }
 
-/// Record an alarm. The same alarm raised again right after the last one (a poisoned
-/// channel refused on every delivery round) only counts up, so one stuck channel cannot
-/// push every other alarm out of the list.
-fn raise(txn: &mut impl Txn, now_ms: u64, text: String) {
+fn task_cause(task_id: &str) -> String {
+    format!("task {task_id}")
+}
+
+fn channel_cause(from_cell: u64) -> String {
+    format!("channel {from_cell}")
+}
+
+fn reset_cause(from_cell: u64) -> String {
+    format!("reset {from_cell}")
+}
+
+fn cause_key(cause: &str, seq: Option<u64>) -> Vec<u8> {
+    let mut key = vec![ALARM_CAUSE];
+    keys::push_str(&mut key, cause.as_bytes());
+    if let Some(seq) = seq {
+        keys::push_u64(&mut key, seq);
+    }
+    key
+}
+
+/// Record an alarm, with the `cause` that clears it when it goes away. The same alarm
+/// raised again right after the last one (a poisoned channel refused on every delivery
+/// round) only counts up, so one stuck channel cannot push every other alarm out of the
+/// list.
+fn raise(txn: &mut impl Txn, now_ms: u64, text: String, cause: Option<&str>) {
     let last: u64 = txn.get(&[ALARM_HEAD]).map_or(0, |b| decode(&b));
     if last > 0
         && let Some(bytes) = txn.get(&head_key(ALARM, last))
@@ -320,13 +343,28 @@ fn raise(txn: &mut impl Txn, now_ms: u64, text: String) {
             count: 1,
         }),
     );
+    if let Some(cause) = cause {
+        txn.put(&cause_key(cause, Some(seq)), &[]);
+    }
     if seq > ALARMS_KEPT_MAX as u64 {
         txn.delete(&head_key(ALARM, seq - ALARMS_KEPT_MAX as u64));
     }
 }
 
-/// The alarms this cell raised, oldest first: (time last raised, text; an alarm raised
-/// several times in a row says how often).
+/// The cause went away: its open alarms leave the list.
+fn clear(txn: &mut impl Txn, cause: &str) {
+    let prefix = cause_key(cause, None);
+    let end = keys::prefix_end(&prefix);
+    for (key, _) in txn.scan(&prefix, &end, ALARMS_KEPT_MAX) {
+        let mut seq = [0u8; 8];
+        seq.copy_from_slice(&key[key.len() - 8..]);
+        txn.delete(&head_key(ALARM, u64::from_be_bytes(seq)));
+        txn.delete(&key);
+    }
+}
+
+/// The open alarms this cell raised, oldest first: (time last raised, text; an alarm
+/// raised several times in a row says how often). An alarm whose cause went away is gone.
 pub(crate) fn alarms(txn: &impl Txn) -> Vec<(u64, String)> {
     txn.scan(&[ALARM], &[ALARM + 1], ALARMS_KEPT_MAX)
         .into_iter()
@@ -453,5 +491,29 @@ mod tests {
             matches!(first, Outcome::HandoffAccepted { seq: 1, .. }),
             "{first:?}"
         );
+    }
+
+    #[test]
+    fn an_alarm_leaves_the_list_when_its_cause_goes_away() {
+        let mut txn = channel_at_one();
+        take(&mut txn, 1, &ZERO, &[9; 32]);
+        failed(&mut txn, 2_000, "q-7", "no signing key");
+        assert_eq!(alarms(&txn).len(), 2);
+        // The operator's reset repairs the forked channel: the fork alarm goes, the reset
+        // is an alarm until the channel carries an envelope again.
+        reset(&mut txn, 3_000, FROM, 1, &[1; 32]);
+        let texts: Vec<String> = alarms(&txn).into_iter().map(|(_, t)| t).collect();
+        assert_eq!(texts.len(), 2, "{texts:?}");
+        assert!(
+            texts[0].starts_with("handoff of task q-7 failed"),
+            "{texts:?}"
+        );
+        assert!(texts[1].contains("reset by the operator"), "{texts:?}");
+        let next = take(&mut txn, 2, &[1; 32], &[2; 32]);
+        assert!(matches!(next, Outcome::HandoffAccepted { .. }), "{next:?}");
+        assert_eq!(alarms(&txn).len(), 1);
+        // The failed handoff was made later (what `send` records): nothing is left.
+        clear(&mut txn, &task_cause("q-7"));
+        assert!(alarms(&txn).is_empty(), "{:?}", alarms(&txn));
     }
 }

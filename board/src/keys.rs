@@ -82,6 +82,9 @@ pub(crate) const WORK_LIMITS: u8 = b'L';
 pub(crate) const WORK_AUDIT: u8 = b'U';
 /// Quotas lent by the meta cell (cell-local): family, borrowing cell.
 pub(crate) const WORK_GRANT: u8 = b'G';
+/// What raised an open alarm (`cause`, alarm sequence): the alarm clears when its cause
+/// goes away (a failed handoff later made, a reset channel carrying envelopes again).
+pub(crate) const ALARM_CAUSE: u8 = b'K';
 
 /// Append `s` escaped but without its terminator (a prefix of every longer string's form).
 pub(crate) fn push_open(out: &mut Vec<u8>, s: &[u8]) {
