@@ -13,6 +13,7 @@ use whip_proto::v1::OutcomeCode as Code;
 
 use crate::Global;
 use crate::connect::session;
+use crate::limits::DISSOLVE_ROUNDS_MAX;
 use crate::output::{self, parse_duration_ms, time_text};
 use crate::primitives::code_name;
 
@@ -170,13 +171,7 @@ async fn team_on(global: &Global, c: &CellClient, cmd: TeamCommand) -> Result<Ex
             };
             c.team_join(request).await?
         }
-        TeamCommand::Dissolve { team } => {
-            let request = pb::TeamDissolveRequest {
-                team,
-                idempotency_key: String::new(),
-            };
-            c.team_dissolve(request).await?
-        }
+        TeamCommand::Dissolve { team } => return dissolve(global, c, team).await,
     };
     if r.code == Code::BoardRefused as i32 {
         return Ok(refused(global, &r.refusal, &r.message));
@@ -188,6 +183,34 @@ async fn team_on(global: &Global, c: &CellClient, cmd: TeamCommand) -> Result<Ex
     }
     print(global, value, r.message);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `whip team dissolve`: rounds (each one bounded apply on the team's cell) until the
+/// team's board, mailboxes and fabric queue are gone, with progress on long work.
+async fn dissolve(global: &Global, c: &CellClient, team: String) -> Result<ExitCode> {
+    let mut shown = crate::progress::Progress::new("dissolve", DISSOLVE_ROUNDS_MAX, "rounds");
+    let (mut removed, mut rounds) = (0u64, 0u64);
+    loop {
+        let request = pb::TeamDissolveRequest {
+            team: team.clone(),
+            idempotency_key: String::new(),
+        };
+        let r = c.team_dissolve(request).await?;
+        if r.code == Code::BoardRefused as i32 {
+            return Ok(refused(global, &r.refusal, &r.message));
+        }
+        rounds += 1;
+        removed += u64::from(r.removed);
+        shown.set(rounds);
+        if r.done || r.code != Code::TeamDissolved as i32 || rounds >= DISSOLVE_ROUNDS_MAX {
+            drop(shown);
+            let value = json!({"outcome": code_name(r.code), "message": r.message,
+                "removed": removed, "done": r.done, "rounds": rounds});
+            let text = format!("{} ({removed} rows in {rounds} rounds)", r.message);
+            print(global, value, text);
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
 }
 
 /// A refusal: a typed reason, exit code 1.

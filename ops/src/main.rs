@@ -20,6 +20,7 @@ mod mailcmd;
 mod operate;
 mod output;
 mod primitives;
+mod progress;
 mod run;
 mod security;
 mod signals;

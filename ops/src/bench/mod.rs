@@ -171,9 +171,11 @@ pub(crate) async fn connect_clients(
 
 pub(crate) async fn progress(start: Instant, end: Instant) {
     let total = end.duration_since(start).as_secs();
+    // Dropped with this future when the bench ends: the bar leaves the screen.
+    let mut shown = crate::progress::Progress::new("bench", total, "s");
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        eprintln!("bench: {}s of {total}s", start.elapsed().as_secs());
+        shown.set(start.elapsed().as_secs());
     }
 }
 

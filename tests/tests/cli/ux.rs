@@ -126,4 +126,7 @@ fn board_and_schedule_lines_name_what_happened() {
         "--json",
     ]));
     assert!(json["outcome"].is_string());
+    let gone = json_of(&run(&["team", "dissolve", "ops", "--json"]));
+    assert_eq!(gone["done"], true, "one command runs every round: {gone}");
+    assert!(gone["rounds"].as_u64().unwrap() >= 1, "{gone}");
 }
