@@ -23,6 +23,7 @@
 pub mod check;
 pub mod cli;
 pub mod diag;
+pub mod executor;
 pub mod ir;
 pub mod limits;
 pub mod runtime;
