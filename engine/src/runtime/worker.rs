@@ -206,7 +206,8 @@ impl<F: FabricClient> Engine<F> {
             .map(|e| e.id.clone())
             .collect();
         ids.truncate(self.concurrency.max(1));
-        let is_exec = |st: &state::State, id: &String| st.effects[id].kind == "exec";
+        let is_exec =
+            |st: &state::State, id: &String| st.effects.get(id).is_some_and(|e| e.kind == "exec");
         if !ids.iter().any(|id| is_exec(&loaded.state, id)) {
             return Ok(ids);
         }
@@ -218,7 +219,8 @@ impl<F: FabricClient> Engine<F> {
             let mut draft = Draft::new(&loaded.state);
             for id in ids.iter().filter(|id| is_exec(&loaded.state, id)) {
                 let e = &loaded.state.effects[id];
-                if e.state != "blocked" || e.policy_block.as_ref() != Some(&block) {
+                let new = e.state != "blocked" || e.policy_block.as_ref() != Some(&block);
+                if ready(e, now) && new {
                     draft.emit(
                         "effect.blocked",
                         json!({"id": id, "state": "blocked", "policy_block": block}),
@@ -230,13 +232,7 @@ impl<F: FabricClient> Engine<F> {
             }
             *loaded = self.load(&loaded.state.header.id).await?;
         }
-        ids.retain(|id| {
-            loaded
-                .state
-                .effects
-                .get(id)
-                .is_some_and(|e| e.kind != "exec")
-        });
+        ids.retain(|id| !is_exec(&loaded.state, id));
         Ok(ids)
     }
 
@@ -596,5 +592,56 @@ impl<F: FabricClient> Engine<F> {
             },
             Err(other) => return Err(other),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn effect(kind: &str, state: &str, lease_until_ms: u64) -> Effect {
+        Effect {
+            id: "x000001".into(),
+            stable: "r/e1@0:started".into(),
+            kind: kind.into(),
+            rule: "r".into(),
+            binding: None,
+            args: Value::Null,
+            state: state.into(),
+            output: None,
+            attempt: 0,
+            pass: 0,
+            not_before_ms: 0,
+            run: Some(("r000001".into(), lease_until_ms)),
+            policy_block: None,
+        }
+    }
+
+    #[test]
+    fn a_lapsed_exec_run_is_never_reclaimed_and_a_blocked_one_is_looked_at_again() {
+        let now = 1_000;
+        assert!(
+            ready(&effect("append", "running", 999), now),
+            "an append is reclaimed"
+        );
+        assert!(
+            !ready(&effect("append", "running", 1_001), now),
+            "its lease still holds"
+        );
+        assert!(
+            !ready(&effect("exec", "running", 999), now),
+            "an exec waits for recover"
+        );
+        assert!(!ready(&effect("invoke", "running", 999), now));
+        assert!(
+            ready(&effect("exec", "blocked", 0), now),
+            "a block is looked at again"
+        );
+        assert!(!ready(&effect("exec", "completed", 0), now));
+        let mut args = effect("exec", "queued", 0);
+        args.args = serde_json::json!({"v": 1, "argv": ["true"], "cwd": null, "env": {},
+            "timeout_ms": 5_000});
+        let lease = lease_until(&args, now);
+        assert_eq!(lease, now + 5_000 + crate::limits::EXEC_ANSWER_MARGIN_MS);
     }
 }
