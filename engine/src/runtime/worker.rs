@@ -614,6 +614,8 @@ mod tests {
             not_before_ms: 0,
             run: Some(("r000001".into(), lease_until_ms)),
             policy_block: None,
+            program: None,
+            cancel_requested: false,
         }
     }
 
