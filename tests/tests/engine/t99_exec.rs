@@ -4,9 +4,10 @@
 //! but never their values; without an executor (or with a wrong token, or a dead one) the
 //! effect is `blocked` with the reason, recorded once per reason, and a worker with the
 //! executor configured clears it; a worker killed mid-`exec` leaves the run to
-//! `whip recover` and nothing runs twice. Method: a real `whip executor` process with a
-//! temp root, real `whip run|worker` processes on the embedded store, `WHIP_EXECUTOR_URL`
-//! and `WHIP_EXECUTOR_TOKEN` in their environment.
+//! `whip recover` and nothing runs twice; on a fabric, a worker on another node than the
+//! run's clears the block. Method: a real `whip executor` process with a temp root, real
+//! `whip run|worker` processes on the embedded store (and on three `whip node serve`
+//! processes), `WHIP_EXECUTOR_URL` and `WHIP_EXECUTOR_TOKEN` in their environment.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -50,12 +51,25 @@ fn program(dir: &Path, name: &str, argv: &str, clauses: &str) -> String {
 
 /// `whip ARGS` in `dir` on the embedded store, with exactly the executor settings given.
 fn whip(dir: &Path, executor: Option<(&str, &str)>, args: &[&str]) -> Output {
+    whip_at(dir, None, executor, args)
+}
+
+/// `whip ARGS` in `dir` on the embedded store or (`cell`) a fabric node.
+fn whip_at(
+    dir: &Path,
+    cell: Option<&str>,
+    executor: Option<(&str, &str)>,
+    args: &[&str],
+) -> Output {
     let mut cmd = Command::new(crate::bin());
     cmd.current_dir(dir)
         .args(args)
         .env_remove("WHIP_EXECUTOR_URL")
         .env_remove("WHIP_EXECUTOR_TOKEN")
         .env_remove("WHIP_CELL");
+    if let Some(cell) = cell {
+        cmd.args(["--cell", cell]);
+    }
     if let Some((url, token)) = executor {
         cmd.env("WHIP_EXECUTOR_URL", url)
             .env("WHIP_EXECUTOR_TOKEN", token);
@@ -261,4 +275,44 @@ fn a_worker_killed_mid_exec_leaves_the_run_for_recover_and_nothing_runs_twice() 
     );
     assert_eq!(std::fs::read_to_string(&runs).unwrap(), "started\ndone\n");
     conforms(d, &id);
+}
+
+#[test]
+fn on_a_fabric_a_worker_on_another_node_clears_the_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let fabric = runtime.block_on(whip_tests::fabric::ProcessFabric::start(3));
+    crate::init_fabric(d, &fabric);
+    let (first, second, third) = (
+        Some(fabric.addrs[0].as_str()),
+        Some(fabric.addrs[1].as_str()),
+        Some(fabric.addrs[2].as_str()),
+    );
+    let file = program(d, "build", r#"["sh", "-c", "echo on the fabric"]"#, "");
+    let out = ok(&whip_at(d, first, None, &["run", &file]));
+    assert!(out.contains("status running"), "{out}");
+    let id = run_id(&out);
+    let effects = json(&whip_at(d, second, None, &["--json", "effects", &id]));
+    assert_eq!(
+        effects[0]["policy_block"]["detail"],
+        "executor not configured"
+    );
+    let executor = ExecutorProcess::start(d, "tok-fabric");
+    let config = Some((executor.url(), executor.token.clone()));
+    let config = config.as_ref().map(|(u, t)| (u.as_str(), t.as_str()));
+    ok(&whip_at(d, third, config, &["worker", &id]));
+    let status = json(&whip_at(d, second, None, &["--json", "status", &id]));
+    assert_eq!(status["status"], "completed", "{status}");
+    assert_eq!(
+        status["terminal"]["payload"]["note"],
+        "succeeded: on the fabric\n"
+    );
+    let trace = json(&whip_at(
+        d,
+        first,
+        None,
+        &["--json", "trace", &id, "--check"],
+    ));
+    assert_eq!(trace["conformance"], "ok", "{trace}");
 }
