@@ -160,7 +160,7 @@ fn entries(
 /// `l`, its path, NUL, its target and NUL; in the byte order of the paths.
 pub(crate) fn digest(dir: &Path) -> Result<WorkspaceDigest, Refusal> {
     let mut found = Vec::new();
-    if dir.exists() {
+    if is_tree(dir)? {
         entries(dir, "", 0, &mut found).map_err(storage)?;
     }
     found.sort();
@@ -192,10 +192,25 @@ pub(crate) fn digest(dir: &Path) -> Result<WorkspaceDigest, Refusal> {
     })
 }
 
+/// Whether `dir` is a directory (`false`: absent); a link or a file where a workspace or
+/// a cut belongs is refused, so a copy never follows a link out of the root.
+fn is_tree(dir: &Path) -> Result<bool, Refusal> {
+    match fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(true),
+        Ok(_) => Err(Refusal::Storage(format!(
+            "{} is not a directory",
+            dir.display()
+        ))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(storage(e)),
+    }
+}
+
 /// Copy `from` (absent: nothing) into a fresh directory `staging`, synced.
 fn stage(from: &Path, staging: &Path) -> Result<(), Refusal> {
+    let present = is_tree(from)?;
     fs::create_dir_all(staging).map_err(storage)?;
-    let copied = if from.exists() {
+    let copied = if present {
         copy_tree(from, staging, 0, &mut Budget::default())
     } else {
         Ok(())
@@ -252,13 +267,14 @@ fn exchange(a: &Path, b: &Path) -> io::Result<()> {
 /// the file system supports it, else with two renames.
 pub(crate) fn restore(root: &Path, instance: &str, cut: &str) -> Result<WorkspaceDigest, Refusal> {
     let source = root.join(".cuts").join(instance).join(cut);
-    if !source.is_dir() {
+    if !is_tree(&source)? {
         return Err(Refusal::UnknownCut);
     }
     let workspace = root.join(instance);
     let staging = root.join(unique(".restore-", instance));
     stage(&source, &staging)?;
-    let old = if workspace.exists() {
+    let present = fs::symlink_metadata(&workspace).is_ok();
+    let old = if present {
         if exchange(&staging, &workspace).is_ok() {
             Some(staging.clone())
         } else {
@@ -285,8 +301,8 @@ mod tests {
 
     #[test]
     fn a_cut_restores_the_workspace_it_copied() {
-        let dir = tempfile_dir();
-        let root = dir.as_path();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
         open_root(root).unwrap();
         let empty = checkpoint(root, "ins_a", "c0").unwrap();
         assert_eq!((empty.files, empty.digest.as_str()), (0, EMPTY_DIGEST));
@@ -310,12 +326,21 @@ mod tests {
         assert!(!ws.join("later.txt").exists());
         assert_eq!(restore(root, "ins_a", "c0").unwrap().digest, EMPTY_DIGEST);
         assert_eq!(restore(root, "ins_a", "nope"), Err(Refusal::UnknownCut));
-        let _ = fs::remove_dir_all(root);
-    }
-
-    fn tempfile_dir() -> PathBuf {
-        let dir = std::env::temp_dir().join(unique("whip-ws-test-", "x"));
-        fs::create_dir_all(&dir).unwrap();
-        dir
+        // A workspace a run replaced with a link is not followed out of the root.
+        let elsewhere = tempfile::tempdir().unwrap();
+        let elsewhere = elsewhere.path();
+        fs::write(elsewhere.join("canary"), "alive").unwrap();
+        fs::remove_dir_all(&ws).unwrap();
+        std::os::unix::fs::symlink(elsewhere, &ws).unwrap();
+        assert!(matches!(
+            checkpoint(root, "ins_a", "c2"),
+            Err(Refusal::Storage(_))
+        ));
+        assert_eq!(restore(root, "ins_a", "c1").unwrap(), cut);
+        assert!(!fs::symlink_metadata(&ws).unwrap().file_type().is_symlink());
+        assert_eq!(
+            fs::read_to_string(elsewhere.join("canary")).unwrap(),
+            "alive"
+        );
     }
 }
