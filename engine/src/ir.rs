@@ -486,8 +486,24 @@ fn effect_parts(k: &StmtKind) -> Option<(String, Option<String>, String)> {
             let detail = format!("via {}{word} {}{within}", m.channel.name, object(&m.body));
             (kind.into(), b(&m.binding), detail)
         }
+        StmtKind::Exec(x) => ("exec".into(), b(&x.binding), exec_detail(x)),
         _ => return None,
     })
+}
+
+/// `exec`'s clauses in source form.
+fn exec_detail(x: &Exec) -> String {
+    let mut d = expr(&x.argv);
+    if let Some(cwd) = &x.cwd {
+        let _ = write!(d, " cwd {}", expr(cwd));
+    }
+    if let Some(env) = &x.env {
+        let _ = write!(d, " env {}", object(env));
+    }
+    if let Some(t) = x.timeout {
+        let _ = write!(d, " timeout {}", duration(t.seconds));
+    }
+    d
 }
 
 /// A duration in its largest exact unit (`600` → `10m`).

@@ -3,7 +3,9 @@
 //! Owns the WhippleScript language (syntax, checking, lowering) and its runtime
 //! ([`runtime`]: starter, stepper, worker and projections, with every durable row — program
 //! versions, instances, events, facts, effects, runs, tracker issues — stored through the
-//! fabric's client trait, so the same code runs on the embedded cell and on a cluster).
+//! fabric's client trait, so the same code runs on the embedded cell and on a cluster), and
+//! the compute plane `exec` effects run on ([`executor`]: the `whip-executor/1` protocol, the
+//! worker's client and the `whip executor` sidecar's server, docs/EXECUTOR.md).
 //!
 //! The front end is a pipeline of pure functions over text:
 //! [`syntax`] (lexer and parser to a typed AST with byte spans) → [`check`] (every static
@@ -17,12 +19,15 @@
 //!
 //! Must never: depend on cell or Raft internals; it talks to the fabric only through the
 //! client trait of the layer below. The front end reads no clock, does no I/O except
-//! reading the source files it is given, and keeps no global state.
+//! reading the source files it is given, and keeps no global state. The runtime never runs
+//! an `exec` command itself (only the sidecar does, without a shell) and never reads the
+//! executor's URL or token from the environment (the binary passes them in).
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod check;
 pub mod cli;
 pub mod diag;
+pub mod executor;
 pub mod ir;
 pub mod limits;
 pub mod runtime;

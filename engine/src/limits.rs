@@ -1,4 +1,5 @@
-//! Every bound of the front end, in one place.
+//! Every bound of the engine, in one place: the front end, the runtime and the compute
+//! plane.
 //!
 //! Bad input (binary files, megabyte lines, deep nesting) must end in a diagnostic, never in
 //! a panic, a stack overflow or a hang; these numbers are what make that true.
@@ -39,3 +40,57 @@ pub const MAIL_WAIT_LOOK_MS: u64 = 250;
 pub const MAIL_DRAIN_WAIT_MS: u64 = 2_000;
 /// Longest cut id of `whip checkpoint --cut-id`.
 pub const CUT_ID_BYTES_MAX: usize = 64;
+
+// ---- the compute plane (`exec` and `whip executor`) ------------------------------------
+
+/// Arguments of one `exec` (the program included).
+pub const EXEC_ARGV_COUNT_MAX: usize = 256;
+/// Bytes of all arguments of one `exec` together.
+pub const EXEC_ARGV_BYTES_MAX: usize = 64 * 1024;
+/// Environment entries one `exec` may set (besides the fixed base).
+pub const EXEC_ENV_ENTRIES_MAX: usize = 64;
+/// Bytes of all environment names and values of one `exec` together.
+pub const EXEC_ENV_BYTES_MAX: usize = 64 * 1024;
+/// Bytes of a `cwd` (relative to the instance's workspace).
+pub const EXEC_CWD_BYTES_MAX: usize = 1024;
+/// Longest run of one `exec`: its process group is killed at this timeout.
+pub const EXEC_TIMEOUT_MS_MAX: u64 = 3_600_000;
+/// The timeout of an `exec` that names none.
+pub const EXEC_TIMEOUT_MS_DEFAULT: u64 = 60_000;
+/// Bytes of stdout, and of stderr, an answer carries (the tail is kept).
+pub const EXEC_OUTPUT_BYTES_MAX: usize = 64 * 1024;
+/// Bytes of stderr kept in an effect's evidence (the tail).
+pub const EXEC_STDERR_EVIDENCE_BYTES_MAX: usize = 2 * 1024;
+/// How long, after its process ended or was killed, a run waits for its output pipes to
+/// close (a grandchild that left the process group may hold them open).
+pub const EXEC_PIPE_GRACE_MS: u64 = 1_000;
+/// Runs one executor executes at once; past it a new run is refused `busy`.
+pub const EXEC_RUNS_CONCURRENT_MAX: usize = 16;
+/// The search path every run starts with (the executor's own is never passed on).
+pub const EXEC_BASE_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// A worker waits this much longer than an `exec`'s timeout for the executor's answer, and
+/// an `exec` run's lease lasts this much longer than its timeout.
+pub const EXEC_ANSWER_MARGIN_MS: u64 = 30_000;
+/// When the executor is busy, a worker queues the effect again this much later.
+pub const EXEC_BUSY_RETRY_MS: u64 = 1_000;
+/// Bytes of an instance, effect, run or cut id in the executor protocol.
+pub const EXECUTOR_ID_BYTES_MAX: usize = 128;
+/// Bytes of a request body the executor reads.
+pub const EXECUTOR_BODY_BYTES_MAX: usize = 256 * 1024;
+/// Bytes of an answer a client reads (two bounded outputs and their framing fit).
+pub const EXECUTOR_ANSWER_BYTES_MAX: usize = 1024 * 1024;
+/// Connections the executor serves at once; past it a new one is closed at once.
+pub const EXECUTOR_CONNECTIONS_MAX: usize = 64;
+/// How long a connection may take to send its request head.
+pub const EXECUTOR_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
+/// How long a client waits to connect to the executor.
+pub const EXECUTOR_CONNECT_TIMEOUT_MS: u64 = 2_000;
+/// How long a client waits for an answer to a call other than `exec` (a checkpoint copies
+/// a workspace).
+pub const EXECUTOR_CALL_TIMEOUT_MS: u64 = 120_000;
+/// Files (and symbolic links) of one workspace a checkpoint or restore copies.
+pub const WORKSPACE_FILES_MAX: u64 = 100_000;
+/// Bytes of one workspace a checkpoint or restore copies.
+pub const WORKSPACE_BYTES_MAX: u64 = 1024 * 1024 * 1024;
+/// Directory depth of a workspace a checkpoint follows.
+pub const WORKSPACE_DEPTH_MAX: usize = 64;

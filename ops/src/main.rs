@@ -13,6 +13,7 @@ mod boardcmd;
 mod cellcmd;
 mod connect;
 mod coord;
+mod executorcmd;
 mod fabriccmd;
 mod issue;
 mod limits;
@@ -126,6 +127,9 @@ enum Command {
     Issue(issue::IssueCommand),
     /// Check WhippleScript programs.
     Check(CheckArgs),
+    /// The compute-plane sidecar that runs `exec` effects (`whip-executor/1`); needs
+    /// `WHIP_EXECUTOR_TOKEN`. Workers reach it through `WHIP_EXECUTOR_URL`.
+    Executor(executorcmd::ExecutorArgs),
     /// Fault and linearizability harness (runs `whip-chaos` next to this binary; as root).
     #[command(disable_help_flag = true)]
     Chaos {
@@ -183,6 +187,8 @@ pub(crate) struct Global {
     pub(crate) json: bool,
     pub(crate) agent: Option<String>,
     pub(crate) insecure: bool,
+    /// The compute plane for `exec` effects (`WHIP_EXECUTOR_URL`, `WHIP_EXECUTOR_TOKEN`).
+    pub(crate) executor: Option<whip_engine::executor::ExecutorConfig>,
 }
 
 fn main() -> ExitCode {
@@ -198,6 +204,7 @@ fn main() -> ExitCode {
         json: cli.json,
         agent: cli.agent,
         insecure: cli.insecure,
+        executor: executor_config(),
     };
     if let Command::Check(args) = cli.command {
         return check(&global, args);
@@ -244,6 +251,7 @@ fn main() -> ExitCode {
             Command::Engine(cmd) => run::run(&global, cmd).await,
             Command::Issue(cmd) => issue::run(&global, cmd).await,
             Command::Bench(args) => bench::run(&global, args).await,
+            Command::Executor(args) => executorcmd::serve(&global, args).await,
             Command::Check(_) | Command::Chaos { .. } => unreachable!("handled above"),
         }
     });
@@ -252,6 +260,16 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => output::fail(&global, &e),
     }
+}
+
+/// The executor workers use, read once from the environment: `WHIP_EXECUTOR_URL` (unset or
+/// empty: none) and `WHIP_EXECUTOR_TOKEN`.
+fn executor_config() -> Option<whip_engine::executor::ExecutorConfig> {
+    let url = std::env::var("WHIP_EXECUTOR_URL")
+        .ok()
+        .filter(|u| !u.is_empty())?;
+    let token = std::env::var("WHIP_EXECUTOR_TOKEN").unwrap_or_default();
+    Some(whip_engine::executor::ExecutorConfig { url, token })
 }
 
 fn check(global: &Global, args: CheckArgs) -> ExitCode {

@@ -174,6 +174,11 @@ pub(crate) struct LedgerArgs {
 
 pub(crate) type Eng = Engine<CellClient>;
 
+/// An engine on `client` with the compute plane the binary was configured with.
+pub(crate) fn engine(global: &Global, client: &Arc<CellClient>) -> Eng {
+    Engine::new(Arc::clone(client)).with_executor(global.executor.clone())
+}
+
 pub(crate) fn engine_error(e: RuntimeError) -> anyhow::Error {
     anyhow!("{e}")
 }
@@ -188,7 +193,7 @@ pub(crate) async fn run(global: &Global, cmd: EngineCommand) -> Result<ExitCode>
     } else {
         session(global).await?
     };
-    let engine = Engine::new(Arc::clone(&session.client));
+    let engine = engine(global, &session.client);
     let result = dispatch(global, &engine, cmd).await;
     session.close().await;
     result
@@ -231,7 +236,7 @@ async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let (program, input) = load_program(&args.start)?;
     let source = program.source.clone();
     let mut session = session(global).await?;
-    let mut engine = Engine::new(Arc::clone(&session.client));
+    let mut engine = engine(global, &session.client);
     let started = engine.add_program(program);
     let id = whip_engine::runtime::fresh_id("ins_");
     let mut reconnects = 0;
@@ -249,7 +254,7 @@ async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
                 reconnects += 1;
                 session.close().await;
                 session = session_retry(global).await?;
-                engine = Engine::new(Arc::clone(&session.client));
+                engine = self::engine(global, &session.client);
                 engine.add_program(Program::check(source.clone()).map_err(|e| anyhow!("{e}"))?);
             }
             Err(e) => {
@@ -272,7 +277,7 @@ async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
                 session.close().await;
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 session = session_retry(global).await?;
-                engine = Engine::new(Arc::clone(&session.client));
+                engine = self::engine(global, &session.client);
                 let program = Program::check(source.clone()).map_err(|e| anyhow!("{e}"))?;
                 engine.add_program(program);
             }
@@ -738,7 +743,7 @@ pub(crate) async fn bench_engine(
     use std::time::Instant;
     let program = Program::load(file, None).map_err(|e| anyhow!("{e}"))?;
     let session = session(global).await?;
-    let engine = Arc::new(Engine::new(Arc::clone(&session.client)));
+    let engine = Arc::new(engine(global, &session.client));
     let program = engine.add_program(program);
     let measure_from = Instant::now() + warmup;
     let end = measure_from + duration;

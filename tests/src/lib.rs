@@ -6,11 +6,13 @@
 //! its storage handles); [`ProcessCluster`] runs each member as a `whip cell serve` process
 //! and kills it with SIGKILL; [`fabric`] does the same for multi-cell nodes. [`chaos`] is
 //! the fault and linearizability harness behind `whip chaos` (members in network
-//! namespaces, seeded nemeses, recorded histories, a Wing–Gong checker). Must never: mock
+//! namespaces, seeded nemeses, recorded histories, a Wing–Gong checker). [`executor`] runs a
+//! `whip executor` process and speaks raw HTTP to it. Must never: mock
 //! a component of our own.
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod chaos;
+pub mod executor;
 pub mod fabric;
 mod process;
 

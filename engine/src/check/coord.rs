@@ -439,6 +439,7 @@ impl Cx<'_> {
                     | EffectKind::Finish
                     | EffectKind::Send
                     | EffectKind::Ask
+                    | EffectKind::Exec
             );
             if !observable || e.name.is_empty() || e.kind.is_coordination() {
                 continue;
@@ -581,6 +582,7 @@ fn kind_word(kind: EffectKind) -> &'static str {
         EffectKind::Finish => "finish",
         EffectKind::Send => "send",
         EffectKind::Ask => "send … ask",
+        EffectKind::Exec => "exec",
     }
 }
 

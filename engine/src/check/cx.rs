@@ -39,6 +39,8 @@ pub(crate) enum EffectKind {
     Send,
     /// `send via … ask`.
     Ask,
+    /// `exec [...] as x` (`use std.script`).
+    Exec,
 }
 
 impl EffectKind {
@@ -233,6 +235,7 @@ impl<'a> Cx<'a> {
             "ask",
             "message.send",
             "message.ask",
+            "exec",
         ];
         if !KINDS.contains(&kind.name.as_str()) {
             let msg = format!(
@@ -244,7 +247,7 @@ impl<'a> Cx<'a> {
                 KINDS.iter().copied(),
                 "effect kinds are \
                 `timer`, `invoke`, `acquire`, `renew`, `consume`, `append`, `file`, \
-                `claim`, `finish`, `send`, `ask`",
+                `claim`, `finish`, `send`, `ask`, `exec`",
             );
             self.err("expr.unknown_effect_kind", kind.span, msg, help);
         }

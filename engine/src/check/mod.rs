@@ -11,6 +11,7 @@ pub mod desugar;
 pub mod model;
 mod ops;
 mod rules;
+mod script;
 pub mod suggest;
 pub mod types;
 mod values;
@@ -27,7 +28,7 @@ use crate::syntax::ast::*;
 pub use model::Model as CheckedModel;
 
 /// Modules `use` may name.
-pub const STD_MODULES: &[&str] = &["std.coord", "std.tracker", "std.messaging"];
+pub const STD_MODULES: &[&str] = &["std.coord", "std.tracker", "std.messaging", "std.script"];
 
 /// Checks a program; `files[0]` is the root file. Rules in the returned model are desugared.
 pub fn check(files: &[File], root: Option<&str>) -> (Model, Vec<Diag>) {
@@ -40,6 +41,7 @@ pub fn check(files: &[File], root: Option<&str>) -> (Model, Vec<Diag>) {
     }
     for f in files {
         uses_and_tags(&f.items, &mut diags);
+        collect_uses(&f.items, &mut m.uses);
     }
     declarations(&m, files, &mut diags);
     let mut edges: BTreeMap<String, Vec<(String, Span)>> = BTreeMap::new();
@@ -76,7 +78,8 @@ fn uses_and_tags(items: &[Item], diags: &mut Vec<Diag>) {
                     let help = suggest::help(
                         &name,
                         STD_MODULES.iter().copied(),
-                        "the modules are `std.coord`, `std.tracker` and `std.messaging`",
+                        "the modules are `std.coord`, `std.tracker`, `std.messaging` and \
+                         `std.script`",
                     );
                     diags.push(
                         Diag::error(
@@ -91,6 +94,22 @@ fn uses_and_tags(items: &[Item], diags: &mut Vec<Diag>) {
             ItemKind::Workflow(Workflow {
                 body: Some(body), ..
             }) => uses_and_tags(body, diags),
+            _ => {}
+        }
+    }
+}
+
+/// The modules `items` (and the workflow blocks among them) `use`.
+fn collect_uses(items: &[Item], out: &mut BTreeSet<String>) {
+    for item in items {
+        match &item.kind {
+            ItemKind::Use(path) => {
+                let name: Vec<&str> = path.iter().map(|p| p.name.as_str()).collect();
+                out.insert(name.join("."));
+            }
+            ItemKind::Workflow(Workflow {
+                body: Some(body), ..
+            }) => collect_uses(body, out),
             _ => {}
         }
     }

@@ -89,6 +89,8 @@ pub struct Model {
     pub root: Option<usize>,
     /// Names of declarations that failed to parse; references to them stay silent.
     pub poisoned: BTreeSet<String>,
+    /// The modules the program's files `use` (`std.script`, …).
+    pub uses: BTreeSet<String>,
 }
 
 impl Model {

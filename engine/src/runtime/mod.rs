@@ -200,6 +200,8 @@ pub struct Engine<F: FabricClient> {
     supervised: Mutex<HashMap<String, (std::time::Instant, whip_fabric::work::Signal)>>,
     /// Instances whose last mail drain failed (recorded once until a drain succeeds).
     drain_failed: Mutex<std::collections::HashSet<String>>,
+    /// The compute plane `exec` effects run on (unconfigured unless given).
+    executor: crate::executor::ExecutorClient,
 }
 
 impl<F: FabricClient> Engine<F> {
@@ -219,7 +221,20 @@ impl<F: FabricClient> Engine<F> {
             concurrency,
             supervised: Mutex::new(HashMap::new()),
             drain_failed: Mutex::new(std::collections::HashSet::new()),
+            executor: crate::executor::ExecutorClient::new(None),
         }
+    }
+
+    /// The same engine with the executor `config` names for `exec` effects (`None`: not
+    /// configured, so an `exec` effect is blocked with `provider_config`).
+    pub fn with_executor(mut self, config: Option<crate::executor::ExecutorConfig>) -> Self {
+        self.executor = crate::executor::ExecutorClient::new(config);
+        self
+    }
+
+    /// The client of the compute plane (`whip recover`, `checkpoint` and `restore` use it).
+    pub fn executor(&self) -> &crate::executor::ExecutorClient {
+        &self.executor
     }
 
     /// The fabric client.

@@ -458,6 +458,8 @@ impl State {
         if let Some(e) = self.effect_mut(&id) {
             e.state = "running".into();
             e.run = Some((run.clone(), until));
+            // A block ends when a run starts.
+            e.policy_block = None;
         }
         self.header.next[3] += 1;
         self.dirty.insert(format!("r/{run}"));

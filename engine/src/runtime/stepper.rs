@@ -692,6 +692,46 @@ fn send_args<'s>(
     (kind, &m.binding, args)
 }
 
+fn consume_args(wf: &Wf, c: &crate::syntax::ast::Consume, scope: &Scope<'_>) -> Value {
+    let amount = scope.eval(&c.amount);
+    wf.counters.get(&c.counter.name).map_or(Value::Null, |r| {
+        json!({
+            "owner": r.owner, "name": c.counter.name,
+            "key": text(&scope.eval(&c.key)),
+            "amount": amount.as_i64().unwrap_or(0).max(0),
+            "cap": r.decl.cap.map_or(0, |v| v.value.max(0)),
+            "reset": r.decl.reset.as_ref().map_or("daily".into(), |v| v.name.clone()),
+            "timezone": r.decl.timezone.as_ref().map_or("UTC".into(), |z| z.0.clone()),
+        })
+    })
+}
+
+/// An `exec` effect's typed arguments: argv as text (empty when the value is not an array,
+/// which the worker fails), cwd, env values as text, the timeout.
+fn exec_args(x: &crate::syntax::ast::Exec, scope: &Scope<'_>) -> Value {
+    use crate::executor::effect::{EXEC_ARGS_VERSION, ExecArgs};
+    let argv = match scope.eval(&x.argv) {
+        Value::Array(items) => items.iter().map(text).collect(),
+        _ => Vec::new(),
+    };
+    let env = x.env.as_ref().map_or_else(Default::default, |o| {
+        let fields = o.fields.iter();
+        fields
+            .map(|(k, v)| (k.name.clone(), text(&scope.eval(v))))
+            .collect()
+    });
+    let args = ExecArgs {
+        v: EXEC_ARGS_VERSION,
+        argv,
+        cwd: x.cwd.as_ref().map(|c| text(&scope.eval(c))),
+        env,
+        timeout_ms: x
+            .timeout
+            .map_or(crate::limits::EXEC_TIMEOUT_MS_DEFAULT, |d| d.seconds * 1000),
+    };
+    serde_json::to_value(args).expect("exec arguments encode")
+}
+
 fn request_effect(
     wf: &Wf,
     rule: &Rule,
@@ -753,20 +793,7 @@ fn request_effect(
             };
             (kind, binding, args)
         }
-        StmtKind::Consume(c) => {
-            let amount = scope.eval(&c.amount);
-            let args = wf.counters.get(&c.counter.name).map_or(Value::Null, |r| {
-                json!({
-                    "owner": r.owner, "name": c.counter.name,
-                    "key": text(&scope.eval(&c.key)),
-                    "amount": amount.as_i64().unwrap_or(0).max(0),
-                    "cap": r.decl.cap.map_or(0, |v| v.value.max(0)),
-                    "reset": r.decl.reset.as_ref().map_or("daily".into(), |v| v.name.clone()),
-                    "timezone": r.decl.timezone.as_ref().map_or("UTC".into(), |z| z.0.clone()),
-                })
-            });
-            ("consume", &c.binding, args)
-        }
+        StmtKind::Consume(c) => ("consume", &c.binding, consume_args(wf, c, &scope)),
         StmtKind::Append(class, obj, ledger, b) => {
             let entry = scope.object(obj);
             let args = wf.ledgers.get(&ledger.name).map_or(Value::Null, |r| {
@@ -801,6 +828,7 @@ fn request_effect(
         }
         StmtKind::Finish(x, obj, b) => ("finish", b, finish_args(&scope, x, obj.as_ref())),
         StmtKind::Send(m) => send_args(wf, m, &scope),
+        StmtKind::Exec(x) => ("exec", &x.binding, exec_args(x, &scope)),
         _ => return,
     };
     let effect = Effect {

@@ -108,7 +108,9 @@ impl Walk {
 
 /// What an incident report needs of an instance, and never a secret: per effect its state,
 /// attempts and runs (worker, times, how each ended), and the diagnostics its provider gave
-/// (the outcome, an error and its stable reason, a timeout, a policy block), with the
+/// (the outcome, an error and its stable reason, a timeout, a policy block, and what a
+/// provider recorded as `provider`: an `exec`'s exit code, the tail of its stderr, its
+/// timeout reason, its run as correlation id and its environment's names), with the
 /// idempotency key the fabric saw as the correlation id. Arguments are left out (they may
 /// carry a message's text or a credential).
 pub fn evidence(st: &super::state::State) -> serde_json::Value {
@@ -134,7 +136,7 @@ pub fn evidence(st: &super::state::State) -> serde_json::Value {
                 "diagnostics": {
                     "outcome": field("outcome"), "error": field("error"),
                     "reason": field("reason"), "timed_out": e.state == "timed_out",
-                    "policy_block": e.policy_block,
+                    "policy_block": e.policy_block, "provider": field("evidence"),
                 },
                 "correlation_id": format!("{}/{}/a{}", st.header.id, e.id, e.attempt),
             })

@@ -79,9 +79,29 @@ fn reset(name: &str) -> Reset {
 fn ready(e: &Effect, now: u64) -> bool {
     match e.state.as_str() {
         "queued" => e.not_before_ms <= now,
-        // A run whose lease ran out (its worker died) may be reclaimed.
-        "running" => e.kind != "invoke" && e.run.as_ref().is_some_and(|(_, until)| *until <= now),
+        // A binding that was unavailable: every pass looks again (the gate decides).
+        "blocked" => true,
+        // A run whose lease ran out (its worker died) may be reclaimed, but not an `exec`:
+        // it is not idempotent, so it waits for `whip recover`.
+        "running" => {
+            !matches!(e.kind.as_str(), "invoke" | "exec")
+                && e.run.as_ref().is_some_and(|(_, until)| *until <= now)
+        }
         _ => false,
+    }
+}
+
+/// The run lease of a claim at `now`: a child runs until its terminal, an `exec` for its
+/// timeout and the answer's margin, anything else for the run lease.
+fn lease_until(effect: &Effect, now: u64) -> u64 {
+    match effect.kind.as_str() {
+        "invoke" => u64::MAX,
+        "exec" => match crate::executor::effect::ExecArgs::parse(&effect.args) {
+            Ok(args) => now + args.lease_ms(),
+            // It fails at once when it runs.
+            Err(_) => now + run_lease_ms(),
+        },
+        _ => now + run_lease_ms(),
     }
 }
 
@@ -101,15 +121,7 @@ impl<F: FabricClient> Engine<F> {
         if let Some(steered) = self.steered(loaded).await? {
             return Ok(steered);
         }
-        let now = now_ms();
-        let mut ready_ids: Vec<String> = loaded
-            .state
-            .effects
-            .values()
-            .filter(|e| ready(e, now))
-            .map(|e| e.id.clone())
-            .collect();
-        ready_ids.truncate(self.concurrency.max(1));
+        let ready_ids = self.ready_now(loaded, now_ms()).await?;
         let children: Vec<Effect> = loaded
             .state
             .effects
@@ -131,7 +143,7 @@ impl<F: FabricClient> Engine<F> {
             .map(|(effect, run)| {
                 let header = &header;
                 async move {
-                    let ran = self.execute(header, &effect).await;
+                    let ran = self.execute(header, &effect, &run).await;
                     (effect, run, ran)
                 }
             })
@@ -181,6 +193,49 @@ impl<F: FabricClient> Engine<F> {
         }
     }
 
+    /// The effects a pass may claim now, at most `concurrency` of them. `exec` effects pass
+    /// the compute plane's gate first: when the executor is not configured, not reachable
+    /// or refuses the token, each is `blocked` with the reason (an `effect.blocked` event
+    /// when the reason is new, not on every pass) and left out of this pass.
+    async fn ready_now(&self, loaded: &mut Loaded, now: u64) -> Result<Vec<String>> {
+        let mut ids: Vec<String> = loaded
+            .state
+            .effects
+            .values()
+            .filter(|e| ready(e, now))
+            .map(|e| e.id.clone())
+            .collect();
+        ids.truncate(self.concurrency.max(1));
+        let is_exec =
+            |st: &state::State, id: &String| st.effects.get(id).is_some_and(|e| e.kind == "exec");
+        if !ids.iter().any(|id| is_exec(&loaded.state, id)) {
+            return Ok(ids);
+        }
+        let Err(block) = crate::executor::effect::gate(&self.executor).await else {
+            return Ok(ids);
+        };
+        let block = serde_json::to_value(&block).expect("a policy block encodes");
+        for _ in 0..CONFLICT_RETRIES_MAX {
+            let mut draft = Draft::new(&loaded.state);
+            for id in ids.iter().filter(|id| is_exec(&loaded.state, id)) {
+                let e = &loaded.state.effects[id];
+                let new = e.state != "blocked" || e.policy_block.as_ref() != Some(&block);
+                if ready(e, now) && new {
+                    draft.emit(
+                        "effect.blocked",
+                        json!({"id": id, "state": "blocked", "policy_block": block}),
+                    );
+                }
+            }
+            if self.commit(loaded, draft).await? {
+                break;
+            }
+            *loaded = self.load(&loaded.state.header.id).await?;
+        }
+        ids.retain(|id| !is_exec(&loaded.state, id));
+        Ok(ids)
+    }
+
     /// Claim effects: one guarded commit moves each to `running` with a fresh run row.
     /// Timers that are due complete right here (they have nothing to execute).
     async fn claim(
@@ -201,11 +256,7 @@ impl<F: FabricClient> Engine<F> {
                     continue;
                 }
                 let run = draft.next_id(3, "r");
-                let until = if effect.kind == "invoke" {
-                    u64::MAX
-                } else {
-                    now + run_lease_ms()
-                };
+                let until = lease_until(&effect, now);
                 draft.emit(
                     "effect.run_started",
                     json!({"id": id, "run": run, "worker": self.worker_id,
@@ -340,8 +391,51 @@ impl<F: FabricClient> Engine<F> {
         })
     }
 
-    /// Run one effect against the fabric.
-    async fn execute(&self, header: &Header, e: &Effect) -> Result<Ran> {
+    /// A lease acquire: `held` or `contended`, or (with `wait`) another try on a later pass.
+    async fn execute_acquire(&self, ins: String, e: &Effect, idem: String) -> Result<Ran> {
+        let a = &e.args;
+        let ok = |output: Value| Ran::Terminal {
+            state: "completed".into(),
+            output,
+        };
+        let now = now_ms();
+        let wait_until = a["wait_until_ms"].as_u64().unwrap_or(0);
+        let wait_ms = if a["wait_ms"].as_u64().unwrap_or(0) > 0 && wait_until > now {
+            wait_until - now
+        } else {
+            0
+        };
+        let request = LeaseRequest {
+            lease: resource(a, "key"),
+            holder: ins,
+            slots: a["slots"].as_u64().unwrap_or(1) as u32,
+            ttl_ms: a["ttl_ms"].as_u64().unwrap_or(60_000),
+            wait_ms,
+        };
+        let idem = format!("{idem}/p{}", e.pass);
+        Ok(match self.fabric.lease_acquire(request, idem).await? {
+            Outcome::LeaseHeld {
+                fence,
+                expires_at_ms,
+                reentered,
+            } => ok(json!({"outcome": "held", "fence": fence,
+                "expires_at_ms": expires_at_ms, "reentered": reentered})),
+            Outcome::LeaseWaiting { .. } => Ran::Waiting {
+                not_before_ms: (now_ms() + LEASE_WAIT_POLL_MS).min(wait_until.max(now)),
+            },
+            Outcome::LeaseContended { holders } => {
+                let holders: Vec<&str> = holders.iter().map(|h| h.holder.as_str()).collect();
+                ok(json!({"outcome": "contended", "holders": holders}))
+            }
+            other => Ran::Terminal {
+                state: "failed".into(),
+                output: json!({"error": format!("unexpected lease outcome {other:?}")}),
+            },
+        })
+    }
+
+    /// Run one effect (claimed as run `run`) against the fabric or the compute plane.
+    async fn execute(&self, header: &Header, e: &Effect, run: &str) -> Result<Ran> {
         let ins = header.id.clone();
         let idem = format!("{ins}/{}/a{}", e.id, e.attempt);
         let a = &e.args;
@@ -354,39 +448,10 @@ impl<F: FabricClient> Engine<F> {
             output: json!({"error": reason}),
         };
         Ok(match e.kind.as_str() {
-            "acquire" => {
-                let now = now_ms();
-                let wait_until = a["wait_until_ms"].as_u64().unwrap_or(0);
-                let wait_ms = if a["wait_ms"].as_u64().unwrap_or(0) > 0 && wait_until > now {
-                    wait_until - now
-                } else {
-                    0
-                };
-                let request = LeaseRequest {
-                    lease: resource(a, "key"),
-                    holder: ins,
-                    slots: a["slots"].as_u64().unwrap_or(1) as u32,
-                    ttl_ms: a["ttl_ms"].as_u64().unwrap_or(60_000),
-                    wait_ms,
-                };
-                let idem = format!("{idem}/p{}", e.pass);
-                match self.fabric.lease_acquire(request, idem).await? {
-                    Outcome::LeaseHeld {
-                        fence,
-                        expires_at_ms,
-                        reentered,
-                    } => ok(json!({"outcome": "held", "fence": fence,
-                        "expires_at_ms": expires_at_ms, "reentered": reentered})),
-                    Outcome::LeaseWaiting { .. } => Ran::Waiting {
-                        not_before_ms: (now_ms() + LEASE_WAIT_POLL_MS).min(wait_until.max(now)),
-                    },
-                    Outcome::LeaseContended { holders } => {
-                        let holders: Vec<&str> =
-                            holders.iter().map(|h| h.holder.as_str()).collect();
-                        ok(json!({"outcome": "contended", "holders": holders}))
-                    }
-                    other => failed(format!("unexpected lease outcome {other:?}")),
-                }
+            "acquire" => self.execute_acquire(ins, e, idem).await?,
+            "exec" => {
+                let ids = (ins.as_str(), e.id.as_str(), run);
+                crate::executor::effect::run(&self.executor, ids, a, now_ms()).await
             }
             "file_issue" | "claim" | "finish" => self.execute_tracker(&ins, e, &idem).await?,
             "release" | "renew" if a["upstream_kind"] == "claim" => {
@@ -527,5 +592,58 @@ impl<F: FabricClient> Engine<F> {
             },
             Err(other) => return Err(other),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn effect(kind: &str, state: &str, lease_until_ms: u64) -> Effect {
+        Effect {
+            id: "x000001".into(),
+            stable: "r/e1@0:started".into(),
+            kind: kind.into(),
+            rule: "r".into(),
+            binding: None,
+            args: Value::Null,
+            state: state.into(),
+            output: None,
+            attempt: 0,
+            pass: 0,
+            not_before_ms: 0,
+            run: Some(("r000001".into(), lease_until_ms)),
+            policy_block: None,
+            program: None,
+            cancel_requested: false,
+        }
+    }
+
+    #[test]
+    fn a_lapsed_exec_run_is_never_reclaimed_and_a_blocked_one_is_looked_at_again() {
+        let now = 1_000;
+        assert!(
+            ready(&effect("append", "running", 999), now),
+            "an append is reclaimed"
+        );
+        assert!(
+            !ready(&effect("append", "running", 1_001), now),
+            "its lease still holds"
+        );
+        assert!(
+            !ready(&effect("exec", "running", 999), now),
+            "an exec waits for recover"
+        );
+        assert!(!ready(&effect("invoke", "running", 999), now));
+        assert!(
+            ready(&effect("exec", "blocked", 0), now),
+            "a block is looked at again"
+        );
+        assert!(!ready(&effect("exec", "completed", 0), now));
+        let mut args = effect("exec", "queued", 0);
+        args.args = serde_json::json!({"v": 1, "argv": ["true"], "cwd": null, "env": {},
+            "timeout_ms": 5_000});
+        let lease = lease_until(&args, now);
+        assert_eq!(lease, now + 5_000 + crate::limits::EXEC_ANSWER_MARGIN_MS);
     }
 }

@@ -365,6 +365,24 @@ pub enum StmtKind {
     Finish(Ident, Option<ObjectLit>, Option<Ident>),
     /// `send via CHANNEL [ask|directive] { text … } [within D] [as x]`
     Send(Send),
+    /// `exec ARGV [cwd DIR] [env { NAME value … }] [timeout D] as x` (`use std.script`)
+    Exec(Exec),
+}
+
+/// `exec ARGV [cwd DIR] [env { NAME value … }] [timeout D] as x`: a command run through the
+/// compute plane (`whip executor`) in the instance's workspace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Exec {
+    /// The program and its arguments: an array of strings.
+    pub argv: Expr,
+    /// A directory inside the workspace.
+    pub cwd: Option<Expr>,
+    /// Environment variables on top of the executor's fixed base.
+    pub env: Option<ObjectLit>,
+    /// Kill the run after this long.
+    pub timeout: Option<Duration>,
+    /// `as x`
+    pub binding: Option<Ident>,
 }
 
 /// What a `send` asks of its recipient.

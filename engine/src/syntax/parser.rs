@@ -24,7 +24,7 @@ pub const ITEM_KEYWORDS: &[&str] = &[
 /// Words that start a rule-body statement.
 pub const STATEMENT_KEYWORDS: &[&str] = &[
     "record", "done", "complete", "fail", "timer", "invoke", "after", "then", "acquire", "release",
-    "renew", "consume", "append", "file", "claim", "finish", "send",
+    "renew", "consume", "append", "file", "claim", "finish", "send", "exec",
 ];
 
 struct Parser<'a> {
@@ -835,15 +835,7 @@ impl Parser<'_> {
             }
             "acquire" => StmtKind::Acquire(self.acquire()?),
             "release" => StmtKind::Release(self.ident("a binding", help)?),
-            "renew" => {
-                let x = self.ident("a lease binding", help)?;
-                let until = if self.eat_kw("until") {
-                    Some(self.duration()?)
-                } else {
-                    None
-                };
-                StmtKind::Renew(x, until, self.opt_as()?)
-            }
+            "renew" => self.renew(help)?,
             "consume" => {
                 let counter = self.ident("a counter name", help)?;
                 self.expect_kw("for", help)?;
@@ -872,6 +864,7 @@ impl Parser<'_> {
             }
             "claim" => self.claim(help)?,
             "send" => StmtKind::Send(self.send()?),
+            "exec" => StmtKind::Exec(self.exec()?),
             _ => {
                 let x = self.ident("a claim binding", help)?;
                 let fields = if self.at(&Tok::LBrace) {
@@ -881,6 +874,54 @@ impl Parser<'_> {
                 };
                 StmtKind::Finish(x, fields, self.opt_as()?)
             }
+        })
+    }
+
+    fn renew(&mut self, help: &str) -> R<StmtKind> {
+        let x = self.ident("a lease binding", help)?;
+        let until = if self.eat_kw("until") {
+            Some(self.duration()?)
+        } else {
+            None
+        };
+        Ok(StmtKind::Renew(x, until, self.opt_as()?))
+    }
+
+    /// `exec ARGV [cwd DIR] [env { … }] [timeout D] as x`, its clauses in any order.
+    fn exec(&mut self) -> R<Exec> {
+        let help = statement_help("exec");
+        let argv = self.expr()?;
+        let (mut cwd, mut env, mut timeout) = (None, None, None);
+        loop {
+            let t = self.peek().clone();
+            let word = if t.tok == Tok::Ident {
+                self.text(&t).to_string()
+            } else {
+                String::new()
+            };
+            let taken = match word.as_str() {
+                "cwd" => cwd.is_some(),
+                "env" => env.is_some(),
+                "timeout" => timeout.is_some(),
+                _ => break,
+            };
+            if taken {
+                let msg = format!("`exec` gives `{word}` twice");
+                return Err(self.fail_at(t.span, "syntax.exec", msg, help));
+            }
+            self.bump();
+            match word.as_str() {
+                "cwd" => cwd = Some(self.expr()?),
+                "env" => env = Some(self.object()?),
+                _ => timeout = Some(self.duration()?),
+            }
+        }
+        Ok(Exec {
+            argv,
+            cwd,
+            env,
+            timeout,
+            binding: self.opt_as()?,
         })
     }
 
@@ -985,10 +1026,11 @@ impl Parser<'_> {
             StmtKind::Claim(_, _, b) | StmtKind::Finish(_, _, b) => b,
             StmtKind::Acquire(a) => &a.binding,
             StmtKind::Consume(c) => &c.binding,
+            StmtKind::Exec(x) => &x.binding,
             _ => {
                 let msg = format!("`then` step `{}` is not an effect", name.name);
                 let help = "a `then` step runs an effect: timer, invoke, acquire, consume, \
-                            renew, append, file issue, claim or finish";
+                            renew, append, file issue, claim, finish or exec";
                 return Err(self.fail_at(effect_kw.span, "syntax.then", msg, help));
             }
         };
@@ -1012,7 +1054,8 @@ const DURATION_HELP: &str =
 
 const STATEMENT_HELP: &str = "statements are `record`, `done`, `complete`, `fail`, `timer`, \
                               `invoke`, `after`, `then`, `acquire`, `release`, `renew`, \
-                              `consume`, `append`, `file issue`, `claim`, `finish` and `send`";
+                              `consume`, `append`, `file issue`, `claim`, `finish`, `send` and \
+                              `exec`";
 
 fn statement_help(kw: &str) -> &'static str {
     match kw {
@@ -1029,6 +1072,10 @@ fn statement_help(kw: &str) -> &'static str {
         "append" => "write `append Class { … } to ledger [as entry]`",
         "file" => "write `file issue into tracker { title \"…\" body \"…\" } [as issue]`",
         "claim" => "write `claim issue [ttl 10m] as claim`",
+        "exec" => {
+            "write `exec [\"program\", \"arg\"] [cwd \"dir\"] [env { NAME \"value\" }] \
+                   [timeout 10m] as run`"
+        }
         "send" => {
             "write `send via channel { text \"…\" } as sent` or \
                    `send via channel ask { text \"…\" } within 10m as question`"

@@ -2,7 +2,8 @@
 //! from the proto, with no certificate, another cluster's certificate, or a certificate of
 //! the wrong kind, against a real 3-voter `whip cell dev` (separate process, TLS on). Every
 //! attack must be refused with a typed error, the cell keeps serving, and a canary written
-//! before is read back after.
+//! before is read back after. The compute-plane sidecar (`whip executor`) is attacked the
+//! same way over hand-written HTTP (t80).
 
 mod t10_transport;
 mod t20_raft_input;
@@ -11,6 +12,7 @@ mod t40_identity;
 mod t50_resources;
 mod t60_registry;
 mod t70_mail;
+mod t80_executor;
 
 use std::path::Path;
 use std::process::{Command, Output};
