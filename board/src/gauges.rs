@@ -51,8 +51,8 @@ pub struct GaugesView {
     /// Handoff channels with envelopes not yet acknowledged: (receiving cell, count; the
     /// count stops at the outbox's page size).
     pub handoffs_pending: Vec<(u64, u64)>,
-    /// Alarms this cell holds.
-    pub alarms: u64,
+    /// Alarms this cell holds: (time, text), oldest first.
+    pub alarms: Vec<(u64, String)>,
     /// Live work entries on this cell.
     pub work_live: u64,
     /// The quota of the fabric's ceiling this cell holds now (`None`: none installed).
@@ -103,7 +103,7 @@ pub(crate) fn read(txn: &impl Txn, now_ms: u64) -> GaugesView {
         mailboxes,
         leases,
         handoffs_pending,
-        alarms: crate::handoff::alarms(txn).len() as u64,
+        alarms: crate::handoff::alarms(txn),
         work_live: quota.live,
         work_quota: quota.quota.map(|q| q.total),
         work_fabric_max: limits.fabric_max,

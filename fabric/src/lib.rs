@@ -46,6 +46,7 @@ pub mod map;
 mod mem;
 mod mover;
 pub mod node;
+mod observe;
 mod quota;
 mod router;
 

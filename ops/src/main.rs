@@ -16,6 +16,7 @@ mod coord;
 mod fabriccmd;
 mod issue;
 mod mailcmd;
+mod observe;
 mod output;
 mod primitives;
 mod run;

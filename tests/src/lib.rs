@@ -10,6 +10,7 @@
 //! a component of our own.
 #![deny(missing_docs, unreachable_pub)]
 
+pub mod browser;
 pub mod chaos;
 pub mod fabric;
 mod process;

@@ -23,13 +23,20 @@ pub fn whip_binary() -> PathBuf {
     bin
 }
 
-/// Start `whip <kind> serve --id ID --listen ADDR --data DATA` (`kind` is `cell` or
-/// `node`), its output discarded.
-pub(crate) fn spawn_server(kind: &str, id: u64, addr: &str, data: &std::path::Path) -> Child {
+/// Start `whip <kind> serve --id ID --listen ADDR --data DATA [EXTRA…]` (`kind` is `cell`
+/// or `node`), its output discarded.
+pub(crate) fn spawn_server(
+    kind: &str,
+    id: u64,
+    addr: &str,
+    data: &std::path::Path,
+    extra: &[String],
+) -> Child {
     Command::new(whip_binary())
         .args([kind, "serve", "--id", &id.to_string(), "--listen", addr])
         .arg("--data")
         .arg(data)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -91,7 +98,7 @@ impl ProcessCluster {
     pub fn spawn(&mut self, id: u64) {
         let index = (id - 1) as usize;
         let data = self.dir.path().join(format!("member-{id}"));
-        self.children[index] = Some(spawn_server("cell", id, &self.addrs[index], &data));
+        self.children[index] = Some(spawn_server("cell", id, &self.addrs[index], &data, &[]));
     }
 
     /// SIGKILL member `id`.
