@@ -28,6 +28,9 @@ use crate::stages::StageHistogram;
 /// Labels of one sample: (name, value) pairs.
 type Labels = Vec<(&'static str, String)>;
 
+/// One gauge family to write: name, help, samples.
+type GaugeFamily = (&'static str, &'static str, Vec<(Labels, i64)>);
+
 fn histogram_of_rpc() -> Histogram {
     // 100 µs to about 13 s.
     Histogram::new(exponential_buckets(0.000_1, 2.0, 18))
@@ -309,7 +312,7 @@ impl Scrape {
     }
 
     fn encode_raft(&self, encoder: &mut DescriptorEncoder) -> std::fmt::Result {
-        let families: [(&str, &str, Vec<(Labels, i64)>); 7] = [
+        let families: [GaugeFamily; 7] = [
             (
                 "whip_cell_term",
                 "Raft term",
@@ -444,7 +447,7 @@ impl Scrape {
                 value(g).map(|v| (labels, as_i64(v))).into_iter().collect()
             })
         };
-        let families: [(&str, &str, Vec<(Labels, i64)>); 7] = [
+        let families: [GaugeFamily; 7] = [
             (
                 "whip_leases_held",
                 "leases with a live holder",

@@ -47,13 +47,22 @@ impl Observed for Node {
             Some(map) => map.cells.keys().copied().collect(),
             None => self.hosted_ids(),
         };
-        if let Some(map) = &map {
-            overview.nodes = nodes(self, map).await;
-        }
-        let rows = cells
-            .iter()
-            .map(|&cell| cell_row(self, map.as_deref(), cell));
-        for (row, gauges) in futures::future::join_all(rows).await {
+        // Probe the other nodes while the cells are read: a dead node's probe runs to its
+        // bound, and the leaders the page shows must not wait for it.
+        let rows = futures::future::join_all(
+            cells
+                .iter()
+                .map(|&cell| cell_row(self, map.as_deref(), cell)),
+        );
+        let probes = async {
+            match &map {
+                Some(map) => nodes(self, map).await,
+                None => Vec::new(),
+            }
+        };
+        let (rows, nodes) = tokio::join!(rows, probes);
+        overview.nodes = nodes;
+        for (row, gauges) in rows {
             if row.leader.is_none() {
                 overview
                     .alarms

@@ -9,6 +9,7 @@ use prometheus_parse::{LineInfo, Sample, Scrape, Value};
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;
 use whip_tests::browser::get;
+use whip_tests::fabric::ProcessFabric;
 
 use crate::{args, observed_fabric, whip};
 
@@ -65,9 +66,8 @@ fn total(s: &Scrape, metric: &str) -> f64 {
         .sum()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn metrics_parse_and_agree_across_nodes() {
-    let fabric = observed_fabric(CELLS as u32).await;
+/// A singleton lease through the CLI and some writes through a client.
+async fn write_some(fabric: &ProcessFabric) {
     let acquire = args(&[
         "lease",
         "acquire",
@@ -93,37 +93,50 @@ async fn metrics_parse_and_agree_across_nodes() {
         };
         client.kv_put(put).await.expect("put");
     }
-    let scrapes: Vec<Scrape> = fabric.http_addrs.iter().map(|h| scrape(h)).collect();
+}
+
+/// Every node reports every cell, and they agree on its one leader.
+fn check_cells(scrapes: &[Scrape]) {
     for cell in 0..=CELLS {
-        let leaders: Vec<f64> = scrapes
-            .iter()
-            .map(|s| per_cell(s, "whip_cell_leader")[&cell])
-            .collect();
+        let of = |metric: &str| -> Vec<Option<f64>> {
+            scrapes
+                .iter()
+                .map(|s| per_cell(s, metric).get(&cell).copied())
+                .collect()
+        };
+        let leaders = of("whip_cell_leader");
         assert!(
-            leaders[0] >= 1.0 && leaders.iter().all(|l| *l == leaders[0]),
-            "{leaders:?}"
+            leaders[0].is_some_and(|l| l >= 1.0) && leaders.iter().all(|l| *l == leaders[0]),
+            "cell {cell}: {leaders:?}"
         );
-        let leading: f64 = scrapes
-            .iter()
-            .map(|s| per_cell(s, "whip_cell_is_leader")[&cell])
-            .sum();
+        let leading: f64 = of("whip_cell_is_leader").into_iter().flatten().sum();
         assert_eq!(leading, 1.0, "cell {cell} has one leader");
-        for s in &scrapes {
-            assert!(per_cell(s, "whip_cell_term")[&cell] >= 1.0);
-            let applied = per_cell(s, "whip_cell_applied_index")[&cell];
-            assert!(applied >= 1.0 && applied <= per_cell(s, "whip_cell_last_log_index")[&cell]);
-        }
-        let commit: Vec<f64> = scrapes
-            .iter()
-            .filter_map(|s| per_cell(s, "whip_cell_commit_index").get(&cell).copied())
-            .collect();
+        let commit = of("whip_cell_commit_index").into_iter().flatten().count();
         assert_eq!(
-            commit.len(),
-            1,
+            commit, 1,
             "only the leader reports cell {cell}'s commit index"
         );
+        for (applied, last) in of("whip_cell_applied_index")
+            .into_iter()
+            .zip(of("whip_cell_last_log_index"))
+        {
+            let (applied, last) = (applied.expect("applied"), last.expect("last log"));
+            assert!(
+                applied >= 1.0 && applied <= last,
+                "cell {cell}: {applied} of {last}"
+            );
+        }
+        assert!(
+            of("whip_cell_term")
+                .iter()
+                .all(|t| t.is_some_and(|t| t >= 1.0))
+        );
     }
-    for s in &scrapes {
+}
+
+/// The leaders' gauges: the registry's ceiling, the cell tier's depths, the lease.
+fn check_gauges(scrapes: &[Scrape]) {
+    for s in scrapes {
         let ceiling = per_cell(s, "whip_work_ceiling");
         assert!(ceiling.values().all(|c| *c == 10_000.0), "{ceiling:?}");
         let cell_tier = s
@@ -132,7 +145,8 @@ async fn metrics_parse_and_agree_across_nodes() {
             .filter(|x| x.metric == "whip_board_tasks" && x.labels.get("tier") == Some("cell"));
         assert_eq!(
             cell_tier.count(),
-            3 * per_cell(s, "whip_work_ceiling").len()
+            3 * ceiling.len(),
+            "ready, claimed, dead per cell led"
         );
         assert_eq!(
             per_cell(s, "whip_cell_term").len(),
@@ -142,6 +156,10 @@ async fn metrics_parse_and_agree_across_nodes() {
     }
     let held: f64 = scrapes.iter().map(|s| total(s, "whip_leases_held")).sum();
     assert_eq!(held, 1.0, "the singleton lease is held once in the fabric");
+}
+
+/// RPC counts by method and code, and the writes' stage histograms.
+fn check_rpc_and_stages(scrapes: &[Scrape]) {
     let appends = scrapes.iter().flat_map(|s| &s.samples).filter(|x| {
         x.metric == "whip_rpc_calls_total"
             && x.labels.get("method") == Some("/whip.v1.Raft/AppendEntries")
@@ -163,4 +181,14 @@ async fn metrics_parse_and_agree_across_nodes() {
         replied.is_some_and(|n| n >= 1.0),
         "the writes' stages are exported: {replied:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn metrics_parse_and_agree_across_nodes() {
+    let fabric = observed_fabric(CELLS as u32).await;
+    write_some(&fabric).await;
+    let scrapes: Vec<Scrape> = fabric.http_addrs.iter().map(|h| scrape(h)).collect();
+    check_cells(&scrapes);
+    check_gauges(&scrapes);
+    check_rpc_and_stages(&scrapes);
 }
