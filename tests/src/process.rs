@@ -23,6 +23,18 @@ pub fn whip_binary() -> PathBuf {
     bin
 }
 
+/// Run `whip ARGS…` to its end: (success, stdout parsed as JSON or `Null`, stderr).
+pub fn whip_json(args: &[String]) -> (bool, serde_json::Value, String) {
+    let out = Command::new(whip_binary())
+        .args(args)
+        .output()
+        .expect("run whip");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let json = serde_json::from_str(stdout.trim()).unwrap_or(serde_json::Value::Null);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    (out.status.success(), json, stderr)
+}
+
 /// Start `whip <kind> serve --id ID --listen ADDR --data DATA [EXTRA…]` (`kind` is `cell`
 /// or `node`), its output discarded.
 pub(crate) fn spawn_server(

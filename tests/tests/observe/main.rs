@@ -5,28 +5,12 @@
 mod t10_metrics;
 mod t20_dashboard;
 
-use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
 use whip_tests::browser::get;
 use whip_tests::fabric::ProcessFabric;
-use whip_tests::{wait_for, whip_binary};
-
-/// Run `whip ARGS…`: (success, stdout as JSON or Null, stderr).
-pub(crate) fn whip(args: &[String]) -> (bool, Value, String) {
-    let out = Command::new(whip_binary())
-        .args(args)
-        .output()
-        .expect("run whip");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let json = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
-    (
-        out.status.success(),
-        json,
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
-}
+use whip_tests::wait_for;
+pub(crate) use whip_tests::whip_json as whip;
 
 /// Strings of `list`.
 pub(crate) fn args(list: &[&str]) -> Vec<String> {
