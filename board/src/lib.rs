@@ -44,6 +44,7 @@ mod codec;
 mod counter;
 mod deadline;
 mod election;
+pub mod gauges;
 mod handoff;
 mod idempotency;
 mod keys;
@@ -751,6 +752,7 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
         | Query::WorkAudit { .. }
         | Query::WorkQuota
         | Query::WorkLimits => work::answer(txn, now_ms, query),
+        Query::Gauges => QueryResult::Gauges(gauges::read(txn, now_ms)),
     }
 }
 

@@ -131,3 +131,6 @@ pub const SCREEN_ECHO_CHARS_MAX: usize = 32;
 /// Tag characters after U+1F3F4 that still form an emoji subdivision flag (🏴 + `gbsct` +
 /// cancel tag is 6); a longer run of tag characters is hidden text.
 pub const SCREEN_FLAG_TAGS_MAX: usize = 8;
+/// Team boards, mailboxes and leases one [`crate::Query::Gauges`] read lists each (a scrape
+/// of a cell reads at most this many rows of each; past it the answer says it was cut).
+pub const GAUGE_ROWS_MAX: usize = 256;

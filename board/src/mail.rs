@@ -866,6 +866,19 @@ pub(crate) fn purge_entry(txn: &mut impl Txn, id: &str) {
     txn.delete(&head_key(&address));
 }
 
+/// Mailboxes with messages waiting, in address order: (address, messages waiting), from
+/// at most `limit` mailbox heads.
+pub(crate) fn depths(txn: &impl Txn, limit: usize) -> Vec<(String, u64)> {
+    let start = [MBOX_HEAD];
+    txn.scan(&start, &keys::prefix_end(&start), limit)
+        .into_iter()
+        .filter_map(|(key, value)| {
+            let head: Head = decode(&value);
+            (head.pending > 0).then(|| (keys::parse_named(&key), head.pending))
+        })
+        .collect()
+}
+
 /// The first key after `key` in scan order.
 fn after(key: &[u8]) -> Vec<u8> {
     let mut next = key.to_vec();

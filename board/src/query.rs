@@ -216,6 +216,9 @@ pub enum Query {
         /// The quarantined messages instead of the deliverable ones.
         quarantined: bool,
     },
+    /// The figures an operator watches on this cell (a server's own read, for metrics and
+    /// the dashboard): board, mailbox and lease depths, handoffs, alarms, the registry.
+    Gauges,
 }
 
 /// Why a client's read was refused.
@@ -308,6 +311,8 @@ pub enum QueryResult {
     WorkLimits(crate::work::WorkLimits),
     /// Mail in sequence order.
     Mail(Vec<crate::mail::MailView>),
+    /// A cell's gauges.
+    Gauges(crate::gauges::GaugesView),
 }
 
 /// One ring range owned by a cell.

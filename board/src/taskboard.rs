@@ -906,6 +906,11 @@ pub(crate) fn cell_ready(txn: &impl Txn, limit: usize) -> Vec<TaskView> {
         .collect()
 }
 
+/// The counts of this cell's cell-tier board.
+pub(crate) fn cell_counts(txn: &impl Txn) -> team::Counts {
+    cell_board(txn).counts
+}
+
 /// The counts of the team's board and of this cell's ready cell-tier tasks.
 pub(crate) fn stats(txn: &impl Txn, team_name: &str) -> Option<BoardStatsView> {
     let counts = live_team(txn, team_name)?.counts;

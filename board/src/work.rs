@@ -1324,7 +1324,7 @@ pub(crate) fn install(txn: &mut impl Txn, now_ms: u64, grant: Quota, ttl_ms: u64
 }
 
 /// What the quota loop needs.
-fn quota_view(txn: &impl Txn) -> QuotaView {
+pub(crate) fn quota_view(txn: &impl Txn) -> QuotaView {
     let work = cell_work(txn);
     let limits = limits(txn);
     let want = work

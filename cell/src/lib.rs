@@ -23,9 +23,11 @@
 pub mod client;
 mod convert;
 pub mod error;
+pub mod http;
 pub mod identity;
 pub mod limits;
 pub mod mail_wire;
+pub mod metrics;
 pub mod network;
 pub mod runtime;
 pub mod screen_hook;

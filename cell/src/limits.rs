@@ -103,3 +103,14 @@ pub const SCREEN_HOOK_ANSWER_BYTES_MAX: usize = 64 << 10;
 pub const SCREEN_HOOK_FINDINGS_MAX: usize = 16;
 /// How long an external mail validator may take unless the operator says otherwise.
 pub const SCREEN_HOOK_TIMEOUT_MS_DEFAULT: u64 = 500;
+/// gRPC methods a server's metrics name one by one; calls of any other path count as
+/// `other` (a caller can send any path: labels must stay bounded).
+pub const RPC_METHOD_LABELS_MAX: usize = 256;
+/// Bytes of a method path named in the metrics.
+pub const RPC_METHOD_BYTES_MAX: usize = 96;
+/// Entries a member may have left to apply and still answer `/readyz` as caught up.
+pub const READY_APPLY_LAG_MAX: u64 = 1_000;
+/// Requests the observation listener (`--http`) answers at once; more are answered 503.
+pub const HTTP_REQUESTS_MAX: usize = 16;
+/// How long the observation listener gives one request before it answers 503.
+pub const HTTP_REQUEST_TIMEOUT_MS: u64 = 5_000;

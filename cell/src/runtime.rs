@@ -64,6 +64,9 @@ pub struct CellConfig {
     /// How this member serves and reaches its peers: TLS with its node credential, or
     /// plaintext on loopback behind `--insecure`.
     pub transport: crate::tls::Transport,
+    /// Where the member's own gRPC server counts the calls it answers (members of one
+    /// process may share one; a fabric node counts in its own instead).
+    pub rpc_stats: crate::metrics::RpcStats,
 }
 
 impl CellConfig {
@@ -82,6 +85,7 @@ impl CellConfig {
             election_timeout_min_ms: limits::ELECTION_TIMEOUT_MIN_MS,
             own_tick_loop: true,
             transport: crate::tls::Transport::Insecure,
+            rpc_stats: crate::metrics::RpcStats::default(),
         }
     }
 }

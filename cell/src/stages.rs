@@ -59,11 +59,16 @@ const SUB_BUCKETS: usize = 4;
 /// Powers of two covered (1 µs to about 2^40 µs, some twelve days).
 const OCTAVES: usize = 40;
 const BUCKETS: usize = SUB_BUCKETS * OCTAVES;
+/// The smallest bound exported ([`Stages::export`]): 2^4 = 16 µs.
+const EXPORT_OCTAVE_MIN: usize = 4;
+/// The largest bound exported: 2^26 µs, about 67 s (longer samples count only in `count`).
+const EXPORT_OCTAVE_MAX: usize = 26;
 
 /// One stage's histogram.
 struct Histogram {
     counts: Vec<AtomicU64>,
     max_us: AtomicU64,
+    sum_us: AtomicU64,
 }
 
 impl Histogram {
@@ -71,12 +76,36 @@ impl Histogram {
         Histogram {
             counts: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
             max_us: AtomicU64::new(0),
+            sum_us: AtomicU64::new(0),
         }
     }
 
     fn record(&self, us: u64) {
         self.counts[bucket_of(us)].fetch_add(1, Ordering::Relaxed);
         self.max_us.fetch_max(us, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    /// Cumulative counts at every power of two from 2^4 to 2^26 µs: a bucket
+    /// `[lo, hi)` lies wholly below the bound `2^k` when `hi <= 2^k`, so each count is the
+    /// samples of at most that many µs.
+    fn export(&self) -> StageHistogram {
+        let mut buckets = Vec::new();
+        let mut seen = 0u64;
+        // Read every count once; `count` is their sum, so the bounds never pass it.
+        for (bucket, count) in self.counts.iter().enumerate() {
+            seen += count.load(Ordering::Relaxed);
+            let octave = bucket / SUB_BUCKETS + 1;
+            let exported = (EXPORT_OCTAVE_MIN..=EXPORT_OCTAVE_MAX).contains(&octave);
+            if bucket % SUB_BUCKETS == SUB_BUCKETS - 1 && exported {
+                buckets.push((1u64 << octave, seen));
+            }
+        }
+        StageHistogram {
+            count: seen,
+            sum_us: self.sum_us.load(Ordering::Relaxed),
+            buckets,
+        }
     }
 
     fn summary(&self) -> StageSummary {
@@ -148,6 +177,17 @@ pub struct StageSummary {
     pub max_us: u64,
 }
 
+/// One stage's histogram as Prometheus takes it: cumulative counts at upper bounds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StageHistogram {
+    /// Samples recorded.
+    pub count: u64,
+    /// Sum of every sample, µs.
+    pub sum_us: u64,
+    /// (upper bound in µs, samples at most that long), bounds rising by powers of two.
+    pub buckets: Vec<(u64, u64)>,
+}
+
 /// The histograms of every stage of one runtime.
 pub struct Stages {
     histograms: Vec<Histogram>,
@@ -175,6 +215,14 @@ impl Stages {
             .map(|s| (*s, self.histograms[s.slot()].summary()))
             .collect()
     }
+
+    /// Every stage's histogram for export, in the order of [`Stage::ALL`].
+    pub fn export(&self) -> Vec<(Stage, StageHistogram)> {
+        Stage::ALL
+            .iter()
+            .map(|s| (*s, self.histograms[s.slot()].export()))
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -196,6 +244,25 @@ mod tests {
         assert!(queue.p50_us <= queue.p99_us && queue.p99_us <= queue.max_us);
         let (_, idle) = stages.summaries()[1];
         assert_eq!(idle, StageSummary::default());
+    }
+
+    #[test]
+    fn export_counts_samples_at_or_below_each_bound() {
+        let stages = Stages::default();
+        for us in [10u64, 16, 17, 100, 1_000] {
+            stages.record(Stage::Applied, Duration::from_micros(us));
+        }
+        let (_, applied) = &stages.export()[4];
+        assert_eq!((applied.count, applied.sum_us), (5, 1_143));
+        let at = |bound: u64| applied.buckets.iter().find(|(b, _)| *b == bound).unwrap().1;
+        // 16 µs itself lands in the bucket above the bound 16: the count never overstates.
+        assert_eq!((at(16), at(32), at(128), at(1_024)), (1, 3, 4, 5));
+        assert!(
+            applied
+                .buckets
+                .windows(2)
+                .all(|w| w[0].1 <= w[1].1 && w[0].0 < w[1].0)
+        );
     }
 
     #[test]

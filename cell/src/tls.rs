@@ -27,6 +27,7 @@ use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo, UdsConnectInfo};
 use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
 
 use crate::limits;
+use crate::metrics::RpcStats;
 
 mod pki;
 pub use pki::{
@@ -304,15 +305,29 @@ fn too_large_is_invalid(headers: &mut http::HeaderMap) {
 }
 
 /// The tower layer every server puts in front of its services: it refuses a call whose
-/// caller may not call its method before the body is read or decoded.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct GateLayer;
+/// caller may not call its method before the body is read or decoded, and counts every
+/// call in the server's [`RpcStats`] (its code is the one of a trailers-only answer, which
+/// every refusal and error is, else `ok`; its time runs to the response head).
+#[derive(Clone, Debug, Default)]
+pub struct GateLayer {
+    rpc: RpcStats,
+}
+
+impl GateLayer {
+    /// The gate of a server counting its calls in `rpc`.
+    pub fn new(rpc: RpcStats) -> Self {
+        GateLayer { rpc }
+    }
+}
 
 impl<S> tower::Layer<S> for GateLayer {
     type Service = Gate<S>;
 
     fn layer(&self, inner: S) -> Gate<S> {
-        Gate { inner }
+        Gate {
+            inner,
+            rpc: self.rpc.clone(),
+        }
     }
 }
 
@@ -320,9 +335,19 @@ impl<S> tower::Layer<S> for GateLayer {
 #[derive(Clone, Debug)]
 pub struct Gate<S> {
     inner: S,
+    rpc: RpcStats,
 }
 
 type GateFuture<R, E> = Pin<Box<dyn Future<Output = Result<R, E>> + Send + 'static>>;
+
+/// The gRPC code of a trailers-only answer's head; `ok` when the head has none.
+fn head_code(headers: &http::HeaderMap) -> tonic::Code {
+    headers
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i32>().ok())
+        .map_or(tonic::Code::Ok, tonic::Code::from_i32)
+}
 
 impl<S, B, R> tower::Service<http::Request<B>> for Gate<S>
 where
@@ -340,17 +365,22 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let who = principal(request.extensions());
-        match admit(request.uri().path(), who) {
+        let started = std::time::Instant::now();
+        let path = request.uri().path().to_string();
+        let rpc = self.rpc.clone();
+        match admit(&path, who) {
             Ok(()) => {
                 let answer = self.inner.call(request);
                 Box::pin(async move {
                     let mut response = answer.await?;
                     too_large_is_invalid(response.headers_mut());
+                    rpc.record(&path, head_code(response.headers()), started.elapsed());
                     Ok(response)
                 })
             }
             Err(status) => {
-                tracing::debug!(path = request.uri().path(), principal = ?who, "refused");
+                tracing::debug!(path, principal = ?who, "refused");
+                rpc.record(&path, status.code(), started.elapsed());
                 let response = status.into_http();
                 Box::pin(async move { Ok(response) })
             }

@@ -308,7 +308,11 @@ fn range_info(r: &RangeEntry) -> pb::RangeInfo {
 }
 
 /// Status of `cell` from the hosted member, else from the first voter that answers.
-async fn cell_status(node: &Node, map: &FabricMap, cell: u64) -> Option<pb::StatusResponse> {
+pub(crate) async fn cell_status(
+    node: &Node,
+    map: &FabricMap,
+    cell: u64,
+) -> Option<pb::StatusResponse> {
     if let Some(member) = node.hosted(cell) {
         return Some(whip_cell::status::status(&member));
     }
@@ -322,7 +326,7 @@ async fn cell_status(node: &Node, map: &FabricMap, cell: u64) -> Option<pb::Stat
     None
 }
 
-async fn probe(node: &Node, addr: &str, cell: u64) -> Option<pb::StatusResponse> {
+pub(crate) async fn probe(node: &Node, addr: &str, cell: u64) -> Option<pb::StatusResponse> {
     let mut client = GrpcCellClient::new(node.peers().channel(addr));
     let call = client.status(pb::StatusRequest { cell });
     match tokio::time::timeout(Duration::from_millis(limits::STATUS_PROBE_MS), call).await {

@@ -31,7 +31,10 @@
 //!   installed 0600 on every voter, public key in the map) and [`envelope`]s (signed,
 //!   blake3 hash-chained, bounded in size, hops and clock skew);
 //! - the spill mover: hands due cell-tier tasks to the team's fabric queue in envelopes;
-//!   `Deliver` verifies them on the receiving side, whose cell checks the chain.
+//!   `Deliver` verifies them on the receiving side, whose cell checks the chain;
+//! - what a node shows on its observation listener (`observe`: the node is a
+//!   [`whip_cell::http::Observed`]): its members for `/metrics` and `/readyz`, and the
+//!   fabric overview of the dashboard, built when asked from local state and bounded probes.
 //!
 //! Must never: decide the meaning of a command (that is `whip-board`) or talk Raft
 //! internals of a single group (that is `whip-cell`).
@@ -46,6 +49,7 @@ pub mod map;
 mod mem;
 mod mover;
 pub mod node;
+mod observe;
 mod quota;
 mod router;
 

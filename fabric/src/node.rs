@@ -86,6 +86,8 @@ pub(crate) struct Inner {
     hints: Mutex<HashMap<u64, String>>,
     /// One quota round at a time per cell from this node (`crate::quota`).
     pub(crate) quota_rounds: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
+    /// The calls this node's gRPC server answered.
+    rpc: whip_cell::metrics::RpcStats,
 }
 
 impl Inner {
@@ -119,6 +121,7 @@ impl Node {
                 map: RwLock::new(None),
                 hints: Mutex::new(HashMap::new()),
                 quota_rounds: Mutex::new(HashMap::new()),
+                rpc: whip_cell::metrics::RpcStats::default(),
             }),
         };
         let mut found = Vec::new();
@@ -535,5 +538,9 @@ pub(crate) fn unexpected(result: &QueryResult) -> CellError {
 impl whip_cell::service::Cells for Node {
     fn cell(&self, id: u64) -> Option<Cell> {
         self.hosted(id)
+    }
+
+    fn rpc_stats(&self) -> whip_cell::metrics::RpcStats {
+        self.inner.rpc.clone()
     }
 }

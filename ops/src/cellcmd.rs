@@ -40,6 +40,8 @@ pub(crate) enum CellCommand {
         clock_offset_ms: i64,
         #[command(flatten)]
         screen: crate::mailcmd::MailScreenArgs,
+        #[command(flatten)]
+        http: crate::observe::HttpArgs,
     },
     /// Make a new cell of the given voters (sent to the first one, or to --cell).
     Init {
@@ -59,6 +61,8 @@ pub(crate) enum CellCommand {
         data: PathBuf,
         #[arg(long, default_value = "redb")]
         storage: StorageKind,
+        #[command(flatten)]
+        http: crate::observe::HttpArgs,
     },
     /// Add a non-voting learner (ID=ADDR) and wait until it caught up.
     AddLearner {
@@ -85,6 +89,7 @@ pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
             storage,
             clock_offset_ms,
             screen,
+            http,
         } => {
             screen.install()?;
             let transport = crate::security::server_transport(global, &data)?;
@@ -93,7 +98,7 @@ pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
             config.transport = transport;
             config.storage = storage;
             config.clock_offset_ms = clock_offset_ms;
-            serve(config, listen).await
+            serve(config, listen, http).await
         }
         CellCommand::Init { members } => init(global, members).await,
         CellCommand::Status => status(global).await,
@@ -102,7 +107,16 @@ pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
             base_port,
             data,
             storage,
-        } => dev(global, voters, base_port, data, storage).await,
+            http,
+        } => {
+            let dev_cell = DevArgs {
+                voters,
+                base_port,
+                data,
+                storage,
+            };
+            dev(global, dev_cell, http).await
+        }
         CellCommand::AddLearner { member } => {
             let (id, addr) = parse_member(&member)?;
             let r = remote(global)?.add_learner(pb::Member { id, addr }).await?;
@@ -193,12 +207,25 @@ async fn stop_signal() {
     crate::signals::stopped().await;
 }
 
-async fn serve(config: CellConfig, listen: SocketAddr) -> Result<ExitCode> {
+async fn serve(
+    config: CellConfig,
+    listen: SocketAddr,
+    http: crate::observe::HttpArgs,
+) -> Result<ExitCode> {
     let id = config.id;
+    let observation = http.bind().await?;
+    let rpc = config.rpc_stats.clone();
     let member = start_member(config, listen).await?;
+    let observing = observation.serve(std::sync::Arc::new(whip_cell::http::Standalone {
+        members: vec![member.cell.clone()],
+        rpc,
+    }));
     eprintln!("cell member {id} serving on {listen}");
     stop_signal().await;
     eprintln!("cell member {id} stopping");
+    if let Some(observing) = observing {
+        observing.stop().await;
+    }
     member.stop().await;
     Ok(ExitCode::SUCCESS)
 }
@@ -296,16 +323,27 @@ fn stages_json(stages: &[pb::StageLatency]) -> serde_json::Value {
     serde_json::Value::Object(map)
 }
 
-async fn dev(
-    global: &Global,
+/// What `whip cell dev` runs.
+struct DevArgs {
     voters: u64,
     base_port: u16,
     data: PathBuf,
     storage: StorageKind,
-) -> Result<ExitCode> {
+}
+
+async fn dev(global: &Global, args: DevArgs, http: crate::observe::HttpArgs) -> Result<ExitCode> {
+    let DevArgs {
+        voters,
+        base_port,
+        data,
+        storage,
+    } = args;
     if voters == 0 {
         bail!("--voters must be at least 1");
     }
+    let observation = http.bind().await?;
+    // The voters' servers count their calls together: one process, one set of figures.
+    let rpc = whip_cell::metrics::RpcStats::default();
     let addrs: BTreeMap<u64, String> = (1..=voters)
         .map(|i| (i, format!("127.0.0.1:{}", u64::from(base_port) + i - 1)))
         .collect();
@@ -315,6 +353,7 @@ async fn dev(
         let mut config = CellConfig::new(*id, addr.clone(), dir.clone());
         config.transport = crate::security::server_transport(global, &dir)?;
         config.storage = storage;
+        config.rpc_stats = rpc.clone();
         members.push(start_member(config, addr.parse()?).await?);
     }
     let first = &members[0].cell;
@@ -342,7 +381,14 @@ async fn dev(
             addrs.values().cloned().collect::<Vec<_>>().join(",")
         ));
     }
+    let observing = observation.serve(std::sync::Arc::new(whip_cell::http::Standalone {
+        members: members.iter().map(|m| m.cell.clone()).collect(),
+        rpc,
+    }));
     stop_signal().await;
+    if let Some(observing) = observing {
+        observing.stop().await;
+    }
     for member in members {
         member.stop().await;
     }

@@ -48,6 +48,8 @@ pub(crate) enum NodeCommand {
         clock_offset_ms: i64,
         #[command(flatten)]
         screen: crate::mailcmd::MailScreenArgs,
+        #[command(flatten)]
+        http: crate::observe::HttpArgs,
     },
 }
 
@@ -114,6 +116,7 @@ pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> 
         election_timeout_ms,
         clock_offset_ms,
         screen,
+        http,
     } = cmd;
     screen.install()?;
     let transport = crate::security::server_transport(global, &data)?;
@@ -134,7 +137,9 @@ pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> 
     let listener = whip_cell::service::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
+    let observation = http.bind().await?;
     let node = Node::start(config).await?;
+    let observing = observation.serve(std::sync::Arc::new(node.clone()));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let served = node.clone();
     let mut server = tokio::spawn(async move {
@@ -151,6 +156,9 @@ pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> 
     );
     crate::signals::stopped().await;
     eprintln!("node {id} stopping");
+    if let Some(observing) = observing {
+        observing.stop().await;
+    }
     let _ = stop.send(());
     node.shutdown().await;
     if tokio::time::timeout(Duration::from_secs(2), &mut server)

@@ -18,6 +18,7 @@ mod fabriccmd;
 mod issue;
 mod limits;
 mod mailcmd;
+mod observe;
 mod operate;
 mod output;
 mod primitives;

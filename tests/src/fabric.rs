@@ -188,16 +188,26 @@ pub struct ProcessFabric {
     pub dir: tempfile::TempDir,
     /// Node addresses, index = id - 1.
     pub addrs: Vec<String>,
+    /// Observation listener addresses (`--http`), index = id - 1; empty when off.
+    pub http_addrs: Vec<String>,
     children: Vec<Option<Child>>,
 }
 
 impl ProcessFabric {
     /// Start `n` node processes (not yet a fabric: run `whip fabric init`).
     pub async fn start(n: usize) -> ProcessFabric {
+        ProcessFabric::start_observed(n, false).await
+    }
+
+    /// Like [`ProcessFabric::start`], each node serving `--http` on its own port when
+    /// `http` is set ([`ProcessFabric::http_addrs`]).
+    pub async fn start_observed(n: usize, http: bool) -> ProcessFabric {
         crate::init_tracing();
+        let addrs = free_addrs(if http { 2 * n } else { n });
         let mut fabric = ProcessFabric {
             dir: tempfile::tempdir().expect("temp dir"),
-            addrs: free_addrs(n).iter().map(|a| a.to_string()).collect(),
+            addrs: addrs[..n].iter().map(|a| a.to_string()).collect(),
+            http_addrs: addrs[n..].iter().map(|a| a.to_string()).collect(),
             children: (0..n).map(|_| None).collect(),
         };
         for id in 1..=n as u64 {
@@ -218,7 +228,11 @@ impl ProcessFabric {
     pub fn spawn(&mut self, id: u64) {
         let index = (id - 1) as usize;
         let data = self.dir.path().join(format!("node-{id}"));
-        self.children[index] = Some(spawn_server("node", id, &self.addrs[index], &data));
+        let extra = match self.http_addrs.get(index) {
+            Some(http) => vec!["--http".to_string(), http.clone()],
+            None => Vec::new(),
+        };
+        self.children[index] = Some(spawn_server("node", id, &self.addrs[index], &data, &extra));
     }
 
     /// SIGKILL node `id`.

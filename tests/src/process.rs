@@ -23,13 +23,32 @@ pub fn whip_binary() -> PathBuf {
     bin
 }
 
-/// Start `whip <kind> serve --id ID --listen ADDR --data DATA` (`kind` is `cell` or
-/// `node`), its output discarded.
-pub(crate) fn spawn_server(kind: &str, id: u64, addr: &str, data: &std::path::Path) -> Child {
+/// Run `whip ARGS…` to its end: (success, stdout parsed as JSON or `Null`, stderr).
+pub fn whip_json(args: &[String]) -> (bool, serde_json::Value, String) {
+    let out = Command::new(whip_binary())
+        .args(args)
+        .output()
+        .expect("run whip");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let json = serde_json::from_str(stdout.trim()).unwrap_or(serde_json::Value::Null);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    (out.status.success(), json, stderr)
+}
+
+/// Start `whip <kind> serve --id ID --listen ADDR --data DATA [EXTRA…]` (`kind` is `cell`
+/// or `node`), its output discarded.
+pub(crate) fn spawn_server(
+    kind: &str,
+    id: u64,
+    addr: &str,
+    data: &std::path::Path,
+    extra: &[String],
+) -> Child {
     Command::new(whip_binary())
         .args([kind, "serve", "--id", &id.to_string(), "--listen", addr])
         .arg("--data")
         .arg(data)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -91,7 +110,7 @@ impl ProcessCluster {
     pub fn spawn(&mut self, id: u64) {
         let index = (id - 1) as usize;
         let data = self.dir.path().join(format!("member-{id}"));
-        self.children[index] = Some(spawn_server("cell", id, &self.addrs[index], &data));
+        self.children[index] = Some(spawn_server("cell", id, &self.addrs[index], &data, &[]));
     }
 
     /// SIGKILL member `id`.

@@ -63,11 +63,17 @@ impl Dispatch for Cell {
 pub trait Cells: Send + Sync + 'static {
     /// The hosted member of cell `id`, if this server hosts one.
     fn cell(&self, id: u64) -> Option<Cell>;
+    /// Where this server counts the calls it answers (`/metrics`).
+    fn rpc_stats(&self) -> crate::metrics::RpcStats;
 }
 
 impl Cells for Cell {
     fn cell(&self, id: u64) -> Option<Cell> {
         (id == self.cell_id()).then(|| self.clone())
+    }
+
+    fn rpc_stats(&self) -> crate::metrics::RpcStats {
+        self.config().rpc_stats.clone()
     }
 }
 
@@ -132,7 +138,7 @@ pub fn services(
         builder = builder.tls_config(tls)?;
     }
     Ok(builder
-        .layer(crate::tls::GateLayer)
+        .layer(crate::tls::GateLayer::new(cells.rpc_stats()))
         .add_service(reflection)
         .add_service(
             cell_server::CellServer::new(CellApi::new(dispatch))

@@ -2,24 +2,11 @@
 //! operator runs them; a singleton from the CLI; SIGKILL of a node → every cell still serves
 //! through the others, status raises an alarm, and the restarted node rejoins.
 
-use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
 use whip_cell::CellClient;
 use whip_tests::fabric::ProcessFabric;
-use whip_tests::{wait_for, whip_binary};
-
-fn whip(args: &[String]) -> (bool, Value, String) {
-    let out = Command::new(whip_binary())
-        .args(args)
-        .output()
-        .expect("run whip");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let json = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    (out.status.success(), json, stderr)
-}
+use whip_tests::{wait_for, whip_json as whip};
 
 fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
