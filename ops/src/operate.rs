@@ -141,3 +141,32 @@ fn revision_lines(r: &whip_engine::runtime::revise::Revision, hint: bool) -> Vec
     }
     lines
 }
+
+/// `whip recover ID`: one line per stopped run and what became of it.
+pub(crate) async fn recover(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
+    let r = engine.recover(id).await.map_err(engine_error)?;
+    let mut lines: Vec<String> = r
+        .runs
+        .iter()
+        .map(|x| {
+            let how = serde_json::to_value(x.resolution)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let note = match x.resolution {
+                whip_engine::runtime::recover::Resolution::Uncertain => {
+                    format!(" ({})", whip_engine::runtime::recover::RECOVERY_UNCERTAIN)
+                }
+                _ => String::new(),
+            };
+            format!(
+                "{} {} run {}: {how} -> {}{note}",
+                x.effect, x.kind, x.run, x.state
+            )
+        })
+        .collect();
+    if lines.is_empty() {
+        lines.push(format!("{id}: no stopped runs to recover"));
+    }
+    print(global, serde_json::to_value(&r)?, lines)
+}

@@ -82,6 +82,10 @@ pub(crate) enum EngineCommand {
     /// `--dry-run` prints the compatibility report, `--cancel keep|queued|running` applies
     /// it (what happens to the old version's queued and running work).
     Revise(crate::operate::ReviseArgs),
+    /// Reconcile runs whose worker stopped: an `exec` from the executor's evidence, or as
+    /// an uncertain failure (`runtime.recovery_uncertain`) when there is none; idempotent
+    /// effects queued again. Nothing is run again silently.
+    Recover { id: String },
     /// Send a message into an instance's mailbox; its next step admits it as a
     /// `message.received` fact on channel CHANNEL (`when message from CHANNEL`).
     Message {
@@ -364,6 +368,7 @@ async fn dispatch(global: &Global, engine: &Eng, cmd: EngineCommand) -> Result<E
             crate::operate::restore(global, engine, &id, &cut).await
         }
         EngineCommand::Revise(args) => crate::operate::revise(global, engine, args).await,
+        EngineCommand::Recover { id } => crate::operate::recover(global, engine, &id).await,
         EngineCommand::Leases { name } => leases(global, engine, name).await,
         EngineCommand::Counters { name } => counters(global, engine, name).await,
     }

@@ -196,6 +196,15 @@ fn terminal(answer: ExecAnswer, args: &ExecArgs, correlation_id: String) -> Ran 
     }
 }
 
+/// The terminal a recovered run's durable answer gives (`whip recover`): the same state
+/// and evidence as if its worker had lived to record it.
+pub(crate) fn recovered(answer: ExecAnswer, args: &Value, correlation_id: String) -> Ran {
+    match ExecArgs::parse(args) {
+        Ok(args) => terminal(answer, &args, correlation_id),
+        Err(e) => failed(e, "malformed_args"),
+    }
+}
+
 fn failed(error: String, reason: &str) -> Ran {
     Ran::Terminal {
         state: "failed".into(),

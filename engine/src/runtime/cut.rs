@@ -17,7 +17,7 @@
 use serde_json::json;
 use whip_fabric::FabricClient;
 
-use super::state::{self, Cut, Effect, State};
+use super::state::{self, Cut, Effect, State, WorkspaceDigest};
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, Result, invalid};
 use crate::limits::CUT_ID_BYTES_MAX;
 
@@ -65,8 +65,13 @@ fn refuse_terminal(st: &State, verb: &str) -> Result<()> {
     Ok(())
 }
 
-/// Emit the checkpoint of the draft's head as `cut`.
-fn emit_checkpoint(draft: &mut Draft, cut: &str, auto: bool) -> Cut {
+/// Emit the checkpoint of the draft's head as `cut`, with its files plane.
+fn emit_checkpoint(
+    draft: &mut Draft,
+    cut: &str,
+    auto: bool,
+    files: Option<WorkspaceDigest>,
+) -> Cut {
     let at_ms = draft.at_ms;
     let st = &draft.state;
     let facts = st.facts.values().filter(|f| f.live).count();
@@ -75,7 +80,7 @@ fn emit_checkpoint(draft: &mut Draft, cut: &str, auto: bool) -> Cut {
         id: cut.to_string(),
         seq: 0,
         at_ms,
-        files: None,
+        files,
         auto,
     };
     draft.emit(
@@ -118,8 +123,9 @@ impl<F: FabricClient> Engine<F> {
             if loaded.state.cuts.contains_key(&name) {
                 return invalid(format!("instance {id} already has a cut {name}"));
             }
+            let files = self.files_checkpoint(&loaded.state, &name).await?;
             let mut draft = Draft::new(&loaded.state);
-            let cut = emit_checkpoint(&mut draft, &name, false);
+            let cut = emit_checkpoint(&mut draft, &name, false, files);
             if self.commit(&mut loaded, draft).await? {
                 return Ok(Checkpointed { cut });
             }
@@ -131,6 +137,7 @@ impl<F: FabricClient> Engine<F> {
 
     /// Rewind instance `id` to `cut` (after checkpointing the head).
     pub async fn restore(&self, id: &str, cut: &str) -> Result<Restored> {
+        let mut files: Option<(String, Option<WorkspaceDigest>)> = None;
         for _ in 0..CONFLICT_RETRIES_MAX {
             let mut loaded: Loaded = self.load(id).await?;
             let head = loaded.state.clone();
@@ -156,8 +163,18 @@ impl<F: FabricClient> Engine<F> {
                 continue;
             }
             let past = State::rebuild(&events[..target.seq as usize]);
+            // The files move once: a retry after losing a commit race keeps that copy.
+            let (auto_name, auto_files) = match files.take() {
+                Some(done) => done,
+                None => {
+                    let name = format!("auto-{}", head.header.last_seq);
+                    let saved = self.files_rewind(&head, &target, &name).await?;
+                    (name, saved)
+                }
+            };
+            files = Some((auto_name.clone(), auto_files.clone()));
             let mut draft = Draft::new(&head);
-            let auto = emit_checkpoint(&mut draft, &format!("auto-{}", head.header.last_seq), true);
+            let auto = emit_checkpoint(&mut draft, &auto_name, true, auto_files);
             draft.emit(
                 "context.restored",
                 json!({"cut": cut, "cut_seq": target.seq, "auto_checkpoint": auto.id,
@@ -176,6 +193,60 @@ impl<F: FabricClient> Engine<F> {
             }
         }
         invalid(format!("instance {id} is too busy to restore, try again"))
+    }
+
+    /// The files plane of a new cut: the executor copies the instance's workspace. Without
+    /// an executor, an instance that never ran `exec` has no files; one that did cannot be
+    /// checkpointed coherently, and is refused.
+    async fn files_checkpoint(&self, st: &State, cut: &str) -> Result<Option<WorkspaceDigest>> {
+        if !self.executor.is_configured() {
+            if st.effects.values().any(|e| e.kind == "exec") {
+                return invalid(format!(
+                    "instance {} ran exec: its workspace lives with the executor; set \
+                     WHIP_EXECUTOR_URL (and WHIP_EXECUTOR_TOKEN) to checkpoint its files",
+                    st.header.id
+                ));
+            }
+            return Ok(None);
+        }
+        match self.executor.checkpoint(&st.header.id, cut).await {
+            Ok(digest) => Ok(Some(digest)),
+            Err(e) => invalid(format!("the executor could not copy the workspace: {e}")),
+        }
+    }
+
+    /// Rewind the files plane to `target`'s, after copying the head's as `auto`; the
+    /// restored files must be the ones the cut recorded (the coherence check).
+    async fn files_rewind(
+        &self,
+        head: &State,
+        target: &Cut,
+        auto: &str,
+    ) -> Result<Option<WorkspaceDigest>> {
+        let Some(want) = &target.files else {
+            return self.files_checkpoint(head, auto).await;
+        };
+        let id = &head.header.id;
+        let saved = self.files_checkpoint(head, auto).await?;
+        if saved.is_none() {
+            return invalid(format!(
+                "cut {} holds workspace files: set WHIP_EXECUTOR_URL to restore them",
+                target.id
+            ));
+        }
+        let got = match self.executor.restore(id, &target.id).await {
+            Ok(got) => got,
+            Err(e) => return invalid(format!("the executor could not restore the files: {e}")),
+        };
+        if &got != want {
+            return invalid(format!(
+                "the restored workspace of cut {} does not match what it recorded ({} files, \
+                 digest {}; found {} files, digest {}): the log was not rewound, and the \
+                 executor keeps the head's files as cut {auto}",
+                target.id, want.files, want.digest, got.files, got.digest
+            ));
+        }
+        Ok(saved)
     }
 
     /// Release what the rewound instance never took: leases by their resource, tracker

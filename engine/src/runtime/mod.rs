@@ -22,6 +22,7 @@ mod cut;
 mod eval;
 mod mail;
 pub mod program;
+pub mod recover;
 pub mod revise;
 pub mod state;
 mod stepper;

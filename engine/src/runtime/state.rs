@@ -159,6 +159,10 @@ pub struct Run {
     pub started_ms: u64,
     /// End time.
     pub ended_ms: Option<u64>,
+    /// What `whip recover` concluded of a run whose worker stopped
+    /// (`runtime.recovery_uncertain`: nobody can confirm its side effect happened).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostic: Option<String>,
 }
 
 /// Effect states after which nothing more happens to the effect.
@@ -201,15 +205,7 @@ pub struct Env {
 }
 
 /// What the files plane of a cut holds: the instance's workspace as the executor copied it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FilesDigest {
-    /// Files in the workspace.
-    pub files: u64,
-    /// Their bytes.
-    pub bytes: u64,
-    /// A digest of the sorted relative paths and contents.
-    pub digest: String,
-}
+pub use crate::executor::protocol::WorkspaceDigest;
 
 /// A checkpoint: a coherent cut of an instance (`context.checkpoint`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -221,7 +217,7 @@ pub struct Cut {
     /// When it was taken (ms).
     pub at_ms: u64,
     /// The files plane, when the instance has a workspace with the executor.
-    pub files: Option<FilesDigest>,
+    pub files: Option<WorkspaceDigest>,
     /// Taken by a restore of the head before it rewound.
     pub auto: bool,
 }
@@ -274,9 +270,7 @@ impl State {
     pub fn apply(&mut self, ev: &Event) {
         let d = &ev.data;
         match ev.kind.as_str() {
-            "external.started" => {
-                self.header = parse(&d["header"]);
-            }
+            "external.started" => self.header = parse(&d["header"]),
             "fact.derived" => {
                 let fact: Fact = parse(&d["fact"]);
                 self.header.next[0] += 1;
@@ -319,7 +313,8 @@ impl State {
             "effect.blocked"
             | "effect.cancelled"
             | "effect.retried"
-            | "effect.cancel_requested" => self.effect_changed(ev),
+            | "effect.cancel_requested"
+            | "effect.recovered" => self.effect_changed(ev),
             "context.checkpoint" => {
                 let cut = Cut {
                     seq: ev.seq,
@@ -418,6 +413,7 @@ impl State {
                 e.pass = 0;
                 e.policy_block = None;
             }
+            "effect.recovered" => self.recovered(ev),
             _ => e.cancel_requested = true,
         }
     }
@@ -472,8 +468,29 @@ impl State {
                 state: "running".into(),
                 started_ms: ev.at_ms,
                 ended_ms: None,
+                diagnostic: None,
             },
         );
+    }
+
+    /// `whip recover` looked at a run whose worker stopped: requeued (an idempotent effect
+    /// runs again under the same key), or resolved (its `effect.terminal` follows), with
+    /// the run's diagnostic.
+    fn recovered(&mut self, ev: &Event) {
+        let d = &ev.data;
+        let id = d["id"].as_str().unwrap_or_default().to_string();
+        let run = d["run"].as_str().map(str::to_string);
+        if let Some(r) = run.as_ref().and_then(|r| self.runs.get_mut(r)) {
+            r.diagnostic = d["diagnostic"].as_str().map(str::to_string);
+            self.dirty.insert(format!("r/{}", r.id));
+        }
+        if d["resolution"] == "requeued" {
+            if let Some(e) = self.effect_mut(&id) {
+                e.state = "queued".into();
+                e.run = None;
+            }
+            self.end_run(run.as_deref(), "abandoned", ev.at_ms);
+        }
     }
 
     fn end_run(&mut self, run: Option<&str>, state: &str, at_ms: u64) {
