@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 
 use super::protocol::{
     CutRequest, ErrorBody, ExecAnswer, ExecRequest, Health, PROTOCOL, RefusalCode, RunRecord,
-    WorkspaceDigest,
+    WorkspaceDigest, check_id,
 };
 use crate::limits::{
     EXEC_ANSWER_MARGIN_MS, EXECUTOR_ANSWER_BYTES_MAX, EXECUTOR_CALL_TIMEOUT_MS,
@@ -190,6 +190,13 @@ impl ExecutorClient {
         instance: &str,
         run: &str,
     ) -> Result<Option<RunRecord>, ExecutorError> {
+        // The ids go into the path: a name the executor would refuse is refused here.
+        for (field, id) in [("instance", instance), ("run", run)] {
+            check_id(field, id).map_err(|r| ExecutorError::Refused {
+                code: r.kind(),
+                detail: r.body().detail,
+            })?;
+        }
         let path = format!("/v1/runs/{instance}/{run}");
         match self.call(Method::GET, &path, None::<&()>, None).await {
             Ok(record) => Ok(Some(record)),
