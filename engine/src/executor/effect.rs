@@ -142,8 +142,10 @@ fn tail(s: &str, max: usize) -> &str {
     &s[start..]
 }
 
-/// The effect's terminal state and output for an answer.
-fn terminal(answer: ExecAnswer, args: &ExecArgs, correlation_id: String) -> Ran {
+/// The effect's terminal for an answer: its state (`completed`, `failed` or `timed_out`)
+/// and its output, with the evidence. `whip recover` settles a run from its record the same
+/// way the worker settles it from the answer.
+pub fn settle(answer: ExecAnswer, args: &ExecArgs, correlation_id: &str) -> (&'static str, Value) {
     let mut evidence = json!({
         "provider": "executor", "correlation_id": correlation_id,
         "program": args.argv.first(), "cwd": args.cwd,
@@ -190,6 +192,11 @@ fn terminal(answer: ExecAnswer, args: &ExecArgs, correlation_id: String) -> Ran 
         output["reason"] = json!("exit_nonzero");
     }
     output["evidence"] = evidence;
+    (state, output)
+}
+
+fn terminal(answer: ExecAnswer, args: &ExecArgs, correlation_id: String) -> Ran {
+    let (state, output) = settle(answer, args, &correlation_id);
     Ran::Terminal {
         state: state.into(),
         output,
