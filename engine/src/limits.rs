@@ -38,8 +38,6 @@ pub const MAIL_DRAIN_MAX: u32 = 64;
 pub const MAIL_WAIT_LOOK_MS: u64 = 250;
 /// How long a drain waits for the instance's mailbox before the step goes on without it.
 pub const MAIL_DRAIN_WAIT_MS: u64 = 2_000;
-/// Longest cut id of `whip checkpoint --cut-id`.
-pub const CUT_ID_BYTES_MAX: usize = 64;
 
 // ---- the compute plane (`exec` and `whip executor`) ------------------------------------
 

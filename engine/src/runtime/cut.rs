@@ -19,7 +19,7 @@ use whip_fabric::FabricClient;
 
 use super::state::{self, Cut, Effect, State, WorkspaceDigest};
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, Result, invalid};
-use crate::limits::CUT_ID_BYTES_MAX;
+use crate::limits::EXECUTOR_ID_BYTES_MAX;
 
 /// What `whip checkpoint` reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,14 +41,12 @@ pub struct Restored {
     pub released: Vec<String>,
 }
 
-/// A cut id: 1–64 bytes of `[A-Za-z0-9_.-]`.
+/// A cut id: the executor's id rule (it names a copy of the workspace there too).
 fn check_cut_id(id: &str) -> Result<()> {
-    let fits = id
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-    if id.is_empty() || id.len() > CUT_ID_BYTES_MAX || !fits {
+    if crate::executor::protocol::check_id("cut", id).is_err() {
         return invalid(format!(
-            "cut id `{id}` must be 1 to {CUT_ID_BYTES_MAX} characters of A-Z a-z 0-9 _ - ."
+            "cut id `{id}` must be 1 to {EXECUTOR_ID_BYTES_MAX} characters of A-Z a-z 0-9 _ - . \
+             and not start with ."
         ));
     }
     Ok(())
