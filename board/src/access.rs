@@ -217,7 +217,8 @@ pub const SIGNAL_LEDGER: &str = "signals";
 
 /// Whether the resource `owner`/`name` is a server resource.
 pub fn is_server_resource(owner: &str, name: &str) -> bool {
-    owner.starts_with(SERVER_OWNER_PREFIX) || (owner.starts_with("team/") && name == SIGNAL_LEDGER)
+    let team_server = name == SIGNAL_LEDGER || name == crate::vote::VOTE_LEDGER;
+    owner.starts_with(SERVER_OWNER_PREFIX) || (owner.starts_with("team/") && team_server)
 }
 
 fn server_resource(owner: &str, name: &str) -> Result<(), AccessRefusal> {
@@ -297,7 +298,8 @@ pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
             | Family::Coordination
             | Family::Board
             | Family::Work
-            | Family::Mail => Ok(()),
+            | Family::Mail
+            | Family::Vote => Ok(()),
         },
     }
 }

@@ -82,6 +82,12 @@ pub(crate) const WORK_LIMITS: u8 = b'L';
 pub(crate) const WORK_AUDIT: u8 = b'U';
 /// Quotas lent by the meta cell (cell-local): family, borrowing cell.
 pub(crate) const WORK_GRANT: u8 = b'G';
+/// A team's voting state (its coordinators, open proposals): family, team.
+pub(crate) const VOTE_TEAM: u8 = b'R';
+/// Proposals: family, team, fence of the opening.
+pub(crate) const PROPOSAL: u8 = b'P';
+/// Ballots: family, team, fence of the proposal, sequence.
+pub(crate) const BALLOT: u8 = b'Q';
 
 /// Append `s` escaped but without its terminator (a prefix of every longer string's form).
 pub(crate) fn push_open(out: &mut Vec<u8>, s: &[u8]) {

@@ -58,11 +58,13 @@ mod range;
 pub mod route;
 mod schedule;
 pub mod screen;
+pub mod tally;
 mod taskboard;
 mod team;
 pub mod txn;
 pub mod types;
 mod validate;
+pub mod vote;
 pub mod work;
 
 pub use chain::HandoffRefusal;
@@ -140,6 +142,26 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome
         }
         Family::Handoff => apply_handoff(txn, stamp.time_ms, command),
         Family::Mail => apply_mail(txn, stamp, &request.caller, command),
+        Family::Vote => apply_vote(txn, stamp, &request.caller, command),
+    }
+}
+
+/// Roles, proposals and ballots: the caller is the supervisor, opener or voter
+/// ([`vote`]).
+fn apply_vote(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    caller: &access::Caller,
+    command: &Command,
+) -> Outcome {
+    match command {
+        Command::TeamRole { team, member, role } => {
+            vote::set_role(txn, caller, team, (member, *role))
+        }
+        Command::VoteOpen { team, rules } => vote::open(txn, stamp, caller, team, rules),
+        Command::VoteCast { proposal, choice } => vote::cast(txn, stamp, caller, proposal, choice),
+        Command::VoteClose { proposal } => vote::close(txn, stamp, caller, proposal),
+        other => unreachable!("{other:?} is not a vote command"),
     }
 }
 
@@ -679,6 +701,7 @@ fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
                 taskboard::prune(txn, now_ms, (team, *seq, *tier))
             }
             Item::Work { id, .. } => work::expire(txn, now_ms, id),
+            Item::VoteClose { team, fence } => vote::close_due(txn, now_ms, team, *fence),
         };
         processed += removed.max(1);
     }
@@ -751,6 +774,9 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
         | Query::WorkAudit { .. }
         | Query::WorkQuota
         | Query::WorkLimits => work::answer(txn, now_ms, query),
+        Query::VoteProposal { .. } | Query::VoteBallots { .. } | Query::VoteList { .. } => {
+            vote::answer(txn, query, list_cap)
+        }
     }
 }
 
@@ -792,6 +818,11 @@ fn read_by(txn: &impl Txn, now_ms: u64, caller: &access::Caller, inner: &Query) 
         && let Err(refusal) = mail::guard_read(txn, now_ms, caller, address)
     {
         return QueryResult::Refused(query::ReadRefusal::Mail { refusal });
+    }
+    if let Some(team) = vote::read_team(inner)
+        && let Err(refusal) = vote::guard_read(txn, caller, &team)
+    {
+        return QueryResult::Refused(query::ReadRefusal::Board { refusal });
     }
     match query(txn, now_ms, inner) {
         QueryResult::KvRange(mut rows) => {

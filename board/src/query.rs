@@ -216,6 +216,27 @@ pub enum Query {
         /// The quarantined messages instead of the deliverable ones.
         quarantined: bool,
     },
+    /// One proposal with its rules and result ([`crate::vote`]).
+    VoteProposal {
+        /// The proposal's id.
+        proposal: String,
+    },
+    /// A proposal's ballots in sequence order.
+    VoteBallots {
+        /// The proposal's id.
+        proposal: String,
+        /// Only ballots with a greater sequence number.
+        after_seq: u64,
+        /// Most ballots returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
+    /// A team's proposals, oldest first.
+    VoteList {
+        /// The team.
+        team: String,
+        /// Most proposals returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
 }
 
 /// Why a client's read was refused.
@@ -308,6 +329,12 @@ pub enum QueryResult {
     WorkLimits(crate::work::WorkLimits),
     /// Mail in sequence order.
     Mail(Vec<crate::mail::MailView>),
+    /// One proposal, if it exists.
+    Proposal(Option<Box<crate::vote::ProposalView>>),
+    /// Ballots in sequence order.
+    Ballots(Vec<crate::vote::BallotView>),
+    /// Proposals, oldest first.
+    Proposals(Vec<crate::vote::ProposalView>),
 }
 
 /// One ring range owned by a cell.
