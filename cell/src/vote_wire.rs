@@ -181,7 +181,11 @@ fn result_view(r: pb::VoteResult) -> Result<VoteResult, String> {
         leader: r.leader.map(option_index).transpose()?,
         support: r.support,
         base: r.base,
-        rounds: r.rounds.into_iter().map(round_view).collect::<Result<_, _>>()?,
+        rounds: r
+            .rounds
+            .into_iter()
+            .map(round_view)
+            .collect::<Result<_, _>>()?,
     })
 }
 
@@ -239,7 +243,11 @@ pub fn ballot_view(b: pb::VoteBallot) -> Result<BallotView, String> {
         seq: b.seq,
         voter: b.voter,
         at_ms: b.at_ms,
-        choice: b.choice.into_iter().map(option_index).collect::<Result<_, _>>()?,
+        choice: b
+            .choice
+            .into_iter()
+            .map(option_index)
+            .collect::<Result<_, _>>()?,
     })
 }
 

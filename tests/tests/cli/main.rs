@@ -9,6 +9,7 @@ use serde_json::Value;
 use whip_tests::whip_binary;
 
 mod mail;
+mod vote;
 mod work;
 
 fn whip(dir: &Path, args: &[&str]) -> Output {
