@@ -260,13 +260,15 @@ pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
             keys.try_for_each(|k| reserved(k))
         }
         // A member publishes a team signal as itself (membership is decided in apply,
-        // `crate::blackboard`); nobody signs another's name.
+        // `crate::blackboard`); nobody signs another's name, and only the server announces
+        // a vote's result (topic `vote`).
         Command::LedgerAppend {
             ledger: id,
             appended_by,
             ..
         } if id.name == SIGNAL_LEDGER
             && team_of_owner(&id.owner).is_some()
+            && id.key != crate::vote::VOTE_SIGNAL_TOPIC
             && caller.agent() == Some(appended_by.as_str()) =>
         {
             Ok(())

@@ -11,6 +11,7 @@ mod t40_identity;
 mod t50_resources;
 mod t60_registry;
 mod t70_mail;
+mod t80_vote;
 
 use std::path::Path;
 use std::process::{Command, Output};
