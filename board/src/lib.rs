@@ -7,7 +7,9 @@
 //! halves of cross-cell handoff channels (outboxes, chain heads, alarms) and the one
 //! [`chain`] check of their envelopes (the receiving cell's apply and the fabric's envelope
 //! check share it), and range ownership, and the live work registry with its admission
-//! limits, quotas of the fabric ceiling and audit ledger ([`work`]).
+//! limits, quotas of the fabric ceiling and audit ledger ([`work`]), and the voting plane:
+//! team roles, proposals, append-only ballots with eligibility decided in apply, and the
+//! tally at the close ([`vote`], [`tally`]).
 //! [`apply`] is a pure function of the current bytes, a [`Stamp`] and a [`Request`];
 //! [`query`] reads.
 //!
@@ -18,7 +20,8 @@
 //! more than one live leader; a schedule fires each due time at most once, and never an
 //! older one after a later one; a counter never passes its cap within a period; a ledger
 //! partition has no gaps; a delivery of a task has exactly one claimant, and only the live
-//! claim's fence completes it; a mailbox has no gaps; fences only grow.
+//! claim's fence completes it; a mailbox has no gaps; a proposal closes once and only
+//! ballots of its electorate are appended; fences only grow.
 //!
 //! Must never: read a clock, draw randomness, spawn threads, touch files, sockets, Raft,
 //! sled, redb or tokio. Everything it knows comes in through the stamp and the command.

@@ -113,7 +113,7 @@ async fn setup(w: &Worker) -> Option<CellClient> {
     }
     let lead = w
         .connect()?
-        .with_identity(&lead_name(), token_of(&lead_name()));
+        .with_identity(lead_name(), token_of(&lead_name()));
     let create = pb::TeamCreateRequest {
         team: TEAM.into(),
         idempotency_key: lead.next_idempotency_key(),
@@ -307,7 +307,7 @@ pub(super) async fn final_votes(recorder: &Recorder, process: u64, addrs: &[Stri
     };
     let lead = client
         .with_retry_for(Duration::from_secs(30))
-        .with_identity(&lead_name(), token_of(&lead_name()));
+        .with_identity(lead_name(), token_of(&lead_name()));
     let mut signals = read_signals(&lead).await;
     for proposal in proposals {
         let key = proposal_key(&proposal);

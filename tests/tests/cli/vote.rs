@@ -11,9 +11,9 @@ fn code_and_json(out: &std::process::Output) -> (i32, Value) {
     (out.status.code().unwrap_or(-1), json)
 }
 
-#[test]
-fn vote_contract_lines_answer_as_documented() {
-    let cli = super::DevCli::start();
+/// Team `council`: `lead` supervises, `ann` and `bo` are coordinators, `wes` a worker; a
+/// coordinator cannot give roles.
+fn council(cli: &super::DevCli) {
     let ok = |args: &[&str]| super::json_of(&cli.run(&[args, &["--json"]].concat()));
     ok(&["team", "create", "council", "--agent", "lead"]);
     for member in ["ann", "bo", "wes"] {
@@ -53,30 +53,16 @@ fn vote_contract_lines_answer_as_documented() {
         (1, &"not_supervisor".into()),
         "{refused}"
     );
+}
 
-    let opened = ok(&[
-        "vote",
-        "open",
-        "council",
-        "--title",
-        "release 2.0",
-        "--option",
-        "ship",
-        "--option",
-        "wait",
-        "--option",
-        "drop",
-        "--method",
-        "irv",
-        "--quorum",
-        "0.5",
-        "--threshold",
-        "2/3",
-        "--closes",
-        "10m",
-        "--agent",
-        "lead",
-    ]);
+#[test]
+fn vote_contract_lines_answer_as_documented() {
+    let cli = super::DevCli::start();
+    let ok = |args: &[&str]| super::json_of(&cli.run(&[args, &["--json"]].concat()));
+    council(&cli);
+    let open = "vote open council --title 2.0 --option ship --option wait --option drop \
+                --method irv --quorum 0.5 --threshold 2/3 --closes 10m --agent lead";
+    let opened = ok(&open.split_whitespace().collect::<Vec<_>>());
     let proposal = opened["proposal"].as_str().expect("an id").to_string();
     assert!(proposal.starts_with("council#"), "{opened}");
 
@@ -115,19 +101,7 @@ fn vote_contract_lines_answer_as_documented() {
     let closed = ok(&["vote", "close", &proposal, "--agent", "lead"]);
     assert_eq!(closed["result"], "passed", "{closed}");
 
-    let shown = ok(&["vote", "show", &proposal]);
-    assert_eq!(shown["state"], "closed", "{shown}");
-    assert_eq!(shown["outcome"], "passed");
-    assert_eq!(shown["winner"], "ship");
-    assert_eq!(shown["ballots"], 4);
-    let rounds = shown["rounds"].as_array().expect("rounds");
-    // ship 1, wait 1, drop 1: a tie in the only round so far drops the option listed
-    // last; its ballot moves to ship, which then holds 2 of 3 (two thirds: passed).
-    assert_eq!(rounds.len(), 2, "{shown}");
-    assert_eq!(rounds[0]["counts"]["ship"], 1);
-    assert_eq!(rounds[0]["eliminated"], "drop");
-    assert_eq!(rounds[1]["counts"]["ship"], 2);
-    assert_eq!((&shown["support"], &shown["base"]), (&2.into(), &3.into()));
+    shown_as_documented(&ok(&["vote", "show", &proposal]));
     let (code, late) = cast("bo", &["wait"]);
     assert_eq!((code, &late["reason"]), (1, &"closed".into()), "{late}");
 
@@ -141,13 +115,27 @@ fn vote_contract_lines_answer_as_documented() {
         Some(4)
     );
 
-    let bad = cli.run(&[
-        "vote", "open", "council", "--title", "x", "--option", "a", "--method", "dice", "--closes",
-        "1m", "--agent", "lead",
-    ]);
+    let bad = "vote open council --title x --option a --method dice --closes 1m --agent lead";
+    let bad = cli.run(&bad.split_whitespace().collect::<Vec<_>>());
     assert_eq!(
         bad.status.code(),
         Some(2),
         "an unknown method is a usage error"
     );
+}
+
+/// `whip vote show --json` of the closed instant-runoff proposal.
+fn shown_as_documented(shown: &Value) {
+    assert_eq!(shown["state"], "closed", "{shown}");
+    assert_eq!(shown["outcome"], "passed");
+    assert_eq!(shown["winner"], "ship");
+    assert_eq!(shown["ballots"], 4);
+    let rounds = shown["rounds"].as_array().expect("rounds");
+    // ship 1, wait 1, drop 1: a tie in the only round so far drops the option listed
+    // last; its ballot moves to ship, which then holds 2 of 3 (two thirds: passed).
+    assert_eq!(rounds.len(), 2, "{shown}");
+    assert_eq!(rounds[0]["counts"]["ship"], 1);
+    assert_eq!(rounds[0]["eliminated"], "drop");
+    assert_eq!(rounds[1]["counts"]["ship"], 2);
+    assert_eq!((&shown["support"], &shown["base"]), (&2.into(), &3.into()));
 }

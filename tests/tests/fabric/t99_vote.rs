@@ -63,23 +63,11 @@ async fn open(lead: &CellClient, duration_ms: u64) -> String {
     opened.proposal
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_proposal_closing_during_a_leader_change_closes_once() {
-    let mut fabric = Fabric::start(3, 4).await;
-    let map = fabric.node(1).map().await.expect("map");
-    let team_cell = map.locate(route::team_point("senate")).cell;
-    let identity_cell = |name: &str| {
-        let key = whip_board::access::agent_key(name);
-        map.locate(route::kv_point(&key)).cell
-    };
-    let voters: Vec<String> = (0..)
-        .map(|i| format!("senator-{i}"))
-        .filter(|name| identity_cell(name) != team_cell)
-        .take(4)
-        .collect();
+/// Team `senate`: `voters[0]` supervises, the others are coordinators; their clients.
+async fn senate(fabric: &Fabric, voters: &[String]) -> Vec<CellClient> {
     let mut clients = Vec::new();
-    for name in &voters {
-        clients.push(agent(&fabric, name).await);
+    for name in voters {
+        clients.push(agent(fabric, name).await);
     }
     let lead = &clients[0];
     let create = pb::TeamCreateRequest {
@@ -102,6 +90,25 @@ async fn a_proposal_closing_during_a_leader_change_closes_once() {
         };
         assert_eq!(lead.team_role(role).await.expect("role").outcome, "set");
     }
+    clients
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_proposal_closing_during_a_leader_change_closes_once() {
+    let mut fabric = Fabric::start(3, 4).await;
+    let map = fabric.node(1).map().await.expect("map");
+    let team_cell = map.locate(route::team_point("senate")).cell;
+    let identity_cell = |name: &str| {
+        let key = whip_board::access::agent_key(name);
+        map.locate(route::kv_point(&key)).cell
+    };
+    let voters: Vec<String> = (0..)
+        .map(|i| format!("senator-{i}"))
+        .filter(|name| identity_cell(name) != team_cell)
+        .take(4)
+        .collect();
+    let clients = senate(&fabric, &voters).await;
+    let lead = &clients[0];
     let proposal = open(lead, 4_000).await;
     let opened_at = Instant::now();
     for (client, ranking) in

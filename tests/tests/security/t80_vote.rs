@@ -149,40 +149,7 @@ async fn only_the_electorate_votes_and_nobody_votes_as_another() {
     let answer = raw_cast(&dev.member(1), ("will", &will_token), forged).await;
     assert_eq!(reason(&answer), ("refused", "not_eligible"), "{answer:?}");
 
-    // The worker cannot promote itself, open a proposal, or read as an outsider.
-    let promote = pb::TeamRoleRequest {
-        team: "jury".into(),
-        member: "will".into(),
-        role: "coordinator".into(),
-        ..Default::default()
-    };
-    assert_eq!(
-        reason(&will.team_role(promote).await.unwrap()).1,
-        "not_supervisor"
-    );
-    let open = pb::VoteOpenRequest {
-        team: "jury".into(),
-        title: "coup".into(),
-        options: vec!["a".into(), "b".into()],
-        method: "plurality".into(),
-        quorum: "0".into(),
-        threshold: "majority".into(),
-        duration_ms: 1_000,
-        ..Default::default()
-    };
-    assert_eq!(
-        reason(&will.vote_open(open).await.unwrap()).1,
-        "not_coordinator"
-    );
-    let peek = pb::VoteShowRequest {
-        proposal: proposal.clone(),
-    };
-    let read = mallory.vote_show(peek).await;
-    assert!(
-        matches!(read, Err(CellError::PermissionDenied(_))),
-        "{read:?}"
-    );
-
+    worker_has_no_say(&will, &mallory, &proposal).await;
     demoted_cannot_cast(&lead, &cora, &proposal).await;
     let ballots = lead
         .vote_ballots(pb::VoteBallotsRequest {
@@ -215,4 +182,41 @@ async fn demoted_cannot_cast(lead: &CellClient, cora: &CellClient, proposal: &st
     let again = cora.vote_cast(cast(proposal, "guilty")).await.unwrap();
     assert_eq!(reason(&again), ("refused", "not_eligible"), "{again:?}");
     assert!(again.message.contains("role_lost"), "{again:?}");
+}
+
+/// The worker cannot promote itself or open a proposal; the outsider cannot read one.
+async fn worker_has_no_say(will: &CellClient, mallory: &CellClient, proposal: &str) {
+    // The worker cannot promote itself, open a proposal, or read as an outsider.
+    let promote = pb::TeamRoleRequest {
+        team: "jury".into(),
+        member: "will".into(),
+        role: "coordinator".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        reason(&will.team_role(promote).await.unwrap()).1,
+        "not_supervisor"
+    );
+    let open = pb::VoteOpenRequest {
+        team: "jury".into(),
+        title: "coup".into(),
+        options: vec!["a".into(), "b".into()],
+        method: "plurality".into(),
+        quorum: "0".into(),
+        threshold: "majority".into(),
+        duration_ms: 1_000,
+        ..Default::default()
+    };
+    assert_eq!(
+        reason(&will.vote_open(open).await.unwrap()).1,
+        "not_coordinator"
+    );
+    let peek = pb::VoteShowRequest {
+        proposal: proposal.to_string(),
+    };
+    let read = mallory.vote_show(peek).await;
+    assert!(
+        matches!(read, Err(CellError::PermissionDenied(_))),
+        "{read:?}"
+    );
 }
