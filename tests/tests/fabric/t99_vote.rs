@@ -11,20 +11,7 @@ use whip_cell::CellClient;
 use whip_proto::v1 as pb;
 use whip_tests::fabric::Fabric;
 
-fn token(agent: &str) -> String {
-    format!("{agent}-secret-token-0123456789-abcdefghij")
-}
-
-async fn agent(fabric: &Fabric, name: &str) -> CellClient {
-    let client = fabric.client_of_all();
-    let register = pb::AgentRegisterRequest {
-        agent: name.into(),
-        token: token(name),
-        enroll: false,
-    };
-    client.agent_register(register).await.expect("register");
-    client.with_identity(name, token(name))
-}
+use crate::agent;
 
 /// Entries of the team's ledger `name`, partition `partition`, read as a server on
 /// whichever node answers for `cell`.

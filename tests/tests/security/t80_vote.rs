@@ -4,7 +4,6 @@
 //! refusal is decided in the ballot's apply; no refused ballot is listed; the cell serves
 //! on.
 
-use tonic::metadata::MetadataValue;
 use whip_cell::{CellClient, CellError};
 use whip_proto::v1 as pb;
 
@@ -22,43 +21,15 @@ struct ForgedCast {
     voter: String,
 }
 
-async fn raw_cast(
-    addr: &str,
-    (agent, token): (&str, &str),
-    forged: ForgedCast,
-) -> pb::VoteResponse {
-    let channel = whip_cell::network::endpoint_with(addr, &anonymous())
-        .connect()
-        .await
-        .expect("connect");
-    let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready().await.expect("ready");
-    let mut request = tonic::Request::new(forged);
-    let headers = request.metadata_mut();
-    let header = |v: &str| MetadataValue::try_from(v).unwrap();
-    headers.insert(whip_cell::identity::AGENT_HEADER, header(agent));
-    headers.insert(whip_cell::identity::TOKEN_HEADER, header(token));
-    let codec = tonic_prost::ProstCodec::<ForgedCast, pb::VoteResponse>::default();
-    let path = http::uri::PathAndQuery::from_static("/whip.v1.Cell/VoteCast");
-    grpc.unary(request, path, codec)
+async fn raw_cast(addr: &str, caller: (&str, &str), forged: ForgedCast) -> pb::VoteResponse {
+    let path = "/whip.v1.Cell/VoteCast";
+    crate::forged_call(addr, caller, path, forged)
         .await
         .expect("answered")
-        .into_inner()
 }
 
 async fn agent(dev: &whip_tests::DevCell, by: &CellClient, name: &str) -> (CellClient, String) {
-    let made = by
-        .agent_register(pb::AgentRegisterRequest {
-            agent: name.into(),
-            token: String::new(),
-            enroll: false,
-        })
-        .await
-        .unwrap();
-    let client = CellClient::connect_with(&[dev.member(1)], &anonymous())
-        .unwrap()
-        .with_identity(name, made.token.clone());
-    (client, made.token)
+    crate::registered(dev, by, name, false).await
 }
 
 fn cast(proposal: &str, choice: &str) -> pb::VoteCastRequest {
