@@ -486,8 +486,19 @@ fn effect_parts(k: &StmtKind) -> Option<(String, Option<String>, String)> {
             let detail = format!("via {}{word} {}{within}", m.channel.name, object(&m.body));
             (kind.into(), b(&m.binding), detail)
         }
+        StmtKind::Vote(v) => ("vote".into(), b(&v.binding), vote_detail(v)),
         _ => return None,
     })
+}
+
+/// How `--explain` shows a `vote`: `in TEAM { … } closes D`.
+fn vote_detail(v: &crate::syntax::ast::Vote) -> String {
+    format!(
+        "in {} {} closes {}",
+        expr(&v.team),
+        object(&v.body),
+        duration(v.closes.seconds)
+    )
 }
 
 /// A duration in its largest exact unit (`600` → `10m`).

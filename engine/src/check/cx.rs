@@ -39,6 +39,8 @@ pub(crate) enum EffectKind {
     Send,
     /// `send via … ask`.
     Ask,
+    /// `vote in TEAM { … } closes D`.
+    Vote,
 }
 
 impl EffectKind {

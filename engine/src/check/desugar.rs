@@ -62,6 +62,7 @@ fn set_binding(kind: &mut StmtKind, name: Ident) {
         StmtKind::Claim(_, _, b) | StmtKind::Finish(_, _, b) => b,
         StmtKind::Acquire(a) => &mut a.binding,
         StmtKind::Consume(c) => &mut c.binding,
+        StmtKind::Vote(v) => &mut v.binding,
         _ => return,
     };
     *slot = Some(name);

@@ -174,6 +174,7 @@ impl Cx<'_> {
             StmtKind::Claim(_, _, b) => (EffectKind::Claim, b, false, String::new()),
             StmtKind::Finish(_, _, b) => (EffectKind::Finish, b, false, String::new()),
             StmtKind::Send(x) => (send_kind(x), &x.binding, false, x.channel.name.clone()),
+            StmtKind::Vote(v) => (EffectKind::Vote, &v.binding, false, String::new()),
             _ => return None,
         };
         let name = binding.as_ref().map_or(String::new(), |b| b.name.clone());
@@ -244,6 +245,7 @@ impl Cx<'_> {
             }
             StmtKind::Finish(x, obj, _) => self.finish(x, obj.as_ref()),
             StmtKind::Send(x) => self.send(x, s.span),
+            StmtKind::Vote(v) => self.vote(v, s.span),
         }
     }
 

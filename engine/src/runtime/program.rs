@@ -153,5 +153,6 @@ pub(crate) fn is_effect(kind: &StmtKind) -> bool {
             | StmtKind::Claim(..)
             | StmtKind::Finish(..)
             | StmtKind::Send(..)
+            | StmtKind::Vote(..)
     )
 }

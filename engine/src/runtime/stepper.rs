@@ -30,7 +30,7 @@ pub(crate) fn matches(predicate: &str, effect: &Effect) -> bool {
         "fails" => effect.state == "failed",
         "times" | "times out" | "times_out" => effect.state == "timed_out",
         "cancelled" => effect.state == "cancelled",
-        "held" | "contended" | "ok" | "over" | "replied" => {
+        "held" | "contended" | "ok" | "over" | "replied" | "passed" | "failed" | "no_quorum" => {
             effect.state == "completed" && outcome == Some(predicate)
         }
         _ => false,
@@ -589,6 +589,43 @@ fn finish_args(
     json!({"claim": upstream, "binding": x.name, "summary": summary, "held": held})
 }
 
+/// A `consume` effect's counter, key, amount and period.
+fn consume_args(wf: &Wf, c: &crate::syntax::ast::Consume, scope: &Scope<'_>) -> Value {
+    let amount = scope.eval(&c.amount);
+    wf.counters.get(&c.counter.name).map_or(Value::Null, |r| {
+        json!({
+            "owner": r.owner, "name": c.counter.name,
+            "key": text(&scope.eval(&c.key)),
+            "amount": amount.as_i64().unwrap_or(0).max(0),
+            "cap": r.decl.cap.map_or(0, |v| v.value.max(0)),
+            "reset": r.decl.reset.as_ref().map_or("daily".into(), |v| v.name.clone()),
+            "timezone": r.decl.timezone.as_ref().map_or("UTC".into(), |z| z.0.clone()),
+        })
+    })
+}
+
+/// A `vote` effect's team and rules (defaults: plurality, quorum 1/2, majority,
+/// coordinators).
+fn vote_args(v: &crate::syntax::ast::Vote, scope: &Scope<'_>) -> Value {
+    let body = scope.object(&v.body);
+    let word = |field: &str, default: &str| {
+        body.get(field)
+            .filter(|v| !v.is_null())
+            .map_or(default.to_string(), text)
+    };
+    let list = |field: &str| -> Vec<String> {
+        body.get(field)
+            .and_then(Value::as_array)
+            .map_or(Vec::new(), |items| items.iter().map(text).collect())
+    };
+    json!({
+        "team": text(&scope.eval(&v.team)), "title": word("title", ""),
+        "options": list("options"), "method": word("method", "plurality"),
+        "quorum": word("quorum", "1/2"), "threshold": word("threshold", "majority"),
+        "electorate": list("electorate"), "duration_ms": v.closes.seconds * 1000,
+    })
+}
+
 /// A `send via` effect: its kind, binding and the message it sends.
 fn send_args<'s>(
     wf: &Wf,
@@ -676,20 +713,8 @@ fn request_effect(
             };
             (kind, binding, args)
         }
-        StmtKind::Consume(c) => {
-            let amount = scope.eval(&c.amount);
-            let args = wf.counters.get(&c.counter.name).map_or(Value::Null, |r| {
-                json!({
-                    "owner": r.owner, "name": c.counter.name,
-                    "key": text(&scope.eval(&c.key)),
-                    "amount": amount.as_i64().unwrap_or(0).max(0),
-                    "cap": r.decl.cap.map_or(0, |v| v.value.max(0)),
-                    "reset": r.decl.reset.as_ref().map_or("daily".into(), |v| v.name.clone()),
-                    "timezone": r.decl.timezone.as_ref().map_or("UTC".into(), |z| z.0.clone()),
-                })
-            });
-            ("consume", &c.binding, args)
-        }
+        StmtKind::Consume(c) => ("consume", &c.binding, consume_args(wf, c, &scope)),
+        StmtKind::Vote(v) => ("vote", &v.binding, vote_args(v, &scope)),
         StmtKind::Append(class, obj, ledger, b) => {
             let entry = scope.object(obj);
             let args = wf.ledgers.get(&ledger.name).map_or(Value::Null, |r| {

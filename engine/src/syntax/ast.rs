@@ -365,6 +365,23 @@ pub enum StmtKind {
     Finish(Ident, Option<ObjectLit>, Option<Ident>),
     /// `send via CHANNEL [ask|directive] { text … } [within D] [as x]`
     Send(Send),
+    /// `vote in TEAM { title … options […] … } closes D as v`
+    Vote(Vote),
+}
+
+/// `vote in TEAM { title "…" options ["a", "b"] [method "irv"] [quorum "1/2"]
+/// [threshold "2/3"] [electorate ["coordinator", "worker"]] } closes D as v`: open a
+/// proposal in the team and wait for its result (`passed`, `failed`, `no_quorum`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Vote {
+    /// The team (a string).
+    pub team: Expr,
+    /// The proposal's title, options and rules.
+    pub body: ObjectLit,
+    /// How long the proposal stays open.
+    pub closes: Duration,
+    /// `as v`
+    pub binding: Option<Ident>,
 }
 
 /// What a `send` asks of its recipient.

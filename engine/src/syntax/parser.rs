@@ -24,7 +24,7 @@ pub const ITEM_KEYWORDS: &[&str] = &[
 /// Words that start a rule-body statement.
 pub const STATEMENT_KEYWORDS: &[&str] = &[
     "record", "done", "complete", "fail", "timer", "invoke", "after", "then", "acquire", "release",
-    "renew", "consume", "append", "file", "claim", "finish", "send",
+    "renew", "consume", "append", "file", "claim", "finish", "send", "vote",
 ];
 
 struct Parser<'a> {
@@ -844,19 +844,7 @@ impl Parser<'_> {
                 };
                 StmtKind::Renew(x, until, self.opt_as()?)
             }
-            "consume" => {
-                let counter = self.ident("a counter name", help)?;
-                self.expect_kw("for", help)?;
-                let key = self.expr()?;
-                self.expect_kw("amount", help)?;
-                let amount = self.expr()?;
-                StmtKind::Consume(Consume {
-                    counter,
-                    key,
-                    amount,
-                    binding: self.opt_as()?,
-                })
-            }
+            "consume" => StmtKind::Consume(self.consume(help)?),
             "append" => {
                 let class = self.ident("an entry class", help)?;
                 let fields = self.object()?;
@@ -872,6 +860,7 @@ impl Parser<'_> {
             }
             "claim" => self.claim(help)?,
             "send" => StmtKind::Send(self.send()?),
+            "vote" => StmtKind::Vote(self.vote()?),
             _ => {
                 let x = self.ident("a claim binding", help)?;
                 let fields = if self.at(&Tok::LBrace) {
@@ -916,6 +905,35 @@ impl Parser<'_> {
             kind,
             body,
             within,
+            binding: self.opt_as()?,
+        })
+    }
+
+    fn consume(&mut self, help: &str) -> R<Consume> {
+        let counter = self.ident("a counter name", help)?;
+        self.expect_kw("for", help)?;
+        let key = self.expr()?;
+        self.expect_kw("amount", help)?;
+        let amount = self.expr()?;
+        Ok(Consume {
+            counter,
+            key,
+            amount,
+            binding: self.opt_as()?,
+        })
+    }
+
+    fn vote(&mut self) -> R<Vote> {
+        let help = statement_help("vote");
+        self.expect_kw("in", help)?;
+        let team = self.expr()?;
+        let body = self.object()?;
+        self.expect_kw("closes", help)?;
+        let closes = self.duration()?;
+        Ok(Vote {
+            team,
+            body,
+            closes,
             binding: self.opt_as()?,
         })
     }
@@ -985,6 +1003,7 @@ impl Parser<'_> {
             StmtKind::Claim(_, _, b) | StmtKind::Finish(_, _, b) => b,
             StmtKind::Acquire(a) => &a.binding,
             StmtKind::Consume(c) => &c.binding,
+            StmtKind::Vote(v) => &v.binding,
             _ => {
                 let msg = format!("`then` step `{}` is not an effect", name.name);
                 let help = "a `then` step runs an effect: timer, invoke, acquire, consume, \
@@ -1029,6 +1048,10 @@ fn statement_help(kw: &str) -> &'static str {
         "append" => "write `append Class { … } to ledger [as entry]`",
         "file" => "write `file issue into tracker { title \"…\" body \"…\" } [as issue]`",
         "claim" => "write `claim issue [ttl 10m] as claim`",
+        "vote" => {
+            "write `vote in \"team\" { title \"…\" options [\"a\", \"b\"] method \"irv\" } \
+             closes 10m as v`"
+        }
         "send" => {
             "write `send via channel { text \"…\" } as sent` or \
                    `send via channel ask { text \"…\" } within 10m as question`"
