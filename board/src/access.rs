@@ -217,7 +217,8 @@ pub const SIGNAL_LEDGER: &str = "signals";
 
 /// Whether the resource `owner`/`name` is a server resource.
 pub fn is_server_resource(owner: &str, name: &str) -> bool {
-    owner.starts_with(SERVER_OWNER_PREFIX) || (owner.starts_with("team/") && name == SIGNAL_LEDGER)
+    let team_server = name == SIGNAL_LEDGER || name == crate::vote::VOTE_LEDGER;
+    owner.starts_with(SERVER_OWNER_PREFIX) || (owner.starts_with("team/") && team_server)
 }
 
 fn server_resource(owner: &str, name: &str) -> Result<(), AccessRefusal> {
@@ -259,13 +260,15 @@ pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
             keys.try_for_each(|k| reserved(k))
         }
         // A member publishes a team signal as itself (membership is decided in apply,
-        // `crate::blackboard`); nobody signs another's name.
+        // `crate::blackboard`); nobody signs another's name, and only the server announces
+        // a vote's result (topic `vote`).
         Command::LedgerAppend {
             ledger: id,
             appended_by,
             ..
         } if id.name == SIGNAL_LEDGER
             && team_of_owner(&id.owner).is_some()
+            && id.key != crate::vote::VOTE_SIGNAL_TOPIC
             && caller.agent() == Some(appended_by.as_str()) =>
         {
             Ok(())
@@ -297,7 +300,8 @@ pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
             | Family::Coordination
             | Family::Board
             | Family::Work
-            | Family::Mail => Ok(()),
+            | Family::Mail
+            | Family::Vote => Ok(()),
         },
     }
 }

@@ -70,6 +70,13 @@ pub(crate) enum Item {
         /// The entry.
         id: String,
     },
+    /// A proposal's closing time (Tick counts it unless it closed already).
+    VoteClose {
+        /// The proposal's team.
+        team: String,
+        /// The fence of its opening.
+        fence: u64,
+    },
     /// A done task's retention ends (Tick deletes it).
     TaskDone {
         /// The task's team (its origin).
@@ -92,6 +99,7 @@ impl Item {
             Item::Idempotency { point, .. } => *point,
             Item::Election { group } => Some(crate::route::election_point(group)),
             Item::Work { root, .. } => Some(crate::route::work_point(root)),
+            Item::VoteClose { team, .. } => Some(crate::route::team_point(team)),
             // Cell-tier tasks belong to the cell; local ones move with their team.
             Item::TaskClaim { tier, .. } | Item::TaskDone { tier, .. } if *tier != Tier::Local => {
                 None
@@ -113,6 +121,7 @@ impl Item {
             Item::TaskSpill { .. } => 7,
             Item::TaskDone { .. } => 8,
             Item::Work { .. } => 9,
+            Item::VoteClose { .. } => 10,
         }
     }
 }
@@ -139,7 +148,7 @@ pub(crate) fn key(deadline_ms: u64, item: &Item) -> Vec<u8> {
             keys::push_u64(&mut out, *seq);
             out.push(*tier as u8);
         }
-        Item::TaskSpill { team, seq } => {
+        Item::TaskSpill { team, seq } | Item::VoteClose { team, fence: seq } => {
             keys::push_str(&mut out, team.as_bytes());
             keys::push_u64(&mut out, *seq);
         }

@@ -85,6 +85,12 @@ pub(crate) const WORK_GRANT: u8 = b'G';
 /// What raised an open alarm (`cause`, alarm sequence): the alarm clears when its cause
 /// goes away (a failed handoff later made, a reset channel carrying envelopes again).
 pub(crate) const ALARM_CAUSE: u8 = b'K';
+/// A team's voting state (its coordinators, open proposals): family, team.
+pub(crate) const VOTE_TEAM: u8 = b'R';
+/// Proposals: family, team, fence of the opening.
+pub(crate) const PROPOSAL: u8 = b'P';
+/// Ballots: family, team, fence of the proposal, sequence.
+pub(crate) const BALLOT: u8 = b'Q';
 
 /// Append `s` escaped but without its terminator (a prefix of every longer string's form).
 pub(crate) fn push_open(out: &mut Vec<u8>, s: &[u8]) {

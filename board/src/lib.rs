@@ -7,7 +7,9 @@
 //! halves of cross-cell handoff channels (outboxes, chain heads, alarms) and the one
 //! [`chain`] check of their envelopes (the receiving cell's apply and the fabric's envelope
 //! check share it), and range ownership, and the live work registry with its admission
-//! limits, quotas of the fabric ceiling and audit ledger ([`work`]).
+//! limits, quotas of the fabric ceiling and audit ledger ([`work`]), and the voting plane:
+//! team roles, proposals, append-only ballots with eligibility decided in apply, and the
+//! tally at the close ([`vote`], [`tally`]).
 //! [`apply`] is a pure function of the current bytes, a [`Stamp`] and a [`Request`];
 //! [`query`] reads.
 //!
@@ -18,7 +20,8 @@
 //! more than one live leader; a schedule fires each due time at most once, and never an
 //! older one after a later one; a counter never passes its cap within a period; a ledger
 //! partition has no gaps; a delivery of a task has exactly one claimant, and only the live
-//! claim's fence completes it; a mailbox has no gaps; fences only grow.
+//! claim's fence completes it; a mailbox has no gaps; a proposal closes once and only
+//! ballots of its electorate are appended; fences only grow.
 //!
 //! Must never: read a clock, draw randomness, spawn threads, touch files, sockets, Raft,
 //! sled, redb or tokio. Everything it knows comes in through the stamp and the command.
@@ -59,11 +62,13 @@ mod range;
 pub mod route;
 mod schedule;
 pub mod screen;
+pub mod tally;
 mod taskboard;
 mod team;
 pub mod txn;
 pub mod types;
 mod validate;
+pub mod vote;
 pub mod work;
 
 pub use chain::HandoffRefusal;
@@ -141,6 +146,26 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome
         }
         Family::Handoff => apply_handoff(txn, stamp.time_ms, command),
         Family::Mail => apply_mail(txn, stamp, &request.caller, command),
+        Family::Vote => apply_vote(txn, stamp, &request.caller, command),
+    }
+}
+
+/// Roles, proposals and ballots: the caller is the supervisor, opener or voter
+/// ([`vote`]).
+fn apply_vote(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    caller: &access::Caller,
+    command: &Command,
+) -> Outcome {
+    match command {
+        Command::TeamRole { team, member, role } => {
+            vote::set_role(txn, caller, team, (member, *role))
+        }
+        Command::VoteOpen { team, rules } => vote::open(txn, stamp, caller, team, rules),
+        Command::VoteCast { proposal, choice } => vote::cast(txn, stamp, caller, proposal, choice),
+        Command::VoteClose { proposal } => vote::close(txn, stamp, caller, proposal),
+        other => unreachable!("{other:?} is not a vote command"),
     }
 }
 
@@ -680,6 +705,7 @@ fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
                 taskboard::prune(txn, now_ms, (team, *seq, *tier))
             }
             Item::Work { id, .. } => work::expire(txn, now_ms, id),
+            Item::VoteClose { team, fence } => vote::close_due(txn, now_ms, team, *fence),
         };
         processed += removed.max(1);
     }
@@ -753,6 +779,9 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
         | Query::WorkQuota
         | Query::WorkLimits => work::answer(txn, now_ms, query),
         Query::Gauges => QueryResult::Gauges(gauges::read(txn, now_ms)),
+        Query::VoteProposal { .. } | Query::VoteBallots { .. } | Query::VoteList { .. } => {
+            vote::answer(txn, query, list_cap)
+        }
     }
 }
 
@@ -794,6 +823,11 @@ fn read_by(txn: &impl Txn, now_ms: u64, caller: &access::Caller, inner: &Query) 
         && let Err(refusal) = mail::guard_read(txn, now_ms, caller, address)
     {
         return QueryResult::Refused(query::ReadRefusal::Mail { refusal });
+    }
+    if let Some(team) = vote::read_team(inner)
+        && let Err(refusal) = vote::guard_read(txn, caller, &team)
+    {
+        return QueryResult::Refused(query::ReadRefusal::Board { refusal });
     }
     match query(txn, now_ms, inner) {
         QueryResult::KvRange(mut rows) => {

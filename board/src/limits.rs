@@ -75,6 +75,27 @@ pub const MAIL_PAYLOAD_BYTES_MAX: usize = 64 << 10;
 pub const MAIL_REF_BYTES_MAX: usize = 256;
 /// Senders one mailbox's authority may grant the right to direct it.
 pub const MAIL_GRANTS_MAX: usize = 64;
+/// Options of one proposal, at least.
+pub const VOTE_OPTIONS_MIN: usize = 2;
+/// Options of one proposal, at most.
+pub const VOTE_OPTIONS_MAX: usize = 64;
+/// Bytes of one option's name.
+pub const VOTE_OPTION_BYTES_MAX: usize = 256;
+/// Bytes of a proposal's title.
+pub const VOTE_TITLE_BYTES_MAX: usize = 1024;
+/// Ballots one proposal holds (every cast, superseded ones too); past it a cast is refused
+/// `ballots_full`. Also bounds the rows one close reads.
+pub const VOTE_BALLOTS_MAX: u32 = 4096;
+/// Ballots one voter casts on one proposal (`voter_ballots_full` past it).
+pub const VOTE_VOTER_BALLOTS_MAX: u32 = 32;
+/// Open proposals of one team (`proposals_full` past it).
+pub const VOTE_OPEN_PER_TEAM_MAX: u32 = 256;
+/// Longest time a proposal stays open (30 days).
+pub const VOTE_DURATION_MS_MAX: u64 = 30 * 24 * 3_600_000;
+/// Largest denominator of a quorum or threshold fraction.
+pub const VOTE_FRACTION_DEN_MAX: u64 = 1_000_000;
+/// How long a result stays in the team's `votes` ledger and signals (30 days).
+pub const VOTE_RESULT_RETAIN_MS: u64 = 30 * 24 * 3_600_000;
 /// Unacknowledged envelopes one handoff channel holds.
 pub const OUTBOX_PENDING_MAX: usize = 256;
 /// Alarms a cell keeps (the oldest go first).

@@ -219,6 +219,27 @@ pub enum Query {
     /// The figures an operator watches on this cell (a server's own read, for metrics and
     /// the dashboard): board, mailbox and lease depths, handoffs, alarms, the registry.
     Gauges,
+    /// One proposal with its rules and result ([`crate::vote`]).
+    VoteProposal {
+        /// The proposal's id.
+        proposal: String,
+    },
+    /// A proposal's ballots in sequence order.
+    VoteBallots {
+        /// The proposal's id.
+        proposal: String,
+        /// Only ballots with a greater sequence number.
+        after_seq: u64,
+        /// Most ballots returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
+    /// A team's proposals, oldest first.
+    VoteList {
+        /// The team.
+        team: String,
+        /// Most proposals returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
 }
 
 /// Why a client's read was refused.
@@ -313,6 +334,12 @@ pub enum QueryResult {
     Mail(Vec<crate::mail::MailView>),
     /// A cell's gauges.
     Gauges(crate::gauges::GaugesView),
+    /// One proposal, if it exists.
+    Proposal(Option<Box<crate::vote::ProposalView>>),
+    /// Ballots in sequence order.
+    Ballots(Vec<crate::vote::BallotView>),
+    /// Proposals, oldest first.
+    Proposals(Vec<crate::vote::ProposalView>),
 }
 
 /// One ring range owned by a cell.

@@ -288,6 +288,10 @@ fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
         keys::TEAM | keys::TASK | keys::READY | keys::CLAIM | keys::MAIL_HEAD | keys::MAIL => {
             keys::first_name(key).map(|team| route::team_point(&team))
         }
+        // A team's roles, proposals and ballots move with the team.
+        keys::VOTE_TEAM | keys::PROPOSAL | keys::BALLOT => {
+            keys::first_name(key).map(|team| route::team_point(&team))
+        }
         keys::WORK_ENTRY => crate::work::row_point(key),
         keys::MBOX_HEAD | keys::MBOX_MSG => crate::mail::row_point(key),
         keys::WORK_CELL | keys::WORK_LIMITS | keys::WORK_AUDIT | keys::WORK_GRANT => None,

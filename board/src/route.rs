@@ -88,6 +88,11 @@ pub fn resource_point(id: &ResourceId) -> u64 {
     }
 }
 
+/// The point of a proposal: its team's.
+pub fn proposal_point(proposal: &str) -> Result<u64, String> {
+    crate::vote::parse_id(proposal).map(|(team, _)| team_point(&team))
+}
+
 /// The point a command must run at: `Ok(None)` for commands every cell runs on its own
 /// (`Tick`, range management, `LeaseReleaseAll`, which a router sends to each cell);
 /// `Err` for a `KvTxn` whose keys route to different points.
@@ -127,6 +132,10 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
         | Command::MailAck { address, .. }
         | Command::MailGrant { address, .. }
         | Command::MailRelease { address, .. } => Some(address.point()),
+        Command::TeamRole { team, .. } | Command::VoteOpen { team, .. } => Some(team_point(team)),
+        Command::VoteCast { proposal, .. } | Command::VoteClose { proposal } => {
+            Some(proposal_point(proposal)?)
+        }
         // Cell-local: the router sends them to the cells they are for.
         Command::WorkLimitsSet { .. }
         | Command::WorkQuotaLend { .. }
@@ -189,6 +198,10 @@ pub fn query_point(query: &Query) -> Option<u64> {
         | Query::Mailbox { team, .. } => Some(team_point(team)),
         Query::By { query, .. } => query_point(query),
         Query::MailInbox { address, .. } => Some(address.point()),
+        Query::VoteProposal { proposal } | Query::VoteBallots { proposal, .. } => {
+            proposal_point(proposal).ok()
+        }
+        Query::VoteList { team, .. } => Some(team_point(team)),
         Query::WorkEntry { id }
         | Query::WorkList {
             parent: Some(id), ..

@@ -225,6 +225,7 @@ pub(crate) fn leave_all(txn: &mut impl Txn, agent: &str) -> Outcome {
             teams += 1;
         }
     }
+    crate::vote::forget(txn, agent);
     Outcome::TeamsLeft { teams }
 }
 
@@ -271,8 +272,10 @@ fn purge_marked(txn: &mut impl Txn, stamp: Stamp, team: &str, record: &mut Team)
     let budget = budget.saturating_sub(team_mail as usize);
     let (mail, mail_done) = (notices + team_mail, notices_done && team_mail_done);
     let (rows, rows_done) = crate::blackboard::purge(txn, stamp, team, budget);
-    let mail = mail + rows;
-    let done = tasks_done && mail_done && rows_done;
+    let budget = budget.saturating_sub(rows as usize);
+    let (votes, votes_done) = crate::vote::purge_team(txn, team, budget);
+    let mail = mail + rows + votes;
+    let done = tasks_done && mail_done && rows_done && votes_done;
     if done {
         txn.delete(&keys::named(TEAM, team));
     }

@@ -670,6 +670,34 @@ pub enum Command {
         /// Release it into the mailbox (`true`) or drop it.
         deliver: bool,
     },
+    /// The team's supervisor (the request's caller) gives a member a role ([`crate::vote`]).
+    TeamRole {
+        /// The team.
+        team: String,
+        /// The member.
+        member: String,
+        /// Its role from now on.
+        role: crate::vote::Role,
+    },
+    /// A coordinator of the team (the request's caller) opens a proposal.
+    VoteOpen {
+        /// The team.
+        team: String,
+        /// Its rules, frozen from now on.
+        rules: crate::vote::Rules,
+    },
+    /// The request's caller casts a ballot: option names, one, a set or a ranking.
+    VoteCast {
+        /// The proposal's id.
+        proposal: String,
+        /// The chosen options.
+        choice: Vec<String>,
+    },
+    /// The opener (the request's caller) closes its proposal before the closing time.
+    VoteClose {
+        /// The proposal's id.
+        proposal: String,
+    },
 }
 
 /// The business result of one command. Codes are stable and mirrored in proto.
@@ -1122,6 +1150,47 @@ pub enum Outcome {
         /// Released into the mailbox (`true`) or dropped.
         delivered: bool,
     },
+    /// A member's role was set.
+    RoleSet {
+        /// The team.
+        team: String,
+        /// The member.
+        member: String,
+        /// Its role now.
+        role: crate::vote::Role,
+    },
+    /// A proposal was opened.
+    VoteOpened {
+        /// Its id, `{team}#{fence}`.
+        proposal: String,
+        /// When it closes at the latest.
+        closes_at_ms: u64,
+        /// Voters in its electorate.
+        electorate: u32,
+    },
+    /// A ballot was appended.
+    BallotAccepted {
+        /// The proposal.
+        proposal: String,
+        /// The ballot's sequence in the proposal.
+        seq: u64,
+        /// This ballot closed the proposal (everyone voted).
+        closed: bool,
+    },
+    /// A proposal was closed and counted.
+    VoteClosed {
+        /// The proposal.
+        proposal: String,
+        /// How it ended.
+        outcome: crate::vote::VoteOutcome,
+        /// The winning option, when it passed.
+        winner: Option<String>,
+    },
+    /// A vote command was refused; nothing changed.
+    VoteRefused {
+        /// Why.
+        refusal: crate::vote::VoteRefusal,
+    },
 }
 
 /// One live holder of a lease.
@@ -1424,6 +1493,8 @@ pub(crate) enum Family {
     Work,
     /// Agent mail.
     Mail,
+    /// Roles, proposals and ballots.
+    Vote,
 }
 
 impl Command {
@@ -1485,6 +1556,10 @@ impl Command {
             | Command::MailAck { .. }
             | Command::MailGrant { .. }
             | Command::MailRelease { .. } => Family::Mail,
+            Command::TeamRole { .. }
+            | Command::VoteOpen { .. }
+            | Command::VoteCast { .. }
+            | Command::VoteClose { .. } => Family::Vote,
         }
     }
 }

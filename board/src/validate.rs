@@ -352,6 +352,7 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
         (Family::Handoff, _) => handoff(command, value_bytes_max),
         (Family::Work, _) => work(command),
         (Family::Mail, _) => crate::mail::check(command),
+        (Family::Vote, _) => crate::vote::check(command),
     }
 }
 

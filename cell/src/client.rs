@@ -339,6 +339,9 @@ impl CellClient {
         work_list(pb::WorkListRequest) -> pb::WorkListResponse;
         work_audit(pb::WorkAuditRequest) -> pb::WorkAuditResponse;
         mail_inbox(pb::MailInboxRequest) -> pb::MailInboxResponse;
+        vote_show(pb::VoteShowRequest) -> pb::VoteShowResponse;
+        vote_ballots(pb::VoteBallotsRequest) -> pb::VoteBallotsResponse;
+        vote_list(pb::VoteListRequest) -> pb::VoteListResponse;
     }
 
     writes! {
@@ -346,6 +349,10 @@ impl CellClient {
         mail_ack(pb::MailAckRequest) -> pb::MailResponse;
         mail_grant(pb::MailGrantRequest) -> pb::MailResponse;
         mail_release(pb::MailReleaseRequest) -> pb::MailResponse;
+        team_role(pb::TeamRoleRequest) -> pb::VoteResponse;
+        vote_open(pb::VoteOpenRequest) -> pb::VoteResponse;
+        vote_cast(pb::VoteCastRequest) -> pb::VoteResponse;
+        vote_close(pb::VoteCloseRequest) -> pb::VoteResponse;
         kv_put(pb::KvPutRequest) -> pb::KvWriteResponse;
         kv_delete(pb::KvDeleteRequest) -> pb::KvWriteResponse;
         lease_acquire(pb::LeaseAcquireRequest) -> pb::LeaseResponse;

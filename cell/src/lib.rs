@@ -37,6 +37,7 @@ pub mod status;
 pub mod storage;
 pub mod tls;
 pub mod types;
+pub mod vote_wire;
 
 pub use client::CellClient;
 pub use error::CellError;

@@ -487,6 +487,7 @@ fn effect_parts(k: &StmtKind) -> Option<(String, Option<String>, String)> {
             (kind.into(), b(&m.binding), detail)
         }
         StmtKind::Exec(x) => ("exec".into(), b(&x.binding), exec_detail(x)),
+        StmtKind::Vote(v) => ("vote".into(), b(&v.binding), vote_detail(v)),
         _ => return None,
     })
 }
@@ -504,6 +505,16 @@ fn exec_detail(x: &Exec) -> String {
         let _ = write!(d, " timeout {}", duration(t.seconds));
     }
     d
+}
+
+/// How `--explain` shows a `vote`: `in TEAM { … } closes D`.
+fn vote_detail(v: &crate::syntax::ast::Vote) -> String {
+    format!(
+        "in {} {} closes {}",
+        expr(&v.team),
+        object(&v.body),
+        duration(v.closes.seconds)
+    )
 }
 
 /// A duration in its largest exact unit (`600` → `10m`).

@@ -27,6 +27,8 @@ pub const JOIN_COMBINATIONS_MAX: usize = 100_000;
 pub const RUN_LEASE_MS: u64 = 30_000;
 /// How often a lease wait is retried on worker passes.
 pub const LEASE_WAIT_POLL_MS: u64 = 200;
+/// How often a `vote` effect looks at its open proposal (it wakes at the closing time too).
+pub const VOTE_POLL_MS: u64 = 2_000;
 /// Longest sleep of `whip run --wait` between passes.
 pub const WAIT_SLEEP_MS_MAX: u64 = 1_000;
 /// Ready issues of one tracker a step observes for `has ready issue` (the oldest first);

@@ -550,6 +550,53 @@ impl FabricClient for CellClient {
             _ => Err(FabricError::Invalid(format!("{}: {}", r.reason, r.message))),
         }
     }
+
+    async fn vote_open(
+        &self,
+        team: String,
+        rules: whip_board::vote::Rules,
+        key: String,
+    ) -> FabricResult<VoteAnswer> {
+        let request = vote_request(team, rules, key);
+        let r = CellClient::vote_open(self, request).await.map_err(error)?;
+        Ok(match r.outcome.as_str() {
+            "opened" => VoteAnswer::Opened {
+                proposal: r.proposal,
+                closes_at_ms: r.closes_at_ms,
+            },
+            _ => VoteAnswer::Refused {
+                reason: r.reason,
+                message: r.message,
+            },
+        })
+    }
+
+    async fn vote_show(
+        &self,
+        proposal: String,
+    ) -> FabricResult<Option<whip_board::vote::ProposalView>> {
+        let request = pb::VoteShowRequest { proposal };
+        let r = CellClient::vote_show(self, request).await.map_err(error)?;
+        r.proposal
+            .map(|p| whip_cell::vote_wire::proposal_view(p).map_err(FabricError::Unavailable))
+            .transpose()
+    }
+}
+
+/// The wire's names of a proposal's rules.
+fn vote_request(team: String, rules: whip_board::vote::Rules, key: String) -> pb::VoteOpenRequest {
+    pb::VoteOpenRequest {
+        team,
+        title: rules.title,
+        options: rules.options,
+        method: rules.method.code().into(),
+        electorate: rules.electorate.iter().map(|r| r.code().into()).collect(),
+        quorum: rules.quorum.to_string(),
+        threshold: rules.threshold.code(),
+        duration_ms: rules.duration_ms,
+        until_all_voted: rules.until_all_voted,
+        idempotency_key: key,
+    }
 }
 
 fn board_answer(r: pb::BoardResponse) -> FabricResult<BoardAnswer> {

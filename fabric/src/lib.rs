@@ -67,7 +67,7 @@ pub use whip_board::{
     Command, Outcome, Query, QueryResult, Reset, ResourceId, TRACKER_TEAM_PREFIX, TaskState,
     TaskView,
 };
-pub use whip_board::{mail, screen};
+pub use whip_board::{access, mail, screen, tally, vote};
 
 /// An operating failure talking to the fabric (business results are [`Outcome`]s).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -223,6 +223,25 @@ pub enum MailAnswer {
     /// Refused by the mailbox's cell.
     Refused {
         /// The refusal's stable code (`not_authorized`, `mailbox_full`, …).
+        reason: String,
+        /// Its text.
+        message: String,
+    },
+}
+
+/// How opening a proposal ended, as the engine sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VoteAnswer {
+    /// Open.
+    Opened {
+        /// Its id (`{team}#{fence}`).
+        proposal: String,
+        /// When it closes at the latest.
+        closes_at_ms: u64,
+    },
+    /// Refused by the team's cell.
+    Refused {
+        /// The refusal's stable code (`not_coordinator`, `unknown_team`, …).
         reason: String,
         /// Its text.
         message: String,
@@ -414,6 +433,18 @@ pub trait FabricClient: Send + Sync + 'static {
         through_seq: u64,
         idempotency_key: String,
     ) -> impl Future<Output = FabricResult<()>> + Send;
+    /// Open a proposal in `team` as the caller (a coordinator of the team).
+    fn vote_open(
+        &self,
+        team: String,
+        rules: whip_board::vote::Rules,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<VoteAnswer>> + Send;
+    /// The proposal `proposal`, with its result once closed; `None` when there is none.
+    fn vote_show(
+        &self,
+        proposal: String,
+    ) -> impl Future<Output = FabricResult<Option<whip_board::vote::ProposalView>>> + Send;
     /// Entries of one ledger (one partition or all) after `after_seq`.
     fn ledger_list(
         &self,

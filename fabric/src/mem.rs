@@ -5,6 +5,7 @@
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use whip_board::access::Caller;
 use whip_board::{BoardSettings, Command, MemTxn, Query, QueryResult, Request, Stamp};
 
 use crate::*;
@@ -29,6 +30,11 @@ impl MemFabric {
 
     /// Apply `command` as the operator (under idempotency key `key` unless empty).
     pub fn apply(&self, command: Command, key: String) -> FabricResult<Outcome> {
+        self.apply_as(Caller::Operator, command, key)
+    }
+
+    /// Apply `command` for `caller` (a test sets up what an agent would).
+    pub fn apply_as(&self, caller: Caller, command: Command, key: String) -> FabricResult<Outcome> {
         let mut state = self.state.lock().expect("mem fabric lock");
         let (txn, index, time) = &mut *state;
         *index += 1;
@@ -38,7 +44,7 @@ impl MemFabric {
             position: 0,
             time_ms: *time,
         };
-        let request = Request::new((!key.is_empty()).then_some(key), command);
+        let request = Request::by(caller, (!key.is_empty()).then_some(key), command);
         match whip_board::apply(txn, stamp, &request) {
             Outcome::Invalid { reason } => Err(FabricError::Invalid(reason)),
             outcome => Ok(outcome),
@@ -391,6 +397,40 @@ impl FabricClient for MemFabric {
         };
         match self.apply(ack, key)? {
             Outcome::MailAcked { .. } => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn vote_open(
+        &self,
+        team: String,
+        rules: whip_board::vote::Rules,
+        key: String,
+    ) -> FabricResult<VoteAnswer> {
+        let caller = Caller::Agent(MEM_CALLER.into());
+        match self.apply_as(caller, Command::VoteOpen { team, rules }, key)? {
+            Outcome::VoteOpened {
+                proposal,
+                closes_at_ms,
+                ..
+            } => Ok(VoteAnswer::Opened {
+                proposal,
+                closes_at_ms,
+            }),
+            Outcome::VoteRefused { refusal } => Ok(VoteAnswer::Refused {
+                reason: refusal.code().into(),
+                message: refusal.to_string(),
+            }),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn vote_show(
+        &self,
+        proposal: String,
+    ) -> FabricResult<Option<whip_board::vote::ProposalView>> {
+        match self.read(Query::VoteProposal { proposal }) {
+            QueryResult::Proposal(view) => Ok(view.map(|v| *v)),
             other => Err(unexpected(other)),
         }
     }

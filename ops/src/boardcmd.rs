@@ -43,6 +43,15 @@ pub(crate) enum TeamCommand {
         #[arg(long)]
         member: String,
     },
+    /// Give a member a role (supervisor only): coordinators vote on proposals, workers
+    /// only where a proposal's electorate names them.
+    Role {
+        team: String,
+        #[arg(long)]
+        member: String,
+        #[arg(long, value_enum)]
+        role: crate::votecmd::RoleArg,
+    },
     /// Dissolve the team (supervisor only): its board is garbage-collected.
     Dissolve { team: String },
 }
@@ -170,6 +179,9 @@ async fn team_on(global: &Global, c: &CellClient, cmd: TeamCommand) -> Result<Ex
                 idempotency_key: String::new(),
             };
             c.team_join(request).await?
+        }
+        TeamCommand::Role { team, member, role } => {
+            return crate::votecmd::role(global, c, team, (member, role)).await;
         }
         TeamCommand::Dissolve { team } => return dissolve(global, c, team).await,
     };

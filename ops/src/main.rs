@@ -27,6 +27,7 @@ mod run;
 mod security;
 mod signals;
 mod structures;
+mod votecmd;
 mod workcmd;
 
 use std::path::PathBuf;
@@ -81,13 +82,16 @@ enum Command {
     /// Credentials of this user's cluster CA: `whip credential issue --role node --out FILE`.
     #[command(subcommand)]
     Credential(CredentialCommand),
-    /// Teams: create (you supervise), join, dissolve.
+    /// Teams: create (you supervise), join, role, dissolve.
     #[command(subcommand)]
     Team(boardcmd::TeamCommand),
     /// Typed mail: send (inform, ask, reply, directive), inbox, drain, reply, grant,
     /// revoke, quarantine.
     #[command(subcommand)]
     Mail(mailcmd::MailCommand),
+    /// Collective decisions of a team: open, cast, close, show, list (coordinators vote).
+    #[command(subcommand)]
+    Vote(votecmd::VoteCommand),
     /// Task boards: post, claim, complete, fail, extend, list, dlq, redrive, stats, mailbox.
     #[command(subcommand)]
     Board(boardcmd::BoardCommand),
@@ -233,6 +237,7 @@ fn main() -> ExitCode {
                 agent::enroll_cmd(&global, &name).await
             }
             Command::Mail(cmd) => mailcmd::mail(&global, cmd).await,
+            Command::Vote(cmd) => votecmd::vote(&global, cmd).await,
             Command::Credential(CredentialCommand::Issue { role, out }) => {
                 security::issue(&global, &role, &out)
             }

@@ -17,6 +17,7 @@ pub mod incoming;
 mod mail;
 mod raft;
 mod streams;
+mod vote;
 mod work;
 
 use access::task_team;
@@ -1086,6 +1087,55 @@ impl cell_server::Cell for CellApi {
         req: GrpcRequest<pb::MailReleaseRequest>,
     ) -> GrpcResult<pb::MailResponse> {
         self.mail_release_rpc(req).await
+    }
+
+    async fn team_role(
+        &self,
+        req: GrpcRequest<pb::TeamRoleRequest>,
+    ) -> GrpcResult<pb::VoteResponse> {
+        self.team_role_rpc(req).await
+    }
+
+    async fn vote_open(
+        &self,
+        req: GrpcRequest<pb::VoteOpenRequest>,
+    ) -> GrpcResult<pb::VoteResponse> {
+        self.vote_open_rpc(req).await
+    }
+
+    async fn vote_cast(
+        &self,
+        req: GrpcRequest<pb::VoteCastRequest>,
+    ) -> GrpcResult<pb::VoteResponse> {
+        self.vote_cast_rpc(req).await
+    }
+
+    async fn vote_close(
+        &self,
+        req: GrpcRequest<pb::VoteCloseRequest>,
+    ) -> GrpcResult<pb::VoteResponse> {
+        self.vote_close_rpc(req).await
+    }
+
+    async fn vote_show(
+        &self,
+        req: GrpcRequest<pb::VoteShowRequest>,
+    ) -> GrpcResult<pb::VoteShowResponse> {
+        self.vote_show_rpc(req).await
+    }
+
+    async fn vote_ballots(
+        &self,
+        req: GrpcRequest<pb::VoteBallotsRequest>,
+    ) -> GrpcResult<pb::VoteBallotsResponse> {
+        self.vote_ballots_rpc(req).await
+    }
+
+    async fn vote_list(
+        &self,
+        req: GrpcRequest<pb::VoteListRequest>,
+    ) -> GrpcResult<pb::VoteListResponse> {
+        self.vote_list_rpc(req).await
     }
 
     async fn status(&self, req: GrpcRequest<pb::StatusRequest>) -> GrpcResult<pb::StatusResponse> {

@@ -22,7 +22,17 @@ const PREDICATES: &[&str] = &[
     "ok",
     "over",
     "replied",
+    "passed",
+    "failed",
+    "no_quorum",
 ];
+
+const PREDICATES_HELP: &str = "predicates are `succeeds`, `fails`, `completes`, `times out`, \
+    `cancelled`, for coordination `held`, `contended`, `ok`, `over`, and for a vote `passed`, \
+    `failed`, `no_quorum`";
+
+/// The methods a `vote` counts by.
+const VOTE_METHODS: &[&str] = &["plurality", "approval", "borda", "irv", "schulze"];
 
 impl Cx<'_> {
     pub(crate) fn after(&mut self, a: &After, span: Span) {
@@ -50,12 +60,7 @@ impl Cx<'_> {
                     "{} has unsupported `after` predicate `{pred}`",
                     self.subject
                 );
-                let help = suggest::help(
-                    pred,
-                    PREDICATES.iter().copied(),
-                    "predicates are `succeeds`, `fails`, `completes`, `times out`, `cancelled`, \
-                     and for coordination `held`, `contended`, `ok`, `over`",
-                );
+                let help = suggest::help(pred, PREDICATES.iter().copied(), PREDICATES_HELP);
                 self.err("after.unknown_predicate", a.predicate.span, msg, help);
             }
             Some(i) if !predicate_fits(self.effects[i].kind, pred) => {
@@ -119,6 +124,54 @@ impl Cx<'_> {
         match list.as_slice() {
             [one] => one.ty.clone(),
             _ => Ty::Any,
+        }
+    }
+
+    /// `vote in TEAM { … } closes D as v`: a bound team, a title, options, known methods.
+    pub(crate) fn vote(&mut self, v: &Vote, span: Span) {
+        self.requires_as("vote", &v.binding, span);
+        self.infer(&v.team, Implicit::None);
+        let mut seen = (false, false);
+        for (k, value) in &v.body.fields {
+            match k.name.as_str() {
+                "title" => seen.0 = true,
+                "options" => seen.1 = true,
+                "method" => self.vote_method(value),
+                "quorum" | "threshold" | "electorate" => {}
+                other => {
+                    let msg = format!("{} gives a vote unknown field `{other}`", self.subject);
+                    let help = "a vote has `title` and `options`, and optionally `method`, \
+                                `quorum`, `threshold` and `electorate`";
+                    self.err("vote.field", k.span, msg, help);
+                    continue;
+                }
+            }
+            self.infer(value, Implicit::None);
+        }
+        if !(seen.0 && seen.1) {
+            let msg = format!(
+                "{} opens a vote without a `title` and `options`",
+                self.subject
+            );
+            let help = "write `{ title \"…\" options [\"a\", \"b\"] }`";
+            self.err("vote.incomplete", v.body.span, msg, help);
+        }
+    }
+
+    fn vote_method(&mut self, value: &Expr) {
+        if let Some(method) = literal_of(value)
+            && !VOTE_METHODS.contains(&method.as_str())
+        {
+            let msg = format!(
+                "{} counts a vote by unknown method `{method}`",
+                self.subject
+            );
+            let help = suggest::help(
+                &method,
+                VOTE_METHODS.iter().copied(),
+                "the methods are plurality, approval, borda, irv and schulze",
+            );
+            self.err("vote.method", value.span, msg, help);
         }
     }
 
@@ -307,6 +360,13 @@ impl Cx<'_> {
                 .collect();
             let has = |p: &str| afters.iter().any(|a| a.predicate == p);
             match e.kind {
+                EffectKind::Vote if !e.name.is_empty() => {
+                    for outcome in ["passed", "failed", "no_quorum"] {
+                        if !has(outcome) {
+                            self.unhandled(&e.name, outcome, "vote", e.span);
+                        }
+                    }
+                }
                 EffectKind::Acquire => {
                     for a in afters.iter().filter(|a| a.predicate == "succeeds") {
                         let msg = format!(
@@ -388,10 +448,10 @@ impl Cx<'_> {
             self.subject
         );
         let help = format!("add `after {name} {outcome} {{ … }}`");
-        let code = if what == "lease" {
-            "lease.unhandled_outcome"
-        } else {
-            "counter.unhandled_outcome"
+        let code = match what {
+            "lease" => "lease.unhandled_outcome",
+            "vote" => "vote.unhandled_outcome",
+            _ => "counter.unhandled_outcome",
         };
         self.err(code, span, msg, help);
     }
@@ -564,7 +624,8 @@ fn predicate_fits(kind: EffectKind, pred: &str) -> bool {
         "held" | "contended" => kind == EffectKind::Acquire,
         "ok" | "over" => kind == EffectKind::Consume,
         "replied" => kind == EffectKind::Ask,
-        "succeeds" | "completes" => kind != EffectKind::Ask,
+        "passed" | "failed" | "no_quorum" => kind == EffectKind::Vote,
+        "succeeds" | "completes" => !matches!(kind, EffectKind::Ask | EffectKind::Vote),
         _ => true,
     }
 }
@@ -583,6 +644,7 @@ fn kind_word(kind: EffectKind) -> &'static str {
         EffectKind::Send => "send",
         EffectKind::Ask => "send … ask",
         EffectKind::Exec => "exec",
+        EffectKind::Vote => "vote",
     }
 }
 
@@ -591,6 +653,7 @@ fn fitting(kind: EffectKind) -> &'static str {
         EffectKind::Acquire => "observe `held` and `contended`",
         EffectKind::Consume => "observe `ok` and `over`",
         EffectKind::Ask => "observe `replied` and `times out` (or `fails`)",
+        EffectKind::Vote => "observe `passed`, `failed` and `no_quorum` (or `fails`)",
         _ => "observe `succeeds`, `fails`, `completes`, `times out` or `cancelled`",
     }
 }

@@ -41,6 +41,8 @@ pub(crate) enum EffectKind {
     Ask,
     /// `exec [...] as x` (`use std.script`).
     Exec,
+    /// `vote in TEAM { … } closes D`.
+    Vote,
 }
 
 impl EffectKind {

@@ -63,6 +63,7 @@ fn set_binding(kind: &mut StmtKind, name: Ident) {
         StmtKind::Acquire(a) => &mut a.binding,
         StmtKind::Consume(c) => &mut c.binding,
         StmtKind::Exec(x) => &mut x.binding,
+        StmtKind::Vote(v) => &mut v.binding,
         _ => return,
     };
     *slot = Some(name);

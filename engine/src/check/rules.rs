@@ -175,6 +175,7 @@ impl Cx<'_> {
             StmtKind::Finish(_, _, b) => (EffectKind::Finish, b, false, String::new()),
             StmtKind::Send(x) => (send_kind(x), &x.binding, false, x.channel.name.clone()),
             StmtKind::Exec(x) => (EffectKind::Exec, &x.binding, false, String::new()),
+            StmtKind::Vote(v) => (EffectKind::Vote, &v.binding, false, String::new()),
             _ => return None,
         };
         let name = binding.as_ref().map_or(String::new(), |b| b.name.clone());
@@ -246,6 +247,7 @@ impl Cx<'_> {
             StmtKind::Finish(x, obj, _) => self.finish(x, obj.as_ref()),
             StmtKind::Send(x) => self.send(x, s.span),
             StmtKind::Exec(x) => self.exec(x, s.span),
+            StmtKind::Vote(v) => self.vote(v, s.span),
         }
     }
 

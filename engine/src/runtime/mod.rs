@@ -29,6 +29,7 @@ mod stepper;
 pub mod trace;
 pub mod tracker;
 mod views;
+mod vote;
 pub mod worker;
 
 use std::collections::HashMap;

@@ -154,5 +154,6 @@ pub(crate) fn is_effect(kind: &StmtKind) -> bool {
             | StmtKind::Finish(..)
             | StmtKind::Send(..)
             | StmtKind::Exec(..)
+            | StmtKind::Vote(..)
     )
 }

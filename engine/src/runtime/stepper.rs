@@ -27,7 +27,7 @@ pub(crate) fn matches(predicate: &str, effect: &Effect) -> bool {
         "fails" => effect.state == "failed",
         "times" | "times out" | "times_out" => effect.state == "timed_out",
         "cancelled" => effect.state == "cancelled",
-        "held" | "contended" | "ok" | "over" | "replied" => {
+        "held" | "contended" | "ok" | "over" | "replied" | "passed" | "failed" | "no_quorum" => {
             effect.state == "completed" && outcome == Some(predicate)
         }
         _ => false,
@@ -666,6 +666,54 @@ fn finish_args(
     json!({"claim": upstream, "binding": x.name, "summary": summary, "held": held})
 }
 
+/// A `consume` effect's counter, key, amount and period.
+fn consume_args(wf: &Wf, c: &crate::syntax::ast::Consume, scope: &Scope<'_>) -> Value {
+    let amount = scope.eval(&c.amount);
+    wf.counters.get(&c.counter.name).map_or(Value::Null, |r| {
+        json!({
+            "owner": r.owner, "name": c.counter.name,
+            "key": text(&scope.eval(&c.key)),
+            "amount": amount.as_i64().unwrap_or(0).max(0),
+            "cap": r.decl.cap.map_or(0, |v| v.value.max(0)),
+            "reset": r.decl.reset.as_ref().map_or("daily".into(), |v| v.name.clone()),
+            "timezone": r.decl.timezone.as_ref().map_or("UTC".into(), |z| z.0.clone()),
+        })
+    })
+}
+
+/// An `invoke` effect's workflow and input.
+fn invoke_args(
+    w: &crate::syntax::ast::Ident,
+    obj: &crate::syntax::ast::ObjectLit,
+    scope: &Scope<'_>,
+) -> Value {
+    let input = scope.object(obj);
+    let input = input.get("input").cloned().unwrap_or(input);
+    json!({"workflow": w.name, "input": input})
+}
+
+/// A `vote` effect's team and rules (defaults: plurality, quorum 1/2, majority,
+/// coordinators).
+fn vote_args(v: &crate::syntax::ast::Vote, scope: &Scope<'_>) -> Value {
+    let body = scope.object(&v.body);
+    let word = |field: &str, default: &str| {
+        body.get(field)
+            .filter(|v| !v.is_null())
+            .map_or(default.to_string(), text)
+    };
+    let list = |field: &str| -> Vec<String> {
+        body.get(field)
+            .and_then(Value::as_array)
+            .map_or(Vec::new(), |items| items.iter().map(text).collect())
+    };
+    json!({
+        "team": text(&scope.eval(&v.team)), "title": word("title", ""),
+        "options": list("options"), "method": word("method", "plurality"),
+        "quorum": word("quorum", "1/2"), "threshold": word("threshold", "majority"),
+        "electorate": list("electorate"), "duration_ms": v.closes.seconds * 1000,
+    })
+}
+
 /// A `send via` effect: its kind, binding and the message it sends.
 fn send_args<'s>(
     wf: &Wf,
@@ -690,20 +738,6 @@ fn send_args<'s>(
         "within_ms": m.within.map_or(0, |d| d.seconds * 1000),
     });
     (kind, &m.binding, args)
-}
-
-fn consume_args(wf: &Wf, c: &crate::syntax::ast::Consume, scope: &Scope<'_>) -> Value {
-    let amount = scope.eval(&c.amount);
-    wf.counters.get(&c.counter.name).map_or(Value::Null, |r| {
-        json!({
-            "owner": r.owner, "name": c.counter.name,
-            "key": text(&scope.eval(&c.key)),
-            "amount": amount.as_i64().unwrap_or(0).max(0),
-            "cap": r.decl.cap.map_or(0, |v| v.value.max(0)),
-            "reset": r.decl.reset.as_ref().map_or("daily".into(), |v| v.name.clone()),
-            "timezone": r.decl.timezone.as_ref().map_or("UTC".into(), |z| z.0.clone()),
-        })
-    })
 }
 
 /// An `exec` effect's typed arguments: argv as text (empty when the value is not an array,
@@ -751,11 +785,7 @@ fn request_effect(
             not_before_ms = now + d.seconds * 1000;
             ("timer", b, json!({"seconds": d.seconds}))
         }
-        StmtKind::Invoke(w, obj, b) => {
-            let input = scope.object(obj);
-            let input = input.get("input").cloned().unwrap_or(input);
-            ("invoke", b, json!({"workflow": w.name, "input": input}))
-        }
+        StmtKind::Invoke(w, obj, b) => ("invoke", b, invoke_args(w, obj, &scope)),
         StmtKind::Acquire(a) => {
             let mut args = lease_of(wf, &a.lease.name);
             args["key"] = json!(text(&scope.eval(&a.key)));
@@ -794,6 +824,7 @@ fn request_effect(
             (kind, binding, args)
         }
         StmtKind::Consume(c) => ("consume", &c.binding, consume_args(wf, c, &scope)),
+        StmtKind::Vote(v) => ("vote", &v.binding, vote_args(v, &scope)),
         StmtKind::Append(class, obj, ledger, b) => {
             let entry = scope.object(obj);
             let args = wf.ledgers.get(&ledger.name).map_or(Value::Null, |r| {

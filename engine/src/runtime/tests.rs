@@ -650,3 +650,107 @@ async fn revise_with_cancel_queued_cancels_the_old_versions_queued_work() {
     let st = e.load(&other.id).await.unwrap().state;
     assert!(st.effects.values().all(|x| x.state == "cancelled"));
 }
+/// Team `council` on the in-memory fabric: `engine` (the fabric's caller) supervises and
+/// `ann` is a coordinator; both registered.
+fn council(fabric: &MemFabric) {
+    use whip_fabric::Command;
+    use whip_fabric::access::{Caller, agent_key};
+    let as_agent = |name: &str, command: Command| {
+        fabric
+            .apply_as(Caller::Agent(name.into()), command, String::new())
+            .unwrap()
+    };
+    for name in ["engine", "ann"] {
+        let put = Command::KvPut {
+            key: agent_key(name),
+            value: b"salt$hash".to_vec(),
+            expect_version: None,
+        };
+        fabric.apply_as(Caller::Server, put, String::new()).unwrap();
+    }
+    let create = Command::TeamCreate {
+        team: "council".into(),
+        caller: "engine".into(),
+        parent: None,
+        ancestors: Vec::new(),
+        settings: Default::default(),
+    };
+    as_agent("engine", create);
+    let join = Command::TeamJoin {
+        team: "council".into(),
+        caller: "engine".into(),
+        agent: "ann".into(),
+    };
+    as_agent("engine", join);
+    let role = Command::TeamRole {
+        team: "council".into(),
+        member: "ann".into(),
+        role: whip_fabric::vote::Role::Coordinator,
+    };
+    as_agent("engine", role);
+}
+
+/// A `vote` effect opens its proposal, waits while it is open, and completes with the
+/// result once a tick at the closing time counted it: `after v passed as r` fires.
+#[tokio::test]
+async fn a_vote_waits_for_its_result_and_passes() {
+    use whip_fabric::access::Caller;
+    let fabric = Arc::new(MemFabric::new());
+    council(&fabric);
+    let e = engine(&fabric);
+    let program = e.add_program(seed("vote_council"));
+    let first = e.run(&program, Value::Null, false).await.unwrap();
+    assert_eq!(first.status, "running", "the proposal is open");
+    let loaded = e.load(&first.id).await.unwrap();
+    let effect = loaded.state.effects.values().next().unwrap().clone();
+    let proposal = effect.output.as_ref().unwrap()["proposal"]
+        .as_str()
+        .expect("the effect keeps its proposal")
+        .to_string();
+    for voter in ["ann", "engine"] {
+        let cast = whip_fabric::Command::VoteCast {
+            proposal: proposal.clone(),
+            choice: vec!["ship".into()],
+        };
+        let voted = fabric.apply_as(Caller::Agent(voter.into()), cast, String::new());
+        assert!(matches!(
+            voted,
+            Ok(whip_fabric::Outcome::BallotAccepted { .. })
+        ));
+    }
+    // The closing time is 1 s away: tick until the proposal is counted, then drive.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let report = loop {
+        let tick = whip_fabric::Command::Tick;
+        fabric
+            .apply_as(Caller::Server, tick, String::new())
+            .unwrap();
+        let report = e.drive(&first.id, false).await.unwrap();
+        if report.status != "running" {
+            break report;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the vote never settled"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        (report.status.as_str(), note(&report)),
+        ("completed", json!("passed: ship"))
+    );
+}
+
+/// A caller that is not a coordinator of the team cannot open a proposal: the effect fails
+/// and `after v fails` takes over.
+#[tokio::test]
+async fn a_vote_the_caller_may_not_open_fails() {
+    let fabric = Arc::new(MemFabric::new());
+    let e = engine(&fabric);
+    let program = e.add_program(seed("vote_council"));
+    let report = e.run(&program, Value::Null, false).await.unwrap();
+    assert_eq!(
+        (report.status.as_str(), note(&report)),
+        ("completed", json!("the vote could not be held"))
+    );
+}

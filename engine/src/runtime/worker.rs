@@ -29,6 +29,11 @@ pub(crate) enum Ran {
         sent: String,
         until_ms: u64,
     },
+    /// A vote's proposal `proposal` is open: look again at `not_before_ms`.
+    Voting {
+        proposal: String,
+        not_before_ms: u64,
+    },
     /// Still running elsewhere (a child instance).
     Pending,
 }
@@ -319,6 +324,14 @@ impl<F: FabricClient> Engine<F> {
                         json!({"id": effect.id, "run": run, "pass": effect.pass + 1,
                             "not_before_ms": until_ms, "output": {"sent": sent}}),
                     ),
+                    Ran::Voting {
+                        proposal,
+                        not_before_ms,
+                    } => draft.emit(
+                        "effect.waiting",
+                        json!({"id": effect.id, "run": run, "pass": effect.pass + 1,
+                            "not_before_ms": not_before_ms, "output": {"proposal": proposal}}),
+                    ),
                     Ran::Pending => {}
                 }
             }
@@ -434,6 +447,26 @@ impl<F: FabricClient> Engine<F> {
         })
     }
 
+    /// A ledger append: `appended` with its sequence.
+    async fn execute_append(&self, a: &Value, ins: String, idem: String) -> Result<Ran> {
+        let request = AppendRequest {
+            ledger: resource(a, "partition"),
+            entry: a["entry"].to_string().into_bytes(),
+            appended_by: ins,
+            retain_ms: a["retain_ms"].as_u64().unwrap_or(86_400_000),
+        };
+        Ok(match self.fabric.ledger_append(request, idem).await? {
+            Outcome::LedgerAppended { seq } => Ran::Terminal {
+                state: "completed".into(),
+                output: json!({"outcome": "appended", "seq": seq}),
+            },
+            other => Ran::Terminal {
+                state: "failed".into(),
+                output: json!({"error": format!("unexpected ledger outcome {other:?}")}),
+            },
+        })
+    }
+
     /// Run one effect (claimed as run `run`) against the fabric or the compute plane.
     async fn execute(&self, header: &Header, e: &Effect, run: &str) -> Result<Ran> {
         let ins = header.id.clone();
@@ -484,20 +517,8 @@ impl<F: FabricClient> Engine<F> {
             }
             "consume" => self.execute_consume(a, idem).await?,
             "message.send" | "message.ask" => self.execute_mail(header, e, &idem).await?,
-            "append" => {
-                let request = AppendRequest {
-                    ledger: resource(a, "partition"),
-                    entry: a["entry"].to_string().into_bytes(),
-                    appended_by: ins,
-                    retain_ms: a["retain_ms"].as_u64().unwrap_or(86_400_000),
-                };
-                match self.fabric.ledger_append(request, idem).await? {
-                    Outcome::LedgerAppended { seq } => {
-                        ok(json!({"outcome": "appended", "seq": seq}))
-                    }
-                    other => failed(format!("unexpected ledger outcome {other:?}")),
-                }
-            }
+            "append" => self.execute_append(a, ins, idem).await?,
+            "vote" => self.execute_vote(e, &idem).await?,
             "invoke" => {
                 let child = child_id(&header.id, e);
                 let program = self.program(&header.program).await?;

@@ -367,6 +367,8 @@ pub enum StmtKind {
     Send(Send),
     /// `exec ARGV [cwd DIR] [env { NAME value … }] [timeout D] as x` (`use std.script`)
     Exec(Exec),
+    /// `vote in TEAM { title … options […] … } closes D as v`
+    Vote(Vote),
 }
 
 /// `exec ARGV [cwd DIR] [env { NAME value … }] [timeout D] as x`: a command run through the
@@ -382,6 +384,21 @@ pub struct Exec {
     /// Kill the run after this long.
     pub timeout: Option<Duration>,
     /// `as x`
+    pub binding: Option<Ident>,
+}
+
+/// `vote in TEAM { title "…" options ["a", "b"] [method "irv"] [quorum "1/2"]
+/// [threshold "2/3"] [electorate ["coordinator", "worker"]] } closes D as v`: open a
+/// proposal in the team and wait for its result (`passed`, `failed`, `no_quorum`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Vote {
+    /// The team (a string).
+    pub team: Expr,
+    /// The proposal's title, options and rules.
+    pub body: ObjectLit,
+    /// How long the proposal stays open.
+    pub closes: Duration,
+    /// `as v`
     pub binding: Option<Ident>,
 }
 

@@ -24,7 +24,7 @@ pub const ITEM_KEYWORDS: &[&str] = &[
 /// Words that start a rule-body statement.
 pub const STATEMENT_KEYWORDS: &[&str] = &[
     "record", "done", "complete", "fail", "timer", "invoke", "after", "then", "acquire", "release",
-    "renew", "consume", "append", "file", "claim", "finish", "send", "exec",
+    "renew", "consume", "append", "file", "claim", "finish", "send", "exec", "vote",
 ];
 
 struct Parser<'a> {
@@ -836,19 +836,7 @@ impl Parser<'_> {
             "acquire" => StmtKind::Acquire(self.acquire()?),
             "release" => StmtKind::Release(self.ident("a binding", help)?),
             "renew" => self.renew(help)?,
-            "consume" => {
-                let counter = self.ident("a counter name", help)?;
-                self.expect_kw("for", help)?;
-                let key = self.expr()?;
-                self.expect_kw("amount", help)?;
-                let amount = self.expr()?;
-                StmtKind::Consume(Consume {
-                    counter,
-                    key,
-                    amount,
-                    binding: self.opt_as()?,
-                })
-            }
+            "consume" => StmtKind::Consume(self.consume(help)?),
             "append" => {
                 let class = self.ident("an entry class", help)?;
                 let fields = self.object()?;
@@ -865,6 +853,7 @@ impl Parser<'_> {
             "claim" => self.claim(help)?,
             "send" => StmtKind::Send(self.send()?),
             "exec" => StmtKind::Exec(self.exec()?),
+            "vote" => StmtKind::Vote(self.vote()?),
             _ => {
                 let x = self.ident("a claim binding", help)?;
                 let fields = if self.at(&Tok::LBrace) {
@@ -961,6 +950,35 @@ impl Parser<'_> {
         })
     }
 
+    fn consume(&mut self, help: &str) -> R<Consume> {
+        let counter = self.ident("a counter name", help)?;
+        self.expect_kw("for", help)?;
+        let key = self.expr()?;
+        self.expect_kw("amount", help)?;
+        let amount = self.expr()?;
+        Ok(Consume {
+            counter,
+            key,
+            amount,
+            binding: self.opt_as()?,
+        })
+    }
+
+    fn vote(&mut self) -> R<Vote> {
+        let help = statement_help("vote");
+        self.expect_kw("in", help)?;
+        let team = self.expr()?;
+        let body = self.object()?;
+        self.expect_kw("closes", help)?;
+        let closes = self.duration()?;
+        Ok(Vote {
+            team,
+            body,
+            closes,
+            binding: self.opt_as()?,
+        })
+    }
+
     fn acquire(&mut self) -> R<Acquire> {
         let help = statement_help("acquire");
         let lease = self.ident("a lease name", help)?;
@@ -1027,6 +1045,7 @@ impl Parser<'_> {
             StmtKind::Acquire(a) => &a.binding,
             StmtKind::Consume(c) => &c.binding,
             StmtKind::Exec(x) => &x.binding,
+            StmtKind::Vote(v) => &v.binding,
             _ => {
                 let msg = format!("`then` step `{}` is not an effect", name.name);
                 let help = "a `then` step runs an effect: timer, invoke, acquire, consume, \
@@ -1075,6 +1094,10 @@ fn statement_help(kw: &str) -> &'static str {
         "exec" => {
             "write `exec [\"program\", \"arg\"] [cwd \"dir\"] [env { NAME \"value\" }] \
                    [timeout 10m] as run`"
+        }
+        "vote" => {
+            "write `vote in \"team\" { title \"…\" options [\"a\", \"b\"] method \"irv\" } \
+             closes 10m as v`"
         }
         "send" => {
             "write `send via channel { text \"…\" } as sent` or \

@@ -23,7 +23,7 @@ struct Args {
     /// Faults: partition, kill, pause, skew (comma-separated; `none` for none).
     #[arg(long, default_value = "partition,kill,pause,skew")]
     nemesis: String,
-    /// Workloads: cas, lease, counter, ledger, board, registry, mail.
+    /// Workloads: cas, lease, counter, ledger, board, registry, mail, vote.
     #[arg(long, default_value = "cas,lease,counter,ledger,board")]
     workload: String,
     /// Seed of the schedule (printed; replay with the same seed). Random when absent.

@@ -59,6 +59,7 @@ pub fn check_all(ops: &[Op], bounds: Bounds) -> (Vec<WorkloadResult>, Vec<Violat
             "board" => (invariants::check_board(&ops), 0),
             "registry" => (super::registry::check_registry(&ops), 0),
             "mail" => (super::mail::check_mail(&ops), 0),
+            "vote" => (super::vote::check_vote(&ops), 0),
             _ => (Vec::new(), 0),
         };
         result.violations = found.len() as u64;

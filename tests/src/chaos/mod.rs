@@ -19,6 +19,7 @@ pub mod nemesis;
 pub mod net;
 pub mod nodes;
 pub mod registry;
+pub mod vote;
 pub mod workload;
 
 use std::path::{Path, PathBuf};

@@ -35,6 +35,9 @@ pub enum Workload {
     Registry,
     /// Agent mail: numbered messages to a few mailboxes, drained by one reader each.
     Mail,
+    /// The voting plane: short proposals of one team, ballots from its electorate and
+    /// from agents who may not vote.
+    Vote,
 }
 
 impl Workload {
@@ -48,8 +51,10 @@ impl Workload {
             "board" => Ok(Workload::Board),
             "registry" => Ok(Workload::Registry),
             "mail" => Ok(Workload::Mail),
+            "vote" => Ok(Workload::Vote),
             other => Err(format!(
-                "unknown workload {other:?} (cas, lease, counter, ledger, board, registry, mail)"
+                "unknown workload {other:?} (cas, lease, counter, ledger, board, registry, mail, \
+                 vote)"
             )),
         }
     }
@@ -64,14 +69,15 @@ impl Workload {
             Workload::Board => "board",
             Workload::Registry => "registry",
             Workload::Mail => "mail",
+            Workload::Vote => "vote",
         }
     }
 
-    /// Workers to start for `concurrency` workers per workload: mail runs one fixed team
-    /// (see [`super::mail`]).
+    /// Workers to start for `concurrency` workers per workload: mail and vote run one
+    /// fixed team each (see [`super::mail`], [`super::vote`]).
     pub fn workers(self, concurrency: usize) -> usize {
         match self {
-            Workload::Mail => 1,
+            Workload::Mail | Workload::Vote => 1,
             _ => concurrency,
         }
     }
@@ -266,8 +272,10 @@ impl Worker {
 
 /// Run one worker of `workload` until the stop flag is set.
 pub async fn run_worker(workload: Workload, shared: Shared, seed: u64) -> Result<(), String> {
-    if workload == Workload::Mail {
-        return super::mail::run_team(shared, seed).await;
+    match workload {
+        Workload::Mail => return super::mail::run_team(shared, seed).await,
+        Workload::Vote => return super::vote::run_team(shared, seed).await,
+        _ => {}
     }
     let mut worker = Worker::new(shared, seed)?;
     while !worker.stopped() {
@@ -278,7 +286,7 @@ pub async fn run_worker(workload: Workload, shared: Shared, seed: u64) -> Result
             Workload::Ledger => ledger_round(&mut worker).await,
             Workload::Board => board_round(&mut worker).await,
             Workload::Registry => super::registry::registry_round(&mut worker).await,
-            Workload::Mail => unreachable!("the mail team runs on its own"),
+            Workload::Mail | Workload::Vote => unreachable!("a team workload runs on its own"),
         }
         let pause = worker.rng.random_range(0..20);
         tokio::time::sleep(Duration::from_millis(pause)).await;
@@ -612,6 +620,7 @@ pub async fn final_reads(
         super::registry::final_registry(recorder, process, &client).await;
     }
     super::mail::final_mail(recorder, process, &client, ops).await;
+    super::vote::final_votes(recorder, process, addrs, ops).await;
     let mut partitions: Vec<String> = ops
         .iter()
         .filter(|o| o.f == "append")

@@ -10,6 +10,7 @@ use whip_tests::whip_binary;
 
 mod mail;
 mod ux;
+mod vote;
 mod work;
 
 fn whip(dir: &Path, args: &[&str]) -> Output {

@@ -14,10 +14,28 @@ mod t95_handoff;
 mod t97_registry;
 mod t98_mail;
 mod t99_mail_drain;
+mod t99_vote;
 
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;
 use whip_proto::v1::OutcomeCode as Code;
+
+/// The token a fabric test gives agent `agent`.
+pub(crate) fn token(agent: &str) -> String {
+    format!("{agent}-secret-token-0123456789-abcdefghij")
+}
+
+/// A client of every node acting for `name`, registered by the operator.
+pub(crate) async fn agent(fabric: &whip_tests::fabric::Fabric, name: &str) -> CellClient {
+    let client = fabric.client_of_all();
+    let register = pb::AgentRegisterRequest {
+        agent: name.into(),
+        token: token(name),
+        enroll: false,
+    };
+    client.agent_register(register).await.expect("register");
+    client.with_identity(name, token(name))
+}
 
 /// Put `value` under `key` at `expect` (None = unconditional) through `client`.
 pub(crate) async fn put(

@@ -16,20 +16,7 @@ use whip_tests::fabric::Fabric;
 const SENDERS: usize = 5;
 const PER_SENDER: usize = 1_000;
 
-fn token(agent: &str) -> String {
-    format!("{agent}-secret-token-0123456789-abcdefghij")
-}
-
-async fn agent(fabric: &Fabric, name: &str) -> CellClient {
-    let client = fabric.client_of_all();
-    let register = pb::AgentRegisterRequest {
-        agent: name.into(),
-        token: token(name),
-        enroll: false,
-    };
-    client.agent_register(register).await.expect("register");
-    client.with_identity(name, token(name))
-}
+use crate::agent;
 
 /// Send `{sender}:{n}` to `to` until it is delivered: a retry after an error keeps the
 /// idempotency key (it applies once); a full mailbox (or the sender's share of it) refused

@@ -13,6 +13,7 @@ mod t50_resources;
 mod t60_registry;
 mod t70_mail;
 mod t80_executor;
+mod t80_vote;
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -82,6 +83,59 @@ pub(crate) fn ours(role: Principal) -> Transport {
 /// TLS that trusts our CA but presents no certificate.
 pub(crate) fn anonymous() -> Transport {
     whip_tests::ca_only_transport()
+}
+
+/// Register `name` (by the operator, or enrolled by `by`) and return its client (to member
+/// 1, without a certificate) and token.
+pub(crate) async fn registered(
+    dev: &DevCell,
+    by: &whip_cell::CellClient,
+    name: &str,
+    enroll: bool,
+) -> (whip_cell::CellClient, String) {
+    let made = by
+        .agent_register(pb::AgentRegisterRequest {
+            agent: name.into(),
+            token: String::new(),
+            enroll,
+        })
+        .await
+        .unwrap();
+    let client = whip_cell::CellClient::connect_with(&[dev.member(1)], &anonymous())
+        .unwrap()
+        .with_identity(name, made.token.clone());
+    (client, made.token)
+}
+
+/// Call `path` with `message` as `agent` (its token in the metadata, no certificate): a
+/// forger's request, which may carry fields the server's message does not have.
+pub(crate) async fn forged_call<Req, Resp>(
+    addr: &str,
+    (agent, token): (&str, &str),
+    path: &'static str,
+    message: Req,
+) -> Result<Resp, tonic::Status>
+where
+    Req: prost::Message + Send + Sync + 'static,
+    Resp: prost::Message + Default + Send + Sync + 'static,
+{
+    use tonic::metadata::MetadataValue;
+    let channel = whip_cell::network::endpoint_with(addr, &anonymous())
+        .connect()
+        .await
+        .expect("connect");
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.expect("ready");
+    let mut request = tonic::Request::new(message);
+    let headers = request.metadata_mut();
+    let header = |v: &str| MetadataValue::try_from(v).expect("ascii metadata");
+    headers.insert(whip_cell::identity::AGENT_HEADER, header(agent));
+    headers.insert(whip_cell::identity::TOKEN_HEADER, header(token));
+    let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
+    let path = http::uri::PathAndQuery::from_static(path);
+    grpc.unary(request, path, codec)
+        .await
+        .map(tonic::Response::into_inner)
 }
 
 /// Send `body` to `path` as one unary call over `transport`.

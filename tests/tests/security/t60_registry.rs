@@ -17,17 +17,7 @@ fn register(parent: &str) -> pb::WorkRegisterRequest {
 }
 
 async fn agent(dev: &whip_tests::DevCell, operator: &CellClient, name: &str) -> CellClient {
-    let made = operator
-        .agent_register(pb::AgentRegisterRequest {
-            agent: name.into(),
-            token: String::new(),
-            enroll: false,
-        })
-        .await
-        .unwrap();
-    CellClient::connect_with(&[dev.member(1)], &anonymous())
-        .unwrap()
-        .with_identity(name, made.token)
+    crate::registered(dev, operator, name, false).await.0
 }
 
 #[tokio::test]

@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use tonic::metadata::MetadataValue;
 use whip_cell::{CellClient, CellError};
 use whip_proto::v1 as pb;
 
@@ -32,30 +31,10 @@ struct ForgedSend {
 /// Send `forged` as `agent` (token `token`) with a raw gRPC client (no certificate).
 async fn raw_send(
     addr: &str,
-    (agent, token): (&str, &str),
+    caller: (&str, &str),
     forged: ForgedSend,
 ) -> Result<pb::MailSendResponse, tonic::Status> {
-    let channel = whip_cell::network::endpoint_with(addr, &anonymous())
-        .connect()
-        .await
-        .expect("connect");
-    let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready().await.expect("ready");
-    let mut request = tonic::Request::new(forged);
-    let headers = request.metadata_mut();
-    headers.insert(
-        whip_cell::identity::AGENT_HEADER,
-        MetadataValue::try_from(agent).unwrap(),
-    );
-    headers.insert(
-        whip_cell::identity::TOKEN_HEADER,
-        MetadataValue::try_from(token).unwrap(),
-    );
-    let codec = tonic_prost::ProstCodec::<ForgedSend, pb::MailSendResponse>::default();
-    let path = http::uri::PathAndQuery::from_static("/whip.v1.Cell/MailSend");
-    grpc.unary(request, path, codec)
-        .await
-        .map(tonic::Response::into_inner)
+    crate::forged_call(addr, caller, "/whip.v1.Cell/MailSend", forged).await
 }
 
 /// Register `name` (by the operator, or enrolled by `by`) and return its client and token.
@@ -65,18 +44,7 @@ async fn agent(
     name: &str,
     enroll: bool,
 ) -> (CellClient, String) {
-    let made = by
-        .agent_register(pb::AgentRegisterRequest {
-            agent: name.into(),
-            token: String::new(),
-            enroll,
-        })
-        .await
-        .unwrap();
-    let client = CellClient::connect_with(&[dev.member(1)], &anonymous())
-        .unwrap()
-        .with_identity(name, made.token.clone());
-    (client, made.token)
+    crate::registered(dev, by, name, enroll).await
 }
 
 fn send(to: &str, kind: pb::MailType, text: &str) -> pb::MailSendRequest {
