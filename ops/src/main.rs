@@ -11,6 +11,7 @@ mod agent;
 mod bench;
 mod boardcmd;
 mod cellcmd;
+mod config;
 mod connect;
 mod coord;
 mod fabriccmd;
@@ -27,7 +28,7 @@ mod workcmd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// whip fabric: shared state for agent teams that stays correct under crashes and partitions.
 #[derive(Parser, Debug)]
@@ -123,6 +124,15 @@ enum Command {
     Issue(issue::IssueCommand),
     /// Check WhippleScript programs.
     Check(CheckArgs),
+    /// The servers' settings: `whip config show [cell] [--config FILE] [--data DIR]`.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
+    /// Print a shell completion script: `whip completions bash|zsh|fish` (also elvish,
+    /// powershell). Bash: `source <(whip completions bash)`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Fault and linearizability harness (runs `whip-chaos` next to this binary; as root).
     #[command(disable_help_flag = true)]
     Chaos {
@@ -180,6 +190,9 @@ pub(crate) struct Global {
     pub(crate) json: bool,
     pub(crate) agent: Option<String>,
     pub(crate) insecure: bool,
+    /// Which layer (flag, environment, default) each argument of the command came from: the
+    /// servers' settings merge them with the config file (`config.rs`).
+    pub(crate) arg_sources: config::ArgSources,
 }
 
 fn main() -> ExitCode {
@@ -187,7 +200,8 @@ fn main() -> ExitCode {
     // user's alone, whatever the inherited umask.
     // SAFETY: umask only changes this process's file-creation mask.
     unsafe { libc::umask(0o077) };
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     init_tracing();
     let global = Global {
         cell: cli.cell,
@@ -195,9 +209,15 @@ fn main() -> ExitCode {
         json: cli.json,
         agent: cli.agent,
         insecure: cli.insecure,
+        arg_sources: config::arg_sources(&matches),
     };
-    if let Command::Check(args) = cli.command {
-        return check(&global, args);
+    match cli.command {
+        Command::Check(args) => return check(&global, args),
+        Command::Completions { shell } => return completions(shell),
+        Command::Config(cmd) => {
+            return config::run(&global, cmd).unwrap_or_else(|e| output::fail(&global, &e));
+        }
+        _ => {}
     }
     if let Command::Chaos { args } = cli.command {
         return chaos(&global, args);
@@ -241,7 +261,10 @@ fn main() -> ExitCode {
             Command::Engine(cmd) => run::run(&global, cmd).await,
             Command::Issue(cmd) => issue::run(&global, cmd).await,
             Command::Bench(args) => bench::run(&global, args).await,
-            Command::Check(_) | Command::Chaos { .. } => unreachable!("handled above"),
+            Command::Check(_)
+            | Command::Chaos { .. }
+            | Command::Completions { .. }
+            | Command::Config(_) => unreachable!("handled above"),
         }
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
@@ -260,6 +283,14 @@ fn check(global: &Global, args: CheckArgs) -> ExitCode {
     };
     let code = whip_engine::cli::check(&options, &mut std::io::stdout(), &mut std::io::stderr());
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// `whip completions SHELL`: the completion script on stdout.
+fn completions(shell: clap_complete::Shell) -> ExitCode {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "whip", &mut script);
+    output::line(String::from_utf8_lossy(&script).trim_end());
+    ExitCode::SUCCESS
 }
 
 /// Run the `whip-chaos` harness found next to this executable with `args` (and `--json`).
