@@ -2,7 +2,9 @@
 //!
 //! Owns the `whip` binary: argument parsing (clap), the embedded single-voter store under
 //! `.whipplescript/`, cell administration, the primitive commands, benchmarks and (through
-//! `whip-engine`) the WhippleScript commands. Exit codes: 0 ok, 1 failure, 2 usage.
+//! `whip-engine`) the WhippleScript commands, the servers' settings (flags > `WHIP_…`
+//! variables > `whip.toml` > defaults: [`config`]) and shell completions. Exit codes: 0 ok,
+//! 1 failure, 2 usage.
 //!
 //! Must never: implement coordination semantics (that is `whip-board`) or Raft (that is
 //! `whip-cell`); it only parses, connects and prints.
