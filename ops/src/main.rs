@@ -213,17 +213,20 @@ fn main() -> ExitCode {
         insecure: cli.insecure,
         arg_sources: config::arg_sources(&matches),
     };
+    // The commands that need no runtime and no client credentials.
     match cli.command {
-        Command::Check(args) => return check(&global, args),
-        Command::Completions { shell } => return completions(shell),
+        Command::Check(args) => check(&global, args),
+        Command::Chaos { args } => chaos(&global, args),
+        Command::Completions { shell } => completions(shell),
         Command::Config(cmd) => {
-            return config::run(&global, cmd).unwrap_or_else(|e| output::fail(&global, &e));
+            config::run(&global, cmd).unwrap_or_else(|e| output::fail(&global, &e))
         }
-        _ => {}
+        command => run_async(global, command),
     }
-    if let Command::Chaos { args } = cli.command {
-        return chaos(&global, args);
-    }
+}
+
+/// Run `command` on a tokio runtime with this process's client credentials.
+fn run_async(global: Global, command: Command) -> ExitCode {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build();
@@ -234,7 +237,7 @@ fn main() -> ExitCode {
     security::install_client_default(&global);
     let result = runtime.block_on(async {
         signals::watch();
-        match cli.command {
+        match command {
             Command::Cell(cmd) => cellcmd::run(&global, cmd).await,
             Command::Node(cmd) => fabriccmd::node(&global, cmd).await,
             Command::Fabric(cmd) => fabriccmd::fabric(&global, cmd).await,
@@ -266,7 +269,7 @@ fn main() -> ExitCode {
             Command::Check(_)
             | Command::Chaos { .. }
             | Command::Completions { .. }
-            | Command::Config(_) => unreachable!("handled above"),
+            | Command::Config(_) => unreachable!("handled in main"),
         }
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
