@@ -33,6 +33,15 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> T {
     }
 }
 
+/// Decode bytes that came from outside this cell's own writes (another cell's export): `None`
+/// where [`decode`] would panic.
+pub(crate) fn try_decode<T: DeserializeOwned>(bytes: &[u8]) -> Option<T> {
+    match bytes.split_first() {
+        Some((&VERSION, body)) => postcard::from_bytes(body).ok(),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

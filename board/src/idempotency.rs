@@ -20,6 +20,12 @@ struct Record {
     point: Option<u64>,
 }
 
+/// Whether `value` is a record: an imported row's value must be one before
+/// [`point_of`] reads it.
+pub(crate) fn decodes(value: &[u8]) -> bool {
+    crate::codec::try_decode::<Record>(value).is_some()
+}
+
 /// The routing point of a stored record (`None` for commands no range owns).
 pub(crate) fn point_of(value: &[u8]) -> Option<u64> {
     decode::<Record>(value).point

@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::codec::{decode, encode};
+use crate::codec::{decode, encode, try_decode};
 use crate::deadline::Item;
 use crate::keys::{self, FABRIC_MODE, FENCE_OFFSET, RANGE};
 use crate::limits::{
@@ -339,10 +339,24 @@ pub(crate) fn export(
     (rows, if exhausted { None } else { last_key })
 }
 
-/// Write rows exported by another cell. Rows of the cell's own families are refused.
+/// Whether a row another cell exported can be read here: a known family, and a value that
+/// decodes wherever its point or its arrival reads it. A certified peer sends these rows, but
+/// a bad one must be refused: a panic in apply would stop every replica at this entry.
+fn importable(key: &[u8], value: &[u8]) -> bool {
+    match key.first().copied() {
+        Some(keys::DEADLINE) => try_decode::<Item>(value).is_some(),
+        Some(keys::IDEMPOTENCY) => crate::idempotency::decodes(value),
+        Some(keys::WORK_ENTRY) => try_decode::<crate::work::WorkEntryView>(value).is_some(),
+        Some(family) => keys::FAMILIES.contains(&family),
+        None => false,
+    }
+}
+
+/// Write rows exported by another cell. Rows of the cell's own families, of no family, or
+/// whose values do not decode are refused.
 pub(crate) fn import(txn: &mut impl Txn, rows: &[(Vec<u8>, Vec<u8>)]) -> Outcome {
     for (key, value) in rows {
-        if row_point(key, value).is_none() {
+        if !importable(key, value) || row_point(key, value).is_none() {
             return invalid(format!(
                 "row of family {:?} cannot be imported",
                 key.first()
@@ -574,5 +588,42 @@ mod tests {
             import(&mut target, &cell_rows),
             Outcome::Invalid { .. }
         ));
+    }
+
+    /// Regression (fuzz target `board_apply`, fuzz/regressions/board_apply/): an import of a
+    /// row of no known family panicked in `row_point` ("stored row of unknown family 0xd"),
+    /// and one whose value does not decode panicked where its point is read; a committed
+    /// entry like that would stop every replica. Both are refused, and nothing is written.
+    #[test]
+    fn import_refuses_rows_of_no_family_and_undecodable_values() {
+        let bad = [
+            vec![(vec![0x0d, 1, 2], b"x".to_vec())],
+            vec![(vec![keys::DEADLINE, 1], vec![9, 9, 9])],
+            vec![(vec![keys::IDEMPOTENCY, b'k'], Vec::new())],
+            vec![(vec![keys::WORK_ENTRY, b'r', 0, 1], vec![1])],
+            vec![(Vec::new(), b"x".to_vec())],
+        ];
+        for rows in bad {
+            let mut txn = MemTxn::default();
+            let outcome = run(
+                &mut txn,
+                1,
+                1_000,
+                Command::RangeImport { rows: rows.clone() },
+            );
+            assert!(
+                matches!(outcome, Outcome::Invalid { .. }),
+                "{rows:?}: {outcome:?}"
+            );
+            assert!(txn.map.is_empty(), "{rows:?} wrote rows");
+        }
+        for family in 0..=u8::MAX {
+            let known = keys::FAMILIES.contains(&family);
+            let distinct = keys::FAMILIES.iter().filter(|f| **f == family).count();
+            assert!(distinct <= 1, "family {family:#x} listed twice");
+            if !known {
+                assert!(!importable(&[family, 1], b"x"), "family {family:#x}");
+            }
+        }
     }
 }

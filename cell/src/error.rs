@@ -44,6 +44,20 @@ pub enum CellError {
 }
 
 impl CellError {
+    /// A board outcome as a submit answers it: a request the board refused as such (invalid,
+    /// forbidden, for another range's epoch) is an error, every other outcome an answer.
+    pub fn answer(outcome: whip_board::Outcome) -> Result<whip_board::Outcome, CellError> {
+        use whip_board::Outcome;
+        match outcome {
+            Outcome::Invalid { reason } => Err(CellError::InvalidArgument(reason)),
+            Outcome::Forbidden { refusal } => Err(CellError::PermissionDenied(refusal.to_string())),
+            Outcome::WrongRange { epoch } => Err(CellError::WrongRange { epoch }),
+            outcome => Ok(outcome),
+        }
+    }
+}
+
+impl CellError {
     /// The typed detail a status carries for this error, if it has one.
     fn detail(&self) -> Option<pb::ErrorDetail> {
         let kind = match self {

@@ -232,12 +232,7 @@ impl Cell {
             .map_err(|_| stopped())?;
         let answer = rx.await.map_err(|_| stopped())?;
         self.inner.stages.record(Stage::Replied, accepted.elapsed());
-        match answer? {
-            Outcome::Invalid { reason } => Err(CellError::InvalidArgument(reason)),
-            Outcome::Forbidden { refusal } => Err(CellError::PermissionDenied(refusal.to_string())),
-            Outcome::WrongRange { epoch } => Err(CellError::WrongRange { epoch }),
-            outcome => Ok(outcome),
-        }
+        CellError::answer(answer?)
     }
 
     /// A linearizable read: the leader confirms its leadership with a quorum (read index)

@@ -1,6 +1,6 @@
 //! `whip check FILE… [--root W] [--json] [--explain]`, as a function the `whip` binary calls.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::diag::{Diag, Severity, SourceMap, Span};
@@ -219,7 +219,7 @@ fn read_source(
         diags.push(Diag::error("source.unreadable", span, msg).help(help));
         None
     };
-    let bytes = match std::fs::read(path) {
+    let bytes = match read_bounded(path, at.is_some()) {
         Ok(b) => b,
         Err(e) => {
             let msg = format!("cannot read `{display}`: {e}");
@@ -233,8 +233,7 @@ fn read_source(
     };
     if bytes.len() > limits::SOURCE_BYTES_MAX {
         let msg = format!(
-            "`{display}` is {} bytes, more than the {} bytes a program may have",
-            bytes.len(),
+            "`{display}` has more than the {} bytes a program may have",
             limits::SOURCE_BYTES_MAX
         );
         return fail(sources, diags, msg, "split the program with `include`");
@@ -255,6 +254,23 @@ fn read_source(
             None
         }
     }
+}
+
+/// Reads at most one byte more than a program may have, so a huge or endless file (a pipe,
+/// `/dev/zero`) costs no more than that. An include must name a regular file: opening a FIFO
+/// would block, and a device never ends.
+fn read_bounded(path: &Path, regular_only: bool) -> std::io::Result<Vec<u8>> {
+    if regular_only && !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let mut bytes = Vec::new();
+    let file = std::fs::File::open(path)?;
+    file.take(limits::SOURCE_BYTES_MAX as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Loads `include`d files (relative to their includer), transitively and once each.

@@ -123,3 +123,28 @@ fn includes_bring_declarations() {
     assert!(err.contains("field `Done.note` expects `string`"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Regression: `include "/dev/zero"` read forever (fs::read of an endless device) and an
+/// include of a FIFO blocked in open. Both are refused as unreadable, at once.
+#[test]
+fn includes_of_devices_and_fifos_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe.whip");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo");
+    for target in ["/dev/zero", fifo.to_str().unwrap()] {
+        let main = dir.path().join("main.whip");
+        std::fs::write(&main, format!("include \"{target}\"\n\nworkflow W\n")).unwrap();
+        let started = std::time::Instant::now();
+        let (code, _, err) = run(&[main.to_str().unwrap()], None, false, false);
+        assert_eq!(code, 1, "{target}");
+        assert!(err.contains("not a regular file"), "{target}: {err}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{target}"
+        );
+    }
+}

@@ -13,36 +13,15 @@ use whip_cell::{Cell, CellClient, CellConfig, StorageKind};
 use whip_proto::v1 as pb;
 
 use crate::Global;
+use crate::config::ServeCommon;
 use crate::connect::cell_addrs;
 use crate::output;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum CellCommand {
-    /// Run one cell member until interrupted.
-    Serve {
-        /// Member id (unique in the cell, > 0).
-        #[arg(long)]
-        id: u64,
-        /// Address to listen on (`host:port`).
-        #[arg(long)]
-        listen: SocketAddr,
-        /// Address peers and clients use (default: --listen).
-        #[arg(long)]
-        advertise: Option<String>,
-        /// Data directory.
-        #[arg(long)]
-        data: PathBuf,
-        /// Storage engine: redb (default) or sled.
-        #[arg(long, default_value = "redb")]
-        storage: StorageKind,
-        /// Test-only: add this offset (ms, may be negative) to this member's clock.
-        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
-        clock_offset_ms: i64,
-        #[command(flatten)]
-        screen: crate::mailcmd::MailScreenArgs,
-        #[command(flatten)]
-        http: crate::observe::HttpArgs,
-    },
+    /// Run one cell member until interrupted. Settings come from flags, then `WHIP_…`
+    /// variables, then the config file, then defaults.
+    Serve(ServeCommon),
     /// Make a new cell of the given voters (sent to the first one, or to --cell).
     Init {
         /// A voter as ID=ADDR; repeat for each.
@@ -81,23 +60,18 @@ pub(crate) enum CellCommand {
 
 pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
     match cmd {
-        CellCommand::Serve {
-            id,
-            listen,
-            advertise,
-            data,
-            storage,
-            clock_offset_ms,
-            screen,
-            http,
-        } => {
-            screen.install()?;
-            let transport = crate::security::server_transport(global, &data)?;
-            let mut config =
-                CellConfig::new(id, advertise.unwrap_or_else(|| listen.to_string()), data);
+        CellCommand::Serve(args) => {
+            let (global, settings) = crate::config::for_serve(global, args)?;
+            let (id, listen, data) = settings.required()?;
+            settings.install_screen()?;
+            let transport = crate::security::server_transport(&global, &data)?;
+            let mut config = CellConfig::new(id, settings.advertised(listen), data);
             config.transport = transport;
-            config.storage = storage;
-            config.clock_offset_ms = clock_offset_ms;
+            config.storage = settings.storage;
+            config.clock_offset_ms = settings.clock_offset_ms;
+            let http = crate::observe::HttpArgs {
+                http: settings.http,
+            };
             serve(config, listen, http).await
         }
         CellCommand::Init { members } => init(global, members).await,

@@ -1,56 +1,55 @@
 //! `whip node serve` and `whip fabric init|status|move|split`.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Subcommand;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use whip_cell::StorageKind;
+use whip_fabric::limits as fabric_limits;
 use whip_fabric::{Node, NodeConfig};
 use whip_proto::v1 as pb;
 use whip_proto::v1::node_client::NodeClient;
 
 use crate::Global;
+use crate::config::{Serve, ServeCommon};
 use crate::connect::cell_addrs;
 use crate::output;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum NodeCommand {
-    /// Run a node hosting any number of cells on one port, until interrupted.
-    Serve {
-        /// Node id (unique in the fabric, > 0).
-        #[arg(long)]
-        id: u64,
-        /// Address to listen on (`host:port`).
-        #[arg(long)]
-        listen: SocketAddr,
-        /// Address other nodes and clients use (default: --listen).
-        #[arg(long)]
-        advertise: Option<String>,
-        /// Data directory (one sub-directory per hosted cell).
-        #[arg(long)]
-        data: PathBuf,
-        /// Storage engine of every hosted cell: redb (default) or sled.
-        #[arg(long, default_value = "redb")]
-        storage: StorageKind,
-        /// Raft heartbeat of hosted cells, in ms (idle cells cost one message per
-        /// follower per heartbeat).
-        #[arg(long)]
-        heartbeat_ms: Option<u64>,
-        /// Lower bound of the election timeout of hosted cells, in ms.
-        #[arg(long)]
-        election_timeout_ms: Option<u64>,
-        /// Test-only: add this offset (ms, may be negative) to every hosted cell's clock.
-        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
-        clock_offset_ms: i64,
-        #[command(flatten)]
-        screen: crate::mailcmd::MailScreenArgs,
-        #[command(flatten)]
-        http: crate::observe::HttpArgs,
-    },
+    /// Run a node hosting any number of cells on one port, until interrupted. Settings come
+    /// from flags, then `WHIP_…` variables, then the config file, then defaults.
+    Serve(NodeServe),
+}
+
+/// The settings of `whip node serve`. Each field is one setting: its flag, its environment
+/// variable and (the flag's name) its key in the config file (see `config.rs`).
+#[derive(clap::Args, Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default)]
+pub(crate) struct NodeServe {
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub(crate) common: ServeCommon,
+    /// Raft heartbeat of hosted cells, in ms (idle cells cost one message per follower per
+    /// heartbeat).
+    #[arg(long, env = "WHIP_HEARTBEAT_MS", default_value_t = fabric_limits::NODE_HEARTBEAT_MS)]
+    pub(crate) heartbeat_ms: u64,
+    /// Lower bound of the election timeout of hosted cells, in ms.
+    #[arg(long, env = "WHIP_ELECTION_TIMEOUT_MS",
+        default_value_t = fabric_limits::NODE_ELECTION_TIMEOUT_MIN_MS)]
+    pub(crate) election_timeout_ms: u64,
+}
+
+impl Serve for NodeServe {
+    fn common(&self) -> &ServeCommon {
+        &self.common
+    }
+
+    fn common_mut(&mut self) -> &mut ServeCommon {
+        &mut self.common
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -106,31 +105,20 @@ pub(crate) enum ChannelCommand {
 }
 
 pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> {
-    let NodeCommand::Serve {
-        id,
-        listen,
-        advertise,
-        data,
-        storage,
-        heartbeat_ms,
-        election_timeout_ms,
-        clock_offset_ms,
-        screen,
-        http,
-    } = cmd;
-    screen.install()?;
-    let transport = crate::security::server_transport(global, &data)?;
+    let NodeCommand::Serve(args) = cmd;
+    let (global, settings) = crate::config::for_serve(global, args)?;
+    let common = &settings.common;
+    let (id, listen, data) = common.required()?;
+    common.install_screen()?;
+    let transport = crate::security::server_transport(&global, &data)?;
+    let http = crate::observe::HttpArgs { http: common.http };
     transport.server_config(&listen)?;
-    let mut config = NodeConfig::new(id, advertise.unwrap_or_else(|| listen.to_string()), data);
+    let mut config = NodeConfig::new(id, common.advertised(listen), data);
     config.transport = transport;
-    config.storage = storage;
-    config.clock_offset_ms = clock_offset_ms;
-    if let Some(ms) = heartbeat_ms {
-        config.heartbeat_ms = ms;
-    }
-    if let Some(ms) = election_timeout_ms {
-        config.election_timeout_min_ms = ms;
-    }
+    config.storage = common.storage;
+    config.clock_offset_ms = common.clock_offset_ms;
+    config.heartbeat_ms = settings.heartbeat_ms;
+    config.election_timeout_min_ms = settings.election_timeout_ms;
     if config.election_timeout_min_ms <= config.heartbeat_ms {
         bail!("the election timeout must be longer than the heartbeat");
     }

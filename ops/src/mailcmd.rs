@@ -37,32 +37,6 @@ impl SendType {
     }
 }
 
-/// A server's external mail validator (`whip cell serve`, `whip node serve`).
-#[derive(clap::Args, Debug)]
-pub(crate) struct MailScreenArgs {
-    /// POST every message delivered through this server to an external validator
-    /// (`http://HOST:PORT/PATH`, answering `{"verdict": "clean|flagged|quarantined",
-    /// "findings": […]}`); the stricter of its verdict and the built-in rule set's wins.
-    #[arg(long)]
-    mail_screen_url: Option<String>,
-    /// How long the validator may take; past it the built-in verdict stands, marked
-    /// `external_unavailable`.
-    #[arg(long, default_value_t = whip_cell::limits::SCREEN_HOOK_TIMEOUT_MS_DEFAULT)]
-    mail_screen_timeout_ms: u64,
-}
-
-impl MailScreenArgs {
-    /// Install the validator for this process's servers, when one is named.
-    pub(crate) fn install(&self) -> Result<()> {
-        let Some(url) = &self.mail_screen_url else {
-            return Ok(());
-        };
-        whip_cell::screen_hook::ScreenHook::parse(url, self.mail_screen_timeout_ms)
-            .and_then(whip_cell::screen_hook::ScreenHook::install)
-            .map_err(anyhow::Error::msg)
-    }
-}
-
 #[derive(Subcommand, Debug)]
 pub(crate) enum MailCommand {
     /// Send a message to TO: an agent, `team:NAME` or `entry:ID`.

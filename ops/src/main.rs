@@ -2,7 +2,9 @@
 //!
 //! Owns the `whip` binary: argument parsing (clap), the embedded single-voter store under
 //! `.whipplescript/`, cell administration, the primitive commands, benchmarks and (through
-//! `whip-engine`) the WhippleScript commands. Exit codes: 0 ok, 1 failure, 2 usage.
+//! `whip-engine`) the WhippleScript commands, the servers' settings (flags > `WHIP_…`
+//! variables > `whip.toml` > defaults: [`config`]) and shell completions. Exit codes: 0 ok,
+//! 1 failure, 2 usage.
 //!
 //! Must never: implement coordination semantics (that is `whip-board`) or Raft (that is
 //! `whip-cell`); it only parses, connects and prints.
@@ -11,6 +13,7 @@ mod agent;
 mod bench;
 mod boardcmd;
 mod cellcmd;
+mod config;
 mod connect;
 mod coord;
 mod executorcmd;
@@ -33,7 +36,7 @@ mod workcmd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// whip fabric: shared state for agent teams that stays correct under crashes and partitions.
 #[derive(Parser, Debug)]
@@ -135,6 +138,15 @@ enum Command {
     /// The compute-plane sidecar that runs `exec` effects (`whip-executor/1`); needs
     /// `WHIP_EXECUTOR_TOKEN`. Workers reach it through `WHIP_EXECUTOR_URL`.
     Executor(executorcmd::ExecutorArgs),
+    /// The servers' settings: `whip config show [cell] [--config FILE] [--data DIR]`.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
+    /// Print a shell completion script: `whip completions bash|zsh|fish` (also elvish,
+    /// powershell). Bash: `source <(whip completions bash)`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Fault and linearizability harness (runs `whip-chaos` next to this binary; as root).
     #[command(disable_help_flag = true)]
     Chaos {
@@ -194,6 +206,9 @@ pub(crate) struct Global {
     pub(crate) insecure: bool,
     /// The compute plane for `exec` effects (`WHIP_EXECUTOR_URL`, `WHIP_EXECUTOR_TOKEN`).
     pub(crate) executor: Option<whip_engine::executor::ExecutorConfig>,
+    /// Which layer (flag, environment, default) each argument of the command came from: the
+    /// servers' settings merge them with the config file (`config.rs`).
+    pub(crate) arg_sources: config::ArgSources,
 }
 
 fn main() -> ExitCode {
@@ -201,7 +216,8 @@ fn main() -> ExitCode {
     // user's alone, whatever the inherited umask.
     // SAFETY: umask only changes this process's file-creation mask.
     unsafe { libc::umask(0o077) };
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     init_tracing();
     let global = Global {
         cell: cli.cell,
@@ -210,13 +226,22 @@ fn main() -> ExitCode {
         agent: cli.agent,
         insecure: cli.insecure,
         executor: executor_config(),
+        arg_sources: config::arg_sources(&matches),
     };
-    if let Command::Check(args) = cli.command {
-        return check(&global, args);
+    // The commands that need no runtime and no client credentials.
+    match cli.command {
+        Command::Check(args) => check(&global, args),
+        Command::Chaos { args } => chaos(&global, args),
+        Command::Completions { shell } => completions(shell),
+        Command::Config(cmd) => {
+            config::run(&global, cmd).unwrap_or_else(|e| output::fail(&global, &e))
+        }
+        command => run_async(global, command),
     }
-    if let Command::Chaos { args } = cli.command {
-        return chaos(&global, args);
-    }
+}
+
+/// Run `command` on a tokio runtime with this process's client credentials.
+fn run_async(global: Global, command: Command) -> ExitCode {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build();
@@ -227,7 +252,7 @@ fn main() -> ExitCode {
     security::install_client_default(&global);
     let result = runtime.block_on(async {
         signals::watch();
-        match cli.command {
+        match command {
             Command::Cell(cmd) => cellcmd::run(&global, cmd).await,
             Command::Node(cmd) => fabriccmd::node(&global, cmd).await,
             Command::Fabric(cmd) => fabriccmd::fabric(&global, cmd).await,
@@ -258,7 +283,10 @@ fn main() -> ExitCode {
             Command::Issue(cmd) => issue::run(&global, cmd).await,
             Command::Bench(args) => bench::run(&global, args).await,
             Command::Executor(args) => executorcmd::serve(&global, args).await,
-            Command::Check(_) | Command::Chaos { .. } => unreachable!("handled above"),
+            Command::Check(_)
+            | Command::Chaos { .. }
+            | Command::Completions { .. }
+            | Command::Config(_) => unreachable!("handled in main"),
         }
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
@@ -287,6 +315,14 @@ fn check(global: &Global, args: CheckArgs) -> ExitCode {
     };
     let code = whip_engine::cli::check(&options, &mut std::io::stdout(), &mut std::io::stderr());
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// `whip completions SHELL`: the completion script on stdout.
+fn completions(shell: clap_complete::Shell) -> ExitCode {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "whip", &mut script);
+    output::line(String::from_utf8_lossy(&script).trim_end());
+    ExitCode::SUCCESS
 }
 
 /// Run the `whip-chaos` harness found next to this executable with `args` (and `--json`).

@@ -141,11 +141,7 @@ pub fn services(
     Ok(builder
         .layer(crate::tls::GateLayer::new(cells.rpc_stats()))
         .add_service(reflection)
-        .add_service(
-            cell_server::CellServer::new(CellApi::new(dispatch))
-                .max_decoding_message_size(limits::CLIENT_MESSAGE_BYTES_MAX)
-                .max_encoding_message_size(limits::MESSAGE_BYTES_MAX),
-        )
+        .add_service(client_api(dispatch))
         .add_service(
             admin_server::AdminServer::new(AdminApi {
                 cells: cells.clone(),
@@ -157,6 +153,16 @@ pub fn services(
                 .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
                 .max_encoding_message_size(limits::MESSAGE_BYTES_MAX),
         ))
+}
+
+/// The typed client API (`whip.v1.Cell`) on `dispatch`, as [`services`] mounts it: tonic's
+/// codec decodes every request with the server's size limits. Without the caller gate: the
+/// caller is the [`crate::tls::Principal`] in the request's extensions, else anonymous. The
+/// fuzz target `grpc_request` drives it with raw request bytes.
+pub fn client_api(dispatch: Arc<dyn Dispatch>) -> cell_server::CellServer<CellApi> {
+    cell_server::CellServer::new(CellApi::new(dispatch))
+        .max_decoding_message_size(limits::CLIENT_MESSAGE_BYTES_MAX)
+        .max_encoding_message_size(limits::MESSAGE_BYTES_MAX)
 }
 
 /// Serve `router` on `listener` (TCP, with TCP_NODELAY: TRAPS.md 9; at most
@@ -188,8 +194,8 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
     tokio::net::TcpListener::bind(addr).await
 }
 
-/// The typed client API. The in-process client calls it directly.
-pub(crate) struct CellApi {
+/// The typed client API ([`client_api`]). The in-process client calls it directly.
+pub struct CellApi {
     dispatch: Arc<dyn Dispatch>,
     verifier: crate::identity::Verifier,
     streams: Arc<streams::StreamSlots>,

@@ -8,6 +8,8 @@ use std::time::Duration;
 use serde_json::Value;
 use whip_tests::whip_binary;
 
+mod completions;
+mod config;
 mod mail;
 mod ux;
 mod vote;
