@@ -140,7 +140,7 @@ enum Command {
     Executor(executorcmd::ExecutorArgs),
     /// The servers' settings: `whip config show [cell] [--config FILE] [--data DIR]`.
     #[command(subcommand)]
-    Config(config::ConfigCommand),
+    Config(Box<config::ConfigCommand>),
     /// Print a shell completion script: `whip completions bash|zsh|fish` (also elvish,
     /// powershell). Bash: `source <(whip completions bash)`.
     Completions {
@@ -234,7 +234,7 @@ fn main() -> ExitCode {
         Command::Chaos { args } => chaos(&global, args),
         Command::Completions { shell } => completions(shell),
         Command::Config(cmd) => {
-            config::run(&global, cmd).unwrap_or_else(|e| output::fail(&global, &e))
+            config::run(&global, *cmd).unwrap_or_else(|e| output::fail(&global, &e))
         }
         command => run_async(global, command),
     }
