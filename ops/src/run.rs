@@ -25,6 +25,16 @@ pub(crate) enum EvidenceCommand {
     Instance { id: String },
 }
 
+/// `whip evidence instance ID`, or `whip evidence ID` as the seed's incident loop runs it.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct EvidenceArgs {
+    #[command(subcommand)]
+    command: Option<EvidenceCommand>,
+    /// The instance.
+    id: Option<String>,
+}
+
 /// The engine's subcommands (flattened into the top-level command list).
 #[derive(Subcommand, Debug)]
 pub(crate) enum EngineCommand {
@@ -57,9 +67,8 @@ pub(crate) enum EngineCommand {
         #[arg(long)]
         check: bool,
     },
-    /// Evidence for an incident report: `whip --json evidence instance ID`.
-    #[command(subcommand)]
-    Evidence(EvidenceCommand),
+    /// Evidence for an incident report: `whip --json evidence [instance] ID`.
+    Evidence(EvidenceArgs),
     /// Block new steps and effect starts.
     Pause { id: String },
     /// Undo `pause`.
@@ -337,12 +346,7 @@ async fn dispatch(global: &Global, engine: &Eng, cmd: EngineCommand) -> Result<E
         EngineCommand::Runs { id } => runs(global, engine, &id).await,
         EngineCommand::Diagnostics { id } => diagnostics(global, engine, &id).await,
         EngineCommand::Trace { id, check } => trace(global, engine, &id, check).await,
-        EngineCommand::Evidence(EvidenceCommand::Instance { id }) => {
-            let st = state_of(engine, &id).await?;
-            let evidence = whip_engine::runtime::trace::evidence(&st);
-            let text = serde_json::to_string_pretty(&evidence)?;
-            print(global, evidence, vec![text])
-        }
+        EngineCommand::Evidence(args) => evidence(global, engine, args).await,
         EngineCommand::Pause { id } => transition(global, engine, &id, "paused").await,
         EngineCommand::Resume { id } => transition(global, engine, &id, "running").await,
         EngineCommand::Cancel { id } => transition(global, engine, &id, "cancelled").await,
@@ -372,6 +376,18 @@ async fn dispatch(global: &Global, engine: &Eng, cmd: EngineCommand) -> Result<E
         EngineCommand::Leases { name } => leases(global, engine, name).await,
         EngineCommand::Counters { name } => counters(global, engine, name).await,
     }
+}
+
+/// `whip evidence [instance] ID`: effects, runs and provider diagnostics, pretty JSON.
+async fn evidence(global: &Global, engine: &Eng, args: EvidenceArgs) -> Result<ExitCode> {
+    let id = match (args.command, args.id) {
+        (Some(EvidenceCommand::Instance { id }), _) | (None, Some(id)) => id,
+        (None, None) => bail!("`whip evidence` needs an instance id"),
+    };
+    let st = state_of(engine, &id).await?;
+    let evidence = whip_engine::runtime::trace::evidence(&st);
+    let text = serde_json::to_string_pretty(&evidence)?;
+    print(global, evidence, vec![text])
 }
 
 pub(crate) fn print(global: &Global, value: Value, lines: Vec<String>) -> Result<ExitCode> {

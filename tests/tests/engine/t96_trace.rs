@@ -50,3 +50,23 @@ fn every_instance_conforms_and_has_evidence() {
         }
     }
 }
+
+/// The seed's incident loop, as written there: six non-empty JSON files and the trace.
+#[test]
+fn the_incident_loop_of_the_seed_captures_six_json_views() {
+    let dir = crate::workdir();
+    let d = dir.path();
+    ok(&whip(d, None, &["run", "deploys.whip"]));
+    let id = instances(d).remove(0);
+    for cmd in ["status", "log", "facts", "effects", "runs", "evidence"] {
+        let out = ok(&whip(d, None, &["--json", cmd, &id]));
+        let json: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{cmd}: {e}"));
+        let empty = json.is_null()
+            || json.as_array().is_some_and(Vec::is_empty)
+            || json.as_object().is_some_and(serde_json::Map::is_empty);
+        assert!(!empty, "incident-{cmd}.json is empty: {out}");
+    }
+    let trace = ok(&whip(d, None, &["--json", "trace", &id, "--check"]));
+    let trace: Value = serde_json::from_str(trace.trim()).unwrap();
+    assert_eq!(trace["conformance"], "ok");
+}

@@ -484,12 +484,17 @@ async fn the_operator_resets_a_poisoned_channel_and_the_sender_gets_through() {
         .expect("the operator may reset")
         .into_inner();
     assert_eq!((reset.before_seq, reset.seq), (1, 0), "{reset:?}");
+    // The reset clears the fork's alarm and is an alarm itself until the channel carries
+    // an envelope again.
+    let alarms = fabric.status(2).await.alarms.join("\n");
+    assert!(alarms.contains("reset by the operator"), "{alarms}");
+    assert!(!alarms.contains("fork on the channel"), "{alarms}");
     assert_eq!(
         deliver(&fabric, sealed_spill(&fabric, now, "real")).await,
         "accepted"
     );
-    let alarms = fabric.status(2).await.alarms.join("\n");
-    assert!(alarms.contains("reset by the operator"), "{alarms}");
+    let alarms = fabric.status(2).await.alarms;
+    assert!(alarms.is_empty(), "every cause is gone: {alarms:?}");
     // Resetting is the operator's: a connection without a certificate is refused.
     let anonymous = whip_cell::tls::Transport::tls(whip_cell::tls::Credentials {
         ca: whip_cell::tls::Authority::load(&whip_cell::tls::config_dir())
