@@ -37,6 +37,14 @@ fn items(mut data: &[u8]) -> Vec<Item> {
     out
 }
 
+fn stamp(index: u64, time_ms: u64) -> Stamp {
+    Stamp {
+        index,
+        position: 0,
+        time_ms,
+    }
+}
+
 /// Apply `items` to a fresh store; return the outcomes and the final store.
 fn run(items: &[Item], retry: bool) -> (Vec<Outcome>, MemTxn) {
     let mut txn = MemTxn::default();
@@ -44,29 +52,13 @@ fn run(items: &[Item], retry: bool) -> (Vec<Outcome>, MemTxn) {
     let mut outcomes = Vec::new();
     for (advance_ms, request, read) in items {
         time_ms += u64::from(*advance_ms);
-        let outcome = apply(
-            &mut txn,
-            Stamp {
-                index,
-                position: 0,
-                time_ms,
-            },
-            request,
-        );
+        let outcome = apply(&mut txn, stamp(index, time_ms), request);
         index += 1;
         // A keyed request takes two indexes either way, so fences agree between runs.
         if request.idempotency_key.is_some() {
             if retry {
                 let before = txn.map.clone();
-                let again = apply(
-                    &mut txn,
-                    Stamp {
-                        index,
-                        position: 0,
-                        time_ms,
-                    },
-                    request,
-                );
+                let again = apply(&mut txn, stamp(index, time_ms), request);
                 assert_eq!(again, outcome, "a retry answered differently: {request:?}");
                 assert!(txn.map == before, "a retry changed the store: {request:?}");
             }

@@ -22,6 +22,28 @@ fn sender() -> CellIdentity {
     CellIdentity::from_secret(&[11; 32])
 }
 
+/// An envelope of the channel SENDER → RECEIVER, signed with the sender's key.
+fn seal(
+    seq: u64,
+    prev: [u8; 32],
+    sent_at_ms: u64,
+    hops: u32,
+    kind: EnvelopeKind,
+    payload: Vec<u8>,
+) -> Envelope {
+    Envelope::seal(
+        &sender(),
+        SENDER,
+        RECEIVER,
+        seq,
+        prev,
+        sent_at_ms,
+        hops,
+        kind,
+        payload,
+    )
+}
+
 fn registry() -> KeyRegistry {
     let mut registry = KeyRegistry::new();
     registry
@@ -75,17 +97,7 @@ fn sealed(data: &[u8], registry: &KeyRegistry) {
         .unwrap_or(EnvelopeKind::from_tag(1).expect("tag 1 is a kind"));
     let payload = data.get(24..).unwrap_or_default().to_vec();
     let prev = [0u8; 32];
-    let envelope = Envelope::seal(
-        &sender(),
-        SENDER,
-        RECEIVER,
-        seq,
-        prev,
-        sent_at_ms,
-        hops,
-        kind,
-        payload,
-    );
+    let envelope = seal(seq, prev, sent_at_ms, hops, kind, payload);
     let head = Head {
         seq: 0,
         hash: &[0; 32],
@@ -127,17 +139,7 @@ fn write_seeds(dir: &std::path::Path) {
                 continue;
             };
             let payload = format!("payload {seq} {tag}").into_bytes();
-            let envelope = Envelope::seal(
-                &sender(),
-                SENDER,
-                RECEIVER,
-                seq,
-                prev,
-                NOW_MS,
-                0,
-                kind,
-                payload,
-            );
+            let envelope = seal(seq, prev, NOW_MS, 0, kind, payload);
             let mut bytes = envelope.to_bytes();
             std::fs::write(dir.join(format!("seq{seq}-kind{tag}")), &bytes).expect("seed");
             bytes.extend_from_slice(&(seq - 1).to_le_bytes());
