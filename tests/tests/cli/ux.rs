@@ -103,28 +103,18 @@ fn board_and_schedule_lines_name_what_happened() {
         "{out}"
     );
 
-    let fire = cli.run(&[
+    let fire = [
         "schedule",
         "fire",
         "nightly",
         "--spec",
         "0 0 * * *",
         "--claimant",
-        "c1",
-    ]);
-    let (code, out, err) = text(&fire);
+    ];
+    let (code, out, err) = text(&cli.run(&[&fire[..], &["c1"]].concat()));
     assert_eq!(code, Some(0), "{err}");
     assert!(!out.contains('"'), "no JSON quotes in a human line: {out}");
-    let json: Value = json_of(&cli.run(&[
-        "schedule",
-        "fire",
-        "nightly",
-        "--spec",
-        "0 0 * * *",
-        "--claimant",
-        "c2",
-        "--json",
-    ]));
+    let json: Value = json_of(&cli.run(&[&fire[..], &["c2", "--json"]].concat()));
     assert!(json["outcome"].is_string());
     let gone = json_of(&run(&["team", "dissolve", "ops", "--json"]));
     assert_eq!(gone["done"], true, "one command runs every round: {gone}");
