@@ -33,6 +33,20 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> T {
     }
 }
 
+/// Encode `value` under an explicit version byte: for a value whose shape grew, so that
+/// [`decode_versioned`] can tell the shapes apart.
+pub(crate) fn encode_versioned<T: Serialize>(version: u8, value: &T) -> Vec<u8> {
+    let mut out = encode(value);
+    out[0] = version;
+    out
+}
+
+/// The version byte and postcard body of a stored value encoded with [`encode_versioned`];
+/// `None` when empty.
+pub(crate) fn versioned(bytes: &[u8]) -> Option<(u8, &[u8])> {
+    bytes.split_first().map(|(version, body)| (*version, body))
+}
+
 /// Decode bytes that came from outside this cell's own writes (another cell's export): `None`
 /// where [`decode`] would panic.
 pub(crate) fn try_decode<T: DeserializeOwned>(bytes: &[u8]) -> Option<T> {

@@ -2,15 +2,33 @@
 //!
 //! A record whose window has passed counts as absent even before the `Tick` that prunes
 //! it, so whether a retry is answered from the record depends only on the stamps.
+//!
+//! A record carries the digest of the request it answered (its caller and its command), so
+//! the key answers only that request's retries: another command or another caller under the
+//! same key gets [`Outcome::KeyReused`], never the recorded outcome (which could carry
+//! another caller's fences). Records written before digests existed (encoding version 1)
+//! have none and answer any retry, as they did; they leave within one window.
 
 use serde::{Deserialize, Serialize};
 
-use crate::codec::{decode, encode};
+use crate::codec::{encode_versioned, versioned};
 use crate::deadline::{self, Item};
 use crate::keys;
 use crate::limits::IDEMPOTENCY_WINDOW_MS;
 use crate::txn::Txn;
-use crate::types::Outcome;
+use crate::types::{Command, Outcome, Request};
+
+/// A record written before digests (encoding version 1).
+#[derive(Serialize, Deserialize)]
+struct RecordV1 {
+    outcome: Outcome,
+    expires_at_ms: u64,
+    /// The routing point of the command, so the record moves with its range.
+    point: Option<u64>,
+}
+
+/// The encoding version of [`Record`].
+const RECORD_VERSION: u8 = 2;
 
 #[derive(Serialize, Deserialize)]
 struct Record {
@@ -18,28 +36,90 @@ struct Record {
     expires_at_ms: u64,
     /// The routing point of the command, so the record moves with its range.
     point: Option<u64>,
+    /// The digest of the request answered ([`digest`]); `None` for a version 1 record.
+    digest: Option<[u8; 32]>,
+}
+
+/// What identifies a request under its key: blake3 over its caller and its command. The
+/// external validator's verdict of a mail send is left out: the server attaches it per
+/// attempt, so a retry may carry another.
+pub(crate) fn digest(request: &Request) -> [u8; 32] {
+    let mut hasher = blake3::Hasher::new();
+    let caller = postcard::to_stdvec(&request.caller).expect("postcard encodes a caller");
+    hasher.update(&(caller.len() as u64).to_be_bytes());
+    hasher.update(&caller);
+    let command = match &request.command {
+        Command::MailSend { external: Some(_), to, kind, body } => {
+            let plain = Command::MailSend {
+                to: to.clone(),
+                kind: *kind,
+                body: body.clone(),
+                external: None,
+            };
+            postcard::to_stdvec(&plain)
+        }
+        command => postcard::to_stdvec(command),
+    };
+    hasher.update(&command.expect("postcard encodes a command"));
+    *hasher.finalize().as_bytes()
+}
+
+/// How a [`Outcome::KeyReused`] is told to a client (one wording for every shell).
+pub fn reused_reason(key: &str) -> String {
+    format!("idempotency key {key:?} was used by another request (another command or caller)")
+}
+
+fn read(value: &[u8]) -> Option<Record> {
+    match versioned(value)? {
+        (1, body) => {
+            let old: RecordV1 = postcard::from_bytes(body).ok()?;
+            Some(Record {
+                outcome: old.outcome,
+                expires_at_ms: old.expires_at_ms,
+                point: old.point,
+                digest: None,
+            })
+        }
+        (RECORD_VERSION, body) => postcard::from_bytes(body).ok(),
+        _ => None,
+    }
 }
 
 /// Whether `value` is a record: an imported row's value must be one before
 /// [`point_of`] reads it.
 pub(crate) fn decodes(value: &[u8]) -> bool {
-    crate::codec::try_decode::<Record>(value).is_some()
+    read(value).is_some()
 }
 
 /// The routing point of a stored record (`None` for commands no range owns).
 pub(crate) fn point_of(value: &[u8]) -> Option<u64> {
-    decode::<Record>(value).point
+    stored(value).point
+}
+
+/// A record this cell wrote (or imported after [`decodes`]): one that does not decode is
+/// corrupt state, so it panics as every stored value's decode does.
+fn stored(value: &[u8]) -> Record {
+    read(value).expect("stored idempotency record does not decode")
 }
 
 fn load(txn: &impl Txn, key: &str) -> Option<Record> {
-    txn.get(&keys::idempotency(key)).map(|bytes| decode(&bytes))
+    txn.get(&keys::idempotency(key)).map(|bytes| stored(&bytes))
 }
 
-/// The outcome recorded for `key`, if its window has not passed at `now_ms`.
-pub(crate) fn recorded(txn: &impl Txn, now_ms: u64, key: &str) -> Option<Outcome> {
-    load(txn, key)
-        .filter(|record| record.expires_at_ms > now_ms)
-        .map(|record| record.outcome)
+/// The answer recorded for `key` at `now_ms`, if its window has not passed: the outcome
+/// when the record answered this request (same digest, or a record without one),
+/// [`Outcome::KeyReused`] when it answered another.
+pub(crate) fn recorded(
+    txn: &impl Txn,
+    now_ms: u64,
+    key: &str,
+    digest: &[u8; 32],
+) -> Option<Outcome> {
+    let record = load(txn, key).filter(|record| record.expires_at_ms > now_ms)?;
+    match record.digest {
+        Some(recorded) if recorded != *digest => Some(Outcome::KeyReused { key: key.into() }),
+        _ => Some(record.outcome),
+    }
 }
 
 /// Record `outcome` for `key` at `now_ms`, replacing an expired record.
@@ -47,6 +127,7 @@ pub(crate) fn record(
     txn: &mut impl Txn,
     now_ms: u64,
     key: &str,
+    digest: [u8; 32],
     outcome: &Outcome,
     point: Option<u64>,
 ) {
@@ -62,8 +143,9 @@ pub(crate) fn record(
         outcome: outcome.clone(),
         expires_at_ms,
         point,
+        digest: Some(digest),
     };
-    txn.put(&keys::idempotency(key), &encode(&record));
+    txn.put(&keys::idempotency(key), &encode_versioned(RECORD_VERSION, &record));
     deadline::insert(txn, expires_at_ms, &item);
 }
 
@@ -89,15 +171,18 @@ pub(crate) fn prune(txn: &mut impl Txn, now_ms: u64, key: &str) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::access::Caller;
     use crate::txn::MemTxn;
+
+    const D: [u8; 32] = [7; 32];
 
     #[test]
     fn recorded_until_window_passes_then_pruned() {
         let mut txn = MemTxn::default();
-        record(&mut txn, 100, "c1", &Outcome::LeaseReleased, None);
+        record(&mut txn, 100, "c1", D, &Outcome::LeaseReleased, None);
         let end = 100 + IDEMPOTENCY_WINDOW_MS;
-        assert_eq!(recorded(&txn, end - 1, "c1"), Some(Outcome::LeaseReleased));
-        assert_eq!(recorded(&txn, end, "c1"), None);
+        assert_eq!(recorded(&txn, end - 1, "c1", &D), Some(Outcome::LeaseReleased));
+        assert_eq!(recorded(&txn, end, "c1", &D), None);
         assert_eq!(deadline::next(&txn), Some(end));
         assert_eq!(prune(&mut txn, end - 1, "c1"), 0);
         assert_eq!(prune(&mut txn, end, "c1"), 1);
@@ -107,9 +192,55 @@ mod tests {
     #[test]
     fn re_recording_moves_the_deadline() {
         let mut txn = MemTxn::default();
-        record(&mut txn, 100, "c1", &Outcome::LeaseReleased, None);
-        record(&mut txn, 200, "c1", &Outcome::LeaseNotHeld, None);
+        record(&mut txn, 100, "c1", D, &Outcome::LeaseReleased, None);
+        record(&mut txn, 200, "c1", D, &Outcome::LeaseNotHeld, None);
         assert_eq!(deadline::next(&txn), Some(200 + IDEMPOTENCY_WINDOW_MS));
         assert_eq!(txn.map.len(), 2);
+    }
+
+    #[test]
+    fn another_request_under_the_key_is_told_so_not_shown_the_outcome() {
+        let mut txn = MemTxn::default();
+        record(&mut txn, 100, "c1", D, &Outcome::LeaseReleased, None);
+        let reused = Some(Outcome::KeyReused { key: "c1".into() });
+        assert_eq!(recorded(&txn, 101, "c1", &[8; 32]), reused);
+    }
+
+    /// A record of encoding version 1 (no digest) still reads, keeps its point and answers
+    /// any retry, as before digests.
+    #[test]
+    fn a_version_one_record_still_answers() {
+        let mut txn = MemTxn::default();
+        let old = RecordV1 {
+            outcome: Outcome::LeaseReleased,
+            expires_at_ms: 500,
+            point: Some(42),
+        };
+        let bytes = crate::codec::encode(&old);
+        assert_eq!(bytes[0], 1);
+        assert!(decodes(&bytes));
+        assert_eq!(point_of(&bytes), Some(42));
+        txn.put(&keys::idempotency("c1"), &bytes);
+        assert_eq!(recorded(&txn, 499, "c1", &D), Some(Outcome::LeaseReleased));
+    }
+
+    /// The digest tells callers and commands apart, and ignores the mail screen verdict the
+    /// server attaches per attempt.
+    #[test]
+    fn the_digest_covers_caller_and_command() {
+        let put = |caller: Caller, value: &[u8]| Request {
+            idempotency_key: Some("c1".into()),
+            command: Command::KvPut {
+                key: b"k".to_vec(),
+                value: value.to_vec(),
+                expect_version: None,
+            },
+            epoch: 0,
+            caller,
+        };
+        let alice = digest(&put(Caller::Agent("alice".into()), b"v"));
+        assert_eq!(alice, digest(&put(Caller::Agent("alice".into()), b"v")));
+        assert_ne!(alice, digest(&put(Caller::Agent("bob".into()), b"v")));
+        assert_ne!(alice, digest(&put(Caller::Agent("alice".into()), b"w")));
     }
 }

@@ -71,6 +71,7 @@ mod validate;
 pub mod vote;
 pub mod work;
 
+pub use idempotency::reused_reason as key_reused_reason;
 pub use chain::HandoffRefusal;
 pub use query::{
     BoardStatsView, MailboxMessage, MessageKind, Query, QueryResult, RangeView, TeamView,
@@ -113,7 +114,10 @@ pub fn apply(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
         Err(_) if range::serving(txn).is_none() => None,
         Err(reason) => return Outcome::Invalid { reason },
     };
-    if let Some(outcome) = key.and_then(|key| idempotency::recorded(txn, stamp.time_ms, key)) {
+    let digest = key.map(|_| idempotency::digest(request));
+    if let (Some(key), Some(digest)) = (key, &digest)
+        && let Some(outcome) = idempotency::recorded(txn, stamp.time_ms, key, digest)
+    {
         return outcome;
     }
     if let Some(point) = point
@@ -126,8 +130,8 @@ pub fn apply(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
     }
     let stamp = range::shift(txn, stamp);
     let outcome = apply_command(txn, stamp, request);
-    if let Some(key) = key {
-        idempotency::record(txn, stamp.time_ms, key, &outcome, point);
+    if let (Some(key), Some(digest)) = (key, digest) {
+        idempotency::record(txn, stamp.time_ms, key, digest, &outcome, point);
     }
     outcome
 }

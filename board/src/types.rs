@@ -1191,6 +1191,13 @@ pub enum Outcome {
         /// Why.
         refusal: crate::vote::VoteRefusal,
     },
+    /// The request's idempotency key holds, inside its window, the outcome of a different
+    /// command or of another caller: nothing changed and the recorded outcome is not shown.
+    /// (Declared last: stored outcomes encode the variant's position.)
+    KeyReused {
+        /// The key.
+        key: String,
+    },
 }
 
 /// One live holder of a lease.

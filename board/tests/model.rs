@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, VecDeque};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use proptest::prelude::*;
+use whip_board::access::Caller;
 use whip_board::query::{CounterView, LeaseView, LedgerEntryView, ScheduleView};
 use whip_board::{
     Command, ElectionLeader, LeaseHolder, MemTxn, Outcome, Query, QueryResult, Request, Reset,
@@ -95,7 +96,9 @@ struct Model {
     leases: BTreeMap<ResourceId, MLease>,
     counters: BTreeMap<ResourceId, (u64, u64, String)>,
     ledgers: BTreeMap<ResourceId, (u64, VecDeque<MEntry>)>,
-    idempotency: BTreeMap<String, (Outcome, u64)>,
+    /// Per key: the outcome, when it expires, and the request it answered (its caller and
+    /// command): another request under the key is told `KeyReused`.
+    idempotency: BTreeMap<String, (Outcome, u64, (Caller, Command))>,
     /// Leaders by group, dead ones included until something settles or ticks them away.
     elections: BTreeMap<String, ElectionLeader>,
     schedules: BTreeMap<String, ScheduleView>,
@@ -137,16 +140,21 @@ impl Model {
             return Outcome::Invalid { reason };
         }
         let key = request.idempotency_key.as_ref();
-        if let Some((outcome, _)) = key
+        let asked = (request.caller.clone(), request.command.clone());
+        if let Some((outcome, _, answered)) = key
             .and_then(|k| self.idempotency.get(k))
-            .filter(|(_, expires)| *expires > now)
+            .filter(|(_, expires, _)| *expires > now)
         {
+            if *answered != asked {
+                let key = key.cloned().unwrap_or_default();
+                return Outcome::KeyReused { key };
+            }
             return outcome.clone();
         }
         let outcome = self.command(stamp, &request.command);
         if let Some(key) = &request.idempotency_key {
-            self.idempotency
-                .insert(key.clone(), (outcome.clone(), now + IDEMPOTENCY_WINDOW_MS));
+            let record = (outcome.clone(), now + IDEMPOTENCY_WINDOW_MS, asked);
+            self.idempotency.insert(key.clone(), record);
         }
         outcome
     }
@@ -541,7 +549,7 @@ impl Model {
             }
         }
         let before = self.idempotency.len();
-        self.idempotency.retain(|_, (_, expires)| *expires > now);
+        self.idempotency.retain(|_, (_, expires, _)| *expires > now);
         processed += (before - self.idempotency.len()) as u32;
         let before = self.elections.len();
         self.elections.retain(|_, l| l.expires_at_ms > now);
@@ -559,7 +567,7 @@ impl Model {
             .ledgers
             .values()
             .filter_map(|(_, e)| e.front().map(|e| e.at + e.retain));
-        let idem = self.idempotency.values().map(|(_, expires)| *expires);
+        let idem = self.idempotency.values().map(|(_, expires, _)| *expires);
         let elections = self.elections.values().map(|l| l.expires_at_ms);
         leases.chain(ledgers).chain(idem).chain(elections).min()
     }
@@ -910,10 +918,10 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
         prop_assert_eq!(&outcome, &expected, "at {:?} for {:?}", stamp, request);
         // A charge never passes the cap it was made under (a later, lower cap may leave
         // the stored consumption above it; such a counter is over until the period ends).
-        // A reused idempotency key may answer with another command's outcome, so only
-        // requests without one are checked.
-        if let (Outcome::CounterOk { consumed, .. }, Command::CounterConsume { cap, .. }, None) =
-            (&outcome, &request.command, &request.idempotency_key)
+        // A keyed retry answers the outcome of the same command (another command under the
+        // key is `KeyReused`), so keyed requests are checked too.
+        if let (Outcome::CounterOk { consumed, .. }, Command::CounterConsume { cap, .. }) =
+            (&outcome, &request.command)
         {
             prop_assert!(consumed <= cap, "charged to {} over cap {}", consumed, cap);
         }

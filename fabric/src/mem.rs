@@ -47,6 +47,9 @@ impl MemFabric {
         let request = Request::by(caller, (!key.is_empty()).then_some(key), command);
         match whip_board::apply(txn, stamp, &request) {
             Outcome::Invalid { reason } => Err(FabricError::Invalid(reason)),
+            Outcome::KeyReused { key } => {
+                Err(FabricError::Invalid(whip_board::key_reused_reason(&key)))
+            }
             outcome => Ok(outcome),
         }
     }

@@ -1,0 +1,79 @@
+//! An idempotency key as an attacker reuses it: another caller's key to read the outcome
+//! (and the fence) recorded for it, and one caller's key on another command. The record
+//! answers only the request it answered; every other request under the key is refused
+//! `InvalidArgument`, changes nothing, and shows nothing of the recorded outcome.
+
+use whip_cell::{CellClient, CellError};
+use whip_proto::v1 as pb;
+
+use crate::{registered, still_serving, target};
+
+fn put(key: &str, value: &str, idempotency_key: &str) -> pb::KvPutRequest {
+    pb::KvPutRequest {
+        key: key.as_bytes().to_vec(),
+        value: value.as_bytes().to_vec(),
+        expect_version: None,
+        idempotency_key: idempotency_key.into(),
+    }
+}
+
+fn reused(answer: &Result<impl std::fmt::Debug, CellError>) -> bool {
+    matches!(answer, Err(CellError::InvalidArgument(m)) if m.contains("used by another request"))
+}
+
+#[tokio::test]
+async fn a_key_answers_only_the_request_it_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dev, operator) = target(dir.path()).await;
+    let (alice, _) = registered(&dev, &operator, "alice", false).await;
+    let (bob, _) = registered(&dev, &operator, "bob", false).await;
+
+    let first = alice.kv_put(put("doc/plan", "v1", "shared-1")).await.unwrap();
+    // Alice's retry is answered from the record: the same version, applied once.
+    let retry = alice.kv_put(put("doc/plan", "v1", "shared-1")).await.unwrap();
+    assert_eq!((retry.version, retry.fence), (first.version, first.fence));
+
+    // Bob sends the very same command under alice's key: he is another caller.
+    let same = bob.kv_put(put("doc/plan", "v1", "shared-1")).await;
+    assert!(reused(&same), "{same:?}");
+    // Bob's own write under her key does not happen and does not learn her fence.
+    let other = bob.kv_put(put("doc/bob", "x", "shared-1")).await;
+    assert!(reused(&other), "{other:?}");
+    absent(&operator, "doc/bob").await;
+
+    // Alice's key on another command (the fuzzer's finding: a grant answered the put's
+    // outcome, which the grant's answer cannot carry) is refused the same way.
+    let grant = alice
+        .mail_grant(pb::MailGrantRequest {
+            address: "agent:alice".into(),
+            sender: "bob".into(),
+            allow: true,
+            idempotency_key: "shared-1".into(),
+        })
+        .await;
+    assert!(reused(&grant), "{grant:?}");
+    // And her put of another value under the same key.
+    let changed = alice.kv_put(put("doc/plan", "v2", "shared-1")).await;
+    assert!(reused(&changed), "{changed:?}");
+    let stored = operator
+        .kv_get(pb::KvGetRequest {
+            key: b"doc/plan".to_vec(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (stored.value.as_slice(), stored.version),
+        (&b"v1"[..], first.version)
+    );
+    still_serving(&operator).await;
+}
+
+async fn absent(client: &CellClient, key: &str) {
+    let got = client
+        .kv_get(pb::KvGetRequest {
+            key: key.as_bytes().to_vec(),
+        })
+        .await
+        .unwrap();
+    assert!(!got.found, "{key} was written: {got:?}");
+}
