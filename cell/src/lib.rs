@@ -22,6 +22,7 @@
 
 pub mod client;
 mod convert;
+mod election_pause;
 pub mod error;
 pub mod http;
 pub mod identity;

@@ -59,6 +59,9 @@ pub const SNAPSHOT_CHUNK_BYTES: u64 = 1 << 20;
 /// large state: openraft's 200 ms default made a voter that fell behind a purged log retry
 /// its transfer forever (found by `whip chaos`, seed 5; see RELIABILITY.md).
 pub const SNAPSHOT_CHUNK_TIMEOUT_MS: u64 = 60_000;
+/// A member receiving a snapshot does not campaign until this long after its last chunk
+/// (`election_pause.rs`).
+pub const SNAPSHOT_ELECTION_PAUSE_MS: u64 = 5_000;
 /// How long a fail-open lease acquire waits for its cell before answering degraded.
 pub const FAIL_OPEN_WAIT_MS: u64 = 2_000;
 /// How often an election observer's stream re-reads the leader.

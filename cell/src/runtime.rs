@@ -12,6 +12,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use whip_board::{Command, Outcome, Query, QueryResult, Request};
 use whip_proto::v1::Blob;
 
+use crate::election_pause::ElectionPause;
 use crate::error::CellError;
 use crate::limits;
 use crate::network::{Network, Peers};
@@ -117,6 +118,8 @@ struct Inner {
     raft_refused: AtomicU64,
     /// Per-stage write latencies on this member.
     stages: Arc<Stages>,
+    /// Elections off while a snapshot arrives.
+    election_pause: Arc<ElectionPause>,
 }
 
 /// What the tick check remembers between rounds, so an idle cell costs a clock read.
@@ -166,6 +169,7 @@ impl Cell {
             ticks: std::sync::Mutex::new(TickMemo::default()),
             raft_refused: AtomicU64::new(0),
             stages,
+            election_pause: Arc::default(),
         });
         tokio::spawn(proposer_loop(Arc::downgrade(&inner), rx));
         if inner.config.own_tick_loop {
@@ -187,6 +191,26 @@ impl Cell {
     /// The Raft handle (metrics, membership).
     pub fn raft(&self) -> &Raft {
         &self.inner.raft
+    }
+
+    /// Take one chunk of a snapshot from the leader: elections stay off on this member
+    /// while a snapshot arrives (`election_pause.rs`).
+    pub async fn install_snapshot(
+        &self,
+        rpc: openraft::raft::InstallSnapshotRequest<crate::types::TypeConfig>,
+    ) -> Result<
+        openraft::raft::InstallSnapshotResponse<NodeId>,
+        openraft::error::RaftError<NodeId, openraft::error::InstallSnapshotError>,
+    > {
+        let raft = &self.inner.raft;
+        let pause = &self.inner.election_pause;
+        let last = rpc.done;
+        pause.chunk_arrived(raft);
+        let answer = raft.install_snapshot(rpc).await;
+        if last || answer.is_err() {
+            pause.finished(raft);
+        }
+        answer
     }
 
     /// The shared peer channels.

@@ -21,8 +21,9 @@ pub const STATUS_PROBE_MS: u64 = 1_000;
 /// Raft heartbeat of cells hosted by a node. 300 ms keeps an idle replicated cell under
 /// 0.07% of a core (100 ms costs 0.13%; BENCHMARKS.md "idle cells").
 pub const NODE_HEARTBEAT_MS: u64 = 300;
-/// Election timeout (lower bound; the upper is twice it) of cells hosted by a node.
-pub const NODE_ELECTION_TIMEOUT_MIN_MS: u64 = 1_000;
+/// Election timeout (lower bound; the upper is twice it) of cells hosted by a node: a
+/// follower campaigns after 0.6-1.2 s without its leader (two to four missed heartbeats).
+pub const NODE_ELECTION_TIMEOUT_MIN_MS: u64 = 600;
 /// How long a node keeps retrying a read of the range map while the meta cell elects.
 pub const META_READ_RETRY_MS: u64 = 5_000;
 /// Largest envelope payload a receiver accepts by default (1 MiB).

@@ -177,7 +177,7 @@ impl raft_server::Raft for RaftApi {
         let (cell, rpc): (Cell, openraft::raft::InstallSnapshotRequest<TypeConfig>) =
             self.open(req)?;
         admit_raft(&cell, &rpc.vote)?;
-        blob(&cell.raft().install_snapshot(rpc).await)
+        blob(&cell.install_snapshot(rpc).await)
     }
 
     async fn forward(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {

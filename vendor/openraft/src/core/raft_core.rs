@@ -1528,11 +1528,11 @@ where
             let utime = self.engine.state.vote_last_modified();
             let timer_config = &self.engine.config.timer_config;
 
-            let mut election_timeout = if current_vote.is_committed() {
-                timer_config.leader_lease + timer_config.election_timeout
-            } else {
-                timer_config.election_timeout
-            };
+            // whip patch: a follower that stops hearing from its leader campaigns after its
+            // election timeout, as a candidate does; stock 0.9 waits the leader lease on
+            // top, which made a hosted cell fail over after 3-4 s. The lease still keeps a
+            // follower that heard from its leader within it from voting for another.
+            let mut election_timeout = timer_config.election_timeout;
 
             if self.engine.is_there_greater_log() {
                 election_timeout += timer_config.smaller_log_timeout;

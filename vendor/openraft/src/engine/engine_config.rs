@@ -53,7 +53,9 @@ impl<NID: NodeId> EngineConfig<NID> {
             timer_config: time_state::Config {
                 election_timeout,
                 smaller_log_timeout: Duration::from_millis(config.election_timeout_max * 2),
-                leader_lease: Duration::from_millis(config.election_timeout_max),
+                // whip patch: the lease a follower grants its leader is the shortest
+                // election timeout, not the longest (see raft_core.rs `handle_tick_election`).
+                leader_lease: Duration::from_millis(config.election_timeout_min),
             },
         }
     }
