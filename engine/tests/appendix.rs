@@ -6,7 +6,9 @@
 //! `tests/check/` whose `.expected` must contain it as a whole `error: ` or `warning: ` line.
 //! `tests/check.rs` pins each golden's full output against `whip check`; this test pins the
 //! mapping, so a reworded message, a lost golden or a row without a golden fails here. A new
-//! line of the language page gets a row and, where none triggers it yet, a golden.
+//! line of the language page gets a row and, where none triggers it yet, a golden. [`QUIET`]
+//! lists the goldens that show the page's exemptions (`until ttl`, `@service`, timers, `then`
+//! steps, a trigger kept by a rule with effects): they must check without any diagnostic.
 //!
 //! Each "likewise" variant of the page is a row of its own (`exists`/`empty` arity, the counter
 //! and ledger unknown field, `consume`/`renew` requiring `as`, the `assertion` subject). §4's
@@ -82,6 +84,12 @@ const TABLE: &[Row] = &[
         "rule `⟨R⟩` can hold lease `⟨B⟩` forever: the `held` branch neither releases it nor \
          reaches a workflow terminal",
         "invalid/lease_held_forever",
+    ),
+    // "`renew` does not count as a release."
+    error(
+        "rule `⟨R⟩` can hold lease `⟨B⟩` forever: the `held` branch neither releases it nor \
+         reaches a workflow terminal",
+        "invalid/lease_renew_not_release",
     ),
     error(
         "rule `⟨R⟩` acquires more than one lease in a single progression",
@@ -378,6 +386,23 @@ const TABLE: &[Row] = &[
     ),
 ];
 
+/// Goldens that show an exemption of the page by checking with no diagnostic at all.
+const QUIET: &[(&str, &str)] = &[
+    (
+        "valid/appendix_exemptions",
+        "`acquire … until ttl` needs no outcome branch; timers, coordination outcomes and \
+         `then` steps need no failure branch; an effectful rule may keep its trigger",
+    ),
+    (
+        "valid/timer_keeps_trigger",
+        "an effectful rule that neither records its trigger's class nor consumes it is valid",
+    ),
+    (
+        "valid/service_quiet",
+        "a `@service` workflow needs no terminal and raises no failure warning",
+    ),
+];
+
 /// The literal pieces of `words` around its `⟨…⟩` placeholders.
 fn pieces(words: &str) -> Vec<&str> {
     let mut out = Vec::new();
@@ -448,6 +473,22 @@ fn every_listed_diagnostic_has_a_golden_with_its_exact_words() {
         }
     }
     assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
+
+#[test]
+fn every_listed_exemption_checks_without_a_diagnostic() {
+    let mut loud = Vec::new();
+    for (golden, shows) in QUIET {
+        match diagnostic_lines(golden) {
+            Err(why) => loud.push(why),
+            Ok(lines) if !lines.is_empty() => loud.push(format!(
+                "{golden} should show that {shows}, but reports:\n    {}",
+                lines.join("\n    ")
+            )),
+            Ok(_) => {}
+        }
+    }
+    assert!(loud.is_empty(), "{}", loud.join("\n"));
 }
 
 #[test]
