@@ -4,6 +4,9 @@
 //! sorted by position, and the [`Model`] the lowering reads. Declarations that failed to
 //! parse are *poisoned*: references to them stay silent, so one bad declaration yields one
 //! error.
+//!
+//! The words of every diagnostic the language page lists are pinned by `tests/appendix.rs`,
+//! which maps each one to the golden program under `tests/check/` that triggers it.
 
 mod coord;
 mod cx;
