@@ -44,15 +44,28 @@ pub(crate) fn spawn_server(
     data: &std::path::Path,
     extra: &[String],
 ) -> Child {
-    Command::new(whip_binary())
+    server_command(kind, id, addr, data, extra)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn whip {kind} serve: {e}"))
+}
+
+/// The command line of [`spawn_server`], to adjust before spawning.
+pub(crate) fn server_command(
+    kind: &str,
+    id: u64,
+    addr: &str,
+    data: &std::path::Path,
+    extra: &[String],
+) -> Command {
+    let mut command = Command::new(whip_binary());
+    command
         .args([kind, "serve", "--id", &id.to_string(), "--listen", addr])
         .arg("--data")
         .arg(data)
         .args(extra)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn whip {kind} serve: {e}"))
+        .stderr(Stdio::null());
+    command
 }
 
 /// SIGKILL the child in `slot`, if any, and reap it.

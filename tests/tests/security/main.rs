@@ -14,6 +14,7 @@ mod t60_registry;
 mod t70_mail;
 mod t80_executor;
 mod t80_vote;
+mod t90_credentials;
 
 use std::path::Path;
 use std::process::{Command, Output};
