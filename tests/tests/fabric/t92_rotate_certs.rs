@@ -9,7 +9,6 @@
 //! still elects and commits: the connections made after the rotation between nodes use
 //! the installed credentials on both ends.
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,20 +18,7 @@ use whip_cell::CellClient;
 use whip_cell::tls::{self, Authority, Credentials, Transport};
 use whip_proto::v1 as pb;
 use whip_tests::fabric::ProcessFabric;
-use whip_tests::{wait_for, whip_binary};
-
-/// Run `whip ARGS…` with the whip config `config`: (success, stdout as JSON, stderr).
-fn whip_in(config: &Path, args: &[&str]) -> (bool, serde_json::Value, String) {
-    let out = std::process::Command::new(whip_binary())
-        .env("WHIP_CONFIG_DIR", config)
-        .args(args)
-        .output()
-        .expect("run whip");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let json = serde_json::from_str(stdout.trim()).unwrap_or(serde_json::Value::Null);
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    (out.status.success(), json, format!("{stdout}{stderr}"))
-}
+use whip_tests::{wait_for, whip_json_in as whip_in};
 
 /// A raw TLS handshake with `addr`, trusting only the CAs of `roots_pem` and presenting no
 /// certificate: the DER of the certificate the server presented.
@@ -241,7 +227,7 @@ async fn rotate_certs_to_a_new_ca_under_load() {
     let before = load.ok();
     let rotate = ["fabric", "rotate-certs", "--cell", via.as_str(), "--json"];
     let (ok, report, out) = whip_in(config.path(), &rotate);
-    assert!(ok, "rotate-certs: {out}");
+    assert!(ok, "rotate-certs: {out} {report}");
     let during = load.ok() - before;
     check_report(&report, &old_fingerprint);
     load.wait_past(load.ok() + 20).await;
