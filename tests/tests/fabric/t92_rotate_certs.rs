@@ -9,6 +9,7 @@
 //! still elects and commits: the connections made after the rotation between nodes use
 //! the installed credentials on both ends.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -248,11 +249,15 @@ async fn rotate_certs_to_a_new_ca_under_load() {
         "{status}"
     );
 
-    // Node 3 restarts from its kept credential; then node 1 dies: nodes 2 and 3 elect and
-    // commit every cell over connections made with the new certificates only.
+    restart_and_lose_a_node(&mut fabric, config.path(), &old).await;
+}
+
+/// Node 3 restarts from its kept credential; then node 1 dies: nodes 2 and 3 elect and
+/// commit every cell over connections made with the new certificates only.
+async fn restart_and_lose_a_node(fabric: &mut ProcessFabric, config: &Path, old: &Credentials) {
     fabric.kill(3);
     fabric.spawn(3);
-    let operator = tls::operator_credentials(config.path()).unwrap();
+    let operator = tls::operator_credentials(config).unwrap();
     let (new_cert, old_cert) = (&operator.identity, &old.identity);
     assert_ne!(
         new_cert.as_ref().unwrap().cert,

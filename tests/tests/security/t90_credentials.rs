@@ -78,18 +78,14 @@ async fn only_the_operator_may_replace_a_credential() {
     still_serving(&client).await;
 }
 
-#[tokio::test]
-async fn a_credential_that_would_not_serve_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let (dev, client) = target(dir.path()).await;
-    let addr = dev.member(1);
-    let operator = ours(Principal::Operator);
-    let foreign = tls::Authority::generate().unwrap();
-    let ours_ca = tls::Authority::load(&tls::config_dir()).unwrap().unwrap();
+/// Requests the operator may send that must be refused, each with what is wrong with it.
+fn refused(
+    ours_ca: &tls::Authority,
+    foreign: &tls::Authority,
+) -> Vec<(&'static str, pb::InstallCredentialRequest)> {
     let theirs = foreign.issue(Principal::Node).unwrap();
     let as_operator = ours_ca.issue(Principal::Operator).unwrap();
-    let both = tls::bundle(&[ours_ca.cert_pem(), foreign.cert_pem()]).unwrap();
-    let cases = [
+    vec![
         (
             "garbage",
             pb::InstallCredentialRequest {
@@ -142,8 +138,19 @@ async fn a_credential_that_would_not_serve_changes_nothing() {
                 ..Default::default()
             },
         ),
-    ];
-    for (what, request) in cases {
+    ]
+}
+
+#[tokio::test]
+async fn a_credential_that_would_not_serve_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dev, client) = target(dir.path()).await;
+    let addr = dev.member(1);
+    let operator = ours(Principal::Operator);
+    let foreign = tls::Authority::generate().unwrap();
+    let ours_ca = tls::Authority::load(&tls::config_dir()).unwrap().unwrap();
+    let both = tls::bundle(&[ours_ca.cert_pem(), foreign.cert_pem()]).unwrap();
+    for (what, request) in refused(&ours_ca, &foreign) {
         let status = install(&addr, &operator, request, None)
             .await
             .expect_err(what);
