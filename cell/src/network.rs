@@ -63,25 +63,104 @@ impl Peers {
 
 /// The endpoint settings every client channel uses, over this process's default transport
 /// ([`crate::tls::client_default`]).
-pub fn endpoint(addr: &str) -> Endpoint {
+pub fn endpoint(addr: &str) -> Dial {
     endpoint_with(addr, &crate::tls::client_default())
 }
 
 /// The endpoint settings every peer and client channel uses, over `transport`.
-pub fn endpoint_with(addr: &str, transport: &Transport) -> Endpoint {
-    let endpoint = Endpoint::from_shared(format!("{}://{addr}", transport.scheme()))
-        .expect("peer address forms a valid URI");
-    let endpoint = match transport.client_config() {
-        Some(tls) => endpoint
-            .tls_config(tls)
-            .expect("tls settings built from parsed credentials"),
-        None => endpoint,
-    };
-    endpoint
+pub fn endpoint_with(addr: &str, transport: &Transport) -> Dial {
+    // Over TLS the handshake is ours (the connector below), so tonic dials plain TCP; the
+    // requests still name the https origin.
+    let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+        .expect("peer address forms a valid URI")
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_millis(limits::CONNECT_TIMEOUT_MS))
         .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_while_idle(true)
+        .keep_alive_while_idle(true);
+    let endpoint = match transport {
+        Transport::Tls(_) => endpoint.origin(
+            format!("https://{addr}")
+                .parse()
+                .expect("peer address forms a valid URI"),
+        ),
+        Transport::Insecure => endpoint,
+    };
+    Dial {
+        endpoint,
+        tls: transport.live().cloned(),
+    }
+}
+
+/// A channel to one address, not made yet: [`Dial::connect`] or [`Dial::connect_lazy`].
+/// Over TLS every connection the channel makes (also a reconnect) uses the settings the
+/// transport holds at that moment, so a replaced credential reaches reconnecting peers.
+#[derive(Clone, Debug)]
+pub struct Dial {
+    endpoint: Endpoint,
+    tls: Option<Arc<crate::tls::Tls>>,
+}
+
+impl Dial {
+    /// A channel that connects on first use.
+    pub fn connect_lazy(&self) -> Channel {
+        match &self.tls {
+            Some(tls) => self
+                .endpoint
+                .connect_with_connector_lazy(TlsConnector { tls: tls.clone() }),
+            None => self.endpoint.connect_lazy(),
+        }
+    }
+
+    /// A channel connected now.
+    pub async fn connect(&self) -> Result<Channel, tonic::transport::Error> {
+        match &self.tls {
+            Some(tls) => {
+                let connector = TlsConnector { tls: tls.clone() };
+                self.endpoint.connect_with_connector(connector).await
+            }
+            None => self.endpoint.connect().await,
+        }
+    }
+}
+
+/// Dials TCP (TCP_NODELAY) and makes the TLS handshake with the client settings current
+/// at the dial, verifying the server as a node of the trust bundle.
+#[derive(Clone)]
+struct TlsConnector {
+    tls: Arc<crate::tls::Tls>,
+}
+
+type Dialed = hyper_util::rt::TokioIo<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
+
+impl tower::Service<http::Uri> for TlsConnector {
+    type Response = Dialed;
+    type Error = std::io::Error;
+    type Future = futures::future::BoxFuture<'static, std::io::Result<Dialed>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let config = self.tls.client_config();
+        Box::pin(async move {
+            let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "no host");
+            let host = uri.host().ok_or_else(invalid)?;
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let port = uri.port_u16().ok_or_else(invalid)?;
+            let tcp = tokio::net::TcpStream::connect((host, port)).await?;
+            tcp.set_nodelay(true)?;
+            let name = rustls_pki_types::ServerName::try_from(crate::tls::NODE_NAME)
+                .expect("the node name is a DNS name");
+            let stream = tokio_rustls::TlsConnector::from(config)
+                .connect(name, tcp)
+                .await?;
+            Ok(hyper_util::rt::TokioIo::new(stream))
+        })
+    }
 }
 
 /// Creates one [`Connection`] per target voter of one cell.

@@ -14,25 +14,31 @@
 //! client are the local user, who is the operator of their own store. Plaintext
 //! ([`Transport::Insecure`]) exists only behind an explicit `--insecure` and only on loopback.
 //!
+//! A credential is replaced while the process serves ([`Tls`]): new connections use the
+//! new one, open connections keep theirs. Servers take a new one from the operator only
+//! (`Admin/InstallCredential`, [`Needs::OperatorOnly`]), checked before it is used.
+//!
 //! Must never: accept a peer service call from a connection without a node certificate, or
 //! trust anything a request body says about its sender.
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 
+use tokio_rustls::rustls::ServerConfig;
 use tonic::Status;
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo, UdsConnectInfo};
-use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
 
-use crate::limits;
 use crate::metrics::RpcStats;
 
+mod live;
 mod pki;
+pub use live::{Presented, Tls, bundle, certificates, fingerprint};
 pub use pki::{
     Authority, PkiError, config_dir, load_credentials, node_credential_path, node_credentials,
-    operator_credentials, private_dir, write_private,
+    operator_credentials, private_dir, store_credentials, write_private,
 };
 
 /// The subject name of every node certificate (and the name clients verify servers by).
@@ -68,8 +74,9 @@ pub struct Credentials {
 /// How connections are made and accepted.
 #[derive(Clone, Debug)]
 pub enum Transport {
-    /// TLS verified against the cluster CA (mutual when `identity` is set).
-    Tls(Arc<Credentials>),
+    /// TLS verified against the cluster's trust bundle (mutual when the credential has a
+    /// certificate); its settings can be replaced while the process runs ([`Tls`]).
+    Tls(Arc<Tls>),
     /// Plaintext HTTP/2: only behind `--insecure`, only on loopback; every caller is trusted
     /// as the local user.
     Insecure,
@@ -87,15 +94,59 @@ pub enum TransportError {
     /// A server needs its own certificate.
     #[error("a TLS server needs a node certificate")]
     NoIdentity,
-    /// tonic refused the TLS settings.
+    /// A PEM text did not parse.
+    #[error("{what}: {error}")]
+    Pem {
+        /// What was being read (certificate, private key).
+        what: &'static str,
+        /// Why it did not parse.
+        error: String,
+    },
+    /// The certificate is not a node certificate.
+    #[error("the certificate is not a node certificate (subject {NODE_NAME})")]
+    NotNode,
+    /// The certificate does not chain to a CA of the trust bundle (or is not valid now).
+    #[error("the certificate does not chain to a CA of the trust bundle, or is not valid now")]
+    Untrusted,
+    /// The new trust bundle shares no CA with the one trusted now.
+    #[error(
+        "the new trust bundle keeps none of the CAs trusted now: trust the old and the new CA \
+         first (whip fabric rotate-certs does)"
+    )]
+    NoCommonCa,
+    /// The credential could not be written to the file it is kept in.
+    #[error("keeping the credential: {0}")]
+    Keep(String),
+    /// rustls refused the settings (a key that does not match its certificate).
     #[error("tls settings: {0}")]
     Config(String),
 }
 
 impl Transport {
-    /// TLS with `credentials`.
+    /// TLS with `credentials` just issued by an [`Authority`] (in memory, not kept in a
+    /// file). Panics if they do not parse; use [`Transport::try_tls`] for credentials read
+    /// from elsewhere.
     pub fn tls(credentials: Credentials) -> Transport {
-        Transport::Tls(Arc::new(credentials))
+        Transport::try_tls(credentials).expect("credentials issued by an authority parse")
+    }
+
+    /// TLS with `credentials`, held in memory.
+    pub fn try_tls(credentials: Credentials) -> Result<Transport, TransportError> {
+        Ok(Transport::Tls(Arc::new(Tls::new(credentials, None)?)))
+    }
+
+    /// TLS with `credentials` kept in the file `home` (a node's `DATA/tls/node.json`), which
+    /// an installed credential replaces ([`Tls::install`]).
+    pub fn kept(credentials: Credentials, home: PathBuf) -> Result<Transport, TransportError> {
+        Ok(Transport::Tls(Arc::new(Tls::new(credentials, Some(home))?)))
+    }
+
+    /// The replaceable TLS settings (None: plaintext).
+    pub fn live(&self) -> Option<&Arc<Tls>> {
+        match self {
+            Transport::Tls(tls) => Some(tls),
+            Transport::Insecure => None,
+        }
     }
 
     /// The URI scheme of this transport.
@@ -106,48 +157,22 @@ impl Transport {
         }
     }
 
-    /// The client side of this transport (None: plaintext).
-    pub fn client_config(&self) -> Option<ClientTlsConfig> {
-        let Transport::Tls(credentials) = self else {
-            return None;
-        };
-        let mut config = ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(&credentials.ca))
-            .domain_name(NODE_NAME);
-        if let Some(identity) = &credentials.identity {
-            config = config.identity(Identity::from_pem(&identity.cert, &identity.key));
-        }
-        Some(config)
-    }
-
-    /// The server side of this transport, listening on `addr` (None: plaintext, which is
-    /// refused unless `addr` is a loopback address).
+    /// The server settings new connections on `addr` are accepted with now (None:
+    /// plaintext, which is refused unless `addr` is a loopback address).
     pub fn server_config(
         &self,
         addr: &std::net::SocketAddr,
-    ) -> Result<Option<ServerTlsConfig>, TransportError> {
-        let credentials = match self {
-            Transport::Insecure if addr.ip().is_loopback() => return Ok(None),
-            Transport::Insecure => {
-                return Err(TransportError::InsecureNotLoopback {
-                    addr: addr.to_string(),
-                });
-            }
-            Transport::Tls(credentials) => credentials,
-        };
-        let identity = credentials
-            .identity
-            .as_ref()
-            .ok_or(TransportError::NoIdentity)?;
-        Ok(Some(
-            ServerTlsConfig::new()
-                .identity(Identity::from_pem(&identity.cert, &identity.key))
-                .client_ca_root(Certificate::from_pem(&credentials.ca))
-                .client_auth_optional(true)
-                .timeout(std::time::Duration::from_millis(
-                    limits::TLS_HANDSHAKE_TIMEOUT_MS,
-                )),
-        ))
+    ) -> Result<Option<Arc<ServerConfig>>, TransportError> {
+        match self {
+            Transport::Insecure if addr.ip().is_loopback() => Ok(None),
+            Transport::Insecure => Err(TransportError::InsecureNotLoopback {
+                addr: addr.to_string(),
+            }),
+            Transport::Tls(tls) => tls
+                .server_config()
+                .ok_or(TransportError::NoIdentity)
+                .map(Some),
+        }
     }
 }
 
@@ -249,13 +274,18 @@ pub enum Needs {
     Anyone,
     /// A node or the operator.
     Operator,
+    /// The operator itself (its certificate, or the local user), not a node: one node's
+    /// credential must not replace another node's.
+    OperatorOnly,
     /// A node.
     Node,
 }
 
 /// What `path` (`/package.Service/Method`) needs of its caller.
 pub fn needs(path: &str) -> Needs {
-    if path.starts_with("/whip.v1.Raft/") || path == "/whip.v1.Node/Deliver" {
+    if path == "/whip.v1.Admin/InstallCredential" {
+        Needs::OperatorOnly
+    } else if path.starts_with("/whip.v1.Raft/") || path == "/whip.v1.Node/Deliver" {
         Needs::Node
     } else if path.starts_with("/whip.v1.Admin/")
         || path.starts_with("/whip.v1.Node/")
@@ -273,18 +303,22 @@ pub fn admit(path: &str, principal: Principal) -> Result<(), Status> {
     let ok = match needs(path) {
         Needs::Anyone => true,
         Needs::Operator => principal.is_operator(),
+        Needs::OperatorOnly => matches!(principal, Principal::Operator | Principal::Local),
         Needs::Node => principal.is_node(),
     };
     match (ok, principal) {
         (true, _) => Ok(()),
         (false, Principal::Anonymous) => Err(Status::unauthenticated(format!(
             "{path} needs a certificate of this cluster ({} certificate)",
-            if needs(path) == Needs::Node {
-                "a node"
-            } else {
-                "a node or operator"
+            match needs(path) {
+                Needs::Node => "a node",
+                Needs::OperatorOnly => "the operator's",
+                _ => "a node or operator",
             }
         ))),
+        (false, other) if needs(path) == Needs::OperatorOnly => Err(Status::permission_denied(
+            format!("{path} is the operator's, not the {other:?} credential's"),
+        )),
         (false, other) => Err(Status::permission_denied(format!(
             "{path} is for nodes of this cluster, not the {other:?} credential"
         ))),

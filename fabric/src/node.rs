@@ -265,18 +265,11 @@ impl Node {
 
     /// The gRPC router of this node: the routed client API, the admin and Raft services of
     /// every hosted cell, and the node service (fabric init, status, range changes).
-    pub fn router(
-        &self,
-        tls: Option<tonic::transport::ServerTlsConfig>,
-    ) -> Result<whip_cell::service::Services, ServeError> {
+    pub fn router(&self) -> whip_cell::service::Services {
         let node = Arc::new(self.clone());
-        Ok(
-            whip_cell::service::services(node.clone(), node, tls)?.add_service(
-                whip_proto::v1::node_server::NodeServer::new(crate::admin::NodeApi::new(
-                    self.clone(),
-                ))
+        whip_cell::service::services(node.clone(), node).add_service(
+            whip_proto::v1::node_server::NodeServer::new(crate::admin::NodeApi::new(self.clone()))
                 .max_decoding_message_size(whip_cell::limits::MESSAGE_BYTES_MAX),
-            ),
         )
     }
 
@@ -286,8 +279,8 @@ impl Node {
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        let tls = (self.inner.config.transport).server_config(&listener.local_addr()?)?;
-        whip_cell::service::serve_router(self.router(tls)?, listener, shutdown).await
+        let transport = &self.inner.config.transport;
+        whip_cell::service::serve_router(self.router(), listener, transport, shutdown).await
     }
 
     /// Stop every hosted cell.
@@ -542,5 +535,9 @@ impl whip_cell::service::Cells for Node {
 
     fn rpc_stats(&self) -> whip_cell::metrics::RpcStats {
         self.inner.rpc.clone()
+    }
+
+    fn transport(&self) -> whip_cell::tls::Transport {
+        self.inner.config.transport.clone()
     }
 }

@@ -89,6 +89,9 @@ pub(crate) enum FabricCommand {
     /// Handoff channels between cells: `whip fabric channel reset FROM TO`.
     #[command(subcommand)]
     Channel(ChannelCommand),
+    /// Roll every node onto new certificates while the fabric serves: to a new CA (trust
+    /// both, new node certificates, drop the old CA), or `--keep-ca`. Run where the CA is.
+    RotateCerts(crate::rotate::RotateArgs),
 }
 
 /// `whip fabric channel …`.
@@ -158,7 +161,7 @@ pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
-fn node_client(global: &Global) -> Result<NodeClient<tonic::transport::Channel>> {
+pub(crate) fn node_client(global: &Global) -> Result<NodeClient<tonic::transport::Channel>> {
     let spec = global
         .cell
         .as_deref()
@@ -203,6 +206,9 @@ fn refused(status: tonic::Status) -> anyhow::Error {
 }
 
 pub(crate) async fn fabric(global: &Global, cmd: FabricCommand) -> Result<ExitCode> {
+    if let FabricCommand::RotateCerts(args) = cmd {
+        return crate::rotate::rotate(global, args).await;
+    }
     let mut client = node_client(global)?;
     match cmd {
         FabricCommand::Init {
@@ -258,6 +264,7 @@ pub(crate) async fn fabric(global: &Global, cmd: FabricCommand) -> Result<ExitCo
         FabricCommand::Channel(ChannelCommand::Reset { from, to }) => {
             channel_reset(global, &mut client, from, to).await?;
         }
+        FabricCommand::RotateCerts(_) => unreachable!("handled above"),
     }
     Ok(ExitCode::SUCCESS)
 }

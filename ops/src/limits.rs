@@ -6,3 +6,5 @@ pub(crate) const LEASE_WAIT_POLL_MS: u64 = 200;
 pub(crate) const PROGRESS_LINE_MS: u64 = 5_000;
 /// Rounds `whip team dissolve` runs at most before it says the team is still dissolving.
 pub(crate) const DISSOLVE_ROUNDS_MAX: u64 = 10_000;
+/// How long `whip fabric rotate-certs` waits for one node to install a credential.
+pub(crate) const ROTATE_CALL_TIMEOUT_MS: u64 = 10_000;

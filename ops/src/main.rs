@@ -26,6 +26,7 @@ mod operate;
 mod output;
 mod primitives;
 mod progress;
+mod rotate;
 mod run;
 mod security;
 mod signals;

@@ -29,11 +29,19 @@ pub(crate) fn install_client_default(global: &Global) {
     let ca_only = !config.join("ca.json").exists() && !config.join("operator.json").exists();
     if ca_only && let Ok(ca) = std::fs::read_to_string(config.join("ca.pem")) {
         let credentials = tls::Credentials { ca, identity: None };
-        tls::set_client_default(Transport::tls(credentials));
+        match Transport::try_tls(credentials) {
+            Ok(transport) => tls::set_client_default(transport),
+            Err(e) => {
+                tracing::warn!(error = %e, "ca.pem does not parse; clients connect without TLS")
+            }
+        }
         return;
     }
-    match tls::operator_credentials(&config) {
-        Ok(credentials) => tls::set_client_default(Transport::tls(credentials)),
+    let transport = tls::operator_credentials(&config)
+        .map_err(anyhow::Error::from)
+        .and_then(|credentials| Ok(Transport::try_tls(credentials)?));
+    match transport {
+        Ok(transport) => tls::set_client_default(transport),
         Err(e) => tracing::warn!(error = %e, "no operator credential; clients connect without TLS"),
     }
 }
@@ -50,7 +58,9 @@ pub(crate) fn server_transport(global: &Global, data_dir: &Path) -> Result<Trans
             .with_context(|| format!("cluster CA in {}", config.display()))?;
     }
     let credentials = tls::node_credentials(data_dir, &config)?;
-    Ok(Transport::tls(credentials))
+    let home = tls::node_credential_path(data_dir);
+    Transport::kept(credentials, home.clone())
+        .with_context(|| format!("node credential {}", home.display()))
 }
 
 /// `whip credential issue --role node|operator --out FILE`: a credential of this user's

@@ -10,7 +10,7 @@ use whip_cell::CellClient;
 use whip_fabric::{Node, NodeConfig};
 use whip_proto::v1 as pb;
 
-use crate::process::{kill_child, spawn_server};
+use crate::process::{kill_child, server_command};
 use crate::{free_addrs, init_tracing, wait_for};
 
 struct Running {
@@ -190,6 +190,9 @@ pub struct ProcessFabric {
     pub addrs: Vec<String>,
     /// Observation listener addresses (`--http`), index = id - 1; empty when off.
     pub http_addrs: Vec<String>,
+    /// The whip config (`WHIP_CONFIG_DIR`: CA, operator credential) the nodes run with;
+    /// `None`: this user's.
+    pub config_dir: Option<std::path::PathBuf>,
     children: Vec<Option<Child>>,
 }
 
@@ -202,12 +205,27 @@ impl ProcessFabric {
     /// Like [`ProcessFabric::start`], each node serving `--http` on its own port when
     /// `http` is set ([`ProcessFabric::http_addrs`]).
     pub async fn start_observed(n: usize, http: bool) -> ProcessFabric {
+        ProcessFabric::start_configured(n, http, None).await
+    }
+
+    /// Like [`ProcessFabric::start`], the nodes running with the whip config `config_dir`
+    /// (their own cluster CA) instead of this user's.
+    pub async fn start_in(n: usize, config_dir: &std::path::Path) -> ProcessFabric {
+        ProcessFabric::start_configured(n, false, Some(config_dir.to_path_buf())).await
+    }
+
+    async fn start_configured(
+        n: usize,
+        http: bool,
+        config_dir: Option<std::path::PathBuf>,
+    ) -> ProcessFabric {
         crate::init_tracing();
         let addrs = free_addrs(if http { 2 * n } else { n });
         let mut fabric = ProcessFabric {
             dir: tempfile::tempdir().expect("temp dir"),
             addrs: addrs[..n].iter().map(|a| a.to_string()).collect(),
             http_addrs: addrs[n..].iter().map(|a| a.to_string()).collect(),
+            config_dir,
             children: (0..n).map(|_| None).collect(),
         };
         for id in 1..=n as u64 {
@@ -232,7 +250,12 @@ impl ProcessFabric {
             Some(http) => vec!["--http".to_string(), http.clone()],
             None => Vec::new(),
         };
-        self.children[index] = Some(spawn_server("node", id, &self.addrs[index], &data, &extra));
+        let mut command = server_command("node", id, &self.addrs[index], &data, &extra);
+        if let Some(config) = &self.config_dir {
+            command.env("WHIP_CONFIG_DIR", config);
+        }
+        let child = command.spawn().expect("spawn whip node serve");
+        self.children[index] = Some(child);
     }
 
     /// SIGKILL node `id`.

@@ -27,7 +27,7 @@ use std::sync::OnceLock;
 use whip_cell::tls::{self, Principal, Transport};
 use whip_cell::{Cell, CellClient, CellConfig, StorageKind};
 
-pub use process::{DevCell, ProcessCluster, whip_binary, whip_json};
+pub use process::{DevCell, ProcessCluster, whip_binary, whip_json, whip_json_in};
 
 /// The node credential in-process members serve with: issued (in memory) by this user's
 /// cluster CA, the one `whip` processes started by the tests use too.

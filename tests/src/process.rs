@@ -25,10 +25,24 @@ pub fn whip_binary() -> PathBuf {
 
 /// Run `whip ARGS…` to its end: (success, stdout parsed as JSON or `Null`, stderr).
 pub fn whip_json(args: &[String]) -> (bool, serde_json::Value, String) {
-    let out = Command::new(whip_binary())
-        .args(args)
-        .output()
-        .expect("run whip");
+    let mut command = Command::new(whip_binary());
+    command.args(args);
+    run_json(command)
+}
+
+/// [`whip_json`] with the whip config (`WHIP_CONFIG_DIR`) `config_dir` instead of this
+/// user's.
+pub fn whip_json_in(
+    config_dir: &std::path::Path,
+    args: &[&str],
+) -> (bool, serde_json::Value, String) {
+    let mut command = Command::new(whip_binary());
+    command.env("WHIP_CONFIG_DIR", config_dir).args(args);
+    run_json(command)
+}
+
+fn run_json(mut command: Command) -> (bool, serde_json::Value, String) {
+    let out = command.output().expect("run whip");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let json = serde_json::from_str(stdout.trim()).unwrap_or(serde_json::Value::Null);
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
@@ -44,15 +58,28 @@ pub(crate) fn spawn_server(
     data: &std::path::Path,
     extra: &[String],
 ) -> Child {
-    Command::new(whip_binary())
+    server_command(kind, id, addr, data, extra)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn whip {kind} serve: {e}"))
+}
+
+/// The command line of [`spawn_server`], to adjust before spawning.
+pub(crate) fn server_command(
+    kind: &str,
+    id: u64,
+    addr: &str,
+    data: &std::path::Path,
+    extra: &[String],
+) -> Command {
+    let mut command = Command::new(whip_binary());
+    command
         .args([kind, "serve", "--id", &id.to_string(), "--listen", addr])
         .arg("--data")
         .arg(data)
         .args(extra)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn whip {kind} serve: {e}"))
+        .stderr(Stdio::null());
+    command
 }
 
 /// SIGKILL the child in `slot`, if any, and reap it.

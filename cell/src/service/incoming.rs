@@ -136,3 +136,80 @@ pub fn limited(
         }
     })
 }
+
+/// A connection whose TLS handshake finished (tonic reads the peer's proven certificates
+/// from it: `TlsConnectInfo`).
+pub type TlsConnection = tokio_rustls::server::TlsStream<Limited>;
+
+type Handshake = futures::future::BoxFuture<'static, Option<TlsConnection>>;
+
+/// The connections of `listener` after their TLS handshake with the settings `tls` holds
+/// when each one is accepted (a replaced certificate serves the next connection). Every
+/// handshake runs on its own, cut after [`limits::TLS_HANDSHAKE_TIMEOUT_MS`]; one that fails
+/// closes its connection and is logged at debug.
+pub fn tls(listener: tokio::net::TcpListener, tls: Arc<crate::tls::Tls>) -> TlsIncoming {
+    TlsIncoming {
+        accepted: Box::pin(limited(listener)),
+        handshakes: futures::stream::FuturesUnordered::new(),
+        tls,
+    }
+}
+
+/// See [`tls`].
+pub struct TlsIncoming {
+    accepted: Pin<Box<dyn futures::Stream<Item = std::io::Result<Limited>> + Send>>,
+    handshakes: futures::stream::FuturesUnordered<Handshake>,
+    tls: Arc<crate::tls::Tls>,
+}
+
+impl TlsIncoming {
+    fn start(&self, connection: Limited) -> Handshake {
+        let config = self.tls.server_config();
+        Box::pin(async move {
+            let Some(config) = config else {
+                tracing::warn!("tls connection refused: the server has no certificate");
+                return None;
+            };
+            let accept = tokio_rustls::TlsAcceptor::from(config).accept(connection);
+            let limit = std::time::Duration::from_millis(limits::TLS_HANDSHAKE_TIMEOUT_MS);
+            match tokio::time::timeout(limit, accept).await {
+                Ok(Ok(stream)) => Some(stream),
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "tls handshake failed");
+                    None
+                }
+                Err(_) => {
+                    tracing::debug!("tls handshake timed out");
+                    None
+                }
+            }
+        })
+    }
+}
+
+impl futures::Stream for TlsIncoming {
+    type Item = std::io::Result<TlsConnection>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        use futures::StreamExt;
+        // Start the handshake of every connection accepted by now.
+        while let Poll::Ready(next) = self.accepted.as_mut().poll_next(cx) {
+            match next {
+                Some(Ok(connection)) => {
+                    let handshake = self.start(connection);
+                    self.handshakes.push(handshake);
+                }
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                None => return Poll::Ready(None),
+            }
+        }
+        loop {
+            match self.handshakes.poll_next_unpin(cx) {
+                Poll::Ready(Some(Some(stream))) => return Poll::Ready(Some(Ok(stream))),
+                Poll::Ready(Some(None)) => continue,
+                // Nothing in flight: the accept above registered the wake-up.
+                Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}

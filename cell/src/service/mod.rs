@@ -66,6 +66,9 @@ pub trait Cells: Send + Sync + 'static {
     fn cell(&self, id: u64) -> Option<Cell>;
     /// Where this server counts the calls it answers (`/metrics`).
     fn rpc_stats(&self) -> crate::metrics::RpcStats;
+    /// The transport this server serves with (its credential is replaced by the operator's
+    /// `InstallCredential`).
+    fn transport(&self) -> crate::tls::Transport;
 }
 
 impl Cells for Cell {
@@ -75,6 +78,10 @@ impl Cells for Cell {
 
     fn rpc_stats(&self) -> crate::metrics::RpcStats {
         self.config().rpc_stats.clone()
+    }
+
+    fn transport(&self) -> crate::tls::Transport {
+        Cell::transport(self).clone()
     }
 }
 
@@ -107,23 +114,19 @@ pub enum ServeError {
 /// socket: only the local user reaches it), with gRPC reflection so tools such as grpcurl
 /// can list and call the API without the .proto file.
 pub fn router(cell: Cell) -> Services {
-    services(Arc::new(cell.clone()), Arc::new(cell), None).expect("no tls settings to refuse")
+    services(Arc::new(cell.clone()), Arc::new(cell))
 }
 
-/// The router of a server whose client API runs on `dispatch` and which hosts `cells`,
-/// over TLS when `tls` is given. Every call passes the caller gate first.
-pub fn services(
-    dispatch: Arc<dyn Dispatch>,
-    cells: Arc<dyn Cells>,
-    tls: Option<tonic::transport::ServerTlsConfig>,
-) -> Result<Services, ServeError> {
+/// The router of a server whose client API runs on `dispatch` and which hosts `cells`.
+/// Every call passes the caller gate first. TLS is the listener's ([`serve_router`]).
+pub fn services(dispatch: Arc<dyn Dispatch>, cells: Arc<dyn Cells>) -> Services {
     // Reflection lists the client API only: the peer services are nobody else's business.
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(whip_proto::FILE_DESCRIPTOR_SET)
         .with_service_name("whip.v1.Cell")
         .build_v1()
         .expect("the compiled descriptor set is valid");
-    let mut builder = tonic::transport::Server::builder()
+    let builder = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(std::time::Duration::from_millis(
             limits::KEEPALIVE_INTERVAL_MS,
         )))
@@ -135,10 +138,7 @@ pub fn services(
         )))
         .max_concurrent_streams(Some(limits::STREAMS_PER_CONNECTION_MAX))
         .concurrency_limit_per_connection(limits::STREAMS_PER_CONNECTION_MAX as usize);
-    if let Some(tls) = tls {
-        builder = builder.tls_config(tls)?;
-    }
-    Ok(builder
+    builder
         .layer(crate::tls::GateLayer::new(cells.rpc_stats()))
         .add_service(reflection)
         .add_service(client_api(dispatch))
@@ -152,7 +152,7 @@ pub fn services(
             raft_server::RaftServer::new(RaftApi { cells })
                 .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
                 .max_encoding_message_size(limits::MESSAGE_BYTES_MAX),
-        ))
+        )
 }
 
 /// The typed client API (`whip.v1.Cell`) on `dispatch`, as [`services`] mounts it: tonic's
@@ -165,17 +165,32 @@ pub fn client_api(dispatch: Arc<dyn Dispatch>) -> cell_server::CellServer<CellAp
         .max_encoding_message_size(limits::MESSAGE_BYTES_MAX)
 }
 
-/// Serve `router` on `listener` (TCP, with TCP_NODELAY: TRAPS.md 9; at most
-/// [`limits::CONNECTIONS_MAX`] connections) until `shutdown` resolves.
+/// Serve `router` on `listener` over `transport` (TCP, with TCP_NODELAY: TRAPS.md 9; at
+/// most [`limits::CONNECTIONS_MAX`] connections) until `shutdown` resolves. Over TLS every
+/// connection is accepted with the settings the transport holds when it arrives, so a
+/// credential installed later ([`crate::tls::Tls::install`]) serves the next connection.
 pub async fn serve_router(
     router: Services,
     listener: tokio::net::TcpListener,
+    transport: &crate::tls::Transport,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let incoming = incoming::limited(listener);
-    Ok(router
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await?)
+    transport.server_config(&listener.local_addr()?)?;
+    match transport.live() {
+        Some(tls) => {
+            let incoming = incoming::tls(listener, tls.clone());
+            router
+                .serve_with_incoming_shutdown(incoming, shutdown)
+                .await?;
+        }
+        None => {
+            let incoming = incoming::limited(listener);
+            router
+                .serve_with_incoming_shutdown(incoming, shutdown)
+                .await?;
+        }
+    }
+    Ok(())
 }
 
 /// Serve `cell` on `listener` over the cell's transport until `shutdown` resolves.
@@ -184,9 +199,9 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let tls = cell.transport().server_config(&listener.local_addr()?)?;
-    let router = services(Arc::new(cell.clone()), Arc::new(cell), tls)?;
-    serve_router(router, listener, shutdown).await
+    let transport = cell.transport().clone();
+    let router = services(Arc::new(cell.clone()), Arc::new(cell));
+    serve_router(router, listener, &transport, shutdown).await
 }
 
 /// Bind `addr` for [`serve`].

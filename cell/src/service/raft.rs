@@ -64,6 +64,44 @@ impl admin_server::Admin for AdminApi {
             message: format!("voters are now {voters:?}"),
         }))
     }
+
+    async fn install_credential(
+        &self,
+        req: GrpcRequest<pb::InstallCredentialRequest>,
+    ) -> GrpcResult<pb::InstallCredentialResponse> {
+        let req = req.into_inner();
+        let transport = self.cells.transport();
+        let tls = transport.live().cloned().ok_or_else(|| {
+            Status::failed_precondition("this server runs without TLS (--insecure)")
+        })?;
+        let identity = match (req.cert.is_empty(), req.key.is_empty()) {
+            (true, true) => None,
+            (false, false) => Some(crate::tls::Pem {
+                cert: req.cert,
+                key: req.key,
+            }),
+            _ => {
+                return Err(Status::invalid_argument(
+                    "cert and key come together (both empty: keep the current certificate)",
+                ));
+            }
+        };
+        // Checking and keeping the credential reads and writes a small file: off the
+        // runtime's workers (TRAPS.md 13).
+        let ca = req.ca;
+        let installed = tokio::task::spawn_blocking(move || tls.install(ca, identity))
+            .await
+            .map_err(|e| Status::internal(format!("install task: {e}")))?;
+        let presented = installed.map_err(|e| match e {
+            crate::tls::TransportError::Keep(_) => Status::internal(e.to_string()),
+            _ => Status::invalid_argument(e.to_string()),
+        })?;
+        Ok(Response::new(pb::InstallCredentialResponse {
+            certificate: presented.certificate,
+            issuer: presented.issuer,
+            trusted: presented.trusted,
+        }))
+    }
 }
 
 pub(super) struct RaftApi {

@@ -162,7 +162,12 @@ impl Authority {
 
     /// The CA kept in `dir`, if there is one.
     pub fn load(dir: &Path) -> Result<Option<Authority>, PkiError> {
-        let Some(stored) = read_json::<StoredAuthority>(&dir.join("ca.json"))? else {
+        Authority::load_file(&dir.join("ca.json"))
+    }
+
+    /// The CA kept in the file `path` (the form of `ca.json`), if there is one.
+    pub fn load_file(path: &Path) -> Result<Option<Authority>, PkiError> {
+        let Some(stored) = read_json::<StoredAuthority>(path)? else {
             return Ok(None);
         };
         let key = KeyPair::from_pem(&stored.key)?;
@@ -170,6 +175,16 @@ impl Authority {
             key,
             cert_pem: stored.cert,
         }))
+    }
+
+    /// Keep this CA in the file `path` (0600, replaced atomically), the form of `ca.json`.
+    pub fn store(&self, path: &Path) -> Result<(), PkiError> {
+        let stored = StoredAuthority {
+            cert: self.cert_pem.clone(),
+            key: self.key.serialize_pem(),
+        };
+        let bytes = serde_json::to_vec_pretty(&stored).expect("plain strings encode");
+        write_private(path, &bytes)
     }
 
     /// The CA certificate, PEM.
@@ -247,6 +262,25 @@ pub fn load_credentials(path: &Path) -> Result<Option<Credentials>, PkiError> {
             }),
         }),
     )
+}
+
+/// Keep `credentials` (with a certificate) in the file `path` (0600, replaced atomically).
+pub fn store_credentials(path: &Path, credentials: &Credentials) -> Result<(), PkiError> {
+    let identity = credentials.identity.as_ref().ok_or_else(|| {
+        io(path)(std::io::Error::other(
+            "a kept credential needs a certificate",
+        ))
+    })?;
+    if let Some(dir) = path.parent() {
+        private_dir(dir)?;
+    }
+    let stored = StoredCredentials {
+        ca: credentials.ca.clone(),
+        cert: identity.cert.clone(),
+        key: identity.key.clone(),
+    };
+    let bytes = serde_json::to_vec_pretty(&stored).expect("plain strings encode");
+    write_private(path, &bytes)
 }
 
 /// The CA's own parameters, rebuilt from its key: the subject names the key.

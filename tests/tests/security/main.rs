@@ -15,6 +15,7 @@ mod t70_mail;
 mod t80_executor;
 mod t80_vote;
 mod t85_idempotency;
+mod t90_credentials;
 
 use std::path::Path;
 use std::process::{Command, Output};
