@@ -109,8 +109,13 @@ pub(crate) fn seed_scenarios(dir: &Path, cell: Option<&str>) {
     assert!(first.contains("status running"), "{first}");
     let a = run_id(&first);
     let leases = ok(&whip(dir, cell, &["leases"]));
-    let held = format!("local/Ship::deploy_slot/prod held by {a} (expires ");
-    assert!(leases.starts_with(&held), "{leases}");
+    let held = &whip_tests::table::rows(&leases)[0];
+    assert_eq!(held["LEASE"], "local/Ship::deploy_slot/prod", "{leases}");
+    assert_eq!(held["HOLDER"], a, "{leases}");
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(&held["EXPIRES"]).is_ok(),
+        "{leases}"
+    );
     let second = ok(&whip(dir, cell, &["run", "deploys.whip"]));
     assert!(second.contains("status completed"), "{second}");
     assert!(second.contains("skipped: deploy slot busy"), "{second}");
@@ -125,11 +130,17 @@ pub(crate) fn seed_scenarios(dir: &Path, cell: Option<&str>) {
     let one = ok(&whip(dir, cell, &["run", "budget.whip"]));
     assert!(one.contains("budget applied"), "{one}");
     let counters = ok(&whip(dir, cell, &["counters"]));
-    let line = format!(
-        "local/Budget::tokens/core consumed=60 period={}\n",
-        new_york_today()
+    let rows = whip_tests::table::rows(&counters);
+    let row = |r: &whip_tests::table::Row| {
+        let cells = ["COUNTER", "CONSUMED", "PERIOD"].map(|c| r[c].clone());
+        cells.join(" ")
+    };
+    let budget = format!("local/Budget::tokens/core 60 {}", new_york_today());
+    assert_eq!(
+        rows.iter().map(row).collect::<Vec<_>>(),
+        [budget],
+        "{counters}"
     );
-    assert_eq!(counters, line);
     let two = ok(&whip(dir, cell, &["run", "budget.whip"]));
     assert!(two.contains("nothing fit today's budget"), "{two}");
     // Decisions twice: #1 and #2 in partition `deploys`, by their instances.
@@ -137,12 +148,21 @@ pub(crate) fn seed_scenarios(dir: &Path, cell: Option<&str>) {
     let d2 = run_id(&ok(&whip(dir, cell, &["run", "decisions.whip"])));
     let ledger = ok(&whip(dir, cell, &["ledger", "decisions"]));
     let entry = r#"{"area":"deploys","choice":"ship api first"}"#;
+    let rows: Vec<String> = whip_tests::table::rows(&ledger)
+        .iter()
+        .map(|r| {
+            ["ENTRY", "PARTITION", "BY", "BODY"]
+                .map(|c| r[c].clone())
+                .join(" ")
+        })
+        .collect();
     assert_eq!(
-        ledger,
-        format!(
-            "local/Decisions::decisions#1 [deploys] by {d1}: {entry}\n\
-             local/Decisions::decisions#2 [deploys] by {d2}: {entry}\n"
-        )
+        rows,
+        [
+            format!("local/Decisions::decisions#1 deploys {d1} {entry}"),
+            format!("local/Decisions::decisions#2 deploys {d2} {entry}")
+        ],
+        "{ledger}"
     );
     let json = ok(&whip(
         dir,
@@ -158,8 +178,11 @@ pub(crate) fn seed_scenarios(dir: &Path, cell: Option<&str>) {
         "{status}"
     );
     let instances = ok(&whip(dir, cell, &["instances"]));
-    assert_eq!(instances.lines().count(), 6, "{instances}");
-    assert!(instances.contains(&format!("{d1} completed workflow_version=pv_")));
+    let rows = whip_tests::table::rows(&instances);
+    assert_eq!(rows.len(), 6, "{instances}");
+    let done = rows.iter().find(|r| r["ID"] == d1).expect("d1 is listed");
+    assert_eq!(done["STATUS"], "completed", "{instances}");
+    assert!(done["WORKFLOW_VERSION"].starts_with("pv_"), "{instances}");
     let log = ok(&whip(dir, cell, &["log", &d1]));
     assert!(log.starts_with("#1 external.started "), "{log}");
     for view in ["facts", "effects", "runs", "diagnostics"] {
