@@ -253,10 +253,9 @@ pub async fn run(options: Options) -> Result<Report, String> {
         recovery: Recovery::default(),
     };
     let begun = Instant::now();
-    let until = begun + options.duration;
     let shown = progress::show(recorder.clone(), begun, options.duration);
     tokio::select! {
-        (r, ()) = async { tokio::join!(nemesis.run(until), shown) } => r?,
+        (r, ()) = async { tokio::join!(nemesis.run(begun + options.duration), shown) } => r?,
         _ = tokio::signal::ctrl_c() => return Err("interrupted".into()),
     }
     stop.store(true, Ordering::Relaxed);

@@ -126,38 +126,14 @@ pub(crate) fn seed_scenarios(dir: &Path, cell: Option<&str>) {
         "{cancelled}"
     );
     assert_eq!(ok(&whip(dir, cell, &["leases"])), "no leases held\n");
-    // Budget twice: 60 of 100 admitted, then nothing fits.
-    let one = ok(&whip(dir, cell, &["run", "budget.whip"]));
-    assert!(one.contains("budget applied"), "{one}");
-    let counters = ok(&whip(dir, cell, &["counters"]));
-    let rows = whip_tests::table::rows(&counters);
-    let row = |r: &whip_tests::table::Row| {
-        let cells = ["COUNTER", "CONSUMED", "PERIOD"].map(|c| r[c].clone());
-        cells.join(" ")
-    };
-    let budget = format!("local/Budget::tokens/core 60 {}", new_york_today());
-    assert_eq!(
-        rows.iter().map(row).collect::<Vec<_>>(),
-        [budget],
-        "{counters}"
-    );
-    let two = ok(&whip(dir, cell, &["run", "budget.whip"]));
-    assert!(two.contains("nothing fit today's budget"), "{two}");
+    budget_twice(dir, cell);
     // Decisions twice: #1 and #2 in partition `deploys`, by their instances.
     let d1 = run_id(&ok(&whip(dir, cell, &["run", "decisions.whip"])));
     let d2 = run_id(&ok(&whip(dir, cell, &["run", "decisions.whip"])));
     let ledger = ok(&whip(dir, cell, &["ledger", "decisions"]));
     let entry = r#"{"area":"deploys","choice":"ship api first"}"#;
-    let rows: Vec<String> = whip_tests::table::rows(&ledger)
-        .iter()
-        .map(|r| {
-            ["ENTRY", "PARTITION", "BY", "BODY"]
-                .map(|c| r[c].clone())
-                .join(" ")
-        })
-        .collect();
     assert_eq!(
-        rows,
+        cells(&ledger, &["ENTRY", "PARTITION", "BY", "BODY"]),
         [
             format!("local/Decisions::decisions#1 deploys {d1} {entry}"),
             format!("local/Decisions::decisions#2 deploys {d2} {entry}")
@@ -190,6 +166,32 @@ pub(crate) fn seed_scenarios(dir: &Path, cell: Option<&str>) {
         ok(&whip(dir, cell, &["--json", view, &d1]));
     }
     bad_input(dir, cell, &d1);
+}
+
+/// Budget twice: 60 of 100 admitted, then nothing fits.
+fn budget_twice(dir: &Path, cell: Option<&str>) {
+    let one = ok(&whip(dir, cell, &["run", "budget.whip"]));
+    assert!(one.contains("budget applied"), "{one}");
+    let counters = ok(&whip(dir, cell, &["counters"]));
+    let budget = format!("local/Budget::tokens/core 60 {}", new_york_today());
+    let listed = cells(&counters, &["COUNTER", "CONSUMED", "PERIOD"]);
+    assert_eq!(listed, [budget], "{counters}");
+    let two = ok(&whip(dir, cell, &["run", "budget.whip"]));
+    assert!(two.contains("nothing fit today's budget"), "{two}");
+}
+
+/// The rows of a human table, each as its `columns` joined by a space.
+fn cells(table: &str, columns: &[&str]) -> Vec<String> {
+    whip_tests::table::rows(table)
+        .iter()
+        .map(|r| {
+            columns
+                .iter()
+                .map(|c| r[*c].as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
 }
 
 fn bad_input(dir: &Path, cell: Option<&str>, done: &str) {
