@@ -14,7 +14,7 @@ use whip_proto::v1::OutcomeCode as Code;
 use crate::Global;
 use crate::connect::session;
 use crate::limits::DISSOLVE_ROUNDS_MAX;
-use crate::output::{self, parse_duration_ms, time_text};
+use crate::output::{self, Table, parse_duration_ms, time_cell, time_text};
 use crate::primitives::code_name;
 
 #[derive(Subcommand, Debug)]
@@ -507,51 +507,46 @@ async fn mailbox(global: &Global, c: &CellClient, team: String, after: u64) -> R
             "body": body_json(&m.body), "at": time_text(m.at_ms)})
         })
         .collect();
-    let lines: Vec<String> = r
-        .messages
-        .iter()
-        .map(|m| {
-            let body = body_json(&m.body);
-            let body = body
-                .as_str()
-                .map_or_else(|| body.to_string(), str::to_string);
-            format!(
-                "#{} {} {} from {}: {body}",
-                m.seq,
-                time_text(m.at_ms),
-                m.kind,
-                m.from
-            )
-        })
-        .collect();
-    let text = match lines.is_empty() {
-        true => "no messages".to_string(),
-        false => lines.join("\n"),
-    };
+    let mut table = Table::new(&["seq", "at", "kind", "from", "body"]);
+    for m in &r.messages {
+        let body = body_json(&m.body);
+        let body = body
+            .as_str()
+            .map_or_else(|| body.to_string(), str::to_string);
+        let (seq, at) = (format!("#{}", m.seq), time_cell(m.at_ms));
+        table.row(vec![seq, at, m.kind.clone(), m.from.clone(), body]);
+    }
+    let text = table.lines_or("no messages").join("\n");
     print(global, Value::Array(rows), text);
     Ok(())
 }
 
 fn print_tasks(global: &Global, tasks: &[pb::Task]) {
     let rows: Vec<Value> = tasks.iter().map(task_json).collect();
-    let text = tasks
-        .iter()
-        .map(|t| {
-            let worker = t.worker.as_deref().unwrap_or("-");
-            format!(
-                "{} {} {} deliveries={} worker={worker}",
-                t.id, t.state, t.tier, t.delivery_count
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
+    let header = [
+        "task",
+        "state",
+        "tier",
+        "deliveries",
+        "worker",
+        "deadline",
+        "posted",
+    ];
+    let mut table = Table::new(&header);
+    for t in tasks {
+        table.row(vec![
+            t.id.clone(),
+            t.state.clone(),
+            t.tier.clone(),
+            t.delivery_count.to_string(),
+            t.worker.clone().unwrap_or_else(|| "-".into()),
+            time_cell(t.deadline_ms),
+            time_cell(t.posted_ms),
+        ]);
+    }
     print(
         global,
         Value::Array(rows),
-        if text.is_empty() {
-            "(none)".into()
-        } else {
-            text
-        },
+        table.lines_or("(none)").join("\n"),
     );
 }

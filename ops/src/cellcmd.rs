@@ -15,7 +15,7 @@ use whip_proto::v1 as pb;
 use crate::Global;
 use crate::config::ServeCommon;
 use crate::connect::cell_addrs;
-use crate::output;
+use crate::output::{self, Table};
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum CellCommand {
@@ -268,16 +268,26 @@ async fn status(global: &Global) -> Result<ExitCode> {
         "last log {}, last applied {}, storage {}",
         s.last_log_index, s.last_applied, s.storage
     ));
+    let mut members = Table::new(&["member", "addr", "role", "lag"]);
     for m in &s.members {
         let role = if m.voter { "voter" } else { "learner" };
         let lag = m.lag.map_or("?".to_string(), |l| l.to_string());
-        output::line(&format!("  {} {} {role} lag {lag}", m.id, m.addr));
+        members.row(vec![m.id.to_string(), m.addr.clone(), role.into(), lag]);
     }
+    members.print_or("no members");
+    let mut stages = Table::new(&["stage", "count", "p50_us", "p99_us", "member"]);
     for st in s.stages.iter().filter(|st| st.count > 0) {
-        output::line(&format!(
-            "  stage {:<15} n {:>9}  p50 {:>7} µs  p99 {:>7} µs  (member {stages_of})",
-            st.stage, st.count, st.p50_us, st.p99_us
-        ));
+        stages.row(vec![
+            st.stage.clone(),
+            st.count.to_string(),
+            st.p50_us.to_string(),
+            st.p99_us.to_string(),
+            stages_of.to_string(),
+        ]);
+    }
+    if !s.stages.iter().all(|st| st.count == 0) {
+        output::line("");
+        stages.print_or("");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use crate::Global;
-use crate::output;
+use crate::output::{self, Table};
 
 /// The file a server reads from its data directory when no `--config` is given.
 pub(crate) const DATA_DIR_FILE: &str = "whip.toml";
@@ -245,23 +245,15 @@ pub(crate) fn show<T: Serialize>(
     }
     let file = file.map_or("no config file".to_string(), |f| format!("file {f}"));
     output::line(&format!("whip {server} serve ({file})"));
-    let width = effective.origins.keys().map(String::len).max().unwrap_or(3);
-    let values: Vec<String> = effective
-        .origins
-        .values()
-        .map(|(v, _)| value_text(v))
-        .collect();
-    let value_width = values.iter().map(String::len).max().unwrap_or(5).max(5);
-    output::line(&format!(
-        "  {:<width$}  {:<value_width$}  SOURCE",
-        "KEY", "VALUE"
-    ));
-    for ((key, (_, source)), value) in effective.origins.iter().zip(&values) {
-        output::line(&format!(
-            "  {key:<width$}  {value:<value_width$}  {}",
-            source.code()
-        ));
+    let mut table = Table::new(&["key", "value", "source"]);
+    for (key, (value, source)) in &effective.origins {
+        table.row(vec![
+            key.clone(),
+            value_text(value),
+            source.code().to_string(),
+        ]);
     }
+    table.print_or("no settings");
     ExitCode::SUCCESS
 }
 

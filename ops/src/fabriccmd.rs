@@ -15,7 +15,8 @@ use whip_proto::v1::node_client::NodeClient;
 use crate::Global;
 use crate::config::{Serve, ServeCommon};
 use crate::connect::cell_addrs;
-use crate::output;
+use crate::output::{self, Table};
+use crate::progress::awaiting;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum NodeCommand {
@@ -222,8 +223,8 @@ pub(crate) async fn fabric(global: &Global, cmd: FabricCommand) -> Result<ExitCo
                 cells,
                 replicas,
             };
-            let status = client
-                .fabric_init(request)
+            let label = format!("fabric init: {cells} cells");
+            let status = awaiting(&label, client.fabric_init(request))
                 .await
                 .map_err(refused)?
                 .into_inner();
@@ -242,8 +243,8 @@ pub(crate) async fn fabric(global: &Global, cmd: FabricCommand) -> Result<ExitCo
                 start: point(&start)?,
                 to_cell: to,
             };
-            let r = client
-                .range_move(request)
+            let label = format!("fabric move {start} to cell {to}: copying rows");
+            let r = awaiting(&label, client.range_move(request))
                 .await
                 .map_err(refused)?
                 .into_inner();
@@ -254,8 +255,8 @@ pub(crate) async fn fabric(global: &Global, cmd: FabricCommand) -> Result<ExitCo
                 start: point(&start)?,
                 at: point(&at)?,
             };
-            let r = client
-                .range_split(request)
+            let label = format!("fabric split {start} at {at}");
+            let r = awaiting(&label, client.range_split(request))
                 .await
                 .map_err(refused)?
                 .into_inner();
@@ -303,7 +304,7 @@ fn range_json(r: &pb::RangeInfo) -> Value {
 }
 
 fn range_text(r: &pb::RangeInfo) -> String {
-    format!("{:#018x}..={:#018x} epoch {}", r.start, r.last, r.epoch)
+    format!("{:#018x}..={:#018x}", r.start, r.last)
 }
 
 fn print_ranges(global: &Global, r: &pb::RangeMoveResponse, what: &str) {
@@ -313,9 +314,16 @@ fn print_ranges(global: &Global, r: &pb::RangeMoveResponse, what: &str) {
         return;
     }
     output::line(what);
-    for range in &r.ranges {
-        output::line(&format!("  cell {}: {}", range.cell, range_text(range)));
+    range_table(r.ranges.iter()).print_or("no ranges");
+}
+
+/// Ranges as a table: where each starts and ends, its cell and epoch.
+fn range_table<'a>(ranges: impl Iterator<Item = &'a pb::RangeInfo>) -> Table {
+    let mut table = Table::new(&["range", "cell", "epoch"]);
+    for r in ranges {
+        table.row(vec![range_text(r), r.cell.to_string(), r.epoch.to_string()]);
     }
+    table
 }
 
 fn print_status(global: &Global, s: &pb::FabricStatusResponse, title: &str) {
@@ -342,26 +350,36 @@ fn print_status(global: &Global, s: &pb::FabricStatusResponse, title: &str) {
         return;
     }
     output::line(&format!(
-        "{title}: {} nodes, {} cells",
+        "{title}: {} nodes, {} cells, map version {}",
         s.nodes.len(),
-        s.cells.len()
+        s.cells.len(),
+        s.map_version
     ));
+    let mut nodes = Table::new(&["node", "addr", "state"]);
     for n in &s.nodes {
         let state = if n.reachable { "up" } else { "UNREACHABLE" };
-        output::line(&format!("  node {} {} {state}", n.id, n.addr));
+        nodes.row(vec![n.id.to_string(), n.addr.clone(), state.into()]);
     }
+    let mut cells = Table::new(&["cell", "role", "leader", "voters", "term", "applied"]);
     for c in &s.cells {
-        let leader = c.leader.map_or("none".to_string(), |l| format!("node {l}"));
-        let role = if c.id == 0 { " (meta)" } else { "" };
-        output::line(&format!(
-            "  cell {}{role}: leader {leader}, voters {:?}, term {}",
-            c.id, c.voters, c.term
-        ));
-        for r in &c.ranges {
-            output::line(&format!("    {}", range_text(r)));
+        let voters: Vec<String> = c.voters.iter().map(u64::to_string).collect();
+        cells.row(vec![
+            c.id.to_string(),
+            if c.id == 0 { "meta" } else { "data" }.into(),
+            c.leader.map_or("none".to_string(), |l| format!("node {l}")),
+            voters.join(","),
+            c.term.to_string(),
+            c.last_applied.to_string(),
+        ]);
+    }
+    let ranges = range_table(s.cells.iter().flat_map(|c| &c.ranges));
+    for (i, table) in [nodes, cells, ranges].iter().enumerate() {
+        if i > 0 {
+            output::line("");
         }
+        table.print_or("none");
     }
     for a in &s.alarms {
-        output::line(&format!("  ALARM {a}"));
+        output::line(&format!("ALARM {a}"));
     }
 }

@@ -15,7 +15,7 @@ use whip_engine::runtime::{Engine, RuntimeError, fresh_id, now_ms};
 
 use crate::Global;
 use crate::connect::session;
-use crate::output::{self, parse_duration_ms};
+use crate::output::{self, Table, parse_duration_ms};
 
 type Eng = Engine<CellClient>;
 
@@ -244,19 +244,41 @@ async fn list(global: &Global, e: &Eng, tracker: Option<String>, ready: bool) ->
         .into_iter()
         .filter(|i| !ready || i.ready(now))
         .collect();
-    let mut lines: Vec<String> = issues.iter().map(line).collect();
-    if lines.is_empty() {
-        lines.push(
-            if ready {
-                "no ready issues"
-            } else {
-                "no issues"
-            }
-            .into(),
-        );
-    }
+    let lines = table(&issues, now).lines_or(if ready {
+        "no ready issues"
+    } else {
+        "no issues"
+    });
     let rows: Vec<Value> = issues.iter().map(row).collect();
     print(global, Value::Array(rows), lines)
+}
+
+/// The listing of `issue list` and `issue ready`.
+fn table(issues: &[Issue], now: u64) -> Table {
+    let mut table = Table::new(&[
+        "id",
+        "status",
+        "tracker",
+        "assignee",
+        "claimed_by",
+        "fence",
+        "expires",
+        "title",
+    ]);
+    for issue in issues {
+        let claim = issue.live_claim(now).filter(|_| issue.status == "open");
+        table.row(vec![
+            issue.id.clone(),
+            issue.shown_status(now).to_string(),
+            format!("{}::{}", issue.owner, issue.tracker),
+            issue.assignee.clone().unwrap_or_else(|| "-".into()),
+            claim.map_or_else(|| "-".into(), |c| c.claimant.clone()),
+            claim.map_or_else(|| "-".into(), |c| c.fence.to_string()),
+            claim.map_or_else(|| "-".into(), |c| output::time_text(c.deadline_ms)),
+            issue.title.clone(),
+        ]);
+    }
+    table
 }
 
 fn claim_text(issue: &Issue) -> String {
@@ -265,7 +287,7 @@ fn claim_text(issue: &Issue) -> String {
             "{} fence={} (expires {})",
             c.claimant,
             c.fence,
-            crate::run::local_time(c.deadline_ms)
+            output::time_text(c.deadline_ms)
         )
     })
 }
@@ -289,7 +311,7 @@ fn line(issue: &Issue) -> String {
             " claimed_by={} fence={} expires={}",
             c.claimant,
             c.fence,
-            crate::run::local_time(c.deadline_ms)
+            output::time_text(c.deadline_ms)
         );
     }
     l

@@ -4,6 +4,8 @@
 pub(crate) const LEASE_WAIT_POLL_MS: u64 = 200;
 /// How often long work prints a plain progress line when stderr is not a terminal.
 pub(crate) const PROGRESS_LINE_MS: u64 = 5_000;
+/// How often a spinner (work of unknown size, on a terminal) redraws.
+pub(crate) const SPINNER_TICK_MS: u64 = 120;
 /// Rounds `whip team dissolve` runs at most before it says the team is still dissolving.
 pub(crate) const DISSOLVE_ROUNDS_MAX: u64 = 10_000;
 /// How long `whip fabric rotate-certs` waits for one node to install a credential.

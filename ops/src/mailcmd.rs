@@ -11,7 +11,7 @@ use whip_cell::CellClient;
 use whip_proto::v1 as pb;
 
 use crate::Global;
-use crate::output::{self, time_text};
+use crate::output::{self, Table, time_cell, time_text};
 
 /// The types a client sends (a server's `notice` is not among them).
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -335,18 +335,18 @@ fn print_messages(global: &Global, messages: &[pb::MailMessage]) {
         output::json(&Value::Array(messages.iter().map(message_json).collect()));
         return;
     }
-    if messages.is_empty() {
-        output::line("(no mail)");
-    }
+    let mut table = Table::new(&["id", "type", "from", "trust", "screen", "at", "text"]);
     for m in messages {
-        let verdict = m.screen.as_ref().map_or("", |s| s.verdict.as_str());
-        output::line(&format!(
-            "{} {} from {} [{} {verdict}]: {}",
-            m.id,
-            type_name(m.r#type),
-            m.from,
-            m.trust,
-            m.text
-        ));
+        let verdict = m.screen.as_ref().map_or("-", |s| s.verdict.as_str());
+        table.row(vec![
+            m.id.clone(),
+            type_name(m.r#type).to_string(),
+            m.from.clone(),
+            m.trust.clone(),
+            verdict.to_string(),
+            time_cell(m.at_ms),
+            m.text.clone(),
+        ]);
     }
+    table.print_or("(no mail)");
 }

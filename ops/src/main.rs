@@ -4,7 +4,8 @@
 //! `.whipplescript/`, cell administration, the primitive commands, benchmarks and (through
 //! `whip-engine`) the WhippleScript commands, the servers' settings (flags > `WHIP_…`
 //! variables > `whip.toml` > defaults: [`config`]) and shell completions. Exit codes: 0 ok,
-//! 1 failure, 2 usage.
+//! 1 failure, 2 usage. Human output has one shape ([`output`]): listings are aligned tables
+//! with a header row, times are RFC 3339 in UTC, progress goes to stderr ([`progress`]).
 //!
 //! Must never: implement coordination semantics (that is `whip-board`) or Raft (that is
 //! `whip-cell`); it only parses, connects and prints.

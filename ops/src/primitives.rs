@@ -12,7 +12,7 @@ use whip_cell::CellClient;
 
 use crate::Global;
 use crate::connect::session;
-use crate::output::{self, parse_duration_ms, time_text};
+use crate::output::{self, Table, parse_duration_ms, time_cell, time_text};
 
 /// Owner namespace of resources named from the command line (engine resources use
 /// `local/<Workflow>` or `shared`).
@@ -432,28 +432,32 @@ fn lease_list(global: &Global, r: pb::LeaseListResponse) -> ExitCode {
         output::json(&json!({ "leases": leases }));
         return ExitCode::SUCCESS;
     }
-    if r.leases.is_empty() {
-        output::line("no leases held");
-    }
+    let mut table = Table::new(&["lease", "holder", "state", "fence", "until"]);
     for l in &r.leases {
         let id = l.lease.clone().unwrap_or_default();
+        let name = format!("{}::{}/{}", id.owner, id.name, id.key);
         for h in &l.holders {
-            output::line(&format!(
-                "{}::{}/{} held by {} (expires {})",
-                id.owner,
-                id.name,
-                id.key,
-                h.holder,
-                time_text(h.expires_at_ms)
-            ));
+            let (fence, until) = (h.fence.to_string(), time_cell(h.expires_at_ms));
+            table.row(vec![
+                name.clone(),
+                h.holder.clone(),
+                "held".into(),
+                fence,
+                until,
+            ]);
         }
         for w in &l.waiters {
-            output::line(&format!(
-                "{}::{}/{} waited for by {}",
-                id.owner, id.name, id.key, w.holder
-            ));
+            let until = time_cell(w.wait_until_ms);
+            table.row(vec![
+                name.clone(),
+                w.holder.clone(),
+                "waiting".into(),
+                "-".into(),
+                until,
+            ]);
         }
     }
+    table.print_or("no leases held");
     ExitCode::SUCCESS
 }
 
@@ -520,22 +524,18 @@ async fn counter_on(global: &Global, c: &CellClient, cmd: CounterCommand) -> Res
                     })
                 })
                 .collect();
-            let text: Vec<String> = r
-                .counters
-                .iter()
-                .map(|v| {
-                    let id = v.counter.clone().unwrap_or_default();
-                    format!(
-                        "{}::{}/{} consumed={} period={}",
-                        id.owner, id.name, id.key, v.consumed, v.period
-                    )
-                })
-                .collect();
-            let text = if text.is_empty() {
-                "no counters".to_string()
-            } else {
-                text.join("\n")
-            };
+            let mut table = Table::new(&["counter", "consumed", "cap", "period"]);
+            for v in &r.counters {
+                let id = v.counter.clone().unwrap_or_default();
+                let name = format!("{}::{}/{}", id.owner, id.name, id.key);
+                table.row(vec![
+                    name,
+                    v.consumed.to_string(),
+                    v.cap.to_string(),
+                    v.period.clone(),
+                ]);
+            }
+            let text = table.lines_or("no counters").join("\n");
             print(global, json!({ "counters": rows }), text)
         }
     })
@@ -620,27 +620,17 @@ async fn ledger_list_on(
             })
         })
         .collect();
-    let text: Vec<String> = r
-        .entries
-        .iter()
-        .map(|e| {
-            let id = e.ledger.clone().unwrap_or_default();
-            format!(
-                "{}::{}#{} [{}] by {}: {}",
-                id.owner,
-                id.name,
-                e.seq,
-                id.key,
-                e.appended_by,
-                String::from_utf8_lossy(&e.entry)
-            )
-        })
-        .collect();
-    let text = text.join("\n");
-    let text = if text.is_empty() {
-        "no entries".into()
-    } else {
-        text
-    };
+    let mut table = Table::new(&["entry", "partition", "by", "at", "body"]);
+    for e in &r.entries {
+        let id = e.ledger.clone().unwrap_or_default();
+        table.row(vec![
+            format!("{}::{}#{}", id.owner, id.name, e.seq),
+            id.key,
+            e.appended_by.clone(),
+            time_cell(e.at_ms),
+            String::from_utf8_lossy(&e.entry).into_owned(),
+        ]);
+    }
+    let text = table.lines_or("no entries").join("\n");
     Ok(print(global, json!({ "entries": rows }), text))
 }

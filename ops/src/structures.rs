@@ -26,7 +26,7 @@ use whip_proto::v1::OutcomeCode as Code;
 
 use crate::Global;
 use crate::connect::session;
-use crate::output::{self, parse_duration_ms};
+use crate::output::{self, Table, parse_duration_ms};
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum DocCommand {
@@ -285,23 +285,41 @@ pub(crate) async fn frame(global: &Global, cmd: FrameCommand) -> Result<ExitCode
             FrameCommand::Show { team, frame } => {
                 let rows = scan(c, key("frame", &team, &format!("{frame}/"))).await?;
                 let mut out = Map::new();
-                let mut text = Vec::new();
                 for (row, bytes) in rows {
                     let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-                    text.push(format!("{row}: {value}"));
                     out.insert(row, value);
                 }
-                show(
-                    global,
-                    json!({"frame": frame, "rows": out}),
-                    text.join("\n"),
-                )
+                let text = frame_table(&out).lines_or("no rows").join("\n");
+                show(global, json!({"frame": frame, "rows": out}), text)
             }
         })
     }
     .await;
     session.close().await;
     result
+}
+
+/// A frame as a table: one line per row, one column per column name any row has.
+fn frame_table(rows: &Map<String, Value>) -> Table {
+    let columns: std::collections::BTreeSet<&String> = rows
+        .values()
+        .filter_map(Value::as_object)
+        .flat_map(|cols| cols.keys())
+        .collect();
+    let header: Vec<&str> = std::iter::once("row")
+        .chain(columns.iter().map(|c| c.as_str()))
+        .collect();
+    let mut table = Table::new(&header);
+    for (row, value) in rows {
+        let cell = |column: &String| match value.get(column) {
+            None | Some(Value::Null) => "-".to_string(),
+            Some(Value::String(text)) => text.clone(),
+            Some(other) => other.to_string(),
+        };
+        let cells = std::iter::once(row.clone()).chain(columns.iter().map(|c| cell(c)));
+        table.row(cells.collect());
+    }
+    table
 }
 
 pub(crate) async fn artifacts(global: &Global, cmd: ArtifactsCommand) -> Result<ExitCode> {
@@ -333,11 +351,12 @@ pub(crate) async fn artifacts(global: &Global, cmd: ArtifactsCommand) -> Result<
                     .iter()
                     .map(|(k, v)| (k.clone(), Value::String(String::from_utf8_lossy(v).into())))
                     .collect();
-                let text = rows
-                    .iter()
-                    .map(|(k, v)| format!("{k} = {}", String::from_utf8_lossy(v)))
-                    .collect::<Vec<_>>();
-                show(global, json!({"artifacts": map}), text.join("\n"))
+                let mut table = Table::new(&["name", "reference"]);
+                for (k, v) in &rows {
+                    table.row(vec![k.clone(), String::from_utf8_lossy(v).into_owned()]);
+                }
+                let text = table.lines_or("no artifacts").join("\n");
+                show(global, json!({"artifacts": map}), text)
             }
         })
     }

@@ -13,7 +13,7 @@ use whip_cell::{CellClient, vote_wire};
 use whip_proto::v1 as pb;
 
 use crate::Global;
-use crate::output::{self, parse_duration_ms, time_text};
+use crate::output::{self, Table, parse_duration_ms, time_cell, time_text};
 
 /// How ballots are counted.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -270,17 +270,25 @@ fn proposal_json(p: &ProposalView) -> Value {
     })
 }
 
-fn proposal_text(p: &ProposalView) -> String {
-    let outcome = p.result.as_ref().map_or("", |r| r.outcome.code());
-    format!(
-        "{}  {}  {} {}  {} ballots  {}",
-        p.id,
-        p.state.code(),
-        outcome,
-        p.winner().unwrap_or(""),
-        p.ballots,
-        p.rules.title
-    )
+/// The listing of `vote list` (and the one-row head of `vote show`).
+fn proposal_table(views: &[ProposalView]) -> Table {
+    let header = [
+        "proposal", "state", "outcome", "winner", "ballots", "closes", "title",
+    ];
+    let mut table = Table::new(&header);
+    for p in views {
+        let outcome = p.result.as_ref().map_or("-", |r| r.outcome.code());
+        table.row(vec![
+            p.id.clone(),
+            p.state.code().to_string(),
+            outcome.to_string(),
+            p.winner().unwrap_or("-").to_string(),
+            p.ballots.to_string(),
+            time_cell(p.closes_at_ms),
+            p.rules.title.clone(),
+        ]);
+    }
+    table
 }
 
 async fn show(
@@ -297,7 +305,9 @@ async fn show(
     };
     let p = view(found)?;
     let mut value = proposal_json(&p);
-    let mut text = proposal_text(&p);
+    let mut text = proposal_table(std::slice::from_ref(&p))
+        .lines_or("")
+        .join("\n");
     if ballots {
         let listed = all_ballots(c, &proposal).await?;
         let name = |i: &u32| {
@@ -307,19 +317,17 @@ async fn show(
                 .cloned()
                 .unwrap_or_default()
         };
+        let mut table = Table::new(&["ballot", "voter", "at", "choice"]);
         let rows: Vec<Value> = listed
             .iter()
             .map(|b| {
                 let choice: Vec<String> = b.choice.iter().map(name).collect();
-                text.push_str(&format!(
-                    "\n  #{} {} {}",
-                    b.seq,
-                    b.voter,
-                    choice.join(" > ")
-                ));
+                let (seq, at) = (format!("#{}", b.seq), time_cell(b.at_ms));
+                table.row(vec![seq, b.voter.clone(), at, choice.join(" > ")]);
                 json!({"seq": b.seq, "voter": b.voter, "at_ms": b.at_ms, "choice": choice})
             })
             .collect();
+        text = [text, table.lines_or("no ballots").join("\n")].join("\n\n");
         value["ballot_list"] = Value::Array(rows);
     }
     print(global, value, text);
@@ -351,11 +359,7 @@ async fn list(global: &Global, c: &CellClient, team: String) -> Result<ExitCode>
         .map(view)
         .collect::<Result<Vec<_>>>()?;
     let value = json!({"proposals": views.iter().map(proposal_json).collect::<Vec<_>>()});
-    let text = views
-        .iter()
-        .map(proposal_text)
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text = proposal_table(&views).lines_or("no proposals").join("\n");
     print(global, value, text);
     Ok(ExitCode::SUCCESS)
 }

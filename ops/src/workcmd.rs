@@ -13,7 +13,7 @@ use whip_proto::v1 as pb;
 
 use crate::Global;
 use crate::connect::session;
-use crate::output::{self, parse_duration_ms, time_text};
+use crate::output::{self, Table, parse_duration_ms, time_cell, time_text};
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum WorkCommand {
@@ -250,16 +250,19 @@ async fn list(global: &Global, c: &CellClient, parent: Option<String>) -> Result
     };
     let entries = c.work_list(request).await?.entries;
     let value = Value::Array(entries.iter().map(entry_json).collect());
-    let mut text = format!("{} live entries", entries.len());
+    let mut table = Table::new(&["id", "kind", "owner", "signal", "expires"]);
     for e in &entries {
-        text.push_str(&format!(
-            "\n{:<40} {:<8} {:<16} {:<6} until {}",
-            e.id,
-            e.kind,
-            e.owner,
-            e.signal,
-            time_text(e.expires_ms)
-        ));
+        table.row(vec![
+            e.id.clone(),
+            e.kind.clone(),
+            e.owner.clone(),
+            e.signal.clone(),
+            time_cell(e.expires_ms),
+        ]);
+    }
+    let mut text = format!("{} live entries", entries.len());
+    if !entries.is_empty() {
+        text = [text, table.lines_or("").join("\n")].join("\n");
     }
     show(global, &value, &text);
     Ok(ExitCode::SUCCESS)
@@ -316,17 +319,21 @@ pub(crate) async fn audit_on(global: &Global, c: &CellClient) -> Result<ExitCode
             })
             .collect(),
     );
-    let mut text = format!("{} control-plane actions", rows.len());
+    let header = ["time", "actor", "action", "target", "outcome", "detail"];
+    let mut table = Table::new(&header);
     for r in &rows {
-        text.push_str(&format!(
-            "\n{} {:<16} {:<8} {:<28} {:<16} {}",
-            time_text(r.time_ms),
-            r.actor,
-            r.action,
-            r.target,
-            r.outcome,
-            r.detail
-        ));
+        table.row(vec![
+            time_cell(r.time_ms),
+            r.actor.clone(),
+            r.action.clone(),
+            r.target.clone(),
+            r.outcome.clone(),
+            r.detail.clone(),
+        ]);
+    }
+    let mut text = format!("{} control-plane actions", rows.len());
+    if !rows.is_empty() {
+        text = [text, table.lines_or("").join("\n")].join("\n");
     }
     show(global, &value, &text);
     Ok(ExitCode::SUCCESS)

@@ -16,6 +16,7 @@ pub mod chaos;
 pub mod executor;
 pub mod fabric;
 mod process;
+pub mod table;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

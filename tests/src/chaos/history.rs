@@ -153,6 +153,7 @@ struct RecorderInner {
     events: Vec<Event>,
     file: Option<std::io::BufWriter<std::fs::File>>,
     next_process: u64,
+    completed: u64,
 }
 
 impl Recorder {
@@ -167,6 +168,7 @@ impl Recorder {
                 events: Vec::new(),
                 file,
                 next_process: 0,
+                completed: 0,
             })),
             start,
         })
@@ -200,7 +202,15 @@ impl Recorder {
             let line = serde_json::to_string(&event).expect("event encodes");
             let _ = writeln!(file, "{line}");
         }
+        if kind != Kind::Invoke {
+            inner.completed += 1;
+        }
         inner.events.push(event);
+    }
+
+    /// Operations completed so far (ok, fail or info), for progress.
+    pub fn completed(&self) -> u64 {
+        self.inner.lock().expect("recorder lock").completed
     }
 
     /// Flush the file and return every event so far.

@@ -18,6 +18,7 @@ pub mod models;
 pub mod nemesis;
 pub mod net;
 pub mod nodes;
+pub mod progress;
 pub mod registry;
 pub mod vote;
 pub mod workload;
@@ -251,9 +252,10 @@ pub async fn run(options: Options) -> Result<Report, String> {
         timing: options.timing,
         recovery: Recovery::default(),
     };
-    let until = Instant::now() + options.duration;
+    let begun = Instant::now();
+    let shown = progress::show(recorder.clone(), begun, options.duration);
     tokio::select! {
-        r = nemesis.run(until) => r?,
+        (r, ()) = async { tokio::join!(nemesis.run(begun + options.duration), shown) } => r?,
         _ = tokio::signal::ctrl_c() => return Err("interrupted".into()),
     }
     stop.store(true, Ordering::Relaxed);

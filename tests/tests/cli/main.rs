@@ -11,6 +11,7 @@ use whip_tests::whip_binary;
 mod completions;
 mod config;
 mod mail;
+mod output;
 mod ux;
 mod vote;
 mod work;
@@ -100,7 +101,11 @@ fn embedded_store_serializes_two_processes_on_one_lease() {
         "embedded store not in .whipplescript/"
     );
     let list = whip(dir.path(), &["lease", "list"]);
-    assert!(String::from_utf8_lossy(&list.stdout).contains("shared::deploy/prod held by a"));
+    let rows = whip_tests::table::rows(&String::from_utf8_lossy(&list.stdout));
+    assert_eq!(
+        (rows[0]["LEASE"].as_str(), rows[0]["HOLDER"].as_str()),
+        ("shared::deploy/prod", "a")
+    );
 }
 
 #[test]

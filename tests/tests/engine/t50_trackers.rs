@@ -26,9 +26,19 @@ fn an_issue_filed_by_a_rule_is_worked_from_the_cli_and_the_rule_reacts() {
     let d = dir.path();
     data(d, "handoff.whip");
     let id = run_id(&ok(&whip(d, None, &["run", "handoff.whip"])));
+    let ready = ok(&whip(d, None, &["issue", "ready"]));
+    let rows: Vec<String> = whip_tests::table::rows(&ready)
+        .iter()
+        .map(|r| {
+            ["ID", "STATUS", "TRACKER", "TITLE"]
+                .map(|c| r[c].clone())
+                .join(" ")
+        })
+        .collect();
     assert_eq!(
-        ok(&whip(d, None, &["issue", "ready"])),
-        "WS-1 open local/Handoff::backlog \"Rotate the API keys\"\n"
+        rows,
+        ["WS-1 open local/Handoff::backlog Rotate the API keys"],
+        "{ready}"
     );
     let claim = ok(&whip(d, None, &["issue", "claim", "WS-1", "--as", "alice"]));
     let fence = claim
@@ -112,8 +122,9 @@ fn two_claimants_race_for_one_issue_and_exactly_one_wins() {
     let loser = outs.iter().find(|o| !o.status.success()).unwrap();
     refused(loser, "issue WS-1 is already claimed by");
     let shown = ok(&whip(d, None, &["issue", "list"]));
+    let rows = whip_tests::table::rows(&shown);
     assert!(
-        shown.contains("in_progress") && shown.contains(" fence="),
+        rows[0]["STATUS"] == "in_progress" && rows[0]["FENCE"].parse::<u64>().is_ok(),
         "{shown}"
     );
 }

@@ -10,10 +10,9 @@ use serde_json::Value;
 use crate::{ok, whip};
 
 fn instances(dir: &Path) -> Vec<String> {
-    ok(&whip(dir, None, &["instances"]))
-        .lines()
-        .filter_map(|l| l.split(' ').next())
-        .map(str::to_string)
+    whip_tests::table::rows(&ok(&whip(dir, None, &["instances"])))
+        .into_iter()
+        .map(|r| r["ID"].clone())
         .collect()
 }
 
