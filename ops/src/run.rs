@@ -16,7 +16,7 @@ use whip_fabric::FabricClient;
 
 use crate::Global;
 use crate::connect::session;
-use crate::output::{self, Table, time_cell};
+use crate::output;
 
 /// `whip evidence …`.
 #[derive(Subcommand, Debug)]
@@ -427,6 +427,20 @@ fn print_run(global: &Global, r: &RunReport) -> ExitCode {
     }
 }
 
+/// `YYYY-MM-DD HH:MM:SS` in local time: the one time shape LANGUAGE.md §6 fixes (`whip
+/// leases`' `(expires …)`), kept for that seed line only; everything else prints
+/// [`output::time_text`].
+pub(crate) fn local_time(ms: u64) -> String {
+    use chrono::TimeZone;
+    chrono::Local
+        .timestamp_millis_opt(ms as i64)
+        .single()
+        .map_or_else(
+            || ms.to_string(),
+            |t| t.format("%Y-%m-%d %H:%M:%S").to_string(),
+        )
+}
+
 async fn worker(global: &Global, engine: &Eng, args: WorkerArgs) -> Result<ExitCode> {
     if !args.all {
         let Some(id) = args.id else {
@@ -471,26 +485,23 @@ async fn worker(global: &Global, engine: &Eng, args: WorkerArgs) -> Result<ExitC
 
 async fn instances(global: &Global, engine: &Eng) -> Result<ExitCode> {
     let rows = engine.instances().await.map_err(engine_error)?;
-    let header = [
-        "id",
-        "status",
-        "workflow",
-        "workflow_version",
-        "epoch",
-        "updated",
-    ];
-    let mut table = Table::new(&header);
-    for r in &rows {
-        table.row(vec![
-            r.id.clone(),
-            r.status.clone(),
-            r.workflow.clone(),
-            r.program.clone(),
-            r.epoch.to_string(),
-            time_cell(r.updated_ms),
-        ]);
-    }
-    let lines = table.lines_or("no instances");
+    let lines = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} workflow_version={} epoch={} updated={}",
+                r.id,
+                r.status,
+                r.program,
+                r.epoch,
+                output::time_text(r.updated_ms)
+            )
+        })
+        .collect::<Vec<_>>();
+    let lines = match lines.is_empty() {
+        true => vec!["no instances".to_string()],
+        false => lines,
+    };
     print(global, serde_json::to_value(&rows)?, lines)
 }
 
@@ -539,62 +550,57 @@ async fn log(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
 
 async fn facts(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
     let st = state_of(engine, id).await?;
-    let mut table = Table::new(&["id", "class", "state", "value"]);
-    for f in st.facts.values() {
-        let live = if f.live { "live" } else { "consumed" };
-        table.row(vec![
-            f.id.clone(),
-            f.class.clone(),
-            live.into(),
-            f.value.to_string(),
-        ]);
-    }
-    let lines = table.lines_or("no facts");
+    let lines = st
+        .facts
+        .values()
+        .map(|f| {
+            let live = if f.live { "live" } else { "consumed" };
+            format!("{} {} {} {live}", f.id, f.class, f.value)
+        })
+        .collect();
     let rows: Vec<&whip_engine::runtime::state::Fact> = st.facts.values().collect();
     print(global, serde_json::to_value(rows)?, lines)
 }
 
 async fn effects(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
     let st = state_of(engine, id).await?;
-    let mut table = Table::new(&["id", "kind", "state", "rule", "detail"]);
-    for e in st.effects.values() {
-        let mut detail = Vec::new();
-        if let Some(b) = &e.binding {
-            detail.push(format!("binding={b}"));
-        }
-        if let Some(o) = &e.output {
-            detail.push(format!("output={o}"));
-        }
-        if let Some(p) = &e.policy_block {
-            detail.push(format!("policy_block={p}"));
-        }
-        let (kind, state) = (e.kind.to_string(), e.state.to_string());
-        table.row(vec![
-            e.id.clone(),
-            kind,
-            state,
-            e.rule.clone(),
-            detail.join(" "),
-        ]);
-    }
-    let lines = table.lines_or("no effects");
+    let lines = st
+        .effects
+        .values()
+        .map(|e| {
+            let mut l = format!("{} {} {} rule={}", e.id, e.kind, e.state, e.rule);
+            if let Some(b) = &e.binding {
+                l += &format!(" binding={b}");
+            }
+            if let Some(o) = &e.output {
+                l += &format!(" output={o}");
+            }
+            if let Some(p) = &e.policy_block {
+                l += &format!(" policy_block={p}");
+            }
+            l
+        })
+        .collect();
     let rows: Vec<&whip_engine::runtime::state::Effect> = st.effects.values().collect();
     print(global, serde_json::to_value(rows)?, lines)
 }
 
 async fn runs(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
     let st = state_of(engine, id).await?;
-    let mut table = Table::new(&["id", "effect", "state", "worker", "started"]);
-    for r in st.runs.values() {
-        table.row(vec![
-            r.id.clone(),
-            r.effect.clone(),
-            r.state.to_string(),
-            r.worker.clone(),
-            time_cell(r.started_ms),
-        ]);
-    }
-    let lines = table.lines_or("no runs");
+    let lines = st
+        .runs
+        .values()
+        .map(|r| {
+            format!(
+                "{} effect={} {} worker={} started={}",
+                r.id,
+                r.effect,
+                r.state,
+                r.worker,
+                output::time_text(r.started_ms)
+            )
+        })
+        .collect();
     let rows: Vec<&whip_engine::runtime::state::Run> = st.runs.values().collect();
     print(global, serde_json::to_value(rows)?, lines)
 }
@@ -657,24 +663,28 @@ async fn leases(global: &Global, engine: &Eng, name: Option<String>) -> Result<E
         .await
         .context("cannot list leases")?;
     let mut rows = Vec::new();
-    let mut table = Table::new(&["lease", "holder", "fence", "expires"]);
+    let mut lines = Vec::new();
     for v in views {
         let l = &v.lease;
         if l.owner == "whip" || name.as_ref().is_some_and(|n| *n != l.name) {
             continue;
         }
         for h in &v.holders {
-            table.row(vec![
-                format!("{}::{}/{}", l.owner, l.name, l.key),
-                h.holder.clone(),
-                h.fence.to_string(),
-                time_cell(h.expires_at_ms),
-            ]);
+            lines.push(format!(
+                "{}::{}/{} held by {} (expires {})",
+                l.owner,
+                l.name,
+                l.key,
+                h.holder,
+                local_time(h.expires_at_ms)
+            ));
             rows.push(json!({"owner": l.owner, "lease": l.name, "key": l.key,
                 "holder": h.holder, "fence": h.fence, "expires_at_ms": h.expires_at_ms}));
         }
     }
-    let lines = table.lines_or("no leases held");
+    if lines.is_empty() {
+        lines.push("no leases held".into());
+    }
     print(global, Value::Array(rows), lines)
 }
 
@@ -683,22 +693,22 @@ async fn counters(global: &Global, engine: &Eng, name: Option<String>) -> Result
         .await
         .context("cannot list counters")?;
     let mut rows = Vec::new();
-    let mut table = Table::new(&["counter", "consumed", "cap", "period"]);
+    let mut lines = Vec::new();
     for v in views {
         let c = &v.counter;
         if name.as_ref().is_some_and(|n| *n != c.name) {
             continue;
         }
-        table.row(vec![
-            format!("{}::{}/{}", c.owner, c.name, c.key),
-            v.consumed.to_string(),
-            v.cap.to_string(),
-            v.period.clone(),
-        ]);
+        lines.push(format!(
+            "{}::{}/{} consumed={} period={}",
+            c.owner, c.name, c.key, v.consumed, v.period
+        ));
         rows.push(json!({"owner": c.owner, "counter": c.name, "key": c.key,
             "consumed": v.consumed, "cap": v.cap, "period": v.period}));
     }
-    let lines = table.lines_or("no counters");
+    if lines.is_empty() {
+        lines.push("no counters".into());
+    }
     print(global, Value::Array(rows), lines)
 }
 
@@ -710,7 +720,7 @@ async fn ledger_view(
 ) -> Result<ExitCode> {
     let ledgers = engine.ledgers().await.map_err(engine_error)?;
     let mut rows = Vec::new();
-    let mut table = Table::new(&["entry", "partition", "by", "at", "body"]);
+    let mut lines = Vec::new();
     for (owner, ledger) in ledgers {
         if name.as_ref().is_some_and(|n| *n != ledger) {
             continue;
@@ -728,24 +738,20 @@ async fn ledger_view(
         .context("cannot list the ledger")?;
         for e in entries {
             let entry = String::from_utf8_lossy(&e.entry).to_string();
-            table.row(vec![
-                format!("{owner}::{ledger}#{}", e.seq),
-                e.ledger.key.clone(),
-                e.appended_by.clone(),
-                time_cell(e.at_ms),
-                entry.clone(),
-            ]);
+            lines.push(format!(
+                "{owner}::{ledger}#{} [{}] by {}: {entry}",
+                e.seq, e.ledger.key, e.appended_by
+            ));
             let parsed: Value = serde_json::from_str(&entry).unwrap_or(Value::String(entry));
             rows.push(json!({"owner": owner, "ledger": ledger, "seq": e.seq,
                 "partition": e.ledger.key, "by": e.appended_by, "entry": parsed,
                 "at_ms": e.at_ms}));
         }
     }
-    print(
-        global,
-        Value::Array(rows),
-        table.lines_or("no ledger entries"),
-    )
+    if lines.is_empty() {
+        lines.push("no ledger entries".into());
+    }
+    print(global, Value::Array(rows), lines)
 }
 
 /// `whip bench engine --program FILE`: `runners` closed loops, each `whip run` (start and

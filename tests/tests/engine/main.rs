@@ -109,13 +109,8 @@ pub(crate) fn seed_scenarios(dir: &Path, cell: Option<&str>) {
     assert!(first.contains("status running"), "{first}");
     let a = run_id(&first);
     let leases = ok(&whip(dir, cell, &["leases"]));
-    let held = &whip_tests::table::rows(&leases)[0];
-    assert_eq!(held["LEASE"], "local/Ship::deploy_slot/prod", "{leases}");
-    assert_eq!(held["HOLDER"], a, "{leases}");
-    assert!(
-        chrono::DateTime::parse_from_rfc3339(&held["EXPIRES"]).is_ok(),
-        "{leases}"
-    );
+    let held = format!("local/Ship::deploy_slot/prod held by {a} (expires ");
+    assert!(leases.starts_with(&held), "{leases}");
     let second = ok(&whip(dir, cell, &["run", "deploys.whip"]));
     assert!(second.contains("status completed"), "{second}");
     assert!(second.contains("skipped: deploy slot busy"), "{second}");
@@ -126,19 +121,28 @@ pub(crate) fn seed_scenarios(dir: &Path, cell: Option<&str>) {
         "{cancelled}"
     );
     assert_eq!(ok(&whip(dir, cell, &["leases"])), "no leases held\n");
-    budget_twice(dir, cell);
+    // Budget twice: 60 of 100 admitted, then nothing fits.
+    let one = ok(&whip(dir, cell, &["run", "budget.whip"]));
+    assert!(one.contains("budget applied"), "{one}");
+    let counters = ok(&whip(dir, cell, &["counters"]));
+    let line = format!(
+        "local/Budget::tokens/core consumed=60 period={}\n",
+        new_york_today()
+    );
+    assert_eq!(counters, line);
+    let two = ok(&whip(dir, cell, &["run", "budget.whip"]));
+    assert!(two.contains("nothing fit today's budget"), "{two}");
     // Decisions twice: #1 and #2 in partition `deploys`, by their instances.
     let d1 = run_id(&ok(&whip(dir, cell, &["run", "decisions.whip"])));
     let d2 = run_id(&ok(&whip(dir, cell, &["run", "decisions.whip"])));
     let ledger = ok(&whip(dir, cell, &["ledger", "decisions"]));
     let entry = r#"{"area":"deploys","choice":"ship api first"}"#;
     assert_eq!(
-        cells(&ledger, &["ENTRY", "PARTITION", "BY", "BODY"]),
-        [
-            format!("local/Decisions::decisions#1 deploys {d1} {entry}"),
-            format!("local/Decisions::decisions#2 deploys {d2} {entry}")
-        ],
-        "{ledger}"
+        ledger,
+        format!(
+            "local/Decisions::decisions#1 [deploys] by {d1}: {entry}\n\
+             local/Decisions::decisions#2 [deploys] by {d2}: {entry}\n"
+        )
     );
     let json = ok(&whip(
         dir,
@@ -154,11 +158,8 @@ pub(crate) fn seed_scenarios(dir: &Path, cell: Option<&str>) {
         "{status}"
     );
     let instances = ok(&whip(dir, cell, &["instances"]));
-    let rows = whip_tests::table::rows(&instances);
-    assert_eq!(rows.len(), 6, "{instances}");
-    let done = rows.iter().find(|r| r["ID"] == d1).expect("d1 is listed");
-    assert_eq!(done["STATUS"], "completed", "{instances}");
-    assert!(done["WORKFLOW_VERSION"].starts_with("pv_"), "{instances}");
+    assert_eq!(instances.lines().count(), 6, "{instances}");
+    assert!(instances.contains(&format!("{d1} completed workflow_version=pv_")));
     let log = ok(&whip(dir, cell, &["log", &d1]));
     assert!(log.starts_with("#1 external.started "), "{log}");
     for view in ["facts", "effects", "runs", "diagnostics"] {
@@ -166,32 +167,6 @@ pub(crate) fn seed_scenarios(dir: &Path, cell: Option<&str>) {
         ok(&whip(dir, cell, &["--json", view, &d1]));
     }
     bad_input(dir, cell, &d1);
-}
-
-/// Budget twice: 60 of 100 admitted, then nothing fits.
-fn budget_twice(dir: &Path, cell: Option<&str>) {
-    let one = ok(&whip(dir, cell, &["run", "budget.whip"]));
-    assert!(one.contains("budget applied"), "{one}");
-    let counters = ok(&whip(dir, cell, &["counters"]));
-    let budget = format!("local/Budget::tokens/core 60 {}", new_york_today());
-    let listed = cells(&counters, &["COUNTER", "CONSUMED", "PERIOD"]);
-    assert_eq!(listed, [budget], "{counters}");
-    let two = ok(&whip(dir, cell, &["run", "budget.whip"]));
-    assert!(two.contains("nothing fit today's budget"), "{two}");
-}
-
-/// The rows of a human table, each as its `columns` joined by a space.
-fn cells(table: &str, columns: &[&str]) -> Vec<String> {
-    whip_tests::table::rows(table)
-        .iter()
-        .map(|r| {
-            columns
-                .iter()
-                .map(|c| r[*c].as_str())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect()
 }
 
 fn bad_input(dir: &Path, cell: Option<&str>, done: &str) {

@@ -10,9 +10,10 @@ use serde_json::Value;
 use crate::{ok, whip};
 
 fn instances(dir: &Path) -> Vec<String> {
-    whip_tests::table::rows(&ok(&whip(dir, None, &["instances"])))
-        .into_iter()
-        .map(|r| r["ID"].clone())
+    ok(&whip(dir, None, &["instances"]))
+        .lines()
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_string)
         .collect()
 }
 
