@@ -22,6 +22,7 @@
 
 pub mod client;
 mod convert;
+pub mod direct;
 pub mod error;
 pub mod http;
 pub mod identity;
