@@ -122,21 +122,71 @@ fn leader_of(status: &serde_json::Value, cell: u64) -> u64 {
     entry["leader"].as_u64().expect("a leader")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_routing_client_writes_without_forwards_through_a_kill_and_a_move() {
-    let mut fabric = ProcessFabric::start_observed(3, true).await;
+/// Three node processes (`--http`) made a fabric of four data cells by the CLI; an
+/// anonymous caller asks one for the routes and is refused.
+async fn fabric_of_four_cells() -> ProcessFabric {
+    let fabric = ProcessFabric::start_observed(3, true).await;
     let mut init = args(&["fabric", "init", "--cells", "4", "--cell", &fabric.addrs[0]]);
     init.extend(fabric.node_args());
     init.push("--json".into());
     let (ok, _, err) = whip(&init);
     assert!(ok, "fabric init: {err}");
-    let http = fabric.http_addrs.clone();
-
     let refused = routes_without_a_certificate(&fabric.addrs[1]).await;
     let status = refused.expect_err("an anonymous caller learns no routes");
     assert_eq!(status.code(), tonic::Code::Unauthenticated, "{status:?}");
     assert!(status.message().contains("anonymous_refused"), "{status:?}");
+    fabric
+}
 
+/// SIGKILL the node leading cell 1 while `routed` writes; it goes direct again on the
+/// survivors; then the node comes back.
+async fn kill_the_leader_of_cell_1(fabric: &mut ProcessFabric, routed: &mut Writer) {
+    let status = args(&["fabric", "status", "--cell", &fabric.addrs[0], "--json"]);
+    let (ok, status, err) = whip(&status);
+    assert!(ok, "{err}");
+    let victim = leader_of(&status, 1);
+    fabric.kill(victim);
+    routed.batch(4 * PARTITIONS).await;
+    let alive: Vec<String> = (1..=3u64)
+        .filter(|&id| id != victim)
+        .map(|id| fabric.http_addrs[(id - 1) as usize].clone())
+        .collect();
+    routed.until_direct(&alive, "after the kill").await;
+    fabric.spawn(victim);
+    let addr = fabric.addrs[(victim - 1) as usize].clone();
+    wait_for(
+        "the restarted node to listen",
+        Duration::from_secs(10),
+        || {
+            let addr = addr.clone();
+            async move { tokio::net::TcpStream::connect(&addr).await.is_ok() }
+        },
+    )
+    .await;
+}
+
+/// Every partition holds exactly the entries `writer` saw acknowledged.
+async fn none_lost_none_twice(writer: &Writer) {
+    for (p, acked) in &writer.acked {
+        let listed = writer
+            .client
+            .ledger_list(pb::LedgerListRequest {
+                owner: "direct".into(),
+                name: "log".into(),
+                partition: Some(format!("p{p}")),
+                after_seq: 0,
+                limit: 0,
+            })
+            .await
+            .expect("list");
+        assert_eq!(listed.entries.len(), *acked, "partition p{p}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_routing_client_writes_without_forwards_through_a_kill_and_a_move() {
+    let mut fabric = fabric_of_four_cells().await;
+    let http = fabric.http_addrs.clone();
     let mut plain = Writer {
         client: CellClient::connect(&fabric.addrs).expect("client"),
         acked: BTreeMap::new(),
@@ -167,52 +217,22 @@ async fn a_routing_client_writes_without_forwards_through_a_kill_and_a_move() {
     );
     assert!(!router.is_single_cell());
 
-    // Kill the node leading cell 1 (a real SIGKILL): writes go on, then direct again.
-    let via = |id: u64| fabric.addrs[(id % 3) as usize].clone();
-    let status_args = |addr: &str| args(&["fabric", "status", "--cell", addr, "--json"]);
-    let (ok, status, err) = whip(&status_args(&fabric.addrs[0]));
-    assert!(ok, "{err}");
-    let victim = leader_of(&status, 1);
-    fabric.kill(victim);
-    routed.batch(4 * PARTITIONS).await;
-    let alive: Vec<String> = (1..=3u64)
-        .filter(|&id| id != victim)
-        .map(|id| http[(id - 1) as usize].clone())
-        .collect();
-    routed.until_direct(&alive, "after the kill").await;
-    fabric.spawn(victim);
-    let back = via(victim);
-    wait_for(
-        "the restarted node to listen",
-        Duration::from_secs(10),
-        || {
-            let addr = fabric.addrs[(victim - 1) as usize].clone();
-            async move { tokio::net::TcpStream::connect(&addr).await.is_ok() }
-        },
-    )
-    .await;
+    kill_the_leader_of_cell_1(&mut fabric, &mut routed).await;
 
     // Move cell 1's range (it starts at 0) to cell 2: WrongRange, a fresh map, direct again.
     let (ok, _, err) = whip(&args(&[
-        "fabric", "move", "--start", "0", "--to", "2", "--cell", &back, "--json",
+        "fabric",
+        "move",
+        "--start",
+        "0",
+        "--to",
+        "2",
+        "--cell",
+        &fabric.addrs[0],
+        "--json",
     ]));
     assert!(ok, "fabric move: {err}");
     routed.batch(4 * PARTITIONS).await;
     routed.until_direct(&http, "after the move").await;
-
-    // Exactly the acknowledged entries, none lost and none twice.
-    for (p, acked) in &routed.acked {
-        let listed = routed
-            .client
-            .ledger_list(pb::LedgerListRequest {
-                owner: "direct".into(),
-                name: "log".into(),
-                partition: Some(format!("p{p}")),
-                after_seq: 0,
-                limit: 0,
-            })
-            .await
-            .expect("list");
-        assert_eq!(listed.entries.len(), *acked, "partition p{p}");
-    }
+    none_lost_none_twice(&routed).await;
 }
