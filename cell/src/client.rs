@@ -379,6 +379,19 @@ fn retryable(status: &Status) -> bool {
     )
 }
 
+/// Answer from the in-process cell's service, when this client is one (the same
+/// validation and Raft path, no transport).
+macro_rules! local_answer {
+    ($client:expr, $name:ident, $req:ident) => {
+        if let Some(api) = &$client.local {
+            let request = Self::local_request(&$client.identity, $req);
+            return Ok(CellService::$name(api.as_ref(), request)
+                .await?
+                .into_inner());
+        }
+    };
+}
+
 /// Generate one typed method per unary RPC of the Cell service. Writes get an idempotency
 /// key when the caller did not set one.
 macro_rules! reads {
@@ -387,10 +400,7 @@ macro_rules! reads {
             "Call `", stringify!($name), "` on the cell, retrying while it is unavailable."
         )]
         pub async fn $name(&self, req: $req) -> Result<$resp, CellError> {
-            if let Some(api) = &self.local {
-                let request = Self::local_request(&self.identity, req);
-                return Ok(CellService::$name(api.as_ref(), request).await?.into_inner());
-            }
+            local_answer!(self, $name, req);
             let identity = &self.identity;
             self.call(|ch| {
                 let request = Self::request(identity, req.clone());
@@ -409,10 +419,7 @@ macro_rules! writes {
         )]
         pub async fn $name(&self, mut req: $req) -> Result<$resp, CellError> {
             self.key_or_new(&mut req.idempotency_key);
-            if let Some(api) = &self.local {
-                let request = Self::local_request(&self.identity, req);
-                return Ok(CellService::$name(api.as_ref(), request).await?.into_inner());
-            }
+            local_answer!(self, $name, req);
             let identity = &self.identity;
             self.call(|ch| {
                 let request = Self::request(identity, req.clone());
@@ -435,10 +442,7 @@ macro_rules! routed_writes {
         )]
         pub async fn $name(&self, mut req: $req) -> Result<$resp, CellError> {
             self.key_or_new(&mut req.idempotency_key);
-            if let Some(api) = &self.local {
-                let request = Self::local_request(&self.identity, req);
-                return Ok(CellService::$name(api.as_ref(), request).await?.into_inner());
-            }
+            local_answer!(self, $name, req);
             let identity = &self.identity;
             // Only a router needs the command (the point of its key).
             let command = (self.router.as_ref())
