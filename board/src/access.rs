@@ -321,6 +321,16 @@ fn server_only(command: &Command) -> Result<(), AccessRefusal> {
     })
 }
 
+/// Whether `caller` may read a fabric's routes (its range map and where each cell's leader
+/// is): any proven caller may, since every keyed request it sends names its cell and epoch
+/// anyway; an anonymous caller learns nothing about the fabric's layout.
+pub fn admit_routes(caller: &Caller) -> Result<(), AccessRefusal> {
+    match caller {
+        Caller::Anonymous => Err(AccessRefusal::Anonymous),
+        _ => Ok(()),
+    }
+}
+
 /// Whether a client `caller` may run `query`. An anonymous caller reads nothing; reads of
 /// single reserved keys are refused; a range read is allowed and its reserved rows are
 /// left out ([`is_reserved`]).

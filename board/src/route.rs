@@ -11,6 +11,8 @@
 //! `team/{team}`) are on one cell (the cell-tier board belongs to the cell itself and has
 //! no point).
 
+use serde::{Deserialize, Serialize};
+
 use crate::query::Query;
 use crate::types::{Command, ResourceId};
 
@@ -70,6 +72,44 @@ fn tagged_point(family: &[u8], name: &str) -> u64 {
     key.push(0);
     key.extend_from_slice(name.as_bytes());
     point(&key)
+}
+
+/// One range of the ring and the cell owning it at an epoch: a fabric's range map holds
+/// them in ring order, and so does a client that routes by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RangeEntry {
+    /// First point.
+    pub start: u64,
+    /// Last point (inclusive).
+    pub last: u64,
+    /// The range's epoch (every command for it carries this).
+    pub epoch: u64,
+    /// The owning cell.
+    pub cell: u64,
+}
+
+/// The range holding `point`, in `ranges` that passed [`check_ranges`].
+pub fn locate(ranges: &[RangeEntry], point: u64) -> &RangeEntry {
+    let at = ranges.partition_point(|r| r.start <= point);
+    &ranges[at.checked_sub(1).expect("ranges cover the ring from 0")]
+}
+
+/// `ranges` are sorted and cover the whole ring without gaps or overlaps.
+pub fn check_ranges(ranges: &[RangeEntry]) -> Result<(), String> {
+    let mut expect = Some(0u64);
+    for r in ranges {
+        if Some(r.start) != expect || r.last < r.start {
+            return Err(format!(
+                "range {:#x}..={:#x} leaves a gap or overlaps",
+                r.start, r.last
+            ));
+        }
+        expect = r.last.checked_add(1);
+    }
+    if expect.is_some() {
+        return Err("ranges do not reach the end of the ring".into());
+    }
+    Ok(())
 }
 
 /// The point of a CAS key; a team's blackboard rows (`doc/{team}/…`) are at the team's.

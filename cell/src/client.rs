@@ -1,7 +1,10 @@
 //! A typed client of a cell: any member's address (or the embedded store's local socket),
 //! retries while leadership moves, and an idempotency key on every write so a retry never
-//! applies twice.
+//! applies twice. Given a [`Router`] (a fabric's range map, from `whip-fabric`), it sends
+//! each plain keyed write straight to the node the router picks, naming the route
+//! ([`crate::direct`]), and tells the router what that node answered.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::path::PathBuf;
@@ -11,10 +14,13 @@ use std::time::Duration;
 
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Response, Status};
+use whip_board::Command;
 use whip_proto::v1 as pb;
 use whip_proto::v1::admin_client::AdminClient;
 use whip_proto::v1::cell_client::CellClient as GrpcCellClient;
 
+use crate::convert;
+use crate::direct::Direct;
 use crate::error::CellError;
 use crate::limits;
 use crate::network::endpoint;
@@ -41,6 +47,27 @@ pub type SignalStream = std::pin::Pin<
     Box<dyn futures::Stream<Item = Result<pb::LedgerEntry, Status>> + Send + 'static>,
 >;
 
+/// Where a client sends a keyed write when it knows more than its member list (a fabric's
+/// range map): the node hosting the leader of the cell owning the command's key, and the
+/// route the request names there. The client reports each failed pick, so the router can
+/// look again.
+#[tonic::async_trait]
+pub trait Router: Send + Sync + 'static {
+    /// Where to send `command`, or `None` for the client's own path (any member).
+    async fn pick(&self, client: &CellClient, command: &Command) -> Option<Pick>;
+    /// A picked call failed with `err` (`NotLeader`, `WrongRange` or `Unavailable`).
+    fn failed(&self, pick: &Pick, err: &CellError);
+}
+
+/// A [`Router`]'s choice for one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pick {
+    /// The node to call (`host:port`).
+    pub addr: String,
+    /// The cell and epoch the request names there.
+    pub route: Direct,
+}
+
 /// How long a call keeps retrying an unavailable cell before giving up.
 pub const RETRY_FOR_MS: u64 = 10_000;
 
@@ -59,6 +86,12 @@ pub struct CellClient {
     attempt_timeout: Duration,
     /// The agent this client acts for and its token, sent as metadata on every call.
     identity: Option<(String, String)>,
+    /// Picks the node for plain keyed writes; `None`: any member.
+    router: Option<Arc<dyn Router>>,
+    /// Channels to the nodes the router picked, by address.
+    direct: std::sync::Mutex<HashMap<String, Channel>>,
+    /// The transport of [`CellClient::connect_with`]; `None`: the process's default.
+    transport: Option<crate::tls::Transport>,
 }
 
 impl CellClient {
@@ -87,6 +120,9 @@ impl CellClient {
             retry_for: Duration::from_millis(RETRY_FOR_MS),
             attempt_timeout: Duration::from_millis(limits::CLIENT_ATTEMPT_TIMEOUT_MS),
             identity: None,
+            router: None,
+            direct: std::sync::Mutex::new(HashMap::new()),
+            transport: None,
         })
     }
 
@@ -123,6 +159,7 @@ impl CellClient {
             .iter()
             .map(|a| crate::network::endpoint_with(a, transport).connect_lazy())
             .collect();
+        client.transport = Some(transport.clone());
         Ok(client)
     }
 
@@ -145,6 +182,12 @@ impl CellClient {
             self.client_id,
             self.seq.fetch_add(1, Ordering::Relaxed)
         )
+    }
+
+    /// Send plain keyed writes where `router` picks (see [`Router`]).
+    pub fn with_router(mut self, router: Arc<dyn Router>) -> Self {
+        self.router = Some(router);
+        self
     }
 
     /// Act for `agent`, proven by `token` (see [`crate::identity`]).
@@ -240,6 +283,65 @@ impl CellClient {
         }
     }
 
+    /// Run `call` at the node the router picks for `command`, naming the route; look again
+    /// after each `NotLeader`, `WrongRange` or unreachable node, up to
+    /// `CLIENT_DIRECT_ATTEMPTS_MAX` tries, then through any member as [`CellClient::call`]
+    /// does. The same request (and idempotency key) goes out every time, so a try that
+    /// applied without answering is answered from its record by the next.
+    async fn call_routed<T, F, Fut>(
+        &self,
+        command: Option<Command>,
+        call: F,
+    ) -> Result<T, CellError>
+    where
+        F: Fn(Channel, Option<Direct>) -> Fut,
+        Fut: Future<Output = Result<Response<T>, Status>>,
+    {
+        if let (Some(router), Some(command)) = (&self.router, command) {
+            let mut backoff = Duration::from_millis(10);
+            for _ in 0..limits::CLIENT_DIRECT_ATTEMPTS_MAX {
+                let Some(pick) = router.pick(self, &command).await else {
+                    break;
+                };
+                let channel = self.direct_channel(&pick.addr);
+                let attempt =
+                    tokio::time::timeout(self.attempt_timeout, call(channel, Some(pick.route)));
+                let status = match attempt.await {
+                    Ok(Ok(response)) => return Ok(response.into_inner()),
+                    Ok(Err(status)) => status,
+                    Err(_) => Status::unavailable(format!("{}: no answer in time", pick.addr)),
+                };
+                let err = CellError::from(status);
+                router.failed(&pick, &err);
+                match err {
+                    CellError::NotLeader { .. } | CellError::WrongRange { .. } => {}
+                    CellError::Unavailable(_) => {
+                        tokio::time::sleep(backoff).await;
+                        backoff *= 2;
+                    }
+                    other => return Err(other),
+                }
+            }
+        }
+        self.call(|channel| call(channel, None)).await
+    }
+
+    /// The channel to `addr`, a node the router picked.
+    fn direct_channel(&self, addr: &str) -> Channel {
+        let mut channels = self.direct.lock().expect("direct channels lock");
+        if channels.len() >= limits::CLIENT_DIRECT_CHANNELS_MAX && !channels.contains_key(addr) {
+            channels.clear();
+        }
+        let endpoint = |addr: &str| match &self.transport {
+            Some(transport) => crate::network::endpoint_with(addr, transport),
+            None => endpoint(addr),
+        };
+        channels
+            .entry(addr.to_string())
+            .or_insert_with(|| endpoint(addr).connect_lazy())
+            .clone()
+    }
+
     /// The error of a call that gave up on member `index`; a member that could not be
     /// reached is named, so a mistyped `--cell` says which address failed.
     fn failed_at(&self, index: usize, status: Status) -> CellError {
@@ -277,6 +379,19 @@ fn retryable(status: &Status) -> bool {
     )
 }
 
+/// Answer from the in-process cell's service, when this client is one (the same
+/// validation and Raft path, no transport).
+macro_rules! local_answer {
+    ($client:expr, $name:ident, $req:ident) => {
+        if let Some(api) = &$client.local {
+            let request = Self::local_request(&$client.identity, $req);
+            return Ok(CellService::$name(api.as_ref(), request)
+                .await?
+                .into_inner());
+        }
+    };
+}
+
 /// Generate one typed method per unary RPC of the Cell service. Writes get an idempotency
 /// key when the caller did not set one.
 macro_rules! reads {
@@ -285,10 +400,7 @@ macro_rules! reads {
             "Call `", stringify!($name), "` on the cell, retrying while it is unavailable."
         )]
         pub async fn $name(&self, req: $req) -> Result<$resp, CellError> {
-            if let Some(api) = &self.local {
-                let request = Self::local_request(&self.identity, req);
-                return Ok(CellService::$name(api.as_ref(), request).await?.into_inner());
-            }
+            local_answer!(self, $name, req);
             let identity = &self.identity;
             self.call(|ch| {
                 let request = Self::request(identity, req.clone());
@@ -307,13 +419,39 @@ macro_rules! writes {
         )]
         pub async fn $name(&self, mut req: $req) -> Result<$resp, CellError> {
             self.key_or_new(&mut req.idempotency_key);
-            if let Some(api) = &self.local {
-                let request = Self::local_request(&self.identity, req);
-                return Ok(CellService::$name(api.as_ref(), request).await?.into_inner());
-            }
+            local_answer!(self, $name, req);
             let identity = &self.identity;
             self.call(|ch| {
                 let request = Self::request(identity, req.clone());
+                async move { Self::cell(ch).$name(request).await }
+            })
+            .await
+        }
+    )*};
+}
+
+/// Like `writes!`, for the plain keyed writes a [`Router`] may send straight to the cell
+/// owning the key: the router sees the same board command the service will build
+/// (`convert::command`).
+macro_rules! routed_writes {
+    ($($name:ident($req:ty) -> $resp:ty;)*) => {$(
+        #[doc = concat!(
+            "Call `", stringify!($name),
+            "` with an idempotency key, at the node the router picks (else any member), \
+             retrying while the cell is unavailable."
+        )]
+        pub async fn $name(&self, mut req: $req) -> Result<$resp, CellError> {
+            self.key_or_new(&mut req.idempotency_key);
+            local_answer!(self, $name, req);
+            let identity = &self.identity;
+            // Only a router needs the command (the point of its key).
+            let command = (self.router.as_ref())
+                .and_then(|_| convert::command::$name(req.clone()).ok());
+            self.call_routed(command, |ch, route| {
+                let mut request = Self::request(identity, req.clone());
+                if let Some(route) = route {
+                    route.stamp(request.metadata_mut());
+                }
                 async move { Self::cell(ch).$name(request).await }
             })
             .await
@@ -328,6 +466,7 @@ impl CellClient {
         counter_list(pb::CounterListRequest) -> pb::CounterListResponse;
         ledger_list(pb::LedgerListRequest) -> pb::LedgerListResponse;
         status(pb::StatusRequest) -> pb::StatusResponse;
+        routes(pb::RoutesRequest) -> pb::RoutesResponse;
         kv_range(pb::KvRangeRequest) -> pb::KvRangeResponse;
         leader(pb::LeaderRequest) -> pb::LeaderResponse;
         agent_register(pb::AgentRegisterRequest) -> pb::AgentRegisterResponse;
@@ -344,6 +483,21 @@ impl CellClient {
         vote_list(pb::VoteListRequest) -> pb::VoteListResponse;
     }
 
+    routed_writes! {
+        kv_put(pb::KvPutRequest) -> pb::KvWriteResponse;
+        kv_delete(pb::KvDeleteRequest) -> pb::KvWriteResponse;
+        lease_acquire(pb::LeaseAcquireRequest) -> pb::LeaseResponse;
+        lease_renew(pb::LeaseRenewRequest) -> pb::LeaseResponse;
+        lease_release(pb::LeaseReleaseRequest) -> pb::LeaseResponse;
+        counter_consume(pb::CounterConsumeRequest) -> pb::CounterResponse;
+        ledger_append(pb::LedgerAppendRequest) -> pb::LedgerAppendResponse;
+        kv_txn(pb::KvTxnRequest) -> pb::KvTxnResponse;
+        campaign(pb::CampaignRequest) -> pb::ElectionResponse;
+        proclaim(pb::ElectionTermRequest) -> pb::ElectionResponse;
+        resign(pb::ElectionTermRequest) -> pb::ElectionResponse;
+        election_renew(pb::ElectionTermRequest) -> pb::ElectionResponse;
+    }
+
     writes! {
         mail_send(pb::MailSendRequest) -> pb::MailSendResponse;
         mail_ack(pb::MailAckRequest) -> pb::MailResponse;
@@ -353,19 +507,7 @@ impl CellClient {
         vote_open(pb::VoteOpenRequest) -> pb::VoteResponse;
         vote_cast(pb::VoteCastRequest) -> pb::VoteResponse;
         vote_close(pb::VoteCloseRequest) -> pb::VoteResponse;
-        kv_put(pb::KvPutRequest) -> pb::KvWriteResponse;
-        kv_delete(pb::KvDeleteRequest) -> pb::KvWriteResponse;
-        lease_acquire(pb::LeaseAcquireRequest) -> pb::LeaseResponse;
-        lease_renew(pb::LeaseRenewRequest) -> pb::LeaseResponse;
-        lease_release(pb::LeaseReleaseRequest) -> pb::LeaseResponse;
         lease_release_all(pb::LeaseReleaseAllRequest) -> pb::LeaseResponse;
-        counter_consume(pb::CounterConsumeRequest) -> pb::CounterResponse;
-        ledger_append(pb::LedgerAppendRequest) -> pb::LedgerAppendResponse;
-        kv_txn(pb::KvTxnRequest) -> pb::KvTxnResponse;
-        campaign(pb::CampaignRequest) -> pb::ElectionResponse;
-        proclaim(pb::ElectionTermRequest) -> pb::ElectionResponse;
-        resign(pb::ElectionTermRequest) -> pb::ElectionResponse;
-        election_renew(pb::ElectionTermRequest) -> pb::ElectionResponse;
         schedule_fire(pb::ScheduleFireRequest) -> pb::ScheduleResponse;
         team_create(pb::TeamCreateRequest) -> pb::TeamResponse;
         team_join(pb::TeamJoinRequest) -> pb::TeamResponse;

@@ -563,3 +563,118 @@ pub(crate) fn board_settings(s: Option<pb::BoardSettings>) -> BoardSettings {
         },
     }
 }
+
+/// The board commands of the client API's plain keyed writes, one function per method,
+/// shared by the service's handlers and the client that routes by the command's point
+/// ([`crate::client::Router`]). The idempotency key travels beside the command.
+pub(crate) mod command {
+    use tonic::Status;
+    use whip_board::Command;
+    use whip_proto::v1 as pb;
+
+    pub(crate) fn kv_put(req: pb::KvPutRequest) -> Result<Command, Status> {
+        Ok(Command::KvPut {
+            key: req.key,
+            value: req.value,
+            expect_version: req.expect_version,
+        })
+    }
+
+    pub(crate) fn kv_delete(req: pb::KvDeleteRequest) -> Result<Command, Status> {
+        Ok(Command::KvDelete {
+            key: req.key,
+            expect_version: req.expect_version,
+        })
+    }
+
+    pub(crate) fn kv_txn(req: pb::KvTxnRequest) -> Result<Command, Status> {
+        Ok(Command::KvTxn {
+            compares: req
+                .compares
+                .into_iter()
+                .map(|c| (c.key, c.expect_version))
+                .collect(),
+            puts: req.puts.into_iter().map(|p| (p.key, p.value)).collect(),
+            deletes: req.deletes,
+        })
+    }
+
+    pub(crate) fn lease_acquire(req: pb::LeaseAcquireRequest) -> Result<Command, Status> {
+        Ok(Command::LeaseAcquire {
+            lease: super::resource(req.lease, "lease")?,
+            holder: req.holder,
+            slots: req.slots,
+            ttl_ms: req.ttl_ms,
+            wait_ms: req.wait_ms,
+        })
+    }
+
+    pub(crate) fn lease_renew(req: pb::LeaseRenewRequest) -> Result<Command, Status> {
+        Ok(Command::LeaseRenew {
+            lease: super::resource(req.lease, "lease")?,
+            holder: req.holder,
+            ttl_ms: req.ttl_ms,
+        })
+    }
+
+    pub(crate) fn lease_release(req: pb::LeaseReleaseRequest) -> Result<Command, Status> {
+        Ok(Command::LeaseRelease {
+            lease: super::resource(req.lease, "lease")?,
+            holder: req.holder,
+        })
+    }
+
+    pub(crate) fn counter_consume(req: pb::CounterConsumeRequest) -> Result<Command, Status> {
+        Ok(Command::CounterConsume {
+            counter: super::resource(req.counter, "counter")?,
+            amount: req.amount,
+            cap: req.cap,
+            reset: super::reset(req.reset)?,
+            timezone: req.timezone,
+        })
+    }
+
+    pub(crate) fn ledger_append(req: pb::LedgerAppendRequest) -> Result<Command, Status> {
+        Ok(Command::LedgerAppend {
+            ledger: super::resource(req.ledger, "ledger")?,
+            entry: req.entry,
+            appended_by: req.appended_by,
+            retain_ms: req.retain_ms,
+        })
+    }
+
+    pub(crate) fn campaign(req: pb::CampaignRequest) -> Result<Command, Status> {
+        Ok(Command::Campaign {
+            group: req.group,
+            candidate: req.candidate,
+            endpoints: req.endpoints,
+            ttl_ms: req.ttl_ms,
+        })
+    }
+
+    pub(crate) fn proclaim(req: pb::ElectionTermRequest) -> Result<Command, Status> {
+        Ok(Command::Proclaim {
+            group: req.group,
+            candidate: req.candidate,
+            fence: req.fence,
+            endpoints: req.endpoints,
+        })
+    }
+
+    pub(crate) fn resign(req: pb::ElectionTermRequest) -> Result<Command, Status> {
+        Ok(Command::Resign {
+            group: req.group,
+            candidate: req.candidate,
+            fence: req.fence,
+        })
+    }
+
+    pub(crate) fn election_renew(req: pb::ElectionTermRequest) -> Result<Command, Status> {
+        Ok(Command::ElectionRenew {
+            group: req.group,
+            candidate: req.candidate,
+            fence: req.fence,
+            ttl_ms: req.ttl_ms,
+        })
+    }
+}

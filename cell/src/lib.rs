@@ -22,6 +22,7 @@
 
 pub mod client;
 mod convert;
+pub mod direct;
 mod election_pause;
 pub mod error;
 pub mod http;

@@ -52,6 +52,12 @@ pub const FORWARD_TIMEOUT_MS: u64 = 1_000;
 /// One attempt of a client call gives up after this long and moves to the next member (a
 /// black-holed member otherwise holds the client until HTTP/2 keepalive notices).
 pub const CLIENT_ATTEMPT_TIMEOUT_MS: u64 = 3_000;
+/// Tries of a keyed write at the node a client's router picked (the router looks again
+/// after each `NotLeader`, `WrongRange` or unreachable node) before the client sends it
+/// through any member instead.
+pub const CLIENT_DIRECT_ATTEMPTS_MAX: usize = 3;
+/// Channels a client keeps to nodes its router picked; past it they are opened afresh.
+pub const CLIENT_DIRECT_CHANNELS_MAX: usize = 256;
 /// Bytes of one snapshot chunk sent to a lagging voter.
 pub const SNAPSHOT_CHUNK_BYTES: u64 = 1 << 20;
 /// How long one snapshot chunk RPC may take. The last chunk also covers installing the whole

@@ -39,6 +39,7 @@ fn histogram_of_rpc() -> Histogram {
 struct RpcInner {
     calls: Family<Labels, Counter>,
     seconds: Family<Labels, Histogram>,
+    forwarded: Family<Labels, Counter>,
     /// Methods given their own label so far; later ones count as `other`.
     methods: Mutex<BTreeSet<String>>,
 }
@@ -55,6 +56,7 @@ impl Default for RpcStats {
             inner: Arc::new(RpcInner {
                 calls: Family::default(),
                 seconds: Family::new_with_constructor(histogram_of_rpc),
+                forwarded: Family::default(),
                 methods: Mutex::new(BTreeSet::new()),
             }),
         }
@@ -79,6 +81,15 @@ impl RpcStats {
             .seconds
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
+    }
+
+    /// Count `requests` this server sent on to another node: a member to its cell's leader,
+    /// or a router to a cell it does not host. A client routing by the range map makes
+    /// none.
+    pub fn forwarded(&self, kind: Forwarded, requests: usize) {
+        let labels = vec![("kind", kind.code().to_string())];
+        let counter = self.inner.forwarded.get_or_create(&labels);
+        counter.inc_by(requests as u64);
     }
 
     /// A path of ours keeps its name until [`limits::RPC_METHOD_LABELS_MAX`] are named;
@@ -107,6 +118,31 @@ impl RpcStats {
             "time from a gRPC call's arrival to its response head, by method and code",
             self.inner.seconds.clone(),
         );
+        registry.register(
+            "whip_forwarded_requests",
+            "requests this server sent on to another node (to a cell's leader or to a cell \
+             hosted elsewhere), by kind",
+            self.inner.forwarded.clone(),
+        );
+    }
+}
+
+/// What a forwarded request was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forwarded {
+    /// A write (one request of a forwarded batch).
+    Write,
+    /// A linearizable read.
+    Read,
+}
+
+impl Forwarded {
+    /// A stable snake_case code (the `kind` label).
+    pub fn code(self) -> &'static str {
+        match self {
+            Forwarded::Write => "write",
+            Forwarded::Read => "read",
+        }
     }
 }
 

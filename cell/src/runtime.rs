@@ -229,7 +229,8 @@ impl Cell {
         self.submit_inner(request, true).await
     }
 
-    /// Like [`Cell::submit`] for a request another member forwarded: never forwards again.
+    /// Like [`Cell::submit`] for a request another member forwarded, or one its client sent
+    /// straight to this leader ([`crate::direct`]): never forwards, answers `NotLeader`.
     pub async fn submit_forwarded(&self, request: Request) -> Result<Outcome, CellError> {
         self.submit_inner(request, false).await
     }
@@ -473,6 +474,7 @@ impl Inner {
         let addr = self
             .addr_of(leader)
             .ok_or_else(|| CellError::Unavailable("leader address unknown".into()))?;
+        (self.config.rpc_stats).forwarded(crate::metrics::Forwarded::Read, 1);
         let mut client = self.peers.raft_client(&addr);
         let read = client.read(Blob {
             data: encode(query),
@@ -501,6 +503,8 @@ impl Inner {
             ));
         };
         let requests: Vec<&Request> = batch.iter().map(|p| &p.request).collect();
+        let stats = &self.config.rpc_stats;
+        stats.forwarded(crate::metrics::Forwarded::Write, requests.len());
         let mut client = self.peers.raft_client(&addr);
         let forward = client.forward(Blob {
             data: encode(&requests),

@@ -13,6 +13,9 @@
 //!   it leads, the quota of the population ceiling the meta cell lends them, and runs one
 //!   quota round when a registration was refused for lack of it; limit changes go to every
 //!   cell, registry listings and the audit ledger are gathered from all;
+//! - the routing client ([`client::MapRouter`]): a client that learned the routes (ranges,
+//!   cells, epochs, leaders) from any node sends each plain keyed write straight to the node
+//!   hosting the owning cell's leader, which serves it without forwarding;
 //! - [`admin`]: `fabric init`, `fabric status`, range moves and splits (freeze on the
 //!   source, copy, assign on the target with a fence floor, publish, drop);
 //! - [`FabricClient`]: the only view the WhippleScript engine has of the store (CAS keys,
@@ -42,6 +45,7 @@
 
 pub mod admin;
 mod cell;
+pub mod client;
 pub mod envelope;
 pub mod identity;
 pub mod limits;

@@ -49,3 +49,9 @@ pub const HANDOFF_BATCH_BYTES: usize = whip_board::limits::HANDOFF_BATCH_BYTES_M
 pub const WORK_QUOTA_TTL_MS: u64 = 30_000;
 /// Quota rounds a refused registration tries while a cell it needs is unavailable.
 pub const QUOTA_ROUND_TRIES: u32 = 3;
+/// How long a routing client sends nothing straight to a node that did not answer (its
+/// keyed writes go through any node meanwhile).
+pub const ROUTES_UNREACHABLE_MS: u64 = 1_000;
+/// A routing client that finds no reachable leader for a cell in its routes learns them
+/// again, at most once per this long.
+pub const ROUTES_REFRESH_MS: u64 = 250;

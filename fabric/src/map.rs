@@ -17,18 +17,7 @@ pub const DATA_CELLS_MAX: u32 = 1024;
 /// Voters of the meta cell (other nodes follow it as learners).
 pub const META_VOTERS_MAX: usize = 5;
 
-/// One range of the ring and its owner.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RangeEntry {
-    /// First point.
-    pub start: u64,
-    /// Last point (inclusive).
-    pub last: u64,
-    /// The range's epoch (every command for it carries this).
-    pub epoch: u64,
-    /// The owning cell.
-    pub cell: u64,
-}
+pub use whip_board::route::RangeEntry;
 
 /// Nodes, cells and ranges of one fabric.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,8 +98,7 @@ impl FabricMap {
 
     /// The range holding `point`.
     pub fn locate(&self, point: u64) -> &RangeEntry {
-        let at = self.ranges.partition_point(|r| r.start <= point);
-        &self.ranges[at.checked_sub(1).expect("ranges cover the ring from 0")]
+        whip_board::route::locate(&self.ranges, point)
     }
 
     /// The range starting at `start`, if any.
@@ -149,24 +137,14 @@ impl FabricMap {
 
     /// The ranges are sorted, cover the ring without gaps or overlaps, and name known cells.
     pub fn check(&self) -> Result<(), String> {
-        let mut expect = Some(0u64);
+        whip_board::route::check_ranges(&self.ranges)?;
         for r in &self.ranges {
-            if Some(r.start) != expect || r.last < r.start {
-                return Err(format!(
-                    "range {:#x}..={:#x} leaves a gap or overlaps",
-                    r.start, r.last
-                ));
-            }
             if !self.cells.contains_key(&r.cell) || r.cell == META_CELL {
                 return Err(format!(
                     "range {:#x} names unknown data cell {}",
                     r.start, r.cell
                 ));
             }
-            expect = r.last.checked_add(1);
-        }
-        if expect.is_some() {
-            return Err("ranges do not reach the end of the ring".into());
         }
         Ok(())
     }

@@ -224,6 +224,8 @@ impl Node {
         config.clock_offset_ms = c.clock_offset_ms;
         config.transport = c.transport.clone();
         config.own_tick_loop = false;
+        // The node's server counts what its members forward (`whip_forwarded_requests`).
+        config.rpc_stats = self.inner.rpc.clone();
         let member = Cell::start_with_peers(config, self.inner.peers.clone()).await?;
         self.inner
             .cells
@@ -246,6 +248,21 @@ impl Node {
             let metrics = member.raft().metrics().borrow().clone();
             metrics.current_leader == Some(self.id())
         })
+    }
+
+    /// The address of the node hosting `cell`'s leader, as this node knows it: its
+    /// member's view, or the last hint for a cell it does not host.
+    pub fn leader_addr(&self, cell: u64) -> Option<String> {
+        match self.hosted(cell) {
+            Some(member) => member.leader_addr(),
+            None => self
+                .inner
+                .hints
+                .lock()
+                .expect("hints lock")
+                .get(&cell)
+                .cloned(),
+        }
     }
 
     /// The data directory of this node's member of `cell`.
@@ -376,6 +393,7 @@ impl Node {
             return member.submit(request).await;
         }
         let addr = self.remote_member(map, cell)?;
+        (self.inner.rpc).forwarded(whip_cell::metrics::Forwarded::Write, 1);
         let blob = Blob {
             data: encode(&vec![request]),
             cell,
@@ -405,6 +423,7 @@ impl Node {
             return member.read(query).await;
         }
         let addr = self.remote_member(map, cell)?;
+        (self.inner.rpc).forwarded(whip_cell::metrics::Forwarded::Read, 1);
         let blob = Blob {
             data: encode(&query),
             cell,

@@ -14,6 +14,7 @@ use whip_board::query::{CounterView, LeaseView, LedgerEntryView};
 use whip_board::route;
 use whip_board::{Command, Outcome, Query, QueryResult, Request};
 use whip_cell::CellError;
+use whip_cell::direct::Direct;
 use whip_proto::v1 as pb;
 
 use crate::limits;
@@ -22,7 +23,27 @@ use crate::node::{Node, unexpected};
 
 impl Node {
     /// Apply `request` on the cell owning its key.
-    pub async fn route_submit(&self, mut request: Request) -> Result<Outcome, CellError> {
+    pub async fn route_submit(&self, request: Request) -> Result<Outcome, CellError> {
+        self.submit_routed(None, request).await
+    }
+
+    /// Apply a keyed `request` its sender sent straight here for cell `to.cell` at
+    /// `to.epoch` (it routes by the range map, `crate::client`): served by this node's
+    /// member of that cell only while it leads, never forwarded. `NotLeader` names the
+    /// leader; `WrongRange` (the board's) also makes this node reload its map.
+    pub async fn route_submit_direct(
+        &self,
+        to: Direct,
+        request: Request,
+    ) -> Result<Outcome, CellError> {
+        self.submit_routed(Some(to), request).await
+    }
+
+    async fn submit_routed(
+        &self,
+        to: Option<Direct>,
+        mut request: Request,
+    ) -> Result<Outcome, CellError> {
         if request.idempotency_key.is_none() {
             let suffix = crate::node::unique_suffix();
             request.idempotency_key = Some(format!("n{}-{suffix}", self.id()));
@@ -31,13 +52,16 @@ impl Node {
         match (point, &request.command) {
             (Some(point), Command::BoardClaim { team, .. }) => {
                 let reserved = team.starts_with('~');
-                let outcome = self.submit_at(point, request.clone()).await?;
+                let outcome = self.submit_keyed(to, point, request.clone()).await?;
                 match outcome {
                     Outcome::BoardEmpty if !reserved => self.claim_fabric_queue(&request).await,
                     outcome => Ok(outcome),
                 }
             }
-            (Some(point), _) => self.submit_at(point, request).await,
+            (Some(point), _) => self.submit_keyed(to, point, request).await,
+            (None, _) if to.is_some() => Err(CellError::InvalidArgument(
+                "only a keyed command may name its cell; send this one without a route".into(),
+            )),
             (None, Command::LeaseReleaseAll { .. }) => self.release_everywhere(request).await,
             (None, Command::WorkLimitsSet { .. }) => self.set_limits_everywhere(request).await,
             (None, Command::TeamLeaveAll { .. }) => self.on_every_cell(request).await,
@@ -45,6 +69,64 @@ impl Node {
                 "this command is internal to a cell and not accepted by a fabric node".into(),
             )),
         }
+    }
+
+    /// A keyed request: by the map when its sender named no route, else on the named cell.
+    async fn submit_keyed(
+        &self,
+        to: Option<Direct>,
+        point: u64,
+        request: Request,
+    ) -> Result<Outcome, CellError> {
+        let Some(to) = to else {
+            return self.submit_at(point, request).await;
+        };
+        let mut request = request;
+        request.epoch = to.epoch;
+        let member = match self.hosted(to.cell) {
+            Some(member) if self.leads(to.cell) => member,
+            Some(member) => {
+                return Err(CellError::NotLeader {
+                    hint: member.leader_addr(),
+                });
+            }
+            None => return Err(CellError::NotLeader { hint: None }),
+        };
+        let outcome = match &request.command {
+            // A registration may need a quota round first (`crate::quota`).
+            Command::WorkRegister { .. } => self.submit_owner(to.cell, request).await,
+            // Never forwarded: if leadership moved meanwhile, the sender hears where to.
+            _ => member.submit_forwarded(request).await,
+        };
+        if let Err(CellError::WrongRange { .. }) = &outcome {
+            self.invalidate_map();
+        }
+        outcome
+    }
+
+    /// The range map and where each data cell's leader is, for clients that route by them:
+    /// the cached map (read afresh when `reload`), and the leaders this node's members
+    /// know, or the hints it keeps for cells it does not host.
+    pub async fn routes(&self, reload: bool) -> Result<pb::RoutesResponse, CellError> {
+        let map = match reload {
+            true => self.load_map().await?.0,
+            false => self.map().await?,
+        };
+        let ranges = (map.ranges.iter())
+            .map(|r| pb::RangeRoute {
+                start: r.start,
+                last: r.last,
+                epoch: r.epoch,
+                cell: r.cell,
+            })
+            .collect();
+        let cells = (map.data_cells().into_iter())
+            .map(|cell| pb::CellRoute {
+                cell,
+                leader_addr: self.leader_addr(cell).unwrap_or_default(),
+            })
+            .collect();
+        Ok(pb::RoutesResponse { ranges, cells })
     }
 
     /// Apply `request` on the owner of `point` at the epoch the map gives it.
@@ -239,6 +321,14 @@ impl whip_cell::service::Dispatch for Node {
 
     async fn read(&self, query: Query) -> Result<QueryResult, CellError> {
         self.route_read(query).await
+    }
+
+    async fn submit_direct(&self, to: Direct, request: Request) -> Result<Outcome, CellError> {
+        self.route_submit_direct(to, request).await
+    }
+
+    async fn routes(&self, reload: bool) -> Result<pb::RoutesResponse, CellError> {
+        Node::routes(self, reload).await
     }
 
     async fn status(&self, cell: u64) -> Result<pb::StatusResponse, CellError> {

@@ -104,10 +104,13 @@ pub(crate) fn cell_addrs(spec: &str) -> Vec<String> {
         .collect()
 }
 
-/// Connect as the global flags say.
+/// Connect as the global flags say. A client of `--cell` routes by the range map when
+/// those addresses are fabric nodes (its keyed writes go straight to the owning cell's
+/// leader); against a single cell the router steps aside on first use.
 pub(crate) async fn session(global: &Global) -> Result<Session> {
     if let Some(spec) = &global.cell {
-        let client = CellClient::connect(&cell_addrs(spec))?;
+        let client = CellClient::connect(&cell_addrs(spec))?
+            .with_router(Arc::new(whip_fabric::client::MapRouter::new()));
         return Ok(Session {
             client: client.into(),
             embedded: None,

@@ -26,6 +26,7 @@ use raft::{AdminApi, RaftApi};
 use streams::{observe_loop, signal_loop};
 
 use crate::convert;
+use crate::direct::Direct;
 use crate::error::CellError;
 use crate::limits;
 use crate::runtime::Cell;
@@ -42,6 +43,18 @@ pub trait Dispatch: Send + Sync + 'static {
     async fn read(&self, query: Query) -> Result<QueryResult, CellError>;
     /// What `whip cell status` shows, for hosted cell `cell` (a single cell ignores it).
     async fn status(&self, cell: u64) -> Result<pb::StatusResponse, CellError>;
+    /// Apply a keyed request its sender sent straight to cell `to.cell` at `to.epoch`,
+    /// without forwarding. A single cell has no ranges and applies it as any other.
+    async fn submit_direct(&self, to: Direct, request: Request) -> Result<Outcome, CellError> {
+        let _ = to;
+        self.submit(request).await
+    }
+    /// The range map and the cells' leaders, for clients that route by them (`reload`:
+    /// read the map afresh). A single cell has none and answers no ranges.
+    async fn routes(&self, reload: bool) -> Result<pb::RoutesResponse, CellError> {
+        let _ = reload;
+        Ok(pb::RoutesResponse::default())
+    }
 }
 
 #[tonic::async_trait]
@@ -231,6 +244,26 @@ impl CellApi {
         Ok(self.dispatch.submit(request).await?)
     }
 
+    /// A plain keyed write: its proven caller, its route when its sender sent it straight
+    /// to its cell ([`Direct`]), its command (`convert::command`), then the outcome.
+    async fn keyed<T>(
+        &self,
+        req: GrpcRequest<T>,
+        take_key: fn(&mut T) -> String,
+        command_of: fn(T) -> Result<Command, Status>,
+    ) -> Result<Outcome, Status> {
+        let caller = self.caller_of(&req).await?;
+        let direct = Direct::of(req.metadata())?;
+        let mut req = req.into_inner();
+        let key = take_key(&mut req);
+        let idempotency_key = (!key.is_empty()).then_some(key);
+        let request = Request::by(caller, idempotency_key, command_of(req)?);
+        Ok(match direct {
+            None => self.dispatch.submit(request).await?,
+            Some(to) => self.dispatch.submit_direct(to, request).await?,
+        })
+    }
+
     /// Submit a command this server makes on its own behalf, after it proved what the
     /// command needs (identity rows, fabric-queue admission and purge).
     async fn submit_server(
@@ -275,14 +308,8 @@ impl cell_server::Cell for CellApi {
     }
 
     async fn kv_put(&self, req: GrpcRequest<pb::KvPutRequest>) -> GrpcResult<pb::KvWriteResponse> {
-        let caller = self.caller_of(&req).await?;
-        let req = req.into_inner();
-        let command = Command::KvPut {
-            key: req.key,
-            value: req.value,
-            expect_version: req.expect_version,
-        };
-        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
+        let key = |r: &mut pb::KvPutRequest| std::mem::take(&mut r.idempotency_key);
+        let outcome = self.keyed(req, key, convert::command::kv_put).await?;
         Ok(Response::new(convert::kv_write_response(outcome)?))
     }
 
@@ -290,13 +317,8 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::KvDeleteRequest>,
     ) -> GrpcResult<pb::KvWriteResponse> {
-        let caller = self.caller_of(&req).await?;
-        let req = req.into_inner();
-        let command = Command::KvDelete {
-            key: req.key,
-            expect_version: req.expect_version,
-        };
-        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
+        let key = |r: &mut pb::KvDeleteRequest| std::mem::take(&mut r.idempotency_key);
+        let outcome = self.keyed(req, key, convert::command::kv_delete).await?;
         Ok(Response::new(convert::kv_write_response(outcome)?))
     }
 
@@ -304,25 +326,17 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::LeaseAcquireRequest>,
     ) -> GrpcResult<pb::LeaseResponse> {
-        let caller = self.caller_of(&req).await?;
-        let req = req.into_inner();
-        let command = Command::LeaseAcquire {
-            lease: convert::resource(req.lease, "lease")?,
-            holder: req.holder,
-            slots: req.slots,
-            ttl_ms: req.ttl_ms,
-            wait_ms: req.wait_ms,
-        };
-        if !req.fail_open {
-            let outcome = self.submit(&caller, req.idempotency_key, command).await?;
-            return Ok(Response::new(convert::lease_response(outcome)?));
+        let fail_open = req.get_ref().fail_open;
+        let key = |r: &mut pb::LeaseAcquireRequest| std::mem::take(&mut r.idempotency_key);
+        let acquire = self.keyed(req, key, convert::command::lease_acquire);
+        if !fail_open {
+            return Ok(Response::new(convert::lease_response(acquire.await?)?));
         }
         // Fail-open: a cell without quorum cannot confirm in time; the caller hears so and
         // may go on with idempotent work. The request may still apply later (a retry with
         // the same idempotency key then returns what it recorded).
         let bound = std::time::Duration::from_millis(limits::FAIL_OPEN_WAIT_MS);
-        match tokio::time::timeout(bound, self.submit(&caller, req.idempotency_key, command)).await
-        {
+        match tokio::time::timeout(bound, acquire).await {
             Ok(Ok(outcome)) => Ok(Response::new(convert::lease_response(outcome)?)),
             Ok(Err(status)) if status.code() != tonic::Code::Unavailable => Err(status),
             Ok(Err(status)) => Ok(Response::new(convert::lease_degraded(format!(
@@ -340,15 +354,8 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::LeaseRenewRequest>,
     ) -> GrpcResult<pb::LeaseResponse> {
-        let caller = self.caller_of(&req).await?;
-        let req = req.into_inner();
-        let lease = convert::resource(req.lease, "lease")?;
-        let command = Command::LeaseRenew {
-            lease,
-            holder: req.holder,
-            ttl_ms: req.ttl_ms,
-        };
-        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
+        let key = |r: &mut pb::LeaseRenewRequest| std::mem::take(&mut r.idempotency_key);
+        let outcome = self.keyed(req, key, convert::command::lease_renew).await?;
         Ok(Response::new(convert::lease_response(outcome)?))
     }
 
@@ -356,14 +363,10 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::LeaseReleaseRequest>,
     ) -> GrpcResult<pb::LeaseResponse> {
-        let caller = self.caller_of(&req).await?;
-        let req = req.into_inner();
-        let lease = convert::resource(req.lease, "lease")?;
-        let command = Command::LeaseRelease {
-            lease,
-            holder: req.holder,
-        };
-        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
+        let key = |r: &mut pb::LeaseReleaseRequest| std::mem::take(&mut r.idempotency_key);
+        let outcome = self
+            .keyed(req, key, convert::command::lease_release)
+            .await?;
         Ok(Response::new(convert::lease_response(outcome)?))
     }
 
@@ -405,16 +408,10 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::CounterConsumeRequest>,
     ) -> GrpcResult<pb::CounterResponse> {
-        let caller = self.caller_of(&req).await?;
-        let req = req.into_inner();
-        let command = Command::CounterConsume {
-            counter: convert::resource(req.counter, "counter")?,
-            amount: req.amount,
-            cap: req.cap,
-            reset: convert::reset(req.reset)?,
-            timezone: req.timezone,
-        };
-        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
+        let key = |r: &mut pb::CounterConsumeRequest| std::mem::take(&mut r.idempotency_key);
+        let outcome = self
+            .keyed(req, key, convert::command::counter_consume)
+            .await?;
         Ok(Response::new(convert::counter_response(outcome)?))
     }
 
@@ -436,15 +433,10 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::LedgerAppendRequest>,
     ) -> GrpcResult<pb::LedgerAppendResponse> {
-        let caller = self.caller_of(&req).await?;
-        let req = req.into_inner();
-        let command = Command::LedgerAppend {
-            ledger: convert::resource(req.ledger, "ledger")?,
-            entry: req.entry,
-            appended_by: req.appended_by,
-            retain_ms: req.retain_ms,
-        };
-        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
+        let key = |r: &mut pb::LedgerAppendRequest| std::mem::take(&mut r.idempotency_key);
+        let outcome = self
+            .keyed(req, key, convert::command::ledger_append)
+            .await?;
         Ok(Response::new(convert::ledger_append_response(outcome)?))
     }
 
@@ -466,18 +458,8 @@ impl cell_server::Cell for CellApi {
     }
 
     async fn kv_txn(&self, req: GrpcRequest<pb::KvTxnRequest>) -> GrpcResult<pb::KvTxnResponse> {
-        let caller = self.caller_of(&req).await?;
-        let req = req.into_inner();
-        let command = Command::KvTxn {
-            compares: req
-                .compares
-                .into_iter()
-                .map(|c| (c.key, c.expect_version))
-                .collect(),
-            puts: req.puts.into_iter().map(|p| (p.key, p.value)).collect(),
-            deletes: req.deletes,
-        };
-        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
+        let key = |r: &mut pb::KvTxnRequest| std::mem::take(&mut r.idempotency_key);
+        let outcome = self.keyed(req, key, convert::command::kv_txn).await?;
         Ok(Response::new(convert::kv_txn_response(outcome)?))
     }
 
@@ -502,15 +484,8 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::CampaignRequest>,
     ) -> GrpcResult<pb::ElectionResponse> {
-        let caller = self.caller_of(&req).await?;
-        let req = req.into_inner();
-        let command = Command::Campaign {
-            group: req.group,
-            candidate: req.candidate,
-            endpoints: req.endpoints,
-            ttl_ms: req.ttl_ms,
-        };
-        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
+        let key = |r: &mut pb::CampaignRequest| std::mem::take(&mut r.idempotency_key);
+        let outcome = self.keyed(req, key, convert::command::campaign).await?;
         Ok(Response::new(convert::election_response(outcome)?))
     }
 
@@ -518,15 +493,8 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::ElectionTermRequest>,
     ) -> GrpcResult<pb::ElectionResponse> {
-        let caller = self.caller_of(&req).await?;
-        let req = req.into_inner();
-        let command = Command::Proclaim {
-            group: req.group,
-            candidate: req.candidate,
-            fence: req.fence,
-            endpoints: req.endpoints,
-        };
-        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
+        let key = |r: &mut pb::ElectionTermRequest| std::mem::take(&mut r.idempotency_key);
+        let outcome = self.keyed(req, key, convert::command::proclaim).await?;
         Ok(Response::new(convert::election_response(outcome)?))
     }
 
@@ -534,14 +502,8 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::ElectionTermRequest>,
     ) -> GrpcResult<pb::ElectionResponse> {
-        let caller = self.caller_of(&req).await?;
-        let req = req.into_inner();
-        let command = Command::Resign {
-            group: req.group,
-            candidate: req.candidate,
-            fence: req.fence,
-        };
-        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
+        let key = |r: &mut pb::ElectionTermRequest| std::mem::take(&mut r.idempotency_key);
+        let outcome = self.keyed(req, key, convert::command::resign).await?;
         Ok(Response::new(convert::election_response(outcome)?))
     }
 
@@ -549,15 +511,10 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::ElectionTermRequest>,
     ) -> GrpcResult<pb::ElectionResponse> {
-        let caller = self.caller_of(&req).await?;
-        let req = req.into_inner();
-        let command = Command::ElectionRenew {
-            group: req.group,
-            candidate: req.candidate,
-            fence: req.fence,
-            ttl_ms: req.ttl_ms,
-        };
-        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
+        let key = |r: &mut pb::ElectionTermRequest| std::mem::take(&mut r.idempotency_key);
+        let outcome = self
+            .keyed(req, key, convert::command::election_renew)
+            .await?;
         Ok(Response::new(convert::election_response(outcome)?))
     }
 
@@ -1162,5 +1119,13 @@ impl cell_server::Cell for CellApi {
     async fn status(&self, req: GrpcRequest<pb::StatusRequest>) -> GrpcResult<pb::StatusResponse> {
         let cell = req.into_inner().cell;
         Ok(Response::new(self.dispatch.status(cell).await?))
+    }
+
+    async fn routes(&self, req: GrpcRequest<pb::RoutesRequest>) -> GrpcResult<pb::RoutesResponse> {
+        let caller = self.caller_of(&req).await?;
+        whip_board::access::admit_routes(&caller)
+            .map_err(|refusal| Status::unauthenticated(refusal.to_string()))?;
+        let reload = req.into_inner().reload;
+        Ok(Response::new(self.dispatch.routes(reload).await?))
     }
 }

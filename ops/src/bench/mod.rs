@@ -137,7 +137,8 @@ pub(crate) async fn run(global: &Global, args: BenchArgs) -> Result<ExitCode> {
 }
 
 /// Clients go straight to the leader (found through any member), as a well-behaved client
-/// library would; the embedded store has one member.
+/// library would; through fabric nodes, straight to the leader of the cell owning each key
+/// (one range map shared by every client); the embedded store has one member.
 pub(crate) async fn connect_clients(
     global: &Global,
     first: &CellClient,
@@ -164,8 +165,14 @@ pub(crate) async fn connect_clients(
         addrs.retain(|a| *a != leader);
         addrs.insert(0, leader);
     }
+    let router: Arc<dyn whip_cell::client::Router> =
+        Arc::new(whip_fabric::client::MapRouter::new());
     (0..conns)
-        .map(|_| Ok(Arc::new(CellClient::connect(&addrs)?)))
+        .map(|_| {
+            Ok(Arc::new(
+                CellClient::connect(&addrs)?.with_router(router.clone()),
+            ))
+        })
         .collect()
 }
 

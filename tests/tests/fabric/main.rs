@@ -3,6 +3,7 @@
 
 mod t10_init;
 mod t20_routing;
+mod t25_direct;
 mod t30_singletons;
 mod t40_moves;
 mod t50_node_kill;
