@@ -23,8 +23,35 @@ pub const IDENT_BYTES_MAX: usize = 256;
 /// Fact combinations one rule's join examines in one round.
 pub const JOIN_COMBINATIONS_MAX: usize = 100_000;
 /// Default run lease: a run not finished within it may be reclaimed by another worker
-/// (`WHIPPLESCRIPT_RUN_LEASE_MS` overrides).
+/// (the CLI's `WHIPPLESCRIPT_RUN_LEASE_MS` overrides).
 pub const RUN_LEASE_MS: u64 = 30_000;
+/// Most effects one worker pass runs at once by default (one per CPU up to this; the CLI's
+/// `WHIPPLESCRIPT_WORKER_CONCURRENCY` sets another number).
+pub const WORKER_CONCURRENCY_MAX: usize = 16;
+
+// ---- the language's defaults, written into an effect's row when it is created ----------
+
+/// Holders of a lease that declares no `slots`.
+pub const LEASE_SLOTS_DEFAULT: u32 = 1;
+/// How long a hold of a lease that declares no `ttl` lasts.
+pub const LEASE_TTL_MS_DEFAULT: u64 = 60_000;
+/// How long a `claim` without `for D` lasts.
+pub const CLAIM_TTL_MS_DEFAULT: u64 = 600_000;
+/// How long a ledger that declares no `retain` keeps an entry (90 days).
+pub const LEDGER_RETAIN_MS_DEFAULT: u64 = 90 * 86_400_000;
+/// The timezone of a counter that declares none (its reset boundaries anchor to UTC).
+pub const COUNTER_TIMEZONE_DEFAULT: &str = "UTC";
+/// The owner of a tracker a `file` names when the workflow does not declare it (the
+/// builtin shared tracker).
+pub const TRACKER_OWNER_DEFAULT: &str = "shared";
+/// A `vote` without `method`.
+pub const VOTE_METHOD_DEFAULT: &str = "plurality";
+/// A `vote` without `quorum`.
+pub const VOTE_QUORUM_DEFAULT: &str = "1/2";
+/// A `vote` without `threshold`.
+pub const VOTE_THRESHOLD_DEFAULT: &str = "majority";
+/// Who votes in a `vote` without `electorate`.
+pub const VOTE_ELECTORATE_DEFAULT: &str = "coordinator";
 /// How often a lease wait is retried on worker passes.
 pub const LEASE_WAIT_POLL_MS: u64 = 200;
 /// How often a `vote` effect looks at its open proposal (it wakes at the closing time too).

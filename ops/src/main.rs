@@ -208,6 +208,9 @@ pub(crate) struct Global {
     pub(crate) insecure: bool,
     /// The compute plane for `exec` effects (`WHIP_EXECUTOR_URL`, `WHIP_EXECUTOR_TOKEN`).
     pub(crate) executor: Option<whip_engine::executor::ExecutorConfig>,
+    /// How this process's engines run (`WHIPPLESCRIPT_WORKER_CONCURRENCY`,
+    /// `WHIPPLESCRIPT_RUN_LEASE_MS`).
+    pub(crate) engine: whip_engine::runtime::EngineConfig,
     /// Which layer (flag, environment, default) each argument of the command came from: the
     /// servers' settings merge them with the config file (`config.rs`).
     pub(crate) arg_sources: config::ArgSources,
@@ -221,6 +224,13 @@ fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     init_tracing();
+    let engine = match engine_config() {
+        Ok(engine) => engine,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let global = Global {
         cell: cli.cell,
         store: cli.store,
@@ -228,6 +238,7 @@ fn main() -> ExitCode {
         agent: cli.agent,
         insecure: cli.insecure,
         executor: executor_config(),
+        engine,
         arg_sources: config::arg_sources(&matches),
     };
     // The commands that need no runtime and no client credentials.
@@ -306,6 +317,32 @@ fn executor_config() -> Option<whip_engine::executor::ExecutorConfig> {
         .filter(|u| !u.is_empty())?;
     let token = std::env::var("WHIP_EXECUTOR_TOKEN").unwrap_or_default();
     Some(whip_engine::executor::ExecutorConfig { url, token })
+}
+
+/// How engines run, read once from the environment: `WHIPPLESCRIPT_WORKER_CONCURRENCY`
+/// (effects a worker pass runs at once, at least 1) and `WHIPPLESCRIPT_RUN_LEASE_MS` (a
+/// run's lease); unset or empty keeps the engine's default, anything else that is not a
+/// number is refused.
+fn engine_config() -> std::result::Result<whip_engine::runtime::EngineConfig, String> {
+    let number = |name: &str| -> std::result::Result<Option<u64>, String> {
+        match std::env::var(name) {
+            Ok(v) if !v.is_empty() => match v.parse::<u64>() {
+                Ok(n) if n > 0 => Ok(Some(n)),
+                _ => Err(format!(
+                    "{name} must be a whole number of at least 1, not `{v}`"
+                )),
+            },
+            _ => Ok(None),
+        }
+    };
+    let mut config = whip_engine::runtime::EngineConfig::default();
+    if let Some(n) = number("WHIPPLESCRIPT_WORKER_CONCURRENCY")? {
+        config.concurrency = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    if let Some(ms) = number("WHIPPLESCRIPT_RUN_LEASE_MS")? {
+        config.run_lease_ms = ms;
+    }
+    Ok(config)
 }
 
 fn check(global: &Global, args: CheckArgs) -> ExitCode {

@@ -189,7 +189,9 @@ pub(crate) type Eng = Engine<CellClient>;
 
 /// An engine on `client` with the compute plane the binary was configured with.
 pub(crate) fn engine(global: &Global, client: &Arc<CellClient>) -> Eng {
-    Engine::new(Arc::clone(client)).with_executor(global.executor.clone())
+    Engine::new(Arc::clone(client))
+        .with_config(global.engine)
+        .with_executor(global.executor.clone())
 }
 
 pub(crate) fn engine_error(e: RuntimeError) -> anyhow::Error {
@@ -410,6 +412,7 @@ fn print_run(global: &Global, r: &RunReport) -> ExitCode {
         output::json(&json!({
             "id": r.id, "workflow": r.workflow, "iterations": r.iterations,
             "status": r.status, "terminal": terminal, "reason": r.reason,
+            "blocked": r.blocked,
         }));
     } else {
         output::line(&format!("run {}", r.id));
@@ -419,12 +422,35 @@ fn print_run(global: &Global, r: &RunReport) -> ExitCode {
         if let Some((name, payload)) = &r.terminal {
             output::line(&format!("{name} {payload}"));
         }
+        if let Some(line) = idle_line(r) {
+            output::line(&line);
+        }
     }
     if r.status == "failed" {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `idle, blocked: x000001 exec provider_config, …` when the run stopped short of a terminal
+/// with effects blocked (id, kind, the reason's category, or the block itself without one).
+fn idle_line(r: &RunReport) -> Option<String> {
+    if r.terminal.is_some() || r.blocked.is_empty() {
+        return None;
+    }
+    let effects: Vec<String> = r
+        .blocked
+        .iter()
+        .map(|b| {
+            let reason = b
+                .policy_block
+                .as_ref()
+                .map_or(b.state.code(), |p| p.category.code());
+            format!("{} {} {reason}", b.id, b.kind)
+        })
+        .collect();
+    Some(format!("idle, blocked: {}", effects.join(", ")))
 }
 
 /// `YYYY-MM-DD HH:MM:SS` in local time: the one time shape LANGUAGE.md §6 fixes (`whip
@@ -568,7 +594,7 @@ async fn effects(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
         .effects
         .values()
         .map(|e| {
-            let mut l = format!("{} {} {} rule={}", e.id, e.kind, e.state, e.rule);
+            let mut l = format!("{} {} {} rule={}", e.id, e.kind(), e.state, e.rule);
             if let Some(b) = &e.binding {
                 l += &format!(" binding={b}");
             }
@@ -576,7 +602,7 @@ async fn effects(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
                 l += &format!(" output={o}");
             }
             if let Some(p) = &e.policy_block {
-                l += &format!(" policy_block={p}");
+                l += &format!(" policy_block={}", json!(p));
             }
             l
         })
@@ -614,7 +640,7 @@ async fn diagnostics(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode
         lines.push(format!("{id} {}: {reason}", st.header.status));
     }
     for e in st.effects.values() {
-        if matches!(e.state.as_str(), "failed" | "timed_out") || e.policy_block.is_some() {
+        if e.state.unsuccessful() || e.policy_block.is_some() {
             rows.push(json!({"effect": e.id, "state": e.state, "output": e.output,
                 "policy_block": e.policy_block}));
             lines.push(diagnostic_line(e));
@@ -629,7 +655,7 @@ async fn diagnostics(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode
 /// `x000003 exec failed (rule build): exit code 2` or `… blocked: provider_config: …`.
 fn diagnostic_line(e: &whip_engine::runtime::state::Effect) -> String {
     let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
-    let mut line = format!("{} {} {} (rule {})", e.id, e.kind, e.state, e.rule);
+    let mut line = format!("{} {} {} (rule {})", e.id, e.kind(), e.state, e.rule);
     if let Some(out) = &e.output {
         let why = ["error", "reason", "message"]
             .iter()
@@ -639,11 +665,7 @@ fn diagnostic_line(e: &whip_engine::runtime::state::Effect) -> String {
         }
     }
     if let Some(b) = &e.policy_block {
-        line += &format!(
-            " policy_block: {}: {}",
-            text(&b["category"]),
-            text(&b["detail"])
-        );
+        line += &format!(" policy_block: {}: {}", b.category.code(), b.detail);
     }
     line
 }

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use super::client::{ExecutorClient, ExecutorError};
 use super::protocol::{ExecAnswer, ExecRequest, RefusalCode};
 use crate::limits::{EXEC_ANSWER_MARGIN_MS, EXEC_BUSY_RETRY_MS, EXEC_STDERR_EVIDENCE_BYTES_MAX};
+use crate::runtime::effect::Terminal;
 use crate::runtime::worker::Ran;
 
 /// The version of [`ExecArgs`] this engine writes and reads.
@@ -80,6 +81,22 @@ pub enum BlockCategory {
     Enforcement,
     /// The provider cannot be reached or answers wrongly.
     ProviderHealth,
+}
+
+impl BlockCategory {
+    /// The stable code (`policy_block.category`).
+    pub fn code(self) -> &'static str {
+        match self {
+            BlockCategory::Capability => "capability",
+            BlockCategory::Profile => "profile",
+            BlockCategory::Capacity => "capacity",
+            BlockCategory::Dependency => "dependency",
+            BlockCategory::ProviderConfig => "provider_config",
+            BlockCategory::Credentials => "credentials",
+            BlockCategory::Enforcement => "enforcement",
+            BlockCategory::ProviderHealth => "provider_health",
+        }
+    }
 }
 
 /// `policy_block: {category, detail}` (the detail never holds a secret).
@@ -145,7 +162,7 @@ fn tail(s: &str, max: usize) -> &str {
 /// The effect's terminal for an answer: its state (`completed`, `failed` or `timed_out`)
 /// and its output, with the evidence. `whip recover` settles a run from its record the same
 /// way the worker settles it from the answer.
-pub fn settle(answer: ExecAnswer, args: &ExecArgs, correlation_id: &str) -> (&'static str, Value) {
+pub fn settle(answer: ExecAnswer, args: &ExecArgs, correlation_id: &str) -> (Terminal, Value) {
     let mut evidence = json!({
         "provider": "executor", "correlation_id": correlation_id,
         "program": args.argv.first(), "cwd": args.cwd,
@@ -158,9 +175,9 @@ pub fn settle(answer: ExecAnswer, args: &ExecArgs, correlation_id: &str) -> (&'s
             evidence["exit_code"] = json!(exit_code);
             evidence["stderr_tail"] = json!(tail(stderr, EXEC_STDERR_EVIDENCE_BYTES_MAX));
             let state = if *exit_code == 0 {
-                "completed"
+                Terminal::Completed
             } else {
-                "failed"
+                Terminal::Failed
             };
             (
                 state,
@@ -177,12 +194,12 @@ pub fn settle(answer: ExecAnswer, args: &ExecArgs, correlation_id: &str) -> (&'s
             output["exit_code"] = Value::Null;
             output["error"] = json!(reason);
             output["reason"] = json!("timeout");
-            ("timed_out", output)
+            (Terminal::TimedOut, output)
         }
         ExecAnswer::SpawnFailed { error } => {
             let output = json!({"outcome": "spawn_failed", "error": error,
                 "reason": "spawn_failed", "exit_code": null});
-            ("failed", output)
+            (Terminal::Failed, output)
         }
     };
     if let ExecAnswer::Exited { exit_code, .. } = &answer
@@ -197,39 +214,26 @@ pub fn settle(answer: ExecAnswer, args: &ExecArgs, correlation_id: &str) -> (&'s
 
 fn terminal(answer: ExecAnswer, args: &ExecArgs, correlation_id: String) -> Ran {
     let (state, output) = settle(answer, args, &correlation_id);
-    Ran::Terminal {
-        state: state.into(),
-        output,
-    }
+    Ran::Terminal { state, output }
 }
 
 /// The terminal a recovered run's durable answer gives (`whip recover`): the same state
 /// and evidence as if its worker had lived to record it.
-pub(crate) fn recovered(answer: ExecAnswer, args: &Value, correlation_id: String) -> Ran {
-    match ExecArgs::parse(args) {
-        Ok(args) => terminal(answer, &args, correlation_id),
-        Err(e) => failed(e, "malformed_args"),
-    }
+pub(crate) fn recovered(answer: ExecAnswer, args: &ExecArgs, correlation_id: String) -> Ran {
+    terminal(answer, args, correlation_id)
 }
 
 fn failed(error: String, reason: &str) -> Ran {
-    Ran::Terminal {
-        state: "failed".into(),
-        output: json!({"error": error, "reason": reason}),
-    }
+    Ran::refused(reason, error)
 }
 
 /// Run the `exec` effect `effect` of `instance` as run `run` (already claimed).
 pub(crate) async fn run(
     client: &ExecutorClient,
     (instance, effect, run): (&str, &str, &str),
-    args: &Value,
+    args: &ExecArgs,
     now_ms: u64,
 ) -> Ran {
-    let args = match ExecArgs::parse(args) {
-        Ok(args) => args,
-        Err(e) => return failed(e, "malformed_args"),
-    };
     if args.argv.is_empty() {
         let error = "exec argv is empty or not an array of strings".to_string();
         return failed(error, "bad_argv");
@@ -244,7 +248,7 @@ pub(crate) async fn run(
         timeout_ms: Some(args.timeout_ms),
     };
     let error = match client.exec(&request).await {
-        Ok(answer) => return terminal(answer, &args, format!("{instance}/{run}")),
+        Ok(answer) => return terminal(answer, args, format!("{instance}/{run}")),
         Err(e) => e,
     };
     use RefusalCode as C;
@@ -314,7 +318,7 @@ mod tests {
         let Ran::Terminal { state, output } = terminal(exited(0), &args(), "i/r1".into()) else {
             panic!()
         };
-        assert_eq!(state, "completed");
+        assert_eq!(state, Terminal::Completed);
         assert_eq!(
             (output["exit_code"].clone(), output["stdout"].clone()),
             (json!(0), json!("out"))
@@ -325,8 +329,8 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (state.as_str(), output["reason"].clone()),
-            ("failed", json!("exit_nonzero"))
+            (state, output["reason"].clone()),
+            (Terminal::Failed, json!("exit_nonzero"))
         );
         let slow = ExecAnswer::TimedOut {
             timeout_ms: 1_000,
@@ -338,7 +342,7 @@ mod tests {
         let Ran::Terminal { state, output } = terminal(slow, &args(), "i/r1".into()) else {
             panic!()
         };
-        assert_eq!(state, "timed_out");
+        assert_eq!(state, Terminal::TimedOut);
         assert!(output["evidence"]["timeout_reason"].is_string());
     }
 

@@ -17,7 +17,7 @@
 use serde_json::json;
 use whip_fabric::FabricClient;
 
-use super::state::{self, Cut, Effect, State, WorkspaceDigest};
+use super::state::{self, Cut, Effect, EffectKind, EffectState, State, WorkspaceDigest};
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, Result, invalid};
 use crate::limits::EXECUTOR_ID_BYTES_MAX;
 
@@ -92,10 +92,10 @@ fn emit_checkpoint(
 fn taken_after(head: &State, past: &State) -> Vec<Effect> {
     let holds = |e: &Effect| {
         let outcome = e.output.as_ref().and_then(|o| o.get("outcome"));
-        e.state == "completed"
-            && match e.kind.as_str() {
-                "acquire" => outcome.and_then(|o| o.as_str()) == Some("held"),
-                "claim" => e.output.as_ref().is_some_and(|o| o.get("issue").is_some()),
+        e.state == EffectState::Completed
+            && match e.kind() {
+                EffectKind::Acquire => outcome.and_then(|o| o.as_str()) == Some("held"),
+                EffectKind::Claim => e.output.as_ref().is_some_and(|o| o.get("issue").is_some()),
                 _ => false,
             }
     };
@@ -149,7 +149,11 @@ impl<F: FabricClient> Engine<F> {
                 };
                 return invalid(format!("instance {id} has no cut {cut} (cuts: {known})"));
             };
-            if let Some(e) = head.effects.values().find(|e| e.state == "running") {
+            if let Some(e) = head
+                .effects
+                .values()
+                .find(|e| e.state == EffectState::Running)
+            {
                 return invalid(format!(
                     "effect {} is running; pause the instance and let it settle before \
                      restoring",
@@ -198,7 +202,7 @@ impl<F: FabricClient> Engine<F> {
     /// checkpointed coherently, and is refused.
     async fn files_checkpoint(&self, st: &State, cut: &str) -> Result<Option<WorkspaceDigest>> {
         if !self.executor.is_configured() {
-            if st.effects.values().any(|e| e.kind == "exec") {
+            if st.effects.values().any(|e| e.kind() == EffectKind::Exec) {
                 return invalid(format!(
                     "instance {} ran exec: its workspace lives with the executor; set \
                      WHIP_EXECUTOR_URL (and WHIP_EXECUTOR_TOKEN) to checkpoint its files",
@@ -253,14 +257,16 @@ impl<F: FabricClient> Engine<F> {
         let mut names = Vec::new();
         let mut issues = Vec::new();
         for e in taken {
-            if e.kind == "claim" {
+            if e.kind() == EffectKind::Claim {
                 if let Some(issue) = e.output.as_ref().and_then(|o| o["issue"].as_str()) {
                     issues.push(issue.to_string());
                     names.push(format!("claim {issue}"));
                 }
                 continue;
             }
-            let lease = super::worker::resource(&e.args, "key");
+            let Some(lease) = e.args.lease().map(super::worker::lease_resource) else {
+                continue;
+            };
             names.push(format!(
                 "lease {}::{}/{}",
                 lease.owner, lease.name, lease.key

@@ -98,14 +98,14 @@ impl Scope<'_> {
                 let binding = path.first().map(|p| p.name.clone());
                 let wanted = runtime_kind(&kind.name);
                 let rows = self.state.effects.values().filter(|x| {
-                    x.kind == wanted
+                    x.kind().code() == wanted
                         && binding
                             .as_ref()
                             .is_none_or(|b| x.binding.as_ref() == Some(b))
                 });
                 let rows: Vec<Value> = rows
                     .map(|x| {
-                        json!({"kind": x.kind, "status": x.state, "state": x.state,
+                        json!({"kind": x.kind(), "status": x.state, "state": x.state,
                         "output": x.output, "binding": x.binding})
                     })
                     .filter(|row| match guard {

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use whip_fabric::mail::{Address, MailBody, MailType, MailView};
 use whip_fabric::{FabricClient, MailAnswer};
 
-use super::state::{Effect, Fact, Header, State};
-use super::stepper::settled;
+use super::effect::{MailArgs, MailWord};
+use super::state::{Args, Effect, EffectKind, Fact, Header, State, Terminal};
 use super::worker::Ran;
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, Result, now_ms};
 use crate::check::model::Wf;
@@ -171,41 +171,37 @@ impl<F: FabricClient> Engine<F> {
         &self,
         header: &Header,
         e: &Effect,
+        a: &MailArgs,
         idem: &str,
     ) -> Result<Ran> {
-        let a = &e.args;
-        let failed = |reason: &str, message: String| Ran::Terminal {
-            state: "failed".into(),
-            output: json!({"error": message, "reason": reason}),
-        };
-        let ask = e.kind == "message.ask";
+        let ask = e.kind() == EffectKind::MessageAsk;
         if ask && e.pass > 0 {
             let sent = e.output.as_ref().map_or(Value::Null, |o| o["sent"].clone());
             return Ok(Ran::Terminal {
-                state: "timed_out".into(),
+                state: Terminal::TimedOut,
                 output: json!({"outcome": "timed_out", "sent": sent}),
             });
         }
-        let to = match a["to"].as_str().map(Address::parse) {
+        let to = match a.to.as_deref().map(Address::parse) {
             Some(Ok(to)) => to,
-            Some(Err(reason)) => return Ok(failed("bad_recipient", reason)),
+            Some(Err(reason)) => return Ok(Ran::refused("bad_recipient", reason)),
             None => {
-                return Ok(failed(
+                return Ok(Ran::refused(
                     "bad_recipient",
-                    "the channel has no recipient".into(),
+                    "the channel has no recipient",
                 ));
             }
         };
-        let kind = match a["type"].as_str() {
-            Some("ask") => MailType::Ask,
-            Some("directive") => MailType::Directive,
-            _ => MailType::Inform,
+        let kind = match a.word {
+            MailWord::Ask => MailType::Ask,
+            MailWord::Directive => MailType::Directive,
+            MailWord::Inform => MailType::Inform,
         };
         let body = MailBody {
-            text: a["text"].as_str().unwrap_or_default().to_string(),
-            payload: (!a["payload"].is_null()).then(|| a["payload"].to_string()),
+            text: a.text.clone(),
+            payload: (!a.payload.is_null()).then(|| a.payload.to_string()),
             in_reply_to: None,
-            conversation: a["thread"].as_str().map(str::to_string),
+            conversation: a.thread.clone(),
             reply_to: header.work.clone().map(Address::Entry),
         };
         Ok(
@@ -216,13 +212,12 @@ impl<F: FabricClient> Engine<F> {
             {
                 MailAnswer::Delivered { id, .. } if ask => Ran::Asked {
                     sent: id,
-                    until_ms: now_ms() + a["within_ms"].as_u64().unwrap_or(0),
+                    until_ms: now_ms() + a.within_ms,
                 },
-                MailAnswer::Delivered { id, trust } => Ran::Terminal {
-                    state: "completed".into(),
-                    output: json!({"outcome": "delivered", "id": id, "trust": trust.code()}),
-                },
-                MailAnswer::Refused { reason, message } => failed(&reason, message),
+                MailAnswer::Delivered { id, trust } => {
+                    Ran::completed(json!({"outcome": "delivered", "id": id, "trust": trust.code()}))
+                }
+                MailAnswer::Refused { reason, message } => Ran::refused(&reason, message),
             },
         )
     }
@@ -253,7 +248,7 @@ fn admit(wf: &Wf, draft: &mut Draft, mail: &[MailView]) {
             live: true,
         };
         draft.emit("fact.derived", json!({"fact": fact, "source": "mail"}));
-        if let Some(ask) = asked.filter(|a| !settled(&a.state) && m.kind == MailType::Reply) {
+        if let Some(ask) = asked.filter(|a| !a.state.settled() && m.kind == MailType::Reply) {
             draft.emit(
                 "effect.terminal",
                 json!({"id": ask.id, "run": Value::Null, "state": "completed",
@@ -270,14 +265,14 @@ fn admit(wf: &Wf, draft: &mut Draft, mail: &[MailView]) {
 fn asking<'s>(st: &'s State, id: &str, from: &str) -> Option<&'s Effect> {
     st.effects.values().find(|e| {
         let sent = e.output.as_ref().is_some_and(|o| o["sent"] == json!(id));
-        let answerer = match e.args["to"]
-            .as_str()
-            .and_then(|to| to.strip_prefix("agent:"))
-        {
+        let Args::MessageAsk(a) = &e.args else {
+            return false;
+        };
+        let answerer = match a.to.as_deref().and_then(|to| to.strip_prefix("agent:")) {
             Some(agent) => agent == from,
             None => true,
         };
-        e.kind == "message.ask" && sent && answerer
+        sent && answerer
     })
 }
 
@@ -285,8 +280,8 @@ fn asking<'s>(st: &'s State, id: &str, from: &str) -> Option<&'s Effect> {
 /// names, else the channel to its sender, else the first receive-only channel, else none
 /// (`""`).
 fn channel_of(wf: &Wf, asked: Option<&Effect>, m: &MailView) -> String {
-    if let Some(channel) = asked.and_then(|a| a.args["channel"].as_str()) {
-        return channel.to_string();
+    if let Some(Args::MessageAsk(a)) = asked.map(|a| &a.args) {
+        return a.channel.clone();
     }
     if let Some(named) = m
         .body

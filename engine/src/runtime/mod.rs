@@ -19,6 +19,7 @@
 //! loser re-reads and tries again.
 
 mod cut;
+pub mod effect;
 mod eval;
 mod mail;
 pub mod program;
@@ -67,6 +68,27 @@ struct Start<'a> {
 pub const WORK_TTL_MS: u64 = 30_000;
 /// How often the process driving an instance renews its entry.
 pub const WORK_RENEW_MS: u64 = 10_000;
+
+/// How an engine runs. The engine reads no environment: the CLI reads
+/// `WHIPPLESCRIPT_WORKER_CONCURRENCY` and `WHIPPLESCRIPT_RUN_LEASE_MS` once and passes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Effects one worker pass claims and runs at once (at least 1).
+    pub concurrency: usize,
+    /// A run not finished within it may be reclaimed by another worker.
+    pub run_lease_ms: u64,
+}
+
+impl Default for EngineConfig {
+    /// One effect per CPU (at most `WORKER_CONCURRENCY_MAX`), the run lease `RUN_LEASE_MS`.
+    fn default() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        EngineConfig {
+            concurrency: cpus.clamp(1, crate::limits::WORKER_CONCURRENCY_MAX),
+            run_lease_ms: crate::limits::RUN_LEASE_MS,
+        }
+    }
+}
 
 /// A runtime error: bad input (exit 1, nothing changed) or the fabric failing.
 #[derive(Debug, Clone, PartialEq)]
@@ -196,8 +218,8 @@ pub struct Engine<F: FabricClient> {
     stored: Mutex<std::collections::HashSet<String>>,
     /// Identity of this process's worker (run records, stepper leases).
     pub worker_id: String,
-    /// Effects one worker pass runs at once.
-    pub concurrency: usize,
+    /// How this engine runs (concurrency, run lease).
+    pub config: EngineConfig,
     /// When this process last renewed each instance's registry entry, and the signal.
     supervised: Mutex<HashMap<String, (std::time::Instant, whip_fabric::work::Signal)>>,
     /// Instances whose last mail drain failed (recorded once until a drain succeeds).
@@ -207,24 +229,24 @@ pub struct Engine<F: FabricClient> {
 }
 
 impl<F: FabricClient> Engine<F> {
-    /// An engine on `fabric`; concurrency from `WHIPPLESCRIPT_WORKER_CONCURRENCY`.
+    /// An engine on `fabric` with the default [`EngineConfig`].
     pub fn new(fabric: Arc<F>) -> Self {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let concurrency = std::env::var("WHIPPLESCRIPT_WORKER_CONCURRENCY")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .filter(|n| *n > 0)
-            .unwrap_or(cpus.clamp(1, 16));
         Engine {
             fabric,
             programs: Mutex::new(HashMap::new()),
             stored: Mutex::new(Default::default()),
             worker_id: fresh_id("wkr_"),
-            concurrency,
+            config: EngineConfig::default(),
             supervised: Mutex::new(HashMap::new()),
             drain_failed: Mutex::new(std::collections::HashSet::new()),
             executor: crate::executor::ExecutorClient::new(None),
         }
+    }
+
+    /// The same engine configured by `config`.
+    pub fn with_config(mut self, config: EngineConfig) -> Self {
+        self.config = config;
+        self
     }
 
     /// The same engine with the executor `config` names for `exec` effects (`None`: not
@@ -286,7 +308,9 @@ impl<F: FabricClient> Engine<F> {
                     version = entry.version;
                     continue;
                 }
-                put_row(&mut state, &rel, &entry.value);
+                put_row(&mut state, &rel, &entry.value).map_err(|e| {
+                    RuntimeError::Invalid(format!("instance {id}: row {rel} is unreadable: {e}"))
+                })?;
             }
             match rows.last() {
                 Some((k, _)) if full => after = k.clone(),
@@ -641,51 +665,42 @@ fn seed_facts(
     Ok(facts)
 }
 
-fn put_row(state: &mut State, rel: &str, bytes: &[u8]) {
-    let Some((kind, id)) = rel.split_once('/').or(Some((rel, ""))) else {
-        return;
-    };
-    let parsed = |bytes: &[u8]| serde_json::from_slice::<Value>(bytes).ok();
-    let Some(v) = parsed(bytes) else { return };
-    let _ = id;
+/// Put one stored row into `state`; a row that does not decode is an error (an instance is
+/// never read with a row silently missing).
+fn put_row(state: &mut State, rel: &str, bytes: &[u8]) -> std::result::Result<(), String> {
+    fn row<T: for<'de> serde::Deserialize<'de>>(bytes: &[u8]) -> std::result::Result<T, String> {
+        serde_json::from_slice(bytes).map_err(|e| e.to_string())
+    }
+    let (kind, _) = rel.split_once('/').unwrap_or((rel, ""));
     match kind {
-        "h" => {
-            if let Ok(h) = serde_json::from_value(v) {
-                state.header = h;
-            }
-        }
+        "h" => state.header = row(bytes)?,
         "f" => {
-            if let Ok(f) = serde_json::from_value::<Fact>(v) {
-                state.facts.insert(f.id.clone(), f);
-            }
+            let f: Fact = row(bytes)?;
+            state.facts.insert(f.id.clone(), f);
         }
         "x" => {
-            if let Ok(x) = serde_json::from_value::<state::Effect>(v) {
-                state.effects.insert(x.id.clone(), x);
-            }
+            let x: state::Effect = row(bytes)?;
+            state.effects.insert(x.id.clone(), x);
         }
         "k" => {
-            if let Ok(k) = serde_json::from_value::<state::Firing>(v) {
-                state.firings.insert(k.key.clone(), k);
-            }
+            let k: state::Firing = row(bytes)?;
+            state.firings.insert(k.key.clone(), k);
         }
         "c" => {
-            if let Ok(c) = serde_json::from_value::<state::Cont>(v) {
-                state.conts.insert(c.id.clone(), c);
-            }
+            let c: state::Cont = row(bytes)?;
+            state.conts.insert(c.id.clone(), c);
         }
         "r" => {
-            if let Ok(r) = serde_json::from_value::<state::Run>(v) {
-                state.runs.insert(r.id.clone(), r);
-            }
+            let r: state::Run = row(bytes)?;
+            state.runs.insert(r.id.clone(), r);
         }
         "u" => {
-            if let Ok(u) = serde_json::from_value::<state::Cut>(v) {
-                state.cuts.insert(u.id.clone(), u);
-            }
+            let u: state::Cut = row(bytes)?;
+            state.cuts.insert(u.id.clone(), u);
         }
         _ => {}
     }
+    Ok(())
 }
 
 fn row_bytes(state: &State, rel: &str) -> Option<Vec<u8>> {

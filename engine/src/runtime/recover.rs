@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::json;
 use whip_fabric::FabricClient;
 
-use super::state::Effect;
+use super::state::{Args, Effect, EffectKind, EffectState, Terminal};
 use super::worker::Ran;
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Result, invalid, now_ms};
 use crate::executor::protocol::RunRecord;
@@ -50,11 +50,11 @@ pub struct RecoveredRun {
     /// The run.
     pub run: String,
     /// The effect's kind.
-    pub kind: String,
+    pub kind: EffectKind,
     /// What recovery did.
     pub resolution: Resolution,
     /// The effect's state after recovery.
-    pub state: String,
+    pub state: EffectState,
 }
 
 /// What `whip recover` reports.
@@ -74,15 +74,17 @@ pub struct Recovery {
 fn stopped(effects: &std::collections::BTreeMap<String, Effect>, now: u64) -> Vec<Effect> {
     effects
         .values()
-        .filter(|e| e.state == "running" && e.kind != "invoke")
-        .filter(|e| e.kind == "exec" || e.run.as_ref().is_some_and(|(_, until)| *until <= now))
+        .filter(|e| e.state == EffectState::Running && e.kind() != EffectKind::Invoke)
+        .filter(|e| {
+            e.kind() == EffectKind::Exec || e.run.as_ref().is_some_and(|(_, until)| *until <= now)
+        })
         .cloned()
         .collect()
 }
 
 fn uncertain() -> Ran {
     Ran::Terminal {
-        state: "failed".into(),
+        state: Terminal::Failed,
         output: json!({
             "error": "the run stopped before it recorded an outcome and the provider has no \
                       evidence of it: whether its side effect happened is unknown",
@@ -102,11 +104,11 @@ impl<F: FabricClient> Engine<F> {
                 let run = e.run.clone().map(|(r, _)| r).unwrap_or_default();
                 let (resolution, ran) = self.resolve(id, &e, &run).await?;
                 emit_resolution(&mut draft, &e, &run, resolution, ran);
-                let state = draft.state.effects[&e.id].state.clone();
+                let state = draft.state.effects[&e.id].state;
                 runs.push(RecoveredRun {
                     effect: e.id.clone(),
                     run,
-                    kind: e.kind.clone(),
+                    kind: e.kind(),
                     resolution,
                     state,
                 });
@@ -129,9 +131,14 @@ impl<F: FabricClient> Engine<F> {
 
     /// How to resolve stopped run `run` of effect `e`.
     async fn resolve(&self, id: &str, e: &Effect, run: &str) -> Result<(Resolution, Option<Ran>)> {
-        if e.kind != "exec" {
+        let Args::Exec(args) = &e.args else {
+            // A coordination effect runs again under its own idempotency key; a malformed
+            // exec row fails when it runs.
+            if e.kind() == EffectKind::Exec {
+                return Ok((Resolution::Uncertain, Some(uncertain())));
+            }
             return Ok((Resolution::Requeued, None));
-        }
+        };
         let record = self.executor.run_record(id, run).await.map_err(|err| {
             super::RuntimeError::Invalid(format!(
                 "cannot ask the executor about run {run} of effect {}: {err}; nothing was \
@@ -141,8 +148,7 @@ impl<F: FabricClient> Engine<F> {
         })?;
         Ok(match record {
             Some(RunRecord::Finished { answer }) => {
-                let ran =
-                    crate::executor::effect::recovered(answer, &e.args, format!("{id}/{run}"));
+                let ran = crate::executor::effect::recovered(answer, args, format!("{id}/{run}"));
                 (Resolution::FromEvidence, Some(ran))
             }
             Some(RunRecord::Running) => (Resolution::StillRunning, None),

@@ -17,7 +17,7 @@ use serde_json::json;
 use whip_fabric::FabricClient;
 
 use super::program::Program;
-use super::state::{self, Effect, State};
+use super::state::{self, Effect, EffectKind, EffectState, State};
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Result, invalid};
 use crate::check::model::Wf;
 use crate::check::types::Ty;
@@ -81,11 +81,11 @@ pub struct InFlight {
     /// `x…`
     pub effect: String,
     /// Its kind.
-    pub kind: String,
+    pub kind: EffectKind,
     /// The rule that requested it.
     pub rule: String,
     /// Its state now.
-    pub state: String,
+    pub state: EffectState,
     /// Under `keep`, `queued`, `running`: `runs`, `cancelled` or `cancel_requested`.
     pub keep: &'static str,
     /// Under `queued`.
@@ -212,15 +212,15 @@ fn rule_names(wf: &Wf) -> BTreeSet<String> {
 fn in_flight(st: &State, now_ms: u64) -> Vec<InFlight> {
     st.effects
         .values()
-        .filter(|e| !state::settled(&e.state))
+        .filter(|e| !e.state.settled())
         .map(|e: &Effect| {
-            let running =
-                e.state == "running" && e.run.as_ref().is_some_and(|(_, until)| *until > now_ms);
+            let running = e.state == EffectState::Running
+                && e.run.as_ref().is_some_and(|(_, until)| *until > now_ms);
             InFlight {
                 effect: e.id.clone(),
-                kind: e.kind.clone(),
+                kind: e.kind(),
                 rule: e.rule.clone(),
-                state: e.state.clone(),
+                state: e.state,
                 keep: "runs",
                 queued: if running { "runs" } else { "cancelled" },
                 running: if running {

@@ -10,6 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+pub use super::effect::{Args, ContState, EffectKind, EffectState, RunState, Terminal};
+pub use crate::executor::effect::PolicyBlock;
+
 /// Instance lifecycle states.
 pub const RUNNING: &str = "running";
 /// Paused: steps and new effect starts are refused until resumed.
@@ -74,23 +77,23 @@ pub struct Fact {
     pub live: bool,
 }
 
-/// An effect.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// An effect. Its row is stored as [`EffectRow`] (the shape rows always had); its
+/// arguments are decoded by kind when read (see [`super::effect`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "EffectRow", into = "EffectRow")]
 pub struct Effect {
     /// `x000001`
     pub id: String,
     /// Stable id from its firing (`rule/eN@firing`): the idempotency key derives from it.
     pub stable: String,
-    /// `timer`, `acquire`, `release`, `renew`, `consume`, `append`, `invoke`, …
-    pub kind: String,
     /// The rule that requested it.
     pub rule: String,
     /// The binding `after` blocks name.
     pub binding: Option<String>,
-    /// Evaluated arguments.
-    pub args: Value,
-    /// queued, running, completed, failed, timed_out, cancelled, blocked_…
-    pub state: String,
+    /// Evaluated arguments, typed by kind (the kind is theirs: [`Effect::kind`]).
+    pub args: Args,
+    /// Where it is in its lifecycle.
+    pub state: EffectState,
     /// The value `after` blocks read once settled.
     pub output: Option<Value>,
     /// Operator retries (part of the idempotency key).
@@ -101,15 +104,108 @@ pub struct Effect {
     pub not_before_ms: u64,
     /// The run executing it, with its lease deadline.
     pub run: Option<(String, u64)>,
-    /// Why it is blocked: `{category, detail}`.
-    pub policy_block: Option<Value>,
+    /// Why it is blocked.
+    pub policy_block: Option<PolicyBlock>,
     /// The program version that requested it, once a revision moved the instance on
     /// (`None`: the instance's version).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program: Option<String>,
     /// A revision with `--cancel running` asked its run to stop (a request, not a result).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancel_requested: bool,
+}
+
+impl Effect {
+    /// A new queued effect with `args` (its kind is theirs).
+    pub fn queued(id: String, stable: String, rule: String, args: Args) -> Effect {
+        Effect {
+            id,
+            stable,
+            rule,
+            binding: None,
+            args,
+            state: EffectState::Queued,
+            output: None,
+            attempt: 0,
+            pass: 0,
+            not_before_ms: 0,
+            run: None,
+            policy_block: None,
+            program: None,
+            cancel_requested: false,
+        }
+    }
+
+    /// What it does.
+    pub fn kind(&self) -> EffectKind {
+        self.args.kind()
+    }
+}
+
+/// An effect as its row stores it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EffectRow {
+    id: String,
+    stable: String,
+    /// `timer`, `acquire`, `release`, `renew`, `consume`, `append`, `invoke`, …
+    kind: EffectKind,
+    rule: String,
+    binding: Option<String>,
+    args: Value,
+    /// queued, running, completed, failed, timed_out, cancelled, blocked_…
+    state: EffectState,
+    output: Option<Value>,
+    attempt: u32,
+    pass: u32,
+    not_before_ms: u64,
+    run: Option<(String, u64)>,
+    /// `{category, detail}`.
+    policy_block: Option<PolicyBlock>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    program: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    cancel_requested: bool,
+}
+
+impl From<EffectRow> for Effect {
+    fn from(r: EffectRow) -> Effect {
+        Effect {
+            id: r.id,
+            stable: r.stable,
+            rule: r.rule,
+            binding: r.binding,
+            args: Args::decode(r.kind, r.args),
+            state: r.state,
+            output: r.output,
+            attempt: r.attempt,
+            pass: r.pass,
+            not_before_ms: r.not_before_ms,
+            run: r.run,
+            policy_block: r.policy_block,
+            program: r.program,
+            cancel_requested: r.cancel_requested,
+        }
+    }
+}
+
+impl From<Effect> for EffectRow {
+    fn from(e: Effect) -> EffectRow {
+        EffectRow {
+            kind: e.kind(),
+            args: e.args.to_value(),
+            id: e.id,
+            stable: e.stable,
+            rule: e.rule,
+            binding: e.binding,
+            state: e.state,
+            output: e.output,
+            attempt: e.attempt,
+            pass: e.pass,
+            not_before_ms: e.not_before_ms,
+            run: e.run,
+            policy_block: e.policy_block,
+            program: e.program,
+            cancel_requested: e.cancel_requested,
+        }
+    }
 }
 
 /// A committed firing of a rule on a combination of facts.
@@ -136,8 +232,8 @@ pub struct Cont {
     pub effect: String,
     /// `succeeds`, `held`, …
     pub predicate: String,
-    /// pending, done, dead
-    pub state: String,
+    /// Where it is.
+    pub state: ContState,
     /// The program version whose rule it continues, once a revision moved the instance on
     /// (`None`: the instance's version). A pinned continuation finishes on its version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -153,8 +249,8 @@ pub struct Run {
     pub effect: String,
     /// Worker identity.
     pub worker: String,
-    /// running, completed, failed, …
-    pub state: String,
+    /// How it is or ended.
+    pub state: RunState,
     /// Start time.
     pub started_ms: u64,
     /// End time.
@@ -163,11 +259,6 @@ pub struct Run {
     /// (`runtime.recovery_uncertain`: nobody can confirm its side effect happened).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diagnostic: Option<String>,
-}
-
-/// Effect states after which nothing more happens to the effect.
-pub fn settled(state: &str) -> bool {
-    matches!(state, "completed" | "failed" | "timed_out" | "cancelled")
 }
 
 /// Replace `rows` by `past`, marking what changed and what left (`kind/id` row keys).
@@ -291,7 +382,7 @@ impl State {
                     self.firings.insert(firing.key.clone(), firing);
                 }
                 if let Some(id) = d["after"].as_str() {
-                    self.set_cont(id, "done");
+                    self.set_cont(id, ContState::Done);
                 }
             }
             "after.registered" => {
@@ -354,13 +445,13 @@ impl State {
         let d = &ev.data;
         let from = d["from_program"].as_str().unwrap_or_default().to_string();
         for c in self.conts.values_mut() {
-            if c.state == "pending" && c.program.is_none() {
+            if c.state == ContState::Pending && c.program.is_none() {
                 c.program = Some(from.clone());
                 self.dirty.insert(format!("c/{}", c.id));
             }
         }
         for e in self.effects.values_mut() {
-            if !settled(&e.state) && e.program.is_none() {
+            if !e.state.settled() && e.program.is_none() {
                 e.program = Some(from.clone());
                 self.dirty.insert(format!("x/{}", e.id));
             }
@@ -398,16 +489,16 @@ impl State {
         };
         match ev.kind.as_str() {
             "effect.blocked" => {
-                e.state = d["state"].as_str().unwrap_or("blocked").into();
-                e.policy_block = Some(d["policy_block"].clone());
+                e.state = parse(&d["state"]);
+                e.policy_block = Some(parse(&d["policy_block"]));
             }
             "effect.cancelled" => {
-                e.state = "cancelled".into();
+                e.state = EffectState::Cancelled;
                 e.run = None;
             }
             "effect.retried" => {
-                e.state = "queued".into();
-                e.attempt = d["attempt"].as_u64().unwrap_or(0) as u32;
+                e.state = EffectState::Queued;
+                e.attempt = parse(&d["attempt"]);
                 e.output = None;
                 e.run = None;
                 e.pass = 0;
@@ -428,15 +519,15 @@ impl State {
     /// effect was retried: every continuation on it waits for the new outcome).
     fn cont_event(&mut self, ev: &Event) {
         let state = match ev.kind.as_str() {
-            "after.revived" => "pending",
-            _ => "dead",
+            "after.revived" => ContState::Pending,
+            _ => ContState::Dead,
         };
         self.set_cont(ev.data["id"].as_str().unwrap_or_default(), state);
     }
 
-    fn set_cont(&mut self, id: &str, state: &str) {
+    fn set_cont(&mut self, id: &str, state: ContState) {
         if let Some(c) = self.conts.get_mut(id) {
-            c.state = state.into();
+            c.state = state;
             self.dirty.insert(format!("c/{id}"));
         }
     }
@@ -449,10 +540,10 @@ impl State {
         // A reclaimed run ends the previous one.
         let previous = self.effects.get(&id).and_then(|e| e.run.clone());
         if let Some((old, _)) = previous {
-            self.end_run(Some(&old), "abandoned", ev.at_ms);
+            self.end_run(Some(&old), RunState::Abandoned, ev.at_ms);
         }
         if let Some(e) = self.effect_mut(&id) {
-            e.state = "running".into();
+            e.state = EffectState::Running;
             e.run = Some((run.clone(), until));
             // A block ends when a run starts.
             e.policy_block = None;
@@ -465,7 +556,7 @@ impl State {
                 id: run,
                 effect: id,
                 worker: d["worker"].as_str().unwrap_or_default().into(),
-                state: "running".into(),
+                state: RunState::Running,
                 started_ms: ev.at_ms,
                 ended_ms: None,
                 diagnostic: None,
@@ -486,17 +577,17 @@ impl State {
         }
         if d["resolution"] == "requeued" {
             if let Some(e) = self.effect_mut(&id) {
-                e.state = "queued".into();
+                e.state = EffectState::Queued;
                 e.run = None;
             }
-            self.end_run(run.as_deref(), "abandoned", ev.at_ms);
+            self.end_run(run.as_deref(), RunState::Abandoned, ev.at_ms);
         }
     }
 
-    fn end_run(&mut self, run: Option<&str>, state: &str, at_ms: u64) {
+    fn end_run(&mut self, run: Option<&str>, state: RunState, at_ms: u64) {
         let Some(run) = run else { return };
         if let Some(r) = self.runs.get_mut(run) {
-            r.state = state.into();
+            r.state = state;
             r.ended_ms = Some(at_ms);
             self.dirty.insert(format!("r/{run}"));
         }
@@ -508,28 +599,28 @@ impl State {
         let d = &ev.data;
         let id = d["id"].as_str().unwrap_or_default();
         if let Some(e) = self.effect_mut(id) {
-            e.state = "queued".into();
-            e.pass = d["pass"].as_u64().unwrap_or(0) as u32;
-            e.not_before_ms = d["not_before_ms"].as_u64().unwrap_or(0);
+            e.state = EffectState::Queued;
+            e.pass = parse(&d["pass"]);
+            e.not_before_ms = parse(&d["not_before_ms"]);
             e.run = None;
             if let Some(output) = d.get("output") {
                 e.output = Some(output.clone());
             }
         }
-        self.end_run(d["run"].as_str(), "waiting", ev.at_ms);
+        self.end_run(d["run"].as_str(), RunState::Waiting, ev.at_ms);
     }
 
     fn effect_terminal(&mut self, ev: &Event) {
         let d = &ev.data;
         let id = d["id"].as_str().unwrap_or_default().to_string();
-        let state = d["state"].as_str().unwrap_or("completed").to_string();
+        let state: Terminal = parse(&d["state"]);
         if let Some(e) = self.effect_mut(&id) {
-            e.state = state.clone();
+            e.state = state.into();
             e.output = Some(d["output"].clone());
             e.run = None;
             e.policy_block = None;
         }
-        self.end_run(d["run"].as_str(), &state, ev.at_ms);
+        self.end_run(d["run"].as_str(), state.into(), ev.at_ms);
     }
 
     /// Recompute every row from the log alone. A `context.restored` marker folds as the
@@ -560,10 +651,10 @@ impl State {
             let Some(head) = self.effects.get(id) else {
                 continue;
             };
-            if head != e && !settled(&e.state) {
+            if head != e && !e.state.settled() {
                 e.attempt = head.attempt + 1;
                 e.run = None;
-                e.state = "queued".into();
+                e.state = EffectState::Queued;
                 e.output = None;
                 e.pass = 0;
             }
@@ -615,19 +706,15 @@ impl State {
 
     /// Counts for `whip status`.
     pub fn counts(&self) -> Value {
-        let count = |s: &str| self.effects.values().filter(|e| e.state == s).count();
-        let blocked = self
-            .effects
-            .values()
-            .filter(|e| e.state.starts_with("blocked"))
-            .count();
+        let count = |s: EffectState| self.effects.values().filter(|e| e.state == s).count();
+        let blocked = self.effects.values().filter(|e| e.state.blocked()).count();
         json!({
             "facts": self.facts.values().filter(|f| f.live).count(),
-            "queued_effects": count("queued"),
-            "running_effects": count("running"),
+            "queued_effects": count(EffectState::Queued),
+            "running_effects": count(EffectState::Running),
             "blocked_effects": blocked,
-            "completed_effects": count("completed"),
-            "failed_effects": count("failed") + count("timed_out"),
+            "completed_effects": count(EffectState::Completed),
+            "failed_effects": count(EffectState::Failed) + count(EffectState::TimedOut),
             "events": self.header.last_seq,
         })
     }

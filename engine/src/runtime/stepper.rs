@@ -6,14 +6,18 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use whip_fabric::FabricClient;
 
+use super::effect::{
+    AppendArgs, ClaimArgs, ClaimUpstream, ConsumeArgs, FileIssueArgs, FinishArgs, InvokeArgs,
+    LeaseArgs, MailArgs, MailWord, TimerArgs, Upstream, VoteArgs,
+};
 use super::eval::{Scope, text, truthy};
 use super::program::{Program, is_effect};
-use super::state::{self, Cont, Effect, Env, Fact, Firing, State};
+use super::state::{
+    self, Args, Cont, ContState, Effect, EffectKind, EffectState, Env, Fact, Firing, State,
+};
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, ROUNDS_PER_STEP_MAX, Result, now_ms};
 use crate::check::model::Wf;
 use crate::syntax::ast::{Block, Rule, Stmt, StmtKind, WhenKind};
-
-pub(crate) use super::state::settled;
 
 /// Does an effect in `state` with `output` satisfy `after … predicate`?
 pub(crate) fn matches(predicate: &str, effect: &Effect) -> bool {
@@ -23,12 +27,12 @@ pub(crate) fn matches(predicate: &str, effect: &Effect) -> bool {
         .and_then(|o| o.get("outcome"))
         .and_then(Value::as_str);
     match predicate {
-        "succeeds" | "completes" => effect.state == "completed",
-        "fails" => effect.state == "failed",
-        "times" | "times out" | "times_out" => effect.state == "timed_out",
-        "cancelled" => effect.state == "cancelled",
+        "succeeds" | "completes" => effect.state == EffectState::Completed,
+        "fails" => effect.state == EffectState::Failed,
+        "times" | "times out" | "times_out" => effect.state == EffectState::TimedOut,
+        "cancelled" => effect.state == EffectState::Cancelled,
         "held" | "contended" | "ok" | "over" | "replied" | "passed" | "failed" | "no_quorum" => {
-            effect.state == "completed" && outcome == Some(predicate)
+            effect.state == EffectState::Completed && outcome == Some(predicate)
         }
         _ => false,
     }
@@ -90,7 +94,7 @@ impl<F: FabricClient> Engine<F> {
         let versions: std::collections::BTreeSet<&str> = st
             .conts
             .values()
-            .filter(|c| c.state == "pending")
+            .filter(|c| c.state == ContState::Pending)
             .filter_map(|c| c.program.as_deref())
             .filter(|v| *v != st.header.program)
             .collect();
@@ -110,14 +114,14 @@ impl<F: FabricClient> Engine<F> {
             self.fabric.work_revoke(work.clone(), key).await?;
             self.forget_supervision(id);
         }
-        if st.effects.values().any(|e| e.kind == "acquire") {
+        if st.effects.values().any(|e| e.kind() == EffectKind::Acquire) {
             let key = format!("{id}/terminal/release-all");
             self.fabric.lease_release_all(id.to_string(), key).await?;
         }
         let claimed: Vec<String> = st
             .effects
             .values()
-            .filter(|e| e.kind == "claim")
+            .filter(|e| e.kind() == EffectKind::Claim)
             .filter_map(|e| {
                 e.output
                     .as_ref()?
@@ -198,7 +202,7 @@ impl<F: FabricClient> Engine<F> {
 fn filed_ids(st: &State) -> Vec<String> {
     st.effects
         .values()
-        .filter(|e| e.kind == "file_issue" && e.state == "completed")
+        .filter(|e| e.kind() == EffectKind::FileIssue && e.state == EffectState::Completed)
         .filter_map(|e| e.output.as_ref()?.get("id")?.as_str().map(str::to_string))
         .collect()
 }
@@ -329,7 +333,7 @@ fn settled_cont(
     let conts: Vec<Cont> = st
         .conts
         .values()
-        .filter(|c| c.rule == ri && c.state == "pending" && on(c))
+        .filter(|c| c.rule == ri && c.state == ContState::Pending && on(c))
         .cloned()
         .collect();
     let rule = &wf.rules[ri].1;
@@ -337,7 +341,7 @@ fn settled_cont(
         let Some(effect) = st.effects.get(&cont.effect) else {
             continue;
         };
-        if !settled(&effect.state) {
+        if !effect.state.settled() {
             continue;
         }
         if !matches(&cont.predicate, effect) {
@@ -352,7 +356,7 @@ fn settled_cont(
 
 fn unhandled_failure(wf: &Wf, st: &State) -> Option<String> {
     for e in st.effects.values() {
-        if !matches!(e.state.as_str(), "failed" | "timed_out") {
+        if !e.state.unsuccessful() {
             continue;
         }
         let observed = st
@@ -360,7 +364,7 @@ fn unhandled_failure(wf: &Wf, st: &State) -> Option<String> {
             .values()
             .any(|c| c.effect == e.id && matches(&c.predicate, e));
         if !observed {
-            let name = e.binding.clone().unwrap_or_else(|| e.kind.clone());
+            let name = e.binding.clone().unwrap_or_else(|| e.kind().to_string());
             let _ = wf;
             return Some(format!("unhandled failure of {name} in rule {}", e.rule));
         }
@@ -431,7 +435,7 @@ fn cancel_queued(draft: &mut Draft) {
         .state
         .effects
         .values()
-        .filter(|e| e.state == "queued" || e.state.starts_with("blocked"))
+        .filter(|e| e.state == EffectState::Queued || e.state.blocked())
         .map(|e| e.id.clone())
         .collect();
     for id in queued {
@@ -620,7 +624,7 @@ fn register_after(
         env: env.clone(),
         effect,
         predicate: after.predicate.name.clone(),
-        state: "pending".into(),
+        state: ContState::Pending,
         // A continuation registered by a pinned (older) version's rule stays on it.
         program: (program.version != draft.state.header.program).then(|| program.version.clone()),
     };
@@ -641,43 +645,90 @@ fn record(draft: &mut Draft, class: &str, value: Value) {
     draft.emit("fact.derived", json!({"fact": fact}));
 }
 
-fn lease_of(wf: &Wf, name: &str) -> Value {
-    wf.leases.get(name).map_or(Value::Null, |r| {
-        json!({
-            "owner": r.owner,
-            "name": name,
-            "slots": r.decl.slots.map_or(1, |s| s.value.max(1)),
-            "ttl_ms": r.decl.ttl.map_or(60_000, |d| d.seconds * 1000),
-        })
+/// A lease as declared, with the language's defaults written in.
+fn lease_of(wf: &Wf, name: &str) -> Option<LeaseArgs> {
+    use crate::limits::{LEASE_SLOTS_DEFAULT, LEASE_TTL_MS_DEFAULT};
+    let r = wf.leases.get(name)?;
+    let slots = r.decl.slots.map_or(LEASE_SLOTS_DEFAULT, |s| {
+        u32::try_from(s.value.max(1)).unwrap_or(u32::MAX)
+    });
+    Some(LeaseArgs {
+        owner: r.owner.clone(),
+        name: name.to_string(),
+        key: String::new(),
+        slots,
+        ttl_ms: r
+            .decl
+            .ttl
+            .map_or(LEASE_TTL_MS_DEFAULT, |d| d.seconds * 1000),
+        wait_ms: 0,
+        wait_until_ms: 0,
+        until_ttl: false,
     })
 }
 
+/// A `finish` of a claim binding, with what the claim held.
 fn finish_args(
     scope: &Scope<'_>,
     x: &crate::syntax::ast::Ident,
     obj: Option<&crate::syntax::ast::ObjectLit>,
-) -> Value {
-    let summary = obj.map(|o| scope.object(o));
+) -> Args {
     let upstream = scope.env.effects.get(&x.name).cloned();
     let held = upstream
         .as_ref()
         .and_then(|id| scope.state.effects.get(id))
         .and_then(|e| e.output.clone());
-    json!({"claim": upstream, "binding": x.name, "summary": summary, "held": held})
+    let held = match held.map(serde_json::from_value).transpose() {
+        Ok(held) => held,
+        Err(e) => {
+            let error = format!(
+                "finish of `{}`: the claim's output is malformed: {e}",
+                x.name
+            );
+            return Args::refused(EffectKind::Finish, error);
+        }
+    };
+    Args::Finish(FinishArgs {
+        claim: upstream,
+        binding: x.name.clone(),
+        summary: obj.map_or(Value::Null, |o| scope.object(o)),
+        held,
+    })
 }
 
 /// A `consume` effect's counter, key, amount and period.
-fn consume_args(wf: &Wf, c: &crate::syntax::ast::Consume, scope: &Scope<'_>) -> Value {
+fn consume_args(wf: &Wf, c: &crate::syntax::ast::Consume, scope: &Scope<'_>) -> Args {
+    let refused = |what: &str| {
+        let error = format!("counter `{}` {what}", c.counter.name);
+        Args::refused(EffectKind::Consume, error)
+    };
+    let Some(r) = wf.counters.get(&c.counter.name) else {
+        return refused("is not declared");
+    };
+    let Some(cap) = r.decl.cap else {
+        return refused("declares no cap");
+    };
+    let reset = r.decl.reset.as_ref().map(|v| Value::String(v.name.clone()));
+    let Some(Ok(reset)) = reset.map(serde_json::from_value) else {
+        return refused("declares no known reset period");
+    };
     let amount = scope.eval(&c.amount);
-    wf.counters.get(&c.counter.name).map_or(Value::Null, |r| {
-        json!({
-            "owner": r.owner, "name": c.counter.name,
-            "key": text(&scope.eval(&c.key)),
-            "amount": amount.as_i64().unwrap_or(0).max(0),
-            "cap": r.decl.cap.map_or(0, |v| v.value.max(0)),
-            "reset": r.decl.reset.as_ref().map_or("daily".into(), |v| v.name.clone()),
-            "timezone": r.decl.timezone.as_ref().map_or("UTC".into(), |z| z.0.clone()),
-        })
+    let Some(amount) = amount.as_i64() else {
+        return refused(&format!(
+            "is consumed by {amount}, which is not a whole number"
+        ));
+    };
+    Args::Consume(ConsumeArgs {
+        owner: r.owner.clone(),
+        name: c.counter.name.clone(),
+        key: text(&scope.eval(&c.key)),
+        amount: amount.max(0) as u64,
+        cap: cap.value.max(0) as u64,
+        reset,
+        timezone: r.decl.timezone.as_ref().map_or_else(
+            || crate::limits::COUNTER_TIMEZONE_DEFAULT.to_string(),
+            |z| z.0.clone(),
+        ),
     })
 }
 
@@ -686,15 +737,21 @@ fn invoke_args(
     w: &crate::syntax::ast::Ident,
     obj: &crate::syntax::ast::ObjectLit,
     scope: &Scope<'_>,
-) -> Value {
+) -> Args {
     let input = scope.object(obj);
     let input = input.get("input").cloned().unwrap_or(input);
-    json!({"workflow": w.name, "input": input})
+    Args::Invoke(InvokeArgs {
+        workflow: w.name.clone(),
+        input,
+    })
 }
 
-/// A `vote` effect's team and rules (defaults: plurality, quorum 1/2, majority,
-/// coordinators).
-fn vote_args(v: &crate::syntax::ast::Vote, scope: &Scope<'_>) -> Value {
+/// A `vote` effect's team and rules, with the language's defaults written in (plurality,
+/// quorum 1/2, majority, coordinators).
+fn vote_args(v: &crate::syntax::ast::Vote, scope: &Scope<'_>) -> Args {
+    use crate::limits::{
+        VOTE_ELECTORATE_DEFAULT, VOTE_METHOD_DEFAULT, VOTE_QUORUM_DEFAULT, VOTE_THRESHOLD_DEFAULT,
+    };
     let body = scope.object(&v.body);
     let word = |field: &str, default: &str| {
         body.get(field)
@@ -706,43 +763,58 @@ fn vote_args(v: &crate::syntax::ast::Vote, scope: &Scope<'_>) -> Value {
             .and_then(Value::as_array)
             .map_or(Vec::new(), |items| items.iter().map(text).collect())
     };
-    json!({
-        "team": text(&scope.eval(&v.team)), "title": word("title", ""),
-        "options": list("options"), "method": word("method", "plurality"),
-        "quorum": word("quorum", "1/2"), "threshold": word("threshold", "majority"),
-        "electorate": list("electorate"), "duration_ms": v.closes.seconds * 1000,
+    let mut electorate = list("electorate");
+    if electorate.is_empty() {
+        electorate.push(VOTE_ELECTORATE_DEFAULT.to_string());
+    }
+    Args::Vote(VoteArgs {
+        team: text(&scope.eval(&v.team)),
+        title: word("title", ""),
+        options: list("options"),
+        method: word("method", VOTE_METHOD_DEFAULT),
+        quorum: word("quorum", VOTE_QUORUM_DEFAULT),
+        threshold: word("threshold", VOTE_THRESHOLD_DEFAULT),
+        electorate,
+        duration_ms: v.closes.seconds * 1000,
     })
 }
 
-/// A `send via` effect: its kind, binding and the message it sends.
+/// A `send via` effect: its binding and the message it sends.
 fn send_args<'s>(
     wf: &Wf,
     m: &'s crate::syntax::ast::Send,
     scope: &Scope<'_>,
-) -> (&'static str, &'s Option<crate::syntax::ast::Ident>, Value) {
+) -> (&'s Option<crate::syntax::ast::Ident>, Args) {
     use crate::syntax::ast::SendKind;
     let to = wf.channels.get(&m.channel.name).and_then(|r| {
         let (kind, name) = r.decl.to.as_ref()?;
         Some(format!("{}:{}", kind.name, name.value))
     });
     let body = scope.object(&m.body);
-    let (kind, word) = match m.kind {
-        SendKind::Inform => ("message.send", "inform"),
-        SendKind::Directive => ("message.send", "directive"),
-        SendKind::Ask => ("message.ask", "ask"),
+    let word = match m.kind {
+        SendKind::Inform => MailWord::Inform,
+        SendKind::Directive => MailWord::Directive,
+        SendKind::Ask => MailWord::Ask,
     };
-    let args = json!({
-        "channel": m.channel.name, "to": to, "type": word,
-        "text": text(&body["text"]), "payload": body["payload"],
-        "thread": body.get("thread").map(text),
-        "within_ms": m.within.map_or(0, |d| d.seconds * 1000),
-    });
-    (kind, &m.binding, args)
+    let args = MailArgs {
+        channel: m.channel.name.clone(),
+        to,
+        word,
+        text: text(&body["text"]),
+        payload: body["payload"].clone(),
+        thread: body.get("thread").map(text),
+        within_ms: m.within.map_or(0, |d| d.seconds * 1000),
+    };
+    let args = match word {
+        MailWord::Ask => Args::MessageAsk(args),
+        _ => Args::MessageSend(args),
+    };
+    (&m.binding, args)
 }
 
 /// An `exec` effect's typed arguments: argv as text (empty when the value is not an array,
 /// which the worker fails), cwd, env values as text, the timeout.
-fn exec_args(x: &crate::syntax::ast::Exec, scope: &Scope<'_>) -> Value {
+fn exec_args(x: &crate::syntax::ast::Exec, scope: &Scope<'_>) -> Args {
     use crate::executor::effect::{EXEC_ARGS_VERSION, ExecArgs};
     let argv = match scope.eval(&x.argv) {
         Value::Array(items) => items.iter().map(text).collect(),
@@ -754,7 +826,7 @@ fn exec_args(x: &crate::syntax::ast::Exec, scope: &Scope<'_>) -> Value {
             .map(|(k, v)| (k.name.clone(), text(&scope.eval(v))))
             .collect()
     });
-    let args = ExecArgs {
+    Args::Exec(ExecArgs {
         v: EXEC_ARGS_VERSION,
         argv,
         cwd: x.cwd.as_ref().map(|c| text(&scope.eval(c))),
@@ -762,8 +834,57 @@ fn exec_args(x: &crate::syntax::ast::Exec, scope: &Scope<'_>) -> Value {
         timeout_ms: x
             .timeout
             .map_or(crate::limits::EXEC_TIMEOUT_MS_DEFAULT, |d| d.seconds * 1000),
+    })
+}
+
+/// An `acquire`: the lease as declared, the key, the wait from `now`.
+fn acquire_args(wf: &Wf, a: &crate::syntax::ast::Acquire, scope: &Scope<'_>, now: u64) -> Args {
+    let Some(mut lease) = lease_of(wf, &a.lease.name) else {
+        let error = format!("lease `{}` is not declared", a.lease.name);
+        return Args::refused(EffectKind::Acquire, error);
     };
-    serde_json::to_value(args).expect("exec arguments encode")
+    lease.key = text(&scope.eval(&a.key));
+    lease.wait_ms = a.wait.map_or(0, |d| d.seconds * 1000);
+    lease.wait_until_ms = now + lease.wait_ms;
+    lease.until_ttl = a.until_ttl;
+    Args::Acquire(lease)
+}
+
+/// A `release` or `renew` of binding `x`: the arguments of the effect it names (a lease
+/// hold or a claim), with a renewal's ttl.
+fn upstream_args(
+    kind: EffectKind,
+    x: &crate::syntax::ast::Ident,
+    until: Option<crate::syntax::ast::Duration>,
+    env: &Env,
+    st: &State,
+) -> Args {
+    let upstream = env.effects.get(&x.name).and_then(|id| st.effects.get(id));
+    let ttl = until.map(|d| d.seconds * 1000);
+    let typed = match upstream.map(|e| (&e.args, e)) {
+        Some((Args::Acquire(a), _)) => Ok(Upstream::Acquire(LeaseArgs {
+            ttl_ms: ttl.unwrap_or(a.ttl_ms),
+            ..a.clone()
+        })),
+        Some((Args::Claim(c), e)) => {
+            let held = e.output.clone().map(serde_json::from_value).transpose();
+            held.map_err(|err| format!("the claim's output is malformed: {err}"))
+                .map(|held| {
+                    Upstream::Claim(ClaimUpstream {
+                        issue: c.issue.clone(),
+                        ttl_ms: ttl.unwrap_or(c.ttl_ms),
+                        held,
+                    })
+                })
+        }
+        Some((other, _)) => Err(format!("`{}` is a {} effect", x.name, other.kind())),
+        None => Err(format!("`{}` names no lease hold or claim", x.name)),
+    };
+    match (typed, kind) {
+        (Ok(u), EffectKind::Renew) => Args::Renew(u),
+        (Ok(u), _) => Args::Release(u),
+        (Err(e), _) => Args::refused(kind, format!("{kind} of an unknown lease binding: {e}")),
+    }
 }
 
 fn request_effect(
@@ -774,107 +895,100 @@ fn request_effect(
     env: &mut Env,
     draft: &mut Draft,
 ) {
-    let now = now_ms();
+    let now = draft.at_ms;
     let scope = Scope {
         env,
         state: &draft.state,
     };
     let mut not_before_ms = 0;
-    let (kind, binding, args) = match &stmt.kind {
+    let (binding, args) = match &stmt.kind {
         StmtKind::Timer(d, b) => {
             not_before_ms = now + d.seconds * 1000;
-            ("timer", b, json!({"seconds": d.seconds}))
+            (b, Args::Timer(TimerArgs { seconds: d.seconds }))
         }
-        StmtKind::Invoke(w, obj, b) => ("invoke", b, invoke_args(w, obj, &scope)),
-        StmtKind::Acquire(a) => {
-            let mut args = lease_of(wf, &a.lease.name);
-            args["key"] = json!(text(&scope.eval(&a.key)));
-            let wait_ms = a.wait.map_or(0, |d| d.seconds * 1000);
-            args["wait_ms"] = json!(wait_ms);
-            args["wait_until_ms"] = json!(now + wait_ms);
-            args["until_ttl"] = json!(a.until_ttl);
-            ("acquire", &a.binding, args)
-        }
-        StmtKind::Release(x) | StmtKind::Renew(x, _, _) => {
-            let upstream = env
-                .effects
-                .get(&x.name)
-                .and_then(|id| draft.state.effects.get(id));
-            let mut args = upstream.map_or(Value::Null, |e| e.args.clone());
-            let kind = match &stmt.kind {
-                StmtKind::Renew(_, until, _) => {
-                    if let Some(d) = until {
-                        args["ttl_ms"] = json!(d.seconds * 1000);
-                    }
-                    "renew"
-                }
-                _ => "release",
-            };
-            if let Some(e) = upstream {
-                args["upstream_kind"] = json!(e.kind);
-                // A claim's release or renew needs the issue and fence the claim got.
-                if e.kind == "claim" {
-                    args["held"] = e.output.clone().unwrap_or(Value::Null);
-                }
-            }
-            let binding = match &stmt.kind {
-                StmtKind::Renew(_, _, y) => y,
-                _ => &None,
-            };
-            (kind, binding, args)
-        }
-        StmtKind::Consume(c) => ("consume", &c.binding, consume_args(wf, c, &scope)),
-        StmtKind::Vote(v) => ("vote", &v.binding, vote_args(v, &scope)),
-        StmtKind::Append(class, obj, ledger, b) => {
-            let entry = scope.object(obj);
-            let args = wf.ledgers.get(&ledger.name).map_or(Value::Null, |r| {
-                let field = r.decl.partition.as_ref().map_or("", |p| p.name.as_str());
-                json!({
-                    "owner": r.owner, "name": ledger.name, "class": class.name,
-                    "partition": text(&entry[field]), "entry": entry,
-                    "retain_ms": r.decl.retain.map_or(90 * 86_400_000, |d| d.seconds * 1000),
-                })
-            });
-            ("append", b, args)
-        }
+        StmtKind::Invoke(w, obj, b) => (b, invoke_args(w, obj, &scope)),
+        StmtKind::Acquire(a) => (&a.binding, acquire_args(wf, a, &scope, now)),
+        StmtKind::Release(x) => (
+            &None,
+            upstream_args(EffectKind::Release, x, None, env, &draft.state),
+        ),
+        StmtKind::Renew(x, until, y) => (
+            y,
+            upstream_args(EffectKind::Renew, x, *until, env, &draft.state),
+        ),
+        StmtKind::Consume(c) => (&c.binding, consume_args(wf, c, &scope)),
+        StmtKind::Vote(v) => (&v.binding, vote_args(v, &scope)),
+        StmtKind::Append(class, obj, ledger, b) => (b, append_args(wf, class, obj, ledger, &scope)),
         StmtKind::FileIssue(t, obj, b) => {
-            let owner = wf
-                .trackers
-                .get(&t.name)
-                .map_or("shared", |r| r.owner.as_str());
+            let owner = wf.trackers.get(&t.name).map_or_else(
+                || crate::limits::TRACKER_OWNER_DEFAULT.to_string(),
+                |r| r.owner.clone(),
+            );
             let issue = scope.object(obj);
-            (
-                "file_issue",
-                b,
-                json!({"tracker": t.name, "owner": owner, "issue": issue}),
-            )
+            let args = FileIssueArgs {
+                tracker: t.name.clone(),
+                owner,
+                issue,
+            };
+            (b, Args::FileIssue(args))
         }
-        StmtKind::Claim(x, ttl, b) => {
-            let issue = scope.eval(&crate::syntax::ast::Expr {
-                kind: crate::syntax::ast::ExprKind::Path(vec![x.clone()]),
-                span: x.span,
-            });
-            let ttl_ms = ttl.map_or(600_000, |d| d.seconds * 1000);
-            ("claim", b, json!({"issue": issue, "ttl_ms": ttl_ms}))
-        }
-        StmtKind::Finish(x, obj, b) => ("finish", b, finish_args(&scope, x, obj.as_ref())),
+        StmtKind::Claim(x, ttl, b) => (b, claim_args(x, *ttl, &scope)),
+        StmtKind::Finish(x, obj, b) => (b, finish_args(&scope, x, obj.as_ref())),
         StmtKind::Send(m) => send_args(wf, m, &scope),
-        StmtKind::Exec(x) => ("exec", &x.binding, exec_args(x, &scope)),
+        StmtKind::Exec(x) => (&x.binding, exec_args(x, &scope)),
         _ => return,
     };
-    let effect = Effect {
-        id: draft.next_id(1, "x"),
-        stable,
-        kind: kind.to_string(),
-        rule: rule.name.name.clone(),
-        binding: binding.as_ref().map(|b| b.name.clone()),
-        args,
-        state: "queued".into(),
-        not_before_ms,
-        ..Effect::default()
-    };
+    let mut effect = Effect::queued(draft.next_id(1, "x"), stable, rule.name.name.clone(), args);
+    effect.binding = binding.as_ref().map(|b| b.name.clone());
+    effect.not_before_ms = not_before_ms;
     if let Some(b) = &effect.binding {
         env.effects.insert(b.clone(), effect.id.clone());
     }
     draft.emit("effect.requested", json!({"effect": effect}));
+}
+
+/// An `append` to a declared ledger.
+fn append_args(
+    wf: &Wf,
+    class: &crate::syntax::ast::Ident,
+    obj: &crate::syntax::ast::ObjectLit,
+    ledger: &crate::syntax::ast::Ident,
+    scope: &Scope<'_>,
+) -> Args {
+    let Some(r) = wf.ledgers.get(&ledger.name) else {
+        let error = format!("ledger `{}` is not declared", ledger.name);
+        return Args::refused(EffectKind::Append, error);
+    };
+    let entry = scope.object(obj);
+    let field = r.decl.partition.as_ref().map_or("", |p| p.name.as_str());
+    Args::Append(AppendArgs {
+        owner: r.owner.clone(),
+        name: ledger.name.clone(),
+        class: class.name.clone(),
+        partition: text(&entry[field]),
+        entry,
+        retain_ms: r
+            .decl
+            .retain
+            .map_or(crate::limits::LEDGER_RETAIN_MS_DEFAULT, |d| {
+                d.seconds * 1000
+            }),
+    })
+}
+
+/// A `claim` of the issue binding `x`.
+fn claim_args(
+    x: &crate::syntax::ast::Ident,
+    ttl: Option<crate::syntax::ast::Duration>,
+    scope: &Scope<'_>,
+) -> Args {
+    let issue = scope.eval(&crate::syntax::ast::Expr {
+        kind: crate::syntax::ast::ExprKind::Path(vec![x.clone()]),
+        span: x.span,
+    });
+    let ttl_ms = ttl.map_or(crate::limits::CLAIM_TTL_MS_DEFAULT, |d| d.seconds * 1000);
+    match issue.clone().try_into() {
+        Ok(issue) => Args::Claim(ClaimArgs { issue, ttl_ms }),
+        Err(e) => Args::refused(EffectKind::Claim, format!("claim of `{}`: {e}", x.name)),
+    }
 }

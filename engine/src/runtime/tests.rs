@@ -170,7 +170,10 @@ async fn a_reclaimed_run_does_not_append_twice() {
             name: "decisions".into(),
             key: "deploys".into(),
         },
-        entry: effect.args["entry"].to_string().into_bytes(),
+        entry: match &effect.args {
+            state::Args::Append(a) => a.entry.to_string().into_bytes(),
+            other => panic!("not an append: {other:?}"),
+        },
         appended_by: id.clone(),
         retain_ms: 1000,
     };
@@ -442,7 +445,7 @@ async fn fabric_child_instance(e: &Engine<MemFabric>, parent: &str) -> String {
         .state
         .effects
         .values()
-        .find(|effect| effect.kind == "invoke")
+        .find(|effect| effect.kind() == state::EffectKind::Invoke)
         .expect("an invoke effect");
     super::worker::child_id(parent, invoke)
 }
@@ -648,7 +651,11 @@ async fn revise_with_cancel_queued_cancels_the_old_versions_queued_work() {
         .unwrap();
     assert_eq!(cut.in_flight[0].queued, "cancelled");
     let st = e.load(&other.id).await.unwrap().state;
-    assert!(st.effects.values().all(|x| x.state == "cancelled"));
+    assert!(
+        st.effects
+            .values()
+            .all(|x| x.state == state::EffectState::Cancelled)
+    );
 }
 /// Team `council` on the in-memory fabric: `engine` (the fabric's caller) supervises and
 /// `ann` is a coordinator; both registered.
@@ -752,5 +759,83 @@ async fn a_vote_the_caller_may_not_open_fails() {
     assert_eq!(
         (report.status.as_str(), note(&report)),
         ("completed", json!("the vote could not be held"))
+    );
+}
+
+/// Overwrite the stored row of effect `x000001` of `id` with `edit` applied to it.
+async fn tamper(fabric: &MemFabric, id: &str, edit: impl FnOnce(&mut Value)) {
+    let row = key(&["e/", &tag(id), "/s/x/x000001"]);
+    let entry = fabric.kv_get(row.clone()).await.unwrap().expect("the row");
+    let mut value: Value = serde_json::from_slice(&entry.value).unwrap();
+    edit(&mut value);
+    let ops = whip_fabric::TxnOps {
+        puts: vec![(row, serde_json::to_vec(&value).unwrap())],
+        ..Default::default()
+    };
+    fabric.kv_txn(ops, fresh_id("tamper_")).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stored_effect_row_with_malformed_arguments_fails_instead_of_running_on_defaults() {
+    // (seed, the field taken out of its first effect's arguments, the kind)
+    let cases = [
+        ("seed_lease_ship", "ttl_ms", "acquire"),
+        ("seed_counter_budget", "cap", "consume"),
+        ("seed_ledger_decisions", "retain_ms", "append"),
+    ];
+    for (name, field, kind) in cases {
+        let fabric = Arc::new(MemFabric::new());
+        let e = engine(&fabric);
+        let program = e.add_program(seed(name));
+        let id = e
+            .start(&program, None, Value::Null, None, None)
+            .await
+            .unwrap();
+        e.step(&id).await.unwrap();
+        tamper(&fabric, &id, |row| {
+            assert_eq!(row["kind"], kind, "{name}");
+            row["args"].as_object_mut().unwrap().remove(field);
+        })
+        .await;
+        let loaded = e.load(&id).await.unwrap();
+        let x = &loaded.state.effects["x000001"];
+        assert!(
+            matches!(x.args, state::Args::Malformed(_)),
+            "{name}: {:?}",
+            x.args
+        );
+        e.work(&id).await.unwrap();
+        let x = e.load(&id).await.unwrap().state.effects["x000001"].clone();
+        assert_eq!(x.state, state::EffectState::Failed, "{name}");
+        let output = x.output.unwrap();
+        assert_eq!(output["reason"], "malformed_args", "{name}");
+        let error = output["error"].as_str().unwrap();
+        let want = format!("malformed {kind} arguments: missing field `{field}`");
+        assert!(error.starts_with(&want), "{name}: {error}");
+        // Nothing reached the fabric on a default (the counter seed's other job consumes).
+        assert!(fabric.lease_list(String::new()).await.unwrap().is_empty());
+        if kind == "append" {
+            let ledger =
+                fabric.ledger_list("local/Decisions".into(), "decisions".into(), None, 0, 0);
+            assert!(ledger.await.unwrap().is_empty(), "{name}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_unreadable_effect_row_refuses_the_load_instead_of_vanishing() {
+    let fabric = Arc::new(MemFabric::new());
+    let e = engine(&fabric);
+    let program = e.add_program(seed("seed_lease_ship"));
+    let id = e
+        .start(&program, None, Value::Null, None, None)
+        .await
+        .unwrap();
+    e.step(&id).await.unwrap();
+    tamper(&fabric, &id, |row| row["kind"] = json!("teleport")).await;
+    let err = e.load(&id).await.unwrap_err().to_string();
+    assert!(
+        err.contains("row x/x000001 is unreadable") && err.contains("teleport"),
+        "{err}"
     );
 }

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use super::state::Event;
+use super::state::{EffectState, Event};
 
 /// The first event that breaks a rule, and how.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,11 +131,11 @@ pub fn evidence(st: &super::state::State) -> serde_json::Value {
             let out = e.output.as_ref();
             let field = |k: &str| out.and_then(|o| o.get(k)).cloned();
             json!({
-                "effect": e.id, "kind": e.kind, "rule": e.rule, "state": e.state,
+                "effect": e.id, "kind": e.kind(), "rule": e.rule, "state": e.state,
                 "attempt": e.attempt, "runs": runs,
                 "diagnostics": {
                     "outcome": field("outcome"), "error": field("error"),
-                    "reason": field("reason"), "timed_out": e.state == "timed_out",
+                    "reason": field("reason"), "timed_out": e.state == EffectState::TimedOut,
                     "policy_block": e.policy_block, "provider": field("evidence"),
                 },
                 "correlation_id": format!("{}/{}/a{}", st.header.id, e.id, e.attempt),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use whip_fabric::{FabricClient, LeaseRequest, Outcome, ResourceId};
 
-use super::state::{self, State};
+use super::state::{self, ContState, EffectKind, EffectState, PolicyBlock, State};
 use super::{Draft, Engine, Loaded, Result, invalid, key, now_ms};
 use crate::limits::WAIT_SLEEP_MS_MAX;
 
@@ -26,6 +26,35 @@ pub struct RunReport {
     pub terminal: Option<(String, Value)>,
     /// Why it failed, when no rule said so.
     pub reason: Option<String>,
+    /// The effects it waits on that are blocked, when it stopped short of a terminal.
+    pub blocked: Vec<BlockedEffect>,
+}
+
+/// A blocked effect an idle instance waits on (`whip run`'s idle line).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BlockedEffect {
+    /// `x…`
+    pub id: String,
+    /// Its kind.
+    pub kind: EffectKind,
+    /// Which block.
+    pub state: EffectState,
+    /// The reason's category and detail, when the block recorded one.
+    pub policy_block: Option<PolicyBlock>,
+}
+
+/// The blocked effects of `st`, in id order.
+pub fn blocked_effects(st: &State) -> Vec<BlockedEffect> {
+    st.effects
+        .values()
+        .filter(|e| e.state.blocked())
+        .map(|e| BlockedEffect {
+            id: e.id.clone(),
+            kind: e.kind(),
+            state: e.state,
+            policy_block: e.policy_block.clone(),
+        })
+        .collect()
 }
 
 /// The instance index row of `whip instances`.
@@ -115,6 +144,7 @@ impl<F: FabricClient> Engine<F> {
             status: h.status.clone(),
             terminal: h.terminal.clone(),
             reason: h.reason.clone(),
+            blocked: blocked_effects(&loaded.state),
         })
     }
 
@@ -122,13 +152,13 @@ impl<F: FabricClient> Engine<F> {
         let mut next = st
             .effects
             .values()
-            .filter(|e| e.state == "queued")
+            .filter(|e| e.state == EffectState::Queued)
             .map(|e| e.not_before_ms)
             .min();
         let running = st
             .effects
             .values()
-            .filter(|e| e.state == "running")
+            .filter(|e| e.state == EffectState::Running)
             .filter_map(|e| e.run.as_ref().map(|r| r.1))
             .min();
         next = match (next, running) {
@@ -237,7 +267,7 @@ impl<F: FabricClient> Engine<F> {
                     .state
                     .effects
                     .values()
-                    .filter(|e| !super::stepper::settled(&e.state))
+                    .filter(|e| !e.state.settled())
                     .map(|e| e.id.clone())
                     .collect();
                 for e in open {
@@ -272,7 +302,7 @@ impl<F: FabricClient> Engine<F> {
             let Some(e) = loaded.state.effects.get(effect).cloned() else {
                 return invalid(format!("instance {id} has no effect {effect}"));
             };
-            if !matches!(e.state.as_str(), "failed" | "timed_out") {
+            if !e.state.unsuccessful() {
                 return invalid(format!(
                     "effect {effect} is {}; only failed or timed_out effects can be retried",
                     e.state
@@ -289,7 +319,7 @@ impl<F: FabricClient> Engine<F> {
                 .state
                 .conts
                 .values()
-                .filter(|c| c.effect == effect && c.state != "pending")
+                .filter(|c| c.effect == effect && c.state != ContState::Pending)
                 .map(|c| c.id.clone())
                 .collect();
             for cont in observers {

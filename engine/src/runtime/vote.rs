@@ -9,38 +9,33 @@ use whip_fabric::tally::{Fraction, Method, Threshold};
 use whip_fabric::vote::{ProposalView, Role, Rules};
 use whip_fabric::{FabricClient, VoteAnswer};
 
+use super::effect::VoteArgs;
 use super::state::Effect;
 use super::worker::Ran;
 use super::{Engine, Result, now_ms};
 use crate::limits::VOTE_POLL_MS;
 
-/// The rules an effect's arguments name; `Err` says which is malformed.
-fn rules(a: &Value) -> std::result::Result<Rules, String> {
-    let word = |field: &str| a[field].as_str().unwrap_or_default();
-    let method = Method::parse(word("method"))
-        .ok_or_else(|| format!("method {:?} is not a tally method", word("method")))?;
-    let list = |field: &str| -> Vec<String> {
-        a[field].as_array().map_or(Vec::new(), |v| {
-            v.iter()
-                .filter_map(|s| s.as_str().map(String::from))
-                .collect()
-        })
-    };
-    let mut electorate = list("electorate")
+/// The rules a vote effect's arguments name; `Err` says which is malformed.
+fn rules(a: &VoteArgs) -> std::result::Result<Rules, String> {
+    let method = Method::parse(&a.method)
+        .ok_or_else(|| format!("method {:?} is not a tally method", a.method))?;
+    let mut electorate = a
+        .electorate
         .iter()
         .map(|r| Role::parse(r).ok_or_else(|| format!("role {r:?} is not coordinator or worker")))
         .collect::<std::result::Result<Vec<Role>, String>>()?;
     if electorate.is_empty() {
+        // Rows written before the stepper applied the default electorate.
         electorate.push(Role::Coordinator);
     }
     Ok(Rules {
-        title: word("title").to_string(),
-        options: list("options"),
+        title: a.title.clone(),
+        options: a.options.clone(),
         method,
         electorate,
-        quorum: Fraction::parse(word("quorum")).map_err(|e| format!("quorum: {e}"))?,
-        threshold: Threshold::parse(word("threshold")).map_err(|e| format!("threshold: {e}"))?,
-        duration_ms: a["duration_ms"].as_u64().unwrap_or(0),
+        quorum: Fraction::parse(&a.quorum).map_err(|e| format!("quorum: {e}"))?,
+        threshold: Threshold::parse(&a.threshold).map_err(|e| format!("threshold: {e}"))?,
+        duration_ms: a.duration_ms,
         until_all_voted: false,
     })
 }
@@ -59,18 +54,15 @@ fn result_output(view: &ProposalView) -> Option<Value> {
 }
 
 fn failed(reason: &str, message: String) -> Ran {
-    Ran::Terminal {
-        state: "failed".into(),
-        output: json!({"error": message, "reason": reason}),
-    }
+    Ran::refused(reason, message)
 }
 
 impl<F: FabricClient> Engine<F> {
     /// Run a `vote` effect (see the module doc).
-    pub(crate) async fn execute_vote(&self, e: &Effect, idem: &str) -> Result<Ran> {
+    pub(crate) async fn execute_vote(&self, e: &Effect, a: &VoteArgs, idem: &str) -> Result<Ran> {
         let opened = e.output.as_ref().and_then(|o| o["proposal"].as_str());
         let Some(proposal) = opened else {
-            return self.open_vote(e, idem).await;
+            return self.open_vote(a, idem).await;
         };
         let Some(view) = self.fabric.vote_show(proposal.to_string()).await? else {
             return Ok(failed(
@@ -79,10 +71,7 @@ impl<F: FabricClient> Engine<F> {
             ));
         };
         if let Some(output) = result_output(&view) {
-            return Ok(Ran::Terminal {
-                state: "completed".into(),
-                output,
-            });
+            return Ok(Ran::completed(output));
         }
         let now = now_ms();
         // Wake at the closing time (or the next poll); past it, the tick is due any moment.
@@ -96,12 +85,12 @@ impl<F: FabricClient> Engine<F> {
         })
     }
 
-    async fn open_vote(&self, e: &Effect, idem: &str) -> Result<Ran> {
-        let rules = match rules(&e.args) {
+    async fn open_vote(&self, a: &VoteArgs, idem: &str) -> Result<Ran> {
+        let rules = match rules(a) {
             Ok(rules) => rules,
             Err(reason) => return Ok(failed("invalid_rules", reason)),
         };
-        let team = e.args["team"].as_str().unwrap_or_default().to_string();
+        let team = a.team.clone();
         match self.fabric.vote_open(team, rules, idem.to_string()).await {
             Ok(VoteAnswer::Opened {
                 proposal,

@@ -5,20 +5,19 @@
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use whip_fabric::{
-    AppendRequest, ConsumeRequest, FabricClient, LeaseRequest, Outcome, Reset, ResourceId,
-};
+use whip_fabric::{AppendRequest, ConsumeRequest, FabricClient, LeaseRequest, Outcome, ResourceId};
 
+use super::effect::{AppendArgs, ConsumeArgs, InvokeArgs, LeaseArgs, Upstream};
 use super::program::fnv64;
-use super::state::{self, Effect, Header};
+use super::state::{self, Args, Effect, EffectKind, EffectState, Header, Terminal};
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, Result, key, now_ms};
-use crate::limits::{LEASE_WAIT_POLL_MS, RUN_LEASE_MS};
+use crate::limits::LEASE_WAIT_POLL_MS;
 
 /// What running one effect produced.
 #[derive(Debug, Clone)]
 pub(crate) enum Ran {
     Terminal {
-        state: String,
+        state: Terminal,
         output: Value,
     },
     Waiting {
@@ -38,6 +37,32 @@ pub(crate) enum Ran {
     Pending,
 }
 
+impl Ran {
+    /// Completed with `output`.
+    pub(crate) fn completed(output: Value) -> Ran {
+        Ran::Terminal {
+            state: Terminal::Completed,
+            output,
+        }
+    }
+
+    /// Failed with `{"error": reason}`.
+    pub(crate) fn failed(reason: impl Into<String>) -> Ran {
+        Ran::Terminal {
+            state: Terminal::Failed,
+            output: json!({"error": reason.into()}),
+        }
+    }
+
+    /// Failed with `{"error": message, "reason": reason}` (a stable reason code).
+    pub(crate) fn refused(reason: &str, message: impl Into<String>) -> Ran {
+        Ran::Terminal {
+            state: Terminal::Failed,
+            output: json!({"error": message.into(), "reason": reason}),
+        }
+    }
+}
+
 /// What a worker pass did.
 #[derive(Debug, Default, Clone)]
 pub struct Pass {
@@ -45,13 +70,6 @@ pub struct Pass {
     pub settled: usize,
     /// Child instances started or still running.
     pub children: Vec<String>,
-}
-
-fn run_lease_ms() -> u64 {
-    std::env::var("WHIPPLESCRIPT_RUN_LEASE_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(RUN_LEASE_MS)
 }
 
 /// The child instance id of an invoke effect (deterministic: a retried start finds it).
@@ -64,32 +82,24 @@ pub fn child_id(parent: &str, effect: &Effect) -> String {
     format!("ins_{hash:016x}")
 }
 
-pub(crate) fn resource(args: &Value, key_field: &str) -> ResourceId {
+/// The fabric resource of a lease.
+pub(crate) fn lease_resource(a: &LeaseArgs) -> ResourceId {
     ResourceId {
-        owner: args["owner"].as_str().unwrap_or_default().into(),
-        name: args["name"].as_str().unwrap_or_default().into(),
-        key: args[key_field].as_str().unwrap_or_default().into(),
-    }
-}
-
-fn reset(name: &str) -> Reset {
-    match name {
-        "hourly" => Reset::Hourly,
-        "weekly" => Reset::Weekly,
-        "monthly" => Reset::Monthly,
-        _ => Reset::Daily,
+        owner: a.owner.clone(),
+        name: a.name.clone(),
+        key: a.key.clone(),
     }
 }
 
 fn ready(e: &Effect, now: u64) -> bool {
-    match e.state.as_str() {
-        "queued" => e.not_before_ms <= now,
+    match e.state {
+        EffectState::Queued => e.not_before_ms <= now,
         // A binding that was unavailable: every pass looks again (the gate decides).
-        "blocked" => true,
+        EffectState::Blocked => true,
         // A run whose lease ran out (its worker died) may be reclaimed, but not an `exec`:
         // it is not idempotent, so it waits for `whip recover`.
-        "running" => {
-            !matches!(e.kind.as_str(), "invoke" | "exec")
+        EffectState::Running => {
+            !matches!(e.kind(), EffectKind::Invoke | EffectKind::Exec)
                 && e.run.as_ref().is_some_and(|(_, until)| *until <= now)
         }
         _ => false,
@@ -98,15 +108,20 @@ fn ready(e: &Effect, now: u64) -> bool {
 
 /// The run lease of a claim at `now`: a child runs until its terminal, an `exec` for its
 /// timeout and the answer's margin, anything else for the run lease.
-fn lease_until(effect: &Effect, now: u64) -> u64 {
-    match effect.kind.as_str() {
-        "invoke" => u64::MAX,
-        "exec" => match crate::executor::effect::ExecArgs::parse(&effect.args) {
-            Ok(args) => now + args.lease_ms(),
-            // It fails at once when it runs.
-            Err(_) => now + run_lease_ms(),
-        },
-        _ => now + run_lease_ms(),
+fn lease_until(effect: &Effect, now: u64, run_lease_ms: u64) -> u64 {
+    match &effect.args {
+        Args::Invoke(_) => u64::MAX,
+        Args::Exec(args) => now + args.lease_ms(),
+        _ => now + run_lease_ms,
+    }
+}
+
+#[cfg(feature = "test-hooks")]
+/// Test hook (the `test-hooks` feature only): with `WHIP_TEST_CRASH_AFTER_APPLY=1`, the
+/// process dies between the cells' apply of a pass's effects and their terminals.
+fn crash_after_apply() {
+    if std::env::var("WHIP_TEST_CRASH_AFTER_APPLY").is_ok_and(|v| v == "1") {
+        std::process::exit(3);
     }
 }
 
@@ -131,7 +146,7 @@ impl<F: FabricClient> Engine<F> {
             .state
             .effects
             .values()
-            .filter(|e| e.kind == "invoke" && e.state == "running")
+            .filter(|e| e.kind() == EffectKind::Invoke && e.state == EffectState::Running)
             .cloned()
             .collect();
         if ready_ids.is_empty() && children.is_empty() {
@@ -152,17 +167,15 @@ impl<F: FabricClient> Engine<F> {
                     (effect, run, ran)
                 }
             })
-            .buffer_unordered(self.concurrency.max(1))
+            .buffer_unordered(self.config.concurrency.max(1))
             .collect::<Vec<_>>()
             .await
             .into_iter()
             .map(|(e, r, ran)| ran.map(|ran| (e, r, ran)))
             .collect::<Result<_>>()?;
-        if std::env::var("WHIP_TEST_CRASH_AFTER_APPLY").is_ok_and(|v| v == "1")
-            && !results.is_empty()
-        {
-            // Test hook: die between the cell's apply and the run's terminal.
-            std::process::exit(3);
+        #[cfg(feature = "test-hooks")]
+        if !results.is_empty() {
+            crash_after_apply();
         }
         for effect in children {
             let child = child_id(&header.id, &effect);
@@ -173,7 +186,7 @@ impl<F: FabricClient> Engine<F> {
             }
         }
         for (effect, _, ran) in &results {
-            if effect.kind == "invoke" && matches!(ran, Ran::Pending) {
+            if effect.kind() == EffectKind::Invoke && matches!(ran, Ran::Pending) {
                 pass.children.push(child_id(&header.id, effect));
             }
         }
@@ -210,21 +223,24 @@ impl<F: FabricClient> Engine<F> {
             .filter(|e| ready(e, now))
             .map(|e| e.id.clone())
             .collect();
-        ids.truncate(self.concurrency.max(1));
-        let is_exec =
-            |st: &state::State, id: &String| st.effects.get(id).is_some_and(|e| e.kind == "exec");
+        ids.truncate(self.config.concurrency.max(1));
+        let is_exec = |st: &state::State, id: &String| {
+            st.effects
+                .get(id)
+                .is_some_and(|e| e.kind() == EffectKind::Exec)
+        };
         if !ids.iter().any(|id| is_exec(&loaded.state, id)) {
             return Ok(ids);
         }
         let Err(block) = crate::executor::effect::gate(&self.executor).await else {
             return Ok(ids);
         };
-        let block = serde_json::to_value(&block).expect("a policy block encodes");
         for _ in 0..CONFLICT_RETRIES_MAX {
             let mut draft = Draft::new(&loaded.state);
             for id in ids.iter().filter(|id| is_exec(&loaded.state, id)) {
                 let e = &loaded.state.effects[id];
-                let new = e.state != "blocked" || e.policy_block.as_ref() != Some(&block);
+                let new =
+                    e.state != EffectState::Blocked || e.policy_block.as_ref() != Some(&block);
                 if ready(e, now) && new {
                     draft.emit(
                         "effect.blocked",
@@ -261,13 +277,13 @@ impl<F: FabricClient> Engine<F> {
                     continue;
                 }
                 let run = draft.next_id(3, "r");
-                let until = lease_until(&effect, now);
+                let until = lease_until(&effect, now, self.config.run_lease_ms);
                 draft.emit(
                     "effect.run_started",
                     json!({"id": id, "run": run, "worker": self.worker_id,
                         "lease_until_ms": until, "attempt": effect.attempt}),
                 );
-                if effect.kind == "timer" {
+                if effect.kind() == EffectKind::Timer {
                     draft.emit(
                         "effect.terminal",
                         json!({"id": id, "run": run, "state": "completed",
@@ -301,7 +317,7 @@ impl<F: FabricClient> Engine<F> {
             for (effect, run, ran) in &results {
                 let current = draft.state.effects.get(&effect.id);
                 let ours = current.is_some_and(|e| {
-                    e.state == "running" && e.run.as_ref().map(|r| &r.0) == Some(run)
+                    e.state == EffectState::Running && e.run.as_ref().map(|r| &r.0) == Some(run)
                 });
                 if !ours {
                     continue;
@@ -351,32 +367,36 @@ impl<F: FabricClient> Engine<F> {
         else {
             return Ok(None);
         };
-        let Ok(h) = serde_json::from_slice::<Header>(&entry.value) else {
-            return Ok(None);
-        };
+        let h = serde_json::from_slice::<Header>(&entry.value).map_err(|e| {
+            super::RuntimeError::Invalid(format!("child {child}: its header is unreadable: {e}"))
+        })?;
         if !state::is_terminal(&h.status) {
             return Ok(None);
         }
         let payload = h.terminal.map_or(Value::Null, |t| t.1);
         let state = if h.status == state::COMPLETED {
-            "completed"
+            Terminal::Completed
         } else {
-            "failed"
+            Terminal::Failed
         };
         Ok(Some(Ran::Terminal {
-            state: state.into(),
+            state,
             output: payload,
         }))
     }
 
     /// A counter consume: `ok` or `over` with the period's numbers.
-    async fn execute_consume(&self, a: &Value, idem: String) -> Result<Ran> {
+    async fn execute_consume(&self, a: &ConsumeArgs, idem: String) -> Result<Ran> {
         let request = ConsumeRequest {
-            counter: resource(a, "key"),
-            amount: a["amount"].as_u64().unwrap_or(0),
-            cap: a["cap"].as_u64().unwrap_or(0),
-            reset: reset(a["reset"].as_str().unwrap_or("daily")),
-            timezone: a["timezone"].as_str().unwrap_or("UTC").into(),
+            counter: ResourceId {
+                owner: a.owner.clone(),
+                name: a.name.clone(),
+                key: a.key.clone(),
+            },
+            amount: a.amount,
+            cap: a.cap,
+            reset: a.reset.into(),
+            timezone: a.timezone.clone(),
         };
         let (outcome, consumed, remaining, period) =
             match self.fabric.counter_consume(request, idem).await? {
@@ -391,38 +411,34 @@ impl<F: FabricClient> Engine<F> {
                     period,
                 } => ("over", consumed, remaining, period),
                 other => {
-                    return Ok(Ran::Terminal {
-                        state: "failed".into(),
-                        output: json!({"error": format!("unexpected counter outcome {other:?}")}),
-                    });
+                    return Ok(Ran::failed(format!("unexpected counter outcome {other:?}")));
                 }
             };
-        Ok(Ran::Terminal {
-            state: "completed".into(),
-            output: json!({"outcome": outcome, "consumed": consumed, "remaining": remaining,
+        Ok(Ran::completed(
+            json!({"outcome": outcome, "consumed": consumed, "remaining": remaining,
                 "period": period}),
-        })
+        ))
     }
 
     /// A lease acquire: `held` or `contended`, or (with `wait`) another try on a later pass.
-    async fn execute_acquire(&self, ins: String, e: &Effect, idem: String) -> Result<Ran> {
-        let a = &e.args;
-        let ok = |output: Value| Ran::Terminal {
-            state: "completed".into(),
-            output,
-        };
+    async fn execute_acquire(
+        &self,
+        ins: String,
+        e: &Effect,
+        a: &LeaseArgs,
+        idem: String,
+    ) -> Result<Ran> {
         let now = now_ms();
-        let wait_until = a["wait_until_ms"].as_u64().unwrap_or(0);
-        let wait_ms = if a["wait_ms"].as_u64().unwrap_or(0) > 0 && wait_until > now {
-            wait_until - now
+        let wait_ms = if a.wait_ms > 0 && a.wait_until_ms > now {
+            a.wait_until_ms - now
         } else {
             0
         };
         let request = LeaseRequest {
-            lease: resource(a, "key"),
+            lease: lease_resource(a),
             holder: ins,
-            slots: a["slots"].as_u64().unwrap_or(1) as u32,
-            ttl_ms: a["ttl_ms"].as_u64().unwrap_or(60_000),
+            slots: a.slots,
+            ttl_ms: a.ttl_ms,
             wait_ms,
         };
         let idem = format!("{idem}/p{}", e.pass);
@@ -431,188 +447,197 @@ impl<F: FabricClient> Engine<F> {
                 fence,
                 expires_at_ms,
                 reentered,
-            } => ok(json!({"outcome": "held", "fence": fence,
+            } => Ran::completed(json!({"outcome": "held", "fence": fence,
                 "expires_at_ms": expires_at_ms, "reentered": reentered})),
             Outcome::LeaseWaiting { .. } => Ran::Waiting {
-                not_before_ms: (now_ms() + LEASE_WAIT_POLL_MS).min(wait_until.max(now)),
+                not_before_ms: (now_ms() + LEASE_WAIT_POLL_MS).min(a.wait_until_ms.max(now)),
             },
             Outcome::LeaseContended { holders } => {
                 let holders: Vec<&str> = holders.iter().map(|h| h.holder.as_str()).collect();
-                ok(json!({"outcome": "contended", "holders": holders}))
+                Ran::completed(json!({"outcome": "contended", "holders": holders}))
             }
-            other => Ran::Terminal {
-                state: "failed".into(),
-                output: json!({"error": format!("unexpected lease outcome {other:?}")}),
-            },
+            other => Ran::failed(format!("unexpected lease outcome {other:?}")),
+        })
+    }
+
+    /// A release or renew of a lease hold.
+    async fn execute_lease_end(
+        &self,
+        kind: EffectKind,
+        a: &LeaseArgs,
+        ins: String,
+        idem: String,
+    ) -> Result<Ran> {
+        let lease = lease_resource(a);
+        let release = kind == EffectKind::Release;
+        let outcome = if release {
+            self.fabric.lease_release(lease, ins, idem).await?
+        } else {
+            self.fabric.lease_renew(lease, ins, a.ttl_ms, idem).await?
+        };
+        Ok(match outcome {
+            Outcome::LeaseReleased => Ran::completed(json!({"outcome": "released"})),
+            Outcome::LeaseRenewed {
+                fence,
+                expires_at_ms,
+            } => Ran::completed(json!({
+                "outcome": "renewed", "fence": fence, "expires_at_ms": expires_at_ms
+            })),
+            Outcome::LeaseNotHeld if release => Ran::completed(json!({"outcome": "not_held"})),
+            other => Ran::failed(format!("lease {kind}: {other:?}")),
         })
     }
 
     /// A ledger append: `appended` with its sequence.
-    async fn execute_append(&self, a: &Value, ins: String, idem: String) -> Result<Ran> {
+    async fn execute_append(&self, a: &AppendArgs, ins: String, idem: String) -> Result<Ran> {
         let request = AppendRequest {
-            ledger: resource(a, "partition"),
-            entry: a["entry"].to_string().into_bytes(),
+            ledger: ResourceId {
+                owner: a.owner.clone(),
+                name: a.name.clone(),
+                key: a.partition.clone(),
+            },
+            entry: a.entry.to_string().into_bytes(),
             appended_by: ins,
-            retain_ms: a["retain_ms"].as_u64().unwrap_or(86_400_000),
+            retain_ms: a.retain_ms,
         };
         Ok(match self.fabric.ledger_append(request, idem).await? {
-            Outcome::LedgerAppended { seq } => Ran::Terminal {
-                state: "completed".into(),
-                output: json!({"outcome": "appended", "seq": seq}),
-            },
-            other => Ran::Terminal {
-                state: "failed".into(),
-                output: json!({"error": format!("unexpected ledger outcome {other:?}")}),
-            },
+            Outcome::LedgerAppended { seq } => {
+                Ran::completed(json!({"outcome": "appended", "seq": seq}))
+            }
+            other => Ran::failed(format!("unexpected ledger outcome {other:?}")),
         })
     }
 
-    /// Run one effect (claimed as run `run`) against the fabric or the compute plane.
+    /// An invoke: start the child (a retried start finds it); it runs until its terminal.
+    async fn execute_invoke(&self, header: &Header, e: &Effect, a: &InvokeArgs) -> Result<Ran> {
+        let child = child_id(&header.id, e);
+        let program = self.program(&header.program).await?;
+        let parent = (header, e.id.as_str());
+        let started = self
+            .start_child(&program, &a.workflow, a.input.clone(), parent, child)
+            .await;
+        match started {
+            Ok(_) => Ok(Ran::Pending),
+            Err(super::RuntimeError::Invalid(m)) => Ok(Ran::failed(m)),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Run one effect (claimed as run `run`) against the fabric or the compute plane. A row
+    /// whose arguments do not decode fails with the decoder's message, before anything runs.
     async fn execute(&self, header: &Header, e: &Effect, run: &str) -> Result<Ran> {
         let ins = header.id.clone();
         let idem = format!("{ins}/{}/a{}", e.id, e.attempt);
-        let a = &e.args;
-        let ok = |output: Value| Ran::Terminal {
-            state: "completed".into(),
-            output,
-        };
-        let failed = |reason: String| Ran::Terminal {
-            state: "failed".into(),
-            output: json!({"error": reason}),
-        };
-        Ok(match e.kind.as_str() {
-            "acquire" => self.execute_acquire(ins, e, idem).await?,
-            "exec" => {
+        Ok(match &e.args {
+            Args::Acquire(a) => self.execute_acquire(ins, e, a, idem).await?,
+            Args::Exec(a) => {
                 let ids = (ins.as_str(), e.id.as_str(), run);
                 crate::executor::effect::run(&self.executor, ids, a, now_ms()).await
             }
-            "file_issue" | "claim" | "finish" => self.execute_tracker(&ins, e, &idem).await?,
-            "release" | "renew" if a["upstream_kind"] == "claim" => {
+            Args::FileIssue(_) | Args::Claim(_) | Args::Finish(_) => {
                 self.execute_tracker(&ins, e, &idem).await?
             }
-            "release" | "renew" => {
-                if a.is_null() || a["upstream_kind"] != "acquire" {
-                    return Ok(failed(format!("{} of an unknown lease binding", e.kind)));
-                }
-                let lease = resource(a, "key");
-                let outcome = if e.kind == "release" {
-                    self.fabric.lease_release(lease, ins, idem).await?
-                } else {
-                    let ttl = a["ttl_ms"].as_u64().unwrap_or(60_000);
-                    self.fabric.lease_renew(lease, ins, ttl, idem).await?
-                };
-                match outcome {
-                    Outcome::LeaseReleased => ok(json!({"outcome": "released"})),
-                    Outcome::LeaseRenewed {
-                        fence,
-                        expires_at_ms,
-                    } => ok(json!({
-                        "outcome": "renewed", "fence": fence, "expires_at_ms": expires_at_ms
-                    })),
-                    Outcome::LeaseNotHeld if e.kind == "release" => {
-                        ok(json!({"outcome": "not_held"}))
-                    }
-                    other => failed(format!("lease {}: {other:?}", e.kind)),
-                }
+            Args::Release(Upstream::Claim(_)) | Args::Renew(Upstream::Claim(_)) => {
+                self.execute_tracker(&ins, e, &idem).await?
             }
-            "consume" => self.execute_consume(a, idem).await?,
-            "message.send" | "message.ask" => self.execute_mail(header, e, &idem).await?,
-            "append" => self.execute_append(a, ins, idem).await?,
-            "vote" => self.execute_vote(e, &idem).await?,
-            "invoke" => {
-                let child = child_id(&header.id, e);
-                let program = self.program(&header.program).await?;
-                let workflow = a["workflow"].as_str().unwrap_or_default();
-                let input = a["input"].clone();
-                let parent = (header, e.id.as_str());
-                match self
-                    .start_child(&program, workflow, input, parent, child)
-                    .await
-                {
-                    Ok(_) => Ran::Pending,
-                    Err(super::RuntimeError::Invalid(m)) => failed(m),
-                    Err(other) => return Err(other),
-                }
+            Args::Release(Upstream::Acquire(a)) | Args::Renew(Upstream::Acquire(a)) => {
+                self.execute_lease_end(e.kind(), a, ins, idem).await?
             }
-            other => failed(format!(
-                "effect kind `{other}` is not supported on this runtime yet"
-            )),
+            Args::Consume(a) => self.execute_consume(a, idem).await?,
+            Args::MessageSend(a) | Args::MessageAsk(a) => {
+                self.execute_mail(header, e, a, &idem).await?
+            }
+            Args::Append(a) => self.execute_append(a, ins, idem).await?,
+            Args::Vote(a) => self.execute_vote(e, a, &idem).await?,
+            Args::Invoke(a) => self.execute_invoke(header, e, a).await?,
+            // A timer completes at its claim; one that reaches here was claimed elsewhere.
+            Args::Timer(_) => Ran::completed(json!({"outcome": "fired"})),
+            Args::Malformed(m) => Ran::refused("malformed_args", m.error.clone()),
         })
     }
+}
 
+impl<F: FabricClient> Engine<F> {
     /// Run a tracker effect: file, claim, finish, or release / renew of a claim. A refusal
     /// (stale fence, someone else's claim, an unknown issue) fails the effect.
     async fn execute_tracker(&self, ins: &str, e: &Effect, idem: &str) -> Result<Ran> {
-        use super::tracker::{ClaimOutcome, IssueOp};
-        let a = &e.args;
-        let held = &a["held"];
-        let issue_id = match e.kind.as_str() {
-            "claim" => a["issue"]["id"].as_str().unwrap_or_default(),
-            _ => held["issue"].as_str().unwrap_or_default(),
-        };
-        let fence = held["fence"].as_u64();
-        let result = match e.kind.as_str() {
-            "file_issue" => {
-                let owner = a["owner"].as_str().unwrap_or("shared");
-                let tracker = a["tracker"].as_str().unwrap_or_default();
-                self.issue_file(owner, tracker, &a["issue"], ins, idem)
-                    .await
-                    .map(|i| {
-                        json!({"outcome": "filed", "id": i.id, "tracker": i.tracker,
+        use super::tracker::IssueOp;
+        let (held, op) = match &e.args {
+            Args::FileIssue(a) => {
+                let filed = self
+                    .issue_file(&a.owner, &a.tracker, &a.issue, ins, idem)
+                    .await;
+                return tracker_ran(filed.map(|i| {
+                    json!({"outcome": "filed", "id": i.id, "tracker": i.tracker,
                         "title": i.title, "body": i.body, "labels": i.labels})
-                    })
+                }));
             }
-            "claim" => {
-                let ttl_ms = a["ttl_ms"].as_u64().unwrap_or(600_000);
-                match self.issue_claim(issue_id, ins, ttl_ms, idem).await {
-                    Ok(ClaimOutcome::Claimed { issue, reentered }) => {
-                        let c = issue.claim.expect("a claimed issue has a claim");
-                        Ok(
-                            json!({"outcome": "claimed", "issue": issue.id, "id": issue.id,
-                            "fence": c.fence, "deadline_ms": c.deadline_ms,
-                            "reentered": reentered}),
-                        )
-                    }
-                    Ok(ClaimOutcome::Contended { issue }) => {
-                        let by = issue.claim.map(|c| c.claimant).unwrap_or_default();
-                        return Ok(Ran::Terminal {
-                            state: "failed".into(),
-                            output: json!({"outcome": "contended", "issue": issue.id,
-                                "error": format!("issue {} is claimed by {by}", issue.id)}),
-                        });
-                    }
-                    Err(err) => Err(err),
-                }
-            }
-            kind => {
-                let op = match kind {
-                    "finish" => IssueOp::Finish {
-                        summary: a["summary"].clone(),
-                    },
-                    "renew" => IssueOp::Renew {
-                        ttl_ms: a["ttl_ms"].as_u64().unwrap_or(600_000),
-                    },
-                    _ => IssueOp::Release,
-                };
-                self.issue_apply(issue_id, ins, fence, op, idem)
-                    .await
-                    .map(|i| {
-                        json!({"outcome": kind, "issue": i.id, "status": i.status,
-                        "fence": i.fence})
-                    })
+            Args::Claim(a) => return self.execute_claim(ins, a, idem).await,
+            Args::Finish(a) => (
+                &a.held,
+                IssueOp::Finish {
+                    summary: a.summary.clone(),
+                },
+            ),
+            Args::Renew(Upstream::Claim(c)) => (&c.held, IssueOp::Renew { ttl_ms: c.ttl_ms }),
+            Args::Release(Upstream::Claim(c)) => (&c.held, IssueOp::Release),
+            other => {
+                return Ok(Ran::failed(format!(
+                    "{} is not a tracker effect",
+                    other.kind()
+                )));
             }
         };
-        Ok(match result {
-            Ok(output) => Ran::Terminal {
-                state: "completed".into(),
-                output,
-            },
-            Err(super::RuntimeError::Invalid(reason)) => Ran::Terminal {
-                state: "failed".into(),
-                output: json!({"error": reason}),
-            },
-            Err(other) => return Err(other),
-        })
+        let kind = e.kind();
+        let Some(held) = held else {
+            let error =
+                format!("{kind} of a claim that holds no issue (the claim did not succeed)");
+            return Ok(Ran::refused("not_held", error));
+        };
+        let applied = self
+            .issue_apply(&held.issue, ins, held.fence, op, idem)
+            .await;
+        tracker_ran(applied.map(|i| {
+            json!({"outcome": kind.code(), "issue": i.id, "status": i.status, "fence": i.fence})
+        }))
+    }
+
+    /// A claim: `claimed` with its fence and deadline; someone else's claim fails it.
+    async fn execute_claim(
+        &self,
+        ins: &str,
+        a: &super::effect::ClaimArgs,
+        idem: &str,
+    ) -> Result<Ran> {
+        use super::tracker::ClaimOutcome;
+        let claimed = match self.issue_claim(a.issue.id(), ins, a.ttl_ms, idem).await {
+            Ok(ClaimOutcome::Claimed { issue, reentered }) => {
+                let c = issue.claim.expect("a claimed issue has a claim");
+                Ok(
+                    json!({"outcome": "claimed", "issue": issue.id, "id": issue.id,
+                    "fence": c.fence, "deadline_ms": c.deadline_ms, "reentered": reentered}),
+                )
+            }
+            Ok(ClaimOutcome::Contended { issue }) => {
+                let by = issue.claim.map_or_else(|| "nobody".into(), |c| c.claimant);
+                return Ok(Ran::Terminal {
+                    state: Terminal::Failed,
+                    output: json!({"outcome": "contended", "issue": issue.id,
+                        "error": format!("issue {} is claimed by {by}", issue.id)}),
+                });
+            }
+            Err(err) => Err(err),
+        };
+        tracker_ran(claimed)
+    }
+}
+
+/// A tracker call's answer as a terminal: its output, or its refusal as a failure.
+fn tracker_ran(result: Result<Value>) -> Result<Ran> {
+    match result {
+        Ok(output) => Ok(Ran::completed(output)),
+        Err(super::RuntimeError::Invalid(reason)) => Ok(Ran::failed(reason)),
+        Err(other) => Err(other),
     }
 }
 
@@ -620,51 +645,44 @@ impl<F: FabricClient> Engine<F> {
 mod tests {
     use super::*;
 
-    fn effect(kind: &str, state: &str, lease_until_ms: u64) -> Effect {
-        Effect {
-            id: "x000001".into(),
-            stable: "r/e1@0:started".into(),
-            kind: kind.into(),
-            rule: "r".into(),
-            binding: None,
-            args: Value::Null,
-            state: state.into(),
-            output: None,
-            attempt: 0,
-            pass: 0,
-            not_before_ms: 0,
-            run: Some(("r000001".into(), lease_until_ms)),
-            policy_block: None,
-            program: None,
-            cancel_requested: false,
-        }
+    fn effect(kind: EffectKind, state: EffectState, lease_until_ms: u64) -> Effect {
+        let args = Args::decode(kind, Value::Null);
+        let mut e = Effect::queued("x000001".into(), "r/e1@0:started".into(), "r".into(), args);
+        e.state = state;
+        e.run = Some(("r000001".into(), lease_until_ms));
+        e
     }
 
     #[test]
     fn a_lapsed_exec_run_is_never_reclaimed_and_a_blocked_one_is_looked_at_again() {
+        use EffectKind::{Append, Exec, Invoke};
+        use EffectState::{Blocked, Completed, Queued, Running};
         let now = 1_000;
         assert!(
-            ready(&effect("append", "running", 999), now),
+            ready(&effect(Append, Running, 999), now),
             "an append is reclaimed"
         );
         assert!(
-            !ready(&effect("append", "running", 1_001), now),
+            !ready(&effect(Append, Running, 1_001), now),
             "its lease still holds"
         );
         assert!(
-            !ready(&effect("exec", "running", 999), now),
+            !ready(&effect(Exec, Running, 999), now),
             "an exec waits for recover"
         );
-        assert!(!ready(&effect("invoke", "running", 999), now));
+        assert!(!ready(&effect(Invoke, Running, 999), now));
         assert!(
-            ready(&effect("exec", "blocked", 0), now),
+            ready(&effect(Exec, Blocked, 0), now),
             "a block is looked at again"
         );
-        assert!(!ready(&effect("exec", "completed", 0), now));
-        let mut args = effect("exec", "queued", 0);
-        args.args = serde_json::json!({"v": 1, "argv": ["true"], "cwd": null, "env": {},
-            "timeout_ms": 5_000});
-        let lease = lease_until(&args, now);
+        assert!(!ready(&effect(Exec, Completed, 0), now));
+        let mut args = effect(Exec, Queued, 0);
+        args.args = Args::decode(
+            Exec,
+            serde_json::json!({"v": 1, "argv": ["true"], "cwd": null, "env": {},
+                "timeout_ms": 5_000}),
+        );
+        let lease = lease_until(&args, now, 30_000);
         assert_eq!(lease, now + 5_000 + crate::limits::EXEC_ANSWER_MARGIN_MS);
     }
 }

@@ -2,6 +2,8 @@
 //! twice when another worker reclaims the run. Method: `whip start` and `whip step`, then a
 //! `whip worker ID` that exits right after the ledger append (test hook), then, after its
 //! short run lease ran out, a second `whip worker ID`: one ledger entry, instance completed.
+//! The hook is whip-engine's `test-hooks` feature, which this crate turns on for the
+//! workspace build of the binary.
 
 use std::process::Command;
 use std::time::Duration;
@@ -21,7 +23,12 @@ fn a_killed_worker_does_not_append_twice() {
         .env("WHIPPLESCRIPT_RUN_LEASE_MS", "300")
         .output()
         .unwrap();
-    assert_eq!(crashed.status.code(), Some(3), "the test hook did not fire");
+    assert_eq!(
+        crashed.status.code(),
+        Some(3),
+        "the test hook did not fire: build the binary with the tests crate's features \
+         (`cargo build --workspace --bins`, as scripts/test.sh does), not `-p whip` alone"
+    );
     let one = ok(&whip(dir.path(), None, &["ledger", "decisions"]));
     assert_eq!(one.lines().count(), 1, "{one}");
     let effects = ok(&whip(dir.path(), None, &["effects", &id]));
