@@ -49,7 +49,12 @@ pub(crate) fn digest(request: &Request) -> [u8; 32] {
     hasher.update(&(caller.len() as u64).to_be_bytes());
     hasher.update(&caller);
     let command = match &request.command {
-        Command::MailSend { external: Some(_), to, kind, body } => {
+        Command::MailSend {
+            external: Some(_),
+            to,
+            kind,
+            body,
+        } => {
             let plain = Command::MailSend {
                 to: to.clone(),
                 kind: *kind,
@@ -145,7 +150,10 @@ pub(crate) fn record(
         point,
         digest: Some(digest),
     };
-    txn.put(&keys::idempotency(key), &encode_versioned(RECORD_VERSION, &record));
+    txn.put(
+        &keys::idempotency(key),
+        &encode_versioned(RECORD_VERSION, &record),
+    );
     deadline::insert(txn, expires_at_ms, &item);
 }
 
@@ -181,7 +189,10 @@ mod tests {
         let mut txn = MemTxn::default();
         record(&mut txn, 100, "c1", D, &Outcome::LeaseReleased, None);
         let end = 100 + IDEMPOTENCY_WINDOW_MS;
-        assert_eq!(recorded(&txn, end - 1, "c1", &D), Some(Outcome::LeaseReleased));
+        assert_eq!(
+            recorded(&txn, end - 1, "c1", &D),
+            Some(Outcome::LeaseReleased)
+        );
         assert_eq!(recorded(&txn, end, "c1", &D), None);
         assert_eq!(deadline::next(&txn), Some(end));
         assert_eq!(prune(&mut txn, end - 1, "c1"), 0);

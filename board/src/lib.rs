@@ -71,8 +71,8 @@ mod validate;
 pub mod vote;
 pub mod work;
 
-pub use idempotency::reused_reason as key_reused_reason;
 pub use chain::HandoffRefusal;
+pub use idempotency::reused_reason as key_reused_reason;
 pub use query::{
     BoardStatsView, MailboxMessage, MessageKind, Query, QueryResult, RangeView, TeamView,
 };

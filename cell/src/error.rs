@@ -52,9 +52,9 @@ impl CellError {
             Outcome::Invalid { reason } => Err(CellError::InvalidArgument(reason)),
             Outcome::Forbidden { refusal } => Err(CellError::PermissionDenied(refusal.to_string())),
             Outcome::WrongRange { epoch } => Err(CellError::WrongRange { epoch }),
-            Outcome::KeyReused { key } => {
-                Err(CellError::InvalidArgument(whip_board::key_reused_reason(&key)))
-            }
+            Outcome::KeyReused { key } => Err(CellError::InvalidArgument(
+                whip_board::key_reused_reason(&key),
+            )),
             outcome => Ok(outcome),
         }
     }

@@ -175,7 +175,10 @@ fn instances_keep_the_seed_line_shape_with_rfc3339_times_and_the_same_json() {
     for line in lines {
         let words: Vec<&str> = line.split(' ').collect();
         assert_eq!(words.len(), 5, "{line}");
-        assert!(words[0].starts_with("ins_") && words[1] == "completed", "{line}");
+        assert!(
+            words[0].starts_with("ins_") && words[1] == "completed",
+            "{line}"
+        );
         assert!(words[2].starts_with("workflow_version="), "{line}");
         assert!(words[3]["epoch=".len()..].parse::<u64>().is_ok(), "{line}");
         rfc3339(words[4].strip_prefix("updated=").expect("updated="));

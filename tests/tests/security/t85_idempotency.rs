@@ -28,9 +28,15 @@ async fn a_key_answers_only_the_request_it_recorded() {
     let (alice, _) = registered(&dev, &operator, "alice", false).await;
     let (bob, _) = registered(&dev, &operator, "bob", false).await;
 
-    let first = alice.kv_put(put("doc/plan", "v1", "shared-1")).await.unwrap();
+    let first = alice
+        .kv_put(put("doc/plan", "v1", "shared-1"))
+        .await
+        .unwrap();
     // Alice's retry is answered from the record: the same version, applied once.
-    let retry = alice.kv_put(put("doc/plan", "v1", "shared-1")).await.unwrap();
+    let retry = alice
+        .kv_put(put("doc/plan", "v1", "shared-1"))
+        .await
+        .unwrap();
     assert_eq!((retry.version, retry.fence), (first.version, first.fence));
 
     // Bob sends the very same command under alice's key: he is another caller.
