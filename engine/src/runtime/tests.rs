@@ -163,19 +163,20 @@ async fn a_reclaimed_run_does_not_append_twice() {
     e.step(&id).await.unwrap();
     let loaded = e.load(&id).await.unwrap();
     let effect = loaded.state.effects.values().next().unwrap().clone();
-    // A worker applied the append, then died before recording the run's terminal.
+    // A worker applied the append (the very request the engine builds for the effect),
+    // then died before recording the run's terminal.
+    let state::Args::Append(args) = &effect.args else {
+        panic!("not an append: {:?}", effect.args);
+    };
     let request = whip_fabric::AppendRequest {
         ledger: whip_fabric::ResourceId {
             owner: "local/Decisions".into(),
             name: "decisions".into(),
             key: "deploys".into(),
         },
-        entry: match &effect.args {
-            state::Args::Append(a) => a.entry.to_string().into_bytes(),
-            other => panic!("not an append: {other:?}"),
-        },
+        entry: args.entry.to_string().into_bytes(),
         appended_by: id.clone(),
-        retain_ms: 1000,
+        retain_ms: args.retain_ms,
     };
     let key = format!("{id}/{}/a{}", effect.id, effect.attempt);
     fabric.ledger_append(request, key).await.unwrap();
