@@ -3,11 +3,12 @@
 //! A record whose window has passed counts as absent even before the `Tick` that prunes
 //! it, so whether a retry is answered from the record depends only on the stamps.
 //!
-//! A record carries the digest of the request it answered (its caller and its command), so
-//! the key answers only that request's retries: another command or another caller under the
-//! same key gets [`Outcome::KeyReused`], never the recorded outcome (which could carry
-//! another caller's fences). Records written before digests existed (encoding version 1)
-//! have none and answer any retry, as they did; they leave within one window.
+//! A record carries the digest of the request it answered (its caller and its command's
+//! variant), so the key answers only that caller's retries of that command: another
+//! command or another caller under the same key gets [`Outcome::KeyReused`], never the
+//! recorded outcome (which could carry another caller's fences). Records written before
+//! digests existed (encoding version 1) have none and answer any retry, as they did; they
+//! leave within one window.
 
 use serde::{Deserialize, Serialize};
 
@@ -40,33 +41,30 @@ struct Record {
     digest: Option<[u8; 32]>,
 }
 
-/// What identifies a request under its key: blake3 over its caller and its command. The
-/// external validator's verdict of a mail send is left out: the server attaches it per
-/// attempt, so a retry may carry another.
+/// What identifies a request under its key: blake3 over its proven caller and its
+/// command's variant. Not the command's fields: servers fill some per attempt (the mail
+/// screen verdict, a router's quota-retry flag), so a retry may carry other values, and a
+/// keyed retry has always been answered from the record whatever its arguments. The
+/// variant keeps an answer of one command's type from reaching another's (a `MailGrant`
+/// answered `KvWritten`); the caller keeps one caller from reading another's outcome.
 pub(crate) fn digest(request: &Request) -> [u8; 32] {
     let mut hasher = blake3::Hasher::new();
     let caller = postcard::to_stdvec(&request.caller).expect("postcard encodes a caller");
     hasher.update(&(caller.len() as u64).to_be_bytes());
     hasher.update(&caller);
-    let command = match &request.command {
-        Command::MailSend {
-            external: Some(_),
-            to,
-            kind,
-            body,
-        } => {
-            let plain = Command::MailSend {
-                to: to.clone(),
-                kind: *kind,
-                body: body.clone(),
-                external: None,
-            };
-            postcard::to_stdvec(&plain)
-        }
-        command => postcard::to_stdvec(command),
-    };
-    hasher.update(&command.expect("postcard encodes a command"));
+    hasher.update(&variant(&request.command));
     *hasher.finalize().as_bytes()
+}
+
+/// The command's variant as postcard writes it: the leading varint of its encoding (the
+/// variant's position, which stored logs already fix).
+fn variant(command: &Command) -> Vec<u8> {
+    let bytes = postcard::to_stdvec(command).expect("postcard encodes a command");
+    let end = bytes
+        .iter()
+        .position(|b| b & 0x80 == 0)
+        .map_or(bytes.len(), |i| i + 1);
+    bytes[..end].to_vec()
 }
 
 /// How a [`Outcome::KeyReused`] is told to a client (one wording for every shell).
@@ -235,10 +233,10 @@ mod tests {
         assert_eq!(recorded(&txn, 499, "c1", &D), Some(Outcome::LeaseReleased));
     }
 
-    /// The digest tells callers and commands apart, and ignores the mail screen verdict the
-    /// server attaches per attempt.
+    /// The digest tells callers and command variants apart, not the arguments a server may
+    /// fill differently per attempt.
     #[test]
-    fn the_digest_covers_caller_and_command() {
+    fn the_digest_covers_caller_and_command_variant() {
         let put = |caller: Caller, value: &[u8]| Request {
             idempotency_key: Some("c1".into()),
             command: Command::KvPut {
@@ -250,8 +248,15 @@ mod tests {
             caller,
         };
         let alice = digest(&put(Caller::Agent("alice".into()), b"v"));
-        assert_eq!(alice, digest(&put(Caller::Agent("alice".into()), b"v")));
+        assert_eq!(alice, digest(&put(Caller::Agent("alice".into()), b"w")));
         assert_ne!(alice, digest(&put(Caller::Agent("bob".into()), b"v")));
-        assert_ne!(alice, digest(&put(Caller::Agent("alice".into()), b"w")));
+        let delete = Request {
+            command: Command::KvDelete {
+                key: b"k".to_vec(),
+                expect_version: None,
+            },
+            ..put(Caller::Agent("alice".into()), b"v")
+        };
+        assert_ne!(alice, digest(&delete));
     }
 }

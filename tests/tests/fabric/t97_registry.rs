@@ -52,10 +52,31 @@ async fn live(client: &CellClient, parent: Option<&str>) -> Vec<pb::WorkEntry> {
 }
 
 /// Register `n` roots concurrently through every node; the admitted ids and every answer.
-async fn register_many(clients: &[CellClient], n: usize) -> (Vec<String>, Vec<pb::WorkResponse>) {
+/// Each registration has its own idempotency key, and one that got no answer in time is
+/// sent again under it (as any client does), so an unknown outcome becomes an answer.
+async fn register_many(
+    clients: &[CellClient],
+    round: &str,
+    n: usize,
+) -> (Vec<String>, Vec<pb::WorkResponse>) {
     let calls = (0..n).map(|i| {
         let client = &clients[i % clients.len()];
-        async move { client.work_register(register("run", None)).await }
+        let request = pb::WorkRegisterRequest {
+            idempotency_key: format!("t97-{round}-{i}"),
+            ..register("run", None)
+        };
+        async move {
+            let mut answer = client.work_register(request.clone()).await;
+            for _ in 0..3 {
+                match answer {
+                    Err(CellError::Unavailable(_)) => {
+                        answer = client.work_register(request.clone()).await;
+                    }
+                    _ => break,
+                }
+            }
+            answer
+        }
     });
     let answers: Vec<pb::WorkResponse> = futures::future::join_all(calls)
         .await
@@ -93,7 +114,7 @@ async fn the_ceiling_holds_under_concurrent_registrations_and_with_a_node_down()
     for node in 1..=3 {
         clients.push(agent(&fabric, node, &format!("runner-{node}")).await);
     }
-    let (admitted, answers) = register_many(&clients, REGISTRATIONS).await;
+    let (admitted, answers) = register_many(&clients, "first", REGISTRATIONS).await;
     check_refusals(&answers);
     let unique: BTreeSet<_> = admitted.iter().collect();
     assert_eq!(unique.len(), admitted.len(), "an id was admitted twice");
@@ -130,7 +151,7 @@ async fn the_ceiling_holds_under_concurrent_registrations_and_with_a_node_down()
         let revoked = clients[0].work_revoke(revoke).await.expect("revoke");
         assert!(revoked.revoked_agents.is_empty(), "{revoked:?}");
     }
-    let (again, answers) = register_many(&clients[..2], 100).await;
+    let (again, answers) = register_many(&clients[..2], "second", 100).await;
     check_refusals(&answers);
     assert!(
         !again.is_empty(),
