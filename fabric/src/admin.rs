@@ -21,6 +21,7 @@ use whip_proto::v1::node_server;
 use crate::limits;
 use crate::map::{FabricMap, MAP_KEY, META_CELL, RangeEntry};
 use crate::node::{Node, unexpected};
+use crate::range_change::{RangeChange, RangeChangeKind, RangePhase, Reporting};
 
 fn invalid(message: impl Into<String>) -> CellError {
     CellError::InvalidArgument(message.into())
@@ -502,12 +503,19 @@ async fn move_locked(
     let epoch = next.next_epoch();
     let step = |name: &str| format!("fabric-move/{start:x}/{epoch}/{name}");
     let (source, last) = (range.cell, range.last);
+    let kind = RangeChangeKind::Move { to_cell };
+    let report = node
+        .inner
+        .range_change
+        .begin(start, kind, RangePhase::Freezing);
     let freeze = Command::RangeFreeze { start, last, epoch };
     let fence_high = match on_cell(node, &map, source, step("freeze"), freeze).await? {
         Outcome::RangeFrozen { fence_high, .. } => fence_high,
         other => return Err(CellError::Fatal(format!("freeze answered {other:?}"))),
     };
-    let rows = copy_rows(node, &map, range, to_cell, &step("import")).await?;
+    report.phase(RangePhase::Copying);
+    let rows = copy_rows(node, &map, range, to_cell, &step("import"), &report).await?;
+    report.phase(RangePhase::Assigning);
     let assign = Command::RangeAssign {
         start,
         last,
@@ -526,21 +534,37 @@ async fn move_locked(
     for r in next.ranges.iter_mut().filter(|r| r.start == start) {
         *r = moved;
     }
+    report.phase(RangePhase::Publishing);
     publish(node, &next, version).await?;
-    let mut page = 0u32;
-    loop {
-        let drop = Command::RangeDrop { start, last };
-        match on_cell(node, &next, source, step(&format!("drop/{page}")), drop).await? {
-            Outcome::RangeDropped { done: true, .. } => break,
-            Outcome::RangeDropped { .. } => page += 1,
-            other => return Err(CellError::Fatal(format!("drop answered {other:?}"))),
-        }
-    }
+    report.phase(RangePhase::Dropping);
+    drop_copy(node, &next, range, &step("drop"), &report).await?;
     tracing::info!(start, source, to_cell, epoch, rows, "range moved");
     Ok(pb::RangeMoveResponse {
         ranges: vec![range_info(&moved)],
         rows,
     })
+}
+
+/// Delete the moved range's rows from its old cell, page by page (`map` already sends the
+/// range elsewhere).
+async fn drop_copy(
+    node: &Node,
+    map: &FabricMap,
+    range: RangeEntry,
+    key_prefix: &str,
+    report: &Reporting<'_>,
+) -> Result<(), CellError> {
+    let (start, last) = (range.start, range.last);
+    for page in 0u64.. {
+        let drop = Command::RangeDrop { start, last };
+        let key = format!("{key_prefix}/{page}");
+        match on_cell(node, map, range.cell, key, drop).await? {
+            Outcome::RangeDropped { done: true, .. } => break,
+            Outcome::RangeDropped { .. } => report.page(0),
+            other => return Err(CellError::Fatal(format!("drop answered {other:?}"))),
+        }
+    }
+    Ok(())
 }
 
 /// Copy the frozen range's rows from its cell to `to_cell`, page by page.
@@ -550,6 +574,7 @@ async fn copy_rows(
     range: RangeEntry,
     to_cell: u64,
     key_prefix: &str,
+    report: &Reporting<'_>,
 ) -> Result<u64, CellError> {
     let mut after = Vec::new();
     let mut copied = 0u64;
@@ -569,13 +594,15 @@ async fn copy_rows(
             return Err(unexpected(&answer));
         };
         if !rows.is_empty() {
-            copied += rows.len() as u64;
+            let rows_in_page = rows.len() as u64;
+            copied += rows_in_page;
             let import = Command::RangeImport { rows };
             let key = format!("{key_prefix}/{page}");
             match on_cell(node, map, to_cell, key, import).await? {
                 Outcome::RangeImported { .. } => {}
                 other => return Err(CellError::Fatal(format!("import answered {other:?}"))),
             }
+            report.page(rows_in_page);
         }
         match next {
             Some(key) => after = key,
@@ -583,6 +610,19 @@ async fn copy_rows(
         }
     }
     Ok(copied)
+}
+
+/// The range change `node` runs now, if any.
+pub fn range_progress(node: &Node) -> pb::RangeProgressResponse {
+    pb::RangeProgressResponse {
+        changes: node
+            .inner
+            .range_change
+            .current()
+            .iter()
+            .map(RangeChange::to_pb)
+            .collect(),
+    }
 }
 
 /// Cut the range starting at `start` in two at `at`; both halves stay on their cell.
@@ -614,6 +654,11 @@ async fn split_locked(
     }
     let mut next = (*map).clone();
     let epoch = next.next_epoch();
+    let kind = RangeChangeKind::Split { at };
+    let report = node
+        .inner
+        .range_change
+        .begin(start, kind, RangePhase::Splitting);
     let split = Command::RangeSplit {
         start,
         last: range.last,
@@ -641,6 +686,7 @@ async fn split_locked(
         .position(|r| r.start == start)
         .expect("range is listed");
     next.ranges.splice(index..=index, [lower, upper]);
+    report.phase(RangePhase::Publishing);
     publish(node, &next, version).await?;
     Ok(pb::RangeMoveResponse {
         ranges: vec![range_info(&lower), range_info(&upper)],
@@ -716,6 +762,13 @@ impl node_server::Node for NodeApi {
         Ok(Response::new(
             move_range(&self.node, req.start, req.to_cell).await?,
         ))
+    }
+
+    async fn range_progress(
+        &self,
+        _req: GrpcRequest<pb::RangeProgressRequest>,
+    ) -> Result<Response<pb::RangeProgressResponse>, Status> {
+        Ok(Response::new(range_progress(&self.node)))
     }
 
     async fn deliver(

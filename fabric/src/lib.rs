@@ -55,6 +55,7 @@ mod mover;
 pub mod node;
 mod observe;
 mod quota;
+pub mod range_change;
 mod router;
 
 use std::future::Future;

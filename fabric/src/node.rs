@@ -88,6 +88,8 @@ pub(crate) struct Inner {
     pub(crate) quota_rounds: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
     /// The calls this node's gRPC server answered.
     rpc: whip_cell::metrics::RpcStats,
+    /// The range change this node runs now (`Node/RangeProgress`).
+    pub(crate) range_change: crate::range_change::Tracker,
 }
 
 impl Inner {
@@ -122,6 +124,7 @@ impl Node {
                 hints: Mutex::new(HashMap::new()),
                 quota_rounds: Mutex::new(HashMap::new()),
                 rpc: whip_cell::metrics::RpcStats::default(),
+                range_change: Default::default(),
             }),
         };
         let mut found = Vec::new();

@@ -10,6 +10,10 @@
 //! `internal` (convert.rs: an answer the wire cannot carry is a bug). The peer and node APIs'
 //! messages (`Admin`, `Raft` blobs with their postcard payloads, `Node`) are decoded and
 //! re-encoded (prost round trip); forwarded requests and reads apply to the same store.
+//! `Admin/InstallCredential` goes through the real Admin service on a node whose TLS
+//! settings hold a fixed CA (`fixtures/ca-a.json`, a second CA in `ca-b.json` for a
+//! rotation): a credential that does not parse, chain or share a CA is refused, never
+//! `internal`.
 //!
 //! `WHIP_FUZZ_SEEDS=DIR` writes the seed corpus into DIR and exits.
 #![no_main]
@@ -22,8 +26,8 @@ use prost::Message;
 use tonic::codegen::Service;
 use whip_board::{MemTxn, Outcome, Query, QueryResult, Request, Stamp};
 use whip_cell::CellError;
-use whip_cell::service::{Dispatch, client_api};
-use whip_cell::tls::Principal;
+use whip_cell::service::{Cells, Dispatch, admin_api, client_api};
+use whip_cell::tls::{Authority, Credentials, Principal, Tls, Transport};
 use whip_proto::v1 as pb;
 
 /// The unary methods of `whip.v1.Cell` (the streaming `Observe` and `SignalSubscribe` wait
@@ -101,6 +105,54 @@ const PEER_MESSAGES: &[&str] = &[
     "Node/ChannelReset",
 ];
 
+/// Methods added after the first corpus was made. Their selectors follow the peer
+/// messages', so a selector byte below the first tables' total keeps its meaning.
+const ADDED_CELL_METHODS: &[&str] = &[
+    "Routes",
+    "TeamRole",
+    "VoteOpen",
+    "VoteCast",
+    "VoteClose",
+    "VoteShow",
+    "VoteBallots",
+    "VoteList",
+];
+const ADDED_PEER_MESSAGES: &[&str] = &["Admin/InstallCredential", "Node/RangeProgress"];
+
+/// Every selector's table in order: (names, whether they are client API methods).
+const TABLES: [(&[&str], bool); 4] = [
+    (CELL_METHODS, true),
+    (PEER_MESSAGES, false),
+    (ADDED_CELL_METHODS, true),
+    (ADDED_PEER_MESSAGES, false),
+];
+
+/// What a call's selector byte names.
+enum Call {
+    /// A client API method (`whip.v1.Cell/NAME`).
+    Cell(&'static str),
+    /// A peer or node API message (`Service/Method`).
+    Peer(&'static str),
+}
+
+fn call_of(selector: u8) -> Call {
+    let total: usize = TABLES.iter().map(|(t, _)| t.len()).sum();
+    let mut at = usize::from(selector) % total;
+    for (table, cell) in TABLES {
+        if at < table.len() {
+            return if cell { Call::Cell(table[at]) } else { Call::Peer(table[at]) };
+        }
+        at -= table.len();
+    }
+    unreachable!("the selector is below the tables' total")
+}
+
+fn selector_of(name: &str) -> u8 {
+    let all = TABLES.iter().flat_map(|(t, _)| t.iter());
+    let at = all.clone().position(|n| *n == name).expect("a known method");
+    u8::try_from(at).expect("fewer than 256 methods")
+}
+
 /// Most calls one input makes.
 const CALLS_MAX: usize = 24;
 const START_MS: u64 = 1_784_000_000_000;
@@ -169,13 +221,13 @@ fn frame(message: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
-/// Call `method` of the client API with `message` for `caller` (0 operator, 1 local,
-/// 2 node, 3 anonymous, 4.. an agent by its token); the answer's gRPC status code.
-async fn call(board: &Arc<Board>, method: &str, caller: u8, message: &[u8]) -> Option<String> {
+/// A gRPC request for `path` carrying `message`, as `caller` (0 operator, 1 local, 2 node,
+/// 3 anonymous, 4.. an agent by its token).
+fn grpc_request(path: &str, caller: u8, message: &[u8]) -> http::Request<Body> {
     let body = http_body_util::Full::new(frame(message));
     let mut request = http::Request::builder()
         .method("POST")
-        .uri(format!("/whip.v1.Cell/{method}"))
+        .uri(path)
         .header("content-type", "application/grpc")
         .header("te", "trailers");
     let principal = match caller % 6 {
@@ -193,8 +245,13 @@ async fn call(board: &Arc<Board>, method: &str, caller: u8, message: &[u8]) -> O
     }
     let mut request = request.body(body).expect("a well-formed request");
     request.extensions_mut().insert(principal);
-    let mut api = client_api(board.clone());
-    let response = api.call(request).await.expect("tonic answers every call");
+    request
+}
+
+type Body = http_body_util::Full<Bytes>;
+
+/// The answer's gRPC status code (None: OK); an `internal` answer is a bug.
+fn status_of<B>(path: &str, response: &http::Response<B>) -> Option<String> {
     let status = response
         .headers()
         .get("grpc-status")?
@@ -203,9 +260,70 @@ async fn call(board: &Arc<Board>, method: &str, caller: u8, message: &[u8]) -> O
         .to_string();
     if status == "13" {
         let message = response.headers().get("grpc-message");
-        panic!("{method} answered internal: {message:?}");
+        panic!("{path} answered internal: {message:?}");
     }
     Some(status)
+}
+
+/// Call `method` of the client API with `message` for `caller`; the answer's status code.
+async fn call(board: &Arc<Board>, method: &str, caller: u8, message: &[u8]) -> Option<String> {
+    let path = format!("/whip.v1.Cell/{method}");
+    let request = grpc_request(&path, caller, message);
+    let mut api = client_api(board.clone());
+    let response = api.call(request).await.expect("tonic answers every call");
+    status_of(&path, &response)
+}
+
+/// A node serving with the fixed CA A's trust bundle and a node certificate of it.
+struct Server {
+    transport: Transport,
+}
+
+impl Cells for Server {
+    fn cell(&self, _id: u64) -> Option<whip_cell::Cell> {
+        None
+    }
+
+    fn rpc_stats(&self) -> whip_cell::metrics::RpcStats {
+        whip_cell::metrics::RpcStats::default()
+    }
+
+    fn transport(&self) -> Transport {
+        self.transport.clone()
+    }
+}
+
+/// The fixed CAs: `a` is trusted now, `b` is the one a rotation moves to.
+fn authority(name: &str) -> &'static Authority {
+    static A: OnceLock<Authority> = OnceLock::new();
+    static B: OnceLock<Authority> = OnceLock::new();
+    let cell = if name == "a" { &A } else { &B };
+    cell.get_or_init(|| {
+        let path = format!("{}/fixtures/ca-{name}.json", env!("CARGO_MANIFEST_DIR"));
+        Authority::load_file(std::path::Path::new(&path))
+            .expect("the fixture CA loads")
+            .expect("the fixture CA exists")
+    })
+}
+
+fn node_credentials() -> &'static Credentials {
+    static NODE: OnceLock<Credentials> = OnceLock::new();
+    NODE.get_or_init(|| authority("a").credentials(Principal::Node).expect("a node credential"))
+}
+
+/// `Admin/InstallCredential` with `message` on a fresh node of CA A (no kept file).
+async fn install_credential(message: &[u8]) {
+    let tls = Tls::new(node_credentials().clone(), None).expect("the fixture credential serves");
+    let server = Server {
+        transport: Transport::Tls(Arc::new(tls)),
+    };
+    let path = "/whip.v1.Admin/InstallCredential";
+    let mut api = admin_api(Arc::new(server));
+    let response = api
+        .call(grpc_request(path, 0, message))
+        .await
+        .expect("tonic answers every call");
+    status_of(path, &response);
 }
 
 fn round_trip<M: Message + Default + PartialEq + std::fmt::Debug>(bytes: &[u8]) -> Option<M> {
@@ -251,7 +369,9 @@ fn peer(board: &Board, name: &str, bytes: &[u8]) {
                 let _ = whip_fabric::Envelope::from_bytes(envelope);
             }
         }
-        _ => drop(round_trip::<pb::ChannelResetRequest>(bytes)),
+        "Node/ChannelReset" => drop(round_trip::<pb::ChannelResetRequest>(bytes)),
+        "Node/RangeProgress" => drop(round_trip::<pb::RangeProgressRequest>(bytes)),
+        other => unreachable!("{other} is not a decoded-only message"),
     }
 }
 
@@ -283,14 +403,10 @@ fn run(data: &[u8]) {
     runtime().block_on(async {
         register_agents(&board).await;
         for (selector, caller, message) in calls(data) {
-            let selector = usize::from(selector) % (CELL_METHODS.len() + PEER_MESSAGES.len());
-            match CELL_METHODS.get(selector) {
-                Some(method) => drop(call(&board, method, caller, message).await),
-                None => peer(
-                    &board,
-                    PEER_MESSAGES[selector - CELL_METHODS.len()],
-                    message,
-                ),
+            match call_of(selector) {
+                Call::Cell(method) => drop(call(&board, method, caller, message).await),
+                Call::Peer("Admin/InstallCredential") => install_credential(message).await,
+                Call::Peer(name) => peer(&board, name, message),
             }
         }
     });
@@ -302,12 +418,8 @@ fuzz_target!(
 );
 
 fn encode_call(out: &mut Vec<u8>, method: &str, caller: u8, message: &impl Message) {
-    let selector = CELL_METHODS
-        .iter()
-        .position(|m| *m == method)
-        .expect("a client method");
     let bytes = message.encode_to_vec();
-    out.push(selector as u8);
+    out.push(selector_of(method));
     out.push(caller);
     out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
     out.extend_from_slice(&bytes);
@@ -321,15 +433,21 @@ fn resource(owner: &str, name: &str) -> Option<pb::ResourceId> {
     })
 }
 
-/// A team's life as alice (caller 4): create, post, claim, then mail bob.
-fn team_seed() -> Vec<u8> {
+/// Alice (caller 4) creates the team `crew`: the first call of the team seeds.
+fn crew_created() -> Vec<u8> {
     let mut out = Vec::new();
-    let team = "crew".to_string();
     let create = pb::TeamCreateRequest {
-        team: team.clone(),
+        team: "crew".into(),
         ..Default::default()
     };
     encode_call(&mut out, "TeamCreate", 4, &create);
+    out
+}
+
+/// A team's life as alice: create, post, claim, then mail bob.
+fn team_seed() -> Vec<u8> {
+    let mut out = crew_created();
+    let team = "crew".to_string();
     let post = pb::BoardPostRequest {
         team: team.clone(),
         body: b"{}".to_vec(),
@@ -386,12 +504,77 @@ fn primitives_seed() -> Vec<u8> {
     out
 }
 
+/// A team's vote as alice, its supervisor: a role, a proposal, a ballot, a close.
+fn vote_seed() -> Vec<u8> {
+    let mut out = crew_created();
+    let team = "crew".to_string();
+    let role = pb::TeamRoleRequest {
+        team: team.clone(),
+        member: "alice".into(),
+        role: "coordinator".into(),
+        ..Default::default()
+    };
+    encode_call(&mut out, "TeamRole", 4, &role);
+    let open = pb::VoteOpenRequest {
+        team,
+        title: "ship".into(),
+        options: vec!["yes".into(), "no".into()],
+        ..Default::default()
+    };
+    encode_call(&mut out, "VoteOpen", 4, &open);
+    // Proposals are named `team#fence`; here the fence of the open (the fifth apply).
+    let proposal = "crew#5".to_string();
+    let cast = pb::VoteCastRequest {
+        proposal: proposal.clone(),
+        choice: vec!["yes".into()],
+        ..Default::default()
+    };
+    encode_call(&mut out, "VoteCast", 4, &cast);
+    let close = pb::VoteCloseRequest {
+        proposal,
+        ..Default::default()
+    };
+    encode_call(&mut out, "VoteClose", 4, &close);
+    encode_call(&mut out, "Routes", 4, &pb::RoutesRequest::default());
+    out
+}
+
+/// Installs on a node of CA A: the same bundle (keep the certificate), the bundle of both
+/// CAs with a node certificate of B (a rotation's first steps), and B alone (refused).
+fn install_seeds() -> Vec<(&'static str, pb::InstallCredentialRequest)> {
+    let (a, b) = (authority("a"), authority("b"));
+    let both = whip_cell::tls::bundle(&[a.cert_pem(), b.cert_pem()]).expect("a bundle");
+    let of_b = b.issue(Principal::Node).expect("a node certificate of B");
+    let install = |ca: &str, identity: Option<&whip_cell::tls::Pem>| {
+        pb::InstallCredentialRequest {
+            ca: ca.to_string(),
+            cert: identity.map(|p| p.cert.clone()).unwrap_or_default(),
+            key: identity.map(|p| p.key.clone()).unwrap_or_default(),
+        }
+    };
+    vec![
+        ("install-keep", install(a.cert_pem(), None)),
+        ("install-rotate", install(&both, Some(&of_b))),
+        ("install-other-ca", install(b.cert_pem(), Some(&of_b))),
+    ]
+}
+
 fn write_seeds(dir: &std::path::Path) {
     std::fs::write(dir.join("team"), team_seed()).expect("seed file");
     std::fs::write(dir.join("primitives"), primitives_seed()).expect("seed file");
+    std::fs::write(dir.join("vote"), vote_seed()).expect("seed file");
+    for (name, request) in install_seeds() {
+        let bytes = request.encode_to_vec();
+        let mut call = vec![selector_of("Admin/InstallCredential"), 0];
+        call.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+        call.extend_from_slice(&bytes);
+        std::fs::write(dir.join(name), call).expect("seed file");
+    }
     // One empty message per method and caller kind: every handler from the start.
-    for (selector, method) in CELL_METHODS.iter().enumerate() {
-        let calls: Vec<u8> = (0..6u8).flat_map(|c| [selector as u8, c, 0, 0]).collect();
+    let methods = CELL_METHODS.iter().chain(ADDED_CELL_METHODS);
+    for method in methods {
+        let selector = selector_of(method);
+        let calls: Vec<u8> = (0..6u8).flat_map(|c| [selector, c, 0, 0]).collect();
         std::fs::write(dir.join(format!("empty-{method}")), calls).expect("seed file");
     }
 }

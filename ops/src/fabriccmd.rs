@@ -16,7 +16,7 @@ use crate::Global;
 use crate::config::{Serve, ServeCommon};
 use crate::connect::cell_addrs;
 use crate::output::{self, Table};
-use crate::progress::awaiting;
+use crate::progress::{awaiting, awaiting_with};
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum NodeCommand {
@@ -243,11 +243,14 @@ pub(crate) async fn fabric(global: &Global, cmd: FabricCommand) -> Result<ExitCo
                 start: point(&start)?,
                 to_cell: to,
             };
-            let label = format!("fabric move {start} to cell {to}: copying rows");
-            let r = awaiting(&label, client.range_move(request))
-                .await
-                .map_err(refused)?
-                .into_inner();
+            let label = format!("fabric move {start} to cell {to}");
+            let watcher = client.clone();
+            let r = awaiting_with(&label, client.range_move(request), || {
+                range_progress(watcher.clone())
+            })
+            .await
+            .map_err(refused)?
+            .into_inner();
             print_ranges(global, &r, &format!("moved {} rows", r.rows));
         }
         FabricCommand::Split { start, at } => {
@@ -256,10 +259,13 @@ pub(crate) async fn fabric(global: &Global, cmd: FabricCommand) -> Result<ExitCo
                 at: point(&at)?,
             };
             let label = format!("fabric split {start} at {at}");
-            let r = awaiting(&label, client.range_split(request))
-                .await
-                .map_err(refused)?
-                .into_inner();
+            let watcher = client.clone();
+            let r = awaiting_with(&label, client.range_split(request), || {
+                range_progress(watcher.clone())
+            })
+            .await
+            .map_err(refused)?
+            .into_inner();
             print_ranges(global, &r, "split");
         }
         FabricCommand::Channel(ChannelCommand::Reset { from, to }) => {
@@ -268,6 +274,25 @@ pub(crate) async fn fabric(global: &Global, cmd: FabricCommand) -> Result<ExitCo
         FabricCommand::RotateCerts(_) => unreachable!("handled above"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How far the node's range change is, in words: `copying, 4096 rows (2 pages)`.
+async fn range_progress(mut client: NodeClient<tonic::transport::Channel>) -> Option<String> {
+    let answer = client
+        .range_progress(pb::RangeProgressRequest {})
+        .await
+        .ok()?;
+    let change = answer.into_inner().changes.into_iter().next()?;
+    use whip_fabric::range_change::RangePhase;
+    Some(match RangePhase::from_code(&change.phase) {
+        Some(RangePhase::Copying) => {
+            format!("copying, {} rows ({} pages)", change.rows, change.pages)
+        }
+        Some(RangePhase::Dropping) => {
+            format!("dropping the old copy ({} rows moved)", change.rows)
+        }
+        _ => change.phase,
+    })
 }
 
 /// `whip fabric channel reset FROM TO`.

@@ -4,6 +4,9 @@
 pub(crate) const LEASE_WAIT_POLL_MS: u64 = 200;
 /// How often long work prints a plain progress line when stderr is not a terminal.
 pub(crate) const PROGRESS_LINE_MS: u64 = 5_000;
+/// How often long work whose size only a server knows asks it how far it is (a range
+/// move's rows copied).
+pub(crate) const PROGRESS_POLL_MS: u64 = 500;
 /// How often a spinner (work of unknown size, on a terminal) redraws.
 pub(crate) const SPINNER_TICK_MS: u64 = 120;
 /// Rounds `whip team dissolve` runs at most before it says the team is still dissolving.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::limits::{PROGRESS_LINE_MS, SPINNER_TICK_MS};
+use crate::limits::{PROGRESS_LINE_MS, PROGRESS_POLL_MS, SPINNER_TICK_MS};
 
 /// One piece of long work: `label`, `pos` of `total` `unit`s.
 pub(crate) struct Progress {
@@ -66,16 +66,27 @@ impl Drop for Progress {
     }
 }
 
-/// Await `work`, one call that may take a while (a fabric init of many cells, a range
-/// move copying its rows), showing that it is under way: a spinner with the elapsed time on
-/// a terminal, a plain `label: 5s elapsed` line every few seconds otherwise.
+/// Await `work`, one call that may take a while (a fabric init of many cells), showing
+/// that it is under way: a spinner with the elapsed time on a terminal, a plain
+/// `label: 5s elapsed` line every few seconds otherwise.
 pub(crate) async fn awaiting<F: Future>(label: &str, work: F) -> F::Output {
+    awaiting_with(label, work, || std::future::ready(None)).await
+}
+
+/// [`awaiting`], also asking `detail` every [`PROGRESS_POLL_MS`] how far the work is (a
+/// range move's phase and rows copied, which only the node knows) and showing its latest
+/// answer beside the elapsed time. A `detail` that fails answers None and shows nothing.
+pub(crate) async fn awaiting_with<F, D, Fut>(label: &str, work: F, mut detail: D) -> F::Output
+where
+    F: Future,
+    D: FnMut() -> Fut,
+    Fut: Future<Output = Option<String>>,
+{
     let started = Instant::now();
     let spinner = std::io::stderr().is_terminal().then(|| {
         let spinner = ProgressBar::new_spinner();
-        if let Ok(style) =
-            ProgressStyle::with_template(&format!("{{spinner}} {label} ({{elapsed}})"))
-        {
+        let template = format!("{{spinner}} {label} ({{elapsed}}) {{msg}}");
+        if let Ok(style) = ProgressStyle::with_template(&template) {
             spinner.set_style(style);
         }
         spinner.enable_steady_tick(Duration::from_millis(SPINNER_TICK_MS));
@@ -83,12 +94,26 @@ pub(crate) async fn awaiting<F: Future>(label: &str, work: F) -> F::Output {
     });
     let mut lines = tokio::time::interval(Duration::from_millis(PROGRESS_LINE_MS));
     lines.tick().await;
+    let mut polls = tokio::time::interval(Duration::from_millis(PROGRESS_POLL_MS));
+    let mut latest: Option<String> = None;
     tokio::pin!(work);
     let output = loop {
         tokio::select! {
             output = &mut work => break output,
+            _ = polls.tick() => {
+                if let Some(now) = detail().await {
+                    if let Some(spinner) = &spinner {
+                        spinner.set_message(now.clone());
+                    }
+                    latest = Some(now);
+                }
+            }
             _ = lines.tick(), if spinner.is_none() => {
-                eprintln!("{label}: {}s elapsed", started.elapsed().as_secs());
+                let elapsed = started.elapsed().as_secs();
+                match &latest {
+                    Some(now) => eprintln!("{label}: {elapsed}s elapsed, {now}"),
+                    None => eprintln!("{label}: {elapsed}s elapsed"),
+                }
             }
         }
     };

@@ -22,7 +22,8 @@ mod work;
 
 use access::task_team;
 pub use access::{ENGINE_CALLER, signal_ledger};
-use raft::{AdminApi, RaftApi};
+pub use raft::AdminApi;
+use raft::RaftApi;
 use streams::{observe_loop, signal_loop};
 
 use crate::convert;
@@ -155,12 +156,7 @@ pub fn services(dispatch: Arc<dyn Dispatch>, cells: Arc<dyn Cells>) -> Services 
         .layer(crate::tls::GateLayer::new(cells.rpc_stats()))
         .add_service(reflection)
         .add_service(client_api(dispatch))
-        .add_service(
-            admin_server::AdminServer::new(AdminApi {
-                cells: cells.clone(),
-            })
-            .max_decoding_message_size(limits::CLIENT_MESSAGE_BYTES_MAX),
-        )
+        .add_service(admin_api(cells.clone()))
         .add_service(
             raft_server::RaftServer::new(RaftApi { cells })
                 .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
@@ -176,6 +172,14 @@ pub fn client_api(dispatch: Arc<dyn Dispatch>) -> cell_server::CellServer<CellAp
     cell_server::CellServer::new(CellApi::new(dispatch))
         .max_decoding_message_size(limits::CLIENT_MESSAGE_BYTES_MAX)
         .max_encoding_message_size(limits::MESSAGE_BYTES_MAX)
+}
+
+/// The peer and operator API (`whip.v1.Admin`) of a server hosting `cells`, as
+/// [`services`] mounts it, without the caller gate (as [`client_api`]). The fuzz target
+/// `grpc_request` drives its `InstallCredential` with raw request bytes.
+pub fn admin_api(cells: Arc<dyn Cells>) -> admin_server::AdminServer<AdminApi> {
+    admin_server::AdminServer::new(AdminApi { cells })
+        .max_decoding_message_size(limits::CLIENT_MESSAGE_BYTES_MAX)
 }
 
 /// Serve `router` on `listener` over `transport` (TCP, with TCP_NODELAY: TRAPS.md 9; at

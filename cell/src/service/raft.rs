@@ -13,7 +13,8 @@ use crate::limits;
 use crate::runtime::Cell;
 use crate::types::{TypeConfig, decode, encode};
 
-pub(super) struct AdminApi {
+/// The `whip.v1.Admin` service: membership of hosted cells and the node's credential.
+pub struct AdminApi {
     pub(super) cells: Arc<dyn Cells>,
 }
 

@@ -302,14 +302,8 @@ async fn bad_range_changes_are_refused_and_the_fabric_keeps_serving() {
     fabric.shutdown().await;
 }
 
-/// A move that outlasts the range-admin lease's time to live keeps the lease (renewed
-/// every third of it), so no second range change starts beside it (issue 13, item 8: the
-/// lease was never renewed, and a copy longer than 60 s let a second mover in).
-#[tokio::test]
-async fn a_slow_move_keeps_the_admin_lease_and_refuses_a_second_change() {
-    const TTL_MS: u64 = 300;
-    let fabric = Fabric::start_with(3, 2, |c| c.range_admin_lease_ttl_ms = TTL_MS).await;
-    let client = std::sync::Arc::new(fabric.client_of(1));
+/// 9,600 rows of 512 bytes, from 16 writers.
+async fn load_rows(client: Arc<whip_cell::CellClient>) {
     let mut loaders = Vec::new();
     for l in 0..16 {
         let client = client.clone();
@@ -329,6 +323,38 @@ async fn a_slow_move_keeps_the_admin_lease_and_refuses_a_second_change() {
     for loader in loaders {
         loader.await.expect("loader");
     }
+}
+
+/// The node reported the move `(start, to_cell)` while it ran: its range and target, and
+/// rows copied that only grow and never pass the `rows` the move copied in the end.
+fn check_reports(seen: &[pb::RangeChange], (start, to_cell): (u64, u64), rows: u64) {
+    assert!(!seen.is_empty(), "a slow move was never reported");
+    for change in seen {
+        assert_eq!(
+            (change.kind.as_str(), change.start, change.to_cell),
+            ("move", start, to_cell)
+        );
+        assert!(change.rows <= rows, "{change:?} past {rows} rows");
+    }
+    assert!(
+        seen.windows(2).all(|w| w[0].rows <= w[1].rows),
+        "rows only grow: {seen:?}"
+    );
+    assert!(
+        seen.iter().any(|c| c.rows > 0),
+        "no copied page reported in {} reads of a move of {rows} rows",
+        seen.len()
+    );
+}
+
+/// A move that outlasts the range-admin lease's time to live keeps the lease (renewed
+/// every third of it), so no second range change starts beside it (issue 13, item 8: the
+/// lease was never renewed, and a copy longer than 60 s let a second mover in).
+#[tokio::test]
+async fn a_slow_move_keeps_the_admin_lease_and_refuses_a_second_change() {
+    const TTL_MS: u64 = 300;
+    let fabric = Fabric::start_with(3, 2, |c| c.range_admin_lease_ttl_ms = TTL_MS).await;
+    load_rows(Arc::new(fabric.client_of(1))).await;
     let node = fabric.node(1).clone();
     let map = node.map().await.expect("map");
     let (first, second) = (map.ranges[0], map.ranges[1]);
@@ -338,7 +364,9 @@ async fn a_slow_move_keeps_the_admin_lease_and_refuses_a_second_change() {
         whip_fabric::admin::move_range(&mover, first.start, second.cell).await
     });
     let (mut refused_late, mut attempts) = (0, 0);
+    let mut seen: Vec<pb::RangeChange> = Vec::new();
     while !moving.is_finished() {
+        seen.extend(whip_fabric::admin::range_progress(&node).changes);
         let other = fabric.node(2);
         let mid = second.start + (second.last - second.start) / 2 + 1;
         let answer = whip_fabric::admin::split_range(other, second.start, mid).await;
@@ -355,7 +383,7 @@ async fn a_slow_move_keeps_the_admin_lease_and_refuses_a_second_change() {
             refused_late += 1;
         }
     }
-    moving
+    let moved = moving
         .await
         .expect("mover")
         .expect("the slow move completes");
@@ -364,5 +392,8 @@ async fn a_slow_move_keeps_the_admin_lease_and_refuses_a_second_change() {
         refused_late > 0,
         "the move took {took:?} ({attempts} attempts): too fast to outlast {TTL_MS} ms"
     );
+    check_reports(&seen, (first.start, second.cell), moved.rows);
+    let after = whip_fabric::admin::range_progress(&node);
+    assert!(after.changes.is_empty(), "{after:?} after the move ended");
     fabric.shutdown().await;
 }
