@@ -57,15 +57,22 @@ pub(crate) fn digest(request: &Request) -> [u8; 32] {
 }
 
 /// The command's variant as postcard writes it: the leading varint of its encoding (the
-/// variant's position, which stored logs already fix).
+/// variant's position, which stored logs already fix). Encoded into a buffer just big
+/// enough for the varint, so the encoding stops at the command's first field (a keyed
+/// write pays for five bytes, not for its value); an encoding that overflows the buffer has
+/// still written the varint whole.
 fn variant(command: &Command) -> Vec<u8> {
-    let bytes = postcard::to_stdvec(command).expect("postcard encodes a command");
-    let end = bytes
+    let mut buf = [0u8; VARINT_U32_BYTES_MAX];
+    let _complete_or_cut_short = postcard::to_slice(command, &mut buf);
+    let end = buf
         .iter()
         .position(|b| b & 0x80 == 0)
-        .map_or(bytes.len(), |i| i + 1);
-    bytes[..end].to_vec()
+        .map_or(buf.len(), |i| i + 1);
+    buf[..end].to_vec()
 }
+
+/// The longest varint postcard writes for a `u32` (an enum's variant index).
+const VARINT_U32_BYTES_MAX: usize = 5;
 
 /// How a [`Outcome::KeyReused`] is told to a client (one wording for every shell).
 pub fn reused_reason(key: &str) -> String {
@@ -258,5 +265,39 @@ mod tests {
             ..put(Caller::Agent("alice".into()), b"v")
         };
         assert_ne!(alice, digest(&delete));
+    }
+
+    /// The short encoding reads the same variant bytes as the whole command's encoding
+    /// (records already stored hold digests made from the whole encoding).
+    #[test]
+    fn the_variant_is_the_whole_encodings_leading_varint() {
+        let commands = [
+            Command::KvPut {
+                key: vec![7; 300],
+                value: vec![9; 4_000],
+                expect_version: Some(3),
+            },
+            Command::KvDelete {
+                key: b"k".to_vec(),
+                expect_version: None,
+            },
+            Command::LeaseRelease {
+                lease: crate::ResourceId {
+                    owner: "o".into(),
+                    name: "n".into(),
+                    key: "k".into(),
+                },
+                holder: "h".into(),
+            },
+            Command::VoteClose {
+                proposal: "crew#5".into(),
+            },
+        ];
+        for command in commands {
+            let whole = postcard::to_stdvec(&command).expect("encodes");
+            let short = variant(&command);
+            assert_eq!(short, whole[..short.len()], "{command:?}");
+            assert_eq!(short.last().map(|b| b & 0x80), Some(0), "a whole varint");
+        }
     }
 }
