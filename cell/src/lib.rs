@@ -25,6 +25,7 @@ mod convert;
 pub mod direct;
 mod election_pause;
 pub mod error;
+mod heartbeats;
 pub mod http;
 pub mod identity;
 pub mod limits;

@@ -123,3 +123,13 @@ pub const READY_APPLY_LAG_MAX: u64 = 1_000;
 pub const HTTP_REQUESTS_MAX: usize = 16;
 /// How long the observation listener gives one request before it answers 503.
 pub const HTTP_REQUEST_TIMEOUT_MS: u64 = 5_000;
+
+/// Most empty AppendEntries (heartbeats) one `Raft/AppendBatch` call carries; a server
+/// refuses a larger batch.
+pub const HEARTBEAT_BATCH_MAX: usize = 512;
+/// How long a heartbeat batch may take before its senders treat the peer as unreachable
+/// (heartbeats queued behind it wait at most this long).
+pub const HEARTBEAT_BATCH_TIMEOUT_MS: u64 = 100;
+/// How long a server gives one cell's heartbeat of a batch before it answers that one
+/// `unavailable` (the others are not held up by it).
+pub const HEARTBEAT_ITEM_TIMEOUT_MS: u64 = 80;

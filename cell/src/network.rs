@@ -16,6 +16,7 @@ use tonic::transport::{Channel, Endpoint};
 use whip_proto::v1::Blob;
 use whip_proto::v1::raft_client::RaftClient;
 
+use crate::heartbeats::Coalescer;
 use crate::limits;
 use crate::stages::{Stage, Stages};
 use crate::tls::Transport;
@@ -27,6 +28,8 @@ use crate::types::{NodeId, TypeConfig, decode, encode};
 #[derive(Clone)]
 pub struct Peers {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    /// Heartbeats of this process's cells to each peer, sent together.
+    coalescers: Arc<Mutex<HashMap<String, Arc<Coalescer>>>>,
     transport: Transport,
 }
 
@@ -35,6 +38,7 @@ impl Peers {
     pub fn new(transport: Transport) -> Peers {
         Peers {
             channels: Arc::default(),
+            coalescers: Arc::default(),
             transport,
         }
     }
@@ -50,6 +54,15 @@ impl Peers {
         channels
             .entry(addr.to_string())
             .or_insert_with(|| endpoint_with(addr, &self.transport).connect_lazy())
+            .clone()
+    }
+
+    /// Where this process's empty AppendEntries (heartbeats) to `addr` queue.
+    fn coalescer(&self, addr: &str) -> Arc<Coalescer> {
+        let mut coalescers = self.coalescers.lock().expect("heartbeat map lock");
+        coalescers
+            .entry(addr.to_string())
+            .or_insert_with(|| Coalescer::new(self.raft_client(addr)))
             .clone()
     }
 
@@ -190,6 +203,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             target,
             cell_id: self.cell_id,
             client: self.peers.raft_client(&node.addr),
+            heartbeats: self.peers.coalescer(&node.addr),
             stages: self.stages.clone(),
         }
     }
@@ -200,6 +214,7 @@ pub struct Connection {
     target: NodeId,
     cell_id: u64,
     client: RaftClient<Channel>,
+    heartbeats: Arc<Coalescer>,
     stages: Arc<Stages>,
 }
 
@@ -218,16 +233,30 @@ impl Connection {
         T: for<'de> serde::Deserialize<'de>,
         E: for<'de> serde::Deserialize<'de> + std::error::Error,
     {
-        let mut request = tonic::Request::new(Blob {
+        let blob = Blob {
             data: encode(req),
             cell: self.cell_id,
-        });
+        };
+        if let RpcKind::Heartbeat = kind {
+            let answer = self.heartbeats.send(blob).await;
+            return self.answer(answer);
+        }
+        let mut request = tonic::Request::new(blob);
         request.set_timeout(option.hard_ttl());
         let response = match kind {
-            RpcKind::Append => self.client.append_entries(request).await,
+            RpcKind::Append | RpcKind::Heartbeat => self.client.append_entries(request).await,
             RpcKind::Vote => self.client.vote(request).await,
             RpcKind::Snapshot => self.client.install_snapshot(request).await,
         };
+        self.answer(response.map(tonic::Response::into_inner))
+    }
+
+    /// The remote `Result<T, E>` of a call's answer.
+    fn answer<T, E>(&self, response: Result<Blob, tonic::Status>) -> RpcResult<T, E>
+    where
+        T: for<'de> serde::Deserialize<'de>,
+        E: for<'de> serde::Deserialize<'de> + std::error::Error,
+    {
         let blob = response.map_err(|status| {
             // A peer that is down or cut off is unreachable: openraft then backs off.
             let err = std::io::Error::other(format!("to {}: {}", self.target, status.message()));
@@ -238,7 +267,7 @@ impl Connection {
                 _ => RPCError::Network(NetworkError::new(&err)),
             }
         })?;
-        let result: Result<T, E> = decode(&blob.into_inner().data)
+        let result: Result<T, E> = decode(&blob.data)
             .map_err(|e| RPCError::Network(NetworkError::new(&std::io::Error::other(e))))?;
         result.map_err(|e| RPCError::RemoteError(openraft::error::RemoteError::new(self.target, e)))
     }
@@ -247,6 +276,9 @@ impl Connection {
 #[derive(Clone, Copy)]
 enum RpcKind {
     Append,
+    /// An AppendEntries without entries: a heartbeat or a leader's read-index check, sent
+    /// with the others to the same peer ([`Coalescer`]).
+    Heartbeat,
     Vote,
     Snapshot,
 }
@@ -258,8 +290,12 @@ impl RaftNetwork<TypeConfig> for Connection {
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, RaftError<NodeId>> {
         let carries_entries = !rpc.entries.is_empty();
+        let kind = match carries_entries {
+            true => RpcKind::Append,
+            false => RpcKind::Heartbeat,
+        };
         let sent = std::time::Instant::now();
-        let answer = self.call(RpcKind::Append, &rpc, &option).await;
+        let answer = self.call(kind, &rpc, &option).await;
         if carries_entries && answer.is_ok() {
             self.stages.record(Stage::FollowerAcked, sent.elapsed());
         }

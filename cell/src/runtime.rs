@@ -24,6 +24,7 @@ fn raft_config(config: &CellConfig) -> openraft::Config {
     openraft::Config {
         cluster_name: "whip-cell".to_string(),
         heartbeat_interval: config.heartbeat_ms,
+        enable_heartbeat: config.own_heartbeat,
         election_timeout_min: config.election_timeout_min_ms,
         election_timeout_max: config.election_timeout_min_ms * 2,
         max_payload_entries: limits::APPEND_ENTRIES_MAX,
@@ -62,6 +63,10 @@ pub struct CellConfig {
     /// Run this member's own tick loop. A node hosting many cells turns it off and drives
     /// every cell's [`Cell::tick_due`] / [`Cell::tick_round`] from one loop instead.
     pub own_tick_loop: bool,
+    /// Heartbeat on openraft's own timer. A node hosting many cells turns it off and calls
+    /// [`Cell::heartbeat`] on all of them at once, so the heartbeats for one peer go out
+    /// together (`heartbeats.rs`).
+    pub own_heartbeat: bool,
     /// How this member serves and reaches its peers: TLS with its node credential, or
     /// plaintext on loopback behind `--insecure`.
     pub transport: crate::tls::Transport,
@@ -85,6 +90,7 @@ impl CellConfig {
             heartbeat_ms: limits::HEARTBEAT_MS,
             election_timeout_min_ms: limits::ELECTION_TIMEOUT_MIN_MS,
             own_tick_loop: true,
+            own_heartbeat: true,
             transport: crate::tls::Transport::Insecure,
             rpc_stats: crate::metrics::RpcStats::default(),
         }
@@ -211,6 +217,18 @@ impl Cell {
             pause.finished(raft);
         }
         answer
+    }
+
+    /// Heartbeat the followers now if this member leads (a node calls it on every hosted
+    /// cell each heartbeat interval when [`CellConfig::own_heartbeat`] is off).
+    pub async fn heartbeat(&self) {
+        let leads = self.inner.raft.metrics().borrow().current_leader == Some(self.inner.config.id);
+        if !leads {
+            return;
+        }
+        if let Err(e) = self.inner.raft.trigger().heartbeat().await {
+            tracing::debug!(error = %e, "heartbeat");
+        }
     }
 
     /// The shared peer channels.

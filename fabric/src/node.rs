@@ -142,6 +142,8 @@ impl Node {
             node.create_cell(id, None).await?;
         }
         tokio::spawn(tick_loop(Arc::downgrade(&node.inner)));
+        let heartbeat_ms = node.inner.config.heartbeat_ms;
+        tokio::spawn(heartbeat_loop(Arc::downgrade(&node.inner), heartbeat_ms));
         tokio::spawn(crate::mover::mover_loop(Arc::downgrade(&node.inner)));
         tokio::spawn(crate::quota::quota_loop(Arc::downgrade(&node.inner)));
         tracing::info!(
@@ -227,6 +229,7 @@ impl Node {
         config.clock_offset_ms = c.clock_offset_ms;
         config.transport = c.transport.clone();
         config.own_tick_loop = false;
+        config.own_heartbeat = false;
         // The node's server counts what its members forward (`whip_forwarded_requests`).
         config.rpc_stats = self.inner.rpc.clone();
         let member = Cell::start_with_peers(config, self.inner.peers.clone()).await?;
@@ -493,10 +496,12 @@ impl Node {
     }
 }
 
-/// One loop drives the ticks of every hosted cell (instead of one timer per cell): each
-/// round checks every cell cheaply and runs the few that have work.
-async fn tick_loop(inner: std::sync::Weak<Inner>) {
-    let every = Duration::from_millis(whip_cell::limits::TICK_INTERVAL_MS);
+/// Run `round` on the hosted members every `every`, until the node is gone.
+async fn each_round<F, Fut>(inner: std::sync::Weak<Inner>, every: Duration, mut round: F)
+where
+    F: FnMut(Vec<Cell>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let mut interval = tokio::time::interval(every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -504,12 +509,33 @@ async fn tick_loop(inner: std::sync::Weak<Inner>) {
         let Some(inner) = inner.upgrade() else { return };
         let cells = inner.members();
         drop(inner);
+        round(cells).await;
+    }
+}
+
+/// One loop drives the ticks of every hosted cell (instead of one timer per cell): each
+/// round checks every cell cheaply and runs the few that have work.
+async fn tick_loop(inner: std::sync::Weak<Inner>) {
+    let every = Duration::from_millis(whip_cell::limits::TICK_INTERVAL_MS);
+    each_round(inner, every, |cells| async move {
         for cell in cells {
             if cell.tick_due() {
                 tokio::spawn(async move { cell.tick_round().await });
             }
         }
-    }
+    })
+    .await;
+}
+
+/// One loop heartbeats every cell this node leads, all at once each heartbeat interval, so
+/// the heartbeats for one peer node leave as one call (`whip_cell`'s `heartbeats.rs`).
+async fn heartbeat_loop(inner: std::sync::Weak<Inner>, every_ms: u64) {
+    each_round(inner, Duration::from_millis(every_ms), |cells| async move {
+        for cell in &cells {
+            cell.heartbeat().await;
+        }
+    })
+    .await;
 }
 
 static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

@@ -55,6 +55,47 @@ pub fn ca_only_transport() -> Transport {
     })
 }
 
+/// One unary gRPC call of `path` with `message`, made by hand over `transport` (the
+/// attacker's way: a raw client that sends what it likes as whoever its certificate says).
+pub async fn raw_unary<Req, Resp>(
+    addr: &str,
+    transport: &Transport,
+    path: &'static str,
+    message: Req,
+) -> Result<Resp, tonic::Status>
+where
+    Req: prost::Message + Send + Sync + 'static,
+    Resp: prost::Message + Default + Send + Sync + 'static,
+{
+    raw_request(addr, transport, path, tonic::Request::new(message)).await
+}
+
+/// [`raw_unary`] with a request made by the caller (metadata of its choosing).
+pub async fn raw_request<Req, Resp>(
+    addr: &str,
+    transport: &Transport,
+    path: &'static str,
+    request: tonic::Request<Req>,
+) -> Result<Resp, tonic::Status>
+where
+    Req: prost::Message + Send + Sync + 'static,
+    Resp: prost::Message + Default + Send + Sync + 'static,
+{
+    let channel = whip_cell::network::endpoint_with(addr, transport)
+        .connect()
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("connect: {e:?}")))?;
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready()
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("ready: {e}")))?;
+    let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
+    let path = http::uri::PathAndQuery::from_static(path);
+    grpc.unary(request, path, codec)
+        .await
+        .map(tonic::Response::into_inner)
+}
+
 /// Make every client of this test process connect as the operator of this user's cluster
 /// CA (as the `whip` CLI does), once.
 pub fn install_client() {

@@ -115,15 +115,39 @@ impl RaftApi {
         &self,
         req: GrpcRequest<pb::Blob>,
     ) -> Result<(Cell, T), Status> {
-        let blob = req.into_inner();
+        self.open_blob(req.into_inner())
+    }
+
+    fn open_blob<T: for<'de> serde::Deserialize<'de>>(
+        &self,
+        blob: pb::Blob,
+    ) -> Result<(Cell, T), Status> {
         let cell = hosted(self.cells.as_ref(), blob.cell)?;
         let message = decode(&blob.data)
             .map_err(|e| Status::invalid_argument(format!("malformed message: {e}")))?;
         Ok((cell, message))
     }
+
+    /// One AppendEntries, as the `AppendEntries` call and each item of a batch answer it.
+    async fn append(&self, blob: pb::Blob) -> GrpcResult<pb::Blob> {
+        let (cell, rpc): (Cell, openraft::raft::AppendEntriesRequest<TypeConfig>) =
+            self.open_blob(blob)?;
+        admit_raft(&cell, &rpc.vote)?;
+        blob_of(&cell.raft().append_entries(rpc).await)
+    }
+
+    /// One AppendEntries of a batch, given at most [`limits::HEARTBEAT_ITEM_TIMEOUT_MS`].
+    async fn append_item(&self, blob: pb::Blob) -> pb::BlobAnswer {
+        let wait = std::time::Duration::from_millis(limits::HEARTBEAT_ITEM_TIMEOUT_MS);
+        let result = match tokio::time::timeout(wait, self.append(blob)).await {
+            Ok(answer) => answer.map(Response::into_inner),
+            Err(_) => Err(Status::unavailable("the cell did not answer in time")),
+        };
+        crate::heartbeats::to_answer(result)
+    }
 }
 
-fn blob<T: serde::Serialize>(value: &T) -> GrpcResult<pb::Blob> {
+fn blob_of<T: serde::Serialize>(value: &T) -> GrpcResult<pb::Blob> {
     Ok(Response::new(pb::Blob {
         data: encode(value),
         cell: 0,
@@ -200,34 +224,45 @@ fn admit_raft(cell: &Cell, vote: &openraft::Vote<u64>) -> Result<(), Status> {
 #[tonic::async_trait]
 impl raft_server::Raft for RaftApi {
     async fn append_entries(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
-        let (cell, rpc): (Cell, openraft::raft::AppendEntriesRequest<TypeConfig>) =
-            self.open(req)?;
-        admit_raft(&cell, &rpc.vote)?;
-        blob(&cell.raft().append_entries(rpc).await)
+        self.append(req.into_inner()).await
+    }
+
+    async fn append_batch(&self, req: GrpcRequest<pb::BlobBatch>) -> GrpcResult<pb::BlobAnswers> {
+        let blobs = req.into_inner().blobs;
+        if blobs.len() > limits::HEARTBEAT_BATCH_MAX {
+            return Err(Status::invalid_argument(format!(
+                "a batch carries at most {} messages, not {}",
+                limits::HEARTBEAT_BATCH_MAX,
+                blobs.len()
+            )));
+        }
+        let answers = blobs.into_iter().map(|blob| self.append_item(blob));
+        let answers = futures::future::join_all(answers).await;
+        Ok(Response::new(pb::BlobAnswers { answers }))
     }
 
     async fn vote(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
         let (cell, rpc): (Cell, openraft::raft::VoteRequest<u64>) = self.open(req)?;
         admit_raft(&cell, &rpc.vote)?;
-        blob(&cell.raft().vote(rpc).await)
+        blob_of(&cell.raft().vote(rpc).await)
     }
 
     async fn install_snapshot(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
         let (cell, rpc): (Cell, openraft::raft::InstallSnapshotRequest<TypeConfig>) =
             self.open(req)?;
         admit_raft(&cell, &rpc.vote)?;
-        blob(&cell.install_snapshot(rpc).await)
+        blob_of(&cell.install_snapshot(rpc).await)
     }
 
     async fn forward(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
         let (cell, requests): (Cell, Vec<Request>) = self.open(req)?;
         let results =
             futures::future::join_all(requests.into_iter().map(|r| cell.submit_forwarded(r))).await;
-        blob(&results)
+        blob_of(&results)
     }
 
     async fn read(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {
         let (cell, query): (Cell, Query) = self.open(req)?;
-        blob(&cell.read_forwarded(query).await)
+        blob_of(&cell.read_forwarded(query).await)
     }
 }

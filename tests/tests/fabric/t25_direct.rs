@@ -99,21 +99,9 @@ impl Writer {
 
 /// A raw client without a certificate asks for the routes.
 async fn routes_without_a_certificate(addr: &str) -> Result<pb::RoutesResponse, tonic::Status> {
-    let channel = whip_cell::network::endpoint_with(addr, &whip_tests::ca_only_transport())
-        .connect()
-        .await
-        .expect("connect");
-    let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready().await.expect("ready");
-    let codec = tonic_prost::ProstCodec::<pb::RoutesRequest, pb::RoutesResponse>::default();
-    let path = http::uri::PathAndQuery::from_static("/whip.v1.Cell/Routes");
-    grpc.unary(
-        tonic::Request::new(pb::RoutesRequest { reload: true }),
-        path,
-        codec,
-    )
-    .await
-    .map(tonic::Response::into_inner)
+    let anonymous = whip_tests::ca_only_transport();
+    let request = pb::RoutesRequest { reload: true };
+    whip_tests::raw_unary(addr, &anonymous, "/whip.v1.Cell/Routes", request).await
 }
 
 fn leader_of(status: &serde_json::Value, cell: u64) -> u64 {

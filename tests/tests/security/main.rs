@@ -20,7 +20,6 @@ mod t90_credentials;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use tonic::transport::Channel;
 use whip_cell::tls::{self, Principal, Transport};
 use whip_proto::v1 as pb;
 use whip_tests::{DevCell, whip_binary};
@@ -122,22 +121,12 @@ where
     Resp: prost::Message + Default + Send + Sync + 'static,
 {
     use tonic::metadata::MetadataValue;
-    let channel = whip_cell::network::endpoint_with(addr, &anonymous())
-        .connect()
-        .await
-        .expect("connect");
-    let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready().await.expect("ready");
     let mut request = tonic::Request::new(message);
     let headers = request.metadata_mut();
     let header = |v: &str| MetadataValue::try_from(v).expect("ascii metadata");
     headers.insert(whip_cell::identity::AGENT_HEADER, header(agent));
     headers.insert(whip_cell::identity::TOKEN_HEADER, header(token));
-    let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
-    let path = http::uri::PathAndQuery::from_static(path);
-    grpc.unary(request, path, codec)
-        .await
-        .map(tonic::Response::into_inner)
+    whip_tests::raw_request(addr, &anonymous(), path, request).await
 }
 
 /// Send `body` to `path` as one unary call over `transport`.
@@ -147,20 +136,5 @@ pub(crate) async fn raw_call(
     path: &'static str,
     body: pb::Blob,
 ) -> Result<pb::Blob, tonic::Status> {
-    let channel: Channel = match whip_cell::network::endpoint_with(addr, transport)
-        .connect()
-        .await
-    {
-        Ok(channel) => channel,
-        Err(e) => return Err(tonic::Status::unavailable(format!("connect: {e:?}"))),
-    };
-    let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready()
-        .await
-        .map_err(|e| tonic::Status::unavailable(format!("ready: {e}")))?;
-    let codec = tonic_prost::ProstCodec::<pb::Blob, pb::Blob>::default();
-    let path = http::uri::PathAndQuery::from_static(path);
-    grpc.unary(tonic::Request::new(body), path, codec)
-        .await
-        .map(tonic::Response::into_inner)
+    whip_tests::raw_unary(addr, transport, path, body).await
 }

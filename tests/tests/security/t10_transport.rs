@@ -22,9 +22,10 @@ fn transport_failure(status: &tonic::Status) -> bool {
     from_transport || status.message().starts_with("connect:")
 }
 
-const PEER_PATHS: [&str; 7] = [
+const PEER_PATHS: [&str; 8] = [
     "/whip.v1.Raft/Vote",
     "/whip.v1.Raft/AppendEntries",
+    "/whip.v1.Raft/AppendBatch",
     "/whip.v1.Raft/Forward",
     "/whip.v1.Raft/Read",
     "/whip.v1.Admin/AddLearner",
@@ -71,6 +72,7 @@ async fn an_operator_certificate_does_not_speak_raft() {
     let operator = ours(Principal::Operator);
     for path in [
         "/whip.v1.Raft/Vote",
+        "/whip.v1.Raft/AppendBatch",
         "/whip.v1.Raft/Forward",
         "/whip.v1.Raft/Read",
     ] {

@@ -11,6 +11,83 @@ use whip_proto::v1 as pb;
 
 use crate::{ours, raw_call, still_serving, target};
 
+/// A heartbeat batch sent with `transport`'s certificate.
+async fn raw_batch(
+    addr: &str,
+    transport: &whip_cell::tls::Transport,
+    batch: pb::BlobBatch,
+) -> Result<pb::BlobAnswers, tonic::Status> {
+    whip_tests::raw_unary(addr, transport, "/whip.v1.Raft/AppendBatch", batch).await
+}
+
+/// A batch gets the same checks per message as `AppendEntries`: each bad message is
+/// refused on its own, typed, and the batch cannot be larger than the limit.
+#[tokio::test]
+async fn each_message_of_a_heartbeat_batch_is_checked_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dev, client) = target(dir.path()).await;
+    let before = client.status(pb::StatusRequest::default()).await.unwrap();
+    let node = ours(Principal::Node);
+    let garbled = pb::Blob {
+        data: vec![0xff; 3],
+        cell: 0,
+    };
+    let elsewhere = pb::Blob {
+        cell: 77,
+        ..append(before.term, 1)
+    };
+    let batch = pb::BlobBatch {
+        blobs: vec![
+            append(u64::MAX, 2),
+            append(before.term + 5, 9),
+            garbled,
+            elsewhere,
+        ],
+    };
+    let answers = raw_batch(&dev.member(1), &node, batch)
+        .await
+        .expect("a batch answer");
+    let codes: Vec<(u32, bool)> = answers
+        .answers
+        .iter()
+        .map(|a| {
+            (
+                a.code,
+                a.message.contains("term_absurd") || a.message.contains("not_member"),
+            )
+        })
+        .collect();
+    let (invalid, denied, not_found) = (
+        tonic::Code::InvalidArgument as u32,
+        tonic::Code::PermissionDenied as u32,
+        tonic::Code::NotFound as u32,
+    );
+    assert_eq!(
+        codes,
+        [
+            (invalid, true),
+            (denied, true),
+            (invalid, false),
+            (not_found, false)
+        ],
+        "{answers:?}"
+    );
+    let too_many = pb::BlobBatch {
+        blobs: vec![append(before.term, 1); whip_cell::limits::HEARTBEAT_BATCH_MAX + 1],
+    };
+    let status = raw_batch(&dev.member(1), &node, too_many)
+        .await
+        .expect_err("too many");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    still_serving(&client).await;
+    let after = client.status(pb::StatusRequest::default()).await.unwrap();
+    assert_eq!(
+        (after.leader, after.term),
+        (before.leader, before.term),
+        "no leader change"
+    );
+}
+
 fn append(term: u64, leader: u64) -> pb::Blob {
     let rpc: AppendEntriesRequest<TypeConfig> = AppendEntriesRequest {
         vote: Vote::new_committed(term, leader),
