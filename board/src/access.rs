@@ -349,6 +349,22 @@ pub fn admit_query(caller: &Caller, query: &Query) -> Result<(), AccessRefusal> 
 mod tests {
     use super::*;
 
+    /// Every proven caller may read the routes; an anonymous one learns nothing.
+    #[test]
+    fn only_proven_callers_read_the_routes() {
+        assert_eq!(
+            admit_routes(&Caller::Anonymous),
+            Err(AccessRefusal::Anonymous)
+        );
+        for proven in [
+            Caller::Agent("alice".into()),
+            Caller::Operator,
+            Caller::Server,
+        ] {
+            assert_eq!(admit_routes(&proven), Ok(()), "{proven:?}");
+        }
+    }
+
     fn put(key: &[u8]) -> Command {
         Command::KvPut {
             key: key.to_vec(),

@@ -5,8 +5,9 @@
 //! [`storage::Backend`] trait), applying [`whip_board::apply`] inside one storage commit with
 //! the applied log id, snapshots, the proposal batcher (many client requests per Raft
 //! entry), leader time stamping, the tick loop that proposes expiry, request forwarding to
-//! the leader, linearizable reads (read index), membership changes, the gRPC service
-//! ([`service`]) and a retrying typed client ([`client`]).
+//! the leader, linearizable reads (read index), membership changes, heartbeats of many
+//! cells to one peer sent as one call (`heartbeats.rs`), the gRPC service ([`service`])
+//! and a retrying typed client ([`client`]).
 //!
 //! Invariants: a write is acknowledged only after its entry is fsynced on a quorum and
 //! applied; apply never reads a clock (the leader's stamp carries time); stamps never go
