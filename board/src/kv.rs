@@ -18,6 +18,12 @@ struct Record {
     version: u64,
 }
 
+/// Whether `value` is a stored key's record (a range import checks rows before it
+/// writes them: every read of the key decodes it).
+pub(crate) fn decodes(value: &[u8]) -> bool {
+    crate::codec::try_decode::<Record>(value).is_some()
+}
+
 /// The current value and revision of `key`.
 pub(crate) fn get(txn: &impl Txn, key: &[u8]) -> Option<KvEntry> {
     txn.get(&keys::kv(key)).map(|bytes| {

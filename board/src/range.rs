@@ -345,6 +345,7 @@ pub(crate) fn export(
 /// a bad one must be refused: a panic in apply would stop every replica at this entry.
 fn importable(key: &[u8], value: &[u8]) -> bool {
     match key.first().copied() {
+        Some(keys::KV) => crate::kv::decodes(value),
         Some(keys::DEADLINE) => try_decode::<Item>(value).is_some(),
         Some(keys::IDEMPOTENCY) => crate::idempotency::decodes(value),
         Some(keys::WORK_ENTRY) => try_decode::<crate::work::WorkEntryView>(value).is_some(),
@@ -619,6 +620,9 @@ mod tests {
             vec![(vec![keys::DEADLINE, 1], vec![9, 9, 9])],
             vec![(vec![keys::IDEMPOTENCY, b'k'], Vec::new())],
             vec![(vec![keys::WORK_ENTRY, b'r', 0, 1], vec![1])],
+            // A key whose record does not decode: a later range read of it panicked (the
+            // fuzzer, 2026-12-02: range-import-undecodable-kv-value).
+            vec![(keys::kv(b"k"), vec![1, 9])],
             vec![(Vec::new(), b"x".to_vec())],
         ];
         for rows in bad {

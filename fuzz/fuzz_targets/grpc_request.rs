@@ -117,7 +117,11 @@ const ADDED_CELL_METHODS: &[&str] = &[
     "VoteBallots",
     "VoteList",
 ];
-const ADDED_PEER_MESSAGES: &[&str] = &["Admin/InstallCredential", "Node/RangeProgress"];
+const ADDED_PEER_MESSAGES: &[&str] = &[
+    "Admin/InstallCredential",
+    "Node/RangeProgress",
+    "Raft/AppendBatch",
+];
 
 /// Every selector's table in order: (names, whether they are client API methods).
 const TABLES: [(&[&str], bool); 4] = [
@@ -371,6 +375,14 @@ fn peer(board: &Board, name: &str, bytes: &[u8]) {
         }
         "Node/ChannelReset" => drop(round_trip::<pb::ChannelResetRequest>(bytes)),
         "Node/RangeProgress" => drop(round_trip::<pb::RangeProgressRequest>(bytes)),
+        "Raft/AppendBatch" => {
+            let batch = round_trip::<pb::BlobBatch>(bytes).unwrap_or_default();
+            for blob in batch.blobs {
+                let rpc: Option<openraft::raft::AppendEntriesRequest<TypeConfig>> =
+                    whip_cell::types::decode(&blob.data).ok();
+                drop(rpc);
+            }
+        }
         other => unreachable!("{other} is not a decoded-only message"),
     }
 }
