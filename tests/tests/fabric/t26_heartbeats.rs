@@ -59,8 +59,28 @@ async fn an_idle_node_heartbeats_each_peer_in_batches() {
     init.push("--json".into());
     let (ok, _, err) = whip(&init);
     assert!(ok, "fabric init: {err}");
-    // Let elections and the first catch-up appends settle.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Every cell has a leader before the count starts (elections and their first appends
+    // are not heartbeats).
+    let status = vec![
+        "fabric".to_string(),
+        "status".into(),
+        "--cell".into(),
+        fabric.addrs[0].clone(),
+        "--json".into(),
+    ];
+    whip_tests::wait_for(
+        "every cell to have a leader",
+        Duration::from_secs(30),
+        || {
+            let status = status.clone();
+            async move {
+                let (ok, out, _) = whip(&status);
+                let cells = out["cells"].as_array().cloned().unwrap_or_default();
+                ok && cells.len() as u64 == CELLS + 1 && cells.iter().all(|c| c["leader"].is_u64())
+            }
+        },
+    )
+    .await;
 
     let http = fabric.http_addrs.clone();
     let before = append_calls(&http);
