@@ -6,8 +6,9 @@
 //! the applied log id, snapshots, the proposal batcher (many client requests per Raft
 //! entry), leader time stamping, the tick loop that proposes expiry, request forwarding to
 //! the leader, linearizable reads (read index), membership changes, heartbeats of many
-//! cells to one peer sent as one call (`heartbeats.rs`), the gRPC service ([`service`])
-//! and a retrying typed client ([`client`]).
+//! cells to one peer sent as one call (`heartbeats.rs`), a log line per role change
+//! (`role_log.rs`), the gRPC service ([`service`]) and a retrying typed client
+//! ([`client`]).
 //!
 //! Invariants: a write is acknowledged only after its entry is fsynced on a quorum and
 //! applied; apply never reads a clock (the leader's stamp carries time); stamps never go
@@ -33,6 +34,7 @@ pub mod limits;
 pub mod mail_wire;
 pub mod metrics;
 pub mod network;
+mod role_log;
 pub mod runtime;
 pub mod screen_hook;
 pub mod service;

@@ -178,6 +178,10 @@ impl Cell {
             election_pause: Arc::default(),
         });
         tokio::spawn(proposer_loop(Arc::downgrade(&inner), rx));
+        tokio::spawn(crate::role_log::watch(
+            inner.config.cell_id,
+            inner.raft.clone(),
+        ));
         if inner.config.own_tick_loop {
             tokio::spawn(tick_loop(Arc::downgrade(&inner)));
         }

@@ -176,9 +176,11 @@ impl Nemesis<'_> {
         if probe {
             let within = hold + Duration::from_secs(10);
             match first_write(&self.nodes.addrs, within, self.nodes.probe_keys()).await {
-                Some(ms) => {
+                Some(per_probe) => {
+                    let ms = per_probe.iter().copied().max().unwrap_or(0);
                     self.recovery.leader_loss_ms.push(ms);
-                    self.event("leader-loss-recovered", json!({ "after_ms": ms }));
+                    let detail = json!({ "after_ms": ms, "per_probe_ms": per_probe });
+                    self.event("leader-loss-recovered", detail);
                 }
                 None => self.event("leader-loss-not-recovered", json!({})),
             }
@@ -267,9 +269,10 @@ impl Nemesis<'_> {
 }
 
 /// Milliseconds until a write of each of `probes` keys (`probe/leader/<n>`) succeeded
-/// through any member, or `None` after `within`. A fabric needs several keys so that every
-/// data cell is written: the leader lost may lead any of them.
-async fn first_write(addrs: &[String], within: Duration, probes: usize) -> Option<u64> {
+/// through any member, one figure per key, or `None` after `within`. A fabric needs several
+/// keys so that every data cell is written: the leader lost may lead any of them, and the
+/// figures per key show which cell came back last.
+async fn first_write(addrs: &[String], within: Duration, probes: usize) -> Option<Vec<u64>> {
     let started = Instant::now();
     let clients: Vec<CellClient> = addrs
         .iter()
@@ -277,6 +280,7 @@ async fn first_write(addrs: &[String], within: Duration, probes: usize) -> Optio
         .map(|c| c.with_retry_for(Duration::ZERO))
         .collect();
     let mut pending: Vec<usize> = (0..probes).collect();
+    let mut done_ms = vec![0u64; probes];
     let mut n = 0u64;
     while started.elapsed() < within {
         n += 1;
@@ -296,16 +300,21 @@ async fn first_write(addrs: &[String], within: Duration, probes: usize) -> Optio
                     }
                 })
             });
-            async move { (probe, futures::future::select_ok(attempts).await.is_ok()) }
+            async move {
+                let ok = futures::future::select_ok(attempts).await.is_ok();
+                (probe, ok.then(|| started.elapsed().as_millis() as u64))
+            }
         });
         let done = futures::future::join_all(rounds).await;
-        pending = done
-            .into_iter()
-            .filter(|(_, ok)| !ok)
-            .map(|(p, _)| p)
-            .collect();
+        pending.clear();
+        for (probe, ok_ms) in done {
+            match ok_ms {
+                Some(ms) => done_ms[probe] = ms,
+                None => pending.push(probe),
+            }
+        }
         if pending.is_empty() {
-            return Some(started.elapsed().as_millis() as u64);
+            return Some(done_ms);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

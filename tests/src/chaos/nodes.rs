@@ -16,6 +16,10 @@ use super::net::Net;
 /// The port every node listens on inside its namespace.
 pub const PORT: u16 = 7400;
 
+/// The nodes' log filter unless the harness runs with `WHIP_LOG` set: the node default
+/// (warnings, openraft's errors) and every cell's role changes.
+const NODE_LOG_FILTER: &str = "warn,openraft=error,whip_cell::role_log=info";
+
 struct Node {
     child: Option<Child>,
     paused: bool,
@@ -136,7 +140,13 @@ impl Nodes {
             .map_err(|e| format!("{}: {e}", log_path.display()))?;
         let err = log.try_clone().map_err(|e| e.to_string())?;
         let node = &self.nodes[id - 1];
-        let child = Command::new("ip")
+        let mut command = Command::new("ip");
+        // Each cell's role changes go to the node's log, so a slow failover can be read
+        // from the logs afterwards (campaign, election, leader known, per cell).
+        if std::env::var_os("WHIP_LOG").is_none() {
+            command.env("WHIP_LOG", NODE_LOG_FILTER);
+        }
+        let child = command
             .args(["netns", "exec", &self.namespaces[id - 1]])
             .arg(&self.whip)
             .args(match self.fabric_cells {

@@ -22,7 +22,7 @@ fn transport_failure(status: &tonic::Status) -> bool {
     from_transport || status.message().starts_with("connect:")
 }
 
-const PEER_PATHS: [&str; 8] = [
+const PEER_PATHS: [&str; 9] = [
     "/whip.v1.Raft/Vote",
     "/whip.v1.Raft/AppendEntries",
     "/whip.v1.Raft/AppendBatch",
@@ -30,6 +30,7 @@ const PEER_PATHS: [&str; 8] = [
     "/whip.v1.Raft/Read",
     "/whip.v1.Admin/AddLearner",
     "/whip.v1.Node/FabricStatus",
+    "/whip.v1.Node/RangeProgress",
     "/whip.v1.Cell/Status",
 ];
 
