@@ -18,12 +18,14 @@ pub const MOVE_PAGE_ROWS: u32 = 2_048;
 pub const RANGE_ADMIN_LEASE_TTL_MS: u64 = 60_000;
 /// How long a node status probe waits for another node.
 pub const STATUS_PROBE_MS: u64 = 1_000;
-/// Raft heartbeat of cells hosted by a node. 300 ms keeps an idle replicated cell under
-/// 0.07% of a core (100 ms costs 0.13%; BENCHMARKS.md "idle cells").
-pub const NODE_HEARTBEAT_MS: u64 = 300;
+/// Raft heartbeat of cells hosted by a node. Since a node's heartbeats to one peer go as
+/// one call, 150 ms keeps an idle replicated cell under 0.1 % of a core (BENCHMARKS.md,
+/// "Speed (issue 14), 2026-12-02", idle cells).
+pub const NODE_HEARTBEAT_MS: u64 = 150;
 /// Election timeout (lower bound; the upper is twice it) of cells hosted by a node: a
-/// follower campaigns after 0.6-1.2 s without its leader (two to four missed heartbeats).
-pub const NODE_ELECTION_TIMEOUT_MIN_MS: u64 = 600;
+/// follower campaigns after 0.45-0.9 s without its leader (three to six missed
+/// heartbeats), so a node's loss leaves every cell writable again within about 1 s.
+pub const NODE_ELECTION_TIMEOUT_MIN_MS: u64 = 450;
 /// How long a node keeps retrying a read of the range map while the meta cell elects.
 pub const META_READ_RETRY_MS: u64 = 5_000;
 /// Largest envelope payload a receiver accepts by default (1 MiB).

@@ -80,6 +80,10 @@ where C: RaftTypeConfig
     /// should be greater.
     pub(crate) seen_greater_log: bool,
 
+    /// whip patch: the highest term of a vote request this node refused because the
+    /// candidate's log was behind its own. Its own next campaign goes above it (see `elect`).
+    pub(crate) refused_term: u64,
+
     /// Represents the Leader state.
     pub(crate) leader: LeaderState<C>,
 
@@ -105,6 +109,7 @@ where C: RaftTypeConfig
             config,
             state: Valid::new(init_state),
             seen_greater_log: false,
+            refused_term: 0,
             leader: None,
             candidate: None,
             output: EngineOutput::new(4096),
@@ -238,7 +243,12 @@ where C: RaftTypeConfig
             self.leader.as_ref().map(|l| l.vote.to_string()).unwrap_or_default()
         );
 
-        let new_term = self.state.vote.leader_id().term + 1;
+        // whip patch: stock 0.9 campaigns one term above its own vote. A member that refused
+        // a candidate whose log was behind keeps its own vote, so it campaigned in the
+        // refused candidate's term and lost to that candidate's vote there; a cell whose two
+        // survivors were one behind and one current then needed a second election round
+        // (1.1 s more on a fabric node). A term above every refused candidate's wins at once.
+        let new_term = self.state.vote.leader_id().term.max(self.refused_term) + 1;
         let new_vote = Vote::new(new_term, self.config.id.clone());
 
         let candidate = self.new_candidate(new_vote.clone());
@@ -343,6 +353,8 @@ where C: RaftTypeConfig
             // The res is not used yet.
             // let _res = Err(RejectVoteRequest::ByLastLogId(self.state.last_log_id().copied()));
 
+            // whip patch: remember the candidate's term (see `elect`).
+            self.refused_term = self.refused_term.max(req.vote.leader_id().term);
             // Return the updated vote, this way the candidate knows which vote is granted, in case
             // the candidate's vote is changed after sending the vote request.
             return VoteResponse::new(self.state.vote_ref(), self.state.last_log_id().cloned(), false);
@@ -449,6 +461,14 @@ where C: RaftTypeConfig
 
         let res = self.append_entries(vote, prev_log_id, entries);
         let is_ok = res.is_ok();
+        // whip patch: a member that once lost an election to a greater log delays its next
+        // campaign by `smaller_log_timeout`; stock 0.9 clears that only when it campaigns
+        // again, so a member refused once (say on restart, behind its peers) still waited
+        // 2 x election_timeout_max extra at the next leader loss, long after it caught up.
+        // Accepting a leader's entries makes what it saw then stale: clear it here.
+        if is_ok {
+            self.reset_greater_log();
+        }
 
         if let Some(tx) = tx {
             let resp: AppendEntriesResponse<C::NodeId> = res.into();

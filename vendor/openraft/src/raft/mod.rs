@@ -246,8 +246,12 @@ where C: RaftTypeConfig
         let (tx_server_metrics, rx_server_metrics) = watch::channel(RaftServerMetrics::default());
         let (tx_shutdown, rx_shutdown) = C::AsyncRuntime::oneshot();
 
+        // whip patch: the election timer is checked on every tick, so a tick of 1.5
+        // heartbeats (450 ms on a fabric node) added up to that much to each failover;
+        // a quarter of the shortest election timeout bounds the overshoot instead.
+        let tick_ms = (config.heartbeat_interval * 3 / 2).min(config.election_timeout_min / 4).max(1);
         let tick_handle = Tick::spawn(
-            Duration::from_millis(config.heartbeat_interval * 3 / 2),
+            Duration::from_millis(tick_ms),
             tx_notify.clone(),
             config.enable_tick,
         );
