@@ -91,8 +91,7 @@ async fn the_dashboard_follows_a_leader_change() {
         },
     )
     .await;
-    // The page keeps polling after the change (a fast failover may be shown by the
-    // second poll already): every cell has a leader on a later one.
+    // A fast failover may show by the second poll: a later poll shows every leader.
     wait_for(
         "a later poll to show every cell's leader",
         Duration::from_secs(10),
