@@ -21,7 +21,8 @@ mod mail;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub(crate) enum Workload {
-    /// Compare-and-set on shared keys; on a version mismatch learn the version and retry.
+    /// Compare-and-set on shared keys; on a version mismatch learn the version and retry
+    /// the same key.
     Cas,
     /// Acquire then release a one-slot lease on shared keys.
     Lease,
@@ -212,15 +213,18 @@ async fn client_loop(
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
     let mut versions = vec![0u64; args.keys.max(1)];
     let value = vec![b'x'; args.value_bytes];
+    // A CAS that lost on the version retries the same key with the version it learned, as
+    // peer-bench's etcd loop does; a new key is drawn only after a commit or an error.
+    let mut retry: Option<usize> = None;
     loop {
         let t0 = Instant::now();
         if t0 >= end {
             return w;
         }
-        let slot = if args.keys == 0 {
-            0
-        } else {
-            (rng.next() % args.keys as u64) as usize
+        let slot = match retry.take() {
+            Some(slot) => slot,
+            None if args.keys == 0 => 0,
+            None => (rng.next() % args.keys as u64) as usize,
         };
         let key = if args.keys == 0 {
             format!("bench/own/{i}")
@@ -235,6 +239,9 @@ async fn client_loop(
                 unreachable!("runs in its own loop")
             }
         };
+        if matches!(args.workload, Workload::Cas) && matches!(committed, Ok(false)) {
+            retry = Some(slot);
+        }
         if t0 >= from {
             w.latencies_us
                 .push(t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
