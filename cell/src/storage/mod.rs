@@ -4,6 +4,9 @@
 //! Both backends sit behind [`Backend`], so the openraft log store and state machine are one
 //! concrete type each (TRAPS.md 7) and both backends pass the same suites. Every backend call
 //! is synchronous and runs on the blocking pool (TRAPS.md 13), never on a tokio worker.
+//! [`open_backend`] puts a [`WriteBack`] in front of either engine: applied state-machine
+//! writes gather in memory and reach the engine in one commit once a second or every
+//! `STATE_WRITE_BACK_BYTES_MAX`, instead of one engine commit per applied batch.
 
 mod log_store;
 mod log_writer;
@@ -11,6 +14,7 @@ mod redb_backend;
 mod segment_log;
 mod sled_backend;
 mod state_machine;
+mod write_back;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,6 +23,7 @@ pub use log_store::LogStore;
 pub use redb_backend::RedbBackend;
 pub use sled_backend::SledBackend;
 pub use state_machine::{SmStore, SnapshotBuilder, StateMachineView};
+pub use write_back::WriteBack;
 
 /// Which storage engine a cell uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -129,11 +134,12 @@ pub trait Backend: Send + Sync + 'static {
 /// Open the backend of `kind` under `dir` (created if missing).
 pub fn open_backend(kind: StorageKind, dir: &Path) -> BackendResult<Arc<dyn Backend>> {
     crate::tls::private_dir(dir).map_err(|e| BackendError::new("create data dir", e))?;
-    let backend: Arc<dyn Backend> = match kind {
-        StorageKind::Redb => Arc::new(RedbBackend::open(dir, false)?),
-        StorageKind::RedbLog => Arc::new(RedbBackend::open(dir, true)?),
-        StorageKind::Sled => Arc::new(SledBackend::open(&dir.join("cell.sled"))?),
+    let engine: Box<dyn Backend> = match kind {
+        StorageKind::Redb => Box::new(RedbBackend::open(dir, false)?),
+        StorageKind::RedbLog => Box::new(RedbBackend::open(dir, true)?),
+        StorageKind::Sled => Box::new(SledBackend::open(&dir.join("cell.sled"))?),
     };
+    let backend: Arc<dyn Backend> = Arc::new(WriteBack::new(engine));
     make_private(dir, 0).map_err(|e| BackendError::new("restrict data dir", e))?;
     Ok(backend)
 }
