@@ -576,13 +576,22 @@ impl CellClient {
 
     /// Status of one specific member (no rotation): what that member sees.
     pub async fn member_status(&self, member: usize) -> Result<pb::StatusResponse, CellError> {
+        self.member_cell_status(member, 0).await
+    }
+
+    /// Status of one hosted cell (`cell`; 0 is a plain cell or a fabric's meta cell) as one
+    /// specific member sees it.
+    pub async fn member_cell_status(
+        &self,
+        member: usize,
+        cell: u64,
+    ) -> Result<pb::StatusResponse, CellError> {
+        let request = pb::StatusRequest { cell };
         if self.local.is_some() {
-            return self.status(pb::StatusRequest::default()).await;
+            return self.status(request).await;
         }
         let channel = self.channels[member % self.channels.len()].clone();
-        let response = Self::cell(channel)
-            .status(pb::StatusRequest::default())
-            .await?;
+        let response = Self::cell(channel).status(request).await?;
         Ok(response.into_inner())
     }
 

@@ -139,12 +139,15 @@ impl Nemesis<'_> {
             Some(l) if target_leader => l,
             _ => random_node,
         };
-        let lost_leader = leader == Some(target);
+        // In a fabric the data cells' leaders are spread over the nodes: losing any node
+        // that leads a cell is a failover, whether or not it leads the meta cell.
+        let leaders = self.nodes.cell_leaders().await;
+        let lost_leader = leaders.contains(&target);
         let probe = match fault {
             Fault::Partition => {
                 let (what, isolated) = self.partition(leader).await?;
                 self.event("partition", json!({ "kind": what, "leader": leader }));
-                isolated.is_some() && isolated == leader
+                isolated.is_some_and(|i| leaders.contains(&i))
             }
             Fault::Kill => {
                 self.nodes.kill(target);

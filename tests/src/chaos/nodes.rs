@@ -4,6 +4,7 @@
 //! (`whip fabric init`; status and leader are then the meta cell's). Kill is SIGKILL, pause
 //! is SIGSTOP/SIGCONT, skew restarts a node with `--clock-offset-ms`.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -224,11 +225,44 @@ impl Nodes {
 
     /// What node `id` reports about itself, within `timeout`.
     pub async fn status(&self, id: usize, timeout: Duration) -> Option<pb::StatusResponse> {
+        self.cell_status(id, 0, timeout).await
+    }
+
+    /// Status of hosted cell `cell` on node `id` (0: the plain cell or the meta cell).
+    async fn cell_status(
+        &self,
+        id: usize,
+        cell: u64,
+        timeout: Duration,
+    ) -> Option<pb::StatusResponse> {
         let client = CellClient::connect(&self.addrs[id - 1..id]).ok()?;
-        tokio::time::timeout(timeout, client.member_status(0))
+        tokio::time::timeout(timeout, client.member_cell_status(0, cell))
             .await
             .ok()?
             .ok()
+    }
+
+    /// The nodes leading at least one cell (a plain cell's leader; in a fabric, the meta
+    /// cell's and every data cell's), each as the first running node that knows it says.
+    /// Losing any of them makes some cell leaderless: that is a failover to sample.
+    pub async fn cell_leaders(&self) -> BTreeSet<usize> {
+        let mut leaders = BTreeSet::new();
+        for cell in 0..=u64::from(self.fabric_cells) {
+            for id in 1..=self.nodes.len() {
+                if !self.is_running(id) || self.nodes[id - 1].paused {
+                    continue;
+                }
+                let status = self.cell_status(id, cell, Duration::from_millis(300)).await;
+                if let Some(pb::StatusResponse {
+                    leader: Some(l), ..
+                }) = status
+                {
+                    leaders.insert(l as usize);
+                    break;
+                }
+            }
+        }
+        leaders
     }
 
     /// The leader as reported by the first node that knows one.
