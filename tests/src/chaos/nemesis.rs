@@ -140,7 +140,8 @@ impl Nemesis<'_> {
             _ => random_node,
         };
         // In a fabric the data cells' leaders are spread over the nodes: losing any node
-        // that leads a cell is a failover, whether or not it leads the meta cell.
+        // that leads one is a failover, whether or not it leads the meta cell (which the
+        // probe does not write to: losing only its leader is not sampled).
         let leaders = self.nodes.cell_leaders().await;
         let lost_leader = leaders.contains(&target);
         let probe = match fault {

@@ -242,12 +242,17 @@ impl Nodes {
             .ok()
     }
 
-    /// The nodes leading at least one cell (a plain cell's leader; in a fabric, the meta
-    /// cell's and every data cell's), each as the first running node that knows it says.
-    /// Losing any of them makes some cell leaderless: that is a failover to sample.
+    /// The nodes leading at least one cell the leader-loss probe writes to (a plain cell;
+    /// in a fabric, its data cells: the probe's keys never touch the meta cell), each as
+    /// the first running node that knows it says. Losing any of them is a failover to
+    /// sample.
     pub async fn cell_leaders(&self) -> BTreeSet<usize> {
         let mut leaders = BTreeSet::new();
-        for cell in 0..=u64::from(self.fabric_cells) {
+        let cells = match self.fabric_cells {
+            0 => 0..=0,
+            n => 1..=u64::from(n),
+        };
+        for cell in cells {
             for id in 1..=self.nodes.len() {
                 if !self.is_running(id) || self.nodes[id - 1].paused {
                     continue;
