@@ -63,6 +63,10 @@ use crate::StorageError;
 use crate::StorageIOError;
 use crate::Vote;
 
+/// whip patch: how long a heartbeat that only tells a follower the new committed index
+/// waits for the next entries to carry it instead (the follower applies that much later).
+const COMMIT_NOTIFY_DELAY_MS: u64 = 5;
+
 /// The handle to a spawned replication stream.
 pub(crate) struct ReplicationHandle<C>
 where C: RaftTypeConfig
@@ -142,6 +146,10 @@ where
     /// Next replication action to run.
     next_action: Option<Data<C>>,
 
+    /// whip patch: when a heartbeat was queued only to tell the target a new committed
+    /// index, the time until which it waits for the next entries to carry that index.
+    commit_notify_deadline: Option<std::time::Instant>,
+
     /// Appropriate number of entries to send.
     /// This is only used by AppendEntries RPC.
     entries_hint: ReplicationHint,
@@ -197,6 +205,7 @@ where
             rx_event,
             weak_tx_event: tx_event.downgrade(),
             next_action: None,
+            commit_notify_deadline: None,
             entries_hint: Default::default(),
         };
 
@@ -217,6 +226,23 @@ where
                 self.drain_events_with_backoff().await?;
                 continue;
             };
+
+            // whip patch: a heartbeat that only carries a new committed index waits a little
+            // for the next entries, which carry it too (one message pair instead of two per
+            // write for a client that writes again as soon as it is answered).
+            if let (Data::Heartbeat, Some(deadline)) = (&d, self.commit_notify_deadline) {
+                let wait = deadline.saturating_duration_since(std::time::Instant::now());
+                if !wait.is_zero() {
+                    self.next_action = Some(d);
+                    match tokio::time::timeout(wait, self.rx_event.recv()).await {
+                        Ok(Some(event)) => self.process_event(event),
+                        Ok(None) => return Err(ReplicationClosed::new("rx_repl is closed")),
+                        Err(_) => self.commit_notify_deadline = None,
+                    }
+                    continue;
+                }
+            }
+            self.commit_notify_deadline = None;
 
             // Backup the log data for retrying.
             let mut log_data = None;
@@ -682,6 +708,9 @@ where
                 // If there is no action, fill in an heartbeat action to send committed index.
                 if self.next_action.is_none() {
                     self.next_action = Some(Data::new_heartbeat());
+                    // whip patch: ... but give the next entries a moment to carry it.
+                    let delay = Duration::from_millis(COMMIT_NOTIFY_DELAY_MS);
+                    self.commit_notify_deadline = Some(std::time::Instant::now() + delay);
                 }
             }
             Replicate::Heartbeat => {
@@ -689,6 +718,8 @@ where
                 if self.next_action.is_none() {
                     self.next_action = Some(Data::new_heartbeat());
                 }
+                // whip patch: a heartbeat asked for is sent at once.
+                self.commit_notify_deadline = None;
             }
             Replicate::Data(d) => {
                 // TODO: Currently there is at most 1 in flight data. But in future RaftCore may send next data
