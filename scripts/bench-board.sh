@@ -24,6 +24,9 @@ work=$(mktemp -d)
 pids=()
 stop() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
 trap 'stop; rm -rf "$work"' EXIT
+# Every JSON line also goes here, for the ratios printed on stderr at the end.
+lines=$work/lines.jsonl
+touch "$lines"
 
 "$whip" cell dev --voters "$voters" --base-port 7460 --data "$work/cell" > "$work/cell.log" 2>&1 &
 pids+=($!)
@@ -38,7 +41,7 @@ r = json.load(sys.stdin)
 line = {'system': 'whip-$voters-voters', 'workload': '$whip_workload', 'workers': $n,
         'clients': $n, 'ops_per_sec': r.get('ops_per_sec'), 'p50_us': r.get('p50_us'),
         'p99_us': r.get('p99_us'), 'result': r}
-print(json.dumps(line))"
+print(json.dumps(line))" | tee -a "$lines"
 done
 stop
 
@@ -58,7 +61,7 @@ if command -v nats-server >/dev/null; then
 import json, sys
 r = json.loads(sys.stdin.read().strip().splitlines()[-1])
 r['workers'] = $n
-print(json.dumps(r))"
+print(json.dumps(r))" | tee -a "$lines"
         break
       fi
       sleep 0.5
@@ -80,9 +83,22 @@ if command -v redis-server >/dev/null; then
 import json, sys
 r = json.load(sys.stdin)
 r['workers'] = $n
-print(json.dumps(r))"
+print(json.dumps(r))" | tee -a "$lines"
   done
   stop
 else
   echo "bench-board: redis-server not installed, Redis skipped" >&2
 fi
+
+# Issue 14's ratios in this run: whip's cycles/s against each peer's, per worker count.
+python3 - "$lines" <<'PY' >&2
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+whip = {r["workers"]: r for r in rows if str(r.get("system", "")).startswith("whip")}
+for peer in ("nats-jetstream", "redis"):
+    for r in rows:
+        w = whip.get(r.get("workers"))
+        if r.get("system") == peer and w and r.get("ops_per_sec"):
+            print(f"ratio {r['workers']} workers: whip {w['ops_per_sec']} / {peer} "
+                  f"{r['ops_per_sec']} = {w['ops_per_sec'] / r['ops_per_sec']:.2f}x")
+PY
