@@ -243,42 +243,37 @@ impl Nodes {
     }
 
     /// The nodes leading at least one cell the leader-loss probe writes to (a plain cell;
-    /// in a fabric, its data cells: the probe's keys never touch the meta cell), each as
-    /// the first running node that knows it says. Losing any of them is a failover to
-    /// sample.
+    /// in a fabric, its data cells: the probe's keys never touch the meta cell). Losing
+    /// any of them is a failover to sample.
     pub async fn cell_leaders(&self) -> BTreeSet<usize> {
-        let mut leaders = BTreeSet::new();
         let cells = match self.fabric_cells {
             0 => 0..=0,
             n => 1..=u64::from(n),
         };
+        let mut leaders = BTreeSet::new();
         for cell in cells {
-            for id in 1..=self.nodes.len() {
-                if !self.is_running(id) || self.nodes[id - 1].paused {
-                    continue;
-                }
-                let status = self.cell_status(id, cell, Duration::from_millis(300)).await;
-                if let Some(pb::StatusResponse {
-                    leader: Some(l), ..
-                }) = status
-                {
-                    leaders.insert(l as usize);
-                    break;
-                }
-            }
+            leaders.extend(self.cell_leader(cell).await);
         }
         leaders
     }
 
-    /// The leader as reported by the first node that knows one.
+    /// The leader (of the plain cell, or a fabric's meta cell) as reported by the first
+    /// node that knows one.
     pub async fn leader(&self) -> Option<usize> {
+        self.cell_leader(0).await
+    }
+
+    /// The leader of hosted cell `cell` as reported by the first running node that knows
+    /// one.
+    async fn cell_leader(&self, cell: u64) -> Option<usize> {
         for id in 1..=self.nodes.len() {
             if !self.is_running(id) || self.nodes[id - 1].paused {
                 continue;
             }
+            let status = self.cell_status(id, cell, Duration::from_millis(300)).await;
             if let Some(pb::StatusResponse {
                 leader: Some(l), ..
-            }) = self.status(id, Duration::from_millis(300)).await
+            }) = status
             {
                 return Some(l as usize);
             }
