@@ -27,8 +27,29 @@ use serde::{Deserialize, Serialize};
 use crate::query::Query;
 use crate::types::{Command, Family};
 
-/// Key prefixes of reserved state.
-pub const RESERVED_PREFIXES: [&[u8]; 2] = [b"agents/", b"fabric/"];
+/// Key prefixes of reserved state: server rows kept as CAS keys (identities, the range
+/// map), and the names of the engine's rows and of server-made idempotency keys. The
+/// engine's rows are not client keys at all (their own family, `crate::instance`); a client
+/// key spelled like one is refused rather than silently landing beside them.
+pub const RESERVED_PREFIXES: [&[u8]; 10] = [
+    b"agents/",
+    b"fabric/",
+    b"e/",
+    b"i/",
+    b"w/",
+    b"p/",
+    b"g/",
+    b"t/",
+    b"program/",
+    b"engine/",
+];
+
+/// Principal names no agent may take, compared by their [`name_skeleton`].
+pub const RESERVED_NAMES: [&str; 4] = ["operator", "server", "anonymous", "engine"];
+
+/// The prefix of the CLI's default identity (`cli-<user>`): only the operator registers
+/// such a name, so no agent can squat another user's default.
+pub const CLI_NAME_PREFIX: &str = "cli-";
 
 /// Who a request acts for, as the server proved it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,6 +107,15 @@ pub enum AccessRefusal {
     },
     /// The caller is not proven and the command writes.
     Anonymous,
+    /// The caller may not operate `what` (an engine instance, a written-once row).
+    NotAuthorized {
+        /// What was refused.
+        what: String,
+        /// Its owner, as the refusal names it.
+        owner: String,
+    },
+    /// The request reached the fabric's meta cell, which serves no client.
+    MetaCell,
 }
 
 impl AccessRefusal {
@@ -96,6 +126,8 @@ impl AccessRefusal {
             AccessRefusal::ServerOnly { .. } => "server_only",
             AccessRefusal::OperatorOnly { .. } => "operator_only",
             AccessRefusal::Anonymous => "anonymous_refused",
+            AccessRefusal::NotAuthorized { .. } => "not_authorized",
+            AccessRefusal::MetaCell => "reserved",
         }
     }
 }
@@ -124,6 +156,16 @@ impl std::fmt::Display for AccessRefusal {
                 f,
                 "anonymous_refused: this call needs a proven caller (an agent's token or the \
                  operator's certificate)"
+            ),
+            AccessRefusal::NotAuthorized { what, owner } => write!(
+                f,
+                "not_authorized: {what} is {owner}'s; only its owner or the operator may \
+                 read or change it"
+            ),
+            AccessRefusal::MetaCell => write!(
+                f,
+                "reserved: the meta cell (0) keeps the fabric's map and serves no client \
+                 request; send it without a route to cell 0"
             ),
         }
     }
@@ -156,9 +198,52 @@ pub fn check_agent_name(agent: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The reserved key holding an agent's identity record (tagged: it routes by agent name).
+/// The form two names share when they look alike: ASCII case folded, the digits and
+/// letter pairs that read as one letter merged (`0`/`o`, `1`/`l`/`i`, `rn`/`m`, `vv`/`w`),
+/// and `.`, `_` and `-` as one separator.
+pub fn name_skeleton(name: &str) -> String {
+    let folded = name
+        .to_ascii_lowercase()
+        .replace("rn", "m")
+        .replace("vv", "w");
+    folded
+        .chars()
+        .map(|c| match c {
+            '0' => 'o',
+            '1' | 'i' => 'l',
+            '_' | '-' => '.',
+            other => other,
+        })
+        .collect()
+}
+
+/// Why a name may not be taken by a new agent: it reads as a reserved principal, or (for
+/// an agent enrolling another) it is a CLI default identity. `by_operator` is whether the
+/// operator registers it.
+pub fn check_new_agent_name(name: &str, by_operator: bool) -> Result<(), String> {
+    check_agent_name(name)?;
+    let skeleton = name_skeleton(name);
+    if RESERVED_NAMES.iter().any(|r| name_skeleton(r) == skeleton) {
+        return Err(format!(
+            "reserved_name: {name:?} reads as a principal of the fabric \
+             ({}), which no agent may be named",
+            RESERVED_NAMES.join(", ")
+        ));
+    }
+    if !by_operator && skeleton.starts_with(&name_skeleton(CLI_NAME_PREFIX)) {
+        return Err(format!(
+            "reserved_name: {name:?} is a CLI default identity ({CLI_NAME_PREFIX}<user>), \
+             which only the operator registers"
+        ));
+    }
+    Ok(())
+}
+
+/// The reserved key holding an agent's identity record (tagged: it routes by the name's
+/// [`name_skeleton`], so two names that look alike share one record and the second
+/// registration finds it taken).
 pub fn agent_key(agent: &str) -> Vec<u8> {
-    format!("agents/{{{agent}}}").into_bytes()
+    format!("agents/{{{}}}", name_skeleton(agent)).into_bytes()
 }
 
 /// Key prefixes of a team's blackboard rows: `doc/{team}/…`, `frame/{team}/…`,
@@ -191,6 +276,23 @@ pub const OPERATOR_REVOKER: &str = "~operator";
 pub const ENROLLED_BY_MARK: &str = ":by:";
 /// The prefix of a revoked identity record (no token matches it).
 pub const REVOKED_MARK: &str = "revoked:";
+
+/// The mark before the hex of the exact name an identity record was registered under.
+pub const NAME_MARK: &str = ":name:";
+
+/// The exact name an identity `record` was registered under (`None` for a record older
+/// than names in records). Records are keyed by [`name_skeleton`], so a caller presenting
+/// a look-alike name with the right token is still refused.
+pub fn record_name(record: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(record).ok()?;
+    let (_, rest) = text.split_once(NAME_MARK)?;
+    let hex = rest.split(':').next()?;
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
 
 /// The agent that enrolled the identity `record` (`None` for one the operator made).
 pub fn enrolled_by(record: &[u8]) -> Option<&str> {
@@ -228,6 +330,15 @@ fn server_resource(owner: &str, name: &str) -> Result<(), AccessRefusal> {
         });
     }
     Ok(())
+}
+
+/// A scan whose prefix lies inside reserved state (`e/{ins…`, `agents/`) is refused; a
+/// wider scan runs and leaves the reserved rows out.
+fn reserved_scan(prefix: &[u8]) -> Result<(), AccessRefusal> {
+    match prefix.contains(&b'/') {
+        true => reserved(prefix),
+        false => Ok(()),
+    }
 }
 
 fn reserved(key: &[u8]) -> Result<(), AccessRefusal> {
@@ -301,7 +412,8 @@ pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
             | Family::Board
             | Family::Work
             | Family::Mail
-            | Family::Vote => Ok(()),
+            | Family::Vote
+            | Family::Engine => Ok(()),
         },
     }
 }
@@ -340,6 +452,7 @@ pub fn admit_query(caller: &Caller, query: &Query) -> Result<(), AccessRefusal> 
     }
     match query {
         Query::KvGet { key } => reserved(key),
+        Query::KvRange { prefix, .. } => reserved_scan(prefix),
         Query::LedgerList { owner, name, .. } => server_resource(owner, name),
         _ => Ok(()),
     }

@@ -12,6 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::access::Caller;
 use crate::codec::{encode_versioned, versioned};
 use crate::deadline::{self, Item};
 use crate::keys;
@@ -74,6 +75,24 @@ fn variant(command: &Command) -> Vec<u8> {
 /// The longest varint postcard writes for a `u32` (an enum's variant index).
 const VARINT_U32_BYTES_MAX: usize = 5;
 
+/// `key` in the space of `caller`'s keys: a code for the kind of caller, the agent's name,
+/// a zero byte, then the key. Two callers' keys never meet, so no caller can record an
+/// outcome under a key another caller (a server's registration, say) will use.
+pub(crate) fn scoped(caller: &Caller, key: &str) -> String {
+    let scope = match caller {
+        Caller::Anonymous => "n",
+        Caller::Agent(_) => "a",
+        Caller::Operator => "o",
+        Caller::Server => "s",
+    };
+    format!("{scope}{}\0{key}", caller.agent().unwrap_or_default())
+}
+
+/// The key a client sent, without its caller's scope ([`scoped`]).
+fn unscoped(key: &str) -> &str {
+    key.split_once('\0').map_or(key, |(_, key)| key)
+}
+
 /// How a [`Outcome::KeyReused`] is told to a client (one wording for every shell).
 pub fn reused_reason(key: &str) -> String {
     format!("idempotency key {key:?} was used by another request (another command or caller)")
@@ -127,7 +146,9 @@ pub(crate) fn recorded(
 ) -> Option<Outcome> {
     let record = load(txn, key).filter(|record| record.expires_at_ms > now_ms)?;
     match record.digest {
-        Some(recorded) if recorded != *digest => Some(Outcome::KeyReused { key: key.into() }),
+        Some(recorded) if recorded != *digest => Some(Outcome::KeyReused {
+            key: unscoped(key).into(),
+        }),
         _ => Some(record.outcome),
     }
 }
@@ -184,7 +205,6 @@ pub(crate) fn prune(txn: &mut impl Txn, now_ms: u64, key: &str) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access::Caller;
     use crate::txn::MemTxn;
 
     const D: [u8; 32] = [7; 32];

@@ -92,14 +92,23 @@ pub(crate) const PROPOSAL: u8 = b'P';
 /// Ballots: family, team, fence of the proposal, sequence.
 pub(crate) const BALLOT: u8 = b'Q';
 
+/// The engine's instance state (`crate::instance`): family, raw engine key bytes. No client
+/// KV command can name it: `KvPut`, `KvTxn`, `KvGet` and `KvRange` reach family `k` only.
+pub(crate) const ENGINE: u8 = b'E';
+/// Who owns an engine instance (`crate::instance`): family, instance id (routes by the id).
+pub(crate) const INSTANCE_OWNER: u8 = b'O';
+/// Present on the fabric's meta cell: it serves servers and the operator's fabric reads,
+/// never a client's keyed command (cell-local).
+pub(crate) const META_MODE: u8 = b'Z';
+
 /// Every family above: a row of any other first byte is no row of this state machine.
 #[rustfmt::skip]
-pub(crate) const FAMILIES: [u8; 39] = [
+pub(crate) const FAMILIES: [u8; 42] = [
     KV, LEASE, HOLDER, COUNTER, LEDGER_HEAD, LEDGER_ENTRY, IDEMPOTENCY, DEADLINE, OUTBOX,
     OUTBOX_ITEM, INBOX, ALARM, ALARM_HEAD, RANGE, FENCE_OFFSET, FABRIC_MODE, ELECTION, SCHEDULE,
     TEAM, TASK, READY, CLAIM, MAIL_HEAD, MAIL, MBOX_HEAD, MBOX_MSG, CELL_TASK, CELL_READY,
     CELL_CLAIM, CELL_BOARD, WORK_ENTRY, WORK_CELL, WORK_LIMITS, WORK_AUDIT, WORK_GRANT,
-    ALARM_CAUSE, VOTE_TEAM, PROPOSAL, BALLOT,
+    ALARM_CAUSE, VOTE_TEAM, PROPOSAL, BALLOT, ENGINE, INSTANCE_OWNER, META_MODE,
 ];
 
 /// Append `s` escaped but without its terminator (a prefix of every longer string's form).
@@ -225,8 +234,21 @@ pub(crate) fn parse_listed(key: &[u8]) -> ResourceId {
 
 /// Key of one CAS key.
 pub(crate) fn kv(key: &[u8]) -> Vec<u8> {
-    let mut out = vec![KV];
+    in_family(KV, key)
+}
+
+/// `family` followed by the raw bytes of `key` (CAS keys and engine rows).
+pub(crate) fn in_family(family: u8, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len() + 1);
+    out.push(family);
     out.extend_from_slice(key);
+    out
+}
+
+/// Key of the owner record of engine instance `id`.
+pub(crate) fn instance_owner(id: &str) -> Vec<u8> {
+    let mut out = vec![INSTANCE_OWNER];
+    push_str(&mut out, id.as_bytes());
     out
 }
 

@@ -24,9 +24,33 @@ pub(crate) fn decodes(value: &[u8]) -> bool {
     crate::codec::try_decode::<Record>(value).is_some()
 }
 
+/// Which family of CAS-shaped rows a command reaches: the clients' keys, or the engine's
+/// instance state. One command reaches one space, fixed by its variant, never by its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Space {
+    /// Client CAS keys (`KvPut`, `KvTxn`, `KvGet`, `KvRange`).
+    Client,
+    /// The engine's rows (`EngineTxn`, `EngineGet`, `EngineRange`; `crate::instance`).
+    Engine,
+}
+
+impl Space {
+    fn key(self, key: &[u8]) -> Vec<u8> {
+        match self {
+            Space::Client => keys::kv(key),
+            Space::Engine => keys::in_family(keys::ENGINE, key),
+        }
+    }
+}
+
 /// The current value and revision of `key`.
 pub(crate) fn get(txn: &impl Txn, key: &[u8]) -> Option<KvEntry> {
-    txn.get(&keys::kv(key)).map(|bytes| {
+    get_in(txn, Space::Client, key)
+}
+
+/// The current value and revision of `key` in `space`.
+pub(crate) fn get_in(txn: &impl Txn, space: Space, key: &[u8]) -> Option<KvEntry> {
+    txn.get(&space.key(key)).map(|bytes| {
         let record: Record = decode(&bytes);
         KvEntry {
             value: record.value,
@@ -36,7 +60,11 @@ pub(crate) fn get(txn: &impl Txn, key: &[u8]) -> Option<KvEntry> {
 }
 
 fn current(txn: &impl Txn, key: &[u8]) -> u64 {
-    get(txn, key).map_or(0, |entry| entry.version)
+    current_in(txn, Space::Client, key)
+}
+
+fn current_in(txn: &impl Txn, space: Space, key: &[u8]) -> u64 {
+    get_in(txn, space, key).map_or(0, |entry| entry.version)
 }
 
 /// Write `value` if the revision matches `expect_version` (`None` = any, `Some(0)` = absent).
@@ -90,8 +118,25 @@ pub(crate) fn txn(
     puts: &[(Vec<u8>, Vec<u8>)],
     deletes: &[Vec<u8>],
 ) -> Outcome {
+    txn_in(txn, Space::Client, stamp, (compares, puts, deletes))
+}
+
+/// The compares, puts and deletes of one transaction.
+pub(crate) type TxnParts<'a> = (
+    &'a [(Vec<u8>, u64)],
+    &'a [(Vec<u8>, Vec<u8>)],
+    &'a [Vec<u8>],
+);
+
+/// [`txn`] in `space`.
+pub(crate) fn txn_in(
+    txn: &mut impl Txn,
+    space: Space,
+    stamp: Stamp,
+    (compares, puts, deletes): TxnParts<'_>,
+) -> Outcome {
     for (key, expected) in compares {
-        let current = current(txn, key);
+        let current = current_in(txn, space, key);
         if current != *expected {
             return Outcome::KvTxnFailed {
                 key: key.clone(),
@@ -101,7 +146,7 @@ pub(crate) fn txn(
     }
     let fence = stamp.fence();
     for (key, value) in puts {
-        let current = current(txn, key);
+        let current = current_in(txn, space, key);
         assert!(
             fence > current,
             "fence {fence} does not pass revision {current}"
@@ -110,10 +155,10 @@ pub(crate) fn txn(
             value: value.clone(),
             version: fence,
         };
-        txn.put(&keys::kv(key), &encode(&record));
+        txn.put(&space.key(key), &encode(&record));
     }
     for key in deletes {
-        txn.delete(&keys::kv(key));
+        txn.delete(&space.key(key));
     }
     Outcome::KvTxnCommitted { fence }
 }
@@ -125,11 +170,21 @@ pub(crate) fn range(
     after_key: &[u8],
     limit: usize,
 ) -> Vec<(Vec<u8>, KvEntry)> {
-    let start_prefix = keys::kv(prefix);
+    range_in(txn, Space::Client, (prefix, after_key), limit)
+}
+
+/// [`range`] in `space`: keys starting with `prefix` and greater than `after_key`.
+pub(crate) fn range_in(
+    txn: &impl Txn,
+    space: Space,
+    (prefix, after_key): (&[u8], &[u8]),
+    limit: usize,
+) -> Vec<(Vec<u8>, KvEntry)> {
+    let start_prefix = space.key(prefix);
     let end = keys::prefix_end(&start_prefix);
     let start = if after_key > prefix {
         // The smallest key greater than `after_key`: the key with a zero byte appended.
-        let mut start = keys::kv(after_key);
+        let mut start = space.key(after_key);
         start.push(0);
         start
     } else {

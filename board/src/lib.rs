@@ -50,6 +50,7 @@ mod election;
 pub mod gauges;
 mod handoff;
 mod idempotency;
+pub mod instance;
 mod keys;
 mod kv;
 mod lease;
@@ -100,12 +101,23 @@ use types::Family;
 /// records nothing. Fences include the cell's offset (see [`range`]), so they keep growing
 /// when a range arrives from another cell.
 pub fn apply(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
-    let key = request.idempotency_key.as_deref();
-    let valid = key.map_or(Ok(()), validate::idempotency_key);
+    let valid = request
+        .idempotency_key
+        .as_deref()
+        .map_or(Ok(()), validate::idempotency_key);
+    // Keys are scoped by the proven caller: nobody can take another caller's key first.
+    let scoped = request
+        .idempotency_key
+        .as_deref()
+        .map(|key| idempotency::scoped(&request.caller, key));
+    let key = scoped.as_deref();
     if let Err(reason) = valid.and_then(|()| validate(&request.command, VALUE_BYTES_MAX)) {
         return Outcome::Invalid { reason };
     }
     if let Err(refusal) = access::admit(&request.caller, &request.command) {
+        return Outcome::Forbidden { refusal };
+    }
+    if let Err(refusal) = range::admit_meta(txn, &request.caller, &request.command) {
         return Outcome::Forbidden { refusal };
     }
     let point = match route::command_point(&request.command) {
@@ -151,6 +163,14 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome
         Family::Handoff => apply_handoff(txn, stamp.time_ms, command),
         Family::Mail => apply_mail(txn, stamp, &request.caller, command),
         Family::Vote => apply_vote(txn, stamp, &request.caller, command),
+        Family::Engine => match command {
+            Command::EngineTxn {
+                compares,
+                puts,
+                deletes,
+            } => instance::apply_txn(txn, stamp, &request.caller, (compares, puts, deletes)),
+            other => unreachable!("{other:?} is not an engine command"),
+        },
     }
 }
 
@@ -400,6 +420,7 @@ fn apply_range(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
             epoch,
         } => range::split(txn, *start, *last, *at, *epoch),
         Command::RangeImport { rows } => range::import(txn, rows),
+        Command::MetaCellMark => range::mark_meta(txn),
         Command::RangeDrop { start, last } => range::drop_rows(txn, *start, *last),
         other => unreachable!("{other:?} is not a range change"),
     }
@@ -719,14 +740,13 @@ fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
 /// Answer a read at `now_ms`. A list `limit` of 0 means `limits::LIST_ROWS_MAX`; larger
 /// limits are capped to it.
 pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
-    let cap = list_cap;
     match query {
         Query::KvGet { key } => QueryResult::Kv(kv::get(txn, key)),
         Query::LeaseList { prefix, limit } => {
-            QueryResult::Leases(lease::list(txn, now_ms, prefix, cap(*limit)))
+            QueryResult::Leases(lease::list(txn, now_ms, prefix, list_cap(*limit)))
         }
         Query::CounterList { prefix, limit } => {
-            QueryResult::Counters(counter::list(txn, prefix, cap(*limit)))
+            QueryResult::Counters(counter::list(txn, prefix, list_cap(*limit)))
         }
         Query::LedgerList {
             owner,
@@ -740,7 +760,7 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
                 name,
                 partition: partition.as_deref(),
                 after_seq: *after_seq,
-                limit: cap(*limit),
+                limit: list_cap(*limit),
             };
             QueryResult::LedgerEntries(ledger::list(txn, &request))
         }
@@ -749,7 +769,7 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
             prefix,
             after_key,
             limit,
-        } => QueryResult::KvRange(kv::range(txn, prefix, after_key, cap(*limit))),
+        } => QueryResult::KvRange(kv::range(txn, prefix, after_key, list_cap(*limit))),
         Query::ElectionLeader { .. } | Query::ElectionList { .. } | Query::ScheduleList { .. } => {
             query_coordination(txn, now_ms, query)
         }
@@ -761,7 +781,7 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
             after_key,
             limit,
         } => {
-            let (rows, next) = range::export(txn, *start, *last, after_key, cap(*limit));
+            let (rows, next) = range::export(txn, *start, *last, after_key, list_cap(*limit));
             QueryResult::RangeRows { rows, next }
         }
         Query::Team { .. }
@@ -786,6 +806,20 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
         Query::VoteProposal { .. } | Query::VoteBallots { .. } | Query::VoteList { .. } => {
             vote::answer(txn, query, list_cap)
         }
+        Query::EngineGet { .. } | Query::EngineRange { .. } => query_engine(txn, query),
+    }
+}
+
+/// Engine rows, as a server reads them (a client's read goes through [`read_by`]).
+fn query_engine(txn: &impl Txn, query: &Query) -> QueryResult {
+    match query {
+        Query::EngineGet { key } => QueryResult::Kv(instance::get(txn, key)),
+        Query::EngineRange {
+            prefix,
+            after_key,
+            limit,
+        } => QueryResult::KvRange(instance::range(txn, prefix, after_key, list_cap(*limit))),
+        other => unreachable!("{other:?} is not an engine read"),
     }
 }
 
@@ -817,8 +851,23 @@ fn query_coordination(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult
 
 /// A client's read for `caller` (see [`Query::By`]).
 fn read_by(txn: &impl Txn, now_ms: u64, caller: &access::Caller, inner: &Query) -> QueryResult {
-    if let Err(refusal) = access::admit_query(caller, inner) {
+    if let Err(refusal) = access::admit_query(caller, inner)
+        .and_then(|()| range::admit_meta_read(txn, caller, inner))
+        .and_then(|()| match inner {
+            Query::EngineGet { key } | Query::EngineRange { prefix: key, .. } => {
+                instance::guard_get(txn, caller, key)
+            }
+            _ => Ok(()),
+        })
+    {
         return QueryResult::Refused(query::ReadRefusal::Access(refusal));
+    }
+    if let Query::EngineRange { .. } = inner {
+        let QueryResult::KvRange(mut rows) = query(txn, now_ms, inner) else {
+            unreachable!("an engine range answers rows")
+        };
+        rows.retain(|(key, _)| instance::readable(txn, caller, key));
+        return QueryResult::KvRange(rows);
     }
     if let Err(refusal) = blackboard::guard_read(txn, caller, inner) {
         return QueryResult::Refused(query::ReadRefusal::Board { refusal });

@@ -240,6 +240,24 @@ pub enum Query {
         /// Most proposals returned (capped by `limits::LIST_ROWS_MAX`).
         limit: u32,
     },
+    /// One row of the engine's instance state (`crate::instance`).
+    EngineGet {
+        /// The engine key.
+        #[serde(with = "serde_bytes")]
+        key: Vec<u8>,
+    },
+    /// Engine rows starting with `prefix` and greater than `after_key`, in key order; a
+    /// client's read keeps only rows of instances it may operate.
+    EngineRange {
+        /// Key prefix (may be empty).
+        #[serde(with = "serde_bytes")]
+        prefix: Vec<u8>,
+        /// Only keys strictly greater than this.
+        #[serde(with = "serde_bytes")]
+        after_key: Vec<u8>,
+        /// Most rows returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
 }
 
 /// Why a client's read was refused.

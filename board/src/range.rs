@@ -14,6 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::access::{AccessRefusal, Caller};
 use crate::codec::{decode, encode, try_decode};
 use crate::deadline::Item;
 use crate::keys::{self, FABRIC_MODE, FENCE_OFFSET, RANGE};
@@ -23,7 +24,7 @@ use crate::limits::{
 use crate::query::RangeView;
 use crate::route;
 use crate::txn::Txn;
-use crate::types::{Outcome, Stamp};
+use crate::types::{Command, Outcome, Stamp};
 
 #[derive(Serialize, Deserialize)]
 struct Row {
@@ -76,6 +77,50 @@ fn containing(rows: &[RangeView], point: u64) -> Option<&RangeView> {
 /// that gave every range away serves nothing keyed (it must not fall back to standalone).
 pub(crate) fn in_fabric(txn: &impl Txn) -> bool {
     txn.get(&[FABRIC_MODE]).is_some()
+}
+
+/// Whether this cell is the fabric's meta cell ([`mark_meta`]).
+pub(crate) fn is_meta(txn: &impl Txn) -> bool {
+    txn.get(&[keys::META_MODE]).is_some()
+}
+
+/// Mark this cell as the meta cell (fabric initialization; idempotent).
+pub(crate) fn mark_meta(txn: &mut impl Txn) -> Outcome {
+    txn.put(&[keys::META_MODE], &[]);
+    Outcome::RangeMarkedMeta
+}
+
+/// The meta cell serves servers only, and the operator's change of the work limits (every
+/// cell keeps a copy, the meta cell's ceiling among them): no client's keyed command, routed
+/// or not, runs there.
+pub(crate) fn admit_meta(
+    txn: &impl Txn,
+    caller: &Caller,
+    command: &Command,
+) -> Result<(), AccessRefusal> {
+    let allowed = match caller {
+        Caller::Server => true,
+        Caller::Operator => matches!(command, Command::WorkLimitsSet { .. }),
+        Caller::Agent(_) | Caller::Anonymous => false,
+    };
+    match allowed || !is_meta(txn) {
+        true => Ok(()),
+        false => Err(AccessRefusal::MetaCell),
+    }
+}
+
+/// A client's read on the meta cell: only the work limits (which the meta cell keeps for
+/// the fabric's ceiling).
+pub(crate) fn admit_meta_read(
+    txn: &impl Txn,
+    caller: &Caller,
+    query: &crate::query::Query,
+) -> Result<(), AccessRefusal> {
+    let allowed = *caller == Caller::Server || *query == crate::query::Query::WorkLimits;
+    match allowed || !is_meta(txn) {
+        true => Ok(()),
+        false => Err(AccessRefusal::MetaCell),
+    }
 }
 
 /// Whether a command at `point` carrying `epoch` may run here; the refusal otherwise.
@@ -297,7 +342,10 @@ fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
         keys::WORK_CELL | keys::WORK_LIMITS | keys::WORK_AUDIT | keys::WORK_GRANT => None,
         // The cell-tier board belongs to the cell.
         keys::CELL_TASK | keys::CELL_READY | keys::CELL_CLAIM | keys::CELL_BOARD => None,
-        keys::RANGE | keys::FENCE_OFFSET | keys::FABRIC_MODE => None,
+        keys::RANGE | keys::FENCE_OFFSET | keys::FABRIC_MODE | keys::META_MODE => None,
+        // An instance's rows and its owner record move with the instance's tag.
+        keys::ENGINE => Some(route::kv_point(rest)),
+        keys::INSTANCE_OWNER => crate::instance::owner_row_point(key),
         // Handoff channels and alarms belong to the cell, not to a range.
         keys::OUTBOX | keys::OUTBOX_ITEM | keys::INBOX => None,
         keys::ALARM | keys::ALARM_HEAD | keys::ALARM_CAUSE => None,
@@ -345,7 +393,8 @@ pub(crate) fn export(
 /// a bad one must be refused: a panic in apply would stop every replica at this entry.
 fn importable(key: &[u8], value: &[u8]) -> bool {
     match key.first().copied() {
-        Some(keys::KV) => crate::kv::decodes(value),
+        Some(keys::KV | keys::ENGINE) => crate::kv::decodes(value),
+        Some(keys::INSTANCE_OWNER) => crate::instance::decode_owner(value).is_some(),
         Some(keys::DEADLINE) => try_decode::<Item>(value).is_some(),
         Some(keys::IDEMPOTENCY) => crate::idempotency::decodes(value),
         Some(keys::WORK_ENTRY) => try_decode::<crate::work::WorkEntryView>(value).is_some(),

@@ -189,6 +189,11 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
             compares,
             puts,
             deletes,
+        }
+        | Command::EngineTxn {
+            compares,
+            puts,
+            deletes,
         } => {
             let keys = compares
                 .iter()
@@ -228,7 +233,7 @@ fn txn_point<'a>(keys: impl Iterator<Item = &'a Vec<u8>>) -> Result<Option<u64>,
 /// (`BoardCellReady`).
 pub fn query_point(query: &Query) -> Option<u64> {
     match query {
-        Query::KvGet { key } => Some(kv_point(key)),
+        Query::KvGet { key } | Query::EngineGet { key } => Some(kv_point(key)),
         Query::ElectionLeader { group } => Some(election_point(group)),
         Query::Team { team }
         | Query::BoardList { team, .. }
@@ -247,7 +252,9 @@ pub fn query_point(query: &Query) -> Option<u64> {
             parent: Some(id), ..
         } => Some(work_point(crate::work::root_of(id))),
         // A scan whose prefix holds a whole `{tag}` covers keys of that tag only.
-        Query::KvRange { prefix, .. } if kv_routing_key(prefix).len() < prefix.len() => {
+        Query::KvRange { prefix, .. } | Query::EngineRange { prefix, .. }
+            if kv_routing_key(prefix).len() < prefix.len() =>
+        {
             Some(kv_point(prefix))
         }
         Query::LedgerList {

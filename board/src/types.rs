@@ -698,6 +698,22 @@ pub enum Command {
         /// The proposal's id.
         proposal: String,
     },
+    /// A `KvTxn` over the engine's instance state (`crate::instance`), never over client
+    /// keys: every key must be an engine row, and the caller must be allowed to operate
+    /// every instance it touches (the instance's owner, or the operator). The first commit
+    /// of an instance makes its caller the owner.
+    EngineTxn {
+        /// `(key, expected revision)`; 0 = the row must be absent.
+        compares: Vec<(Vec<u8>, u64)>,
+        /// `(key, value)` written once the compares pass.
+        #[serde(with = "pairs_as_bytes")]
+        puts: Vec<(Vec<u8>, Vec<u8>)>,
+        /// Rows deleted once the compares pass (absent rows are skipped).
+        deletes: Vec<Vec<u8>>,
+    },
+    /// Mark this cell as the fabric's meta cell (fabric initialization, a server's own
+    /// command): from then on it serves no client's keyed command or read.
+    MetaCellMark,
 }
 
 /// The business result of one command. Codes are stable and mirrored in proto.
@@ -1198,6 +1214,8 @@ pub enum Outcome {
         /// The key.
         key: String,
     },
+    /// This cell is now marked as the fabric's meta cell.
+    RangeMarkedMeta,
 }
 
 /// One live holder of a lease.
@@ -1502,6 +1520,8 @@ pub(crate) enum Family {
     Mail,
     /// Roles, proposals and ballots.
     Vote,
+    /// The engine's instance state.
+    Engine,
 }
 
 impl Command {
@@ -1522,7 +1542,8 @@ impl Command {
             | Command::RangeFreeze { .. }
             | Command::RangeSplit { .. }
             | Command::RangeImport { .. }
-            | Command::RangeDrop { .. } => Family::Range,
+            | Command::RangeDrop { .. }
+            | Command::MetaCellMark => Family::Range,
             Command::Campaign { .. }
             | Command::Proclaim { .. }
             | Command::Resign { .. }
@@ -1567,6 +1588,7 @@ impl Command {
             | Command::VoteOpen { .. }
             | Command::VoteCast { .. }
             | Command::VoteClose { .. } => Family::Vote,
+            Command::EngineTxn { .. } => Family::Engine,
         }
     }
 }

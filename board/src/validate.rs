@@ -353,6 +353,15 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
         (Family::Work, _) => work(command),
         (Family::Mail, _) => crate::mail::check(command),
         (Family::Vote, _) => crate::vote::check(command),
+        (
+            Family::Engine,
+            Command::EngineTxn {
+                compares,
+                puts,
+                deletes,
+            },
+        ) => kv_txn(compares, puts, deletes, value_bytes_max),
+        (Family::Engine, other) => unreachable!("{other:?} is not an engine command"),
     }
 }
 

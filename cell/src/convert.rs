@@ -82,6 +82,12 @@ fn holder_pb(h: LeaseHolder) -> pb::LeaseHolder {
     }
 }
 
+/// The key space a KV call names; a number outside the enum is refused.
+pub(crate) fn key_space(space: i32) -> Result<pb::KeySpace, Status> {
+    pb::KeySpace::try_from(space)
+        .map_err(|_| Status::invalid_argument(format!("unknown key space {space}")))
+}
+
 pub(crate) fn kv_get_response(result: QueryResult) -> Result<pb::KvGetResponse, Status> {
     match result {
         QueryResult::Kv(Some(e)) => Ok(pb::KvGetResponse {
@@ -588,14 +594,22 @@ pub(crate) mod command {
     }
 
     pub(crate) fn kv_txn(req: pb::KvTxnRequest) -> Result<Command, Status> {
-        Ok(Command::KvTxn {
-            compares: req
-                .compares
-                .into_iter()
-                .map(|c| (c.key, c.expect_version))
-                .collect(),
-            puts: req.puts.into_iter().map(|p| (p.key, p.value)).collect(),
-            deletes: req.deletes,
+        let space = super::key_space(req.space)?;
+        let compares = req.compares.into_iter();
+        let compares = compares.map(|c| (c.key, c.expect_version)).collect();
+        let puts = req.puts.into_iter().map(|p| (p.key, p.value)).collect();
+        let deletes = req.deletes;
+        Ok(match space {
+            pb::KeySpace::Client => Command::KvTxn {
+                compares,
+                puts,
+                deletes,
+            },
+            pb::KeySpace::Engine => Command::EngineTxn {
+                compares,
+                puts,
+                deletes,
+            },
         })
     }
 

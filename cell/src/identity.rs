@@ -66,9 +66,11 @@ pub fn check_token(token: &str) -> Result<(), Status> {
 }
 
 /// The stored form of a token: `v1:` + a random 32-byte salt (hex) + `:` + the blake3 hash
-/// keyed by that salt (hex), then `:by:` and the enrolling agent for an agent another
-/// enrolled (it may revoke it). Two agents with one token store different records.
-pub fn token_record(token: &str, enrolled_by: Option<&str>) -> Vec<u8> {
+/// keyed by that salt (hex), then `:name:` and the hex of the exact name (the record is
+/// keyed by the name's skeleton, `whip_board::access::agent_key`), then `:by:` and the
+/// enrolling agent for an agent another enrolled (it may revoke it). Two agents with one
+/// token store different records.
+pub fn token_record(agent: &str, token: &str, enrolled_by: Option<&str>) -> Vec<u8> {
     use rand::RngCore;
     let mut salt = [0u8; 32];
     rand::rng().fill_bytes(&mut salt);
@@ -77,7 +79,9 @@ pub fn token_record(token: &str, enrolled_by: Option<&str>) -> Vec<u8> {
     let by = enrolled_by
         .map(|by| format!("{}{by}", whip_board::access::ENROLLED_BY_MARK))
         .unwrap_or_default();
-    format!("v1:{salt_hex}:{}{by}", hash.to_hex()).into_bytes()
+    let name: String = agent.bytes().map(|b| format!("{b:02x}")).collect();
+    let mark = whip_board::access::NAME_MARK;
+    format!("v1:{salt_hex}:{}{mark}{name}{by}", hash.to_hex()).into_bytes()
 }
 
 /// Whether `token` matches the stored `record` (compared in constant time).
@@ -155,7 +159,11 @@ impl Verifier {
             })
             .await?;
         match stored {
-            QueryResult::Kv(Some(entry)) if token_matches(&entry.value, &token) => {
+            QueryResult::Kv(Some(entry))
+                if token_matches(&entry.value, &token)
+                    && whip_board::access::record_name(&entry.value)
+                        .is_none_or(|name| name == agent) =>
+            {
                 let mut verified = self.verified.lock().expect("verifier lock");
                 if verified.len() >= VERIFIED_MAX {
                     verified.retain(|_, at| at.elapsed() < fresh);

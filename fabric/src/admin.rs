@@ -216,6 +216,14 @@ async fn add_meta_learners(node: &Node, map: &FabricMap) -> Result<(), CellError
 
 /// Write `map` to the meta cell if its key still has `version` (0 = absent).
 async fn publish(node: &Node, map: &FabricMap, version: u64) -> Result<(), CellError> {
+    if version == 0 {
+        // The first map makes cell 0 the meta cell: from then on it serves no client.
+        let key = "fabric-init/meta".to_string();
+        match on_cell(node, map, META_CELL, key, Command::MetaCellMark).await? {
+            Outcome::RangeMarkedMeta => {}
+            other => return Err(CellError::Fatal(format!("meta mark answered {other:?}"))),
+        }
+    }
     let put = Command::KvPut {
         key: MAP_KEY.to_vec(),
         value: map.to_bytes(),
@@ -382,9 +390,11 @@ struct AdminLease<'a> {
     ttl_ms: u64,
 }
 
+/// The range-admin lease: a server resource (owner `~fabric`), which no client command can
+/// take, renew or release.
 fn admin_lease() -> ResourceId {
     ResourceId {
-        owner: "fabric".into(),
+        owner: format!("{}fabric", whip_board::access::SERVER_OWNER_PREFIX),
         name: "range-admin".into(),
         key: String::new(),
     }

@@ -105,44 +105,106 @@ fn reset_pb(reset: Reset) -> pb::Reset {
     }
 }
 
+async fn get_in(
+    client: &CellClient,
+    key: Vec<u8>,
+    space: pb::KeySpace,
+) -> FabricResult<Option<KvEntry>> {
+    let request = pb::KvGetRequest {
+        key,
+        space: space.into(),
+    };
+    let r = CellClient::kv_get(client, request).await.map_err(error)?;
+    Ok(r.found.then_some(KvEntry {
+        value: r.value,
+        version: r.version,
+    }))
+}
+
+async fn txn_in(
+    client: &CellClient,
+    ops: TxnOps,
+    key: String,
+    space: pb::KeySpace,
+) -> FabricResult<TxnResult> {
+    let request = pb::KvTxnRequest {
+        space: space.into(),
+        compares: ops
+            .compares
+            .into_iter()
+            .map(|(key, expect_version)| pb::KvCompare {
+                key,
+                expect_version,
+            })
+            .collect(),
+        puts: ops
+            .puts
+            .into_iter()
+            .map(|(key, value)| pb::KvPair { key, value })
+            .collect(),
+        deletes: ops.deletes,
+        idempotency_key: key,
+    };
+    let r = CellClient::kv_txn(client, request).await.map_err(error)?;
+    match Code::try_from(r.code) {
+        Ok(Code::KvTxnCommitted) => Ok(TxnResult::Committed { fence: r.fence }),
+        Ok(Code::KvTxnFailed) => Ok(TxnResult::Failed {
+            key: r.failed_key,
+            current: r.current_version,
+        }),
+        _ => Err(code_error(r.code)),
+    }
+}
+
+async fn range_in(
+    client: &CellClient,
+    (prefix, after_key): (Vec<u8>, Vec<u8>),
+    limit: u32,
+    space: pb::KeySpace,
+) -> FabricResult<Vec<(Vec<u8>, KvEntry)>> {
+    let request = pb::KvRangeRequest {
+        prefix,
+        after_key,
+        limit,
+        space: space.into(),
+    };
+    let r = CellClient::kv_range(client, request).await.map_err(error)?;
+    Ok(r.entries
+        .into_iter()
+        .map(|e| {
+            let entry = KvEntry {
+                value: e.value,
+                version: e.version,
+            };
+            (e.key, entry)
+        })
+        .collect())
+}
+
 impl FabricClient for CellClient {
+    async fn engine_get(&self, key: Vec<u8>) -> FabricResult<Option<KvEntry>> {
+        get_in(self, key, pb::KeySpace::Engine).await
+    }
+
+    async fn engine_txn(&self, ops: TxnOps, key: String) -> FabricResult<TxnResult> {
+        txn_in(self, ops, key, pb::KeySpace::Engine).await
+    }
+
+    async fn engine_range(
+        &self,
+        prefix: Vec<u8>,
+        after_key: Vec<u8>,
+        limit: u32,
+    ) -> FabricResult<Vec<(Vec<u8>, KvEntry)>> {
+        range_in(self, (prefix, after_key), limit, pb::KeySpace::Engine).await
+    }
+
     async fn kv_get(&self, key: Vec<u8>) -> FabricResult<Option<KvEntry>> {
-        let r = CellClient::kv_get(self, pb::KvGetRequest { key })
-            .await
-            .map_err(error)?;
-        Ok(r.found.then_some(KvEntry {
-            value: r.value,
-            version: r.version,
-        }))
+        get_in(self, key, pb::KeySpace::Client).await
     }
 
     async fn kv_txn(&self, ops: TxnOps, key: String) -> FabricResult<TxnResult> {
-        let request = pb::KvTxnRequest {
-            compares: ops
-                .compares
-                .into_iter()
-                .map(|(key, expect_version)| pb::KvCompare {
-                    key,
-                    expect_version,
-                })
-                .collect(),
-            puts: ops
-                .puts
-                .into_iter()
-                .map(|(key, value)| pb::KvPair { key, value })
-                .collect(),
-            deletes: ops.deletes,
-            idempotency_key: key,
-        };
-        let r = CellClient::kv_txn(self, request).await.map_err(error)?;
-        match Code::try_from(r.code) {
-            Ok(Code::KvTxnCommitted) => Ok(TxnResult::Committed { fence: r.fence }),
-            Ok(Code::KvTxnFailed) => Ok(TxnResult::Failed {
-                key: r.failed_key,
-                current: r.current_version,
-            }),
-            _ => Err(code_error(r.code)),
-        }
+        txn_in(self, ops, key, pb::KeySpace::Client).await
     }
 
     async fn kv_range(
@@ -151,22 +213,7 @@ impl FabricClient for CellClient {
         after_key: Vec<u8>,
         limit: u32,
     ) -> FabricResult<Vec<(Vec<u8>, KvEntry)>> {
-        let request = pb::KvRangeRequest {
-            prefix,
-            after_key,
-            limit,
-        };
-        let r = CellClient::kv_range(self, request).await.map_err(error)?;
-        Ok(r.entries
-            .into_iter()
-            .map(|e| {
-                let entry = KvEntry {
-                    value: e.value,
-                    version: e.version,
-                };
-                (e.key, entry)
-            })
-            .collect())
+        range_in(self, (prefix, after_key), limit, pb::KeySpace::Client).await
     }
 
     async fn lease_acquire(&self, r: LeaseRequest, key: String) -> FabricResult<Outcome> {

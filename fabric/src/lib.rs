@@ -291,6 +291,27 @@ impl BoardAnswer {
 /// The engine's view of the store. Every write takes an idempotency key: a retry with the
 /// same key returns the recorded outcome and applies once.
 pub trait FabricClient: Send + Sync + 'static {
+    /// One row of the engine's instance state (`whip_board::instance`): refused
+    /// `not_authorized` unless the caller owns or operates its instance.
+    fn engine_get(
+        &self,
+        key: Vec<u8>,
+    ) -> impl Future<Output = FabricResult<Option<KvEntry>>> + Send;
+    /// An atomic transaction over engine rows; the first commit of an instance makes the
+    /// caller its owner.
+    fn engine_txn(
+        &self,
+        ops: TxnOps,
+        idempotency_key: String,
+    ) -> impl Future<Output = FabricResult<TxnResult>> + Send;
+    /// Engine rows starting with `prefix` after `after_key`, at most `limit`, of the
+    /// instances the caller may operate.
+    fn engine_range(
+        &self,
+        prefix: Vec<u8>,
+        after_key: Vec<u8>,
+        limit: u32,
+    ) -> impl Future<Output = FabricResult<Vec<(Vec<u8>, KvEntry)>>> + Send;
     /// One CAS key.
     fn kv_get(&self, key: Vec<u8>) -> impl Future<Output = FabricResult<Option<KvEntry>>> + Send;
     /// An atomic multi-key transaction.

@@ -85,6 +85,43 @@ fn unexpected<T: std::fmt::Debug>(what: T) -> FabricError {
 }
 
 impl FabricClient for MemFabric {
+    async fn engine_get(&self, key: Vec<u8>) -> FabricResult<Option<KvEntry>> {
+        match self.read(Query::EngineGet { key }) {
+            QueryResult::Kv(entry) => Ok(entry),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn engine_txn(&self, ops: TxnOps, key: String) -> FabricResult<TxnResult> {
+        let command = Command::EngineTxn {
+            compares: ops.compares,
+            puts: ops.puts,
+            deletes: ops.deletes,
+        };
+        match self.apply(command, key)? {
+            Outcome::KvTxnCommitted { fence } => Ok(TxnResult::Committed { fence }),
+            Outcome::KvTxnFailed { key, current } => Ok(TxnResult::Failed { key, current }),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn engine_range(
+        &self,
+        prefix: Vec<u8>,
+        after_key: Vec<u8>,
+        limit: u32,
+    ) -> FabricResult<Vec<(Vec<u8>, KvEntry)>> {
+        let query = Query::EngineRange {
+            prefix,
+            after_key,
+            limit,
+        };
+        match self.read(query) {
+            QueryResult::KvRange(rows) => Ok(rows),
+            other => Err(unexpected(other)),
+        }
+    }
+
     async fn kv_get(&self, key: Vec<u8>) -> FabricResult<Option<KvEntry>> {
         match self.read(Query::KvGet { key }) {
             QueryResult::Kv(entry) => Ok(entry),

@@ -165,6 +165,7 @@ impl Node {
             Query::LeaseList { limit, .. }
             | Query::CounterList { limit, .. }
             | Query::KvRange { limit, .. }
+            | Query::EngineRange { limit, .. }
             | Query::LedgerList { limit, .. } => {
                 let limit = *limit;
                 self.gather(query, limit).await

@@ -144,7 +144,11 @@ fn call_of(selector: u8) -> Call {
     let mut at = usize::from(selector) % total;
     for (table, cell) in TABLES {
         if at < table.len() {
-            return if cell { Call::Cell(table[at]) } else { Call::Peer(table[at]) };
+            return if cell {
+                Call::Cell(table[at])
+            } else {
+                Call::Peer(table[at])
+            };
         }
         at -= table.len();
     }
@@ -153,7 +157,10 @@ fn call_of(selector: u8) -> Call {
 
 fn selector_of(name: &str) -> u8 {
     let all = TABLES.iter().flat_map(|(t, _)| t.iter());
-    let at = all.clone().position(|n| *n == name).expect("a known method");
+    let at = all
+        .clone()
+        .position(|n| *n == name)
+        .expect("a known method");
     u8::try_from(at).expect("fewer than 256 methods")
 }
 
@@ -312,7 +319,11 @@ fn authority(name: &str) -> &'static Authority {
 
 fn node_credentials() -> &'static Credentials {
     static NODE: OnceLock<Credentials> = OnceLock::new();
-    NODE.get_or_init(|| authority("a").credentials(Principal::Node).expect("a node credential"))
+    NODE.get_or_init(|| {
+        authority("a")
+            .credentials(Principal::Node)
+            .expect("a node credential")
+    })
 }
 
 /// `Admin/InstallCredential` with `message` on a fresh node of CA A (no kept file).
@@ -495,7 +506,10 @@ fn primitives_seed() -> Vec<u8> {
         &mut out,
         "KvGet",
         0,
-        &pb::KvGetRequest { key: b"a".to_vec() },
+        &pb::KvGetRequest {
+            key: b"a".to_vec(),
+            ..Default::default()
+        },
     );
     let lease = pb::LeaseAcquireRequest {
         lease: resource("o", "deploy"),
@@ -557,12 +571,10 @@ fn install_seeds() -> Vec<(&'static str, pb::InstallCredentialRequest)> {
     let (a, b) = (authority("a"), authority("b"));
     let both = whip_cell::tls::bundle(&[a.cert_pem(), b.cert_pem()]).expect("a bundle");
     let of_b = b.issue(Principal::Node).expect("a node certificate of B");
-    let install = |ca: &str, identity: Option<&whip_cell::tls::Pem>| {
-        pb::InstallCredentialRequest {
-            ca: ca.to_string(),
-            cert: identity.map(|p| p.cert.clone()).unwrap_or_default(),
-            key: identity.map(|p| p.key.clone()).unwrap_or_default(),
-        }
+    let install = |ca: &str, identity: Option<&whip_cell::tls::Pem>| pb::InstallCredentialRequest {
+        ca: ca.to_string(),
+        cert: identity.map(|p| p.cert.clone()).unwrap_or_default(),
+        key: identity.map(|p| p.key.clone()).unwrap_or_default(),
     };
     vec![
         ("install-keep", install(a.cert_pem(), None)),

@@ -88,6 +88,16 @@ pub(crate) async fn authenticate(global: &Global, session: Session) -> Result<Se
     Ok(session)
 }
 
+/// Act for the agent `--agent` (or `WHIP_AGENT`) names, when one is named: commands that
+/// otherwise act as the operator (`run`, `status`, `cancel`, `kv`, `ledger`, …) honour it
+/// rather than ignore it.
+pub(crate) async fn act_as_flag(global: &Global, session: Session) -> Result<Session> {
+    match global.agent {
+        Some(_) => authenticate(global, session).await,
+        None => Ok(session),
+    }
+}
+
 /// Register `member` through `client` (as the operator, or enrolled by the client's agent),
 /// keeping its token in the credentials file, unless it is registered already. A refusal
 /// is left to the call that needs the registration, which says why.

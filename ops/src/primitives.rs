@@ -187,7 +187,7 @@ fn print(global: &Global, value: Value, text: String) -> ExitCode {
 }
 
 pub(crate) async fn kv(global: &Global, cmd: KvCommand) -> Result<ExitCode> {
-    let session = session(global).await?;
+    let session = crate::agent::act_as_flag(global, session(global).await?).await?;
     let result = kv_on(global, &session.client, cmd).await;
     session.close().await;
     result
@@ -199,6 +199,7 @@ async fn kv_on(global: &Global, c: &CellClient, cmd: KvCommand) -> Result<ExitCo
             let r = c
                 .kv_get(pb::KvGetRequest {
                     key: key.into_bytes(),
+                    ..Default::default()
                 })
                 .await?;
             let value = String::from_utf8_lossy(&r.value).to_string();
@@ -271,7 +272,7 @@ fn lease_id(t: &LeaseTarget) -> Option<pb::ResourceId> {
 }
 
 pub(crate) async fn lease(global: &Global, cmd: LeaseCommand) -> Result<ExitCode> {
-    let session = session(global).await?;
+    let session = crate::agent::act_as_flag(global, session(global).await?).await?;
     let result = lease_on(global, &session.client, cmd).await;
     session.close().await;
     result
@@ -462,7 +463,7 @@ fn lease_list(global: &Global, r: pb::LeaseListResponse) -> ExitCode {
 }
 
 pub(crate) async fn counter(global: &Global, cmd: CounterCommand) -> Result<ExitCode> {
-    let session = session(global).await?;
+    let session = crate::agent::act_as_flag(global, session(global).await?).await?;
     let result = counter_on(global, &session.client, cmd).await;
     session.close().await;
     result
@@ -542,7 +543,7 @@ async fn counter_on(global: &Global, c: &CellClient, cmd: CounterCommand) -> Res
 }
 
 pub(crate) async fn ledger(global: &Global, cmd: LedgerCommand) -> Result<ExitCode> {
-    let session = session(global).await?;
+    let session = crate::agent::act_as_flag(global, session(global).await?).await?;
     let result = ledger_on(global, &session.client, cmd).await;
     session.close().await;
     result

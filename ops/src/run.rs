@@ -208,6 +208,7 @@ pub(crate) async fn run(global: &Global, cmd: EngineCommand) -> Result<ExitCode>
     } else {
         session(global).await?
     };
+    let session = crate::agent::act_as_flag(global, session).await?;
     let engine = engine(global, &session.client);
     let result = dispatch(global, &engine, cmd).await;
     session.close().await;
@@ -220,6 +221,7 @@ pub(crate) async fn ledger(global: &Global, args: LedgerArgs) -> Result<ExitCode
         return crate::primitives::ledger(global, cmd).await;
     }
     let session = crate::connect::read_session(global).await?;
+    let session = crate::agent::act_as_flag(global, session).await?;
     let engine = Engine::new(Arc::clone(&session.client));
     let result = ledger_view(global, &engine, args.name, args.partition).await;
     session.close().await;
@@ -250,7 +252,7 @@ const RECONNECTS_MAX: usize = 50;
 async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let (program, input) = load_program(&args.start)?;
     let source = program.source.clone();
-    let mut session = session(global).await?;
+    let mut session = crate::agent::act_as_flag(global, session(global).await?).await?;
     let mut engine = engine(global, &session.client);
     let started = engine.add_program(program);
     let id = whip_engine::runtime::fresh_id("ins_");
@@ -308,7 +310,7 @@ pub(crate) async fn session_retry(global: &Global) -> Result<crate::connect::Ses
     let mut last = None;
     for _ in 0..20 {
         match session(global).await {
-            Ok(s) => return Ok(s),
+            Ok(s) => return crate::agent::act_as_flag(global, s).await,
             Err(e) => last = Some(e),
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -537,6 +539,8 @@ async fn state_of(engine: &Eng, id: &str) -> Result<State> {
 
 async fn status(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
     let st = state_of(engine, id).await?;
+    let owner = engine.owner(id).await.map_err(engine_error)?;
+    let owner = owner.as_ref().map(|o| o.name().to_string());
     let h = &st.header;
     let c = st.counts();
     let mut line = format!(
@@ -556,8 +560,10 @@ async fn status(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
     if let Some((name, payload)) = &h.terminal {
         line += &format!(" {name}={payload}");
     }
+    line += &format!(" owner={}", owner.as_deref().unwrap_or("-"));
     let value = json!({
-        "id": h.id, "status": h.status, "workflow": h.workflow, "workflow_version": h.program,
+        "id": h.id, "status": h.status, "owner": owner, "workflow": h.workflow,
+        "workflow_version": h.program,
         "epoch": h.epoch, "counts": c, "terminal": h.terminal.as_ref()
             .map(|(n, p)| json!({"name": n, "payload": p})),
         "reason": h.reason, "updated_ms": h.updated_ms, "parent": h.parent,

@@ -127,7 +127,12 @@ fn key(kind: &str, team: &str, rest: &str) -> Vec<u8> {
 }
 
 async fn read(c: &CellClient, key: Vec<u8>) -> Result<Option<(Vec<u8>, u64)>> {
-    let r = c.kv_get(pb::KvGetRequest { key }).await?;
+    let r = c
+        .kv_get(pb::KvGetRequest {
+            key,
+            ..Default::default()
+        })
+        .await?;
     Ok(r.found.then_some((r.value, r.version)))
 }
 
@@ -153,6 +158,7 @@ async fn scan(c: &CellClient, prefix: Vec<u8>) -> Result<Vec<(String, Vec<u8>)>>
             prefix,
             after_key: Vec::new(),
             limit: 0,
+            ..Default::default()
         })
         .await?;
     Ok(r.entries

@@ -259,6 +259,12 @@ impl CellApi {
             _ => None,
         };
         if let Some(stored) = stored {
+            let name = whip_board::access::record_name(&stored);
+            if let Some(other) = name.filter(|name| name != agent) {
+                return Err(Status::already_exists(format!(
+                    "reserved_name: {agent:?} looks like the existing agent {other:?}"
+                )));
+            }
             return match crate::identity::token_matches(&stored, token) {
                 true => Ok(false),
                 false => Err(Status::already_exists(format!(
@@ -268,7 +274,7 @@ impl CellApi {
         }
         let put = Command::KvPut {
             key,
-            value: crate::identity::token_record(token, enrolled_by),
+            value: crate::identity::token_record(agent, token, enrolled_by),
             expect_version: Some(0),
         };
         match self

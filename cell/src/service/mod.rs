@@ -307,7 +307,11 @@ impl cell_server::Cell for CellApi {
         let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
         convert::non_empty("key", &req.key)?;
-        let result = self.read(&caller, Query::KvGet { key: req.key }).await?;
+        let query = match convert::key_space(req.space)? {
+            pb::KeySpace::Client => Query::KvGet { key: req.key },
+            pb::KeySpace::Engine => Query::EngineGet { key: req.key },
+        };
+        let result = self.read(&caller, query).await?;
         Ok(Response::new(convert::kv_get_response(result)?))
     }
 
@@ -473,10 +477,18 @@ impl cell_server::Cell for CellApi {
     ) -> GrpcResult<pb::KvRangeResponse> {
         let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
-        let query = Query::KvRange {
-            prefix: req.prefix,
-            after_key: req.after_key,
-            limit: convert::limit(req.limit),
+        let (prefix, after_key, limit) = (req.prefix, req.after_key, convert::limit(req.limit));
+        let query = match convert::key_space(req.space)? {
+            pb::KeySpace::Client => Query::KvRange {
+                prefix,
+                after_key,
+                limit,
+            },
+            pb::KeySpace::Engine => Query::EngineRange {
+                prefix,
+                after_key,
+                limit,
+            },
         };
         // Reserved rows and blackboard rows not asked for by team are left out by the
         // board (Query::By).
@@ -958,7 +970,8 @@ impl cell_server::Cell for CellApi {
             ),
         };
         let mut req = req.into_inner();
-        whip_board::access::check_agent_name(&req.agent).map_err(Status::invalid_argument)?;
+        whip_board::access::check_new_agent_name(&req.agent, enrolled_by.is_none())
+            .map_err(Status::invalid_argument)?;
         if enrolled_by.as_deref() == Some(req.agent.as_str()) {
             // An agent re-registering itself, proven by its own token: nothing to do.
             return Ok(Response::new(pb::AgentRegisterResponse {

@@ -281,11 +281,16 @@ impl<F: FabricClient> Engine<F> {
         if let Some(p) = self.programs.lock().expect("programs lock").get(version) {
             return Ok(p.clone());
         }
-        let Some(entry) = self.fabric.kv_get(key(&["p/", version])).await? else {
+        let Some(entry) = self.fabric.engine_get(key(&["p/", version])).await? else {
             return invalid(format!("unknown program version {version}"));
         };
         let source: Source = serde_json::from_slice(&entry.value)
             .map_err(|e| RuntimeError::Invalid(format!("program {version} unreadable: {e}")))?;
+        if program::version_of(&source) != version {
+            return invalid(format!(
+                "program {version}: the stored source is not that version's (refused)"
+            ));
+        }
         let program = Program::check(source).map_err(RuntimeError::Invalid)?;
         Ok(self.add_program(program))
     }
@@ -299,7 +304,7 @@ impl<F: FabricClient> Engine<F> {
         loop {
             let rows = self
                 .fabric
-                .kv_range(prefix.clone(), after.clone(), PAGE_ROWS)
+                .engine_range(prefix.clone(), after.clone(), PAGE_ROWS)
                 .await?;
             let full = rows.len() as u32 >= PAGE_ROWS;
             for (k, entry) in &rows {
@@ -334,7 +339,7 @@ impl<F: FabricClient> Engine<F> {
             "{}/seq/{}/{}",
             draft.state.header.id, draft.state.header.last_seq, self.worker_id
         );
-        match self.fabric.kv_txn(ops, idem).await? {
+        match self.fabric.engine_txn(ops, idem).await? {
             TxnResult::Committed { fence } => {
                 let mut state = draft.state;
                 state.dirty.clear();
@@ -358,7 +363,7 @@ impl<F: FabricClient> Engine<F> {
         loop {
             let rows = self
                 .fabric
-                .kv_range(prefix.clone(), after.clone(), PAGE_ROWS)
+                .engine_range(prefix.clone(), after.clone(), PAGE_ROWS)
                 .await?;
             let full = rows.len() as u32 >= PAGE_ROWS;
             for (_, entry) in &rows {
@@ -496,7 +501,7 @@ impl<F: FabricClient> Engine<F> {
         self.store_program(program).await?;
         let ops = commit_ops(0, &draft);
         let idem = format!("{id}/start");
-        match self.fabric.kv_txn(ops, idem).await? {
+        match self.fabric.engine_txn(ops, idem).await? {
             TxnResult::Committed { .. } if state::is_terminal(&draft.state.header.status) => {
                 // Finished in its first round: nothing to hold on to.
                 self.after_terminal_of(&draft.state).await?;
@@ -609,7 +614,7 @@ impl<F: FabricClient> Engine<F> {
                 ..TxnOps::default()
             };
             let idem = format!("program/{}/{i}", program.version);
-            self.fabric.kv_txn(ops, idem).await?;
+            self.fabric.engine_txn(ops, idem).await?;
         }
         self.stored
             .lock()

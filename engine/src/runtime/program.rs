@@ -34,6 +34,23 @@ pub struct Program {
     numbers: BTreeMap<(String, usize), BTreeMap<usize, usize>>,
 }
 
+/// A program's version: `pv_` and 128 bits of blake3 over its source, `--root` and path.
+/// Collision resistant, so a stored `p/<version>` row is checked against the version it is
+/// read for and nobody can store another program under a version someone will run.
+pub fn version_of(source: &Source) -> String {
+    let mut hasher = blake3::Hasher::new();
+    for part in [
+        source.text.as_str(),
+        source.root.as_deref().unwrap_or(""),
+        source.path.as_str(),
+    ] {
+        hasher.update(&(part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    let hex = hasher.finalize().to_hex();
+    format!("pv_{}", &hex[..32])
+}
+
 /// FNV-1a, 64 bits: a stable content hash (the same on every machine and release).
 pub fn fnv64(parts: &[&[u8]]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -63,11 +80,7 @@ impl Program {
             return Err(text.trim_end().to_string());
         }
         let (model, _) = crate::cli::check_model(&source.path, &source.text, root);
-        let hash = fnv64(&[
-            source.text.as_bytes(),
-            root.unwrap_or("").as_bytes(),
-            source.path.as_bytes(),
-        ]);
+        let version = version_of(&source);
         let mut numbers = BTreeMap::new();
         for wf in &model.workflows {
             for (i, (_, rule, _)) in wf.rules.iter().enumerate() {
@@ -78,7 +91,7 @@ impl Program {
             }
         }
         Ok(Program {
-            version: format!("pv_{hash:016x}"),
+            version,
             source,
             model,
             numbers,

@@ -766,14 +766,18 @@ async fn a_vote_the_caller_may_not_open_fails() {
 /// Overwrite the stored row of effect `x000001` of `id` with `edit` applied to it.
 async fn tamper(fabric: &MemFabric, id: &str, edit: impl FnOnce(&mut Value)) {
     let row = key(&["e/", &tag(id), "/s/x/x000001"]);
-    let entry = fabric.kv_get(row.clone()).await.unwrap().expect("the row");
+    let entry = fabric
+        .engine_get(row.clone())
+        .await
+        .unwrap()
+        .expect("the row");
     let mut value: Value = serde_json::from_slice(&entry.value).unwrap();
     edit(&mut value);
     let ops = whip_fabric::TxnOps {
         puts: vec![(row, serde_json::to_vec(&value).unwrap())],
         ..Default::default()
     };
-    fabric.kv_txn(ops, fresh_id("tamper_")).await.unwrap();
+    fabric.engine_txn(ops, fresh_id("tamper_")).await.unwrap();
 }
 
 #[tokio::test]

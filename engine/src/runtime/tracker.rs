@@ -302,7 +302,7 @@ fn refusal(issue: &str, reason: &str, message: &str) -> RuntimeError {
 impl<F: FabricClient> Engine<F> {
     /// The index of issue `id` with its revision.
     async fn issue_index(&self, id: &str) -> Result<(IndexRow, u64)> {
-        let Some(entry) = self.fabric.kv_get(index_key(id)).await? else {
+        let Some(entry) = self.fabric.engine_get(index_key(id)).await? else {
             return invalid(format!("unknown issue {id}"));
         };
         Ok((decode_index(&entry.value)?, entry.version))
@@ -333,7 +333,7 @@ impl<F: FabricClient> Engine<F> {
     pub async fn issues(&self, tracker: Option<&str>) -> Result<Vec<Issue>> {
         let rows = self
             .fabric
-            .kv_range(TRACKER_INDEX.as_bytes().to_vec(), Vec::new(), 0)
+            .engine_range(TRACKER_INDEX.as_bytes().to_vec(), Vec::new(), 0)
             .await?;
         let mut teams = BTreeSet::new();
         let mut assignees = BTreeMap::new();
@@ -395,7 +395,7 @@ impl<F: FabricClient> Engine<F> {
     pub async fn tracker_owners(&self, name: &str) -> Result<Vec<String>> {
         let rows = self
             .fabric
-            .kv_range(b"g/tracker/".to_vec(), Vec::new(), 0)
+            .engine_range(b"g/tracker/".to_vec(), Vec::new(), 0)
             .await?;
         let mut out = Vec::new();
         for (k, _) in rows {
@@ -489,12 +489,12 @@ impl<F: FabricClient> Engine<F> {
     async fn issue_number_for(&self, team: &str, idem: &str) -> Result<String> {
         let dedupe = format!("{TRACKER_DEDUPE}{:016x}", fnv64(&[idem.as_bytes()])).into_bytes();
         for _ in 0..CONFLICT_RETRIES_MAX {
-            if let Some(e) = self.fabric.kv_get(dedupe.clone()).await? {
+            if let Some(e) = self.fabric.engine_get(dedupe.clone()).await? {
                 return Ok(String::from_utf8_lossy(&e.value).to_string());
             }
             let seq = self
                 .fabric
-                .kv_get(TRACKER_SEQUENCE.as_bytes().to_vec())
+                .engine_get(TRACKER_SEQUENCE.as_bytes().to_vec())
                 .await?;
             let (last, version) = seq.map_or((0, 0), |e| {
                 let n = String::from_utf8_lossy(&e.value).parse().unwrap_or(0);
@@ -522,7 +522,7 @@ impl<F: FabricClient> Engine<F> {
                 deletes: Vec::new(),
             };
             let attempt = format!("{idem}/file/{version}");
-            if let TxnResult::Committed { .. } = self.fabric.kv_txn(ops, attempt).await? {
+            if let TxnResult::Committed { .. } = self.fabric.engine_txn(ops, attempt).await? {
                 return Ok(id);
             }
         }
@@ -537,7 +537,11 @@ impl<F: FabricClient> Engine<F> {
             puts: vec![(k, encode_index(row))],
             deletes: Vec::new(),
         };
-        match self.fabric.kv_txn(ops, format!("{idem}/{version}")).await? {
+        match self
+            .fabric
+            .engine_txn(ops, format!("{idem}/{version}"))
+            .await?
+        {
             TxnResult::Committed { .. } => Ok(()),
             TxnResult::Failed { .. } => invalid(format!("issue {id} changed meanwhile, try again")),
         }

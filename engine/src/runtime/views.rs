@@ -180,9 +180,31 @@ impl<F: FabricClient> Engine<F> {
         next
     }
 
+    /// Who owns instance `id`, as the fabric's board keeps it (the principal whose first
+    /// commit created it); `None` for an instance the store knows no owner of.
+    pub async fn owner(&self, id: &str) -> Result<Option<Owner>> {
+        let key = super::key(&["o/", &super::tag(id)]);
+        let Some(entry) = self.fabric.engine_get(key).await? else {
+            return Ok(None);
+        };
+        let row: Value = serde_json::from_slice(&entry.value).map_err(|e| {
+            super::RuntimeError::Invalid(format!("owner of {id} is unreadable: {e}"))
+        })?;
+        match (row["kind"].as_str(), row["name"].as_str()) {
+            (Some("operator"), _) => Ok(Some(Owner::Operator)),
+            (Some("agent"), Some(name)) => Ok(Some(Owner::Agent(name.to_string()))),
+            _ => Err(super::RuntimeError::Invalid(format!(
+                "owner of {id} is unreadable: {row}"
+            ))),
+        }
+    }
+
     /// Every instance, in id order.
     pub async fn instances(&self) -> Result<Vec<InstanceRow>> {
-        let rows = self.fabric.kv_range(b"i/".to_vec(), Vec::new(), 0).await?;
+        let rows = self
+            .fabric
+            .engine_range(b"i/".to_vec(), Vec::new(), 0)
+            .await?;
         Ok(rows
             .into_iter()
             .filter_map(|(_, e)| serde_json::from_slice(&e.value).ok())
@@ -191,7 +213,10 @@ impl<F: FabricClient> Engine<F> {
 
     /// Instances that may have work (`w/` markers).
     pub async fn with_work(&self) -> Result<Vec<String>> {
-        let rows = self.fabric.kv_range(b"w/".to_vec(), Vec::new(), 0).await?;
+        let rows = self
+            .fabric
+            .engine_range(b"w/".to_vec(), Vec::new(), 0)
+            .await?;
         Ok(rows
             .into_iter()
             .map(|(k, _)| super::untag(&String::from_utf8_lossy(&k[2..])).to_string())
@@ -336,7 +361,7 @@ impl<F: FabricClient> Engine<F> {
     pub async fn ledgers(&self) -> Result<Vec<(String, String)>> {
         let rows = self
             .fabric
-            .kv_range(b"g/ledger/".to_vec(), Vec::new(), 0)
+            .engine_range(b"g/ledger/".to_vec(), Vec::new(), 0)
             .await?;
         let mut out = Vec::new();
         for (k, _) in rows {
@@ -352,4 +377,24 @@ impl<F: FabricClient> Engine<F> {
 /// The `i/` key of an instance (for tests).
 pub fn index_key(id: &str) -> Vec<u8> {
     key(&["i/", &super::tag(id)])
+}
+
+/// The principal that owns an instance: it (and the operator) may read and operate it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// The operator (or the local user of an embedded store).
+    Operator,
+    /// An agent, by name.
+    Agent(String),
+}
+
+impl Owner {
+    /// How status output names the owner: the agent's name, or `operator` (no agent may
+    /// take that name).
+    pub fn name(&self) -> &str {
+        match self {
+            Owner::Operator => "operator",
+            Owner::Agent(name) => name,
+        }
+    }
 }

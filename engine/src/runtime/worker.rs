@@ -362,7 +362,7 @@ impl<F: FabricClient> Engine<F> {
     async fn child_outcome(&self, child: &str) -> Result<Option<Ran>> {
         let Some(entry) = self
             .fabric
-            .kv_get(key(&["e/", &super::tag(child), "/s/h"]))
+            .engine_get(key(&["e/", &super::tag(child), "/s/h"]))
             .await?
         else {
             return Ok(None);

@@ -304,6 +304,7 @@ async fn cas_round(w: &mut Worker) {
             match client
                 .kv_get(pb::KvGetRequest {
                     key: read_key.into_bytes(),
+                    ..Default::default()
                 })
                 .await
             {

@@ -35,7 +35,10 @@ async fn sled_cell_elects_and_serves() {
     let client = cluster.client();
     let written = client.kv_put(crate::put("k", "v")).await.expect("put");
     let read = client
-        .kv_get(whip_proto::v1::KvGetRequest { key: b"k".to_vec() })
+        .kv_get(whip_proto::v1::KvGetRequest {
+            key: b"k".to_vec(),
+            ..Default::default()
+        })
         .await
         .expect("get");
     assert!(read.found);

@@ -26,6 +26,7 @@ fn txn(compares: &[(&str, u64)], puts: &[(&str, &str)], deletes: &[&str]) -> pb:
             .collect(),
         deletes: deletes.iter().map(|k| k.as_bytes().to_vec()).collect(),
         idempotency_key: String::new(),
+        ..Default::default()
     }
 }
 
@@ -37,8 +38,8 @@ async fn kv_txn_is_atomic_and_guarded() {
     let client = cluster.client_of(follower.expect("a follower"));
     let first = client
         .kv_txn(txn(
-            &[("e/1/seq", 0)],
-            &[("e/1/seq", "1"), ("e/1/f/1", "x")],
+            &[("x/1/seq", 0)],
+            &[("x/1/seq", "1"), ("x/1/f/1", "x")],
             &[],
         ))
         .await
@@ -46,11 +47,11 @@ async fn kv_txn_is_atomic_and_guarded() {
     assert_eq!(first.code, pb::OutcomeCode::KvTxnCommitted as i32);
     let version = first.fence;
     // Two writers guarded by the same version: exactly one commits.
-    let a = client.kv_txn(txn(&[("e/1/seq", version)], &[("e/1/seq", "2a")], &[]));
+    let a = client.kv_txn(txn(&[("x/1/seq", version)], &[("x/1/seq", "2a")], &[]));
     let b = client.kv_txn(txn(
-        &[("e/1/seq", version)],
-        &[("e/1/seq", "2b")],
-        &["e/1/f/1"],
+        &[("x/1/seq", version)],
+        &[("x/1/seq", "2b")],
+        &["x/1/f/1"],
     ));
     let (a, b) = tokio::join!(a, b);
     let (a, b) = (a.unwrap(), b.unwrap());
@@ -64,12 +65,13 @@ async fn kv_txn_is_atomic_and_guarded() {
     } else {
         &b
     };
-    assert_eq!(failed.failed_key, b"e/1/seq".to_vec());
+    assert_eq!(failed.failed_key, b"x/1/seq".to_vec());
     assert!(failed.current_version > version);
     let range = |after: &str, limit| pb::KvRangeRequest {
-        prefix: b"e/1/".to_vec(),
+        prefix: b"x/1/".to_vec(),
         after_key: after.as_bytes().to_vec(),
         limit,
+        ..Default::default()
     };
     let rows = client.kv_range(range("", 0)).await.unwrap().entries;
     let keys: Vec<String> = rows
@@ -78,12 +80,12 @@ async fn kv_txn_is_atomic_and_guarded() {
         .collect();
     // The winner decides whether the fact survived.
     if b.code == pb::OutcomeCode::KvTxnCommitted as i32 {
-        assert_eq!(keys, vec!["e/1/seq"]);
+        assert_eq!(keys, vec!["x/1/seq"]);
     } else {
-        assert_eq!(keys, vec!["e/1/f/1", "e/1/seq"]);
-        let page = client.kv_range(range("e/1/f/1", 1)).await.unwrap().entries;
+        assert_eq!(keys, vec!["x/1/f/1", "x/1/seq"]);
+        let page = client.kv_range(range("x/1/f/1", 1)).await.unwrap().entries;
         assert_eq!(page.len(), 1);
-        assert_eq!(page[0].key, b"e/1/seq".to_vec());
+        assert_eq!(page[0].key, b"x/1/seq".to_vec());
     }
     let bad = client
         .kv_txn(txn(&[], &[("k", "1")], &["k"]))

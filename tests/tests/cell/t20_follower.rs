@@ -24,6 +24,7 @@ async fn write_to_follower_is_applied_and_visible_everywhere() {
                 .client_of(reader)
                 .kv_get(pb::KvGetRequest {
                     key: key.clone().into_bytes(),
+                    ..Default::default()
                 })
                 .await
                 .expect("get");

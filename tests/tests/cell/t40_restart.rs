@@ -48,12 +48,12 @@ async fn restart_all_keeps_state(storage: StorageKind) {
     cluster.wait_leader(Duration::from_secs(10)).await;
     let client = cluster.client();
     for (i, version) in versions.iter().enumerate() {
-        let got = client
-            .kv_get(pb::KvGetRequest {
-                key: format!("k{i}").into_bytes(),
-            })
-            .await
-            .unwrap();
+        let key = format!("k{i}").into_bytes();
+        let get = pb::KvGetRequest {
+            key,
+            ..Default::default()
+        };
+        let got = client.kv_get(get).await.unwrap();
         assert!(got.found, "k{i} lost across restart");
         assert_eq!(
             (got.value, got.version),

@@ -101,6 +101,7 @@ async fn bad_input_is_refused_and_the_cell_keeps_serving() {
     let got = client
         .kv_get(pb::KvGetRequest {
             key: b"kept".to_vec(),
+            ..Default::default()
         })
         .await
         .unwrap();

@@ -63,6 +63,7 @@ pub(crate) async fn get(client: &CellClient, key: &str) -> Option<(String, u64)>
     let r = client
         .kv_get(pb::KvGetRequest {
             key: key.as_bytes().to_vec(),
+            ..Default::default()
         })
         .await
         .unwrap_or_else(|e| panic!("get {key}: {e}"));

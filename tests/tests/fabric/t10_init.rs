@@ -96,7 +96,10 @@ async fn bad_plans_are_refused_and_the_node_keeps_serving() {
         .client_of(2)
         .with_retry_for(Duration::from_millis(200));
     let unready = impatient
-        .kv_get(whip_proto::v1::KvGetRequest { key: b"k".to_vec() })
+        .kv_get(whip_proto::v1::KvGetRequest {
+            key: b"k".to_vec(),
+            ..Default::default()
+        })
         .await;
     assert!(
         matches!(&unready, Err(CellError::Unavailable(m)) if m.contains("whip fabric init")),

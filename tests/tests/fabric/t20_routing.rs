@@ -55,6 +55,7 @@ async fn keys_spread_over_cells_and_any_node_serves_them() {
             prefix: b"spread-".to_vec(),
             after_key: Vec::new(),
             limit: 0,
+            ..Default::default()
         })
         .await
         .expect("scan");

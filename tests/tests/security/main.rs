@@ -59,6 +59,7 @@ pub(crate) async fn still_serving(client: &whip_cell::CellClient) {
     let got = client
         .kv_get(pb::KvGetRequest {
             key: b"canary".to_vec(),
+            ..Default::default()
         })
         .await
         .expect("the cell still answers");

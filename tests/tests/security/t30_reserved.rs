@@ -32,6 +32,7 @@ async fn reserved_keys_are_refused_and_hidden_from_scans() {
             prefix: Vec::new(),
             after_key: Vec::new(),
             limit: 1000,
+            ..Default::default()
         })
         .await
         .unwrap();

@@ -1,7 +1,9 @@
 //! An idempotency key as an attacker reuses it: another caller's key to read the outcome
-//! (and the fence) recorded for it, and one caller's key on another command. The record
-//! answers only its caller's retries of its command; another caller or command under the
-//! key is refused `InvalidArgument`, changes nothing, and shows nothing of the outcome.
+//! (and the fence) recorded for it, or to take the key first, and one caller's key on
+//! another command. Keys are scoped by the proven caller: another caller's use of the same
+//! text is its own key (its request runs, and shows nothing of the first caller's outcome);
+//! the caller's own key on another command is refused `InvalidArgument` and changes
+//! nothing.
 
 use whip_cell::{CellClient, CellError};
 use whip_proto::v1 as pb;
@@ -39,12 +41,13 @@ async fn a_key_answers_only_the_request_it_recorded() {
         .unwrap();
     assert_eq!((retry.version, retry.fence), (first.version, first.fence));
 
-    // Bob sends the very same command under alice's key: he is another caller.
-    let same = bob.kv_put(put("doc/plan", "v1", "shared-1")).await;
-    assert!(reused(&same), "{same:?}");
-    // Bob's own write under her key does not happen and does not learn her fence.
-    let other = bob.kv_put(put("doc/bob", "x", "shared-1")).await;
-    assert!(reused(&other), "{other:?}");
+    // Bob sends the very same command under alice's key text: it is his own key, so his
+    // write runs on its own and he does not learn her fence.
+    let same = bob.kv_put(put("doc/plan", "v1", "shared-1")).await.unwrap();
+    assert!(same.version > first.version, "{same:?} vs {first:?}");
+    // His next write under that text is a retry of his own put: answered from his record.
+    let other = bob.kv_put(put("doc/bob", "x", "shared-1")).await.unwrap();
+    assert_eq!(other.version, same.version);
     absent(&operator, "doc/bob").await;
 
     // Alice's key on another command (the fuzzer's finding: a grant answered the put's
@@ -59,7 +62,7 @@ async fn a_key_answers_only_the_request_it_recorded() {
         .await;
     assert!(reused(&grant), "{grant:?}");
     // Her own put of another value under the key is a retry of her put: answered from
-    // the record, applied once.
+    // the record, applied once (bob's write is the stored one).
     let again = alice
         .kv_put(put("doc/plan", "v2", "shared-1"))
         .await
@@ -68,12 +71,13 @@ async fn a_key_answers_only_the_request_it_recorded() {
     let stored = operator
         .kv_get(pb::KvGetRequest {
             key: b"doc/plan".to_vec(),
+            ..Default::default()
         })
         .await
         .unwrap();
     assert_eq!(
         (stored.value.as_slice(), stored.version),
-        (&b"v1"[..], first.version)
+        (&b"v1"[..], same.version)
     );
     still_serving(&operator).await;
 }
@@ -82,6 +86,7 @@ async fn absent(client: &CellClient, key: &str) {
     let got = client
         .kv_get(pb::KvGetRequest {
             key: key.as_bytes().to_vec(),
+            ..Default::default()
         })
         .await
         .unwrap();
