@@ -8,7 +8,10 @@
 mod t10_transport;
 mod t20_raft_input;
 mod t30_reserved;
+mod t35_engine_space;
+mod t36_meta_cell;
 mod t40_identity;
+mod t41_principal_names;
 mod t50_resources;
 mod t60_registry;
 mod t70_mail;
