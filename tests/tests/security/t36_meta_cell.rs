@@ -101,9 +101,10 @@ async fn no_client_request_is_served_by_the_meta_cell() {
         reserved(old_owner);
     }
     // Through the ordinary API (routed to a data cell) the server's lease is reserved too.
-    let mallory_client = whip_cell::CellClient::connect_with(&[addr.clone()], &anonymous())
-        .unwrap()
-        .with_identity("mallory", made.token.clone());
+    let mallory_client =
+        whip_cell::CellClient::connect_with(std::slice::from_ref(&addr), &anonymous())
+            .unwrap()
+            .with_identity("mallory", made.token.clone());
     let routed = mallory_client.lease_acquire(admin_lease("~fabric")).await;
     assert!(
         matches!(routed, Err(whip_cell::CellError::PermissionDenied(_))),
