@@ -118,6 +118,9 @@ pub const WORK_DEPTH_MAX_DEFAULT: u32 = 8;
 pub const WORK_DEPTH_MAX_LIMIT: u32 = 32;
 /// Live children of one entry until the operator sets a limit.
 pub const WORK_CHILDREN_MAX_DEFAULT: u32 = 64;
+/// Default live entries one agent may hold on one cell (its share of the ceiling; the
+/// operator's own entries are not limited by it).
+pub const WORK_OWNER_MAX_DEFAULT: u64 = 2_500;
 /// Most live children the operator may allow one entry.
 pub const WORK_CHILDREN_MAX_LIMIT: u32 = 1024;
 /// Resource classes configured at once.

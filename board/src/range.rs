@@ -340,6 +340,7 @@ fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
         keys::WORK_ENTRY => crate::work::row_point(key),
         keys::MBOX_HEAD | keys::MBOX_MSG => crate::mail::row_point(key),
         keys::WORK_CELL | keys::WORK_LIMITS | keys::WORK_AUDIT | keys::WORK_GRANT => None,
+        keys::WORK_OWNER => None,
         // The cell-tier board belongs to the cell.
         keys::CELL_TASK | keys::CELL_READY | keys::CELL_CLAIM | keys::CELL_BOARD => None,
         keys::RANGE | keys::FENCE_OFFSET | keys::FABRIC_MODE | keys::META_MODE => None,

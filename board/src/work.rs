@@ -155,6 +155,8 @@ pub enum WorkLimit {
     Depth,
     /// The most live children of one parent.
     Children,
+    /// The most live entries one agent holds on this cell (its share).
+    Owner,
 }
 
 impl WorkLimit {
@@ -165,6 +167,7 @@ impl WorkLimit {
             WorkLimit::Cell => "cell",
             WorkLimit::Depth => "depth",
             WorkLimit::Children => "children",
+            WorkLimit::Owner => "owner",
         }
     }
 }
@@ -241,7 +244,22 @@ pub struct WorkLimits {
     pub children_max: u32,
     /// Resource classes with their per-cell maximum.
     pub classes: BTreeMap<String, u64>,
+    /// Live entries one agent may hold on one cell (the operator's are not limited).
+    pub owner_max: u64,
 }
+
+/// The limits as stored before the per-owner share (encoding version 1).
+#[derive(Deserialize)]
+struct WorkLimitsV1 {
+    fabric_max: u64,
+    cell_max: u64,
+    depth_max: u32,
+    children_max: u32,
+    classes: BTreeMap<String, u64>,
+}
+
+/// The encoding version of stored [`WorkLimits`].
+const LIMITS_VERSION: u8 = 2;
 
 /// The owner of entries the operator registers for no agent.
 pub const OPERATOR_OWNER: &str = "operator";
@@ -257,6 +275,7 @@ impl Default for WorkLimits {
             depth_max: crate::limits::WORK_DEPTH_MAX_DEFAULT,
             children_max: crate::limits::WORK_CHILDREN_MAX_DEFAULT,
             classes: BTreeMap::from([(DEFAULT_CLASS.to_string(), WORK_CELL_MAX_LIMIT)]),
+            owner_max: crate::limits::WORK_OWNER_MAX_DEFAULT,
         }
     }
 }
@@ -265,12 +284,13 @@ impl WorkLimits {
     /// Limits inside the hard bounds of [`crate::limits`].
     pub fn check(&self) -> Result<(), String> {
         let bounded = self.cell_max <= WORK_CELL_MAX_LIMIT
+            && self.owner_max <= WORK_CELL_MAX_LIMIT
             && self.depth_max <= WORK_DEPTH_MAX_LIMIT
             && self.children_max <= WORK_CHILDREN_MAX_LIMIT
             && self.classes.len() <= WORK_CLASSES_MAX;
         if !bounded {
             return Err(format!(
-                "work limits are bounded: cell at most {WORK_CELL_MAX_LIMIT}, depth at most \
+                "work limits are bounded: cell and owner at most {WORK_CELL_MAX_LIMIT}, depth at most \
                  {WORK_DEPTH_MAX_LIMIT}, children at most {WORK_CHILDREN_MAX_LIMIT}, at most \
                  {WORK_CLASSES_MAX} classes"
             ));
@@ -295,6 +315,8 @@ pub struct LimitsUpdate {
     pub children_max: Option<u32>,
     /// Classes to add or change, with their per-cell maximum.
     pub classes: BTreeMap<String, u64>,
+    /// New per-owner share.
+    pub owner_max: Option<u64>,
 }
 
 impl LimitsUpdate {
@@ -306,6 +328,7 @@ impl LimitsUpdate {
         limits.depth_max = self.depth_max.unwrap_or(limits.depth_max);
         limits.children_max = self.children_max.unwrap_or(limits.children_max);
         limits.classes.extend(self.classes.clone());
+        limits.owner_max = self.owner_max.unwrap_or(limits.owner_max);
         limits
     }
 }
@@ -563,9 +586,62 @@ fn store_cell_work(txn: &mut impl Txn, work: &CellWork) {
 
 /// The limits in force on this cell (the defaults until the operator sets them).
 pub(crate) fn limits(txn: &impl Txn) -> WorkLimits {
-    txn.get(&[WORK_LIMITS])
-        .map(|bytes| decode(&bytes))
-        .unwrap_or_default()
+    let Some(bytes) = txn.get(&[WORK_LIMITS]) else {
+        return WorkLimits::default();
+    };
+    match crate::codec::versioned(&bytes) {
+        Some((LIMITS_VERSION, body)) => {
+            postcard::from_bytes(body).expect("stored work limits do not decode")
+        }
+        _ => {
+            let old: WorkLimitsV1 = decode(&bytes);
+            WorkLimits {
+                fabric_max: old.fabric_max,
+                cell_max: old.cell_max,
+                depth_max: old.depth_max,
+                children_max: old.children_max,
+                classes: old.classes,
+                owner_max: crate::limits::WORK_OWNER_MAX_DEFAULT,
+            }
+        }
+    }
+}
+
+/// Live entries `owner` holds on this cell.
+fn owner_count(txn: &impl Txn, owner: &str) -> u64 {
+    txn.get(&owner_key(owner)).map_or(0, |bytes| decode(&bytes))
+}
+
+fn owner_key(owner: &str) -> Vec<u8> {
+    let mut key = vec![crate::keys::WORK_OWNER];
+    crate::keys::push_str(&mut key, owner.as_bytes());
+    key
+}
+
+/// Count one entry more (`up`) or less for `owner` on this cell.
+fn count_owner(txn: &mut impl Txn, owner: &str, up: bool) {
+    let now = owner_count(txn, owner);
+    let next = if up { now + 1 } else { now.saturating_sub(1) };
+    match next {
+        0 => txn.delete(&owner_key(owner)),
+        n => txn.put(&owner_key(owner), &encode(&n)),
+    }
+}
+
+/// An agent's share of this cell: refused once it holds `owner_max` live entries here.
+fn check_owner(txn: &impl Txn, limits: &WorkLimits, caller: &Caller) -> Result<(), WorkRefusal> {
+    let Caller::Agent(agent) = caller else {
+        return Ok(());
+    };
+    let held = owner_count(txn, agent);
+    if held < limits.owner_max {
+        return Ok(());
+    }
+    let detail = format!(
+        "agent {agent:?} holds {held} live entries on this cell, its share is {}",
+        limits.owner_max
+    );
+    Err(limit(WorkLimit::Owner, limits.owner_max, held, detail))
 }
 
 /// The acting agent's name for refusals and the audit ledger.
@@ -671,7 +747,9 @@ fn admit(txn: &mut impl Txn, stamp: Stamp, caller: &Caller, request: &Register<'
             Some(parent) => Some(parent),
         },
     };
-    if let Err(refusal) = check_tree(&limits, parent.as_ref()) {
+    if let Err(refusal) =
+        check_tree(&limits, parent.as_ref()).and_then(|()| check_owner(txn, &limits, caller))
+    {
         return refused(refusal);
     }
     let mut work = cell_work(txn);
@@ -693,6 +771,7 @@ fn admit(txn: &mut impl Txn, stamp: Stamp, caller: &Caller, request: &Register<'
     work.live += 1;
     *work.by_class.entry(entry.class.clone()).or_default() += 1;
     store_cell_work(txn, &work);
+    count_owner(txn, &entry.owner, true);
     store_entry(txn, &entry);
     deadline::insert(txn, entry.expires_ms, &item(&entry.id));
     let peers = siblings(txn, now_ms, &entry);
@@ -1122,6 +1201,7 @@ fn uncount(txn: &mut impl Txn, entry: &WorkEntryView) {
         *n = n.saturating_sub(1);
     }
     store_cell_work(txn, &work);
+    count_owner(txn, &entry.owner, false);
 }
 
 /// A tick: remove `id` if its lease lapsed (its children stay and hear `stop`).
@@ -1145,6 +1225,7 @@ pub(crate) fn arrived(txn: &mut impl Txn, value: &[u8]) -> Vec<u8> {
     *work.by_class.entry(entry.class.clone()).or_default() += 1;
     entry.generation = work.generation;
     store_cell_work(txn, &work);
+    count_owner(txn, &entry.owner, true);
     encode(&entry)
 }
 
@@ -1164,7 +1245,10 @@ pub(crate) fn set_limits(
     if let Err(reason) = new.check() {
         return Outcome::Invalid { reason };
     }
-    txn.put(&[WORK_LIMITS], &encode(new));
+    txn.put(
+        &[WORK_LIMITS],
+        &crate::codec::encode_versioned(LIMITS_VERSION, new),
+    );
     let outcome = Outcome::WorkLimitsSet {
         limits: new.clone(),
     };
@@ -1383,4 +1467,34 @@ fn audit_list(txn: &impl Txn, after_seq: u64, limit: usize) -> Vec<AuditView> {
         .into_iter()
         .map(|(_, value)| decode(&value))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::txn::MemTxn;
+
+    /// Limits stored before the per-owner share still read, with the default share; the
+    /// current shape is stored under version 2 and reads back whole.
+    #[test]
+    fn stored_limits_of_both_versions_read() {
+        let mut txn = MemTxn::default();
+        let old = (
+            7u64,
+            5u64,
+            3u32,
+            2u32,
+            BTreeMap::from([("default".to_string(), 9u64)]),
+        );
+        txn.put(&[WORK_LIMITS], &encode(&old));
+        let read = limits(&txn);
+        assert_eq!((read.fabric_max, read.cell_max, read.depth_max), (7, 5, 3));
+        assert_eq!(read.owner_max, crate::limits::WORK_OWNER_MAX_DEFAULT);
+        let mut new = read.clone();
+        new.owner_max = 4;
+        let bytes = crate::codec::encode_versioned(LIMITS_VERSION, &new);
+        assert_eq!(bytes[0], 2, "the version byte is pinned");
+        txn.put(&[WORK_LIMITS], &bytes);
+        assert_eq!(limits(&txn), new);
+    }
 }

@@ -83,6 +83,9 @@ pub(crate) enum WorkCommand {
         /// A resource class and its per-cell maximum (`NAME=MAX`, repeatable).
         #[arg(long = "class")]
         classes: Vec<String>,
+        /// Live entries one agent may hold on one cell (its share of the ceiling).
+        #[arg(long)]
+        owner_max: Option<u64>,
     },
 }
 
@@ -275,6 +278,7 @@ async fn set_limits(global: &Global, c: &CellClient, cmd: WorkCommand) -> Result
         depth_max,
         children_max,
         classes: specs,
+        owner_max,
     } = cmd
     else {
         unreachable!("only limits are set here")
@@ -286,16 +290,18 @@ async fn set_limits(global: &Global, c: &CellClient, cmd: WorkCommand) -> Result
         children_max,
         classes: classes(&specs)?.into_iter().collect(),
         idempotency_key: String::new(),
+        owner_max,
     };
     let r = c.work_limits(request).await?;
     let classes: BTreeMap<_, _> = r.classes.iter().collect();
     let value = json!({
         "fabric_max": r.fabric_max, "cell_max": r.cell_max, "depth_max": r.depth_max,
-        "children_max": r.children_max, "classes": classes,
+        "children_max": r.children_max, "classes": classes, "owner_max": r.owner_max,
     });
     let text = format!(
-        "fabric ceiling {}, per cell {}, depth {}, children {}, classes {classes:?}",
-        r.fabric_max, r.cell_max, r.depth_max, r.children_max
+        "fabric ceiling {}, per cell {}, per owner and cell {}, depth {}, children {}, \
+         classes {classes:?}",
+        r.fabric_max, r.cell_max, r.owner_max, r.depth_max, r.children_max
     );
     show(global, &value, &text);
     Ok(ExitCode::SUCCESS)

@@ -139,6 +139,7 @@ fn limits_pb(limits: WorkLimits) -> pb::WorkLimitsResponse {
         depth_max: limits.depth_max,
         children_max: limits.children_max,
         classes: limits.classes.into_iter().collect(),
+        owner_max: limits.owner_max,
     }
 }
 
@@ -316,6 +317,7 @@ impl CellApi {
             depth_max: req.depth_max,
             children_max: req.children_max,
             classes: req.classes.into_iter().collect(),
+            owner_max: req.owner_max,
         };
         if update == LimitsUpdate::default() {
             return match self.read(&who, Query::WorkLimits).await? {

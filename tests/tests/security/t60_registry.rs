@@ -82,3 +82,64 @@ async fn strangers_and_other_agents_cannot_register_steer_or_set_limits() {
     assert_eq!(now.fabric_max, 10_000);
     still_serving(&operator).await;
 }
+
+/// One agent cannot take the whole ceiling (issue 28, class 8): past its share of a cell
+/// (`whip work limits --owner-max N`) its registrations are refused `owner`, while another
+/// agent and the operator are still admitted; a lapsed or revoked entry gives the share back.
+#[tokio::test]
+async fn one_agent_holds_at_most_its_share_of_a_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dev, operator) = target(dir.path()).await;
+    let cell = dev.member(0);
+    let out = crate::whip(
+        dir.path(),
+        &[
+            "--json",
+            "work",
+            "limits",
+            "--owner-max",
+            "2",
+            "--cell",
+            &cell,
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(shown["owner_max"], 2, "{shown}");
+    let hog = agent(&dev, &operator, "hog").await;
+    let other = agent(&dev, &operator, "other").await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let admitted = hog.work_register(register("")).await.unwrap();
+        assert_eq!(admitted.outcome, "admitted", "{admitted:?}");
+        held.push(admitted.entry.unwrap().id);
+    }
+    let third = hog.work_register(register("")).await.unwrap();
+    assert_eq!(
+        (third.outcome.as_str(), third.limit.as_str()),
+        ("refused", "owner")
+    );
+    for someone in [&other, &operator] {
+        let admitted = someone.work_register(register("")).await.unwrap();
+        assert_eq!(admitted.outcome, "admitted", "{admitted:?}");
+    }
+    let revoke = pb::WorkRevokeRequest {
+        id: held[0].clone(),
+        idempotency_key: String::new(),
+    };
+    hog.work_revoke(revoke).await.unwrap();
+    let again = hog.work_register(register("")).await.unwrap();
+    assert_eq!(again.outcome, "admitted", "{again:?}");
+    let live = operator
+        .work_list(pb::WorkListRequest::default())
+        .await
+        .unwrap();
+    let hogs = live.entries.iter().filter(|e| e.owner == "hog").count();
+    assert_eq!(hogs, 2);
+    still_serving(&operator).await;
+}
