@@ -207,10 +207,17 @@ pub enum ExternalScreen {
         /// Why.
         reason: String,
     },
+    /// It did not answer, on a server whose setting `mail-screen-fail` is `closed`: the
+    /// message is quarantined, never delivered as clean for want of an answer.
+    UnavailableClosed {
+        /// Why.
+        reason: String,
+    },
 }
 
 /// The rule set's screen combined with the external validator's answer: the stricter
-/// verdict wins; an unavailable validator leaves the rule set's verdict and says so.
+/// verdict wins; an unavailable validator leaves the rule set's verdict and says so (on a
+/// server that fails open), or quarantines the message (on one that fails closed).
 pub fn combine(mut screen: Screen, external: Option<&ExternalScreen>) -> Screen {
     match external {
         None => {}
@@ -227,6 +234,13 @@ pub fn combine(mut screen: Screen, external: Option<&ExternalScreen>) -> Screen 
             kind: FindingKind::ExternalUnavailable,
             detail: reason.clone(),
         }),
+        Some(ExternalScreen::UnavailableClosed { reason }) => {
+            screen.verdict = screen.verdict.max(Verdict::Quarantined);
+            screen.findings.push(Finding {
+                kind: FindingKind::ExternalUnavailable,
+                detail: reason.clone(),
+            });
+        }
     }
     screen
 }

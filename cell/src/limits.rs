@@ -120,6 +120,8 @@ pub const SCREEN_HOOK_ANSWER_BYTES_MAX: usize = 64 << 10;
 pub const SCREEN_HOOK_FINDINGS_MAX: usize = 16;
 /// How long an external mail validator may take unless the operator says otherwise.
 pub const SCREEN_HOOK_TIMEOUT_MS_DEFAULT: u64 = 500;
+/// Calls to the external mail validator one process makes at once.
+pub const SCREEN_HOOK_CONCURRENCY_MAX: usize = 32;
 /// gRPC methods a server's metrics name one by one; calls of any other path count as
 /// `other` (a caller can send any path: labels must stay bounded).
 pub const RPC_METHOD_LABELS_MAX: usize = 256;

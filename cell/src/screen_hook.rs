@@ -21,6 +21,36 @@ use whip_board::screen::{SCREEN_RULES_VERSION, Verdict};
 
 use crate::limits::{SCREEN_HOOK_ANSWER_BYTES_MAX, SCREEN_HOOK_FINDINGS_MAX};
 
+/// What a send gets when the validator does not answer (`mail-screen-fail`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailMode {
+    /// The rule set's verdict stands, marked `external_unavailable`.
+    Open,
+    /// The message is quarantined (the default): an attacker who keeps the validator busy
+    /// gets nothing delivered as clean.
+    #[default]
+    Closed,
+}
+
+impl FailMode {
+    /// `open` or `closed`.
+    pub fn parse(text: &str) -> Result<FailMode, String> {
+        match text {
+            "open" => Ok(FailMode::Open),
+            "closed" => Ok(FailMode::Closed),
+            other => Err(format!("mail-screen-fail is open or closed, got {other:?}")),
+        }
+    }
+
+    /// The setting's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailMode::Open => "open",
+            FailMode::Closed => "closed",
+        }
+    }
+}
+
 /// Where the validator listens and how long it may take.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScreenHook {
@@ -30,13 +60,25 @@ pub struct ScreenHook {
     path: String,
     /// How long one call may take, connect to answer.
     timeout: Duration,
+    /// What a send gets when the validator does not answer.
+    fail: FailMode,
 }
+
+/// Calls to the validator in flight at once, per process: past it a send is screened as
+/// if the validator did not answer.
+static IN_FLIGHT: tokio::sync::Semaphore =
+    tokio::sync::Semaphore::const_new(crate::limits::SCREEN_HOOK_CONCURRENCY_MAX);
 
 static HOOK: OnceLock<ScreenHook> = OnceLock::new();
 
 impl ScreenHook {
     /// Parse `http://HOST:PORT/PATH`.
     pub fn parse(url: &str, timeout_ms: u64) -> Result<ScreenHook, String> {
+        Self::parse_with(url, timeout_ms, FailMode::default())
+    }
+
+    /// Parse `http://HOST:PORT/PATH` with what a send gets when it does not answer.
+    pub fn parse_with(url: &str, timeout_ms: u64, fail: FailMode) -> Result<ScreenHook, String> {
         let rest = url
             .strip_prefix("http://")
             .ok_or_else(|| format!("mail screen url {url:?} must start with http://"))?;
@@ -50,6 +92,7 @@ impl ScreenHook {
             host: host.to_string(),
             path,
             timeout: Duration::from_millis(timeout_ms.max(1)),
+            fail,
         })
     }
 
@@ -73,14 +116,30 @@ pub(crate) async fn external(
         "rules_version": SCREEN_RULES_VERSION, "to": to, "type": kind, "text": text,
         "payload": payload,
     });
+    let Ok(_permit) = IN_FLIGHT.try_acquire() else {
+        let reason = format!(
+            "{} calls to the validator in flight already",
+            crate::limits::SCREEN_HOOK_CONCURRENCY_MAX
+        );
+        return Some(unavailable(hook, reason));
+    };
     let answer = tokio::time::timeout(hook.timeout, post(hook, &body.to_string())).await;
     Some(match answer {
         Ok(Ok(answer)) => answer,
-        Ok(Err(reason)) => ExternalScreen::Unavailable { reason },
-        Err(_) => ExternalScreen::Unavailable {
-            reason: format!("no answer within {} ms", hook.timeout.as_millis()),
-        },
+        Ok(Err(reason)) => unavailable(hook, reason),
+        Err(_) => {
+            let reason = format!("no answer within {} ms", hook.timeout.as_millis());
+            unavailable(hook, reason)
+        }
     })
+}
+
+/// No answer, as the server's setting says to take it (the board decides what it means).
+fn unavailable(hook: &ScreenHook, reason: String) -> ExternalScreen {
+    match hook.fail {
+        FailMode::Open => ExternalScreen::Unavailable { reason },
+        FailMode::Closed => ExternalScreen::UnavailableClosed { reason },
+    }
 }
 
 async fn post(hook: &ScreenHook, body: &str) -> Result<ExternalScreen, String> {

@@ -323,6 +323,11 @@ pub(crate) struct ServeCommon {
     #[arg(long, env = "WHIP_MAIL_SCREEN_TIMEOUT_MS",
         default_value_t = whip_cell::limits::SCREEN_HOOK_TIMEOUT_MS_DEFAULT)]
     pub(crate) mail_screen_timeout_ms: u64,
+    /// What a message gets when the validator does not answer: `closed` (quarantined, the
+    /// default) or `open` (the built-in verdict stands, marked `external_unavailable`).
+    #[arg(long, env = "WHIP_MAIL_SCREEN_FAIL", default_value = "closed",
+        value_parser = ["open", "closed"])]
+    pub(crate) mail_screen_fail: String,
     /// Serve metrics (`/metrics`, Prometheus text), health (`/healthz`, `/readyz`) and the
     /// dashboard (`/`) over plain HTTP on this address (`host:port`). Off unless given; it
     /// shows team, lease and mailbox names to whoever reaches it: keep it private.
@@ -352,7 +357,9 @@ impl ServeCommon {
         let Some(url) = &self.mail_screen_url else {
             return Ok(());
         };
-        whip_cell::screen_hook::ScreenHook::parse(url, self.mail_screen_timeout_ms)
+        let fail = whip_cell::screen_hook::FailMode::parse(&self.mail_screen_fail)
+            .map_err(anyhow::Error::msg)?;
+        whip_cell::screen_hook::ScreenHook::parse_with(url, self.mail_screen_timeout_ms, fail)
             .and_then(whip_cell::screen_hook::ScreenHook::install)
             .map_err(anyhow::Error::msg)
     }

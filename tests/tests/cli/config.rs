@@ -32,6 +32,9 @@ fn config_show_json_exits_zero_with_defaults() {
     assert_eq!(shown["settings"]["storage"], "redb");
     assert_eq!(shown["sources"]["storage"], "default");
     assert_eq!(shown["sources"]["id"], "unset");
+    // A validator that does not answer quarantines by default (issue 28).
+    assert_eq!(shown["settings"]["mail-screen-fail"], "closed");
+    assert_eq!(shown["sources"]["mail-screen-fail"], "default");
 }
 
 #[test]

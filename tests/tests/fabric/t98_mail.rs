@@ -213,9 +213,10 @@ async fn an_external_validator_quarantines_what_the_rule_set_let_through() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_silent_validator_leaves_the_built_in_verdict() {
+async fn a_silent_validator_on_a_fail_open_server_leaves_the_built_in_verdict() {
     let url = validator(None).await;
-    whip_cell::screen_hook::ScreenHook::parse(&url, 200)
+    let open = whip_cell::screen_hook::FailMode::Open;
+    whip_cell::screen_hook::ScreenHook::parse_with(&url, 200, open)
         .and_then(whip_cell::screen_hook::ScreenHook::install)
         .unwrap();
     let fabric = Fabric::start(3, 1).await;
@@ -234,5 +235,22 @@ async fn a_silent_validator_leaves_the_built_in_verdict() {
         1,
         "the rule set still quarantines: never clean for want of an answer"
     );
+    fabric.shutdown().await;
+}
+
+/// The default (`mail-screen-fail = closed`): a validator kept silent (by an attacker
+/// flooding it, or down) gets nothing delivered as clean; the message waits in the
+/// recipient's quarantine, marked `external_unavailable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_silent_validator_on_a_default_server_quarantines() {
+    let url = validator(None).await;
+    whip_cell::screen_hook::ScreenHook::parse(&url, 200)
+        .and_then(whip_cell::screen_hook::ScreenHook::install)
+        .unwrap();
+    let fabric = Fabric::start(3, 1).await;
+    let (open, kept) = eve_to_bob(&fabric, "the build is green").await;
+    assert_eq!((open.len(), kept.len()), (0, 1), "{open:?}");
+    assert_eq!(kept[0].screen.clone().unwrap().verdict, "quarantined");
+    assert_eq!(findings(&kept[0]), ["external_unavailable"]);
     fabric.shutdown().await;
 }
