@@ -63,6 +63,7 @@ pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
         CellCommand::Serve(args) => {
             let (global, settings) = crate::config::for_serve(global, args)?;
             let (id, listen, data) = settings.required()?;
+            settings.check()?;
             settings.install_screen()?;
             let transport = crate::security::server_transport(&global, &data)?;
             let mut config = CellConfig::new(id, settings.advertised(listen), data);

@@ -352,6 +352,18 @@ impl ServeCommon {
         self.advertise.clone().unwrap_or_else(|| listen.to_string())
     }
 
+    /// The shared settings within their ranges.
+    pub(crate) fn check(&self) -> Result<()> {
+        let timeout = self.mail_screen_timeout_ms;
+        let max = crate::limits::MAIL_SCREEN_TIMEOUT_MS_MAX;
+        if timeout == 0 || timeout > max {
+            anyhow::bail!("mail-screen-timeout-ms is {timeout}, it must be 1 to {max}");
+        }
+        whip_cell::screen_hook::FailMode::parse(&self.mail_screen_fail)
+            .map(|_| ())
+            .map_err(anyhow::Error::msg)
+    }
+
     /// Install the external mail validator for this process's servers, when one is named.
     pub(crate) fn install_screen(&self) -> Result<()> {
         let Some(url) = &self.mail_screen_url else {

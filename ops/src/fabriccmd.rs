@@ -43,6 +43,28 @@ pub(crate) struct NodeServe {
     pub(crate) election_timeout_ms: u64,
 }
 
+impl NodeServe {
+    /// Every timing within its range, before anything starts (a flag, a variable or the
+    /// config file may have set it).
+    pub(crate) fn check(&self) -> Result<()> {
+        use crate::limits::{ELECTION_TIMEOUT_MS_MAX, HEARTBEAT_MS_MAX, HEARTBEAT_MS_MIN};
+        let heartbeat = self.heartbeat_ms;
+        if !(HEARTBEAT_MS_MIN..=HEARTBEAT_MS_MAX).contains(&heartbeat) {
+            bail!(
+                "heartbeat-ms is {heartbeat}, it must be {HEARTBEAT_MS_MIN} to {HEARTBEAT_MS_MAX}"
+            );
+        }
+        let election = self.election_timeout_ms;
+        if election <= heartbeat || election > ELECTION_TIMEOUT_MS_MAX {
+            bail!(
+                "election-timeout-ms is {election}, it must be above heartbeat-ms ({heartbeat}) \
+                 and at most {ELECTION_TIMEOUT_MS_MAX}"
+            );
+        }
+        self.common.check()
+    }
+}
+
 impl Serve for NodeServe {
     fn common(&self) -> &ServeCommon {
         &self.common
@@ -113,6 +135,7 @@ pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> 
     let (global, settings) = crate::config::for_serve(global, args)?;
     let common = &settings.common;
     let (id, listen, data) = common.required()?;
+    settings.check()?;
     common.install_screen()?;
     let transport = crate::security::server_transport(&global, &data)?;
     let http = crate::observe::HttpArgs { http: common.http };
@@ -123,9 +146,6 @@ pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> 
     config.clock_offset_ms = common.clock_offset_ms;
     config.heartbeat_ms = settings.heartbeat_ms;
     config.election_timeout_min_ms = settings.election_timeout_ms;
-    if config.election_timeout_min_ms <= config.heartbeat_ms {
-        bail!("the election timeout must be longer than the heartbeat");
-    }
     let listener = whip_cell::service::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

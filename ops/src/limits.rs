@@ -13,3 +13,11 @@ pub(crate) const SPINNER_TICK_MS: u64 = 120;
 pub(crate) const DISSOLVE_ROUNDS_MAX: u64 = 10_000;
 /// How long `whip fabric rotate-certs` waits for one node to install a credential.
 pub(crate) const ROTATE_CALL_TIMEOUT_MS: u64 = 10_000;
+/// Shortest Raft heartbeat a node accepts, in ms (0 would spin a task and panic it).
+pub(crate) const HEARTBEAT_MS_MIN: u64 = 10;
+/// Longest Raft heartbeat a node accepts, in ms.
+pub(crate) const HEARTBEAT_MS_MAX: u64 = 10_000;
+/// Longest election timeout a node accepts, in ms.
+pub(crate) const ELECTION_TIMEOUT_MS_MAX: u64 = 60_000;
+/// Longest time a node lets the external mail validator take, in ms.
+pub(crate) const MAIL_SCREEN_TIMEOUT_MS_MAX: u64 = 60_000;

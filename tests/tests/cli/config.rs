@@ -166,3 +166,47 @@ fn a_served_node_runs_with_its_data_dirs_file() {
     );
     assert_eq!(nodes[0]["addr"], addr.as_str());
 }
+
+/// Values out of range are refused before anything starts (issue 28: `heartbeat-ms = 0`
+/// once panicked a task of a running node): from a flag or from the file, the node exits 1
+/// naming the setting and its range, and its data directory stays empty.
+#[test]
+fn out_of_range_timings_are_refused_before_the_node_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let data = data.to_str().unwrap();
+    let base = [
+        "node",
+        "serve",
+        "--id",
+        "1",
+        "--listen",
+        "127.0.0.1:1",
+        "--data",
+        data,
+    ];
+    for (extra, named) in [
+        (&["--heartbeat-ms", "0"][..], "heartbeat-ms"),
+        (&["--election-timeout-ms", "5"][..], "election-timeout-ms"),
+        (
+            &["--mail-screen-timeout-ms", "0"][..],
+            "mail-screen-timeout-ms",
+        ),
+    ] {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let out = whip(dir.path(), &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {stderr}");
+        assert!(stderr.contains(named), "{extra:?}: {stderr}");
+    }
+    std::fs::write(dir.path().join("data/whip.toml"), "heartbeat-ms = 0\n").unwrap();
+    let out = whip(dir.path(), &base);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("heartbeat-ms is 0"));
+    let left: Vec<_> = std::fs::read_dir(data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["whip.toml"], "nothing started");
+}
