@@ -61,6 +61,20 @@ fn member_of(txn: &impl Txn, caller: &Caller, team: &str) -> Result<(), BoardRef
     }
 }
 
+/// Whether `caller` may reach resource `id`: anyone for a resource no team owns, a member
+/// for a team's (its locks, counters and ledgers).
+pub(crate) fn may_reach(txn: &impl Txn, caller: &Caller, id: &ResourceId) -> bool {
+    team_of_owner(&id.owner).is_none_or(|team| member_of(txn, caller, team).is_ok())
+}
+
+/// The team a listing of resources by `owner/name` display prefix aims at (`team/T/…`, or
+/// `team/T` itself).
+fn team_of_display(prefix: &str) -> Option<&str> {
+    let rest = prefix.strip_prefix(crate::access::TEAM_OWNER_PREFIX)?;
+    let team = rest.split('/').next()?;
+    (!team.is_empty()).then_some(team)
+}
+
 /// A write of a team's blackboard needs a member of the team.
 pub(crate) fn guard(txn: &impl Txn, caller: &Caller, command: &Command) -> Result<(), Outcome> {
     for team in teams_of(command) {
@@ -80,6 +94,10 @@ pub(crate) fn guard_read(
     let team = match query {
         Query::KvGet { key } => team_of_key(key),
         Query::KvRange { prefix, .. } => team_of_key(prefix),
+        Query::LeaseList { prefix, .. } | Query::CounterList { prefix, .. } => {
+            team_of_display(prefix)
+        }
+        Query::LedgerList { owner, .. } => team_of_owner(owner),
         Query::BoardList { team, .. }
         | Query::BoardTask { team, .. }
         | Query::BoardStats { team }

@@ -16,6 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::access::Caller;
 use crate::codec::{decode, encode};
 use crate::deadline::{self, Item};
 use crate::keys::{self, LEASE};
@@ -359,24 +360,36 @@ fn release_one(txn: &mut impl Txn, stamp: Stamp, id: &ResourceId, holder: &str) 
 }
 
 /// Give back every slot and queue place of `holder`, through the holder index.
-pub(crate) fn release_all(txn: &mut impl Txn, stamp: Stamp, holder: &str) -> Outcome {
-    let start = keys::holder_prefix(holder);
+pub(crate) fn release_all(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    caller: &Caller,
+    holder: &str,
+) -> Outcome {
+    let mut start = keys::holder_prefix(holder);
     let end = keys::prefix_end(&start);
     let mut released = 0u32;
     loop {
-        // Each pass releases what it read, so its index entries are gone on the next scan.
         let rows = txn.scan(&start, &end, LIST_ROWS_MAX);
-        if rows.is_empty() {
+        let Some((last, _)) = rows.last() else {
             break;
-        }
+        };
+        // The next pass starts past this one: slots the caller may not free stay indexed.
+        let mut next = last.clone();
+        next.push(0);
         for (key, value) in rows {
             let id: ResourceId = decode(&value);
+            // A team's locks are its members' to free (`crate::blackboard`).
+            if !crate::blackboard::may_reach(txn, caller, &id) {
+                continue;
+            }
             if release_one(txn, stamp, &id, holder) {
                 released += 1;
             }
-            // A dead holder's entry was removed by the settle; make sure the loop ends.
+            // A dead holder's entry was removed by the settle; make sure it is gone.
             txn.delete(&key);
         }
+        start = next;
     }
     Outcome::LeaseReleasedAll { released }
 }
@@ -582,7 +595,7 @@ mod tests {
         };
         acquire(&mut txn, at(3, 0), &request);
         assert_eq!(
-            release_all(&mut txn, at(4, 1), "b"),
+            release_all(&mut txn, at(4, 1), &Caller::Operator, "b"),
             Outcome::LeaseReleasedAll { released: 2 }
         );
         assert_eq!(

@@ -152,7 +152,12 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome
     let command = &request.command;
     match command.family() {
         Family::Work => apply_work(txn, stamp, &request.caller, command),
-        Family::Primitive => apply_primitive(txn, stamp, command),
+        Family::Primitive => match command {
+            Command::LeaseReleaseAll { holder } => {
+                lease::release_all(txn, stamp, &request.caller, holder)
+            }
+            _ => apply_primitive(txn, stamp, command),
+        },
         Family::Tick => tick(txn, stamp),
         Family::Range => apply_range(txn, stamp, command),
         Family::Coordination => apply_coordination(txn, stamp, command),
@@ -269,7 +274,7 @@ fn apply_primitive(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outco
             ttl_ms,
         } => lease::renew(txn, stamp, lease, holder, *ttl_ms),
         Command::LeaseRelease { lease, holder } => lease::release(txn, stamp, lease, holder),
-        Command::LeaseReleaseAll { holder } => lease::release_all(txn, stamp, holder),
+        Command::LeaseReleaseAll { .. } => unreachable!("released with its caller"),
         Command::CounterConsume {
             counter,
             amount,
@@ -888,6 +893,15 @@ fn read_by(txn: &impl Txn, now_ms: u64, caller: &access::Caller, inner: &Query) 
                 if access::team_of_key(prefix).is_some());
             rows.retain(|(key, _)| !access::is_reserved(key) && (aimed || blackboard::listed(key)));
             QueryResult::KvRange(rows)
+        }
+        // A team's resources are listed only by a listing aimed at the team (its members').
+        QueryResult::Leases(mut rows) => {
+            rows.retain(|v| blackboard::may_reach(txn, caller, &v.lease));
+            QueryResult::Leases(rows)
+        }
+        QueryResult::Counters(mut rows) => {
+            rows.retain(|v| blackboard::may_reach(txn, caller, &v.counter));
+            QueryResult::Counters(rows)
         }
         result => result,
     }

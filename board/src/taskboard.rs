@@ -110,11 +110,13 @@ pub fn is_tracker_team(team: &str) -> bool {
 }
 
 /// The settings every tracker board gets, whatever its creator asked for.
-pub(crate) fn tracker_settings(asked: BoardSettings) -> BoardSettings {
+pub(crate) fn tracker_settings() -> BoardSettings {
+    // Every setting is fixed: whoever creates a tracker's team first cannot give it hostile
+    // ones (a one-byte task limit, a one-millisecond claim window).
     BoardSettings {
         delivery_limit: u32::MAX,
         spill_after_ms: 0,
-        ..asked
+        ..BoardSettings::default()
     }
 }
 

@@ -134,6 +134,9 @@ pub(crate) struct Create<'a> {
     pub(crate) settings: BoardSettings,
 }
 
+/// The supervisor of every tracker's team: no agent (names start with a letter or digit).
+const TRACKER_SUPERVISOR: &str = "~engine";
+
 /// Create the team, or confirm the caller's existing one (its first settings stay).
 pub(crate) fn create(txn: &mut impl Txn, request: &Create<'_>) -> Outcome {
     let team = request.team.to_string();
@@ -153,13 +156,19 @@ pub(crate) fn create(txn: &mut impl Txn, request: &Create<'_>) -> Outcome {
         }
         Some(_) => refused(BoardRefusal::TeamExists { team }),
         None => {
+            // A tracker's team is the engine's: no agent supervises it (no agent name starts
+            // with `~`), so nobody who created it first can dissolve it or steer its joins.
+            let supervisor = match tracker {
+                true => TRACKER_SUPERVISOR.to_string(),
+                false => request.caller.to_string(),
+            };
             let record = Team {
-                supervisor: request.caller.to_string(),
                 members: vec![request.caller.to_string()],
+                supervisor,
                 parent: request.parent.cloned(),
                 ancestors: request.ancestors.to_vec(),
                 settings: match tracker {
-                    true => taskboard::tracker_settings(request.settings),
+                    true => taskboard::tracker_settings(),
                     false => request.settings,
                 },
                 last_seq: 0,
@@ -172,9 +181,21 @@ pub(crate) fn create(txn: &mut impl Txn, request: &Create<'_>) -> Outcome {
     }
 }
 
-/// A member (or ancestor member) adds `agent`; joining twice changes nothing.
+/// The supervisor (or a member of an ancestor team) adds `agent`; joining twice changes
+/// nothing.
 pub(crate) fn join(txn: &mut impl Txn, team: &str, caller: &str, agent: &str) -> Outcome {
     match member(txn, team, caller) {
+        // The control plane goes through the parent: the supervisor, or a member of an
+        // ancestor team, adds members; a member cannot stuff the team (or a vote's
+        // electorate) with agents it enrolled.
+        Ok(record)
+            if record.supervisor != caller && !record.ancestors.iter().any(|a| a == caller) =>
+        {
+            refused(BoardRefusal::NotSupervisor {
+                agent: caller.to_string(),
+                supervisor: record.supervisor,
+            })
+        }
         Ok(mut record) => add_member(txn, team, &mut record, agent),
         Err(refusal) => refusal,
     }

@@ -290,9 +290,9 @@ impl WorkLimits {
             && self.classes.len() <= WORK_CLASSES_MAX;
         if !bounded {
             return Err(format!(
-                "work limits are bounded: cell and owner at most {WORK_CELL_MAX_LIMIT}, depth at most \
-                 {WORK_DEPTH_MAX_LIMIT}, children at most {WORK_CHILDREN_MAX_LIMIT}, at most \
-                 {WORK_CLASSES_MAX} classes"
+                "work limits are bounded: cell and owner at most {WORK_CELL_MAX_LIMIT}, \
+                 depth at most {WORK_DEPTH_MAX_LIMIT}, children at most \
+                 {WORK_CHILDREN_MAX_LIMIT}, at most {WORK_CLASSES_MAX} classes"
             ));
         }
         if !self.classes.contains_key(DEFAULT_CLASS) {

@@ -100,6 +100,27 @@ impl Model {
         (task.view.tier == Tier::Cell || key.0 == team).then_some(key)
     }
 
+    fn join(&mut self, team: &str, caller: &str, agent: &str) -> Outcome {
+        if let Err(refusal) = self.member(team, caller) {
+            return refusal;
+        }
+        let t = self.teams.get_mut(team).expect("member");
+        // Joins go through the supervisor or an ancestor team's member.
+        if t.supervisor != caller && !t.ancestors.iter().any(|a| a == caller) {
+            return refused(BoardRefusal::NotSupervisor {
+                agent: caller.to_string(),
+                supervisor: t.supervisor.clone(),
+            });
+        }
+        if !t.members.iter().any(|m| m == agent) {
+            t.members.push(agent.to_string());
+        }
+        Outcome::TeamJoined {
+            team: team.to_string(),
+            agent: agent.to_string(),
+        }
+    }
+
     fn apply(&mut self, stamp: Stamp, command: &Command) -> Outcome {
         let now = stamp.time_ms;
         match command {
@@ -132,19 +153,7 @@ impl Model {
                 team,
                 caller,
                 agent,
-            } => {
-                if let Err(refusal) = self.member(team, caller) {
-                    return refusal;
-                }
-                let t = self.teams.get_mut(team).expect("member");
-                if !t.members.contains(agent) {
-                    t.members.push(agent.clone());
-                }
-                Outcome::TeamJoined {
-                    team: team.clone(),
-                    agent: agent.clone(),
-                }
-            }
+            } => self.join(team, caller, agent),
             Command::TeamDissolve { team, caller } => self.dissolve(team, caller),
             Command::BoardPost { team, caller, body } => self.post(now, team, caller, body),
             Command::BoardClaim {

@@ -64,10 +64,24 @@ async fn names_that_imitate_a_principal_or_an_agent_are_refused() {
         matches!(&squat, Err(CellError::InvalidArgument(m)) if m.starts_with("reserved_name")),
         "{squat:?}"
     );
-    // A look-alike name with alice's own token is not alice.
+    alice_alone(&dev, &alice, &made.token).await;
+    let enrolled = cli(
+        dir.path(),
+        &["agent", "enroll", "helper-7", "--cell", &cell],
+    );
+    assert!(
+        enrolled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&enrolled.stderr)
+    );
+    still_serving(&operator).await;
+}
+
+/// A look-alike name with alice's own token is not alice; alice herself still acts.
+async fn alice_alone(dev: &whip_tests::DevCell, alice: &CellClient, token: &str) {
     let twin = CellClient::connect_with(&[dev.member(2)], &anonymous())
         .unwrap()
-        .with_identity("Alice", made.token.clone());
+        .with_identity("Alice", token);
     let acted = twin
         .team_create(pb::TeamCreateRequest {
             team: "twins".into(),
@@ -87,14 +101,4 @@ async fn names_that_imitate_a_principal_or_an_agent_are_refused() {
         .await
         .unwrap();
     assert_eq!(team.code, pb::OutcomeCode::TeamCreated as i32, "{team:?}");
-    let enrolled = cli(
-        dir.path(),
-        &["agent", "enroll", "helper-7", "--cell", &cell],
-    );
-    assert!(
-        enrolled.status.success(),
-        "{}",
-        String::from_utf8_lossy(&enrolled.stderr)
-    );
-    still_serving(&operator).await;
 }

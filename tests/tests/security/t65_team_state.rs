@@ -1,0 +1,170 @@
+//! A team's state as a non-member reaches for it (issue 28, class 4): alice's team `web`
+//! holds a lock (a lease owned by `team/web`), a budget counter and a notes ledger.
+//! mallory, registered but in no team, lists the team's locks and counters (aimed at the
+//! team and in a listing of everything), reads its ledger and frees every slot of the
+//! lock's holder with one `LeaseReleaseAll`. Each aimed read is refused `not_member`, the
+//! wide listings leave the team's rows out, the release frees nothing, and alice's lock is
+//! still held afterwards.
+
+use whip_cell::{CellClient, CellError};
+use whip_proto::v1 as pb;
+
+use crate::{registered, still_serving, target};
+
+fn team_resource(name: &str, key: &str) -> Option<pb::ResourceId> {
+    Some(pb::ResourceId {
+        owner: "team/web".into(),
+        name: name.into(),
+        key: key.into(),
+    })
+}
+
+/// alice's team with a held lock, a spent budget and a note.
+async fn alices_team(alice: &CellClient) {
+    let team = pb::TeamCreateRequest {
+        team: "web".into(),
+        ..Default::default()
+    };
+    alice.team_create(team).await.unwrap();
+    let lock = pb::LeaseAcquireRequest {
+        lease: team_resource("locks", "deploy"),
+        holder: "alice-h".into(),
+        slots: 1,
+        ttl_ms: 600_000,
+        ..Default::default()
+    };
+    let held = alice.lease_acquire(lock).await.unwrap();
+    assert_eq!(held.code, pb::OutcomeCode::LeaseHeld as i32, "{held:?}");
+    let spend = pb::CounterConsumeRequest {
+        counter: team_resource("budget", ""),
+        amount: 3,
+        cap: 100,
+        reset: pb::Reset::Daily as i32,
+        timezone: "UTC".into(),
+        ..Default::default()
+    };
+    alice.counter_consume(spend).await.unwrap();
+    let note = pb::LedgerAppendRequest {
+        ledger: team_resource("notes", "p"),
+        entry: b"secret plan".to_vec(),
+        appended_by: "alice".into(),
+        retain_ms: 3_600_000,
+        ..Default::default()
+    };
+    alice.ledger_append(note).await.unwrap();
+}
+
+fn not_member<T: std::fmt::Debug>(answer: Result<T, CellError>) {
+    match answer {
+        Err(CellError::PermissionDenied(m)) if m.contains("not_member") => {}
+        other => panic!("expected not_member, got {other:?}"),
+    }
+}
+
+async fn alices_lock_holders(alice: &CellClient) -> Vec<String> {
+    let list = pb::LeaseListRequest {
+        prefix: "team/web".into(),
+        limit: 0,
+    };
+    let leases = alice.lease_list(list).await.unwrap().leases;
+    leases
+        .iter()
+        .flat_map(|l| l.holders.iter().map(|h| h.holder.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_non_member_neither_reads_nor_frees_a_teams_locks_counters_or_ledgers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dev, operator) = target(dir.path()).await;
+    let (alice, _) = registered(&dev, &operator, "alice", false).await;
+    let (mallory, _) = registered(&dev, &operator, "mallory", false).await;
+    alices_team(&alice).await;
+    assert_eq!(alices_lock_holders(&alice).await, ["alice-h"]);
+
+    let aimed = |prefix: &str| pb::LeaseListRequest {
+        prefix: prefix.into(),
+        limit: 0,
+    };
+    not_member(mallory.lease_list(aimed("team/web")).await);
+    not_member(mallory.lease_list(aimed("team/web/locks")).await);
+    let counters = pb::CounterListRequest {
+        prefix: "team/web".into(),
+        limit: 0,
+    };
+    not_member(mallory.counter_list(counters).await);
+    let ledger = pb::LedgerListRequest {
+        owner: "team/web".into(),
+        name: "notes".into(),
+        ..Default::default()
+    };
+    not_member(mallory.ledger_list(ledger).await);
+    // A listing of everything leaves the team's rows out.
+    let all = mallory.lease_list(aimed("")).await.unwrap().leases;
+    let owners: Vec<_> = all
+        .iter()
+        .filter_map(|l| l.lease.clone())
+        .map(|l| l.owner)
+        .collect();
+    assert!(!owners.iter().any(|o| o.starts_with("team/")), "{owners:?}");
+    let all = pb::CounterListRequest::default();
+    let counters = mallory.counter_list(all).await.unwrap().counters;
+    assert!(counters.is_empty(), "{counters:?}");
+    // Releasing every slot of the lock's holder frees nothing of the team's.
+    let release = pb::LeaseReleaseAllRequest {
+        holder: "alice-h".into(),
+        idempotency_key: String::new(),
+    };
+    let freed = mallory.lease_release_all(release).await.unwrap();
+    assert_eq!(freed.code, pb::OutcomeCode::LeaseReleasedAll as i32);
+    assert_eq!(
+        alices_lock_holders(&alice).await,
+        ["alice-h"],
+        "the lock is held"
+    );
+    // The operator, nobody's member, frees nothing of it either.
+    let release = pb::LeaseReleaseAllRequest {
+        holder: "alice-h".into(),
+        idempotency_key: String::new(),
+    };
+    operator.lease_release_all(release).await.unwrap();
+    assert_eq!(
+        alices_lock_holders(&alice).await,
+        ["alice-h"],
+        "the lock is held"
+    );
+    still_serving(&operator).await;
+}
+
+/// A member cannot add members (issue 28: a worker stuffed a workers' vote with agents it
+/// enrolled): only the supervisor does, and the team's members read back unchanged.
+#[tokio::test]
+async fn a_member_cannot_add_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dev, operator) = target(dir.path()).await;
+    let (alice, _) = registered(&dev, &operator, "alice", false).await;
+    let (worker, _) = registered(&dev, &operator, "worker", false).await;
+    let (sybil, _) = registered(&dev, &worker, "sybil", true).await;
+    alices_team(&alice).await;
+    let join = |caller_adds: &str| pb::TeamJoinRequest {
+        team: "web".into(),
+        agent: caller_adds.into(),
+        ..Default::default()
+    };
+    let joined = alice.team_join(join("worker")).await.unwrap();
+    assert_eq!(
+        joined.code,
+        pb::OutcomeCode::TeamJoined as i32,
+        "{joined:?}"
+    );
+    let stuffed = worker.team_join(join("sybil")).await.unwrap();
+    assert_eq!(stuffed.refusal, "not_supervisor", "{stuffed:?}");
+    // sybil is no member: the board stays closed to it.
+    let stats = pb::BoardStatsRequest { team: "web".into() };
+    let read = sybil.board_stats(stats).await;
+    assert!(
+        matches!(&read, Err(CellError::PermissionDenied(m)) if m.contains("not_member")),
+        "{read:?}"
+    );
+    still_serving(&operator).await;
+}
