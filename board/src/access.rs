@@ -4,7 +4,10 @@
 //! - **Reserved state.** Agent identities (`agents/…`) and the fabric's own rows (`fabric/…`:
 //!   the range map with the cells' public keys) are written only by servers on their own
 //!   behalf; no client KV command (`KvPut`, `KvDelete`, `KvTxn`) writes them, and no client
-//!   read (`KvGet`, `KvRange`) returns them.
+//!   read (`KvGet`, `KvRange`) returns them. Client keys spelled like the engine's rows are
+//!   refused too; the engine's rows themselves are another family (`crate::instance`).
+//! - **Principal names.** [`check_new_agent_name`] refuses names that read as a principal
+//!   or (by [`name_skeleton`]) as another agent; identities are keyed by the skeleton.
 //! - **Server resources.** Counters, leases and ledgers whose owner starts with `~` (the
 //!   enrollment budget of each agent, `~enroll`) and every team's signal ledger
 //!   (`team/{team}`, `signals`) are reached only by servers, except that an agent appends
