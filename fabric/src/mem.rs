@@ -84,25 +84,44 @@ fn unexpected<T: std::fmt::Debug>(what: T) -> FabricError {
     FabricError::Unavailable(format!("unexpected answer {what:?}"))
 }
 
+/// One key's answer (a `KvGet` or an `EngineGet`).
+fn entry_of(result: QueryResult) -> FabricResult<Option<KvEntry>> {
+    match result {
+        QueryResult::Kv(entry) => Ok(entry),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// A scan's rows (a `KvRange` or an `EngineRange`).
+fn rows_of(result: QueryResult) -> FabricResult<Vec<(Vec<u8>, KvEntry)>> {
+    match result {
+        QueryResult::KvRange(rows) => Ok(rows),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// A transaction's answer (a `KvTxn` or an `EngineTxn`).
+fn txn_of(outcome: Outcome) -> FabricResult<TxnResult> {
+    match outcome {
+        Outcome::KvTxnCommitted { fence } => Ok(TxnResult::Committed { fence }),
+        Outcome::KvTxnFailed { key, current } => Ok(TxnResult::Failed { key, current }),
+        other => Err(unexpected(other)),
+    }
+}
+
 impl FabricClient for MemFabric {
     async fn engine_get(&self, key: Vec<u8>) -> FabricResult<Option<KvEntry>> {
-        match self.read(Query::EngineGet { key }) {
-            QueryResult::Kv(entry) => Ok(entry),
-            other => Err(unexpected(other)),
-        }
+        entry_of(self.read(Query::EngineGet { key }))
     }
 
     async fn engine_txn(&self, ops: TxnOps, key: String) -> FabricResult<TxnResult> {
+        let (compares, puts, deletes) = (ops.compares, ops.puts, ops.deletes);
         let command = Command::EngineTxn {
-            compares: ops.compares,
-            puts: ops.puts,
-            deletes: ops.deletes,
+            compares,
+            puts,
+            deletes,
         };
-        match self.apply(command, key)? {
-            Outcome::KvTxnCommitted { fence } => Ok(TxnResult::Committed { fence }),
-            Outcome::KvTxnFailed { key, current } => Ok(TxnResult::Failed { key, current }),
-            other => Err(unexpected(other)),
-        }
+        txn_of(self.apply(command, key)?)
     }
 
     async fn engine_range(
@@ -111,35 +130,25 @@ impl FabricClient for MemFabric {
         after_key: Vec<u8>,
         limit: u32,
     ) -> FabricResult<Vec<(Vec<u8>, KvEntry)>> {
-        let query = Query::EngineRange {
+        rows_of(self.read(Query::EngineRange {
             prefix,
             after_key,
             limit,
-        };
-        match self.read(query) {
-            QueryResult::KvRange(rows) => Ok(rows),
-            other => Err(unexpected(other)),
-        }
+        }))
     }
 
     async fn kv_get(&self, key: Vec<u8>) -> FabricResult<Option<KvEntry>> {
-        match self.read(Query::KvGet { key }) {
-            QueryResult::Kv(entry) => Ok(entry),
-            other => Err(unexpected(other)),
-        }
+        entry_of(self.read(Query::KvGet { key }))
     }
 
     async fn kv_txn(&self, ops: TxnOps, key: String) -> FabricResult<TxnResult> {
+        let (compares, puts, deletes) = (ops.compares, ops.puts, ops.deletes);
         let command = Command::KvTxn {
-            compares: ops.compares,
-            puts: ops.puts,
-            deletes: ops.deletes,
+            compares,
+            puts,
+            deletes,
         };
-        match self.apply(command, key)? {
-            Outcome::KvTxnCommitted { fence } => Ok(TxnResult::Committed { fence }),
-            Outcome::KvTxnFailed { key, current } => Ok(TxnResult::Failed { key, current }),
-            other => Err(unexpected(other)),
-        }
+        txn_of(self.apply(command, key)?)
     }
 
     async fn kv_range(
@@ -148,15 +157,11 @@ impl FabricClient for MemFabric {
         after_key: Vec<u8>,
         limit: u32,
     ) -> FabricResult<Vec<(Vec<u8>, KvEntry)>> {
-        let query = Query::KvRange {
+        rows_of(self.read(Query::KvRange {
             prefix,
             after_key,
             limit,
-        };
-        match self.read(query) {
-            QueryResult::KvRange(rows) => Ok(rows),
-            other => Err(unexpected(other)),
-        }
+        }))
     }
 
     async fn lease_acquire(&self, r: LeaseRequest, key: String) -> FabricResult<Outcome> {
