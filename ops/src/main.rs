@@ -262,6 +262,9 @@ fn run_async(global: Global, command: Command) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return output::fail(&global, &anyhow::anyhow!("cannot start runtime: {e}")),
     };
+    if let Err(e) = security::check_insecure(&global) {
+        return output::fail(&global, &e);
+    }
     security::install_client_default(&global);
     let result = runtime.block_on(async {
         signals::watch();

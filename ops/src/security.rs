@@ -15,6 +15,30 @@ use whip_cell::tls::{self, Principal, Transport};
 
 use crate::Global;
 
+/// `--insecure` sends tokens in plaintext metadata: the CLI dials only loopback with it, as
+/// servers listen only on loopback with it. A `--cell` address elsewhere (or a host name
+/// other than `localhost`) is refused before anything is sent.
+pub(crate) fn check_insecure(global: &Global) -> Result<()> {
+    let (true, Some(spec)) = (global.insecure, &global.cell) else {
+        return Ok(());
+    };
+    for addr in crate::connect::cell_addrs(spec) {
+        let loopback = match addr.parse::<std::net::SocketAddr>() {
+            Ok(socket) => socket.ip().is_loopback(),
+            Err(_) => addr
+                .rsplit_once(':')
+                .is_some_and(|(host, _)| host == "localhost"),
+        };
+        if !loopback {
+            anyhow::bail!(
+                "--insecure dials only loopback (tokens would cross the network in plaintext), \
+                 got {addr}"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Install the transport every client of this process uses: the operator credential (or
 /// plaintext with `--insecure`). A config directory that cannot be written leaves clients
 /// without TLS, which TLS servers refuse; the error is logged.

@@ -210,3 +210,26 @@ fn out_of_range_timings_are_refused_before_the_node_starts() {
         .collect();
     assert_eq!(left, ["whip.toml"], "nothing started");
 }
+
+/// The CLI refuses `--insecure` off loopback as servers do (issue 28): a token would cross
+/// the network in plaintext. Nothing is dialed: the refusal comes before any connection.
+#[test]
+fn the_cli_dials_plaintext_only_on_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    for cell in [
+        "198.18.0.1:7001",
+        "example.com:7001",
+        "127.0.0.1:7001,10.0.0.1:7001",
+    ] {
+        let out = whip(
+            dir.path(),
+            &["--insecure", "kv", "get", "k", "--cell", cell],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{cell}: {stderr}");
+        assert!(
+            stderr.contains("--insecure dials only loopback"),
+            "{cell}: {stderr}"
+        );
+    }
+}
