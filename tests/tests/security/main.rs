@@ -117,9 +117,25 @@ pub(crate) async fn registered(
 /// forger's request, which may carry fields the server's message does not have.
 pub(crate) async fn forged_call<Req, Resp>(
     addr: &str,
-    (agent, token): (&str, &str),
+    agent: (&str, &str),
     path: &'static str,
     message: Req,
+) -> Result<Resp, tonic::Status>
+where
+    Req: prost::Message + Send + Sync + 'static,
+    Resp: prost::Message + Default + Send + Sync + 'static,
+{
+    call_as(addr, Some(agent), None, (path, message)).await
+}
+
+/// Call `path` with `message` as `agent` (token in the metadata, no certificate), or with
+/// this process's operator credential when `None`, naming `route` (`<cell>.<epoch>`) in the
+/// `whip-route` header when given.
+pub(crate) async fn call_as<Req, Resp>(
+    addr: &str,
+    agent: Option<(&str, &str)>,
+    route: Option<&str>,
+    (path, message): (&'static str, Req),
 ) -> Result<Resp, tonic::Status>
 where
     Req: prost::Message + Send + Sync + 'static,
@@ -129,9 +145,18 @@ where
     let mut request = tonic::Request::new(message);
     let headers = request.metadata_mut();
     let header = |v: &str| MetadataValue::try_from(v).expect("ascii metadata");
-    headers.insert(whip_cell::identity::AGENT_HEADER, header(agent));
-    headers.insert(whip_cell::identity::TOKEN_HEADER, header(token));
-    whip_tests::raw_request(addr, &anonymous(), path, request).await
+    if let Some(route) = route {
+        headers.insert(whip_cell::direct::ROUTE_HEADER, header(route));
+    }
+    let transport = match agent {
+        Some((agent, token)) => {
+            headers.insert(whip_cell::identity::AGENT_HEADER, header(agent));
+            headers.insert(whip_cell::identity::TOKEN_HEADER, header(token));
+            anonymous()
+        }
+        None => whip_cell::tls::client_default(),
+    };
+    whip_tests::raw_request(addr, &transport, path, request).await
 }
 
 /// Send `body` to `path` as one unary call over `transport`.

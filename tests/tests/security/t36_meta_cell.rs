@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use tonic::metadata::MetadataValue;
 use whip_board::{Query, QueryResult};
 use whip_proto::v1 as pb;
 use whip_tests::fabric::Fabric;
@@ -24,19 +23,7 @@ where
     Req: prost::Message + Send + Sync + 'static,
     Resp: prost::Message + Default + Send + Sync + 'static,
 {
-    let mut request = tonic::Request::new(message);
-    let headers = request.metadata_mut();
-    let header = |v: &str| MetadataValue::try_from(v).expect("ascii metadata");
-    headers.insert(whip_cell::direct::ROUTE_HEADER, header("0.1"));
-    let transport = match agent {
-        Some((agent, token)) => {
-            headers.insert(whip_cell::identity::AGENT_HEADER, header(agent));
-            headers.insert(whip_cell::identity::TOKEN_HEADER, header(token));
-            anonymous()
-        }
-        None => whip_cell::tls::client_default(),
-    };
-    whip_tests::raw_request(addr, &transport, path, request).await
+    crate::call_as(addr, agent, Some("0.1"), (path, message)).await
 }
 
 fn put(key: &str) -> pb::KvPutRequest {
