@@ -152,12 +152,7 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome
     let command = &request.command;
     match command.family() {
         Family::Work => apply_work(txn, stamp, &request.caller, command),
-        Family::Primitive => match command {
-            Command::LeaseReleaseAll { holder } => {
-                lease::release_all(txn, stamp, &request.caller, holder)
-            }
-            _ => apply_primitive(txn, stamp, command),
-        },
+        Family::Primitive => apply_primitive(txn, stamp, &request.caller, command),
         Family::Tick => tick(txn, stamp),
         Family::Range => apply_range(txn, stamp, command),
         Family::Coordination => apply_coordination(txn, stamp, command),
@@ -240,18 +235,17 @@ fn apply_mail(
 }
 
 /// CAS keys, leases, counters and ledgers.
-fn apply_primitive(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
+fn apply_primitive(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    caller: &access::Caller,
+    command: &Command,
+) -> Outcome {
     let now_ms = stamp.time_ms;
     match command {
-        Command::KvPut {
-            key,
-            value,
-            expect_version,
-        } => kv::put(txn, stamp, key, value, *expect_version),
-        Command::KvDelete {
-            key,
-            expect_version,
-        } => kv::delete(txn, key, *expect_version),
+        Command::KvPut { .. } | Command::KvDelete { .. } | Command::KvTxn { .. } => {
+            apply_kv(txn, stamp, command)
+        }
         Command::LeaseAcquire {
             lease,
             holder,
@@ -274,7 +268,7 @@ fn apply_primitive(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outco
             ttl_ms,
         } => lease::renew(txn, stamp, lease, holder, *ttl_ms),
         Command::LeaseRelease { lease, holder } => lease::release(txn, stamp, lease, holder),
-        Command::LeaseReleaseAll { .. } => unreachable!("released with its caller"),
+        Command::LeaseReleaseAll { holder } => lease::release_all(txn, stamp, caller, holder),
         Command::CounterConsume {
             counter,
             amount,
@@ -306,12 +300,28 @@ fn apply_primitive(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outco
             };
             ledger::append(txn, now_ms, &request)
         }
+        other => unreachable!("{other:?} is not a primitive"),
+    }
+}
+
+/// CAS keys (split from `apply_primitive` to keep each match short).
+fn apply_kv(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
+    match command {
+        Command::KvPut {
+            key,
+            value,
+            expect_version,
+        } => kv::put(txn, stamp, key, value, *expect_version),
+        Command::KvDelete {
+            key,
+            expect_version,
+        } => kv::delete(txn, key, *expect_version),
         Command::KvTxn {
             compares,
             puts,
             deletes,
         } => kv::txn(txn, stamp, compares, puts, deletes),
-        other => unreachable!("{other:?} is not a primitive"),
+        other => unreachable!("{other:?} is not a CAS command"),
     }
 }
 
