@@ -242,6 +242,27 @@ pub fn check_new_agent_name(name: &str, by_operator: bool) -> Result<(), String>
     Ok(())
 }
 
+/// Who a call acts as when it asks to act for `agent` (the `x-whip-act-for` metadata): the
+/// operator or a server may act for any agent (a worker driving an instance acts as the
+/// instance's owner, so its leases, mail and votes are the owner's); an agent only for
+/// itself; nobody unproven. The named agent must have a well-formed, unreserved name: an
+/// operator cannot act as a principal through it.
+pub fn acting_for(proven: &Caller, agent: &str) -> Result<Caller, AccessRefusal> {
+    let refused = || AccessRefusal::NotAuthorized {
+        what: format!("acting for agent {agent:?}"),
+        owner: agent.to_string(),
+    };
+    if check_new_agent_name(agent, true).is_err() {
+        return Err(refused());
+    }
+    match proven {
+        Caller::Operator | Caller::Server => Ok(Caller::Agent(agent.to_string())),
+        Caller::Agent(own) if own == agent => Ok(proven.clone()),
+        Caller::Agent(_) => Err(refused()),
+        Caller::Anonymous => Err(AccessRefusal::Anonymous),
+    }
+}
+
 /// The reserved key holding an agent's identity record (tagged: it routes by the name's
 /// [`name_skeleton`], so two names that look alike share one record and the second
 /// registration finds it taken).
@@ -478,6 +499,26 @@ mod tests {
             Caller::Server,
         ] {
             assert_eq!(admit_routes(&proven), Ok(()), "{proven:?}");
+        }
+    }
+
+    /// The operator acts for any agent; an agent only for itself; nobody for a principal.
+    #[test]
+    fn only_the_operator_or_a_server_acts_for_another_agent() {
+        let ann = Caller::Agent("ann".into());
+        for proven in [Caller::Operator, Caller::Server, ann.clone()] {
+            assert_eq!(acting_for(&proven, "ann"), Ok(ann.clone()), "{proven:?}");
+        }
+        let mallory = Caller::Agent("mallory".into());
+        assert_eq!(
+            acting_for(&mallory, "ann").unwrap_err().code(),
+            "not_authorized"
+        );
+        let anonymous = acting_for(&Caller::Anonymous, "ann").unwrap_err();
+        assert_eq!(anonymous, AccessRefusal::Anonymous);
+        for principal in ["operator", "0perator", "server", "engine", "", "a b"] {
+            let refusal = acting_for(&Caller::Operator, principal).unwrap_err();
+            assert_eq!(refusal.code(), "not_authorized", "{principal:?}");
         }
     }
 

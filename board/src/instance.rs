@@ -12,7 +12,8 @@
 //!   marker);
 //! - `p/<version>`: a program version; `g/<kind>/<owner>/<name>`: a declared resource. Both
 //!   are written once: a later put must carry the same bytes, and only the operator deletes;
-//! - `t/{tracker}/…`: the built-in tracker's shared sequence and index.
+//! - `t/{tracker}/…`: the built-in tracker's shared sequence and index, written only by
+//!   the operator's engine or a server (every agent's issues share it).
 //!
 //! **Owners.** The first commit that touches an instance records its caller as the
 //! instance's owner (`keys::INSTANCE_OWNER`, beside the instance's rows on its cell). From
@@ -202,6 +203,16 @@ fn check_txn<'a>(
     {
         return Err(forbidden(written_once(key)));
     }
+    let written = puts.iter().map(|(k, _)| k).chain(deletes.iter());
+    if let Some(key) = written
+        .filter(|k| classify(k) == Some(EngineRow::Tracker))
+        .find(|_| !operator)
+    {
+        return Err(forbidden(AccessRefusal::NotAuthorized {
+            what: format!("tracker row {:?}", String::from_utf8_lossy(key)),
+            owner: "the engine (the operator's)".into(),
+        }));
+    }
     Ok(fresh)
 }
 
@@ -385,5 +396,26 @@ mod tests {
         let stray = [put("agents/{x}", "")];
         let invalid = apply_txn(&mut txn, stamp(5), &ann, (&[], &stray, &[]));
         assert!(matches!(invalid, Outcome::Invalid { .. }), "{invalid:?}");
+    }
+
+    /// The built-in tracker is the engine's: an agent neither writes nor deletes its rows.
+    #[test]
+    fn only_the_operator_writes_tracker_rows() {
+        let mut txn = MemTxn::default();
+        let issue = [put("t/{tracker}/n", "1")];
+        let done = apply_txn(&mut txn, stamp(1), &Caller::Operator, (&[], &issue, &[]));
+        assert!(matches!(done, Outcome::KvTxnCommitted { .. }), "{done:?}");
+        let before = txn.clone();
+        let bob = Caller::Agent("bob".into());
+        let forged = [put("t/{tracker}/n", "9")];
+        let refused = apply_txn(&mut txn, stamp(2), &bob, (&[], &forged, &[]));
+        let Outcome::Forbidden { refusal } = refused else {
+            panic!("{refused:?}")
+        };
+        assert_eq!(refusal.code(), "not_authorized");
+        let delete = [b"t/{tracker}/n".to_vec()];
+        let refused = apply_txn(&mut txn, stamp(3), &bob, (&[], &[], &delete));
+        assert!(matches!(refused, Outcome::Forbidden { .. }), "{refused:?}");
+        assert_eq!(txn, before, "nothing changed");
     }
 }

@@ -898,6 +898,11 @@ fn read_by(txn: &impl Txn, now_ms: u64, caller: &access::Caller, inner: &Query) 
         return QueryResult::Refused(query::ReadRefusal::Board { refusal });
     }
     match query(txn, now_ms, inner) {
+        // A spilled task is its origin lineage's alone.
+        QueryResult::Tasks(mut tasks) => {
+            tasks.retain(|task| taskboard::visible(txn, caller, task));
+            QueryResult::Tasks(tasks)
+        }
         QueryResult::KvRange(mut rows) => {
             let aimed = matches!(inner, Query::KvRange { prefix, .. }
                 if access::team_of_key(prefix).is_some());

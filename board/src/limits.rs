@@ -51,6 +51,9 @@ pub const TEAM_TASKS_MAX: u64 = 100_000;
 /// Open tasks (ready, claimed or dead) on one cell's cell-tier board; a spill into a full
 /// cell tier waits another `spill_after_ms`.
 pub const CELL_TASKS_MAX: u64 = 100_000;
+/// Ready cell-tier tasks one claim looks through for the oldest in the claimant's lineage
+/// (tasks of other lineages ahead of it are skipped; past this many the claim finds none).
+pub const CELL_CLAIM_SCAN_MAX: usize = 1_024;
 /// Failures kept per task (the latest ones).
 pub const TASK_FAILURES_MAX: usize = 32;
 /// Bytes of a failure's error text.

@@ -20,7 +20,8 @@
 //!   any registered agent to a team, so supervising a team proves nothing about a member.
 //! - **Screened, never spliced.** Every message is screened ([`crate::screen`]) in the
 //!   apply and stored with its verdict; a quarantined one is kept and listed apart, never
-//!   delivered into a run, until the recipient's authority releases or drops it.
+//!   delivered into a run, until the recipient's authority releases or drops it (the
+//!   recipient may drop it too, never release it).
 //! - **Bounded.** At most `MAIL_DEPTH_MAX` messages wait in one mailbox (quarantined ones
 //!   too); past it a send is refused `mailbox_full`, never dropped. One sender has at most
 //!   `MAIL_SENDER_PENDING_MAX` of them (`sender_quota`), so a peer cannot fill another's
@@ -756,7 +757,8 @@ pub(crate) fn grant(
 }
 
 /// The recipient's authority releases a quarantined message into the mailbox
-/// (`deliver`), or drops it.
+/// (`deliver`), or drops it; the recipient itself (whoever reads the mailbox) may drop
+/// one too, so quarantined mail never fills a mailbox its reader cannot empty.
 pub(crate) fn release(
     txn: &mut impl Txn,
     now_ms: u64,
@@ -768,7 +770,8 @@ pub(crate) fn release(
         Ok(owner) => owner,
         Err(refusal) => return refused(refusal),
     };
-    if !authority(txn, caller, &owner) {
+    let reader = guard_read(txn, now_ms, caller, address).is_ok();
+    if !authority(txn, caller, &owner) && (deliver || !reader) {
         return not_authorized(caller, address, "release quarantined mail");
     }
     let key = message_key(address, seq);

@@ -5,9 +5,10 @@
 //! local). A local task that was never claimed spills after the team's `spill_after_ms`
 //! to this cell's cell-tier board, keeping its id and origin team; a claimed task never
 //! spills. A task is visible only at its current tier: a claim takes the oldest ready task
-//! of the team's board, and only when that is empty the oldest of the cell tier, which
-//! any member of any team on the cell may claim. The fabric tier is filled by a later
-//! cross-cell handoff and is not stored here.
+//! of the team's board, and only when that is empty the oldest of the cell tier that the
+//! claimant's lineage reaches: a spilled task stays its origin team's, seen and claimed only
+//! by members of that team or of a team above it (the seed: access is scoped by lineage).
+//! The fabric tier is filled by a later cross-cell handoff and is not stored here.
 //!
 //! Claims. One claim passes two gates in one apply, and both are recorded: the claim
 //! record of delivery `n` (written once; a second claimant of the same delivery is a bug
@@ -37,7 +38,8 @@ use crate::codec::{decode, encode};
 use crate::deadline::{self, Item};
 use crate::keys::{self, CELL_BOARD, CELL_CLAIM, CELL_READY, CELL_TASK, CLAIM, READY, TASK};
 use crate::limits::{
-    CELL_TASKS_MAX, LIST_ROWS_MAX, TASK_DONE_RETAIN_MS, TASK_FAILURES_MAX, TEAM_TASKS_MAX,
+    CELL_CLAIM_SCAN_MAX, CELL_TASKS_MAX, LIST_ROWS_MAX, TASK_DONE_RETAIN_MS, TASK_FAILURES_MAX,
+    TEAM_TASKS_MAX,
 };
 use crate::mailbox::{self, Outgoing};
 use crate::query::{BoardStatsView, MessageKind};
@@ -352,11 +354,43 @@ fn oldest_local(txn: &impl Txn, team_name: &str) -> Option<Task> {
     Some(task.expect("a ready index entry has its task"))
 }
 
-fn oldest_cell(txn: &impl Txn) -> Option<Task> {
-    let (key, _) = txn.scan(&[CELL_READY], &[CELL_READY + 1], 1).pop()?;
-    let (origin, seq) = cell_ready_task(&key);
-    let task = load(txn, Tier::Cell, &origin, seq);
-    Some(task.expect("a cell ready index entry has its task"))
+/// Whether `agent` is in the lineage of team `origin`: a member of it or of a team above
+/// it. A spilled task stays its origin's: only its lineage sees or claims it.
+pub(crate) fn in_lineage(txn: &impl Txn, origin: &str, agent: &str) -> bool {
+    team::load(txn, origin).is_some_and(|record| record.admits(agent))
+}
+
+/// Whether `caller` may see `task`: a local task is seen through its own team (membership
+/// is checked before), a cell-tier task only by its origin team's lineage.
+pub(crate) fn visible(txn: &impl Txn, caller: &crate::access::Caller, task: &TaskView) -> bool {
+    match caller {
+        crate::access::Caller::Agent(agent) if task.tier == Tier::Cell => {
+            in_lineage(txn, &task.team, agent)
+        }
+        _ => true,
+    }
+}
+
+/// The oldest ready cell-tier task in `agent`'s lineage, among the first
+/// [`CELL_CLAIM_SCAN_MAX`] of the cell tier.
+fn oldest_cell(txn: &impl Txn, agent: &str) -> Option<Task> {
+    let rows = txn.scan(&[CELL_READY], &[CELL_READY + 1], CELL_CLAIM_SCAN_MAX);
+    let mut admitted: Vec<(String, bool)> = Vec::new();
+    rows.into_iter().find_map(|(key, _)| {
+        let (origin, seq) = cell_ready_task(&key);
+        let known = admitted
+            .iter()
+            .find(|(team, _)| *team == origin)
+            .map(|e| e.1);
+        let admits = known.unwrap_or_else(|| in_lineage(txn, &origin, agent));
+        if known.is_none() {
+            admitted.push((origin.clone(), admits));
+        }
+        admits.then(|| {
+            let task = load(txn, Tier::Cell, &origin, seq);
+            task.expect("a cell ready index entry has its task")
+        })
+    })
 }
 
 /// Claim the oldest ready task of the team's board, else of the cell tier.
@@ -370,7 +404,7 @@ pub(crate) fn claim(
     if let Err(refusal) = team::member(txn, team_name, caller) {
         return refusal;
     }
-    let oldest = oldest_local(txn, team_name).or_else(|| oldest_cell(txn));
+    let oldest = oldest_local(txn, team_name).or_else(|| oldest_cell(txn, caller));
     let Some(mut task) = oldest else {
         return Outcome::BoardEmpty;
     };
@@ -394,7 +428,7 @@ pub(crate) fn claim_task(
     if let Err(refusal) = team::member(txn, team_name, caller) {
         return refusal;
     }
-    let Some(mut task) = locate(txn, team_name, task_id) else {
+    let Some(mut task) = locate(txn, team_name, task_id, Some(caller)) else {
         let task_id = task_id.to_string();
         return refused(BoardRefusal::UnknownTask { task_id });
     };
@@ -491,15 +525,16 @@ fn take(
 }
 
 /// A task reached through `team` by its id: the team's own local task, else a cell-tier
-/// task (of any origin: the cell tier is shared by the cell's teams).
-fn locate(txn: &impl Txn, team_name: &str, id: &str) -> Option<Task> {
+/// task whose origin team's lineage admits `agent` (when one is named).
+fn locate(txn: &impl Txn, team_name: &str, id: &str, agent: Option<&str>) -> Option<Task> {
     let (origin, seq) = parse_id(id)?;
     let local = if origin == team_name {
         load(txn, Tier::Local, origin, seq)
     } else {
         None
     };
-    local.or_else(|| load(txn, Tier::Cell, origin, seq))
+    let lineage = || agent.is_none_or(|agent| in_lineage(txn, origin, agent));
+    local.or_else(|| load(txn, Tier::Cell, origin, seq).filter(|_| lineage()))
 }
 
 /// A worker presenting a claim.
@@ -518,7 +553,7 @@ pub(crate) struct Presented<'a> {
 fn held(txn: &impl Txn, now_ms: u64, presented: &Presented<'_>) -> Result<Task, Outcome> {
     team::member(txn, presented.team, presented.caller)?;
     let task_id = presented.task_id.to_string();
-    let Some(task) = locate(txn, presented.team, &task_id) else {
+    let Some(task) = locate(txn, presented.team, &task_id, Some(presented.caller)) else {
         return Err(refused(BoardRefusal::UnknownTask { task_id }));
     };
     if task.state != TaskState::Claimed {
@@ -627,7 +662,7 @@ pub(crate) fn release(txn: &mut impl Txn, now_ms: u64, presented: &Presented<'_>
 /// One task reached through `team` by its id (see [`locate`]), for a member's read.
 pub(crate) fn get(txn: &impl Txn, team_name: &str, task_id: &str) -> Option<TaskView> {
     live_team(txn, team_name)?;
-    locate(txn, team_name, task_id).map(|task| task.view())
+    locate(txn, team_name, task_id, None).map(|task| task.view())
 }
 
 /// Record the failed delivery of claimed `task` (its claim deadline entry already gone),
@@ -709,7 +744,7 @@ pub(crate) fn redrive(
         return refusal;
     }
     let own = parse_id(id).is_some_and(|(origin, _)| origin == team_name);
-    let Some(mut task) = locate(txn, team_name, id).filter(|_| own) else {
+    let Some(mut task) = locate(txn, team_name, id, Some(caller)).filter(|_| own) else {
         let task_id = id.to_string();
         return refused(BoardRefusal::UnknownTask { task_id });
     };

@@ -93,11 +93,21 @@ impl Model {
         Ok(t)
     }
 
-    /// A task reached through `team`: its own local task, or any cell-tier task.
-    fn locate(&self, team: &str, id: &str) -> Option<(String, u64)> {
+    /// Whether `caller` is in the lineage of team `origin` (a member of it or of a team
+    /// above it): only they reach its spilled tasks.
+    fn in_lineage(&self, origin: &str, caller: &str) -> bool {
+        self.teams
+            .get(origin)
+            .is_some_and(|t| t.members.iter().chain(&t.ancestors).any(|m| m == caller))
+    }
+
+    /// A task reached through `team` by `caller`: its own local task, or a cell-tier task
+    /// of `caller`'s lineage.
+    fn locate(&self, team: &str, id: &str, caller: &str) -> Option<(String, u64)> {
         let key = parse(id)?;
         let task = self.tasks.get(&key)?;
-        (task.view.tier == Tier::Cell || key.0 == team).then_some(key)
+        let cell = task.view.tier == Tier::Cell && self.in_lineage(&key.0, caller);
+        (cell || (task.view.tier == Tier::Local && key.0 == team)).then_some(key)
     }
 
     fn join(&mut self, team: &str, caller: &str, agent: &str) -> Outcome {
@@ -275,6 +285,7 @@ impl Model {
             self.tasks
                 .iter()
                 .filter(|(_, t)| t.view.tier == Tier::Cell && ready(t))
+                .filter(|(k, _)| self.in_lineage(&k.0, caller))
                 .min_by_key(|(_, t)| t.spill_seq)
                 .map(|(k, _)| k.clone())
         };
@@ -310,7 +321,7 @@ impl Model {
         if let Err(refusal) = self.member(team, caller) {
             return refusal;
         }
-        let Some(key) = self.locate(team, id) else {
+        let Some(key) = self.locate(team, id, caller) else {
             return refused(BoardRefusal::UnknownTask { task_id: id.into() });
         };
         let (state, deadline) = {
@@ -370,7 +381,7 @@ impl Model {
         fence: u64,
     ) -> Result<(String, u64), Outcome> {
         self.member(team, caller)?;
-        let Some(key) = self.locate(team, id) else {
+        let Some(key) = self.locate(team, id, caller) else {
             return Err(refused(BoardRefusal::UnknownTask { task_id: id.into() }));
         };
         let view = &self.tasks[&key].view;
@@ -535,7 +546,7 @@ impl Model {
             return refusal;
         }
         let own = parse(id).is_some_and(|(origin, _)| origin == team);
-        let Some(key) = self.locate(team, id).filter(|_| own) else {
+        let Some(key) = self.locate(team, id, caller).filter(|_| own) else {
             return refused(BoardRefusal::UnknownTask { task_id: id.into() });
         };
         let task = self.tasks.get_mut(&key).expect("located");

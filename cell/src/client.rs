@@ -71,6 +71,14 @@ pub struct Pick {
 /// How long a call keeps retrying an unavailable cell before giving up.
 pub const RETRY_FOR_MS: u64 = 10_000;
 
+/// Who a client's calls act for: an agent proven by its token, and the agent it acts for
+/// without its token (the operator's credential acting for an instance's owner).
+#[derive(Clone, Debug, Default)]
+struct Credentials {
+    agent: Option<(String, String)>,
+    act_for: Option<String>,
+}
+
 /// A typed, retrying client of one cell.
 pub struct CellClient {
     channels: Vec<Channel>,
@@ -84,8 +92,9 @@ pub struct CellClient {
     seq: AtomicU64,
     retry_for: Duration,
     attempt_timeout: Duration,
-    /// The agent this client acts for and its token, sent as metadata on every call.
-    identity: Option<(String, String)>,
+    /// The agent this client acts for (with its token, or named for the operator's
+    /// credential), sent as metadata on every call.
+    identity: Credentials,
     /// Picks the node for plain keyed writes; `None`: any member.
     router: Option<Arc<dyn Router>>,
     /// Channels to the nodes the router picked, by address.
@@ -119,7 +128,7 @@ impl CellClient {
             seq: AtomicU64::new(0),
             retry_for: Duration::from_millis(RETRY_FOR_MS),
             attempt_timeout: Duration::from_millis(limits::CLIENT_ATTEMPT_TIMEOUT_MS),
-            identity: None,
+            identity: Credentials::default(),
             router: None,
             direct: std::sync::Mutex::new(HashMap::new()),
             transport: None,
@@ -192,31 +201,60 @@ impl CellClient {
 
     /// Act for `agent`, proven by `token` (see [`crate::identity`]).
     pub fn with_identity(mut self, agent: impl Into<String>, token: impl Into<String>) -> Self {
-        self.identity = Some((agent.into(), token.into()));
+        self.identity.agent = Some((agent.into(), token.into()));
         self
+    }
+
+    /// A client of the same members and credential that acts for `agent` without its
+    /// token ([`crate::identity::ACT_FOR_HEADER`]): the operator's worker acting as the
+    /// owner of an instance. The server lets only the operator, a node or the agent itself.
+    pub fn acting_for(&self, agent: &str) -> CellClient {
+        let client_id = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        CellClient {
+            channels: self.channels.clone(),
+            addrs: self.addrs.clone(),
+            local: self.local.clone(),
+            next: AtomicUsize::new(self.next.load(Ordering::Relaxed)),
+            client_id,
+            seq: AtomicU64::new(0),
+            retry_for: self.retry_for,
+            attempt_timeout: self.attempt_timeout,
+            identity: Credentials {
+                agent: self.identity.agent.clone(),
+                act_for: Some(agent.to_string()),
+            },
+            router: self.router.clone(),
+            direct: std::sync::Mutex::new(HashMap::new()),
+            transport: self.transport.clone(),
+        }
     }
 
     /// The agent and token this client acts for, if any.
     pub fn identity(&self) -> Option<(String, String)> {
-        self.identity.clone()
+        self.identity.agent.clone()
     }
 
     /// `req` as a gRPC request carrying this client's identity metadata.
-    fn request<T>(identity: &Option<(String, String)>, req: T) -> tonic::Request<T> {
+    fn request<T>(identity: &Credentials, req: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(req);
-        if let Some((agent, token)) = identity {
-            let metadata = request.metadata_mut();
-            if let (Ok(agent), Ok(token)) = (agent.parse(), token.parse()) {
-                metadata.insert(crate::identity::AGENT_HEADER, agent);
-                metadata.insert(crate::identity::TOKEN_HEADER, token);
-            }
+        let metadata = request.metadata_mut();
+        if let Some((agent, token)) = &identity.agent
+            && let (Ok(agent), Ok(token)) = (agent.parse(), token.parse())
+        {
+            metadata.insert(crate::identity::AGENT_HEADER, agent);
+            metadata.insert(crate::identity::TOKEN_HEADER, token);
+        }
+        if let Some(Ok(agent)) = identity.act_for.as_ref().map(|a| a.parse()) {
+            metadata.insert(crate::identity::ACT_FOR_HEADER, agent);
         }
         request
     }
 
     /// `req` for the in-process service: the caller is the local user (an extension, which
     /// no transport carries).
-    fn local_request<T>(identity: &Option<(String, String)>, req: T) -> tonic::Request<T> {
+    fn local_request<T>(identity: &Credentials, req: T) -> tonic::Request<T> {
         let mut request = Self::request(identity, req);
         request
             .extensions_mut()
@@ -561,8 +599,11 @@ impl CellClient {
     pub async fn observe(&self, group: String) -> Result<LeaderStream, CellError> {
         let request = pb::LeaderRequest { group };
         if let Some(api) = &self.local {
-            let stream =
-                CellService::observe(api.as_ref(), Self::local_request(&None, request)).await?;
+            let stream = CellService::observe(
+                api.as_ref(),
+                Self::local_request(&Credentials::default(), request),
+            )
+            .await?;
             return Ok(stream.into_inner());
         }
         let stream = self

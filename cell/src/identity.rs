@@ -23,6 +23,11 @@ use crate::service::Dispatch;
 pub const AGENT_HEADER: &str = "x-whip-agent";
 /// Metadata carrying the agent's token.
 pub const TOKEN_HEADER: &str = "x-whip-token";
+/// Metadata naming the agent a call acts for without its token: the operator's worker acting
+/// as the owner of the instance it drives. Who may is decided in the board
+/// (`whip_board::access::acting_for`): the operator or a node for any agent, an agent only
+/// for itself.
+pub const ACT_FOR_HEADER: &str = "x-whip-act-for";
 /// Shortest token a client may bring (the CLI and the server make 64 hex digits).
 pub const TOKEN_BYTES_MIN: usize = 32;
 /// Longest token.

@@ -121,3 +121,6 @@ pub const WORKSPACE_FILES_MAX: u64 = 100_000;
 pub const WORKSPACE_BYTES_MAX: u64 = 1024 * 1024 * 1024;
 /// Directory depth of a workspace a checkpoint follows.
 pub const WORKSPACE_DEPTH_MAX: usize = 64;
+/// Instance owners one engine process remembers (an owner never changes; past this many the
+/// memory starts over).
+pub const OWNERS_CACHED_MAX: usize = 65_536;

@@ -182,6 +182,10 @@ async fn range_in(
 }
 
 impl FabricClient for CellClient {
+    fn acting_for(&self, agent: &str) -> Self {
+        CellClient::acting_for(self, agent)
+    }
+
     async fn engine_get(&self, key: Vec<u8>) -> FabricResult<Option<KvEntry>> {
         get_in(self, key, pb::KeySpace::Engine).await
     }

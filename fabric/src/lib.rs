@@ -291,6 +291,12 @@ impl BoardAnswer {
 /// The engine's view of the store. Every write takes an idempotency key: a retry with the
 /// same key returns the recorded outcome and applies once.
 pub trait FabricClient: Send + Sync + 'static {
+    /// A client of the same store whose calls act as `agent` (the owner of an instance this
+    /// process drives). The server decides who may: the operator or a node for any agent,
+    /// an agent only for itself (`whip_board::access::acting_for`).
+    fn acting_for(&self, agent: &str) -> Self
+    where
+        Self: Sized;
     /// One row of the engine's instance state (`whip_board::instance`): refused
     /// `not_authorized` unless the caller owns or operates its instance.
     fn engine_get(

@@ -2,7 +2,7 @@
 //! Same semantics as a cell (idempotency, fences, lease expiry at read), no Raft, no disk:
 //! for engine tests.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use whip_board::access::Caller;
@@ -10,10 +10,20 @@ use whip_board::{BoardSettings, Command, MemTxn, Query, QueryResult, Request, St
 
 use crate::*;
 
-/// An in-memory fabric (one process).
-#[derive(Default)]
+/// An in-memory fabric (one process). Its calls act as the operator, or as the agent
+/// [`FabricClient::acting_for`] names.
 pub struct MemFabric {
-    state: Mutex<(MemTxn, u64, u64)>,
+    state: Arc<Mutex<(MemTxn, u64, u64)>>,
+    caller: Caller,
+}
+
+impl Default for MemFabric {
+    fn default() -> Self {
+        MemFabric {
+            state: Arc::default(),
+            caller: Caller::Operator,
+        }
+    }
 }
 
 fn wall_ms() -> u64 {
@@ -28,9 +38,9 @@ impl MemFabric {
         MemFabric::default()
     }
 
-    /// Apply `command` as the operator (under idempotency key `key` unless empty).
+    /// Apply `command` as this fabric's caller (under idempotency key `key` unless empty).
     pub fn apply(&self, command: Command, key: String) -> FabricResult<Outcome> {
-        self.apply_as(Caller::Operator, command, key)
+        self.apply_as(self.caller.clone(), command, key)
     }
 
     /// Apply `command` for `caller` (a test sets up what an agent would).
@@ -54,9 +64,16 @@ impl MemFabric {
         }
     }
 
-    /// Answer `query` as the store's owner.
+    /// Answer `query` as the store's owner, or as the agent this fabric acts for.
     pub fn read(&self, query: Query) -> QueryResult {
         let state = self.state.lock().expect("mem fabric lock");
+        let query = match &self.caller {
+            Caller::Agent(_) => Query::By {
+                caller: self.caller.clone(),
+                query: Box::new(query),
+            },
+            _ => query,
+        };
         whip_board::query(&state.0, wall_ms().max(state.2), &query)
     }
 }
@@ -110,6 +127,13 @@ fn txn_of(outcome: Outcome) -> FabricResult<TxnResult> {
 }
 
 impl FabricClient for MemFabric {
+    fn acting_for(&self, agent: &str) -> Self {
+        MemFabric {
+            state: self.state.clone(),
+            caller: Caller::Agent(agent.to_string()),
+        }
+    }
+
     async fn engine_get(&self, key: Vec<u8>) -> FabricResult<Option<KvEntry>> {
         entry_of(self.read(Query::EngineGet { key }))
     }

@@ -90,8 +90,8 @@ pub(crate) enum MailCommand {
         #[arg(long)]
         sender: String,
     },
-    /// Quarantined messages of a mailbox; `--release ID` delivers one, `--drop ID` drops it
-    /// (the mailbox's parent, supervisor or lineage only).
+    /// Quarantined messages of a mailbox; `--release ID` delivers one (the mailbox's parent,
+    /// supervisor or lineage only), `--drop ID` drops it (they, or the mailbox's reader).
     Quarantine {
         address: Option<String>,
         #[arg(long, value_name = "ID", conflicts_with = "drop")]

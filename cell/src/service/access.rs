@@ -54,21 +54,52 @@ impl CellApi {
 
     /// The agent a call acts for, proven by its metadata (never taken from the body).
     pub(super) async fn caller<T>(&self, req: &GrpcRequest<T>) -> Result<String, Status> {
-        self.verifier
-            .caller(self.dispatch.as_ref(), req.metadata())
-            .await
+        match self.caller_of(req).await? {
+            Caller::Agent(agent) => Ok(agent),
+            // No agent: the verifier says what the call lacks.
+            _ => {
+                self.verifier
+                    .caller(self.dispatch.as_ref(), req.metadata())
+                    .await
+            }
+        }
     }
 
-    /// The caller of a call as proven: an agent by its token, else the operator (or a
-    /// node, or the local user) by its certificate, else nobody.
-    pub(super) async fn caller_of<T>(&self, req: &GrpcRequest<T>) -> Result<Caller, Status> {
+    /// The caller as the transport proved it: an agent by its token, else the operator (or
+    /// a node, or the local user) by its certificate, else nobody.
+    async fn proven<T>(&self, req: &GrpcRequest<T>) -> Result<Caller, Status> {
         if req.metadata().get(crate::identity::AGENT_HEADER).is_some() {
-            return Ok(Caller::Agent(self.caller(req).await?));
+            let agent = self
+                .verifier
+                .caller(self.dispatch.as_ref(), req.metadata())
+                .await?;
+            return Ok(Caller::Agent(agent));
         }
         match crate::tls::principal(req.extensions()).is_operator() {
             true => Ok(Caller::Operator),
             false => Ok(Caller::Anonymous),
         }
+    }
+
+    /// The caller of a call: the proven caller, or the agent it acts for
+    /// ([`crate::identity::ACT_FOR_HEADER`]) when the board lets it.
+    pub(super) async fn caller_of<T>(&self, req: &GrpcRequest<T>) -> Result<Caller, Status> {
+        let proven = self.proven(req).await?;
+        let Some(named) = req.metadata().get(crate::identity::ACT_FOR_HEADER) else {
+            return Ok(proven);
+        };
+        let agent = named.to_str().map_err(|_| {
+            Status::invalid_argument(format!(
+                "{} must be an agent name",
+                crate::identity::ACT_FOR_HEADER
+            ))
+        })?;
+        whip_board::access::acting_for(&proven, agent).map_err(|refusal| match refusal {
+            whip_board::access::AccessRefusal::Anonymous => {
+                Status::unauthenticated(refusal.to_string())
+            }
+            _ => Status::permission_denied(refusal.to_string()),
+        })
     }
 
     /// The proven caller of a call that acts for an agent, and the agent.
@@ -81,18 +112,19 @@ impl CellApi {
     }
 
     /// The caller of a team or board call: the proven agent; the operator on a tracker's
-    /// reserved team acts as [`ENGINE_CALLER`] (trackers are the engine's boards; the
-    /// claimant is named in the command). Anybody else is refused.
+    /// reserved team acts as [`ENGINE_CALLER`] (trackers are the engine's boards, also when
+    /// its worker acts for an instance's owner; the claimant is named in the command).
+    /// Anybody else is refused.
     pub(super) async fn board_caller<T: Scoped>(
         &self,
         req: &GrpcRequest<T>,
     ) -> Result<(Caller, String), Status> {
-        let caller = self.caller_of(req).await?;
-        match caller {
+        let tracker = whip_board::is_tracker_team(req.get_ref().team());
+        if tracker && self.proven(req).await? == Caller::Operator {
+            return Ok((Caller::Operator, ENGINE_CALLER.to_string()));
+        }
+        match self.caller_of(req).await? {
             Caller::Agent(agent) => Ok((Caller::Agent(agent.clone()), agent)),
-            Caller::Operator if whip_board::is_tracker_team(req.get_ref().team()) => {
-                Ok((Caller::Operator, ENGINE_CALLER.to_string()))
-            }
             Caller::Operator | Caller::Server | Caller::Anonymous => {
                 Err(Status::unauthenticated(format!(
                     "anonymous_refused: this call acts for an agent: send {} and {} (the CLI \

@@ -212,18 +212,26 @@ impl Draft {
 
 /// The runtime over one fabric client.
 pub struct Engine<F: FabricClient> {
+    /// The fabric as the principal this engine acts for: the process's own credential, or
+    /// (in an [`Engine::for_owner`] view) the owner of the instance it drives, so that an
+    /// instance's leases, registry entries, mail and votes are its owner's.
     fabric: Arc<F>,
-    programs: Mutex<HashMap<String, Arc<Program>>>,
+    /// The fabric as this process's own credential: the built-in tracker (the engine's,
+    /// written by the operator's engine only) and the stepper leases.
+    home: Arc<F>,
+    programs: Arc<Mutex<HashMap<String, Arc<Program>>>>,
     /// Program versions (and `team:` tracker boards) this process knows are stored.
-    stored: Mutex<std::collections::HashSet<String>>,
+    stored: Arc<Mutex<std::collections::HashSet<String>>>,
     /// Identity of this process's worker (run records, stepper leases).
     pub worker_id: String,
     /// How this engine runs (concurrency, run lease).
     pub config: EngineConfig,
     /// When this process last renewed each instance's registry entry, and the signal.
-    supervised: Mutex<HashMap<String, (std::time::Instant, whip_fabric::work::Signal)>>,
+    supervised: Arc<Mutex<HashMap<String, (std::time::Instant, whip_fabric::work::Signal)>>>,
     /// Instances whose last mail drain failed (recorded once until a drain succeeds).
-    drain_failed: Mutex<std::collections::HashSet<String>>,
+    drain_failed: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// The owners of instances this process read (an owner never changes).
+    owners: Arc<Mutex<HashMap<String, Option<Owner>>>>,
     /// The compute plane `exec` effects run on (unconfigured unless given).
     executor: crate::executor::ExecutorClient,
 }
@@ -232,15 +240,57 @@ impl<F: FabricClient> Engine<F> {
     /// An engine on `fabric` with the default [`EngineConfig`].
     pub fn new(fabric: Arc<F>) -> Self {
         Engine {
+            home: fabric.clone(),
             fabric,
-            programs: Mutex::new(HashMap::new()),
-            stored: Mutex::new(Default::default()),
+            programs: Arc::default(),
+            stored: Arc::default(),
             worker_id: fresh_id("wkr_"),
             config: EngineConfig::default(),
-            supervised: Mutex::new(HashMap::new()),
-            drain_failed: Mutex::new(std::collections::HashSet::new()),
+            supervised: Arc::default(),
+            drain_failed: Arc::default(),
+            owners: Arc::default(),
             executor: crate::executor::ExecutorClient::new(None),
         }
+    }
+
+    /// This engine acting as the owner of instance `id` (its caches shared): the same
+    /// engine (`None`) for an instance the operator owns or for a view already acting for
+    /// its owner, or a view whose calls act for the owning agent. The store decides
+    /// whether this process may act for it (the operator's worker may; an agent's only
+    /// for itself).
+    pub async fn for_owner(&self, id: &str) -> Result<Option<Engine<F>>> {
+        if !Arc::ptr_eq(&self.fabric, &self.home) {
+            // Already a view acting for an owner.
+            return Ok(None);
+        }
+        let known = self.owners.lock().expect("owners lock").get(id).cloned();
+        let owner = match known {
+            Some(owner) => owner,
+            None => {
+                let owner = self.owner(id).await?;
+                let mut owners = self.owners.lock().expect("owners lock");
+                if owners.len() >= crate::limits::OWNERS_CACHED_MAX {
+                    owners.clear();
+                }
+                owners.insert(id.to_string(), owner.clone());
+                owner
+            }
+        };
+        let Some(Owner::Agent(agent)) = owner else {
+            return Ok(None);
+        };
+        Ok(Some(Engine {
+            fabric: Arc::new(self.home.acting_for(&agent)),
+            home: self.home.clone(),
+            programs: self.programs.clone(),
+            stored: self.stored.clone(),
+            worker_id: self.worker_id.clone(),
+            config: self.config,
+            supervised: self.supervised.clone(),
+            drain_failed: self.drain_failed.clone(),
+            owners: self.owners.clone(),
+            executor: self.executor.clone(),
+        }))
     }
 
     /// The same engine configured by `config`.

@@ -39,8 +39,12 @@ pub(crate) fn matches(predicate: &str, effect: &Effect) -> bool {
 }
 
 impl<F: FabricClient> Engine<F> {
-    /// Step an instance until no rule can fire; returns the rounds committed.
+    /// Step an instance until no rule can fire, acting as its owner; returns the rounds
+    /// committed.
     pub async fn step(&self, id: &str) -> Result<usize> {
+        if let Some(owned) = self.for_owner(id).await? {
+            return Box::pin(owned.step(id)).await;
+        }
         let mut loaded = self.load(id).await?;
         self.step_loaded(&mut loaded).await
     }

@@ -302,7 +302,7 @@ fn refusal(issue: &str, reason: &str, message: &str) -> RuntimeError {
 impl<F: FabricClient> Engine<F> {
     /// The index of issue `id` with its revision.
     async fn issue_index(&self, id: &str) -> Result<(IndexRow, u64)> {
-        let Some(entry) = self.fabric.engine_get(index_key(id)).await? else {
+        let Some(entry) = self.home.engine_get(index_key(id)).await? else {
             return invalid(format!("unknown issue {id}"));
         };
         Ok((decode_index(&entry.value)?, entry.version))
@@ -323,7 +323,7 @@ impl<F: FabricClient> Engine<F> {
     /// One issue as it is now.
     pub async fn issue_read(&self, id: &str) -> Result<Issue> {
         let (row, task_id) = self.issue_task(id).await?;
-        let task = self.fabric.board_get(row.team.clone(), task_id).await?;
+        let task = self.home.board_get(row.team.clone(), task_id).await?;
         task.as_ref()
             .and_then(|t| Issue::from_task(t, row.assignee.clone()))
             .ok_or_else(|| RuntimeError::Invalid(format!("unknown issue {id}")))
@@ -332,7 +332,7 @@ impl<F: FabricClient> Engine<F> {
     /// Every issue (of one tracker when `tracker` is given), in number order.
     pub async fn issues(&self, tracker: Option<&str>) -> Result<Vec<Issue>> {
         let rows = self
-            .fabric
+            .home
             .engine_range(TRACKER_INDEX.as_bytes().to_vec(), Vec::new(), 0)
             .await?;
         let mut teams = BTreeSet::new();
@@ -364,10 +364,7 @@ impl<F: FabricClient> Engine<F> {
         (state, limit): (Option<TaskState>, u32),
         assignees: &BTreeMap<String, Option<String>>,
     ) -> Result<Vec<Issue>> {
-        let tasks = self
-            .fabric
-            .board_list(team.to_string(), state, limit)
-            .await?;
+        let tasks = self.home.board_list(team.to_string(), state, limit).await?;
         Ok(tasks
             .iter()
             .filter_map(|t| Issue::from_task(t, assignees.get(&t.id).cloned().flatten()))
@@ -394,7 +391,7 @@ impl<F: FabricClient> Engine<F> {
     /// Owners that declared a tracker called `name` (from stored programs).
     pub async fn tracker_owners(&self, name: &str) -> Result<Vec<String>> {
         let rows = self
-            .fabric
+            .home
             .engine_range(b"g/tracker/".to_vec(), Vec::new(), 0)
             .await?;
         let mut out = Vec::new();
@@ -452,7 +449,7 @@ impl<F: FabricClient> Engine<F> {
                 task_id
             }
         };
-        let task = self.fabric.board_get(team, task_id).await?;
+        let task = self.home.board_get(team, task_id).await?;
         task.as_ref()
             .and_then(|t| Issue::from_task(t, None))
             .ok_or_else(|| RuntimeError::Invalid(format!("issue {id} was not posted")))
@@ -464,14 +461,14 @@ impl<F: FabricClient> Engine<F> {
         let known = format!("team:{team}");
         for _ in 0..2 {
             if !self.stored.lock().expect("stored lock").contains(&known) {
-                self.fabric.team_ensure(team.to_string()).await?;
+                self.home.team_ensure(team.to_string()).await?;
                 self.stored
                     .lock()
                     .expect("stored lock")
                     .insert(known.clone());
             }
             let posted = self
-                .fabric
+                .home
                 .board_post(team.to_string(), body.clone(), idem.to_string())
                 .await;
             match posted {
@@ -489,11 +486,11 @@ impl<F: FabricClient> Engine<F> {
     async fn issue_number_for(&self, team: &str, idem: &str) -> Result<String> {
         let dedupe = format!("{TRACKER_DEDUPE}{:016x}", fnv64(&[idem.as_bytes()])).into_bytes();
         for _ in 0..CONFLICT_RETRIES_MAX {
-            if let Some(e) = self.fabric.engine_get(dedupe.clone()).await? {
+            if let Some(e) = self.home.engine_get(dedupe.clone()).await? {
                 return Ok(String::from_utf8_lossy(&e.value).to_string());
             }
             let seq = self
-                .fabric
+                .home
                 .engine_get(TRACKER_SEQUENCE.as_bytes().to_vec())
                 .await?;
             let (last, version) = seq.map_or((0, 0), |e| {
@@ -522,7 +519,7 @@ impl<F: FabricClient> Engine<F> {
                 deletes: Vec::new(),
             };
             let attempt = format!("{idem}/file/{version}");
-            if let TxnResult::Committed { .. } = self.fabric.engine_txn(ops, attempt).await? {
+            if let TxnResult::Committed { .. } = self.home.engine_txn(ops, attempt).await? {
                 return Ok(id);
             }
         }
@@ -538,7 +535,7 @@ impl<F: FabricClient> Engine<F> {
             deletes: Vec::new(),
         };
         match self
-            .fabric
+            .home
             .engine_txn(ops, format!("{idem}/{version}"))
             .await?
         {
@@ -556,14 +553,14 @@ impl<F: FabricClient> Engine<F> {
         idem: &str,
     ) -> Result<ClaimOutcome> {
         let (row, task_id) = self.issue_task(id).await?;
-        let before = self.fabric.board_get(row.team.clone(), task_id.clone());
+        let before = self.home.board_get(row.team.clone(), task_id.clone());
         let held_before = before.await?.is_some_and(|t| {
             t.state == TaskState::Claimed
                 && t.worker.as_deref() == Some(claimant)
                 && t.deadline_ms > now_ms()
         });
         let answer = self
-            .fabric
+            .home
             .board_claim_task(
                 row.team.clone(),
                 task_id,
@@ -618,7 +615,7 @@ impl<F: FabricClient> Engine<F> {
         };
         let team = self.issue_index(id).await?.0.team;
         let answer = self
-            .fabric
+            .home
             .board_settle(team, issue.task_id, fence, settle, idem.into())
             .await?;
         match answer {

@@ -90,8 +90,12 @@ impl<F: FabricClient> Engine<F> {
         self.drive(&id, wait).await
     }
 
-    /// Alternate step and worker passes on `id` (and the children it invokes).
+    /// Alternate step and worker passes on `id` (and the children it invokes), acting as
+    /// the instance's owner.
     pub async fn drive(&self, id: &str, wait: bool) -> Result<RunReport> {
+        if let Some(owned) = self.for_owner(id).await? {
+            return Box::pin(owned.drive(id, wait)).await;
+        }
         let mut loaded = self.load(id).await?;
         let mut children: Vec<String> = Vec::new();
         let mut iterations = 0;
@@ -242,21 +246,23 @@ impl<F: FabricClient> Engine<F> {
             };
             let idem = super::fresh_id("stp_");
             if !matches!(
-                self.fabric.lease_acquire(request, idem).await?,
+                self.home.lease_acquire(request, idem).await?,
                 Outcome::LeaseHeld { .. }
             ) {
                 continue;
             }
             let result = async {
-                let mut loaded = self.load(&id).await?;
-                let mut n = self.step_loaded(&mut loaded).await?;
-                n += self.work_loaded(&mut loaded).await?.settled;
-                n += self.step_loaded(&mut loaded).await?;
+                let owned = self.for_owner(&id).await?;
+                let engine = owned.as_ref().unwrap_or(self);
+                let mut loaded = engine.load(&id).await?;
+                let mut n = engine.step_loaded(&mut loaded).await?;
+                n += engine.work_loaded(&mut loaded).await?.settled;
+                n += engine.step_loaded(&mut loaded).await?;
                 Result::Ok(n)
             }
             .await;
             let idem = super::fresh_id("stp_");
-            self.fabric
+            self.home
                 .lease_release(lease, self.worker_id.clone(), idem)
                 .await?;
             match result {

@@ -126,8 +126,11 @@ fn crash_after_apply() {
 }
 
 impl<F: FabricClient> Engine<F> {
-    /// One worker pass over an instance.
+    /// One worker pass over an instance, acting as its owner.
     pub async fn work(&self, id: &str) -> Result<Pass> {
+        if let Some(owned) = self.for_owner(id).await? {
+            return Box::pin(owned.work(id)).await;
+        }
         let mut loaded = self.load(id).await?;
         self.work_loaded(&mut loaded).await
     }

@@ -15,6 +15,7 @@ mod t41_principal_names;
 mod t50_resources;
 mod t60_registry;
 mod t65_team_state;
+mod t66_act_for;
 mod t70_mail;
 mod t80_executor;
 mod t80_vote;
