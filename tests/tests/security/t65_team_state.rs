@@ -168,3 +168,80 @@ async fn a_member_cannot_add_members() {
     );
     still_serving(&operator).await;
 }
+
+/// A spilled task stays its origin team's (issue 28, class 4): alice's team `ops` spills an
+/// unclaimed task to the cell tier; mallory, in a team of her own on the same cell, neither
+/// claims it (oldest-first or by its id) nor reads it, and alice still claims it there.
+#[tokio::test]
+async fn a_spilled_task_is_seen_and_claimed_only_by_its_origins_lineage() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dev, operator) = target(dir.path()).await;
+    let (alice, _) = registered(&dev, &operator, "alice", false).await;
+    let (mallory, _) = registered(&dev, &operator, "mallory", false).await;
+    let spilling = pb::BoardSettings {
+        spill_after_ms: 100,
+        ..Default::default()
+    };
+    for (who, team) in [(&alice, "ops"), (&mallory, "mal")] {
+        let create = pb::TeamCreateRequest {
+            team: team.into(),
+            settings: Some(spilling),
+            ..Default::default()
+        };
+        who.team_create(create).await.unwrap();
+    }
+    let post = pb::BoardPostRequest {
+        team: "ops".into(),
+        body: b"rotate the keys".to_vec(),
+        ..Default::default()
+    };
+    let task_id = alice.board_post(post).await.unwrap().task_id;
+    let get = |team: &str| pb::BoardGetRequest {
+        team: team.into(),
+        task_id: task_id.clone(),
+    };
+    // The leader's tick spills it; wait for that rather than for a time.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let tasks = alice.board_get(get("ops")).await.unwrap().tasks;
+        if tasks.first().is_some_and(|t| t.tier == "cell") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never spilled: {tasks:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let claim = |task_id: &str| pb::BoardClaimRequest {
+        team: "mal".into(),
+        worker: "mallory-w".into(),
+        task_id: task_id.into(),
+        ..Default::default()
+    };
+    let oldest = mallory.board_claim(claim("")).await.unwrap();
+    assert_eq!(
+        oldest.code,
+        pb::OutcomeCode::BoardEmpty as i32,
+        "{oldest:?}"
+    );
+    let named = mallory.board_claim(claim(&task_id)).await.unwrap();
+    assert_eq!(named.refusal, "unknown_task", "{named:?}");
+    let seen = mallory.board_get(get("mal")).await.unwrap().tasks;
+    assert!(seen.is_empty(), "{seen:?}");
+    // Nothing changed: still ready on the cell tier, and alice's team claims it.
+    let task = alice.board_get(get("ops")).await.unwrap().tasks;
+    assert_eq!(
+        (task[0].tier.as_str(), task[0].state.as_str()),
+        ("cell", "ready")
+    );
+    let claim = pb::BoardClaimRequest {
+        team: "ops".into(),
+        worker: "alice-w".into(),
+        ..Default::default()
+    };
+    let taken = alice.board_claim(claim).await.unwrap();
+    assert_eq!(taken.task_id, task_id, "{taken:?}");
+    assert_eq!(taken.tier, "cell", "{taken:?}");
+    still_serving(&operator).await;
+}
