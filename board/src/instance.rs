@@ -267,7 +267,7 @@ pub(crate) fn range(
     prefix: &[u8],
     after_key: &[u8],
     limit: usize,
-) -> Vec<(Vec<u8>, KvEntry)> {
+) -> crate::query::KvPage {
     kv::range_in(txn, Space::Engine, (prefix, after_key), limit)
 }
 

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::{decode, encode};
 use crate::keys;
-use crate::query::KvEntry;
+use crate::limits::LIST_BYTES_MAX;
+use crate::query::{KvEntry, KvPage};
 use crate::txn::Txn;
 use crate::types::{Outcome, Stamp};
 
@@ -164,12 +165,7 @@ pub(crate) fn txn_in(
 }
 
 /// Up to `limit` keys starting with `prefix` and greater than `after_key`, in key order.
-pub(crate) fn range(
-    txn: &impl Txn,
-    prefix: &[u8],
-    after_key: &[u8],
-    limit: usize,
-) -> Vec<(Vec<u8>, KvEntry)> {
+pub(crate) fn range(txn: &impl Txn, prefix: &[u8], after_key: &[u8], limit: usize) -> KvPage {
     range_in(txn, Space::Client, (prefix, after_key), limit)
 }
 
@@ -179,7 +175,7 @@ pub(crate) fn range_in(
     space: Space,
     (prefix, after_key): (&[u8], &[u8]),
     limit: usize,
-) -> Vec<(Vec<u8>, KvEntry)> {
+) -> KvPage {
     let start_prefix = space.key(prefix);
     let end = keys::prefix_end(&start_prefix);
     let start = if after_key > prefix {
@@ -191,19 +187,28 @@ pub(crate) fn range_in(
         start_prefix
     };
     if start >= end {
-        return Vec::new();
+        return KvPage::default();
     }
-    txn.scan(&start, &end, limit)
-        .into_iter()
-        .map(|(key, bytes)| {
-            let record: Record = decode(&bytes);
-            let entry = KvEntry {
-                value: record.value,
-                version: record.version,
-            };
-            (key[1..].to_vec(), entry)
-        })
-        .collect()
+    let scanned = txn.scan(&start, &end, limit);
+    let full = scanned.len() >= limit;
+    let mut page = KvPage::default();
+    let mut bytes = 0;
+    for (key, stored) in scanned {
+        if bytes >= LIST_BYTES_MAX {
+            break;
+        }
+        let record: Record = decode(&stored);
+        bytes += key.len() + record.value.len();
+        let entry = KvEntry {
+            value: record.value,
+            version: record.version,
+        };
+        page.rows.push((key[1..].to_vec(), entry));
+    }
+    if full || bytes >= LIST_BYTES_MAX {
+        page.resume_after = page.rows.last().map(|(key, _)| key.clone());
+    }
+    page
 }
 
 #[cfg(test)]
@@ -320,8 +325,9 @@ mod tests {
         {
             put(&mut txn, stamp(i as u64 + 1), key.as_bytes(), b"v", None);
         }
-        let keys_of = |rows: Vec<(Vec<u8>, KvEntry)>| -> Vec<String> {
-            rows.into_iter()
+        let keys_of = |page: KvPage| -> Vec<String> {
+            page.rows
+                .into_iter()
                 .map(|(k, _)| String::from_utf8(k).unwrap())
                 .collect()
         };
@@ -331,6 +337,42 @@ mod tests {
         );
         assert_eq!(keys_of(range(&txn, b"e/1/", b"e/1/a", 1)), vec!["e/1/b"]);
         assert_eq!(keys_of(range(&txn, b"", b"e/2/a", 100)), vec!["f"]);
-        assert_eq!(range(&txn, b"g", b"", 100), vec![]);
+        assert_eq!(range(&txn, b"g", b"", 100), KvPage::default());
+        // A full page says where the next one starts; the last page says nothing.
+        let first = range(&txn, b"e/1/", b"", 2);
+        assert_eq!(first.resume_after.as_deref(), Some(&b"e/1/b"[..]));
+        let rest = range(&txn, b"e/1/", b"e/1/b", 2);
+        assert_eq!(
+            (keys_of(rest.clone()), rest.resume_after),
+            (vec!["e/1/c".into()], None)
+        );
+    }
+
+    /// An answer stops at `LIST_BYTES_MAX` of keys and values (one row past it at most) and
+    /// says where the next page starts: no range read holds gigabytes in memory.
+    #[test]
+    fn a_range_answer_is_capped_in_bytes_and_pages_on() {
+        let mut txn = MemTxn::default();
+        let value = vec![b'x'; 1 << 20];
+        for i in 0..10u64 {
+            let key = format!("big/{i}");
+            put(&mut txn, stamp(i + 1), key.as_bytes(), &value, None);
+        }
+        let mut after = Vec::new();
+        let mut seen = 0;
+        let mut pages = 0;
+        loop {
+            let page = range(&txn, b"big/", &after, 100);
+            let bytes: usize = page.rows.iter().map(|(k, e)| k.len() + e.value.len()).sum();
+            assert!(bytes <= LIST_BYTES_MAX + (1 << 20) + 16, "{bytes}");
+            seen += page.rows.len();
+            pages += 1;
+            match page.resume_after {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
+        assert_eq!(seen, 10, "every row once");
+        assert!(pages >= 3, "{pages} pages");
     }
 }

@@ -75,7 +75,7 @@ pub mod work;
 pub use chain::HandoffRefusal;
 pub use idempotency::reused_reason as key_reused_reason;
 pub use query::{
-    BoardStatsView, MailboxMessage, MessageKind, Query, QueryResult, RangeView, TeamView,
+    BoardStatsView, KvPage, MailboxMessage, MessageKind, Query, QueryResult, RangeView, TeamView,
 };
 pub use schedule::{ScheduleSpec, latest_due};
 pub use taskboard::{FABRIC_QUEUE_PREFIX, TRACKER_TEAM_PREFIX, fabric_queue_team, is_tracker_team};
@@ -878,11 +878,12 @@ fn read_by(txn: &impl Txn, now_ms: u64, caller: &access::Caller, inner: &Query) 
         return QueryResult::Refused(query::ReadRefusal::Access(refusal));
     }
     if let Query::EngineRange { .. } = inner {
-        let QueryResult::KvRange(mut rows) = query(txn, now_ms, inner) else {
+        let QueryResult::KvRange(mut page) = query(txn, now_ms, inner) else {
             unreachable!("an engine range answers rows")
         };
-        rows.retain(|(key, _)| instance::readable(txn, caller, key));
-        return QueryResult::KvRange(rows);
+        page.rows
+            .retain(|(key, _)| instance::readable(txn, caller, key));
+        return QueryResult::KvRange(page);
     }
     if let Err(refusal) = blackboard::guard_read(txn, caller, inner) {
         return QueryResult::Refused(query::ReadRefusal::Board { refusal });
@@ -903,11 +904,12 @@ fn read_by(txn: &impl Txn, now_ms: u64, caller: &access::Caller, inner: &Query) 
             tasks.retain(|task| taskboard::visible(txn, caller, task));
             QueryResult::Tasks(tasks)
         }
-        QueryResult::KvRange(mut rows) => {
+        QueryResult::KvRange(mut page) => {
             let aimed = matches!(inner, Query::KvRange { prefix, .. }
                 if access::team_of_key(prefix).is_some());
-            rows.retain(|(key, _)| !access::is_reserved(key) && (aimed || blackboard::listed(key)));
-            QueryResult::KvRange(rows)
+            page.rows
+                .retain(|(key, _)| !access::is_reserved(key) && (aimed || blackboard::listed(key)));
+            QueryResult::KvRange(page)
         }
         // A team's resources are listed only by a listing aimed at the team (its members').
         QueryResult::Leases(mut rows) => {
@@ -994,9 +996,9 @@ fn routed(txn: &impl Txn, now_ms: u64, epoch: u64, inner: &Query) -> QueryResult
     let serving = range::serving(txn);
     let serves = |p: u64| range::serves(&serving, p);
     match query(txn, now_ms, inner) {
-        QueryResult::KvRange(mut rows) => {
-            rows.retain(|(key, _)| serves(route::kv_point(key)));
-            QueryResult::KvRange(rows)
+        QueryResult::KvRange(mut page) => {
+            page.rows.retain(|(key, _)| serves(route::kv_point(key)));
+            QueryResult::KvRange(page)
         }
         QueryResult::Leases(mut rows) => {
             rows.retain(|v| serves(route::resource_point(&v.lease)));

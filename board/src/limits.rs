@@ -18,6 +18,9 @@ pub const IDEMPOTENCY_WINDOW_MS: u64 = 15 * 60 * 1000;
 pub const TICK_WORK_MAX: usize = 1024;
 /// Rows one list query returns.
 pub const LIST_ROWS_MAX: usize = 10_000;
+/// Bytes of keys and values one range read answers (one row more at most); the rest is the
+/// next page (`KvPage::resume_after`), so no answer holds gigabytes in a server's memory.
+pub const LIST_BYTES_MAX: usize = 4 << 20;
 /// Compares, puts and deletes (together) in one `KvTxn`.
 pub const KV_TXN_OPS_MAX: usize = 4096;
 /// Bytes of all keys and values of one `KvTxn` together.

@@ -296,7 +296,7 @@ pub enum QueryResult {
     /// The earliest pending deadline in ms, if any.
     NextDeadline(Option<u64>),
     /// CAS keys of a range read, in key order, with their values and revisions.
-    KvRange(Vec<(Vec<u8>, KvEntry)>),
+    KvRange(KvPage),
     /// The live leader of an election group: `None` when it has none.
     ElectionLeader(Option<ElectionLeader>),
     /// Live election leaders in group order.
@@ -510,4 +510,16 @@ pub struct MailboxMessage {
     pub body: Vec<u8>,
     /// Stamp time of the send.
     pub at_ms: u64,
+}
+
+/// One page of a range read: the rows, and where the next page starts when this one
+/// stopped early (at its row limit or at `limits::LIST_BYTES_MAX` of keys and values). A
+/// client pages on `resume_after`, never on the row count: a caller's read leaves out rows
+/// it may not see, so a short page is not the end.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvPage {
+    /// The rows, in key order.
+    pub rows: Vec<(Vec<u8>, KvEntry)>,
+    /// The last key this page looked at, when more may follow; `None` at the end.
+    pub resume_after: Option<Vec<u8>>,
 }

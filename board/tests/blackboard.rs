@@ -89,7 +89,7 @@ fn reads_for_members_only(cell: &Cell, get: &Query) {
         limit: 0,
     };
     let rows = cell.read(Caller::Agent("sup".into()), scan);
-    assert_eq!(rows, QueryResult::KvRange(Vec::new()));
+    assert_eq!(rows, QueryResult::KvRange(whip_board::KvPage::default()));
 }
 
 #[test]

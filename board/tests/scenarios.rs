@@ -644,17 +644,7 @@ fn render(result: QueryResult) -> String {
         QueryResult::RangeRows { rows, next } => {
             vec![format!("{} rows, next={:?}", rows.len(), next.is_some())]
         }
-        QueryResult::KvRange(rows) => rows
-            .iter()
-            .map(|(k, e)| {
-                format!(
-                    "{}={} version={}",
-                    String::from_utf8_lossy(k),
-                    String::from_utf8_lossy(&e.value),
-                    e.version
-                )
-            })
-            .collect(),
+        QueryResult::KvRange(page) => kv_rows(&page),
         QueryResult::ElectionLeader(leader) => leader.iter().map(leader_row).collect(),
         QueryResult::Elections(leaders) => leaders.iter().map(leader_row).collect(),
         QueryResult::Schedules(views) => views.iter().map(schedule_row).collect(),
@@ -755,6 +745,21 @@ impl Runner {
             None => render(query(&self.txn, self.time_ms, &routed_read(&line))),
         }
     }
+}
+
+/// A range read's rows, then where the next page starts if it stopped early.
+fn kv_rows(page: &whip_board::KvPage) -> Vec<String> {
+    let rows = page.rows.iter().map(|(k, e)| {
+        format!(
+            "{}={} version={}",
+            String::from_utf8_lossy(k),
+            String::from_utf8_lossy(&e.value),
+            e.version
+        )
+    });
+    let resume =
+        (page.resume_after.iter()).map(|k| format!("resume_after={}", String::from_utf8_lossy(k)));
+    rows.chain(resume).collect()
 }
 
 /// Run one file; returns the file rewritten with actual output.

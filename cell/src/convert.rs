@@ -275,8 +275,9 @@ pub(crate) fn kv_txn_response(outcome: Outcome) -> Result<pb::KvTxnResponse, Sta
 
 pub(crate) fn kv_range_response(result: QueryResult) -> Result<pb::KvRangeResponse, Status> {
     match result {
-        QueryResult::KvRange(rows) => Ok(pb::KvRangeResponse {
-            entries: rows
+        QueryResult::KvRange(page) => Ok(pb::KvRangeResponse {
+            entries: page
+                .rows
                 .into_iter()
                 .map(|(key, e)| pb::KvRangeEntry {
                     key,
@@ -284,6 +285,7 @@ pub(crate) fn kv_range_response(result: QueryResult) -> Result<pb::KvRangeRespon
                     version: e.version,
                 })
                 .collect(),
+            resume_after: page.resume_after.unwrap_or_default(),
         }),
         other => Err(unexpected(&other)),
     }

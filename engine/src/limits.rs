@@ -124,3 +124,6 @@ pub const WORKSPACE_DEPTH_MAX: usize = 64;
 /// Instance owners one engine process remembers (an owner never changes; past this many the
 /// memory starts over).
 pub const OWNERS_CACHED_MAX: usize = 65_536;
+/// Engine rows one listing (`whip instances`, the worker's `w/` markers, the tracker's
+/// index) reads at most, page by page.
+pub const SCAN_ROWS_MAX: usize = 1_000_000;

@@ -161,7 +161,7 @@ async fn range_in(
     (prefix, after_key): (Vec<u8>, Vec<u8>),
     limit: u32,
     space: pb::KeySpace,
-) -> FabricResult<Vec<(Vec<u8>, KvEntry)>> {
+) -> FabricResult<KvPage> {
     let request = pb::KvRangeRequest {
         prefix,
         after_key,
@@ -169,7 +169,8 @@ async fn range_in(
         space: space.into(),
     };
     let r = CellClient::kv_range(client, request).await.map_err(error)?;
-    Ok(r.entries
+    let rows = r
+        .entries
         .into_iter()
         .map(|e| {
             let entry = KvEntry {
@@ -178,7 +179,9 @@ async fn range_in(
             };
             (e.key, entry)
         })
-        .collect())
+        .collect();
+    let resume_after = (!r.resume_after.is_empty()).then_some(r.resume_after);
+    Ok(KvPage { rows, resume_after })
 }
 
 impl FabricClient for CellClient {
@@ -199,7 +202,7 @@ impl FabricClient for CellClient {
         prefix: Vec<u8>,
         after_key: Vec<u8>,
         limit: u32,
-    ) -> FabricResult<Vec<(Vec<u8>, KvEntry)>> {
+    ) -> FabricResult<KvPage> {
         range_in(self, (prefix, after_key), limit, pb::KeySpace::Engine).await
     }
 
@@ -216,7 +219,7 @@ impl FabricClient for CellClient {
         prefix: Vec<u8>,
         after_key: Vec<u8>,
         limit: u32,
-    ) -> FabricResult<Vec<(Vec<u8>, KvEntry)>> {
+    ) -> FabricResult<KvPage> {
         range_in(self, (prefix, after_key), limit, pb::KeySpace::Client).await
     }
 

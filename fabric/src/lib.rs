@@ -66,7 +66,7 @@ pub use map::{FabricMap, RangeEntry};
 pub use mem::MemFabric;
 pub use mover::SpillPayload;
 pub use node::{Node, NodeConfig};
-pub use whip_board::query::{CounterView, KvEntry, LeaseView, LedgerEntryView};
+pub use whip_board::query::{CounterView, KvEntry, KvPage, LeaseView, LedgerEntryView};
 pub use whip_board::work;
 pub use whip_board::{
     Command, Outcome, Query, QueryResult, Reset, ResourceId, TRACKER_TEAM_PREFIX, TaskState,
@@ -311,13 +311,14 @@ pub trait FabricClient: Send + Sync + 'static {
         idempotency_key: String,
     ) -> impl Future<Output = FabricResult<TxnResult>> + Send;
     /// Engine rows starting with `prefix` after `after_key`, at most `limit`, of the
-    /// instances the caller may operate.
+    /// instances the caller may operate; a page that stopped early says where the next
+    /// starts (`KvPage::resume_after`).
     fn engine_range(
         &self,
         prefix: Vec<u8>,
         after_key: Vec<u8>,
         limit: u32,
-    ) -> impl Future<Output = FabricResult<Vec<(Vec<u8>, KvEntry)>>> + Send;
+    ) -> impl Future<Output = FabricResult<KvPage>> + Send;
     /// One CAS key.
     fn kv_get(&self, key: Vec<u8>) -> impl Future<Output = FabricResult<Option<KvEntry>>> + Send;
     /// An atomic multi-key transaction.
@@ -326,13 +327,14 @@ pub trait FabricClient: Send + Sync + 'static {
         ops: TxnOps,
         idempotency_key: String,
     ) -> impl Future<Output = FabricResult<TxnResult>> + Send;
-    /// Keys starting with `prefix` and greater than `after_key`, at most `limit`.
+    /// Keys starting with `prefix` and greater than `after_key`, at most `limit` (one page:
+    /// see `KvPage::resume_after`).
     fn kv_range(
         &self,
         prefix: Vec<u8>,
         after_key: Vec<u8>,
         limit: u32,
-    ) -> impl Future<Output = FabricResult<Vec<(Vec<u8>, KvEntry)>>> + Send;
+    ) -> impl Future<Output = FabricResult<KvPage>> + Send;
     /// Take a lease slot: `LeaseHeld`, `LeaseContended` or `LeaseWaiting`.
     fn lease_acquire(
         &self,

@@ -110,9 +110,9 @@ fn entry_of(result: QueryResult) -> FabricResult<Option<KvEntry>> {
 }
 
 /// A scan's rows (a `KvRange` or an `EngineRange`).
-fn rows_of(result: QueryResult) -> FabricResult<Vec<(Vec<u8>, KvEntry)>> {
+fn rows_of(result: QueryResult) -> FabricResult<KvPage> {
     match result {
-        QueryResult::KvRange(rows) => Ok(rows),
+        QueryResult::KvRange(page) => Ok(page),
         other => Err(unexpected(other)),
     }
 }
@@ -153,7 +153,7 @@ impl FabricClient for MemFabric {
         prefix: Vec<u8>,
         after_key: Vec<u8>,
         limit: u32,
-    ) -> FabricResult<Vec<(Vec<u8>, KvEntry)>> {
+    ) -> FabricResult<KvPage> {
         rows_of(self.read(Query::EngineRange {
             prefix,
             after_key,
@@ -180,7 +180,7 @@ impl FabricClient for MemFabric {
         prefix: Vec<u8>,
         after_key: Vec<u8>,
         limit: u32,
-    ) -> FabricResult<Vec<(Vec<u8>, KvEntry)>> {
+    ) -> FabricResult<KvPage> {
         rows_of(self.read(Query::KvRange {
             prefix,
             after_key,

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use whip_board::query::{CounterView, LeaseView, LedgerEntryView};
 use whip_board::route;
-use whip_board::{Command, Outcome, Query, QueryResult, Request};
+use whip_board::{Command, KvPage, Outcome, Query, QueryResult, Request};
 use whip_cell::CellError;
 use whip_cell::direct::Direct;
 use whip_proto::v1 as pb;
@@ -260,11 +260,43 @@ impl Node {
     }
 }
 
+/// The earlier of two resume points (`None`: that answer was complete).
+fn earliest(a: Option<Vec<u8>>, b: Option<Vec<u8>>) -> Option<Vec<u8>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Rows of several cells' pages as one page: in key order, none past the earliest point
+/// where a cell stopped early (its later rows are unknown), cut to `cap`; the next page
+/// starts after the last row kept, or after that point.
+fn merge_pages(
+    mut rows: Vec<(Vec<u8>, whip_board::query::KvEntry)>,
+    resume: Option<Vec<u8>>,
+    cap: usize,
+) -> KvPage {
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    if let Some(bound) = &resume {
+        rows.retain(|(key, _)| key <= bound);
+    }
+    if rows.len() > cap {
+        rows.truncate(cap);
+        let resume_after = rows.last().map(|(key, _)| key.clone());
+        return KvPage { rows, resume_after };
+    }
+    KvPage {
+        rows,
+        resume_after: resume,
+    }
+}
+
 fn merge(
     answers: Vec<Result<QueryResult, CellError>>,
     cap: usize,
 ) -> Result<QueryResult, CellError> {
     let mut kv = Vec::new();
+    let mut resume: Option<Vec<u8>> = None;
     let mut leases: Vec<LeaseView> = Vec::new();
     let mut counters: Vec<CounterView> = Vec::new();
     let mut entries: Vec<LedgerEntryView> = Vec::new();
@@ -273,7 +305,10 @@ fn merge(
         let answer = answer?;
         kind = Some(std::mem::discriminant(&answer));
         match answer {
-            QueryResult::KvRange(rows) => kv.extend(rows),
+            QueryResult::KvRange(page) => {
+                kv.extend(page.rows);
+                resume = earliest(resume, page.resume_after);
+            }
             QueryResult::Leases(rows) => leases.extend(rows),
             QueryResult::Counters(rows) => counters.extend(rows),
             QueryResult::LedgerEntries(rows) => entries.extend(rows),
@@ -291,10 +326,8 @@ fn merge(
         )
     };
     Ok(match kind {
-        Some(k) if k == std::mem::discriminant(&QueryResult::KvRange(Vec::new())) => {
-            kv.sort_by(|a, b| a.0.cmp(&b.0));
-            kv.truncate(cap);
-            QueryResult::KvRange(kv)
+        Some(k) if k == std::mem::discriminant(&QueryResult::KvRange(KvPage::default())) => {
+            QueryResult::KvRange(merge_pages(kv, resume, cap))
         }
         Some(k) if k == std::mem::discriminant(&QueryResult::Leases(Vec::new())) => {
             leases.sort_by_key(|v| display(&v.lease));

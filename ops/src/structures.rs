@@ -151,25 +151,31 @@ async fn cas(
     Ok(c.kv_put(req).await?)
 }
 
+/// Every key under `prefix`, page by page (a page stops at the server's byte cap too).
 async fn scan(c: &CellClient, prefix: Vec<u8>) -> Result<Vec<(String, Vec<u8>)>> {
     let strip = prefix.len();
-    let r = c
-        .kv_range(pb::KvRangeRequest {
-            prefix,
-            after_key: Vec::new(),
-            limit: 0,
-            ..Default::default()
-        })
-        .await?;
-    Ok(r.entries
-        .into_iter()
-        .map(|e| {
+    let mut rows = Vec::new();
+    let mut after_key = Vec::new();
+    loop {
+        let page = c
+            .kv_range(pb::KvRangeRequest {
+                prefix: prefix.clone(),
+                after_key,
+                limit: 0,
+                ..Default::default()
+            })
+            .await?;
+        rows.extend(page.entries.into_iter().map(|e| {
             (
                 String::from_utf8_lossy(&e.key[strip..]).to_string(),
                 e.value,
             )
-        })
-        .collect())
+        }));
+        if page.resume_after.is_empty() {
+            return Ok(rows);
+        }
+        after_key = page.resume_after;
+    }
 }
 
 fn parse_json(text: &str, what: &str) -> Result<Value> {

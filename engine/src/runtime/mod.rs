@@ -148,6 +148,26 @@ pub fn fresh_id(prefix: &str) -> String {
     format!("{prefix}{hash:016x}")
 }
 
+/// Every engine row under `prefix` (the caller's), page by page, at most
+/// `limits::SCAN_ROWS_MAX`.
+pub(crate) async fn scan_all<F: FabricClient>(
+    fabric: &F,
+    prefix: &[u8],
+) -> Result<Vec<(Vec<u8>, whip_fabric::KvEntry)>> {
+    let mut rows = Vec::new();
+    let mut after = Vec::new();
+    loop {
+        let page = fabric
+            .engine_range(prefix.to_vec(), after, PAGE_ROWS)
+            .await?;
+        rows.extend(page.rows);
+        match page.resume_after {
+            Some(next) if rows.len() < crate::limits::SCAN_ROWS_MAX => after = next,
+            _ => return Ok(rows),
+        }
+    }
+}
+
 pub(crate) fn key(parts: &[&str]) -> Vec<u8> {
     parts.concat().into_bytes()
 }
@@ -352,12 +372,11 @@ impl<F: FabricClient> Engine<F> {
         let mut state = State::default();
         let mut version = 0;
         loop {
-            let rows = self
+            let page = self
                 .fabric
                 .engine_range(prefix.clone(), after.clone(), PAGE_ROWS)
                 .await?;
-            let full = rows.len() as u32 >= PAGE_ROWS;
-            for (k, entry) in &rows {
+            for (k, entry) in &page.rows {
                 let rel = String::from_utf8_lossy(&k[prefix.len()..]).to_string();
                 if rel == "q" {
                     version = entry.version;
@@ -367,9 +386,9 @@ impl<F: FabricClient> Engine<F> {
                     RuntimeError::Invalid(format!("instance {id}: row {rel} is unreadable: {e}"))
                 })?;
             }
-            match rows.last() {
-                Some((k, _)) if full => after = k.clone(),
-                _ => break,
+            match page.resume_after {
+                Some(k) => after = k,
+                None => break,
             }
         }
         if version == 0 {
@@ -411,19 +430,20 @@ impl<F: FabricClient> Engine<F> {
         let mut after = Vec::new();
         let mut out = Vec::new();
         loop {
-            let rows = self
+            let page = self
                 .fabric
                 .engine_range(prefix.clone(), after.clone(), PAGE_ROWS)
                 .await?;
-            let full = rows.len() as u32 >= PAGE_ROWS;
-            for (_, entry) in &rows {
-                if let Ok(ev) = serde_json::from_slice::<Event>(&entry.value) {
-                    out.push(ev);
-                }
+            for (k, entry) in &page.rows {
+                let event = serde_json::from_slice::<Event>(&entry.value).map_err(|e| {
+                    let k = String::from_utf8_lossy(k);
+                    RuntimeError::Invalid(format!("instance {id}: event {k} is unreadable: {e}"))
+                })?;
+                out.push(event);
             }
-            match rows.last() {
-                Some((k, _)) if full => after = k.clone(),
-                _ => break,
+            match page.resume_after {
+                Some(k) => after = k,
+                None => break,
             }
         }
         Ok(out)

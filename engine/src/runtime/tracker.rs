@@ -331,10 +331,7 @@ impl<F: FabricClient> Engine<F> {
 
     /// Every issue (of one tracker when `tracker` is given), in number order.
     pub async fn issues(&self, tracker: Option<&str>) -> Result<Vec<Issue>> {
-        let rows = self
-            .home
-            .engine_range(TRACKER_INDEX.as_bytes().to_vec(), Vec::new(), 0)
-            .await?;
+        let rows = super::scan_all(self.home.as_ref(), TRACKER_INDEX.as_bytes()).await?;
         let mut teams = BTreeSet::new();
         let mut assignees = BTreeMap::new();
         for (_, entry) in &rows {
@@ -390,10 +387,7 @@ impl<F: FabricClient> Engine<F> {
 
     /// Owners that declared a tracker called `name` (from stored programs).
     pub async fn tracker_owners(&self, name: &str) -> Result<Vec<String>> {
-        let rows = self
-            .home
-            .engine_range(b"g/tracker/".to_vec(), Vec::new(), 0)
-            .await?;
+        let rows = super::scan_all(self.home.as_ref(), b"g/tracker/").await?;
         let mut out = Vec::new();
         for (k, _) in rows {
             let text = String::from_utf8_lossy(&k["g/tracker/".len()..]).to_string();

@@ -205,22 +205,20 @@ impl<F: FabricClient> Engine<F> {
 
     /// Every instance, in id order.
     pub async fn instances(&self) -> Result<Vec<InstanceRow>> {
-        let rows = self
-            .fabric
-            .engine_range(b"i/".to_vec(), Vec::new(), 0)
-            .await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|(_, e)| serde_json::from_slice(&e.value).ok())
-            .collect())
+        let rows = super::scan_all(self.fabric.as_ref(), b"i/").await?;
+        rows.into_iter()
+            .map(|(k, e)| {
+                serde_json::from_slice(&e.value).map_err(|err| {
+                    let k = String::from_utf8_lossy(&k);
+                    super::RuntimeError::Invalid(format!("index row {k} is unreadable: {err}"))
+                })
+            })
+            .collect()
     }
 
     /// Instances that may have work (`w/` markers).
     pub async fn with_work(&self) -> Result<Vec<String>> {
-        let rows = self
-            .fabric
-            .engine_range(b"w/".to_vec(), Vec::new(), 0)
-            .await?;
+        let rows = super::scan_all(self.fabric.as_ref(), b"w/").await?;
         Ok(rows
             .into_iter()
             .map(|(k, _)| super::untag(&String::from_utf8_lossy(&k[2..])).to_string())
@@ -365,10 +363,7 @@ impl<F: FabricClient> Engine<F> {
 
     /// Registered ledgers as `(owner, name)`, from the programs that declared them.
     pub async fn ledgers(&self) -> Result<Vec<(String, String)>> {
-        let rows = self
-            .fabric
-            .engine_range(b"g/ledger/".to_vec(), Vec::new(), 0)
-            .await?;
+        let rows = super::scan_all(self.fabric.as_ref(), b"g/ledger/").await?;
         let mut out = Vec::new();
         for (k, _) in rows {
             let text = String::from_utf8_lossy(&k["g/ledger/".len()..]).to_string();

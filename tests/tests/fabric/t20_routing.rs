@@ -44,7 +44,7 @@ async fn keys_spread_over_cells_and_any_node_serves_them() {
         let whip_board::QueryResult::KvRange(rows) = rows else {
             panic!("range answer")
         };
-        for (key, _) in rows {
+        for (key, _) in rows.rows {
             assert_eq!(map.locate(route::kv_point(&key)).cell, cell);
         }
     }

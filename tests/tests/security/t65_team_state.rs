@@ -169,6 +169,22 @@ async fn a_member_cannot_add_members() {
     still_serving(&operator).await;
 }
 
+/// Wait until the leader's tick spilled the task `get` names (a condition, not a time).
+async fn spilled(member: &CellClient, get: pb::BoardGetRequest) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let tasks = member.board_get(get.clone()).await.unwrap().tasks;
+        if tasks.first().is_some_and(|t| t.tier == "cell") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never spilled: {tasks:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// A spilled task stays its origin team's (issue 28, class 4): alice's team `ops` spills an
 /// unclaimed task to the cell tier; mallory, in a team of her own on the same cell, neither
 /// claims it (oldest-first or by its id) nor reads it, and alice still claims it there.
@@ -200,19 +216,7 @@ async fn a_spilled_task_is_seen_and_claimed_only_by_its_origins_lineage() {
         team: team.into(),
         task_id: task_id.clone(),
     };
-    // The leader's tick spills it; wait for that rather than for a time.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let tasks = alice.board_get(get("ops")).await.unwrap().tasks;
-        if tasks.first().is_some_and(|t| t.tier == "cell") {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never spilled: {tasks:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    spilled(&alice, get("ops")).await;
     let claim = |task_id: &str| pb::BoardClaimRequest {
         team: "mal".into(),
         worker: "mallory-w".into(),
