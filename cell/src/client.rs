@@ -606,9 +606,10 @@ impl CellClient {
             .await?;
             return Ok(stream.into_inner());
         }
+        let identity = &self.identity;
         let stream = self
             .call(|ch| {
-                let request = request.clone();
+                let request = Self::request(identity, request.clone());
                 async move { Self::cell(ch).observe(request).await }
             })
             .await?;

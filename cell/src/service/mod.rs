@@ -549,12 +549,14 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::LeaderRequest>,
     ) -> GrpcResult<Self::ObserveStream> {
-        if self.caller_of(&req).await? == Caller::Anonymous {
+        let caller = self.caller_of(&req).await?;
+        if caller == Caller::Anonymous {
             return Err(Status::unauthenticated(
                 whip_board::access::AccessRefusal::Anonymous.to_string(),
             ));
         }
-        let slot = self.streams.take(streams::stream_caller(None, &req))?;
+        // An agent's streams count as its own wherever it connects from.
+        let slot = (self.streams).take(streams::stream_caller(caller.agent(), &req))?;
         let group = req.into_inner().group;
         if group.is_empty() {
             return Err(Status::invalid_argument("group must not be empty"));
