@@ -15,8 +15,15 @@ pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
 /// Largest client request: the largest command payload (a `KvTxn`, a batch of posts) and
 /// room for its framing. A larger one is refused `InvalidArgument` before it is decoded.
 pub const CLIENT_MESSAGE_BYTES_MAX: usize = whip_board::limits::KV_TXN_BYTES_MAX + (1 << 20);
-/// Open connections one server accepts; past it a new connection is closed at once.
+/// Open connections all listeners of one process accept together (gRPC, `--http`, the
+/// executor: `crate::budget`); fewer when the descriptor limit is low. Past it a new
+/// connection is closed at once.
 pub const CONNECTIONS_MAX: usize = 1_024;
+/// One remote address holds at most 1/N of the process's connection budget...
+pub const CONNECTIONS_PER_ADDRESS_DIVISOR: usize = 4;
+/// ...but never fewer than this many connections (a small budget still lets a client and a
+/// few peers behind one address in).
+pub const CONNECTIONS_PER_ADDRESS_MIN: usize = 16;
 /// Connecting to a peer gives up after this long.
 pub const CONNECT_TIMEOUT_MS: u64 = 1_000;
 /// Pause between retries to an unreachable peer.
