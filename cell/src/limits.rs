@@ -140,6 +140,12 @@ pub const READY_APPLY_LAG_MAX: u64 = 1_000;
 pub const HTTP_REQUESTS_MAX: usize = 16;
 /// How long the observation listener gives one request before it answers 503.
 pub const HTTP_REQUEST_TIMEOUT_MS: u64 = 5_000;
+/// An observation connection must send a whole request head within this long, or it is
+/// closed. The same timer runs while a kept-alive connection waits for its next request,
+/// so this is also how long an idle connection is kept.
+pub const HTTP_HEADER_READ_TIMEOUT_MS: u64 = 5_000;
+/// Bytes of request head the observation listener reads at most.
+pub const HTTP_HEADER_BYTES_MAX: usize = 16 << 10;
 
 /// Most empty AppendEntries (heartbeats) one `Raft/AppendBatch` call carries; a server
 /// refuses a larger batch.
