@@ -48,6 +48,14 @@ pub const LOG_CACHE_ENTRIES_MAX: usize = 4096;
 pub const SEGMENT_BYTES_MIN: u64 = 1 << 20;
 /// Largest preallocated log segment (a bigger record gets a segment of its own size).
 pub const SEGMENT_BYTES_MAX: u64 = 16 << 20;
+/// A storage file open (a new log segment, the log directory, a snapshot) that fails
+/// because the process is out of descriptors is retried for up to this long before the
+/// failure reaches openraft (which would stop the Raft core): `storage/descriptors.rs`.
+pub const STORAGE_OPEN_RETRY_MS_MAX: u64 = 60_000;
+/// First pause between those retries; each next one doubles...
+pub const STORAGE_OPEN_BACKOFF_MIN_MS: u64 = 5;
+/// ...up to this.
+pub const STORAGE_OPEN_BACKOFF_MAX_MS: u64 = 1_000;
 /// Appends already queued that the log writer commits together in one durable commit.
 pub const LOG_GROUP_APPENDS_MAX: usize = 64;
 /// How often applying makes the state machine's store durable (between, the log covers it).
