@@ -119,13 +119,23 @@ pub const STREAMS_PER_CONNECTION_MAX: u32 = 1_024;
 /// before the core (a partitioned voter campaigning every election timeout needs days to get
 /// here; openraft 0.9.25 panics on `u64::MAX`).
 pub const RAFT_TERM_AHEAD_MAX: u64 = 1 << 20;
+/// Failed token checks (unknown agent, wrong or revoked token) one remote address may make
+/// per window; past it its checks are refused `unauthenticated` without reading the store,
+/// so guessing tokens costs the cell no linearizable read each.
+pub const TOKEN_FAILURES_PER_WINDOW_MAX: u32 = 10;
+/// The window of [`TOKEN_FAILURES_PER_WINDOW_MAX`].
+pub const TOKEN_FAILURE_WINDOW_MS: u64 = 1_000;
+/// Addresses whose failed token checks a server counts one by one; when more failed
+/// within one window, the others are counted together in one shared row.
+pub const TOKEN_FAILURE_ADDRESSES_MAX: usize = 4_096;
 /// Agents one agent may enroll (register) per hour.
 pub const ENROLLMENTS_PER_HOUR_MAX: u64 = 100;
 /// Server streams (election observers, signal subscriptions) open on one server...
 pub const STREAMS_MAX: usize = 1_024;
 /// ...and of one caller (an agent, or the address of an anonymous caller).
 pub const STREAMS_PER_CALLER_MAX: usize = 32;
-/// Descriptors kept for storage files, peers and the listener before connections count.
+/// Descriptors kept for storage files, peers and the listeners before connections count
+/// (`crate::budget::connections_max` gives connections half of the rest).
 pub const DESCRIPTORS_RESERVED: usize = 64;
 /// A failed accept (no descriptors left) waits this long before the next.
 pub const ACCEPT_BACKOFF_MS: u64 = 50;
