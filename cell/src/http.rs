@@ -9,6 +9,10 @@
 //!
 //! Plain HTTP without authentication: it shows team, lease and mailbox names to whoever
 //! reaches it, so operators bind it to loopback or a private network. It changes nothing.
+//! `/metrics` and `/api/overview` answer only a `Host` that names this listener (an IP
+//! literal, `localhost`, the machine's host name), so a web page whose name was rebound
+//! to a private address cannot read them through a browser (421 otherwise). Connections
+//! come out of the process's connection budget and are closed when idle.
 //! Every answer is computed when asked (no loop runs for it) and bounded: at most
 //! [`limits::HTTP_REQUESTS_MAX`] requests at once, each cut after
 //! [`limits::HTTP_REQUEST_TIMEOUT_MS`].
@@ -20,10 +24,12 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use hyper::body::Incoming;
 use serde::Serialize;
 use whip_board::gauges::GaugesView;
 use whip_proto::v1 as pb;
 
+use crate::budget::Budget;
 use crate::limits;
 use crate::metrics::{CellFigures, RpcStats};
 use crate::runtime::Cell;
@@ -277,11 +283,18 @@ impl Observed for Standalone {
 struct Shared {
     observed: Arc<dyn Observed>,
     permits: tokio::sync::Semaphore,
+    /// Names besides IP literals and `localhost` that a `Host` header may carry.
+    own_names: Vec<String>,
 }
 
 type Served = State<Arc<Shared>>;
 
 /// Serve the observation endpoints of `observed` on `listener` until `shutdown` resolves.
+///
+/// Every connection takes a slot of the process's connection budget ([`Budget::process`],
+/// shared with the gRPC port) and must send a whole request head within
+/// [`limits::HTTP_HEADER_READ_TIMEOUT_MS`], also between requests of a kept-alive
+/// connection, so idle connections are closed instead of holding descriptors.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     observed: Arc<dyn Observed>,
@@ -290,6 +303,7 @@ pub async fn serve(
     let shared = Arc::new(Shared {
         observed,
         permits: tokio::sync::Semaphore::new(limits::HTTP_REQUESTS_MAX),
+        own_names: own_names(&listener.local_addr()?),
     });
     let router = axum::Router::new()
         .route("/", get(dashboard))
@@ -298,9 +312,118 @@ pub async fn serve(
         .route("/readyz", get(readyz))
         .route("/api/overview", get(overview))
         .with_state(shared);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let budget = Budget::process();
+    let (closing, closed) = tokio::sync::watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            accepted = budget.accept(&listener, "http") => accepted,
+            () = &mut shutdown => break,
+        };
+        let (stream, peer, slot) = accepted;
+        let connection = connection(stream, router.clone(), closed.clone());
+        connections.spawn(async move {
+            let _slot = slot;
+            if let Err(e) = connection.await {
+                tracing::debug!(%peer, error = %e, "observation connection ended");
+            }
+        });
+        while connections.try_join_next().is_some() {}
+    }
+    // Each connection finishes the request it is answering, then closes.
+    let _ = closing.send(true);
+    while connections.join_next().await.is_some() {}
+    Ok(())
+}
+
+/// Serve one connection with `router` until it closes, or until `closed` says the
+/// listener stops (then after the request in flight).
+async fn connection(
+    stream: tokio::net::TcpStream,
+    router: axum::Router,
+    mut closed: tokio::sync::watch::Receiver<bool>,
+) -> hyper::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower::ServiceExt;
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        router.clone().oneshot(request)
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(limits::HTTP_HEADER_READ_TIMEOUT_MS))
+        .max_buf_size(limits::HTTP_HEADER_BYTES_MAX)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(served);
+    let stopping = async move {
+        // The guard `wait_for` returns is not `Send`: drop it here.
+        let _ = closed.wait_for(|stop| *stop).await.is_ok();
+    };
+    tokio::select! {
+        result = served.as_mut() => result,
+        () = stopping => {
+            served.as_mut().graceful_shutdown();
+            served.await
+        }
+    }
+}
+
+/// The host names of this machine a `Host` header may name besides IP literals and
+/// `localhost`: its host name, when it has one.
+fn own_names(local: &std::net::SocketAddr) -> Vec<String> {
+    let mut buffer = [0u8; 256];
+    // SAFETY: gethostname writes at most `buffer.len()` bytes into the buffer we own.
+    let read = unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) } == 0;
+    let end = buffer.iter().position(|b| *b == 0).unwrap_or(buffer.len());
+    let name = match std::str::from_utf8(&buffer[..end]) {
+        Ok(name) if read && !name.is_empty() => vec![name.to_ascii_lowercase()],
+        _ => Vec::new(),
+    };
+    tracing::debug!(%local, names = ?name, "observation listener host names");
+    name
+}
+
+/// Whether a request's `Host` header names this listener: an IP literal, `localhost` or
+/// one of `own_names`, with or without a port. A request without one is no browser's
+/// (browsers always send it), so it cannot be a DNS-rebinding page and is let through.
+fn host_allowed(host: Option<&header::HeaderValue>, own_names: &[String]) -> bool {
+    let Some(host) = host else {
+        return true;
+    };
+    let Ok(host) = host.to_str() else {
+        return false;
+    };
+    if host.parse::<std::net::SocketAddr>().is_ok() || host.parse::<std::net::IpAddr>().is_ok() {
+        return true;
+    }
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || own_names.iter().any(|own| own.eq_ignore_ascii_case(name))
+}
+
+/// Refuse a request whose `Host` names another site (a DNS-rebinding page in a browser
+/// reading the metrics or the overview as if they were its own site's).
+fn misdirected(shared: &Shared, headers: &header::HeaderMap) -> Option<Response> {
+    let host = headers.get(header::HOST);
+    if host_allowed(host, &shared.own_names) {
+        return None;
+    }
+    let named = host.and_then(|h| h.to_str().ok()).unwrap_or("(not text)");
+    let text = format!(
+        "host {named:?} is not this listener: name it by IP address, localhost or {:?}\n",
+        shared.own_names
+    );
+    Some(
+        (
+            StatusCode::MISDIRECTED_REQUEST,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            text,
+        )
+            .into_response(),
+    )
 }
 
 fn unavailable(text: String) -> Response {
@@ -347,7 +470,10 @@ async fn dashboard() -> Response {
         .into_response()
 }
 
-async fn metrics(State(shared): Served) -> Response {
+async fn metrics(State(shared): Served, headers: header::HeaderMap) -> Response {
+    if let Some(refused) = misdirected(&shared, &headers) {
+        return refused;
+    }
     bounded(&shared, async {
         let cells = figures(shared.observed.as_ref(), true).await;
         let text = crate::metrics::render(cells, &shared.observed.rpc_stats());
@@ -380,7 +506,10 @@ async fn readyz(State(shared): Served) -> Response {
     .await
 }
 
-async fn overview(State(shared): Served) -> Response {
+async fn overview(State(shared): Served, headers: header::HeaderMap) -> Response {
+    if let Some(refused) = misdirected(&shared, &headers) {
+        return refused;
+    }
     bounded(&shared, async {
         let overview = shared.observed.overview().await;
         let body = serde_json::to_string(&overview).expect("the overview serializes");

@@ -10,13 +10,16 @@
 //! act as another.
 
 use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 use whip_board::{Query, QueryResult};
 
+use crate::limits;
 use crate::service::Dispatch;
 
 /// Metadata naming the calling agent.
@@ -120,20 +123,107 @@ impl Verifier {
     }
 }
 
-/// Checks call metadata against registered agents, remembering what it verified.
+/// Checks call metadata against registered agents, remembering what it verified and
+/// which addresses failed lately.
 #[derive(Default)]
 pub(crate) struct Verifier {
     /// (agent, blake3 of the token) → when it was verified.
     verified: Mutex<HashMap<(String, blake3::Hash), Instant>>,
+    /// Failed token checks per remote address in the current window.
+    failures: Mutex<HashMap<IpAddr, Failures>>,
+}
+
+/// Failed token checks of one address since `since`.
+#[derive(Clone, Copy, Debug)]
+struct Failures {
+    since: Instant,
+    count: u32,
+}
+
+/// Token checks that read the store since the process started.
+static TOKEN_STORE_READS: AtomicU64 = AtomicU64::new(0);
+/// Token checks refused without reading, because their address failed too often.
+static TOKEN_CHECKS_THROTTLED: AtomicU64 = AtomicU64::new(0);
+
+/// Token checks that read the store (`/metrics`: `whip_token_store_reads`).
+pub fn token_store_reads() -> u64 {
+    TOKEN_STORE_READS.load(Ordering::Relaxed)
+}
+
+/// Token checks refused unread because their address failed too often
+/// (`/metrics`: `whip_token_checks_throttled`).
+pub fn token_checks_throttled() -> u64 {
+    TOKEN_CHECKS_THROTTLED.load(Ordering::Relaxed)
+}
+
+/// Where failures of `peer` are counted: its own row, or (when the table is full of live
+/// rows) one row every such address shares, so many addresses are limited together.
+fn failure_row(table: &mut HashMap<IpAddr, Failures>, peer: IpAddr, now: Instant) -> IpAddr {
+    let window = Duration::from_millis(limits::TOKEN_FAILURE_WINDOW_MS);
+    if table.contains_key(&peer) || table.len() < limits::TOKEN_FAILURE_ADDRESSES_MAX {
+        return peer;
+    }
+    table.retain(|_, f| now.duration_since(f.since) < window);
+    match table.len() < limits::TOKEN_FAILURE_ADDRESSES_MAX {
+        true => peer,
+        false => IpAddr::from([0, 0, 0, 0]),
+    }
 }
 
 impl Verifier {
-    /// The agent a call acts for, proven by its token.
+    /// Refuse `peer` if it failed [`limits::TOKEN_FAILURES_PER_WINDOW_MAX`] token checks in
+    /// the current window (without reading anything).
+    fn throttled(&self, peer: Option<IpAddr>) -> Result<(), Status> {
+        let Some(peer) = peer else { return Ok(()) };
+        let now = Instant::now();
+        let window = Duration::from_millis(limits::TOKEN_FAILURE_WINDOW_MS);
+        let mut table = self.failures.lock().expect("failures lock");
+        let row = failure_row(&mut table, peer, now);
+        let over = table.get(&row).is_some_and(|f| {
+            now.duration_since(f.since) < window && f.count >= limits::TOKEN_FAILURES_PER_WINDOW_MAX
+        });
+        if !over {
+            return Ok(());
+        }
+        TOKEN_CHECKS_THROTTLED.fetch_add(1, Ordering::Relaxed);
+        Err(Status::unauthenticated(format!(
+            "token_attempts_exhausted: {peer} failed {} token checks within {} ms; \
+             try again later",
+            limits::TOKEN_FAILURES_PER_WINDOW_MAX,
+            limits::TOKEN_FAILURE_WINDOW_MS
+        )))
+    }
+
+    /// Count a failed token check of `peer`.
+    fn failed(&self, peer: Option<IpAddr>) {
+        let Some(peer) = peer else { return };
+        let now = Instant::now();
+        let window = Duration::from_millis(limits::TOKEN_FAILURE_WINDOW_MS);
+        let mut table = self.failures.lock().expect("failures lock");
+        let row = failure_row(&mut table, peer, now);
+        let entry = table.entry(row).or_insert(Failures {
+            since: now,
+            count: 0,
+        });
+        if now.duration_since(entry.since) >= window {
+            *entry = Failures {
+                since: now,
+                count: 0,
+            };
+        }
+        entry.count = entry.count.saturating_add(1);
+    }
+
+    /// The agent a call from `peer` (its remote address, when known) acts for, proven by
+    /// its token. An address that failed too many checks lately is refused before the
+    /// store is read.
     pub(crate) async fn caller(
         &self,
         dispatch: &dyn Dispatch,
         metadata: &MetadataMap,
+        peer: Option<IpAddr>,
     ) -> Result<String, Status> {
+        let peer = peer.map(|p| p.to_canonical());
         let text = |name: &str| {
             metadata
                 .get(name)
@@ -158,14 +248,32 @@ impl Verifier {
         if seen.is_some_and(|at| at.elapsed() < fresh) {
             return Ok(agent);
         }
+        self.throttled(peer)?;
+        TOKEN_STORE_READS.fetch_add(1, Ordering::Relaxed);
         let stored = dispatch
             .read(Query::KvGet {
                 key: agent_key(&agent),
             })
             .await?;
+        let checked = self.judge(&agent, &token, pair, stored);
+        if checked.is_err() {
+            self.failed(peer);
+        }
+        checked
+    }
+
+    /// Whether the `stored` record of `agent` admits `token`; remembers a success.
+    fn judge(
+        &self,
+        agent: &str,
+        token: &str,
+        pair: (String, blake3::Hash),
+        stored: QueryResult,
+    ) -> Result<String, Status> {
+        let fresh = Duration::from_millis(VERIFIED_TTL_MS);
         match stored {
             QueryResult::Kv(Some(entry))
-                if token_matches(&entry.value, &token)
+                if token_matches(&entry.value, token)
                     && whip_board::access::record_name(&entry.value)
                         .is_none_or(|name| name == agent) =>
             {
@@ -176,7 +284,7 @@ impl Verifier {
                 if verified.len() < VERIFIED_MAX {
                     verified.insert(pair, Instant::now());
                 }
-                Ok(agent)
+                Ok(agent.to_string())
             }
             QueryResult::Kv(Some(entry)) if whip_board::access::is_revoked(&entry.value) => Err(
                 Status::unauthenticated(format!("agent {agent:?} was revoked")),

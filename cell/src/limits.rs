@@ -15,8 +15,15 @@ pub const MESSAGE_BYTES_MAX: usize = 64 << 20;
 /// Largest client request: the largest command payload (a `KvTxn`, a batch of posts) and
 /// room for its framing. A larger one is refused `InvalidArgument` before it is decoded.
 pub const CLIENT_MESSAGE_BYTES_MAX: usize = whip_board::limits::KV_TXN_BYTES_MAX + (1 << 20);
-/// Open connections one server accepts; past it a new connection is closed at once.
+/// Open connections all listeners of one process accept together (gRPC, `--http`, the
+/// executor: `crate::budget`); fewer when the descriptor limit is low. Past it a new
+/// connection is closed at once.
 pub const CONNECTIONS_MAX: usize = 1_024;
+/// One remote address holds at most 1/N of the process's connection budget...
+pub const CONNECTIONS_PER_ADDRESS_DIVISOR: usize = 4;
+/// ...but never fewer than this many connections (a small budget still lets a client and a
+/// few peers behind one address in).
+pub const CONNECTIONS_PER_ADDRESS_MIN: usize = 16;
 /// Connecting to a peer gives up after this long.
 pub const CONNECT_TIMEOUT_MS: u64 = 1_000;
 /// Pause between retries to an unreachable peer.
@@ -41,6 +48,14 @@ pub const LOG_CACHE_ENTRIES_MAX: usize = 4096;
 pub const SEGMENT_BYTES_MIN: u64 = 1 << 20;
 /// Largest preallocated log segment (a bigger record gets a segment of its own size).
 pub const SEGMENT_BYTES_MAX: u64 = 16 << 20;
+/// A storage file open (a new log segment, the log directory, a snapshot) that fails
+/// because the process is out of descriptors is retried for up to this long before the
+/// failure reaches openraft (which would stop the Raft core): `storage/descriptors.rs`.
+pub const STORAGE_OPEN_RETRY_MS_MAX: u64 = 60_000;
+/// First pause between those retries; each next one doubles...
+pub const STORAGE_OPEN_BACKOFF_MIN_MS: u64 = 5;
+/// ...up to this.
+pub const STORAGE_OPEN_BACKOFF_MAX_MS: u64 = 1_000;
 /// Appends already queued that the log writer commits together in one durable commit.
 pub const LOG_GROUP_APPENDS_MAX: usize = 64;
 /// How often applying makes the state machine's store durable (between, the log covers it).
@@ -104,13 +119,23 @@ pub const STREAMS_PER_CONNECTION_MAX: u32 = 1_024;
 /// before the core (a partitioned voter campaigning every election timeout needs days to get
 /// here; openraft 0.9.25 panics on `u64::MAX`).
 pub const RAFT_TERM_AHEAD_MAX: u64 = 1 << 20;
+/// Failed token checks (unknown agent, wrong or revoked token) one remote address may make
+/// per window; past it its checks are refused `unauthenticated` without reading the store,
+/// so guessing tokens costs the cell no linearizable read each.
+pub const TOKEN_FAILURES_PER_WINDOW_MAX: u32 = 10;
+/// The window of [`TOKEN_FAILURES_PER_WINDOW_MAX`].
+pub const TOKEN_FAILURE_WINDOW_MS: u64 = 1_000;
+/// Addresses whose failed token checks a server counts one by one; when more failed
+/// within one window, the others are counted together in one shared row.
+pub const TOKEN_FAILURE_ADDRESSES_MAX: usize = 4_096;
 /// Agents one agent may enroll (register) per hour.
 pub const ENROLLMENTS_PER_HOUR_MAX: u64 = 100;
 /// Server streams (election observers, signal subscriptions) open on one server...
 pub const STREAMS_MAX: usize = 1_024;
 /// ...and of one caller (an agent, or the address of an anonymous caller).
 pub const STREAMS_PER_CALLER_MAX: usize = 32;
-/// Descriptors kept for storage files, peers and the listener before connections count.
+/// Descriptors kept for storage files, peers and the listeners before connections count
+/// (`crate::budget::connections_max` gives connections half of the rest).
 pub const DESCRIPTORS_RESERVED: usize = 64;
 /// A failed accept (no descriptors left) waits this long before the next.
 pub const ACCEPT_BACKOFF_MS: u64 = 50;
@@ -133,6 +158,12 @@ pub const READY_APPLY_LAG_MAX: u64 = 1_000;
 pub const HTTP_REQUESTS_MAX: usize = 16;
 /// How long the observation listener gives one request before it answers 503.
 pub const HTTP_REQUEST_TIMEOUT_MS: u64 = 5_000;
+/// An observation connection must send a whole request head within this long, or it is
+/// closed. The same timer runs while a kept-alive connection waits for its next request,
+/// so this is also how long an idle connection is kept.
+pub const HTTP_HEADER_READ_TIMEOUT_MS: u64 = 5_000;
+/// Bytes of request head the observation listener reads at most.
+pub const HTTP_HEADER_BYTES_MAX: usize = 16 << 10;
 
 /// Most empty AppendEntries (heartbeats) one `Raft/AppendBatch` call carries; a server
 /// refuses a larger batch.

@@ -545,8 +545,47 @@ impl Collector for Scrape {
         self.encode_counters(&mut encoder)?;
         self.encode_stages(&mut encoder)?;
         self.encode_boards(&mut encoder)?;
-        self.encode_leader_gauges(&mut encoder)
+        self.encode_leader_gauges(&mut encoder)?;
+        encode_process(&mut encoder)
     }
+}
+
+/// Counts of this process, whatever cells it hosts: connections against the connection
+/// budget, token checks and storage opens retried out of descriptors.
+fn encode_process(encoder: &mut DescriptorEncoder) -> std::fmt::Result {
+    let budget = crate::budget::Budget::process();
+    let counters = [
+        (
+            "whip_connections_refused",
+            "connections closed at once: the connection budget or the address's share was used",
+            budget.refused(),
+        ),
+        (
+            "whip_token_store_reads",
+            "agent token checks that read the store",
+            crate::identity::token_store_reads(),
+        ),
+        (
+            "whip_token_checks_throttled",
+            "agent token checks refused unread: their address failed too many lately",
+            crate::identity::token_checks_throttled(),
+        ),
+        (
+            "whip_storage_open_retries",
+            "storage file opens retried because the process was out of descriptors",
+            crate::storage::open_retries(),
+        ),
+    ];
+    for (name, help, value) in counters {
+        encoder
+            .encode_descriptor(name, help, None, MetricType::Counter)?
+            .encode_counter::<NoLabelSet, u64, f64>(&value, None)?;
+    }
+    let open = as_i64(budget.held() as u64);
+    let help = "connections open on every listener of this process";
+    encoder
+        .encode_descriptor("whip_connections_open", help, None, MetricType::Gauge)?
+        .encode_gauge(&open)
 }
 
 /// Why this server is not ready, one line per reason; empty when it is: it hosts a cell,

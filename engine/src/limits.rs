@@ -106,10 +106,10 @@ pub const EXECUTOR_ID_BYTES_MAX: usize = 128;
 pub const EXECUTOR_BODY_BYTES_MAX: usize = 256 * 1024;
 /// Bytes of an answer a client reads (two bounded outputs and their framing fit).
 pub const EXECUTOR_ANSWER_BYTES_MAX: usize = 1024 * 1024;
-/// Connections the executor serves at once; past it a new one is closed at once.
-pub const EXECUTOR_CONNECTIONS_MAX: usize = 64;
-/// How long a connection may take to send its request head.
-pub const EXECUTOR_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
+/// How long a connection to the executor may take to send its request head, and how long
+/// a kept-alive one may wait idle for its next request, before it is closed. (How many
+/// connections it holds is the process's connection budget: `whip_cell::budget`.)
+pub const EXECUTOR_HEADER_READ_TIMEOUT_MS: u64 = 5_000;
 /// How long a client waits to connect to the executor.
 pub const EXECUTOR_CONNECT_TIMEOUT_MS: u64 = 2_000;
 /// How long a client waits for an answer to a call other than `exec` (a checkpoint copies

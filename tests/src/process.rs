@@ -213,6 +213,12 @@ impl DevCell {
     /// test may take the next two before the cell binds them. A cell that exits without
     /// its ready line is started again on other ports (a few times, then the test fails).
     pub fn start_with_descriptors(dir: &std::path::Path, nofile: Option<u32>) -> DevCell {
+        DevCell::start_with_args(dir, nofile, "")
+    }
+
+    /// Like [`DevCell::start_with_descriptors`], with `extra` appended to the command line
+    /// (e.g. `--http 127.0.0.1:P`).
+    pub fn start_with_args(dir: &std::path::Path, nofile: Option<u32>, extra: &str) -> DevCell {
         let mut said = Vec::new();
         for attempt in 0..DEV_CELL_STARTS_MAX {
             // The first try keeps the data under `dir/dev` (a test reads it there).
@@ -220,7 +226,7 @@ impl DevCell {
                 0 => "dev".to_string(),
                 n => format!("dev{n}"),
             };
-            match DevCell::try_start(dir, nofile, &data) {
+            match DevCell::try_start(dir, nofile, &format!("{data} {extra}")) {
                 Ok(cell) => return cell,
                 Err(line) => said.push(line),
             }
@@ -228,14 +234,15 @@ impl DevCell {
         panic!("whip cell dev never became ready; it said {said:?}");
     }
 
+    /// Start it with `rest` after `--data` (the data directory and any extra flags).
     fn try_start(
         dir: &std::path::Path,
         nofile: Option<u32>,
-        data: &str,
+        rest: &str,
     ) -> Result<DevCell, String> {
         let base = crate::free_addrs(1)[0].port().max(20_000);
         let whip = whip_binary();
-        let args = format!("cell dev --voters 3 --base-port {base} --data {data}");
+        let args = format!("cell dev --voters 3 --base-port {base} --data {rest}");
         let script = match nofile {
             Some(n) => format!("ulimit -n {n} && exec {} {args}", whip.display()),
             None => format!("exec {} {args}", whip.display()),
@@ -266,6 +273,11 @@ impl DevCell {
     /// The address of voter `i` (0-based).
     pub fn member(&self, i: u16) -> String {
         format!("127.0.0.1:{}", self.base + i)
+    }
+
+    /// Whether the process is still running (it has not exited).
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 }
 

@@ -57,23 +57,24 @@ impl CellApi {
         match self.caller_of(req).await? {
             Caller::Agent(agent) => Ok(agent),
             // No agent: the verifier says what the call lacks.
-            _ => {
-                self.verifier
-                    .caller(self.dispatch.as_ref(), req.metadata())
-                    .await
-            }
+            _ => self.verified(req).await,
         }
+    }
+
+    /// The agent the call's token proves, checked by the verifier (which knows the
+    /// caller's remote address, to refuse one that failed too many token checks).
+    async fn verified<T>(&self, req: &GrpcRequest<T>) -> Result<String, Status> {
+        let peer = req.remote_addr().map(|a| a.ip());
+        self.verifier
+            .caller(self.dispatch.as_ref(), req.metadata(), peer)
+            .await
     }
 
     /// The caller as the transport proved it: an agent by its token, else the operator (or
     /// a node, or the local user) by its certificate, else nobody.
     async fn proven<T>(&self, req: &GrpcRequest<T>) -> Result<Caller, Status> {
         if req.metadata().get(crate::identity::AGENT_HEADER).is_some() {
-            let agent = self
-                .verifier
-                .caller(self.dispatch.as_ref(), req.metadata())
-                .await?;
-            return Ok(Caller::Agent(agent));
+            return Ok(Caller::Agent(self.verified(req).await?));
         }
         match crate::tls::principal(req.extensions()).is_operator() {
             true => Ok(Caller::Operator),

@@ -961,7 +961,11 @@ impl cell_server::Cell for CellApi {
             true => None,
             false => Some(
                 self.verifier
-                    .caller(self.dispatch.as_ref(), req.metadata())
+                    .caller(
+                        self.dispatch.as_ref(),
+                        req.metadata(),
+                        req.remote_addr().map(|a| a.ip()),
+                    )
                     .await
                     .map_err(|_| {
                         Status::unauthenticated(

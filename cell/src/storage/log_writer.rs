@@ -14,6 +14,10 @@
 //! - an entry leaves the tail only once it is durable (eviction skips pending entries);
 //! - after one failed commit the writer refuses everything that follows (poisoned), so
 //!   nothing acknowledged can sit behind a hole.
+//!
+//! A failed commit is fatal to the Raft core (openraft stops on a log I/O error), so the
+//! backend retries a file open that fails only because the process is out of descriptors
+//! before it reports anything (`descriptors.rs`): the writer then just waits.
 
 use std::collections::BTreeMap;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};

@@ -8,6 +8,7 @@
 //! writes gather in memory and reach the engine in one commit once a second or every
 //! `STATE_WRITE_BACK_BYTES_MAX`, instead of one engine commit per applied batch.
 
+mod descriptors;
 mod log_store;
 mod log_writer;
 mod redb_backend;
@@ -19,6 +20,7 @@ mod write_back;
 use std::path::Path;
 use std::sync::Arc;
 
+pub(crate) use descriptors::retries as open_retries;
 pub use log_store::LogStore;
 pub use redb_backend::RedbBackend;
 pub use sled_backend::SledBackend;
@@ -134,6 +136,7 @@ pub trait Backend: Send + Sync + 'static {
 /// Open the backend of `kind` under `dir` (created if missing).
 pub fn open_backend(kind: StorageKind, dir: &Path) -> BackendResult<Arc<dyn Backend>> {
     crate::tls::private_dir(dir).map_err(|e| BackendError::new("create data dir", e))?;
+    descriptors::keep_reserve();
     let engine: Box<dyn Backend> = match kind {
         StorageKind::Redb => Box::new(RedbBackend::open(dir, false)?),
         StorageKind::RedbLog => Box::new(RedbBackend::open(dir, true)?),

@@ -33,6 +33,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use super::descriptors::opening;
 use super::{BackendError, BackendResult};
 use crate::limits;
 
@@ -123,7 +124,7 @@ fn encode_record(prev: u32, index: u64, payload: &[u8], out: &mut Vec<u8>) -> u3
 }
 
 fn sync_dir(dir: &Path) -> BackendResult<()> {
-    File::open(dir)
+    opening("log directory", || File::open(dir))
         .and_then(|d| d.sync_all())
         .map_err(io("sync log directory"))
 }
@@ -242,7 +243,8 @@ impl SegmentLog {
 
 fn list_segments(dir: &Path) -> BackendResult<Vec<u64>> {
     let mut firsts = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(io("list log segments"))? {
+    let listing = opening("log directory", || std::fs::read_dir(dir));
+    for entry in listing.map_err(io("list log segments"))? {
         let name = entry.map_err(io("list log segments"))?.file_name();
         let name = name.to_string_lossy();
         if let Some(stem) = name.strip_suffix(SEGMENT_SUFFIX) {
@@ -375,13 +377,15 @@ impl Segments {
             .clamp(limits::SEGMENT_BYTES_MIN, limits::SEGMENT_BYTES_MAX);
         let capacity = grown.max(bytes);
         let path = self.dir.join(segment_name(first));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(io("create log segment"))?;
+        let create = || {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+        };
+        let file = opening("log segment", create).map_err(io("create log segment"))?;
         rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, capacity)
             .map_err(|e| BackendError::new("preallocate log segment", e))?;
         file.sync_all().map_err(io("sync new log segment"))?;
@@ -468,7 +472,7 @@ impl Segments {
         let bytes =
             postcard::to_allocvec(&self.meta).map_err(|e| BackendError::new("log meta", e))?;
         let tmp = self.dir.join(META_TMP);
-        let mut file = File::create(&tmp).map_err(io("write log meta"))?;
+        let mut file = opening("log meta", || File::create(&tmp)).map_err(io("write log meta"))?;
         std::io::Write::write_all(&mut file, &bytes).map_err(io("write log meta"))?;
         file.sync_all().map_err(io("sync log meta"))?;
         std::fs::rename(&tmp, self.dir.join(META_FILE)).map_err(io("replace log meta"))?;

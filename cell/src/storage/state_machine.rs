@@ -241,22 +241,25 @@ async fn write_durably(path: PathBuf, bytes: Vec<u8>) -> BackendResult<()> {
     blocking(move || {
         use std::io::Write;
         let tmp = path.with_extension("tmp");
-        let mut file = std::os::unix::fs::OpenOptionsExt::mode(
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true),
-            0o600,
-        )
-        .open(&tmp)
-        .map_err(|e| BackendError::new("write snapshot", e))?;
+        let create = || {
+            std::os::unix::fs::OpenOptionsExt::mode(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true),
+                0o600,
+            )
+            .open(&tmp)
+        };
+        let mut file = super::descriptors::opening("snapshot", create)
+            .map_err(|e| BackendError::new("write snapshot", e))?;
         file.write_all(&bytes)
             .map_err(|e| BackendError::new("write snapshot", e))?;
         file.sync_all()
             .map_err(|e| BackendError::new("sync snapshot", e))?;
         std::fs::rename(&tmp, &path).map_err(|e| BackendError::new("rename snapshot", e))?;
         if let Some(dir) = path.parent() {
-            std::fs::File::open(dir)
+            super::descriptors::opening("snapshot directory", || std::fs::File::open(dir))
                 .and_then(|d| d.sync_all())
                 .map_err(|e| BackendError::new("sync dir", e))?;
         }
@@ -343,7 +346,8 @@ impl RaftStateMachine<TypeConfig> for SmStore {
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
         let path = self.snapshot_path();
-        let bytes = blocking(move || match std::fs::read(&path) {
+        let read = move || super::descriptors::opening("snapshot", || std::fs::read(&path));
+        let bytes = blocking(move || match read() {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(BackendError::new("read snapshot", e)),

@@ -28,6 +28,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
+use whip_cell::budget::Budget;
 
 use super::process::{self, Launch};
 use super::protocol::{
@@ -36,8 +37,7 @@ use super::protocol::{
 };
 use super::workspace::{self, storage};
 use crate::limits::{
-    EXEC_RUNS_CONCURRENT_MAX, EXECUTOR_BODY_BYTES_MAX, EXECUTOR_CONNECTIONS_MAX,
-    EXECUTOR_HEADER_READ_TIMEOUT_MS,
+    EXEC_RUNS_CONCURRENT_MAX, EXECUTOR_BODY_BYTES_MAX, EXECUTOR_HEADER_READ_TIMEOUT_MS,
 };
 
 /// The executor: its root directory, its token's digest, and what is in flight.
@@ -141,37 +141,26 @@ impl ExecutorServer {
         &self.inner.root
     }
 
-    /// Serve connections from `listener` until `shutdown` completes. At most
-    /// [`EXECUTOR_CONNECTIONS_MAX`] connections at once (past it a new one is closed at
-    /// once); a request head must arrive within [`EXECUTOR_HEADER_READ_TIMEOUT_MS`].
+    /// Serve connections from `listener` until `shutdown` completes. Each connection takes
+    /// a slot of the process's connection budget (`whip_cell::budget`, with a share per
+    /// address; past it a new one is closed at once); a request head must arrive within
+    /// [`EXECUTOR_HEADER_READ_TIMEOUT_MS`], also between the requests of a kept-alive
+    /// connection, so an idle connection is closed after that long.
     pub async fn serve(
         self,
         listener: TcpListener,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> std::io::Result<()> {
-        let slots = Arc::new(tokio::sync::Semaphore::new(EXECUTOR_CONNECTIONS_MAX));
+        let budget = Budget::process();
         tokio::pin!(shutdown);
         loop {
-            let accepted = tokio::select! {
-                accepted = listener.accept() => accepted,
+            let (stream, peer, slot) = tokio::select! {
+                accepted = budget.accept(&listener, "executor") => accepted,
                 () = &mut shutdown => return Ok(()),
-            };
-            let (stream, peer) = match accepted {
-                Ok(pair) => pair,
-                Err(e) => {
-                    tracing::warn!(error = %e, "executor cannot accept a connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
-                tracing::warn!(%peer, "executor connection limit reached; closing");
-                continue;
             };
             let inner = Arc::clone(&self.inner);
             tokio::spawn(async move {
-                let _permit = permit;
-                let _ = stream.set_nodelay(true);
+                let _slot = slot;
                 let service = hyper::service::service_fn(move |req| {
                     let inner = Arc::clone(&inner);
                     async move { Ok::<_, Infallible>(inner.handle(peer, req).await) }

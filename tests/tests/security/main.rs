@@ -13,6 +13,7 @@ mod t36_meta_cell;
 mod t40_identity;
 mod t41_principal_names;
 mod t50_resources;
+mod t52_connections;
 mod t55_listing;
 mod t60_registry;
 mod t65_team_state;
