@@ -291,6 +291,16 @@ fn make_ready(txn: &mut impl Txn, now_ms: u64, task: &mut Task) {
 }
 
 /// Post `body` to the team's local board.
+/// Posts reach a local board only: a fabric queue is filled by spilling.
+fn local_board(team_name: &str) -> Result<(), Outcome> {
+    match team_name.starts_with(FABRIC_QUEUE_PREFIX) {
+        true => Err(refused(BoardRefusal::NotLocal {
+            team: team_name.to_string(),
+        })),
+        false => Ok(()),
+    }
+}
+
 pub(crate) fn post(
     txn: &mut impl Txn,
     now_ms: u64,
@@ -298,6 +308,9 @@ pub(crate) fn post(
     caller: &str,
     body: &[u8],
 ) -> Outcome {
+    if let Err(refusal) = local_board(team_name) {
+        return refusal;
+    }
     let mut record = match team::member(txn, team_name, caller) {
         Ok(record) => record,
         Err(refusal) => return refusal,
@@ -1055,6 +1068,9 @@ pub(crate) fn post_many(
     caller: &str,
     bodies: &[Vec<u8>],
 ) -> Outcome {
+    if let Err(refusal) = local_board(team_name) {
+        return refusal;
+    }
     let record = match team::member(txn, team_name, caller) {
         Ok(record) => record,
         Err(refusal) => return refusal,

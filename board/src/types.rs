@@ -1496,6 +1496,13 @@ pub enum BoardRefusal {
         /// Its state.
         state: TaskState,
     },
+    /// A task is posted to its team's local board only: the fabric tier is filled by
+    /// spilling, never by a post (the seed: spill up, never start up).
+    #[error("{team:?} is a fabric queue: tasks reach it only by spilling from a local board")]
+    NotLocal {
+        /// The queue's team.
+        team: String,
+    },
 }
 
 /// The part of the board a command belongs to: `apply` and `validate` dispatch on it, so
@@ -1607,6 +1614,7 @@ impl BoardRefusal {
             BoardRefusal::ClaimExpired { .. } => "claim_expired",
             BoardRefusal::BoardFull { .. } => "board_full",
             BoardRefusal::NotDead { .. } => "not_dead",
+            BoardRefusal::NotLocal { .. } => "not_local",
             BoardRefusal::NotReady { .. } => "not_ready",
             BoardRefusal::Taken { .. } => "taken",
         }

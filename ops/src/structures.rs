@@ -345,7 +345,7 @@ pub(crate) async fn artifacts(global: &Global, cmd: ArtifactsCommand) -> Result<
                 reference,
             } => {
                 let req = pb::KvPutRequest {
-                    key: key("artifact", &team, &name),
+                    key: key("artifacts", &team, &name),
                     value: reference.clone().into_bytes(),
                     expect_version: None,
                     idempotency_key: String::new(),
@@ -358,7 +358,7 @@ pub(crate) async fn artifacts(global: &Global, cmd: ArtifactsCommand) -> Result<
                 )
             }
             ArtifactsCommand::List { team } => {
-                let rows = scan(c, key("artifact", &team, "")).await?;
+                let rows = scan(c, key("artifacts", &team, "")).await?;
                 let map: Map<String, Value> = rows
                     .iter()
                     .map(|(k, v)| (k.clone(), Value::String(String::from_utf8_lossy(v).into())))

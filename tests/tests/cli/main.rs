@@ -500,6 +500,19 @@ fn blackboard_structures_on_the_embedded_store() {
         &["signal", "publish", "t", "deploys", "--agent", "mallory"],
     );
     assert_eq!(outsider.status.code(), Some(1));
+    // A team's artifacts are its members' alone (seed C6): an outsider neither reads nor
+    // replaces them.
+    for args in [
+        &["artifacts", "list", "t", "--agent", "mallory"][..],
+        &["artifacts", "set", "t", "bin", "sha256:evil", "--agent", "mallory"],
+    ] {
+        let refused = whip(d, args);
+        assert_eq!(refused.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains("not_member"), "{stderr}");
+    }
+    let artifacts = json_of(&whip(d, &["artifacts", "list", "t", "--json"]));
+    assert_eq!(artifacts["artifacts"]["bin"], "sha256:abc", "nothing changed");
     let first = json_of(&whip(
         d,
         &[
