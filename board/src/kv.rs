@@ -189,12 +189,16 @@ pub(crate) fn range_in(
     if start >= end {
         return KvPage::default();
     }
-    let scanned = txn.scan(&start, &end, limit);
-    let full = scanned.len() >= limit;
+    // One row past the limit tells whether more follow.
+    let mut scanned = txn.scan(&start, &end, limit.saturating_add(1));
+    let full = scanned.len() > limit;
+    scanned.truncate(limit);
     let mut page = KvPage::default();
     let mut bytes = 0;
+    let mut cut = false;
     for (key, stored) in scanned {
         if bytes >= LIST_BYTES_MAX {
+            cut = true;
             break;
         }
         let record: Record = decode(&stored);
@@ -205,7 +209,7 @@ pub(crate) fn range_in(
         };
         page.rows.push((key[1..].to_vec(), entry));
     }
-    if full || bytes >= LIST_BYTES_MAX {
+    if full || cut {
         page.resume_after = page.rows.last().map(|(key, _)| key.clone());
     }
     page

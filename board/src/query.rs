@@ -520,6 +520,6 @@ pub struct MailboxMessage {
 pub struct KvPage {
     /// The rows, in key order.
     pub rows: Vec<(Vec<u8>, KvEntry)>,
-    /// The last key this page looked at, when more may follow; `None` at the end.
+    /// The last key this page looked at, when more follow; `None` at the end.
     pub resume_after: Option<Vec<u8>>,
 }

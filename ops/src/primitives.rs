@@ -37,6 +37,17 @@ pub(crate) enum KvCommand {
         #[arg(long)]
         expect: Option<u64>,
     },
+    /// Keys starting with PREFIX, in key order, one page (`more`: the next page starts
+    /// after the last key listed: pass it as `--after`).
+    List {
+        prefix: String,
+        /// Keys on this page at most (default and ceiling: the server's page size).
+        #[arg(long, default_value_t = 0)]
+        limit: u32,
+        /// Only keys after this one (the last key of the page before).
+        #[arg(long, default_value = "")]
+        after: String,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -226,7 +237,58 @@ async fn kv_on(global: &Global, c: &CellClient, cmd: KvCommand) -> Result<ExitCo
             };
             write(global, c.kv_delete(req).await?)
         }
+        KvCommand::List {
+            prefix,
+            limit,
+            after,
+        } => list(global, c, (prefix, after), limit).await?,
     })
+}
+
+/// `whip kv list`: one page of keys, and whether more follow.
+async fn list(
+    global: &Global,
+    c: &CellClient,
+    (prefix, after): (String, String),
+    limit: u32,
+) -> Result<ExitCode> {
+    let page = c
+        .kv_range(pb::KvRangeRequest {
+            prefix: prefix.into_bytes(),
+            after_key: after.into_bytes(),
+            limit,
+            ..Default::default()
+        })
+        .await?;
+    let more = !page.resume_after.is_empty();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    let items: Vec<Value> = (page.entries.iter())
+        .map(|e| json!({"key": text(&e.key), "value": text(&e.value), "version": e.version}))
+        .collect();
+    let mut lines: Vec<String> = (page.entries.iter())
+        .map(|e| {
+            format!(
+                "{} = {} (version {})",
+                text(&e.key),
+                text(&e.value),
+                e.version
+            )
+        })
+        .collect();
+    if more {
+        let last = text(&page.resume_after);
+        lines.push(format!("(more: --after {last})"));
+    }
+    let lines = if lines.is_empty() {
+        vec!["(no keys)".to_string()]
+    } else {
+        lines
+    };
+    Ok(print(
+        global,
+        json!({"items": items, "more": more}),
+        lines.join("\n"),
+    ))
 }
 
 fn put(key: String, value: String, expect_version: Option<u64>) -> pb::KvPutRequest {

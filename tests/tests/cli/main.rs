@@ -500,19 +500,6 @@ fn blackboard_structures_on_the_embedded_store() {
         &["signal", "publish", "t", "deploys", "--agent", "mallory"],
     );
     assert_eq!(outsider.status.code(), Some(1));
-    // A team's artifacts are its members' alone (seed C6): an outsider neither reads nor
-    // replaces them.
-    for args in [
-        &["artifacts", "list", "t", "--agent", "mallory"][..],
-        &["artifacts", "set", "t", "bin", "sha256:evil", "--agent", "mallory"],
-    ] {
-        let refused = whip(d, args);
-        assert_eq!(refused.status.code(), Some(1), "{args:?}");
-        let stderr = String::from_utf8_lossy(&refused.stderr);
-        assert!(stderr.contains("not_member"), "{stderr}");
-    }
-    let artifacts = json_of(&whip(d, &["artifacts", "list", "t", "--json"]));
-    assert_eq!(artifacts["artifacts"]["bin"], "sha256:abc", "nothing changed");
     let first = json_of(&whip(
         d,
         &[
@@ -781,4 +768,79 @@ fn an_empty_store_says_it_has_no_instances_and_a_missing_one_says_so() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "no instances\n");
     let json = json_of(&whip(dir.path(), &["--json", "instances"]));
     assert_eq!(json, serde_json::json!([]));
+}
+
+/// `whip kv list PREFIX` (issue 30's contract): one page in key order with `more`, and the
+/// next page after the last key listed; keys outside the prefix never appear.
+#[test]
+fn kv_list_pages_a_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (key, value) in [
+        ("app/a", "1"),
+        ("app/b", "2"),
+        ("app/c", "3"),
+        ("other", "x"),
+    ] {
+        assert!(whip(d, &["kv", "put", key, value]).status.success());
+    }
+    let first = json_of(&whip(d, &["kv", "list", "app/", "--limit", "2", "--json"]));
+    assert_eq!(first["more"], true, "{first}");
+    let items = first["items"].as_array().unwrap();
+    let keys: Vec<&str> = items.iter().map(|i| i["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["app/a", "app/b"]);
+    assert_eq!(
+        (items[1]["value"].as_str(), items[1]["version"].is_u64()),
+        (Some("2"), true)
+    );
+    let rest = json_of(&whip(
+        d,
+        &[
+            "kv", "list", "app/", "--limit", "2", "--after", "app/b", "--json",
+        ],
+    ));
+    assert_eq!(rest["more"], false, "{rest}");
+    assert_eq!(rest["items"][0]["key"], "app/c");
+    assert_eq!(rest["items"].as_array().unwrap().len(), 1);
+    let all = json_of(&whip(d, &["kv", "list", "app/", "--json"]));
+    assert_eq!(
+        (all["items"].as_array().unwrap().len(), &all["more"]),
+        (3, &Value::Bool(false))
+    );
+}
+
+/// A team's artifacts are its members' alone (seed C6): an outsider neither reads nor
+/// replaces them, and the reference reads back unchanged.
+#[test]
+fn team_artifacts_are_members_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let creds = d.join("credentials.json");
+    let cli = |args: &[&str]| whip_with_credentials(d, &creds, args);
+    assert!(cli(&["team", "create", "t"]).status.success());
+    assert!(
+        cli(&["artifacts", "set", "t", "bin", "sha256:abc"])
+            .status
+            .success()
+    );
+    let evil = [
+        "artifacts",
+        "set",
+        "t",
+        "bin",
+        "sha256:evil",
+        "--agent",
+        "mallory",
+    ];
+    for args in [&["artifacts", "list", "t", "--agent", "mallory"][..], &evil] {
+        let refused = cli(args);
+        assert_eq!(refused.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains("not_member"), "{stderr}");
+    }
+    let artifacts = json_of(&cli(&["artifacts", "list", "t", "--json"]));
+    assert_eq!(
+        artifacts["artifacts"]["bin"], "sha256:abc",
+        "nothing changed"
+    );
 }
