@@ -11,7 +11,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use whip_cell::CellClient;
-use whip_engine::runtime::{Engine, Program, RunReport, RuntimeError, State};
+use whip_engine::runtime::{Engine, InstanceRow, Owner, Program, RunReport, RuntimeError, State};
 use whip_fabric::FabricClient;
 
 use crate::Global;
@@ -46,8 +46,9 @@ pub(crate) enum EngineCommand {
     Step { id: String },
     /// Run ready effects of one instance, or (`--all`) work every instance as a daemon.
     Worker(WorkerArgs),
-    /// Every instance with its status.
-    Instances,
+    /// Instances with their status, in id order (filtered by `--status`, `--workflow`,
+    /// `--owner`; at most `--limit`).
+    Instances(InstancesArgs),
     /// One instance's status and counts.
     Status { id: String },
     /// An instance's event log.
@@ -121,7 +122,7 @@ impl EngineCommand {
         use EngineCommand::*;
         matches!(
             self,
-            Instances
+            Instances(_)
                 | Status { .. }
                 | Log { .. }
                 | Facts { .. }
@@ -155,6 +156,45 @@ pub(crate) struct RunArgs {
     /// Sleep until the next timer or lease-wait deadline and continue until terminal.
     #[arg(long)]
     wait: bool,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct InstancesArgs {
+    /// Only instances in this status.
+    #[arg(long, value_enum)]
+    status: Option<InstanceStatus>,
+    /// Only instances of this workflow.
+    #[arg(long)]
+    workflow: Option<String>,
+    /// Only instances this agent owns (`operator`: the operator's).
+    #[arg(long)]
+    owner: Option<String>,
+    /// At most this many.
+    #[arg(long)]
+    limit: Option<usize>,
+}
+
+/// The statuses `whip instances --status` filters on.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum InstanceStatus {
+    Running,
+    Paused,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl InstanceStatus {
+    fn code(self) -> &'static str {
+        use whip_engine::runtime::state;
+        match self {
+            InstanceStatus::Running => state::RUNNING,
+            InstanceStatus::Paused => state::PAUSED,
+            InstanceStatus::Completed => state::COMPLETED,
+            InstanceStatus::Failed => state::FAILED,
+            InstanceStatus::Cancelled => state::CANCELLED,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -342,7 +382,7 @@ async fn dispatch(global: &Global, engine: &Eng, cmd: EngineCommand) -> Result<E
             )
         }
         EngineCommand::Worker(args) => worker(global, engine, args).await,
-        EngineCommand::Instances => instances(global, engine).await,
+        EngineCommand::Instances(args) => instances(global, engine, args).await,
         EngineCommand::Status { id } => status(global, engine, &id).await,
         EngineCommand::Log { id } => log(global, engine, &id).await,
         EngineCommand::Facts { id } => facts(global, engine, &id).await,
@@ -511,8 +551,40 @@ async fn worker(global: &Global, engine: &Eng, args: WorkerArgs) -> Result<ExitC
     )
 }
 
-async fn instances(global: &Global, engine: &Eng) -> Result<ExitCode> {
-    let rows = engine.instances().await.map_err(engine_error)?;
+/// The instances `args` selects, in id order: status and workflow from the index row, the
+/// owner read for the rows that pass those.
+async fn selected(engine: &Eng, args: &InstancesArgs) -> Result<Vec<InstanceRow>> {
+    let mut rows = engine.instances().await.map_err(engine_error)?;
+    if let Some(status) = args.status {
+        rows.retain(|r| r.status == status.code());
+    }
+    if let Some(workflow) = &args.workflow {
+        rows.retain(|r| &r.workflow == workflow);
+    }
+    let limit = args.limit.unwrap_or(usize::MAX);
+    let Some(owner) = &args.owner else {
+        rows.truncate(limit);
+        return Ok(rows);
+    };
+    // A value, not a name: no agent may be called `operator`.
+    let want = match owner.as_str() {
+        "operator" => Owner::Operator,
+        agent => Owner::Agent(agent.to_string()),
+    };
+    let mut kept = Vec::new();
+    for row in rows {
+        if kept.len() >= limit {
+            break;
+        }
+        if engine.owner(&row.id).await.map_err(engine_error)? == Some(want.clone()) {
+            kept.push(row);
+        }
+    }
+    Ok(kept)
+}
+
+async fn instances(global: &Global, engine: &Eng, args: InstancesArgs) -> Result<ExitCode> {
+    let rows = selected(engine, &args).await?;
     let lines = rows
         .iter()
         .map(|r| {

@@ -844,3 +844,45 @@ fn team_artifacts_are_members_only() {
         "nothing changed"
     );
 }
+
+/// `whip instances --status running --workflow W --json` (issue 30's contract): only the
+/// instances the filters select, by status, workflow and owner, at most `--limit`.
+#[test]
+fn instances_filter_by_status_workflow_and_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let valid = Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/tests/check/valid");
+    let program = |name: &str| valid.join(name).to_string_lossy().into_owned();
+    let (ship, decisions) = (
+        program("seed_lease_ship.whip"),
+        program("seed_ledger_decisions.whip"),
+    );
+    let run = |file: &str| json_of(&whip(d, &["--json", "run", file]))["id"].clone();
+    let running = run(&ship);
+    let done = run(&decisions);
+    let list = |args: &[&str]| -> Vec<Value> {
+        let mut all = vec!["--json", "instances"];
+        all.extend_from_slice(args);
+        let rows = json_of(&whip(d, &all));
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].clone())
+            .collect()
+    };
+    assert_eq!(
+        list(&["--status", "running", "--workflow", "Ship"]),
+        [running]
+    );
+    assert_eq!(list(&["--status", "completed"]), [done]);
+    assert!(list(&["--status", "running", "--workflow", "Decisions"]).is_empty());
+    assert_eq!(list(&["--owner", "operator"]).len(), 2);
+    assert!(list(&["--owner", "ann"]).is_empty());
+    assert_eq!(list(&["--limit", "1"]).len(), 1);
+    let bad = whip(d, &["instances", "--status", "sleeping"]);
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "an unknown status is a usage error"
+    );
+}
