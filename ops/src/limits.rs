@@ -21,3 +21,6 @@ pub(crate) const HEARTBEAT_MS_MAX: u64 = 10_000;
 pub(crate) const ELECTION_TIMEOUT_MS_MAX: u64 = 60_000;
 /// Longest time a node lets the external mail validator take, in ms.
 pub(crate) const MAIL_SCREEN_TIMEOUT_MS_MAX: u64 = 60_000;
+/// How long a command may take to end itself after SIGINT or SIGTERM (giving back what it
+/// waited for) before it is dropped; the whole stop stays under a second.
+pub const STOP_GRACE_MS: u64 = 700;

@@ -253,7 +253,10 @@ fn main() -> ExitCode {
     }
 }
 
-/// Run `command` on a tokio runtime with this process's client credentials.
+/// Run `command` on a tokio runtime with this process's client credentials. SIGINT or
+/// SIGTERM ends it within [`limits::STOP_GRACE_MS`]: a command that watches for the signal
+/// gives back what it waited for and ends itself; any other is dropped at the grace's end
+/// (exit 130). Servers end themselves, flushing as they go.
 fn run_async(global: Global, command: Command) -> ExitCode {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -266,49 +269,68 @@ fn run_async(global: Global, command: Command) -> ExitCode {
         return output::fail(&global, &e);
     }
     security::install_client_default(&global);
+    let serves = serves_until_stopped(&command);
     let result = runtime.block_on(async {
         signals::watch();
-        match command {
-            Command::Cell(cmd) => cellcmd::run(&global, cmd).await,
-            Command::Node(cmd) => fabriccmd::node(&global, cmd).await,
-            Command::Fabric(cmd) => fabriccmd::fabric(&global, cmd).await,
-            Command::Election(cmd) => coord::election(&global, cmd).await,
-            Command::Agent(AgentCommand::Register) => agent::register(&global).await,
-            Command::Agent(AgentCommand::Enroll { name }) => {
-                agent::enroll_cmd(&global, &name).await
-            }
-            Command::Mail(cmd) => mailcmd::mail(&global, cmd).await,
-            Command::Vote(cmd) => votecmd::vote(&global, cmd).await,
-            Command::Credential(CredentialCommand::Issue { role, out }) => {
-                security::issue(&global, &role, &out)
-            }
-            Command::Team(cmd) => boardcmd::team(&global, cmd).await,
-            Command::Board(cmd) => boardcmd::board(&global, cmd).await,
-            Command::Doc(cmd) => structures::doc(&global, cmd).await,
-            Command::Frame(cmd) => structures::frame(&global, cmd).await,
-            Command::Artifacts(cmd) => structures::artifacts(&global, cmd).await,
-            Command::Signal(cmd) => structures::signal(&global, cmd).await,
-            Command::Lock(cmd) => structures::lock(&global, cmd).await,
-            Command::Schedule(cmd) => coord::schedule(&global, cmd).await,
-            Command::Kv(cmd) => primitives::kv(&global, cmd).await,
-            Command::Lease(cmd) => primitives::lease(&global, cmd).await,
-            Command::Counter(cmd) => primitives::counter(&global, cmd).await,
-            Command::Ledger(args) => run::ledger(&global, args).await,
-            Command::Work(cmd) => workcmd::work(&global, cmd).await,
-            Command::Engine(cmd) => run::run(&global, cmd).await,
-            Command::Issue(cmd) => issue::run(&global, cmd).await,
-            Command::Bench(args) => bench::run(&global, args).await,
-            Command::Executor(args) => executorcmd::serve(&global, args).await,
-            Command::Check(_)
-            | Command::Chaos { .. }
-            | Command::Completions { .. }
-            | Command::Config(_) => unreachable!("handled in main"),
+        let work = dispatch(&global, command);
+        match serves {
+            true => work.await,
+            false => signals::interruptible(work).await,
         }
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {
         Ok(code) => code,
         Err(e) => output::fail(&global, &e),
+    }
+}
+
+/// Servers, which end themselves on a stop signal (their shutdown may take longer than the
+/// grace: storage flushes, Raft stops).
+fn serves_until_stopped(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Cell(cellcmd::CellCommand::Serve(_) | cellcmd::CellCommand::Dev { .. })
+            | Command::Node(fabriccmd::NodeCommand::Serve(_))
+            | Command::Executor(_)
+    )
+}
+
+/// The command's work, on the runtime.
+async fn dispatch(global: &Global, command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Cell(cmd) => cellcmd::run(global, cmd).await,
+        Command::Node(cmd) => fabriccmd::node(global, cmd).await,
+        Command::Fabric(cmd) => fabriccmd::fabric(global, cmd).await,
+        Command::Election(cmd) => coord::election(global, cmd).await,
+        Command::Agent(AgentCommand::Register) => agent::register(global).await,
+        Command::Agent(AgentCommand::Enroll { name }) => agent::enroll_cmd(global, &name).await,
+        Command::Mail(cmd) => mailcmd::mail(global, cmd).await,
+        Command::Vote(cmd) => votecmd::vote(global, cmd).await,
+        Command::Credential(CredentialCommand::Issue { role, out }) => {
+            security::issue(global, &role, &out)
+        }
+        Command::Team(cmd) => boardcmd::team(global, cmd).await,
+        Command::Board(cmd) => boardcmd::board(global, cmd).await,
+        Command::Doc(cmd) => structures::doc(global, cmd).await,
+        Command::Frame(cmd) => structures::frame(global, cmd).await,
+        Command::Artifacts(cmd) => structures::artifacts(global, cmd).await,
+        Command::Signal(cmd) => structures::signal(global, cmd).await,
+        Command::Lock(cmd) => structures::lock(global, cmd).await,
+        Command::Schedule(cmd) => coord::schedule(global, cmd).await,
+        Command::Kv(cmd) => primitives::kv(global, cmd).await,
+        Command::Lease(cmd) => primitives::lease(global, cmd).await,
+        Command::Counter(cmd) => primitives::counter(global, cmd).await,
+        Command::Ledger(args) => run::ledger(global, args).await,
+        Command::Work(cmd) => workcmd::work(global, cmd).await,
+        Command::Engine(cmd) => run::run(global, cmd).await,
+        Command::Issue(cmd) => issue::run(global, cmd).await,
+        Command::Bench(args) => bench::run(global, args).await,
+        Command::Executor(args) => executorcmd::serve(global, args).await,
+        Command::Check(_)
+        | Command::Chaos { .. }
+        | Command::Completions { .. }
+        | Command::Config(_) => unreachable!("handled in main"),
     }
 }
 

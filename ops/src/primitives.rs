@@ -423,7 +423,28 @@ async fn acquire_waiting(
             told = Some(r.position);
         }
         let pause = std::time::Duration::from_millis(crate::limits::LEASE_WAIT_POLL_MS);
-        tokio::time::sleep(pause.min(left.max(std::time::Duration::from_millis(1)))).await;
+        let pause = pause.min(left.max(std::time::Duration::from_millis(1)));
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = crate::signals::stopped() => return Err(leave_queue(c, &req).await),
+        }
+    }
+}
+
+/// Interrupted while waiting: leave the wait queue (or give back the slot granted since
+/// the last look), then say so.
+async fn leave_queue(c: &CellClient, req: &pb::LeaseAcquireRequest) -> anyhow::Error {
+    let release = pb::LeaseReleaseRequest {
+        lease: req.lease.clone(),
+        holder: req.holder.clone(),
+        ..Default::default()
+    };
+    match c.lease_release(release).await {
+        Ok(_) => anyhow::anyhow!("interrupted: {} left the wait queue", req.holder),
+        Err(e) => anyhow::anyhow!(
+            "interrupted: {} could not leave the wait queue: {e}",
+            req.holder
+        ),
     }
 }
 

@@ -31,6 +31,31 @@ pub(crate) fn watch() {
     });
 }
 
+/// `work`, ended by a stop signal: it gets [`crate::limits::STOP_GRACE_MS`] to end itself
+/// (a command that watches [`stopped`] gives back what it waited for and returns), then is
+/// dropped with exit status 130.
+pub(crate) async fn interruptible(
+    work: impl std::future::Future<Output = anyhow::Result<std::process::ExitCode>>,
+) -> anyhow::Result<std::process::ExitCode> {
+    tokio::pin!(work);
+    tokio::select! {
+        result = &mut work => result,
+        () = stopped() => {
+            let grace = std::time::Duration::from_millis(crate::limits::STOP_GRACE_MS);
+            match tokio::time::timeout(grace, &mut work).await {
+                Ok(result) => result,
+                Err(_) => {
+                    tracing::info!("stopped before the command ended");
+                    Ok(std::process::ExitCode::from(STOPPED_EXIT))
+                }
+            }
+        }
+    }
+}
+
+/// The exit status of a command a stop signal ended (128 + SIGINT, as shells report it).
+pub(crate) const STOPPED_EXIT: u8 = 130;
+
 /// Resolves once a stop signal arrived.
 pub(crate) async fn stopped() {
     let Some(rx) = STOP.get() else {

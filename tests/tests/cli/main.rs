@@ -13,6 +13,7 @@ mod config;
 mod idle;
 mod mail;
 mod output;
+mod stop;
 mod ux;
 mod vote;
 mod work;
