@@ -339,7 +339,18 @@ impl Inner {
                 Ok(m) if m.is_dir() => {}
                 Ok(_) => return Err(Refusal::BadCwd),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    std::fs::create_dir(&dir).map_err(storage)?;
+                    match std::fs::create_dir(&dir) {
+                        Ok(()) => {}
+                        // Another run of the instance made it between the look and the create
+                        // (a fan-out of `exec` effects): the same folder, unless it is no folder.
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                            let made = std::fs::symlink_metadata(&dir).map_err(storage)?;
+                            if !made.is_dir() {
+                                return Err(Refusal::BadCwd);
+                            }
+                        }
+                        Err(e) => return Err(storage(e)),
+                    }
                 }
                 Err(e) => return Err(storage(e)),
             }

@@ -316,3 +316,61 @@ fn on_a_fabric_a_worker_on_another_node_clears_the_block() {
     ));
     assert_eq!(trace["conformance"], "ok", "{trace}");
 }
+
+/// Seed G2: four `exec` effects of one instance start at once and race to make its
+/// workspace; every one runs and the instance completes (before, the loser of the race got
+/// "File exists", stayed `running`, and `run --wait` never returned).
+#[test]
+fn a_fan_out_of_exec_effects_shares_one_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let executor = ExecutorProcess::start(d, "tok-fan-out");
+    let url = executor.url();
+    std::fs::write(d.join("fan.whip"), FAN_OUT).unwrap();
+    for round in 0..3 {
+        // Bounded: before the fix this run never returned.
+        let out = Command::new("timeout")
+            .current_dir(d)
+            .args(["120", crate::bin().to_str().unwrap()])
+            .args(["--json", "run", "fan.whip", "--wait"])
+            .env_remove("WHIP_CELL")
+            .env("WHIP_EXECUTOR_URL", &url)
+            .env("WHIP_EXECUTOR_TOKEN", "tok-fan-out")
+            .output()
+            .expect("run whip");
+        let out = ok(&out);
+        let report: Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(report["status"], "completed", "round {round}: {report}");
+        assert_eq!(
+            report["terminal"]["payload"]["note"], "all four ran",
+            "{report}"
+        );
+    }
+}
+
+const FAN_OUT: &str = r#"use std.script
+
+workflow Fan
+
+output result Done
+
+class Done {
+  note string
+}
+
+rule fan when started => {
+  exec ["sh", "-c", "echo a > a.txt"] cwd "w" timeout 30s as a
+  exec ["sh", "-c", "echo b > b.txt"] cwd "w" timeout 30s as b
+  exec ["sh", "-c", "echo c > c.txt"] cwd "w" timeout 30s as c
+  exec ["sh", "-c", "echo d > d.txt"] cwd "w" timeout 30s as e
+  after a succeeds {
+    after b succeeds {
+      after c succeeds {
+        after e succeeds {
+          complete result { note "all four ran" }
+        }
+      }
+    }
+  }
+}
+"#;
