@@ -74,9 +74,10 @@ pub struct Options {
 pub struct Unavailability {
     /// Longest stretch without any successful operation while workers ran.
     pub longest: u64,
-    /// The same per cell, counting the operations whose cell is known (every operation in
-    /// a plain cell; in a fabric those of cas, lease, counter and ledger, by the routes at
-    /// the end of the run).
+    /// Per cell, the longest stretch in which an operation was in flight and none
+    /// succeeded, counting the operations whose cell is known (every operation in a plain
+    /// cell; in a fabric those of cas, lease, counter and ledger, by the routes at the end
+    /// of the run).
     pub longest_by_cell: BTreeMap<String, u64>,
     /// Median of leader loss → first successful write.
     pub leader_loss_median: Option<u64>,
@@ -288,14 +289,56 @@ pub fn cell_of(op: &Op, ranges: &[RangeEntry]) -> Option<u64> {
 /// Longest unavailability per cell (see [`Unavailability::longest_by_cell`]).
 fn longest_by_cell(ops: &[Op], end_ns: u64, ranges: &[RangeEntry]) -> BTreeMap<String, u64> {
     let mut by_cell: BTreeMap<u64, Vec<&Op>> = BTreeMap::new();
-    for op in ops {
+    for op in ops.iter().filter(|o| o.f != "list" && o.f != "final") {
         if let Some(cell) = cell_of(op, ranges) {
             by_cell.entry(cell).or_default().push(op);
         }
     }
     (by_cell.into_iter())
-        .map(|(cell, ops)| (cell.to_string(), longest_gap_of(ops.into_iter(), end_ns)))
+        .map(|(cell, ops)| (cell.to_string(), longest_wait_ms(&ops, end_ns)))
         .collect()
+}
+
+/// The longest stretch (ms) during which some operation was in flight and none succeeded.
+/// Unlike the gap between successes, a stretch in which no operation was even tried does
+/// not count: in a fabric a cell may simply have no key in use for a while.
+pub fn longest_wait_ms(ops: &[&Op], end_ns: u64) -> u64 {
+    // An operation of unknown outcome has no return time; the worker gave up on it after
+    // at most OP_TIMEOUT_MS.
+    let timeout_ns = workload::OP_TIMEOUT_MS * 1_000_000;
+    let flight_end = |o: &Op| match o.ret {
+        u64::MAX => o.call.saturating_add(timeout_ns),
+        ret => ret,
+    };
+    let mut flights: Vec<(u64, u64)> = (ops.iter())
+        .map(|o| (o.call, flight_end(o).min(end_ns).max(o.call)))
+        .collect();
+    flights.sort_unstable();
+    let mut successes: Vec<u64> = (ops.iter())
+        .filter(|o| o.kind == Kind::Ok)
+        .map(|o| o.ret)
+        .collect();
+    successes.sort_unstable();
+    let (mut longest, mut next) = (0, 0);
+    let mut flights = flights.into_iter().peekable();
+    while let Some((start, mut stop)) = flights.next() {
+        // One stretch of the union of the flights, cut at every success inside it.
+        while let Some(&(s, e)) = flights.peek()
+            && s <= stop
+        {
+            stop = stop.max(e);
+            flights.next();
+        }
+        let mut from = start;
+        while next < successes.len() && successes[next] <= stop {
+            let at = successes[next].max(from);
+            longest = longest.max(at - from);
+            from = at;
+            next += 1;
+        }
+        longest = longest.max(stop - from);
+    }
+    longest / 1_000_000
 }
 
 /// Judge a recorded history of a plain cell (also used by `whip chaos --check FILE`).
