@@ -45,6 +45,14 @@ struct Args {
     /// Only check an existing history file (JSON lines) and print the verdict.
     #[arg(long)]
     check: Option<PathBuf>,
+    /// Only recheck the saved run in DIR (its history.jsonl, nemesis.jsonl and routes.json)
+    /// and print the same verdict the run printed.
+    #[arg(long, value_name = "DIR", conflicts_with = "check")]
+    check_only: Option<PathBuf>,
+    /// Override both recovery bounds (leader loss and heal catch-up), for tests that block
+    /// a recovery on purpose (`2s`, `1500ms`).
+    #[arg(long, hide = true, value_parser = parse_duration)]
+    recovery_bound: Option<Duration>,
     /// Print the verdict as JSON.
     #[arg(long)]
     json: bool,
@@ -83,6 +91,9 @@ fn main() -> ExitCode {
     });
     if let Some(path) = &args.check {
         return check_file(path, seed, args.json);
+    }
+    if let Some(dir) = &args.check_only {
+        return check_dir(dir, args.json);
     }
     let faults = match list(&args.nemesis, Fault::parse) {
         Ok(f) => f,
@@ -123,7 +134,7 @@ fn main() -> ExitCode {
         out,
         concurrency: args.concurrency.max(1),
         whip,
-        timing: Default::default(),
+        timing: timing(args.recovery_bound),
         fabric_cells: args.fabric_cells,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -154,10 +165,20 @@ fn print_report(report: &chaos::Report, json: bool) -> ExitCode {
     } else {
         print!("{}", report.table());
     }
-    if report.violation_count() == 0 {
+    if report.passed() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+fn check_dir(dir: &std::path::Path, json: bool) -> ExitCode {
+    match chaos::check_dir(dir) {
+        Ok(report) => print_report(&report, json),
+        Err(e) => {
+            eprintln!("whip chaos: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -173,6 +194,15 @@ fn check_file(path: &std::path::Path, seed: u64, json: bool) -> ExitCode {
     let end = events.iter().map(|e| e.time).max().unwrap_or(0);
     let ops = chaos::history::pair(&events);
     print_report(&chaos::judge(&ops, seed, &Recovery::default(), end), json)
+}
+
+fn timing(recovery_bound: Option<Duration>) -> chaos::nemesis::Timing {
+    let mut timing = chaos::nemesis::Timing::default();
+    if let Some(bound) = recovery_bound {
+        timing.leader_loss_max_ms = bound.as_millis() as u64;
+        timing.catchup_max_ms = bound.as_millis() as u64;
+    }
+    timing
 }
 
 fn default_whip() -> Option<PathBuf> {

@@ -64,6 +64,14 @@ pub enum RegisterOp {
         /// The revision it got.
         version: Option<u64>,
     },
+    /// A compare-and-set refused because the key was at `current` (0 = absent), not at
+    /// `expect`: it wrote nothing, and at its linearization point the key held `current`.
+    Refused {
+        /// The expected revision.
+        expect: u64,
+        /// The revision the refusal reported.
+        current: u64,
+    },
 }
 
 /// The CAS register with versions (modification revisions, strictly increasing).
@@ -85,6 +93,13 @@ impl Model for RegisterModel {
             (Register::Is(current, at), RegisterOp::Read { value, version }) => (current == value
                 && at.matches(*version))
             .then(|| Register::Is(value.clone(), Version::Known(*version))),
+            (Register::Any, RegisterOp::Refused { expect, current }) => {
+                (expect != current).then_some(Register::Any)
+            }
+            (Register::Is(value, at), RegisterOp::Refused { expect, current }) => {
+                (expect != current && at.matches(*current))
+                    .then(|| Register::Is(value.clone(), Version::Known(*current)))
+            }
             (_, RegisterOp::Write { value, version }) => {
                 let floor = floor_of(state);
                 written(value, *version, floor)
@@ -124,10 +139,16 @@ fn written(value: &str, version: Option<u64>, floor: u64) -> Option<Register> {
 }
 
 /// The register operations of a history (one key), ready for the search. Failed operations
-/// and reads with unknown results took no effect and are left out.
+/// and reads with unknown results took no effect and are left out, except a compare-and-set
+/// refused with the key's current version: it took no effect, but the version it reports
+/// must be one the key held within its window.
 pub fn register_entries(ops: &[&Op]) -> Result<Vec<(usize, Entry<RegisterOp>)>, String> {
     let mut out = Vec::new();
     for (i, op) in ops.iter().enumerate() {
+        if let Some(refused) = refused_cas(op)? {
+            out.push((i, refused));
+            continue;
+        }
         if op.kind == Kind::Fail || (op.kind == Kind::Info && op.f == "read") {
             continue;
         }
@@ -163,6 +184,28 @@ pub fn register_entries(ops: &[&Op]) -> Result<Vec<(usize, Entry<RegisterOp>)>, 
         ));
     }
     Ok(out)
+}
+
+/// A compare-and-set refused with the key's current version (`{"current": v}`), as an
+/// entry; `None` for any other operation. A refusal without a readable version is malformed.
+fn refused_cas(op: &Op) -> Result<Option<Entry<RegisterOp>>, String> {
+    if op.kind != Kind::Fail || op.f != "cas" {
+        return Ok(None);
+    }
+    if op.output.get("current").is_none() {
+        // Refused for a reason that names no version (an error known to have had no
+        // effect): nothing to check.
+        return Ok(None);
+    }
+    let refused = RegisterOp::Refused {
+        expect: u64_at(&op.input, "expect")?,
+        current: u64_at(&op.output, "current")?,
+    };
+    Ok(Some(Entry {
+        op: refused,
+        call: op.call,
+        ret: Some(op.ret),
+    }))
 }
 
 pub(crate) fn u64_at(v: &Value, field: &str) -> Result<u64, String> {

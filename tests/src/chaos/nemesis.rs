@@ -2,6 +2,7 @@
 //! fault (partition, kill -9, SIGSTOP pause or clock skew), holds it, heals it and measures
 //! recovery: leader loss → first successful write, and heal → every voter caught up.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,15 @@ pub struct Recovery {
     pub heal_catchup_ms: Vec<u64>,
     /// Faults injected.
     pub faults: u64,
+    /// Per cell whose leader was lost (a plain cell is cell 0; in a fabric, data cells):
+    /// leader loss → first write of a probe key the cell owns, ms.
+    pub cell_failover_ms: BTreeMap<u64, Vec<u64>>,
+    /// A fabric's meta cell: its leader lost → another node answers as its leader, ms.
+    pub meta_failover_ms: Vec<u64>,
+    /// Leader losses and heals that did not recover within their bounds.
+    pub unrecovered: Vec<super::liveness::Unrecovered>,
+    /// Node processes that exited on their own (not by the nemesis).
+    pub node_exits: Vec<super::liveness::NodeExit>,
 }
 
 /// The schedule's timing.
@@ -62,6 +72,10 @@ pub struct Timing {
     pub quiet_ms: (u64, u64),
     /// How long a fault is held, ms (range).
     pub hold_ms: (u64, u64),
+    /// A leader loss not recovered this long after the fault fails the run, ms.
+    pub leader_loss_max_ms: u64,
+    /// A heal whose voters have not caught up this long after it fails the run, ms.
+    pub catchup_max_ms: u64,
 }
 
 impl Default for Timing {
@@ -69,6 +83,8 @@ impl Default for Timing {
         Timing {
             quiet_ms: (1_500, 4_000),
             hold_ms: (2_000, 6_000),
+            leader_loss_max_ms: super::liveness::LEADER_LOSS_RECOVERY_MAX_MS,
+            catchup_max_ms: super::liveness::HEAL_CATCHUP_MAX_MS,
         }
     }
 }
@@ -99,7 +115,7 @@ impl Nemesis<'_> {
         StdRng::seed_from_u64(seed ^ 0x006e_656d_6573_6973)
     }
 
-    fn event(&mut self, what: &str, detail: serde_json::Value) {
+    pub(super) fn event(&mut self, what: &str, detail: serde_json::Value) {
         let at_ms = self.start.elapsed().as_millis() as u64;
         let line = json!({ "time_ms": at_ms, "event": what, "detail": detail });
         let _ = writeln!(self.log, "{line}");
@@ -109,14 +125,15 @@ impl Nemesis<'_> {
     /// Inject faults until `until`, then heal everything.
     pub async fn run(&mut self, until: Instant) -> Result<(), String> {
         if self.faults.is_empty() {
-            tokio::time::sleep_until(until.into()).await;
+            self.watch_until(until).await;
             return Ok(());
         }
         loop {
             let quiet = self
                 .rng
                 .random_range(self.timing.quiet_ms.0..=self.timing.quiet_ms.1);
-            tokio::time::sleep(Duration::from_millis(quiet)).await;
+            self.watch_until(Instant::now() + Duration::from_millis(quiet))
+                .await;
             if Instant::now() >= until {
                 break;
             }
@@ -142,23 +159,24 @@ impl Nemesis<'_> {
         // In a fabric the data cells' leaders are spread over the nodes: losing any node
         // that leads one is a failover, whether or not it leads the meta cell (which the
         // probe does not write to: losing only its leader is not sampled).
-        let leaders = self.nodes.cell_leaders().await;
-        let lost_leader = leaders.contains(&target);
-        let probe = match fault {
+        let by_cell = self.nodes.leaders_by_cell().await;
+        let lost_leader = by_cell.values().any(|&l| l == target);
+        // The node whose leaderships the fault takes away, if any.
+        let lost = match fault {
             Fault::Partition => {
                 let (what, isolated) = self.partition(leader).await?;
                 self.event("partition", json!({ "kind": what, "leader": leader }));
-                isolated.is_some_and(|i| leaders.contains(&i))
+                isolated
             }
             Fault::Kill => {
                 self.nodes.kill(target);
                 self.event("kill", json!({ "node": target, "leader": lost_leader }));
-                lost_leader
+                Some(target)
             }
             Fault::Pause => {
                 self.nodes.pause(target);
                 self.event("pause", json!({ "node": target, "leader": lost_leader }));
-                lost_leader
+                Some(target)
             }
             Fault::Skew => {
                 let offset = if self.rng.random_bool(0.25) {
@@ -173,23 +191,14 @@ impl Nemesis<'_> {
                     "skew",
                     json!({ "node": target, "offset_ms": offset, "leader": lost_leader }),
                 );
-                lost_leader
+                Some(target)
             }
         };
         let hold_until = Instant::now() + hold;
-        if probe {
-            let within = hold + Duration::from_secs(10);
-            match first_write(&self.nodes.addrs, within, self.nodes.probe_keys()).await {
-                Some(per_probe) => {
-                    let ms = per_probe.iter().copied().max().unwrap_or(0);
-                    self.recovery.leader_loss_ms.push(ms);
-                    let detail = json!({ "after_ms": ms, "per_probe_ms": per_probe });
-                    self.event("leader-loss-recovered", detail);
-                }
-                None => self.event("leader-loss-not-recovered", json!({})),
-            }
+        if let Some(lost) = lost {
+            self.sample_failover(lost, &by_cell, leader).await;
         }
-        tokio::time::sleep_until(hold_until.into()).await;
+        self.watch_until(hold_until).await;
         self.heal().await
     }
 
@@ -255,28 +264,38 @@ impl Nemesis<'_> {
 
     /// Undo every cut and pause, restart dead nodes, and measure catch-up.
     pub async fn heal(&mut self) -> Result<(), String> {
+        // A node that died on its own is reported before the heal restarts it.
+        self.watch_nodes();
         let was_cut = self.net.is_cut();
         self.net.heal()?;
         self.nodes.heal()?;
         let healed = Instant::now();
         self.event("heal", json!({ "network": was_cut }));
-        match caught_up(self.nodes, Duration::from_secs(30)).await {
-            Some(()) => {
+        let within_ms = self.timing.catchup_max_ms;
+        match caught_up(self.nodes, Duration::from_millis(within_ms)).await {
+            Ok(()) => {
                 let ms = healed.elapsed().as_millis() as u64;
                 self.recovery.heal_catchup_ms.push(ms);
                 self.event("caught-up", json!({ "after_ms": ms }));
             }
-            None => self.event("not-caught-up", json!({ "within_ms": 30_000 })),
+            Err(why) => {
+                self.event("not-caught-up", json!({ "within_ms": within_ms }));
+                self.unrecovered(0, "heal-catchup", healed, why);
+            }
         }
         Ok(())
     }
 }
 
 /// Milliseconds until a write of each of `probes` keys (`probe/leader/<n>`) succeeded
-/// through any member, one figure per key, or `None` after `within`. A fabric needs several
-/// keys so that every data cell is written: the leader lost may lead any of them, and the
-/// figures per key show which cell came back last.
-async fn first_write(addrs: &[String], within: Duration, probes: usize) -> Option<Vec<u64>> {
+/// through any member, one figure per key (`None`: not within `within`). A fabric needs
+/// several keys so that every data cell is written: the leader lost may lead any of them,
+/// and the figures per key show which cell came back last.
+pub(super) async fn first_write(
+    addrs: &[String],
+    within: Duration,
+    probes: usize,
+) -> Vec<Option<u64>> {
     let started = Instant::now();
     let clients: Vec<CellClient> = addrs
         .iter()
@@ -284,7 +303,7 @@ async fn first_write(addrs: &[String], within: Duration, probes: usize) -> Optio
         .map(|c| c.with_retry_for(Duration::ZERO))
         .collect();
     let mut pending: Vec<usize> = (0..probes).collect();
-    let mut done_ms = vec![0u64; probes];
+    let mut done_ms = vec![None; probes];
     let mut n = 0u64;
     while started.elapsed() < within {
         n += 1;
@@ -313,20 +332,20 @@ async fn first_write(addrs: &[String], within: Duration, probes: usize) -> Optio
         pending.clear();
         for (probe, ok_ms) in done {
             match ok_ms {
-                Some(ms) => done_ms[probe] = ms,
+                Some(ms) => done_ms[probe] = Some(ms),
                 None => pending.push(probe),
             }
         }
         if pending.is_empty() {
-            return Some(done_ms);
+            break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    None
+    done_ms
 }
 
-/// Wait until every node has applied the leader's last log index as of now.
-pub async fn caught_up(nodes: &Nodes, within: Duration) -> Option<()> {
+/// Wait until every node has applied the leader's last log index as of now; else why not.
+pub async fn caught_up(nodes: &Nodes, within: Duration) -> Result<(), String> {
     let deadline = Instant::now() + within;
     let target = loop {
         if let Some(l) = nodes.leader().await
@@ -336,21 +355,25 @@ pub async fn caught_up(nodes: &Nodes, within: Duration) -> Option<()> {
             break s.last_log_index;
         }
         if Instant::now() > deadline {
-            return None;
+            return Err(format!("no leader known within {} ms", within.as_millis()));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     for id in 1..=nodes.len() {
         loop {
             let applied = nodes.status(id, Duration::from_millis(500)).await;
-            if applied.is_some_and(|s| s.last_applied >= target) {
+            if applied.as_ref().is_some_and(|s| s.last_applied >= target) {
                 break;
             }
             if Instant::now() > deadline {
-                return None;
+                let at = applied.map_or("no answer".into(), |s| s.last_applied.to_string());
+                return Err(format!(
+                    "node {id} applied {at} of index {target} within {} ms",
+                    within.as_millis()
+                ));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    Some(())
+    Ok(())
 }

@@ -4,9 +4,9 @@
 //! (`whip fabric init`; status and leader are then the meta cell's). Kill is SIGKILL, pause
 //! is SIGSTOP/SIGCONT, skew restarts a node with `--clock-offset-ms`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use whip_cell::CellClient;
@@ -37,6 +37,8 @@ pub struct Nodes {
     nodes: Vec<Node>,
     /// Data cells of a fabric (0: the nodes are one plain cell).
     fabric_cells: u32,
+    /// Nodes found exited on their own (not killed by the harness), not yet reported.
+    exited: Vec<(usize, ExitStatus)>,
 }
 
 impl Nodes {
@@ -62,6 +64,7 @@ impl Nodes {
                 })
                 .collect(),
             fabric_cells,
+            exited: Vec::new(),
         };
         for id in 1..=n {
             nodes.spawn(id)?;
@@ -164,13 +167,57 @@ impl Nodes {
             .stderr(err)
             .spawn()
             .map_err(|e| format!("spawn node {id}: {e}"))?;
+        // The pid, for tests that kill a node behind the harness's back.
+        let pid_path = self.dir.join(format!("node-{id}.pid"));
+        std::fs::write(&pid_path, child.id().to_string())
+            .map_err(|e| format!("{}: {e}", pid_path.display()))?;
         self.nodes[id - 1].child = Some(child);
         self.nodes[id - 1].paused = false;
         Ok(())
     }
 
-    /// SIGKILL node `id` and reap it.
+    /// The log file of node `id`.
+    pub fn log_path(&self, id: usize) -> PathBuf {
+        self.dir.join(format!("node-{id}.log"))
+    }
+
+    /// Data cells of the fabric (0: one plain cell).
+    pub fn fabric_cells(&self) -> u32 {
+        self.fabric_cells
+    }
+
+    /// The nodes that exited on their own since the last call, with their exit status. Their
+    /// slots are emptied, so the next heal restarts them.
+    pub fn reap_exited(&mut self) -> Vec<(usize, ExitStatus)> {
+        let mut out = std::mem::take(&mut self.exited);
+        for id in 1..=self.nodes.len() {
+            if let Some(status) = self.exit_status(id) {
+                self.nodes[id - 1].child = None;
+                self.nodes[id - 1].paused = false;
+                out.push((id, status));
+            }
+        }
+        out
+    }
+
+    /// Node `id`'s exit status if its process has exited (without reaping it from our view).
+    fn exit_status(&mut self, id: usize) -> Option<ExitStatus> {
+        let child = self.nodes[id - 1].child.as_mut()?;
+        match child.try_wait() {
+            Ok(status) => status,
+            Err(e) => {
+                tracing::warn!(node = id, error = %e, "cannot poll the node process");
+                None
+            }
+        }
+    }
+
+    /// SIGKILL node `id` and reap it. A node already exited on its own is recorded as such
+    /// first, so a kill never hides a crash.
     pub fn kill(&mut self, id: usize) {
+        if let Some(status) = self.exit_status(id) {
+            self.exited.push((id, status));
+        }
         let node = &mut self.nodes[id - 1];
         if let Some(mut child) = node.child.take() {
             let _ = child.kill();
@@ -255,6 +302,27 @@ impl Nodes {
             leaders.extend(self.cell_leader(cell).await);
         }
         leaders
+    }
+
+    /// The leader of each cell the probe writes to (see [`Nodes::cell_leaders`]), by cell;
+    /// a cell without a known leader is left out.
+    pub async fn leaders_by_cell(&self) -> BTreeMap<u64, usize> {
+        let cells = match self.fabric_cells {
+            0 => 0..=0,
+            n => 1..=u64::from(n),
+        };
+        let mut leaders = BTreeMap::new();
+        for cell in cells {
+            if let Some(leader) = self.cell_leader(cell).await {
+                leaders.insert(cell, leader);
+            }
+        }
+        leaders
+    }
+
+    /// Is node `id` running and not paused?
+    pub fn is_serving(&self, id: usize) -> bool {
+        self.is_running(id) && !self.nodes[id - 1].paused
     }
 
     /// The leader (of the plain cell, or a fabric's meta cell) as reported by the first

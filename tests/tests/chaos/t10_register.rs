@@ -144,6 +144,59 @@ fn failed_cas_takes_no_effect() {
     ]);
 }
 
+/// A compare-and-set refused with the key's current version `current`.
+fn refused_cas(
+    p: u64,
+    expect: u64,
+    current: u64,
+    call: u64,
+    ret: u64,
+) -> whip_tests::chaos::history::Op {
+    let mut refused = cas(p, expect, "x", 0, call, Some(ret));
+    refused.kind = whip_tests::chaos::history::Kind::Fail;
+    refused.output = json!({"current": current});
+    refused
+}
+
+#[test]
+fn refused_cas_may_report_a_version_held_in_its_window() {
+    passes(&[
+        write(1, "a", 5, 0, Some(1)),
+        // Concurrent with the write of version 9: either 5 or 9 may be current.
+        refused_cas(2, 4, 5, 2, 10),
+        refused_cas(3, 4, 9, 2, 10),
+        write(1, "b", 9, 3, Some(4)),
+        // Absent before anything was written.
+        refused_cas(4, 3, 0, 0, 0),
+    ]);
+}
+
+#[test]
+fn refused_cas_reporting_a_version_the_key_never_held_fails() {
+    let found = fails(&[
+        write(1, "a", 5, 0, Some(1)),
+        refused_cas(2, 4, 7, 2, 3),
+        write(1, "b", 9, 4, Some(5)),
+    ]);
+    assert!(found[0].history.contains("\"current\":7"), "{found:?}");
+}
+
+#[test]
+fn refused_cas_reporting_an_overwritten_version_fails() {
+    // Version 5 was replaced by 9 before the refusal was called: 5 is stale.
+    fails(&[
+        write(1, "a", 5, 0, Some(1)),
+        write(1, "b", 9, 2, Some(3)),
+        refused_cas(2, 4, 5, 4, 5),
+    ]);
+}
+
+#[test]
+fn refused_cas_reporting_its_own_expected_version_fails() {
+    // A refusal says the key was not at `expect`; reporting `expect` contradicts it.
+    fails(&[write(1, "a", 5, 0, Some(1)), refused_cas(2, 5, 5, 2, 3)]);
+}
+
 #[test]
 fn violation_shrinks_to_the_stale_read() {
     let mut ops = Vec::new();

@@ -169,6 +169,59 @@ fn a_mailbox_without_a_final_read_fails() {
     assert!(found[0].message.contains("never succeeded"), "{found:?}");
 }
 
+/// Messages of the large history: enough that a checker comparing every message with
+/// every send (10^10 steps) would not finish in CI, while a near-linear one takes seconds.
+const LARGE_HISTORY_MESSAGES: u64 = 100_000;
+
+/// A history of [`LARGE_HISTORY_MESSAGES`] sends: every one acknowledged, half drained by
+/// acks of one page each, half left in the final mailbox; optionally one planted phantom.
+fn large_history(phantom: bool) -> Vec<Op> {
+    let mut ops = Vec::new();
+    let (mut drained, mut left) = (Vec::new(), Vec::new());
+    for seq in 1..=LARGE_HISTORY_MESSAGES {
+        let sender = format!("chaos-mail-s{}", seq % 4);
+        let text = format!("{sender}:{}", seq / 4 + 1);
+        let t = seq * 10;
+        ops.push(send(seq % 4, &text, 0, seq, t, Some(t + 1)));
+        let m = msg(seq, &sender, &text, 0);
+        if seq <= LARGE_HISTORY_MESSAGES / 2 {
+            drained.push(m);
+        } else {
+            left.push(m);
+        }
+    }
+    let mut t = LARGE_HISTORY_MESSAGES * 10 + 10;
+    for page in drained.chunks(64) {
+        ops.push(ack(10, page, t, Some(t + 1)));
+        t += 2;
+    }
+    if phantom {
+        left.push(msg(
+            LARGE_HISTORY_MESSAGES + 1,
+            "chaos-mail-s9",
+            "chaos-mail-s9:1",
+            0,
+        ));
+    }
+    let mut last = final_read(&left);
+    (last.call, last.ret) = (t, t + 1);
+    ops.push(last);
+    ops
+}
+
+#[test]
+fn a_hundred_thousand_messages_are_checked_in_near_linear_time() {
+    let started = Instant::now();
+    passes(&large_history(false));
+    let found = fails(&large_history(true));
+    assert_eq!(found.len(), 1, "{:?}", found[0].message);
+    assert!(found[0].message.contains("never sent"), "{found:?}");
+    eprintln!(
+        "two histories of {LARGE_HISTORY_MESSAGES} messages checked in {:?}",
+        started.elapsed()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_brief_mail_run_on_a_cell_passes() {
     let cluster = Cluster::start(3, StorageKind::Redb).await;
