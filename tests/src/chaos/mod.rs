@@ -15,6 +15,7 @@ pub mod invariants;
 pub mod linear;
 pub mod mail;
 pub mod models;
+pub mod mover;
 pub mod nemesis;
 pub mod net;
 pub mod nodes;
@@ -247,8 +248,7 @@ pub async fn run(options: Options) -> Result<Report, String> {
         nodes: &mut nodes,
         faults: options.faults.clone(),
         rng: Nemesis::seeded(options.seed),
-        log,
-        start,
+        log: nemesis::EventLog::new(log, start),
         timing: options.timing,
         recovery: Recovery::default(),
     };

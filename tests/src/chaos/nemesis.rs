@@ -2,7 +2,9 @@
 //! fault (partition, kill -9, SIGSTOP pause or clock skew), holds it, heals it and measures
 //! recovery: leader loss → first successful write, and heal → every voter caught up.
 
+use std::collections::BTreeSet;
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
@@ -13,6 +15,7 @@ use serde_json::json;
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;
 
+use super::mover::Mover;
 use super::net::Net;
 use super::nodes::Nodes;
 
@@ -21,25 +24,51 @@ use super::nodes::Nodes;
 pub enum Fault {
     /// Network partitions: isolate the leader, majority/minority, bridge, ring.
     Partition,
-    /// SIGKILL a node, restart it later.
+    /// SIGKILL a node (the one leading the most data cells half the time), restart it later.
     Kill,
     /// SIGSTOP a node, SIGCONT it later.
     Pause,
     /// Restart a node with a clock offset.
     Skew,
+    /// Split ranges and move them between the data cells of a fabric, beside the other
+    /// faults ([`super::mover`]).
+    Move,
+    /// Cut traffic between two nodes in one direction only.
+    Oneway,
 }
+
+/// Every nemesis name, in the order of the contract.
+const NAMES: &[(&str, Fault)] = &[
+    ("partition", Fault::Partition),
+    ("kill", Fault::Kill),
+    ("pause", Fault::Pause),
+    ("skew", Fault::Skew),
+    ("move", Fault::Move),
+    ("oneway", Fault::Oneway),
+];
 
 impl Fault {
     /// Parse a nemesis name.
     pub fn parse(name: &str) -> Result<Fault, String> {
-        match name {
-            "partition" => Ok(Fault::Partition),
-            "kill" => Ok(Fault::Kill),
-            "pause" => Ok(Fault::Pause),
-            "skew" => Ok(Fault::Skew),
-            other => Err(format!(
-                "unknown nemesis {other:?} (partition, kill, pause, skew)"
+        match NAMES.iter().find(|(n, _)| *n == name) {
+            Some(&(_, fault)) => Ok(fault),
+            None => {
+                let names: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
+                Err(format!("unknown nemesis {name:?} ({})", names.join(", ")))
+            }
+        }
+    }
+
+    /// Can this fault run against `nodes` nodes, as a fabric of `fabric_cells` data cells
+    /// (0: one plain cell)? An error says why not.
+    pub fn fits(self, nodes: usize, fabric_cells: u32) -> Result<(), String> {
+        match self {
+            Fault::Move if fabric_cells < 2 => Err(format!(
+                "nemesis move needs a fabric of 2 or more data cells (--fabric-cells), \
+                 not {fabric_cells}"
             )),
+            Fault::Oneway if nodes < 2 => Err("nemesis oneway needs 2 or more nodes".into()),
+            _ => Ok(()),
         }
     }
 }
@@ -53,6 +82,8 @@ pub struct Recovery {
     pub heal_catchup_ms: Vec<u64>,
     /// Faults injected.
     pub faults: u64,
+    /// Range splits and moves completed by the `move` nemesis.
+    pub range_changes: u64,
 }
 
 /// The schedule's timing.
@@ -73,6 +104,34 @@ impl Default for Timing {
     }
 }
 
+/// The nemesis log (`nemesis.jsonl`), shared by the fault rounds and the mover that runs
+/// beside them: one JSON line per event, its time relative to the run's start.
+#[derive(Clone)]
+pub struct EventLog {
+    file: Arc<Mutex<std::fs::File>>,
+    start: Instant,
+}
+
+impl EventLog {
+    /// A log writing to `file`, times counted from `start`.
+    pub fn new(file: std::fs::File, start: Instant) -> EventLog {
+        EventLog {
+            file: Arc::new(Mutex::new(file)),
+            start,
+        }
+    }
+
+    /// Record one event (also shown on stderr).
+    pub fn event(&self, what: &str, detail: serde_json::Value) {
+        let at_ms = self.start.elapsed().as_millis() as u64;
+        let line = json!({ "time_ms": at_ms, "event": what, "detail": detail });
+        if let Ok(mut file) = self.file.lock() {
+            let _ = writeln!(file, "{line}");
+        }
+        eprintln!("[{:>7.1}s] nemesis {what} {detail}", at_ms as f64 / 1000.0);
+    }
+}
+
 /// Runs faults against `net` and `nodes` until `until`.
 pub struct Nemesis<'a> {
     /// The namespaces.
@@ -84,9 +143,7 @@ pub struct Nemesis<'a> {
     /// The seeded schedule.
     pub rng: StdRng,
     /// Where events are logged (JSON lines).
-    pub log: std::fs::File,
-    /// Run start (event times are relative to it).
-    pub start: Instant,
+    pub log: EventLog,
     /// Timing.
     pub timing: Timing,
     /// What was measured.
@@ -100,15 +157,31 @@ impl Nemesis<'_> {
     }
 
     fn event(&mut self, what: &str, detail: serde_json::Value) {
-        let at_ms = self.start.elapsed().as_millis() as u64;
-        let line = json!({ "time_ms": at_ms, "event": what, "detail": detail });
-        let _ = writeln!(self.log, "{line}");
-        eprintln!("[{:>7.1}s] nemesis {what} {detail}", at_ms as f64 / 1000.0);
+        self.log.event(what, detail);
     }
 
-    /// Inject faults until `until`, then heal everything.
+    /// Inject faults until `until`, then heal everything. With `move` enabled, a
+    /// [`Mover`] changes ranges all along, beside the rounds of the other faults.
     pub async fn run(&mut self, until: Instant) -> Result<(), String> {
-        if self.faults.is_empty() {
+        if !self.faults.contains(&Fault::Move) {
+            return self.rounds(until).await;
+        }
+        let rng = StdRng::seed_from_u64(self.rng.random());
+        let mut mover = Mover::new(self.nodes.addrs.clone(), rng, self.log.clone());
+        let (rounds, moved) = tokio::join!(self.rounds(until), mover.run(until));
+        self.recovery.range_changes += mover.changes;
+        rounds.and(moved)
+    }
+
+    /// One round after another of the faults other than `move`, until `until`.
+    async fn rounds(&mut self, until: Instant) -> Result<(), String> {
+        let faults: Vec<Fault> = self
+            .faults
+            .iter()
+            .copied()
+            .filter(|f| *f != Fault::Move)
+            .collect();
+        if faults.is_empty() {
             tokio::time::sleep_until(until.into()).await;
             return Ok(());
         }
@@ -120,7 +193,7 @@ impl Nemesis<'_> {
             if Instant::now() >= until {
                 break;
             }
-            let fault = *self.faults.choose(&mut self.rng).expect("faults not empty");
+            let fault = *faults.choose(&mut self.rng).expect("faults not empty");
             let hold = self
                 .rng
                 .random_range(self.timing.hold_ms.0..=self.timing.hold_ms.1);
@@ -135,7 +208,13 @@ impl Nemesis<'_> {
         let n = self.nodes.len();
         let target_leader = self.rng.random_bool(0.5);
         let random_node = self.rng.random_range(1..=n);
-        let target = match leader {
+        // A kill aims at the node leading the most data cells: once one node leads them
+        // all, aiming at the meta cell's leader would miss every data-cell failover.
+        let aimed = match fault {
+            Fault::Kill => self.nodes.busiest_leader().await.or(leader),
+            _ => leader,
+        };
+        let target = match aimed {
             Some(l) if target_leader => l,
             _ => random_node,
         };
@@ -143,22 +222,45 @@ impl Nemesis<'_> {
         // that leads one is a failover, whether or not it leads the meta cell (which the
         // probe does not write to: losing only its leader is not sampled).
         let leaders = self.nodes.cell_leaders().await;
+        let aimed = target_leader && aimed.is_some();
+        let probe = self
+            .inject(fault, (target, aimed), leader, &leaders)
+            .await?;
+        let hold_until = Instant::now() + hold;
+        if probe {
+            self.sample_leader_loss(hold).await;
+        }
+        tokio::time::sleep_until(hold_until.into()).await;
+        self.heal().await
+    }
+
+    /// Inject `fault` (at `target` when it hits one node, `aimed` when chosen as a leader);
+    /// true when it took a node leading a cell the probe writes to out of reach, a failover
+    /// to sample.
+    async fn inject(
+        &mut self,
+        fault: Fault,
+        (target, aimed): (usize, bool),
+        leader: Option<usize>,
+        leaders: &BTreeSet<usize>,
+    ) -> Result<bool, String> {
         let lost_leader = leaders.contains(&target);
-        let probe = match fault {
+        let detail = json!({ "node": target, "leader": lost_leader, "aimed": aimed });
+        match fault {
             Fault::Partition => {
                 let (what, isolated) = self.partition(leader).await?;
                 self.event("partition", json!({ "kind": what, "leader": leader }));
-                isolated.is_some_and(|i| leaders.contains(&i))
+                Ok(isolated.is_some_and(|i| leaders.contains(&i)))
             }
             Fault::Kill => {
                 self.nodes.kill(target);
-                self.event("kill", json!({ "node": target, "leader": lost_leader }));
-                lost_leader
+                self.event("kill", detail);
+                Ok(lost_leader)
             }
             Fault::Pause => {
                 self.nodes.pause(target);
-                self.event("pause", json!({ "node": target, "leader": lost_leader }));
-                lost_leader
+                self.event("pause", detail);
+                Ok(lost_leader)
             }
             Fault::Skew => {
                 let offset = if self.rng.random_bool(0.25) {
@@ -169,28 +271,53 @@ impl Nemesis<'_> {
                 self.nodes.set_clock_offset(target, offset);
                 self.nodes.kill(target);
                 self.nodes.spawn(target)?;
-                self.event(
-                    "skew",
-                    json!({ "node": target, "offset_ms": offset, "leader": lost_leader }),
-                );
-                lost_leader
+                let detail = json!({ "node": target, "offset_ms": offset, "leader": lost_leader });
+                self.event("skew", detail);
+                Ok(lost_leader)
             }
-        };
-        let hold_until = Instant::now() + hold;
-        if probe {
-            let within = hold + Duration::from_secs(10);
-            match first_write(&self.nodes.addrs, within, self.nodes.probe_keys()).await {
-                Some(per_probe) => {
-                    let ms = per_probe.iter().copied().max().unwrap_or(0);
-                    self.recovery.leader_loss_ms.push(ms);
-                    let detail = json!({ "after_ms": ms, "per_probe_ms": per_probe });
-                    self.event("leader-loss-recovered", detail);
-                }
-                None => self.event("leader-loss-not-recovered", json!({})),
+            Fault::Oneway => {
+                self.oneway(target, leader)?;
+                Ok(false)
             }
+            Fault::Move => unreachable!("the mover runs beside the rounds"),
         }
-        tokio::time::sleep_until(hold_until.into()).await;
-        self.heal().await
+    }
+
+    /// Cut one direction between the leader and another node: the leader's messages to it
+    /// (it stops hearing heartbeats, yet the leader hears it), or its messages to the leader
+    /// (it hears heartbeats, the leader never hears its answers).
+    fn oneway(&mut self, target: usize, leader: Option<usize>) -> Result<(), String> {
+        let n = self.nodes.len();
+        let leader = leader.unwrap_or(target);
+        let other = match target {
+            t if t != leader => t,
+            t => t % n + 1,
+        };
+        let (from, to) = if self.rng.random_bool(0.5) {
+            (leader, other)
+        } else {
+            (other, leader)
+        };
+        self.net.block_one_way(from, to)?;
+        self.event(
+            "oneway",
+            json!({ "from": from, "to": to, "leader": leader }),
+        );
+        Ok(())
+    }
+
+    /// Measure leader loss → first successful write of every probe key.
+    async fn sample_leader_loss(&mut self, hold: Duration) {
+        let within = hold + Duration::from_secs(10);
+        match first_write(&self.nodes.addrs, within, self.nodes.probe_keys()).await {
+            Some(per_probe) => {
+                let ms = per_probe.iter().copied().max().unwrap_or(0);
+                self.recovery.leader_loss_ms.push(ms);
+                let detail = json!({ "after_ms": ms, "per_probe_ms": per_probe });
+                self.event("leader-loss-recovered", detail);
+            }
+            None => self.event("leader-loss-not-recovered", json!({})),
+        }
     }
 
     /// Cut the network one of the ways possible for this many nodes; returns its name and

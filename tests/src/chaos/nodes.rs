@@ -4,7 +4,7 @@
 //! (`whip fabric init`; status and leader are then the meta cell's). Kill is SIGKILL, pause
 //! is SIGSTOP/SIGCONT, skew restarts a node with `--clock-offset-ms`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -246,15 +246,34 @@ impl Nodes {
     /// in a fabric, its data cells: the probe's keys never touch the meta cell). Losing
     /// any of them is a failover to sample.
     pub async fn cell_leaders(&self) -> BTreeSet<usize> {
+        self.leader_counts().await.into_keys().collect()
+    }
+
+    /// How many of the cells the probe writes to (see [`Nodes::cell_leaders`]) each node
+    /// leads; nodes leading none are left out.
+    pub async fn leader_counts(&self) -> BTreeMap<usize, usize> {
         let cells = match self.fabric_cells {
             0 => 0..=0,
             n => 1..=u64::from(n),
         };
-        let mut leaders = BTreeSet::new();
+        let mut counts = BTreeMap::new();
         for cell in cells {
-            leaders.extend(self.cell_leader(cell).await);
+            if let Some(leader) = self.cell_leader(cell).await {
+                *counts.entry(leader).or_default() += 1;
+            }
         }
-        leaders
+        counts
+    }
+
+    /// The node leading the most data cells (of a plain cell: its leader), the smallest id
+    /// among equals. Kills aimed at it take down as many data-cell leaders as one kill can.
+    pub async fn busiest_leader(&self) -> Option<usize> {
+        let counts = self.leader_counts().await;
+        let most = counts.values().copied().max()?;
+        counts
+            .into_iter()
+            .find(|&(_, n)| n == most)
+            .map(|(id, _)| id)
     }
 
     /// The leader (of the plain cell, or a fabric's meta cell) as reported by the first

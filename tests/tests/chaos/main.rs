@@ -1,6 +1,7 @@
 //! The chaos checker on small hand-made histories: each model and invariant has histories
 //! that must pass and histories that must fail, so a checker that cannot fail is caught.
 //! Times are in milliseconds for readability (the checker only compares them).
+//! `t90_nemesis` runs the real harness, one nemesis at a time (root only).
 
 mod t10_register;
 mod t20_lease;
@@ -10,6 +11,7 @@ mod t50_history;
 mod t60_board;
 mod t70_registry;
 mod t80_mail;
+mod t90_nemesis;
 
 use serde_json::Value;
 use whip_tests::chaos::check::{WorkloadResult, check_all};
