@@ -20,8 +20,8 @@ struct Args {
     /// How long the workload and faults run (`60s`, `5m`, `1500ms`).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     duration: Duration,
-    /// Faults: partition, kill, pause, skew, move, oneway (comma-separated; `none` for
-    /// none).
+    /// Faults: partition, kill, pause, skew, move, oneway, member, clock (comma-separated;
+    /// `none` for none).
     #[arg(long, default_value = "partition,kill,pause,skew")]
     nemesis: String,
     /// Workloads: cas, lease, counter, ledger, board, registry, mail, vote.

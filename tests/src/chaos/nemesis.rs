@@ -35,7 +35,15 @@ pub enum Fault {
     Move,
     /// Cut traffic between two nodes in one direction only.
     Oneway,
+    /// Take a voter out of a plain cell; at the heal add it back as a learner and promote
+    /// it (the membership API of `whip cell add-learner|voters`).
+    Member,
+    /// Jump a running node's clock forwards or backwards; the heal jumps it back.
+    Clock,
 }
+
+/// How far a live clock jump goes, ms (range; forwards or backwards).
+const CLOCK_JUMP_MS: (i64, i64) = (1_000, 8_000);
 
 /// Every nemesis name, in the order of the contract.
 const NAMES: &[(&str, Fault)] = &[
@@ -45,6 +53,8 @@ const NAMES: &[(&str, Fault)] = &[
     ("skew", Fault::Skew),
     ("move", Fault::Move),
     ("oneway", Fault::Oneway),
+    ("member", Fault::Member),
+    ("clock", Fault::Clock),
 ];
 
 impl Fault {
@@ -68,6 +78,11 @@ impl Fault {
                  not {fabric_cells}"
             )),
             Fault::Oneway if nodes < 2 => Err("nemesis oneway needs 2 or more nodes".into()),
+            Fault::Member if fabric_cells > 0 => Err(
+                "nemesis member changes a plain cell's voters: run it without --fabric-cells"
+                    .into(),
+            ),
+            Fault::Member if nodes < 3 => Err("nemesis member needs 3 or more nodes".into()),
             _ => Ok(()),
         }
     }
@@ -279,6 +294,23 @@ impl Nemesis<'_> {
                 self.oneway(target, leader)?;
                 Ok(false)
             }
+            Fault::Member => {
+                self.nodes.remove_voter(target).await?;
+                self.event("member-remove", detail);
+                Ok(lost_leader)
+            }
+            Fault::Clock => {
+                let size = self.rng.random_range(CLOCK_JUMP_MS.0..=CLOCK_JUMP_MS.1);
+                let offset = if self.rng.random_bool(0.5) {
+                    size
+                } else {
+                    -size
+                };
+                self.nodes.jump_clock(target, offset)?;
+                let detail = json!({ "node": target, "offset_ms": offset, "leader": lost_leader });
+                self.event("clock", detail);
+                Ok(false)
+            }
             Fault::Move => unreachable!("the mover runs beside the rounds"),
         }
     }
@@ -385,6 +417,9 @@ impl Nemesis<'_> {
         let was_cut = self.net.is_cut();
         self.net.heal()?;
         self.nodes.heal()?;
+        if let Some(id) = self.nodes.restore_voter().await? {
+            self.event("member-restore", json!({ "node": id }));
+        }
         let healed = Instant::now();
         self.event("heal", json!({ "network": was_cut }));
         match caught_up(self.nodes, Duration::from_secs(30)).await {

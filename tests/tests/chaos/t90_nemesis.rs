@@ -212,3 +212,103 @@ fn oneway_partitions_cut_one_direction() {
             .all(|e| e["detail"]["from"] != e["detail"]["to"])
     );
 }
+
+#[test]
+fn voters_leave_and_come_back_under_load() {
+    if !can_run() {
+        return;
+    }
+    let run = chaos(
+        "member",
+        6,
+        &[
+            "--nodes",
+            "3",
+            "--nemesis",
+            "member",
+            "--workload",
+            "cas,lease,counter,ledger",
+        ],
+    );
+    let removed = run.named("member-remove");
+    let restored = run.named("member-restore");
+    assert!(!removed.is_empty(), "no voter removed in {:#?}", run.events);
+    assert_eq!(removed.len(), restored.len(), "{:#?}", run.events);
+}
+
+#[test]
+fn five_nodes_get_the_ring_partition() {
+    if !can_run() {
+        return;
+    }
+    // Seed 7 draws the ring in the second round.
+    let run = chaos(
+        "ring",
+        7,
+        &[
+            "--nodes",
+            "5",
+            "--nemesis",
+            "partition",
+            "--workload",
+            "cas,ledger",
+        ],
+    );
+    let kinds: Vec<String> = run
+        .named("partition")
+        .iter()
+        .map(|e| e["detail"]["kind"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(
+        kinds.iter().any(|k| k.starts_with("ring")),
+        "no ring in {kinds:?}"
+    );
+}
+
+#[test]
+fn clocks_jump_inside_running_nodes() {
+    if !can_run() {
+        return;
+    }
+    let run = chaos(
+        "clock",
+        8,
+        &[
+            "--nodes",
+            "3",
+            "--nemesis",
+            "clock",
+            "--workload",
+            "cas,lease,counter,ledger",
+        ],
+    );
+    let jumps = run.named("clock");
+    assert!(!jumps.is_empty(), "no clock jump in {:#?}", run.events);
+    // The node itself saw the jump while it ran (its log), not only at a restart.
+    for jump in jumps {
+        let node = jump["detail"]["node"].as_u64().expect("node");
+        let offset = jump["detail"]["offset_ms"].as_i64().expect("offset");
+        let log = run.out.join("data").join(format!("node-{node}.log"));
+        let log = without_colours(&std::fs::read_to_string(&log).expect("node log"));
+        let seen = "clock offset jumped (test fault) before=";
+        assert!(
+            log.lines()
+                .any(|l| l.contains(seen) && l.ends_with(&format!("after={offset}"))),
+            "node {node} never jumped to {offset}:\n{log}"
+        );
+    }
+}
+
+/// `text` without its terminal colour sequences (`ESC [ … m`).
+fn without_colours(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            chars.by_ref().find(|&c| c == 'm');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
