@@ -24,6 +24,7 @@
 
 pub mod budget;
 pub mod client;
+pub mod clock;
 mod convert;
 pub mod direct;
 mod election_pause;
@@ -47,6 +48,7 @@ pub mod types;
 pub mod vote_wire;
 
 pub use client::CellClient;
+pub use clock::ClockOffset;
 pub use error::CellError;
 pub use runtime::{Cell, CellConfig};
 pub use storage::StorageKind;

@@ -174,3 +174,6 @@ pub const HEARTBEAT_BATCH_TIMEOUT_MS: u64 = 100;
 /// How long a server gives one cell's heartbeat of a batch before it answers that one
 /// `unavailable` (the others are not held up by it).
 pub const HEARTBEAT_ITEM_TIMEOUT_MS: u64 = 80;
+
+/// How often a member started with `--clock-offset-file` (a test-only fault) re-reads it.
+pub const CLOCK_OFFSET_FILE_POLL_MS: u64 = 100;

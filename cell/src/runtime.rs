@@ -54,8 +54,9 @@ pub struct CellConfig {
     pub value_bytes_max: usize,
     /// Build a snapshot after this many log entries.
     pub snapshot_after_entries: u64,
-    /// Test-only offset added to this member's wall clock (clock-skew faults).
-    pub clock_offset_ms: i64,
+    /// Test-only offset added to this member's wall clock (clock-skew faults); shared, so a
+    /// fault test can jump it while the member runs.
+    pub clock_offset: crate::ClockOffset,
     /// How often the leader heartbeats its followers.
     pub heartbeat_ms: u64,
     /// A follower hearing no leader for a random time in `[min, 2 × min)` campaigns.
@@ -86,7 +87,7 @@ impl CellConfig {
             storage: StorageKind::Redb,
             value_bytes_max: limits::VALUE_BYTES_MAX_DEFAULT,
             snapshot_after_entries: limits::SNAPSHOT_AFTER_ENTRIES_DEFAULT,
-            clock_offset_ms: 0,
+            clock_offset: crate::ClockOffset::default(),
             heartbeat_ms: limits::HEARTBEAT_MS,
             election_timeout_min_ms: limits::ELECTION_TIMEOUT_MIN_MS,
             own_tick_loop: true,
@@ -459,7 +460,7 @@ impl Inner {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_millis() as i64;
-        (wall + self.config.clock_offset_ms).max(0) as u64
+        (wall + self.config.clock_offset.get()).max(0) as u64
     }
 
     /// The stamp time for the next proposal: the wall clock, never below the last one.

@@ -36,8 +36,9 @@ pub struct NodeConfig {
     pub heartbeat_ms: u64,
     /// Lower bound of the election timeout of hosted cells.
     pub election_timeout_min_ms: u64,
-    /// Test-only: added to the clock of every hosted cell (fault tests skew a node).
-    pub clock_offset_ms: i64,
+    /// Test-only: added to the clock of every hosted cell (fault tests skew a node, and
+    /// jump its clock live); every hosted cell shares this one.
+    pub clock_offset: whip_cell::ClockOffset,
     /// Time to live of the lease serializing range changes; renewed every third of it while
     /// a change runs (tests shorten it to show a slow move keeps it).
     pub range_admin_lease_ttl_ms: u64,
@@ -62,7 +63,7 @@ impl NodeConfig {
             storage: StorageKind::Redb,
             heartbeat_ms: limits::NODE_HEARTBEAT_MS,
             election_timeout_min_ms: limits::NODE_ELECTION_TIMEOUT_MIN_MS,
-            clock_offset_ms: 0,
+            clock_offset: whip_cell::ClockOffset::default(),
             range_admin_lease_ttl_ms: limits::RANGE_ADMIN_LEASE_TTL_MS,
             transport: whip_cell::tls::Transport::Insecure,
             work_quota_ttl_ms: limits::WORK_QUOTA_TTL_MS,
@@ -226,7 +227,7 @@ impl Node {
         config.storage = c.storage;
         config.heartbeat_ms = c.heartbeat_ms;
         config.election_timeout_min_ms = c.election_timeout_min_ms;
-        config.clock_offset_ms = c.clock_offset_ms;
+        config.clock_offset = c.clock_offset.clone();
         config.transport = c.transport.clone();
         config.own_tick_loop = false;
         config.own_heartbeat = false;

@@ -69,7 +69,7 @@ pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
             let mut config = CellConfig::new(id, settings.advertised(listen), data);
             config.transport = transport;
             config.storage = settings.storage;
-            config.clock_offset_ms = settings.clock_offset_ms;
+            config.clock_offset = settings.clock_offset();
             let http = crate::observe::HttpArgs {
                 http: settings.http,
             };

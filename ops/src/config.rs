@@ -313,6 +313,10 @@ pub(crate) struct ServeCommon {
         allow_hyphen_values = true
     )]
     pub(crate) clock_offset_ms: i64,
+    /// Test-only: re-read this file (an offset in ms) every 100 ms and jump the server's
+    /// clock to it while it runs (the clock faults of `whip chaos`).
+    #[arg(long, env = "WHIP_CLOCK_OFFSET_FILE")]
+    pub(crate) clock_offset_file: Option<PathBuf>,
     /// POST every message delivered through this server to an external validator
     /// (`http://HOST:PORT/PATH`, answering `{"verdict": "clean|flagged|quarantined",
     /// "findings": […]}`); the stricter of its verdict and the built-in rule set's wins.
@@ -345,6 +349,18 @@ impl ServeCommon {
         let listen = required(self.listen, "listen")?;
         let data = required(self.data.clone(), "data")?;
         Ok((id, listen, data))
+    }
+
+    /// The server's clock offset (test-only, 0 unless set), following
+    /// `clock-offset-file` while the server runs when one is given. Call it inside the
+    /// server's runtime.
+    pub(crate) fn clock_offset(&self) -> whip_cell::ClockOffset {
+        let offset = whip_cell::ClockOffset::new(self.clock_offset_ms);
+        if let Some(path) = &self.clock_offset_file {
+            tracing::warn!(path = %path.display(), "the clock offset follows a file (test-only)");
+            offset.follow_file(path.clone());
+        }
+        offset
     }
 
     /// The address to advertise: `advertise`, else `listen`.

@@ -143,7 +143,7 @@ pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> 
     let mut config = NodeConfig::new(id, common.advertised(listen), data);
     config.transport = transport;
     config.storage = common.storage;
-    config.clock_offset_ms = common.clock_offset_ms;
+    config.clock_offset = common.clock_offset();
     config.heartbeat_ms = settings.heartbeat_ms;
     config.election_timeout_min_ms = settings.election_timeout_ms;
     let listener = whip_cell::service::bind(listen)

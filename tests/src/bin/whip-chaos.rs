@@ -20,7 +20,8 @@ struct Args {
     /// How long the workload and faults run (`60s`, `5m`, `1500ms`).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     duration: Duration,
-    /// Faults: partition, kill, pause, skew (comma-separated; `none` for none).
+    /// Faults: partition, kill, pause, skew, move, oneway, member, clock (comma-separated;
+    /// `none` for none).
     #[arg(long, default_value = "partition,kill,pause,skew")]
     nemesis: String,
     /// Workloads: cas, lease, counter, ledger, board, registry, mail, vote.
@@ -78,6 +79,22 @@ fn list<T>(s: &str, parse: fn(&str) -> Result<T, String>) -> Result<Vec<T>, Stri
         .collect()
 }
 
+/// The faults and workloads `args` name, each fault able to run on the nodes asked for.
+fn what_to_run(args: &Args) -> Result<(Vec<Fault>, Vec<Workload>), String> {
+    let faults = list(&args.nemesis, Fault::parse)?;
+    let workloads = list(&args.workload, Workload::parse)?;
+    if workloads.is_empty() {
+        return Err("no workload given".into());
+    }
+    if args.nodes == 0 || args.nodes > 9 {
+        return Err("--nodes must be between 1 and 9".into());
+    }
+    for fault in &faults {
+        fault.fits(args.nodes, args.fabric_cells)?;
+    }
+    Ok((faults, workloads))
+}
+
 fn usage(message: &str) -> ExitCode {
     eprintln!("whip chaos: {message}");
     ExitCode::from(2)
@@ -95,18 +112,10 @@ fn main() -> ExitCode {
     if let Some(dir) = &args.check_only {
         return check_dir(dir, args.json);
     }
-    let faults = match list(&args.nemesis, Fault::parse) {
-        Ok(f) => f,
+    let (faults, workloads) = match what_to_run(&args) {
+        Ok(lists) => lists,
         Err(e) => return usage(&e),
     };
-    let workloads = match list(&args.workload, Workload::parse) {
-        Ok(w) if w.is_empty() => return usage("no workload given"),
-        Ok(w) => w,
-        Err(e) => return usage(&e),
-    };
-    if args.nodes == 0 || args.nodes > 9 {
-        return usage("--nodes must be between 1 and 9");
-    }
     let whip = match args.whip.clone().or_else(default_whip) {
         Some(w) => w,
         None => return usage("cannot find the whip binary next to whip-chaos: pass --whip"),

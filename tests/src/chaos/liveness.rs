@@ -140,7 +140,7 @@ impl Nemesis<'_> {
             let exit = NodeExit {
                 node,
                 status: status.to_string(),
-                at_ms: ms_since(self.start, Instant::now()),
+                at_ms: ms_since(self.log.start(), Instant::now()),
                 log_tail: log_tail(&self.nodes.log_path(node)),
             };
             tracing::error!(node, status = %exit.status, "a node process exited on its own");
@@ -155,7 +155,7 @@ impl Nemesis<'_> {
         let entry = Unrecovered {
             cell,
             kind: kind.to_string(),
-            at_ms: ms_since(self.start, since),
+            at_ms: ms_since(self.log.start(), since),
             why,
         };
         tracing::error!(cell, kind, why = %entry.why, "not recovered");

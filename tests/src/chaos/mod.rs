@@ -18,6 +18,7 @@ pub mod linear;
 pub mod liveness;
 pub mod mail;
 pub mod models;
+pub mod mover;
 pub mod nemesis;
 pub mod net;
 pub mod nodes;
@@ -428,8 +429,7 @@ pub async fn run(options: Options) -> Result<Report, String> {
         nodes: &mut nodes,
         faults: options.faults.clone(),
         rng: Nemesis::seeded(options.seed),
-        log,
-        start,
+        log: nemesis::EventLog::new(log, start),
         timing: options.timing,
         recovery: Recovery::default(),
     };

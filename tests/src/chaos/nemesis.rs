@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
@@ -14,6 +15,7 @@ use serde_json::json;
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;
 
+use super::mover::Mover;
 use super::net::Net;
 use super::nodes::Nodes;
 
@@ -22,25 +24,66 @@ use super::nodes::Nodes;
 pub enum Fault {
     /// Network partitions: isolate the leader, majority/minority, bridge, ring.
     Partition,
-    /// SIGKILL a node, restart it later.
+    /// SIGKILL a node (the one leading the most data cells half the time), restart it later.
     Kill,
     /// SIGSTOP a node, SIGCONT it later.
     Pause,
     /// Restart a node with a clock offset.
     Skew,
+    /// Split ranges and move them between the data cells of a fabric, beside the other
+    /// faults ([`super::mover`]).
+    Move,
+    /// Cut traffic between two nodes in one direction only.
+    Oneway,
+    /// Take a voter out of a plain cell; at the heal add it back as a learner and promote
+    /// it (the membership API of `whip cell add-learner|voters`).
+    Member,
+    /// Jump a running node's clock forwards or backwards; the heal jumps it back.
+    Clock,
 }
+
+/// How far a live clock jump goes, ms (range; forwards or backwards).
+const CLOCK_JUMP_MS: (i64, i64) = (1_000, 8_000);
+
+/// Every nemesis name, in the order of the contract.
+const NAMES: &[(&str, Fault)] = &[
+    ("partition", Fault::Partition),
+    ("kill", Fault::Kill),
+    ("pause", Fault::Pause),
+    ("skew", Fault::Skew),
+    ("move", Fault::Move),
+    ("oneway", Fault::Oneway),
+    ("member", Fault::Member),
+    ("clock", Fault::Clock),
+];
 
 impl Fault {
     /// Parse a nemesis name.
     pub fn parse(name: &str) -> Result<Fault, String> {
-        match name {
-            "partition" => Ok(Fault::Partition),
-            "kill" => Ok(Fault::Kill),
-            "pause" => Ok(Fault::Pause),
-            "skew" => Ok(Fault::Skew),
-            other => Err(format!(
-                "unknown nemesis {other:?} (partition, kill, pause, skew)"
+        match NAMES.iter().find(|(n, _)| *n == name) {
+            Some(&(_, fault)) => Ok(fault),
+            None => {
+                let names: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
+                Err(format!("unknown nemesis {name:?} ({})", names.join(", ")))
+            }
+        }
+    }
+
+    /// Can this fault run against `nodes` nodes, as a fabric of `fabric_cells` data cells
+    /// (0: one plain cell)? An error says why not.
+    pub fn fits(self, nodes: usize, fabric_cells: u32) -> Result<(), String> {
+        match self {
+            Fault::Move if fabric_cells < 2 => Err(format!(
+                "nemesis move needs a fabric of 2 or more data cells (--fabric-cells), \
+                 not {fabric_cells}"
             )),
+            Fault::Oneway if nodes < 2 => Err("nemesis oneway needs 2 or more nodes".into()),
+            Fault::Member if fabric_cells > 0 => Err(
+                "nemesis member changes a plain cell's voters: run it without --fabric-cells"
+                    .into(),
+            ),
+            Fault::Member if nodes < 3 => Err("nemesis member needs 3 or more nodes".into()),
+            _ => Ok(()),
         }
     }
 }
@@ -63,6 +106,8 @@ pub struct Recovery {
     pub unrecovered: Vec<super::liveness::Unrecovered>,
     /// Node processes that exited on their own (not by the nemesis).
     pub node_exits: Vec<super::liveness::NodeExit>,
+    /// Range splits and moves completed by the `move` nemesis.
+    pub range_changes: u64,
 }
 
 /// The schedule's timing.
@@ -89,6 +134,39 @@ impl Default for Timing {
     }
 }
 
+/// The nemesis log (`nemesis.jsonl`), shared by the fault rounds and the mover that runs
+/// beside them: one JSON line per event, its time relative to the run's start.
+#[derive(Clone)]
+pub struct EventLog {
+    file: Arc<Mutex<std::fs::File>>,
+    start: Instant,
+}
+
+impl EventLog {
+    /// A log writing to `file`, times counted from `start`.
+    pub fn new(file: std::fs::File, start: Instant) -> EventLog {
+        EventLog {
+            file: Arc::new(Mutex::new(file)),
+            start,
+        }
+    }
+
+    /// When the run started (event times count from it).
+    pub fn start(&self) -> Instant {
+        self.start
+    }
+
+    /// Record one event (also shown on stderr).
+    pub fn event(&self, what: &str, detail: serde_json::Value) {
+        let at_ms = self.start.elapsed().as_millis() as u64;
+        let line = json!({ "time_ms": at_ms, "event": what, "detail": detail });
+        if let Ok(mut file) = self.file.lock() {
+            let _ = writeln!(file, "{line}");
+        }
+        eprintln!("[{:>7.1}s] nemesis {what} {detail}", at_ms as f64 / 1000.0);
+    }
+}
+
 /// Runs faults against `net` and `nodes` until `until`.
 pub struct Nemesis<'a> {
     /// The namespaces.
@@ -100,9 +178,7 @@ pub struct Nemesis<'a> {
     /// The seeded schedule.
     pub rng: StdRng,
     /// Where events are logged (JSON lines).
-    pub log: std::fs::File,
-    /// Run start (event times are relative to it).
-    pub start: Instant,
+    pub log: EventLog,
     /// Timing.
     pub timing: Timing,
     /// What was measured.
@@ -116,15 +192,31 @@ impl Nemesis<'_> {
     }
 
     pub(super) fn event(&mut self, what: &str, detail: serde_json::Value) {
-        let at_ms = self.start.elapsed().as_millis() as u64;
-        let line = json!({ "time_ms": at_ms, "event": what, "detail": detail });
-        let _ = writeln!(self.log, "{line}");
-        eprintln!("[{:>7.1}s] nemesis {what} {detail}", at_ms as f64 / 1000.0);
+        self.log.event(what, detail);
     }
 
-    /// Inject faults until `until`, then heal everything.
+    /// Inject faults until `until`, then heal everything. With `move` enabled, a
+    /// [`Mover`] changes ranges all along, beside the rounds of the other faults.
     pub async fn run(&mut self, until: Instant) -> Result<(), String> {
-        if self.faults.is_empty() {
+        if !self.faults.contains(&Fault::Move) {
+            return self.rounds(until).await;
+        }
+        let rng = StdRng::seed_from_u64(self.rng.random());
+        let mut mover = Mover::new(self.nodes.addrs.clone(), rng, self.log.clone());
+        let (rounds, moved) = tokio::join!(self.rounds(until), mover.run(until));
+        self.recovery.range_changes += mover.changes;
+        rounds.and(moved)
+    }
+
+    /// One round after another of the faults other than `move`, until `until`.
+    async fn rounds(&mut self, until: Instant) -> Result<(), String> {
+        let faults: Vec<Fault> = self
+            .faults
+            .iter()
+            .copied()
+            .filter(|f| *f != Fault::Move)
+            .collect();
+        if faults.is_empty() {
             self.watch_until(until).await;
             return Ok(());
         }
@@ -137,7 +229,7 @@ impl Nemesis<'_> {
             if Instant::now() >= until {
                 break;
             }
-            let fault = *self.faults.choose(&mut self.rng).expect("faults not empty");
+            let fault = *faults.choose(&mut self.rng).expect("faults not empty");
             let hold = self
                 .rng
                 .random_range(self.timing.hold_ms.0..=self.timing.hold_ms.1);
@@ -152,7 +244,13 @@ impl Nemesis<'_> {
         let n = self.nodes.len();
         let target_leader = self.rng.random_bool(0.5);
         let random_node = self.rng.random_range(1..=n);
-        let target = match leader {
+        // A kill aims at the node leading the most data cells: once one node leads them
+        // all, aiming at the meta cell's leader would miss every data-cell failover.
+        let aimed = match fault {
+            Fault::Kill => self.nodes.busiest_leader().await.or(leader),
+            _ => leader,
+        };
+        let target = match aimed {
             Some(l) if target_leader => l,
             _ => random_node,
         };
@@ -160,23 +258,45 @@ impl Nemesis<'_> {
         // that leads one is a failover, whether or not it leads the meta cell (which the
         // probe does not write to: losing only its leader is not sampled).
         let by_cell = self.nodes.leaders_by_cell().await;
+        let aimed = target_leader && aimed.is_some();
+        let lost = self
+            .inject(fault, (target, aimed), leader, &by_cell)
+            .await?;
+        let hold_until = Instant::now() + hold;
+        if let Some(lost) = lost {
+            self.sample_failover(lost, &by_cell, leader).await;
+        }
+        self.watch_until(hold_until).await;
+        self.heal().await
+    }
+
+    /// Inject `fault` (at `target` when it hits one node, `aimed` when chosen as a leader);
+    /// returns the node whose leaderships the fault takes away, if any (a failover to
+    /// sample).
+    async fn inject(
+        &mut self,
+        fault: Fault,
+        (target, aimed): (usize, bool),
+        leader: Option<usize>,
+        by_cell: &BTreeMap<u64, usize>,
+    ) -> Result<Option<usize>, String> {
         let lost_leader = by_cell.values().any(|&l| l == target);
-        // The node whose leaderships the fault takes away, if any.
-        let lost = match fault {
+        let detail = json!({ "node": target, "leader": lost_leader, "aimed": aimed });
+        match fault {
             Fault::Partition => {
                 let (what, isolated) = self.partition(leader).await?;
                 self.event("partition", json!({ "kind": what, "leader": leader }));
-                isolated
+                Ok(isolated)
             }
             Fault::Kill => {
                 self.nodes.kill(target);
-                self.event("kill", json!({ "node": target, "leader": lost_leader }));
-                Some(target)
+                self.event("kill", detail);
+                Ok(Some(target))
             }
             Fault::Pause => {
                 self.nodes.pause(target);
-                self.event("pause", json!({ "node": target, "leader": lost_leader }));
-                Some(target)
+                self.event("pause", detail);
+                Ok(Some(target))
             }
             Fault::Skew => {
                 let offset = if self.rng.random_bool(0.25) {
@@ -187,19 +307,56 @@ impl Nemesis<'_> {
                 self.nodes.set_clock_offset(target, offset);
                 self.nodes.kill(target);
                 self.nodes.spawn(target)?;
-                self.event(
-                    "skew",
-                    json!({ "node": target, "offset_ms": offset, "leader": lost_leader }),
-                );
-                Some(target)
+                let detail = json!({ "node": target, "offset_ms": offset, "leader": lost_leader });
+                self.event("skew", detail);
+                Ok(Some(target))
             }
-        };
-        let hold_until = Instant::now() + hold;
-        if let Some(lost) = lost {
-            self.sample_failover(lost, &by_cell, leader).await;
+            Fault::Oneway => {
+                self.oneway(target, leader)?;
+                Ok(None)
+            }
+            Fault::Member => {
+                self.nodes.remove_voter(target).await?;
+                self.event("member-remove", detail);
+                Ok(Some(target))
+            }
+            Fault::Clock => {
+                let size = self.rng.random_range(CLOCK_JUMP_MS.0..=CLOCK_JUMP_MS.1);
+                let offset = if self.rng.random_bool(0.5) {
+                    size
+                } else {
+                    -size
+                };
+                self.nodes.jump_clock(target, offset)?;
+                let detail = json!({ "node": target, "offset_ms": offset, "leader": lost_leader });
+                self.event("clock", detail);
+                Ok(None)
+            }
+            Fault::Move => unreachable!("the mover runs beside the rounds"),
         }
-        self.watch_until(hold_until).await;
-        self.heal().await
+    }
+
+    /// Cut one direction between the leader and another node: the leader's messages to it
+    /// (it stops hearing heartbeats, yet the leader hears it), or its messages to the leader
+    /// (it hears heartbeats, the leader never hears its answers).
+    fn oneway(&mut self, target: usize, leader: Option<usize>) -> Result<(), String> {
+        let n = self.nodes.len();
+        let leader = leader.unwrap_or(target);
+        let other = match target {
+            t if t != leader => t,
+            t => t % n + 1,
+        };
+        let (from, to) = if self.rng.random_bool(0.5) {
+            (leader, other)
+        } else {
+            (other, leader)
+        };
+        self.net.block_one_way(from, to)?;
+        self.event(
+            "oneway",
+            json!({ "from": from, "to": to, "leader": leader }),
+        );
+        Ok(())
     }
 
     /// Cut the network one of the ways possible for this many nodes; returns its name and
@@ -269,6 +426,9 @@ impl Nemesis<'_> {
         let was_cut = self.net.is_cut();
         self.net.heal()?;
         self.nodes.heal()?;
+        if let Some(id) = self.nodes.restore_voter().await? {
+            self.event("member-restore", json!({ "node": id }));
+        }
         let healed = Instant::now();
         self.event("heal", json!({ "network": was_cut }));
         let within_ms = self.timing.catchup_max_ms;

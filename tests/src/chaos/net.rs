@@ -2,7 +2,8 @@
 //! bridge the harness creates, with addresses in the benchmarking range 198.18.0.0/15 and no
 //! route off the machine (TRAPS.md 17–19). A partition is a real cut of packets: the
 //! node's host-side veth set down (isolation, also from clients), or blackhole routes in the
-//! namespaces of both sides (a cut between nodes that clients still reach).
+//! namespaces of both sides (a cut between nodes that clients still reach), or in one side's
+//! only (a one-way cut).
 //!
 //! Every name embeds the harness's pid (`whipchaos-<pid>-<n>`, `wc<pid>br`, `wc<pid>h<n>`),
 //! is recorded, and is removed on drop; names of a pid that no longer runs are stale leftovers
@@ -52,6 +53,8 @@ pub struct Net {
     created_namespaces: Vec<String>,
     created_links: Vec<String>,
     blocked: BTreeSet<(usize, usize)>,
+    /// One-way cuts as (from, to).
+    one_way: BTreeSet<(usize, usize)>,
     down: BTreeSet<usize>,
 }
 
@@ -70,6 +73,7 @@ impl Net {
             created_namespaces: Vec::new(),
             created_links: Vec::new(),
             blocked: BTreeSet::new(),
+            one_way: BTreeSet::new(),
             down: BTreeSet::new(),
         };
         net.build()?;
@@ -126,19 +130,33 @@ impl Net {
             return Ok(());
         }
         for (from, to) in [(a, b), (b, a)] {
-            let route = format!("{}/32", self.addr(to));
-            ip(&[
-                "netns",
-                "exec",
-                self.namespace(from),
-                "ip",
-                "route",
-                "add",
-                "blackhole",
-                &route,
-            ])?;
+            if !self.one_way.contains(&(from, to)) {
+                self.blackhole(from, to, "add")?;
+            }
         }
         Ok(())
+    }
+
+    /// Cut packets from `from` to `to` only (a blackhole route in `from`'s namespace):
+    /// `to` still sends to `from`, and `from` hears it, but nothing `from` sends reaches
+    /// `to`, not even the acknowledgements of what it heard.
+    pub fn block_one_way(&mut self, from: usize, to: usize) -> Result<(), String> {
+        let pair = (from.min(to), from.max(to));
+        if self.blocked.contains(&pair) || !self.one_way.insert((from, to)) {
+            return Ok(());
+        }
+        self.blackhole(from, to, "add")
+    }
+
+    /// Add or delete (`action`) the blackhole route to `to` in `from`'s namespace.
+    fn blackhole(&self, from: usize, to: usize, action: &str) -> Result<(), String> {
+        let route = format!("{}/32", self.addr(to));
+        let mut args = vec!["netns", "exec", self.namespace(from), "ip", "route", action];
+        if action == "add" {
+            args.push("blackhole");
+        }
+        args.push(&route);
+        ip(&args)
     }
 
     /// Set node `node`'s host-side veth down: nothing reaches it, clients included.
@@ -152,20 +170,12 @@ impl Net {
     /// Remove every cut.
     pub fn heal(&mut self) -> Result<(), String> {
         let mut first_error = Ok(());
+        let mut routes: BTreeSet<(usize, usize)> = std::mem::take(&mut self.one_way);
         for (a, b) in std::mem::take(&mut self.blocked) {
-            for (from, to) in [(a, b), (b, a)] {
-                let route = format!("{}/32", self.addr(to));
-                let r = ip(&[
-                    "netns",
-                    "exec",
-                    self.namespace(from),
-                    "ip",
-                    "route",
-                    "del",
-                    &route,
-                ]);
-                first_error = first_error.and(r);
-            }
+            routes.extend([(a, b), (b, a)]);
+        }
+        for (from, to) in routes {
+            first_error = first_error.and(self.blackhole(from, to, "del"));
         }
         for node in std::mem::take(&mut self.down) {
             first_error = first_error.and(ip(&["link", "set", &self.host_veths[node - 1], "up"]));
@@ -175,7 +185,7 @@ impl Net {
 
     /// Is anything cut right now?
     pub fn is_cut(&self) -> bool {
-        !self.blocked.is_empty() || !self.down.is_empty()
+        !self.blocked.is_empty() || !self.one_way.is_empty() || !self.down.is_empty()
     }
 
     /// The names this run created (for the record in the output directory).

@@ -2,9 +2,10 @@
 //! the child's pid is the node's): `whip cell serve`, one voter each of one cell, or with
 //! `fabric_cells > 0` `whip node serve` processes made a fabric of that many data cells
 //! (`whip fabric init`; status and leader are then the meta cell's). Kill is SIGKILL, pause
-//! is SIGSTOP/SIGCONT, skew restarts a node with `--clock-offset-ms`.
+//! is SIGSTOP/SIGCONT, skew restarts a node with `--clock-offset-ms`, and a clock jump
+//! rewrites the file each node follows for its offset (`--clock-offset-file`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
@@ -17,6 +18,13 @@ use super::net::Net;
 /// The port every node listens on inside its namespace.
 pub const PORT: u16 = 7400;
 
+/// How long one membership change may keep failing before the run fails, ms.
+const MEMBERSHIP_WITHIN_MS: u64 = 60_000;
+/// One attempt at a membership change, ms (adding a learner waits for its catch-up).
+const MEMBERSHIP_ATTEMPT_MS: u64 = 20_000;
+/// Pause between attempts at a membership change, ms.
+const MEMBERSHIP_RETRY_PAUSE_MS: u64 = 300;
+
 /// The nodes' log filter unless the harness runs with `WHIP_LOG` set: the node default
 /// (warnings, openraft's errors) and every cell's role changes.
 const NODE_LOG_FILTER: &str = "warn,openraft=error,whip_cell::role_log=info";
@@ -25,6 +33,8 @@ struct Node {
     child: Option<Child>,
     paused: bool,
     clock_offset_ms: i64,
+    /// The offset before a live clock jump, to jump back to at the heal.
+    jumped_from_ms: Option<i64>,
 }
 
 /// The running nodes of one cell.
@@ -39,6 +49,8 @@ pub struct Nodes {
     fabric_cells: u32,
     /// Nodes found exited on their own (not killed by the harness), not yet reported.
     exited: Vec<(usize, ExitStatus)>,
+    /// The voter the `member` nemesis took out of the cell, until it is back.
+    removed_voter: Option<usize>,
 }
 
 impl Nodes {
@@ -61,10 +73,12 @@ impl Nodes {
                     child: None,
                     paused: false,
                     clock_offset_ms: 0,
+                    jumped_from_ms: None,
                 })
                 .collect(),
             fabric_cells,
             exited: Vec::new(),
+            removed_voter: None,
         };
         for id in 1..=n {
             nodes.spawn(id)?;
@@ -144,6 +158,7 @@ impl Nodes {
             .map_err(|e| format!("{}: {e}", log_path.display()))?;
         let err = log.try_clone().map_err(|e| e.to_string())?;
         let node = &self.nodes[id - 1];
+        self.write_clock_file(id, node.clock_offset_ms)?;
         let mut command = Command::new("ip");
         // Each cell's role changes go to the node's log, so a slow failover can be read
         // from the logs afterwards (campaign, election, leader known, per cell).
@@ -162,6 +177,8 @@ impl Nodes {
             .arg("--data")
             .arg(self.dir.join(format!("node-{id}")))
             .arg(format!("--clock-offset-ms={}", node.clock_offset_ms))
+            .arg("--clock-offset-file")
+            .arg(self.clock_file(id))
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)
@@ -257,9 +274,100 @@ impl Nodes {
         self.nodes[id - 1].clock_offset_ms = offset_ms;
     }
 
-    /// Resume paused nodes and restart dead ones.
+    /// Take voter `id` out of the plain cell (`Admin/ChangeMembership`, as `whip cell
+    /// voters` does); its process keeps running, outside the cell.
+    pub async fn remove_voter(&mut self, id: usize) -> Result<(), String> {
+        let voters: Vec<u64> = (1..=self.len() as u64)
+            .filter(|&v| v != id as u64)
+            .collect();
+        self.removed_voter = Some(id);
+        self.membership("remove voter", |c| {
+            let voters = voters.clone();
+            async move { c.change_membership(voters, false).await }
+        })
+        .await
+    }
+
+    /// Bring the removed voter back: add it as a learner (`Admin/AddLearner`, which waits
+    /// until it caught up), then promote it to voter again.
+    pub async fn restore_voter(&mut self) -> Result<Option<usize>, String> {
+        let Some(id) = self.removed_voter else {
+            return Ok(None);
+        };
+        let member = pb::Member {
+            id: id as u64,
+            addr: self.addrs[id - 1].clone(),
+        };
+        self.membership("add learner", |c| {
+            let member = member.clone();
+            async move { c.add_learner(member).await }
+        })
+        .await?;
+        let voters: Vec<u64> = (1..=self.len() as u64).collect();
+        self.membership("promote learner", |c| {
+            let voters = voters.clone();
+            async move { c.change_membership(voters, false).await }
+        })
+        .await?;
+        self.removed_voter = None;
+        Ok(Some(id))
+    }
+
+    /// Run one membership call through any running member until it succeeds, for at most
+    /// `MEMBERSHIP_WITHIN_MS` (a leader may be electing).
+    async fn membership<F, Fut>(&self, what: &str, call: F) -> Result<(), String>
+    where
+        F: Fn(CellClient) -> Fut,
+        Fut: std::future::Future<Output = Result<pb::AdminResponse, whip_cell::CellError>>,
+    {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(MEMBERSHIP_WITHIN_MS);
+        let attempt = Duration::from_millis(MEMBERSHIP_ATTEMPT_MS);
+        loop {
+            let client = CellClient::connect(&self.addrs).map_err(|e| e.to_string())?;
+            let error = match tokio::time::timeout(attempt, call(client)).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no answer within {MEMBERSHIP_ATTEMPT_MS} ms"),
+            };
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!("{what}: {error}"));
+            }
+            tracing::info!(what, error, "membership change, retrying");
+            tokio::time::sleep(Duration::from_millis(MEMBERSHIP_RETRY_PAUSE_MS)).await;
+        }
+    }
+
+    /// The file node `id` follows for its clock offset (`--clock-offset-file`).
+    fn clock_file(&self, id: usize) -> PathBuf {
+        self.dir.join(format!("node-{id}.clock-offset-ms"))
+    }
+
+    /// Write node `id`'s clock file whole (a new file renamed over the old one), so the node
+    /// never reads half a number.
+    fn write_clock_file(&self, id: usize, offset_ms: i64) -> Result<(), String> {
+        let path = self.clock_file(id);
+        let next = path.with_extension("next");
+        std::fs::write(&next, offset_ms.to_string())
+            .and_then(|()| std::fs::rename(&next, &path))
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Jump running node `id`'s clock to `offset_ms` (it re-reads its clock file); the
+    /// heal jumps it back.
+    pub fn jump_clock(&mut self, id: usize, offset_ms: i64) -> Result<(), String> {
+        let node = &mut self.nodes[id - 1];
+        node.jumped_from_ms.get_or_insert(node.clock_offset_ms);
+        node.clock_offset_ms = offset_ms;
+        self.write_clock_file(id, offset_ms)
+    }
+
+    /// Resume paused nodes, jump jumped clocks back and restart dead nodes.
     pub fn heal(&mut self) -> Result<(), String> {
         for id in 1..=self.nodes.len() {
+            if let Some(before) = self.nodes[id - 1].jumped_from_ms.take() {
+                self.nodes[id - 1].clock_offset_ms = before;
+                self.write_clock_file(id, before)?;
+            }
             if self.nodes[id - 1].paused {
                 self.resume(id);
             }
@@ -289,22 +397,35 @@ impl Nodes {
             .ok()
     }
 
-    /// The nodes leading at least one cell the leader-loss probe writes to (a plain cell;
-    /// in a fabric, its data cells: the probe's keys never touch the meta cell). Losing
-    /// any of them is a failover to sample.
-    pub async fn cell_leaders(&self) -> BTreeSet<usize> {
+    /// How many of the cells the leader-loss probe writes to (a plain cell; in a fabric,
+    /// its data cells: the probe's keys never touch the meta cell) each node leads; nodes
+    /// leading none are left out.
+    pub async fn leader_counts(&self) -> BTreeMap<usize, usize> {
         let cells = match self.fabric_cells {
             0 => 0..=0,
             n => 1..=u64::from(n),
         };
-        let mut leaders = BTreeSet::new();
+        let mut counts = BTreeMap::new();
         for cell in cells {
-            leaders.extend(self.cell_leader(cell).await);
+            if let Some(leader) = self.cell_leader(cell).await {
+                *counts.entry(leader).or_default() += 1;
+            }
         }
-        leaders
+        counts
     }
 
-    /// The leader of each cell the probe writes to (see [`Nodes::cell_leaders`]), by cell;
+    /// The node leading the most data cells (of a plain cell: its leader), the smallest id
+    /// among equals. Kills aimed at it take down as many data-cell leaders as one kill can.
+    pub async fn busiest_leader(&self) -> Option<usize> {
+        let counts = self.leader_counts().await;
+        let most = counts.values().copied().max()?;
+        counts
+            .into_iter()
+            .find(|&(_, n)| n == most)
+            .map(|(id, _)| id)
+    }
+
+    /// The leader of each cell the probe writes to (see [`Nodes::leader_counts`]), by cell;
     /// a cell without a known leader is left out.
     pub async fn leaders_by_cell(&self) -> BTreeMap<u64, usize> {
         let cells = match self.fabric_cells {

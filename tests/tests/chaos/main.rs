@@ -2,7 +2,7 @@
 //! that must pass and histories that must fail, so a checker that cannot fail is caught.
 //! Times are in milliseconds for readability (the checker only compares them).
 //! `t90_harness` runs the harness itself (root): a dead node or a recovery that never comes
-//! must fail the run.
+//! must fail the run. `t90_nemesis` runs the real harness, one nemesis at a time (root only).
 
 mod t10_register;
 mod t20_lease;
@@ -13,6 +13,7 @@ mod t60_board;
 mod t70_registry;
 mod t80_mail;
 mod t90_harness;
+mod t90_nemesis;
 
 use serde_json::Value;
 use whip_tests::chaos::check::{WorkloadResult, check_all};
