@@ -308,7 +308,7 @@ async fn load_rows(client: Arc<whip_cell::CellClient>) {
     for l in 0..16 {
         let client = client.clone();
         loaders.push(tokio::spawn(async move {
-            for i in 0..600 {
+            for i in 0..1200 {
                 client
                     .kv_put(pb::KvPutRequest {
                         key: format!("slow/{l}/{i}").into_bytes(),
@@ -352,9 +352,10 @@ fn check_reports(seen: &[pb::RangeChange], (start, to_cell): (u64, u64), rows: u
 /// lease was never renewed, and a copy longer than 60 s let a second mover in).
 #[tokio::test]
 async fn a_slow_move_keeps_the_admin_lease_and_refuses_a_second_change() {
-    // Short against the move (seconds), long enough that a renewal every third of it is not
-    // missed on a loaded machine (300 ms lost the lease under a full suite beside builds).
-    const TTL_MS: u64 = 1_000;
+    // Short against the move (about 2 s unloaded over twice the rows), long enough that a
+    // renewal every third of it is not missed on a loaded machine (300 ms lost the lease
+    // under a full suite beside builds; 1 s outlasted an unloaded move of the usual rows).
+    const TTL_MS: u64 = 600;
     let fabric = Fabric::start_with(3, 2, |c| c.range_admin_lease_ttl_ms = TTL_MS).await;
     load_rows(Arc::new(fabric.client_of(1))).await;
     let node = fabric.node(1).clone();
