@@ -401,15 +401,9 @@ impl Nodes {
     /// its data cells: the probe's keys never touch the meta cell) each node leads; nodes
     /// leading none are left out.
     pub async fn leader_counts(&self) -> BTreeMap<usize, usize> {
-        let cells = match self.fabric_cells {
-            0 => 0..=0,
-            n => 1..=u64::from(n),
-        };
         let mut counts = BTreeMap::new();
-        for cell in cells {
-            if let Some(leader) = self.cell_leader(cell).await {
-                *counts.entry(leader).or_default() += 1;
-            }
+        for leader in self.leaders_by_cell().await.into_values() {
+            *counts.entry(leader).or_default() += 1;
         }
         counts
     }

@@ -40,6 +40,19 @@ pub(crate) fn whip(dir: &Path, args: &[&str]) -> Output {
         .expect("run whip")
 }
 
+/// The CLI in `dir` with the test's own credentials file there (parallel tests share
+/// `HOME`), no agent or cell from the environment.
+pub(crate) fn cli(dir: &Path, args: &[&str]) -> Output {
+    Command::new(whip_binary())
+        .current_dir(dir)
+        .env("WHIP_CREDENTIALS", dir.join("credentials.json"))
+        .env_remove("WHIP_AGENT")
+        .env_remove("WHIP_CELL")
+        .args(args)
+        .output()
+        .expect("run whip")
+}
+
 /// A dev cell with canary key `canary` = `alive` written through the operator's client.
 pub(crate) async fn target(dir: &Path) -> (DevCell, whip_cell::CellClient) {
     whip_tests::install_client();

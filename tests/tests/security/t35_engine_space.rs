@@ -7,26 +7,13 @@
 //! the operator still operate it.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 use whip_cell::{CellClient, CellError};
 use whip_proto::v1 as pb;
-use whip_tests::whip_binary;
 
-use crate::{anonymous, still_serving, target};
-
-/// The CLI with this test's own credentials file (parallel tests share `HOME`).
-fn cli(dir: &Path, args: &[&str]) -> Output {
-    Command::new(whip_binary())
-        .current_dir(dir)
-        .env("WHIP_CREDENTIALS", dir.join("credentials.json"))
-        .env_remove("WHIP_AGENT")
-        .env_remove("WHIP_CELL")
-        .args(args)
-        .output()
-        .expect("run whip")
-}
+use crate::{anonymous, cli, still_serving, target};
 
 fn json_of(out: &Output) -> Value {
     let text = String::from_utf8_lossy(&out.stdout);

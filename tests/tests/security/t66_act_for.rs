@@ -4,16 +4,14 @@
 //! operator's alone: mallory's token naming ann in `x-whip-act-for`, an unproven caller
 //! naming ann, and the operator naming a principal are refused, and nothing changed.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use whip_cell::{CellClient, CellError};
 use whip_proto::v1 as pb;
-use whip_tests::whip_binary;
 
-use crate::{anonymous, registered, still_serving, target};
+use crate::{anonymous, cli, registered, still_serving, target};
 
 /// A program that waits one second, then tells bob (so the operator's worker, not the
 /// `run` that started it, sends the message).
@@ -39,18 +37,6 @@ rule greet when started => {
   }
 }
 "#;
-
-/// The CLI with this test's own credentials file (parallel tests share `HOME`).
-fn cli(dir: &Path, args: &[&str]) -> Output {
-    Command::new(whip_binary())
-        .current_dir(dir)
-        .env("WHIP_CREDENTIALS", dir.join("credentials.json"))
-        .env_remove("WHIP_AGENT")
-        .env_remove("WHIP_CELL")
-        .args(args)
-        .output()
-        .expect("run whip")
-}
 
 fn json_ok(out: &Output) -> Value {
     let stderr = String::from_utf8_lossy(&out.stderr);
