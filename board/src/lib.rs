@@ -911,17 +911,24 @@ fn read_by(txn: &impl Txn, now_ms: u64, caller: &access::Caller, inner: &Query) 
                 .retain(|(key, _)| !access::is_reserved(key) && (aimed || blackboard::listed(key)));
             QueryResult::KvRange(page)
         }
-        // A team's resources are listed only by a listing aimed at the team (its members').
+        // A team's resources are listed only by a listing aimed at the team (its members');
+        // server resources (`~…`: enrollment budgets, the range-admin lease) by nobody.
         QueryResult::Leases(mut rows) => {
-            rows.retain(|v| blackboard::may_reach(txn, caller, &v.lease));
+            rows.retain(|v| listed_resource(txn, caller, &v.lease));
             QueryResult::Leases(rows)
         }
         QueryResult::Counters(mut rows) => {
-            rows.retain(|v| blackboard::may_reach(txn, caller, &v.counter));
+            rows.retain(|v| listed_resource(txn, caller, &v.counter));
             QueryResult::Counters(rows)
         }
         result => result,
     }
+}
+
+/// Whether a client's listing shows resource `id`: not a server resource, and a team's only
+/// to the team's members.
+fn listed_resource(txn: &impl Txn, caller: &access::Caller, id: &types::ResourceId) -> bool {
+    !access::is_server_resource(&id.owner, &id.name) && blackboard::may_reach(txn, caller, id)
 }
 
 /// Handoff channel reads (split from `query` to keep each match short).

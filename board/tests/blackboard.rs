@@ -144,3 +144,54 @@ fn only_members_touch_the_blackboard_and_dissolve_collects_it() {
         "{leases:?}"
     );
 }
+
+/// Server resources (`~…`: each agent's enrollment budget, the range-admin lease) are
+/// nobody's to list: a wide listing by an agent or the operator leaves them out, beside the
+/// client's own resources, which it shows.
+#[test]
+fn listings_leave_server_resources_out() {
+    let mut cell = Cell {
+        txn: MemTxn::default(),
+        index: 0,
+    };
+    let consume = |owner: &str| Command::CounterConsume {
+        counter: ResourceId {
+            owner: owner.into(),
+            name: "budget".into(),
+            key: "ann".into(),
+        },
+        amount: 1,
+        cap: 100,
+        reset: whip_board::Reset::Daily,
+        timezone: "UTC".into(),
+    };
+    cell.index += 1;
+    let stamp = Stamp {
+        index: cell.index,
+        position: 0,
+        time_ms: 1_000_000,
+    };
+    let server = Request::by(Caller::Server, None, consume("~enroll"));
+    assert!(matches!(
+        apply(&mut cell.txn, stamp, &server),
+        Outcome::CounterOk { .. }
+    ));
+    assert!(matches!(
+        cell.run("ann", consume("ann")),
+        Outcome::CounterOk { .. }
+    ));
+    for reader in [Caller::Agent("mallory".into()), Caller::Operator] {
+        let listed = cell.read(
+            reader.clone(),
+            Query::CounterList {
+                prefix: String::new(),
+                limit: 0,
+            },
+        );
+        let QueryResult::Counters(rows) = listed else {
+            panic!("{listed:?}")
+        };
+        let owners: Vec<&str> = rows.iter().map(|r| r.counter.owner.as_str()).collect();
+        assert_eq!(owners, ["ann"], "{reader:?}");
+    }
+}
