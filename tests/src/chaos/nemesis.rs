@@ -203,9 +203,15 @@ impl Nemesis<'_> {
         }
         let rng = StdRng::seed_from_u64(self.rng.random());
         let mut mover = Mover::new(self.nodes.addrs.clone(), rng, self.log.clone());
+        let began = Instant::now();
         let (rounds, moved) = tokio::join!(self.rounds(until), mover.run(until));
         self.recovery.range_changes += mover.changes;
-        rounds.and(moved)
+        // A change that never finished is a recovery that never came: it fails the run,
+        // and the histories are still checked (the run goes on to its verdict).
+        if let Err(why) = moved {
+            self.unrecovered(0, "range-change", began, why);
+        }
+        rounds
     }
 
     /// One round after another of the faults other than `move`, until `until`.
