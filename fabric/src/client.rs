@@ -53,17 +53,23 @@ struct Table {
     learned: Instant,
 }
 
+/// The ranges a `Routes` answer names, checked to tile the ring without a gap or overlap.
+pub fn ranges_of(routes: &pb::RoutesResponse) -> Result<Vec<RangeEntry>, String> {
+    let ranges: Vec<RangeEntry> = (routes.ranges.iter())
+        .map(|r| RangeEntry {
+            start: r.start,
+            last: r.last,
+            epoch: r.epoch,
+            cell: r.cell,
+        })
+        .collect();
+    route::check_ranges(&ranges)?;
+    Ok(ranges)
+}
+
 impl Table {
     fn of(routes: pb::RoutesResponse) -> Result<Table, String> {
-        let ranges: Vec<RangeEntry> = (routes.ranges.iter())
-            .map(|r| RangeEntry {
-                start: r.start,
-                last: r.last,
-                epoch: r.epoch,
-                cell: r.cell,
-            })
-            .collect();
-        route::check_ranges(&ranges)?;
+        let ranges = ranges_of(&routes)?;
         let leaders = (routes.cells.into_iter())
             .filter(|c| !c.leader_addr.is_empty())
             .map(|c| (c.cell, c.leader_addr))

@@ -288,16 +288,8 @@ pub async fn ranges_of(nodes: &Nodes) -> Option<Vec<RangeEntry>> {
         else {
             continue;
         };
-        let ranges: Vec<RangeEntry> = (routes.ranges.iter())
-            .map(|r| RangeEntry {
-                start: r.start,
-                last: r.last,
-                epoch: r.epoch,
-                cell: r.cell,
-            })
-            .collect();
-        match route::check_ranges(&ranges) {
-            Ok(()) => return Some(ranges),
+        match whip_fabric::client::ranges_of(&routes) {
+            Ok(ranges) => return Some(ranges),
             Err(e) => tracing::warn!(node = id, error = %e, "malformed routes"),
         }
     }
