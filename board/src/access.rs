@@ -477,6 +477,10 @@ pub fn admit_query(caller: &Caller, query: &Query) -> Result<(), AccessRefusal> 
     match query {
         Query::KvGet { key } => reserved(key),
         Query::KvRange { prefix, .. } => reserved_scan(prefix),
+        Query::KvWatch { key, prefix, .. } => match prefix {
+            true => reserved_scan(key),
+            false => reserved(key),
+        },
         Query::LedgerList { owner, name, .. } => server_resource(owner, name),
         _ => Ok(()),
     }

@@ -94,6 +94,7 @@ pub(crate) fn guard_read(
     let team = match query {
         Query::KvGet { key } => team_of_key(key),
         Query::KvRange { prefix, .. } => team_of_key(prefix),
+        Query::KvWatch { key, .. } => team_of_key(key),
         Query::LeaseList { prefix, .. } | Query::CounterList { prefix, .. } => {
             team_of_display(prefix)
         }

@@ -11,6 +11,7 @@ use crate::limits::LIST_BYTES_MAX;
 use crate::query::{KvEntry, KvPage};
 use crate::txn::Txn;
 use crate::types::{Outcome, Stamp};
+use crate::watch::{self, EventKind};
 
 #[derive(Serialize, Deserialize)]
 struct Record {
@@ -92,6 +93,7 @@ pub(crate) fn put(
             version: fence,
         }),
     );
+    watch::record(txn, fence, key, EventKind::Put, value);
     Outcome::KvWritten {
         version: fence,
         fence,
@@ -100,12 +102,18 @@ pub(crate) fn put(
 
 /// Delete `key` if the revision matches `expect_version` (`None` = any). Deleting an
 /// absent key is a mismatch with `current: 0`, whatever was expected: nothing was deleted.
-pub(crate) fn delete(txn: &mut impl Txn, key: &[u8], expect_version: Option<u64>) -> Outcome {
+pub(crate) fn delete(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    key: &[u8],
+    expect_version: Option<u64>,
+) -> Outcome {
     let current = current(txn, key);
     if current == 0 || expect_version.is_some_and(|expected| expected != current) {
         return Outcome::KvVersionMismatch { current };
     }
     txn.delete(&keys::kv(key));
+    watch::record(txn, stamp.fence(), key, EventKind::Delete, b"");
     Outcome::KvDeleted { version: current }
 }
 
@@ -157,9 +165,16 @@ pub(crate) fn txn_in(
             version: fence,
         };
         txn.put(&space.key(key), &encode(&record));
+        if space == Space::Client {
+            watch::record(txn, fence, key, EventKind::Put, value);
+        }
     }
     for key in deletes {
+        let existed = current_in(txn, space, key) != 0;
         txn.delete(&space.key(key));
+        if space == Space::Client && existed {
+            watch::record(txn, fence, key, EventKind::Delete, b"");
+        }
     }
     Outcome::KvTxnCommitted { fence }
 }
@@ -259,15 +274,15 @@ mod tests {
             })
         );
         assert_eq!(
-            delete(&mut txn, b"a", Some(v1)),
+            delete(&mut txn, stamp(4), b"a", Some(v1)),
             Outcome::KvVersionMismatch { current: v3 }
         );
         assert_eq!(
-            delete(&mut txn, b"a", None),
+            delete(&mut txn, stamp(5), b"a", None),
             Outcome::KvDeleted { version: v3 }
         );
         assert_eq!(
-            delete(&mut txn, b"a", None),
+            delete(&mut txn, stamp(6), b"a", None),
             Outcome::KvVersionMismatch { current: 0 }
         );
         assert_eq!(get(&txn, b"a"), None);
@@ -277,7 +292,7 @@ mod tests {
     fn recreate_gets_a_new_revision() {
         let mut txn = MemTxn::default();
         put(&mut txn, stamp(1), b"a", b"x", None);
-        delete(&mut txn, b"a", None);
+        delete(&mut txn, stamp(2), b"a", None);
         put(&mut txn, stamp(3), b"a", b"x", None);
         assert_eq!(get(&txn, b"a").map(|e| e.version), Some(stamp(3).fence()));
     }

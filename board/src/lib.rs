@@ -70,6 +70,7 @@ pub mod txn;
 pub mod types;
 mod validate;
 pub mod vote;
+pub mod watch;
 pub mod work;
 
 pub use chain::HandoffRefusal;
@@ -315,7 +316,7 @@ fn apply_kv(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
         Command::KvDelete {
             key,
             expect_version,
-        } => kv::delete(txn, key, *expect_version),
+        } => kv::delete(txn, stamp, key, *expect_version),
         Command::KvTxn {
             compares,
             puts,
@@ -763,22 +764,7 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
         Query::CounterList { prefix, limit } => {
             QueryResult::Counters(counter::list(txn, prefix, list_cap(*limit)))
         }
-        Query::LedgerList {
-            owner,
-            name,
-            partition,
-            after_seq,
-            limit,
-        } => {
-            let request = ledger::List {
-                owner,
-                name,
-                partition: partition.as_deref(),
-                after_seq: *after_seq,
-                limit: list_cap(*limit),
-            };
-            QueryResult::LedgerEntries(ledger::list(txn, &request))
-        }
+        Query::LedgerList { .. } => query_ledger(txn, query),
         Query::NextDeadline => QueryResult::NextDeadline(deadline::next(txn)),
         Query::KvRange {
             prefix,
@@ -821,20 +807,53 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
         Query::VoteProposal { .. } | Query::VoteBallots { .. } | Query::VoteList { .. } => {
             vote::answer(txn, query, list_cap)
         }
-        Query::EngineGet { .. } | Query::EngineRange { .. } => query_engine(txn, query),
+        Query::EngineGet { .. } | Query::EngineRange { .. } | Query::KvWatch { .. } => {
+            query_rows(txn, query)
+        }
     }
 }
 
-/// Engine rows, as a server reads them (a client's read goes through [`read_by`]).
-fn query_engine(txn: &impl Txn, query: &Query) -> QueryResult {
+/// A ledger partition's entries.
+fn query_ledger(txn: &impl Txn, query: &Query) -> QueryResult {
+    let Query::LedgerList {
+        owner,
+        name,
+        partition,
+        after_seq,
+        limit,
+    } = query
+    else {
+        unreachable!("{query:?} is not a ledger read")
+    };
+    let request = ledger::List {
+        owner,
+        name,
+        partition: partition.as_deref(),
+        after_seq: *after_seq,
+        limit: list_cap(*limit),
+    };
+    QueryResult::LedgerEntries(ledger::list(txn, &request))
+}
+
+/// A watch read ([`watch::page`]); a key watch learns whether its range is still here.
+fn watch_page(txn: &impl Txn, key: &[u8], prefix: bool, from: u64) -> QueryResult {
+    let mut page = watch::page(txn, watch::Reading { key, prefix, from });
+    page.serving = prefix || range::serves_or_holds(txn, route::kv_point(key));
+    QueryResult::KvEvents(page)
+}
+
+/// Engine rows, as a server reads them (a client's read goes through [`read_by`]), and the
+/// watch history.
+fn query_rows(txn: &impl Txn, query: &Query) -> QueryResult {
     match query {
+        Query::KvWatch { key, prefix, from } => watch_page(txn, key, *prefix, *from),
         Query::EngineGet { key } => QueryResult::Kv(instance::get(txn, key)),
         Query::EngineRange {
             prefix,
             after_key,
             limit,
         } => QueryResult::KvRange(instance::range(txn, prefix, after_key, list_cap(*limit))),
-        other => unreachable!("{other:?} is not an engine read"),
+        other => unreachable!("{other:?} is not an engine or watch read"),
     }
 }
 
@@ -910,6 +929,14 @@ fn read_by(txn: &impl Txn, now_ms: u64, caller: &access::Caller, inner: &Query) 
             page.rows
                 .retain(|(key, _)| !access::is_reserved(key) && (aimed || blackboard::listed(key)));
             QueryResult::KvRange(page)
+        }
+        QueryResult::KvEvents(mut page) => {
+            let aimed = matches!(inner, Query::KvWatch { key, prefix: true, .. }
+                if access::team_of_key(key).is_some());
+            page.events.retain(|event| {
+                !access::is_reserved(&event.key) && (aimed || blackboard::listed(&event.key))
+            });
+            QueryResult::KvEvents(page)
         }
         // A team's resources are listed only by a listing aimed at the team (its members');
         // server resources (`~…`: enrollment budgets, the range-admin lease) by nobody.

@@ -164,3 +164,17 @@ pub const SCREEN_FLAG_TAGS_MAX: usize = 8;
 /// Team boards, mailboxes and leases one [`crate::Query::Gauges`] read lists each (a scrape
 /// of a cell reads at most this many rows of each; past it the answer says it was cut).
 pub const GAUGE_ROWS_MAX: usize = 256;
+/// Events the watch history keeps (the oldest go first; a watch from below them is told
+/// `compacted`).
+pub const WATCH_HISTORY_EVENTS_MAX: u64 = 100_000;
+/// Bytes of keys and values the watch history keeps.
+pub const WATCH_HISTORY_BYTES_MAX: u64 = 64 << 20;
+/// Oldest events one write removes when the history is over its bounds (a big write may
+/// leave it over until the next few writes).
+pub const WATCH_COMPACT_PER_WRITE_MAX: usize = 64;
+/// History rows one watch read examines: twice a transaction's most writes, so a page always
+/// holds at least one whole revision.
+pub const WATCH_SCAN_ROWS_MAX: usize = 2 * KV_TXN_OPS_MAX;
+/// Bytes of keys and values one watch read answers (it stops on a revision boundary after
+/// passing them).
+pub const WATCH_PAGE_BYTES_MAX: usize = 4 << 20;

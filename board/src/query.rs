@@ -258,6 +258,17 @@ pub enum Query {
         /// Most rows returned (capped by `limits::LIST_ROWS_MAX`).
         limit: u32,
     },
+    /// Changes of one client key, or of every key under a prefix, from a revision
+    /// ([`crate::watch`]). A client's read keeps only keys it may read.
+    KvWatch {
+        /// The key, or the prefix.
+        #[serde(with = "serde_bytes")]
+        key: Vec<u8>,
+        /// Every key starting with `key`.
+        prefix: bool,
+        /// The first revision wanted; 0 = from now.
+        from: u64,
+    },
 }
 
 /// Why a client's read was refused.
@@ -297,6 +308,8 @@ pub enum QueryResult {
     NextDeadline(Option<u64>),
     /// CAS keys of a range read, in key order, with their values and revisions.
     KvRange(KvPage),
+    /// Changes of watched keys ([`Query::KvWatch`]).
+    KvEvents(crate::watch::WatchPage),
     /// The live leader of an election group: `None` when it has none.
     ElectionLeader(Option<ElectionLeader>),
     /// Live election leaders in group order.

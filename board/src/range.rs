@@ -144,6 +144,12 @@ pub(crate) fn serving(txn: &impl Txn) -> Option<Vec<RangeView>> {
     Some(rows(txn).into_iter().filter(|r| !r.frozen).collect())
 }
 
+/// Whether `point` lies in a range this cell holds, frozen or not (or the cell is
+/// standalone): a watch of a key follows it here until its range leaves.
+pub(crate) fn serves_or_holds(txn: &impl Txn, point: u64) -> bool {
+    !in_fabric(txn) || containing(&rows(txn), point).is_some()
+}
+
 /// Whether `point` lies in one of `serving` (or the cell is standalone).
 pub(crate) fn serves(serving: &Option<Vec<RangeView>>, point: u64) -> bool {
     serving
@@ -356,6 +362,8 @@ fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
         // Handoff channels and alarms belong to the cell, not to a range.
         keys::OUTBOX | keys::OUTBOX_ITEM | keys::INBOX => None,
         keys::ALARM | keys::ALARM_HEAD | keys::ALARM_CAUSE => None,
+        // The watch history stays with the cell that recorded it (`crate::watch`).
+        keys::WATCH_EVENT | keys::WATCH_META => None,
         other => panic!("stored row of unknown family {other:#x}"),
     }
 }

@@ -233,7 +233,11 @@ fn txn_point<'a>(keys: impl Iterator<Item = &'a Vec<u8>>) -> Result<Option<u64>,
 /// (`BoardCellReady`).
 pub fn query_point(query: &Query) -> Option<u64> {
     match query {
-        Query::KvGet { key } | Query::EngineGet { key } => Some(kv_point(key)),
+        Query::KvGet { key }
+        | Query::EngineGet { key }
+        | Query::KvWatch {
+            key, prefix: false, ..
+        } => Some(kv_point(key)),
         Query::ElectionLeader { group } => Some(election_point(group)),
         Query::Team { team }
         | Query::BoardList { team, .. }

@@ -37,6 +37,9 @@ pub enum Target {
     Unix(PathBuf),
 }
 
+mod watch;
+pub use watch::{WatchBatch, WatchEnd, WatchStream};
+
 /// A stream of election leader changes (see [`CellClient::observe`]).
 pub type LeaderStream = std::pin::Pin<
     Box<dyn futures::Stream<Item = Result<pb::LeaderResponse, Status>> + Send + 'static>,

@@ -177,3 +177,10 @@ pub const HEARTBEAT_ITEM_TIMEOUT_MS: u64 = 80;
 
 /// How often a member started with `--clock-offset-file` (a test-only fault) re-reads it.
 pub const CLOCK_OFFSET_FILE_POLL_MS: u64 = 100;
+/// Least time between a watch stream's progress answers (the cursor moved past other keys'
+/// events): a resuming watcher rescans at most this much history.
+pub const WATCH_PROGRESS_MS: u64 = 1_000;
+/// How long a followed watch keeps reopening while no member answers it.
+pub const WATCH_RECONNECT_FOR_MS: u64 = 30_000;
+/// Longest pause between a followed watch's reopening tries.
+pub const WATCH_BACKOFF_MAX_MS: u64 = 500;

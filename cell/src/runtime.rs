@@ -327,6 +327,11 @@ impl Cell {
         self.local_query(query).await
     }
 
+    /// Changes after every batch this member applies (watches wait on it).
+    pub fn applied_signal(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.view.applied()
+    }
+
     /// Read this member's applied state without a barrier (may be stale on a follower).
     pub async fn local_query(&self, query: Query) -> Result<QueryResult, CellError> {
         let now = self

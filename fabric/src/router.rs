@@ -365,6 +365,35 @@ impl whip_cell::service::Dispatch for Node {
         Node::routes(self, reload).await
     }
 
+    async fn watch_member(
+        &self,
+        key: &[u8],
+        prefix: bool,
+        cell: u64,
+    ) -> Result<whip_cell::Cell, CellError> {
+        let cell = match (cell, prefix) {
+            (0, true) => {
+                return Err(CellError::InvalidArgument(
+                    "a prefix watch in a fabric names its cell: open one per data cell".into(),
+                ));
+            }
+            (0, false) => {
+                // A watch opens after a key's range moved: read the map afresh.
+                self.invalidate_map();
+                self.map().await?.locate(route::kv_point(key)).cell
+            }
+            (cell, _) => cell,
+        };
+        if cell == META_CELL {
+            return Err(CellError::InvalidArgument(
+                "the meta cell holds no client keys to watch".into(),
+            ));
+        }
+        self.hosted(cell).ok_or_else(|| {
+            CellError::Unavailable(format!("cell {cell} is not hosted on node {}", self.id()))
+        })
+    }
+
     async fn status(&self, cell: u64) -> Result<pb::StatusResponse, CellError> {
         let member = self.hosted(cell).ok_or_else(|| {
             let which = if cell == META_CELL {

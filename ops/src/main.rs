@@ -33,6 +33,7 @@ mod security;
 mod signals;
 mod structures;
 mod votecmd;
+mod watch;
 mod workcmd;
 
 use std::path::PathBuf;

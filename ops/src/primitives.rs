@@ -48,6 +48,18 @@ pub(crate) enum KvCommand {
         #[arg(long, default_value = "")]
         after: String,
     },
+    /// Print each change of KEY (every key under it with --prefix), one line per event,
+    /// until stopped; follows member failures, leader changes and range moves.
+    Watch {
+        key: String,
+        /// Watch every key starting with KEY.
+        #[arg(long)]
+        prefix: bool,
+        /// Start at this revision (earlier events of a still-kept history are replayed;
+        /// a compacted one is an error). Default: from now.
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -242,6 +254,9 @@ async fn kv_on(global: &Global, c: &CellClient, cmd: KvCommand) -> Result<ExitCo
             limit,
             after,
         } => list(global, c, (prefix, after), limit).await?,
+        KvCommand::Watch { key, prefix, from } => {
+            crate::watch::kv_watch(global, c, (key, prefix), from).await?
+        }
     })
 }
 

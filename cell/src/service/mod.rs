@@ -18,6 +18,7 @@ mod mail;
 mod raft;
 mod streams;
 mod vote;
+mod watch;
 mod work;
 
 use access::task_team;
@@ -56,6 +57,10 @@ pub trait Dispatch: Send + Sync + 'static {
         let _ = reload;
         Ok(pb::RoutesResponse::default())
     }
+    /// This server's member that serves a watch of `key` (a prefix when `prefix`): the
+    /// standalone cell itself; in a fabric, the hosted member of `cell`, or of the cell
+    /// owning `key` when `cell` is 0.
+    async fn watch_member(&self, key: &[u8], prefix: bool, cell: u64) -> Result<Cell, CellError>;
 }
 
 #[tonic::async_trait]
@@ -70,6 +75,16 @@ impl Dispatch for Cell {
 
     async fn status(&self, _cell: u64) -> Result<pb::StatusResponse, CellError> {
         Ok(crate::status::status(self))
+    }
+
+    async fn watch_member(&self, _key: &[u8], _prefix: bool, cell: u64) -> Result<Cell, CellError> {
+        match cell == 0 || cell == self.cell_id() {
+            true => Ok(self.clone()),
+            false => Err(CellError::Unavailable(format!(
+                "cell {cell} is not served here (this is cell {})",
+                self.cell_id()
+            ))),
+        }
     }
 }
 
@@ -570,6 +585,29 @@ impl cell_server::Cell for CellApi {
             tx,
             slot,
         ));
+        let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    type WatchStream = std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<pb::WatchResponse, Status>> + Send + 'static>,
+    >;
+
+    async fn watch(&self, req: GrpcRequest<pb::WatchRequest>) -> GrpcResult<Self::WatchStream> {
+        let caller = self.caller_of(&req).await?;
+        if caller == Caller::Anonymous {
+            return Err(Status::unauthenticated(
+                whip_board::access::AccessRefusal::Anonymous.to_string(),
+            ));
+        }
+        let slot = (self.streams).take(streams::stream_caller(caller.agent(), &req))?;
+        let req = req.into_inner();
+        let member = (self.dispatch)
+            .watch_member(&req.key, req.prefix, req.cell)
+            .await?;
+        let first = watch::first_page(&member, &caller, &req).await?;
+        let (tx, rx) = tokio::sync::mpsc::channel(limits::OBSERVE_QUEUE_MAX);
+        tokio::spawn(watch::watch_loop(member, caller, req, first, (tx, slot)));
         let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
         Ok(Response::new(Box::pin(stream)))
     }

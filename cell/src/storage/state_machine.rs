@@ -43,6 +43,7 @@ struct SnapshotFile {
 #[derive(Clone)]
 pub struct StateMachineView {
     backend: Arc<dyn Backend>,
+    applied: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl StateMachineView {
@@ -59,6 +60,12 @@ impl StateMachineView {
             txn.finish().map(|_| result)
         })
         .await
+    }
+
+    /// Changes after each applied batch (and after an installed snapshot) to the count of
+    /// applies so far: what watches wait on instead of polling.
+    pub fn applied(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.applied.subscribe()
     }
 
     /// The last applied stamp time.
@@ -78,6 +85,8 @@ pub struct SmStore {
     last_durable: std::time::Instant,
     /// Where apply durations go (`applied` stage).
     stages: Arc<Stages>,
+    /// Bumped after every apply ([`StateMachineView::applied`]).
+    applied_signal: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 fn read_applied(backend: &dyn Backend) -> BackendResult<Applied> {
@@ -111,6 +120,7 @@ impl SmStore {
             applied,
             last_durable: std::time::Instant::now(),
             stages: Arc::default(),
+            applied_signal: Arc::new(tokio::sync::watch::channel(0).0),
         };
         store.recover_from_snapshot().await?;
         Ok(store)
@@ -142,6 +152,7 @@ impl SmStore {
     pub fn view(&self) -> StateMachineView {
         StateMachineView {
             backend: self.backend.clone(),
+            applied: self.applied_signal.clone(),
         }
     }
 
@@ -296,6 +307,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             self.last_durable = std::time::Instant::now();
         }
         self.applied = applied;
+        self.applied_signal.send_modify(|count| *count += 1);
         Ok(responses)
     }
 
@@ -341,6 +353,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             .await
             .map_err(sm_err(ErrorVerb::Write))?;
         self.applied = applied;
+        self.applied_signal.send_modify(|count| *count += 1);
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 
 mod t10_elect;
 mod t15_kv_txn;
+mod t16_watch;
 mod t20_follower;
 mod t30_leader_kill;
 mod t35_process_kill;

@@ -15,6 +15,7 @@ mod t41_principal_names;
 mod t50_resources;
 mod t52_connections;
 mod t55_listing;
+mod t56_watch;
 mod t60_registry;
 mod t65_team_state;
 mod t66_act_for;
