@@ -24,3 +24,8 @@ pub(crate) const MAIL_SCREEN_TIMEOUT_MS_MAX: u64 = 60_000;
 /// How long a command may take to end itself after SIGINT or SIGTERM (giving back what it
 /// waited for) before it is dropped; the whole stop stays under a second.
 pub const STOP_GRACE_MS: u64 = 700;
+/// Leader hints `whip cell snapshot save` (and `whip fabric backup`, per cell) follows at
+/// most before it gives up.
+pub(crate) const SNAPSHOT_HINTS_MAX: usize = 3;
+/// How long `whip fabric restore` waits for every restored cell to elect a leader.
+pub(crate) const RESTORE_LEADERS_WAIT_MS: u64 = 30_000;
