@@ -457,6 +457,20 @@ fn server_only(command: &Command) -> Result<(), AccessRefusal> {
     })
 }
 
+/// Whether `caller` may take a snapshot of a cell's whole state (`whip cell snapshot save`,
+/// `whip fabric backup`): the operator only. A snapshot holds every agent's state and the
+/// cell's signing key, so neither an agent nor an anonymous caller may, nor a server on its
+/// own behalf.
+pub fn admit_snapshot(caller: &Caller) -> Result<(), AccessRefusal> {
+    match caller {
+        Caller::Operator => Ok(()),
+        Caller::Anonymous => Err(AccessRefusal::Anonymous),
+        Caller::Agent(_) | Caller::Server => Err(AccessRefusal::OperatorOnly {
+            command: "snapshot_save".to_string(),
+        }),
+    }
+}
+
 /// Whether `caller` may read a fabric's routes (its range map and where each cell's leader
 /// is): any proven caller may, since every keyed request it sends names its cell and epoch
 /// anyway; an anonymous caller learns nothing about the fabric's layout.
@@ -503,6 +517,20 @@ mod tests {
             Caller::Server,
         ] {
             assert_eq!(admit_routes(&proven), Ok(()), "{proven:?}");
+        }
+    }
+
+    /// Only the operator takes a snapshot; an agent's refusal is `operator_only`.
+    #[test]
+    fn only_the_operator_takes_a_snapshot() {
+        assert_eq!(admit_snapshot(&Caller::Operator), Ok(()));
+        assert_eq!(
+            admit_snapshot(&Caller::Anonymous),
+            Err(AccessRefusal::Anonymous)
+        );
+        for refused in [Caller::Agent("alice".into()), Caller::Server] {
+            let code = admit_snapshot(&refused).unwrap_err().code();
+            assert_eq!(code, "operator_only", "{refused:?}");
         }
     }
 

@@ -26,6 +26,35 @@ pub(crate) fn decodes(value: &[u8]) -> bool {
     crate::codec::try_decode::<Record>(value).is_some()
 }
 
+/// Offline, for a restore: rewrite the value of client key `key` among `pairs` (a cell's
+/// dumped rows) with `rewrite`, keeping its version, so a compare-and-set on the version
+/// read before the backup still holds. Fails when the key is absent or its row does not
+/// decode; `pairs` is unchanged then.
+pub fn restore_rewrite(
+    pairs: &mut [(Vec<u8>, Vec<u8>)],
+    key: &[u8],
+    rewrite: impl FnOnce(&[u8]) -> Result<Vec<u8>, String>,
+) -> Result<(), String> {
+    let stored = keys::kv(key);
+    let row = pairs
+        .iter_mut()
+        .find(|(k, _)| *k == stored)
+        .ok_or_else(|| {
+            format!(
+                "key {:?} is not in the snapshot",
+                String::from_utf8_lossy(key)
+            )
+        })?;
+    let record: Record = crate::codec::try_decode(&row.1)
+        .ok_or_else(|| format!("key {:?} does not decode", String::from_utf8_lossy(key)))?;
+    let value = rewrite(&record.value)?;
+    row.1 = encode(&Record {
+        value,
+        version: record.version,
+    });
+    Ok(())
+}
+
 /// Which family of CAS-shaped rows a command reaches: the clients' keys, or the engine's
 /// instance state. One command reaches one space, fixed by its variant, never by its bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -241,6 +270,31 @@ mod tests {
             position: 0,
             time_ms: 0,
         }
+    }
+
+    /// A restore's rewrite changes the value and keeps the version; a missing key changes
+    /// nothing.
+    #[test]
+    fn restore_rewrite_keeps_the_version() {
+        let mut txn = MemTxn::default();
+        put(&mut txn, stamp(7), b"map", b"old", None);
+        let mut pairs: Vec<_> = txn.map.clone().into_iter().collect();
+        restore_rewrite(&mut pairs, b"map", |old| {
+            assert_eq!(old, b"old");
+            Ok(b"new".to_vec())
+        })
+        .unwrap();
+        let restored = MemTxn {
+            map: pairs.iter().cloned().collect(),
+        };
+        let entry = get(&restored, b"map").unwrap();
+        assert_eq!(
+            (entry.value.as_slice(), entry.version),
+            (&b"new"[..], stamp(7).fence())
+        );
+        let before = pairs.clone();
+        assert!(restore_rewrite(&mut pairs, b"absent", |_| Ok(Vec::new())).is_err());
+        assert_eq!(pairs, before);
     }
 
     #[test]

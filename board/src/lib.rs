@@ -75,6 +75,7 @@ pub mod work;
 
 pub use chain::HandoffRefusal;
 pub use idempotency::reused_reason as key_reused_reason;
+pub use kv::restore_rewrite;
 pub use query::{
     BoardStatsView, KvPage, MailboxMessage, MessageKind, Query, QueryResult, RangeView, TeamView,
 };

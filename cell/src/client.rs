@@ -685,6 +685,24 @@ impl CellClient {
         .await
     }
 
+    /// Take a snapshot of hosted cell `cell` (0: a plain cell, or a fabric's meta cell)
+    /// from its leader (through any member: a follower's `NotLeader` hint is followed).
+    /// The stream's chunks make the body, in order; the last carries its blake3.
+    pub async fn snapshot_save(
+        &self,
+        cell: u64,
+    ) -> Result<tonic::Streaming<pb::SnapshotChunk>, CellError> {
+        let stream = self
+            .call(|ch| async move {
+                AdminClient::new(ch)
+                    .max_decoding_message_size(crate::limits::MESSAGE_BYTES_MAX)
+                    .snapshot_save(pb::SnapshotSaveRequest { cell })
+                    .await
+            })
+            .await?;
+        Ok(stream)
+    }
+
     async fn admin_call<F, Fut>(&self, call: F) -> Result<pb::AdminResponse, CellError>
     where
         F: Fn(AdminClient<Channel>) -> Fut,

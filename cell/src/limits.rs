@@ -88,6 +88,13 @@ pub const SNAPSHOT_CHUNK_BYTES: u64 = 1 << 20;
 /// large state: openraft's 200 ms default made a voter that fell behind a purged log retry
 /// its transfer forever (found by `whip chaos`, seed 5; see RELIABILITY.md).
 pub const SNAPSHOT_CHUNK_TIMEOUT_MS: u64 = 60_000;
+/// Bytes of one chunk of an operator's snapshot (`Admin/SnapshotSave`) on the wire.
+pub const SNAPSHOT_SAVE_CHUNK_BYTES: usize = 1 << 20;
+/// Chunks of an operator's snapshot buffered for a slow reader before the dump waits.
+pub const SNAPSHOT_SAVE_QUEUE_CHUNKS: usize = 4;
+/// Largest snapshot file `whip cell snapshot restore` (and a node's `RestoreCell`) reads: a
+/// restore holds the whole state in memory once, as a Raft snapshot install does.
+pub const SNAPSHOT_FILE_BYTES_MAX: u64 = 8 << 30;
 /// A member receiving a snapshot does not campaign until this long after its last chunk
 /// (`election_pause.rs`).
 pub const SNAPSHOT_ELECTION_PAUSE_MS: u64 = 5_000;

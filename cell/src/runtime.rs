@@ -152,6 +152,8 @@ impl Cell {
     /// cells of this node.
     pub async fn start_with_peers(config: CellConfig, peers: Peers) -> Result<Cell, CellError> {
         let fatal = |e: &dyn std::fmt::Display| CellError::Fatal(e.to_string());
+        crate::backup::finish_pending(&config.data_dir, config.id, &config.advertise)
+            .map_err(|e| fatal(&e))?;
         let backend = open_backend(config.storage, &config.data_dir).map_err(|e| fatal(&e))?;
         let stages = Arc::new(Stages::default());
         let log = LogStore::new(backend.clone(), stages.clone()).map_err(|e| fatal(&e))?;
@@ -310,6 +312,36 @@ impl Cell {
         // older than writes it acknowledged before the crash: `whip chaos` (seed 3) saw
         // stale reads. Every acknowledged write is in this leader's log, so reading after
         // applying its whole log as of now is linearizable.
+        self.barrier().await?;
+        self.local_query(query).await
+    }
+
+    /// Before an operator's backup: on the leader, a read barrier (as [`Cell::read`]), so
+    /// a [`Cell::dump`] after it holds every write acknowledged before the call. A follower
+    /// answers `NotLeader` with the leader's address.
+    pub async fn backup_barrier(&self) -> Result<(), CellError> {
+        let leader = self.inner.wait_leader().await?;
+        if leader != self.id() {
+            return Err(CellError::NotLeader {
+                hint: self.inner.addr_of(leader),
+            });
+        }
+        self.barrier().await
+    }
+
+    /// One dump of this member's applied state at one applied point (writes go on: their
+    /// applies wait for the dump, then continue).
+    pub async fn dump(&self) -> Result<crate::storage::Dump, CellError> {
+        self.inner
+            .view
+            .dump()
+            .await
+            .map_err(|e| CellError::Fatal(e.to_string()))
+    }
+
+    /// The leader's read barrier: confirm leadership with a quorum, then apply the whole
+    /// log as of now.
+    async fn barrier(&self) -> Result<(), CellError> {
         let log_end = self.inner.raft.metrics().borrow().last_log_index;
         match self.inner.raft.ensure_linearizable().await {
             Ok(_) => {}
@@ -324,7 +356,7 @@ impl Cell {
                 .await
                 .map_err(|e| CellError::Unavailable(format!("read waits for apply: {e}")))?;
         }
-        self.local_query(query).await
+        Ok(())
     }
 
     /// Changes after every batch this member applies (watches wait on it).

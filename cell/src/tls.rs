@@ -275,7 +275,7 @@ pub enum Needs {
     /// A node or the operator.
     Operator,
     /// The operator itself (its certificate, or the local user), not a node: one node's
-    /// credential must not replace another node's.
+    /// credential must not replace another node's, nor take a snapshot of a whole cell.
     OperatorOnly,
     /// A node.
     Node,
@@ -283,7 +283,7 @@ pub enum Needs {
 
 /// What `path` (`/package.Service/Method`) needs of its caller.
 pub fn needs(path: &str) -> Needs {
-    if path == "/whip.v1.Admin/InstallCredential" {
+    if path == "/whip.v1.Admin/InstallCredential" || path == "/whip.v1.Admin/SnapshotSave" {
         Needs::OperatorOnly
     } else if path.starts_with("/whip.v1.Raft/") || path == "/whip.v1.Node/Deliver" {
         Needs::Node

@@ -183,7 +183,7 @@ async fn create_on(
 
 /// Nodes that are not meta voters follow the meta cell as learners, so every node reads
 /// the map from a local member.
-async fn add_meta_learners(node: &Node, map: &FabricMap) -> Result<(), CellError> {
+pub(crate) async fn add_meta_learners(node: &Node, map: &FabricMap) -> Result<(), CellError> {
     let voters = &map.cells[&META_CELL];
     for (&id, addr) in &map.nodes {
         if voters.contains(&id) {
@@ -815,4 +815,63 @@ impl node_server::Node for NodeApi {
             split_range(&self.node, req.start, req.at).await?,
         ))
     }
+
+    async fn restore_cell(
+        &self,
+        req: GrpcRequest<tonic::Streaming<pb::RestoreCellChunk>>,
+    ) -> Result<Response<pb::AdminResponse>, Status> {
+        let restore = receive_restore(req.into_inner()).await?;
+        let message = crate::restore::restore_cell(&self.node, restore).await?;
+        Ok(Response::new(pb::AdminResponse { message }))
+    }
+
+    async fn fabric_restore(
+        &self,
+        req: GrpcRequest<pb::FabricRestoreRequest>,
+    ) -> Result<Response<pb::FabricStatusResponse>, Status> {
+        let nodes = members(req.into_inner().nodes)?;
+        crate::restore::finish(&self.node, &nodes).await?;
+        Ok(Response::new(status(&self.node).await?))
+    }
+}
+
+/// Node id → address of `list`, each id once.
+fn members(list: Vec<pb::Member>) -> Result<BTreeMap<u64, String>, Status> {
+    let mut out = BTreeMap::new();
+    for m in list {
+        if out.insert(m.id, m.addr).is_some() {
+            return Err(Status::invalid_argument(format!(
+                "node {} is listed twice",
+                m.id
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// A `RestoreCell` stream gathered: the first chunk names the cell, its voters and the
+/// fabric's nodes; the file is at most [`limits::RESTORE_BYTES_MAX`] bytes.
+async fn receive_restore(
+    mut stream: tonic::Streaming<pb::RestoreCellChunk>,
+) -> Result<crate::restore::RestoreCell, Status> {
+    let first = stream
+        .message()
+        .await?
+        .ok_or_else(|| Status::invalid_argument("an empty restore stream"))?;
+    let mut restore = crate::restore::RestoreCell {
+        cell: first.cell,
+        voters: members(first.voters)?,
+        nodes: members(first.nodes)?,
+        file: first.data,
+    };
+    while let Some(chunk) = stream.message().await? {
+        if (restore.file.len() + chunk.data.len()) as u64 > limits::RESTORE_BYTES_MAX {
+            return Err(Status::invalid_argument(format!(
+                "the snapshot is larger than {} bytes",
+                limits::RESTORE_BYTES_MAX
+            )));
+        }
+        restore.file.extend_from_slice(&chunk.data);
+    }
+    Ok(restore)
 }

@@ -18,6 +18,9 @@
 //!   hosting the owning cell's leader, which serves it without forwarding;
 //! - [`admin`]: `fabric init`, `fabric status`, range moves and splits (freeze on the
 //!   source, copy, assign on the target with a fence floor, publish, drop);
+//! - [`restore`]: a new fabric from `whip fabric backup` on empty nodes: each cell's voters
+//!   made from its snapshot (node ids, ranges and epochs kept, the meta cell's map
+//!   re-addressed before it starts), then the meta learners;
 //! - [`FabricClient`]: the only view the WhippleScript engine has of the store (CAS keys,
 //!   leases, counters, ledgers, and the task boards its trackers live on), implemented
 //!   for [`whip_cell::CellClient`] (a cell or a node, embedded or remote) and for
@@ -56,6 +59,7 @@ pub mod node;
 mod observe;
 mod quota;
 pub mod range_change;
+pub mod restore;
 mod router;
 
 use std::future::Future;

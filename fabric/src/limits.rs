@@ -57,3 +57,6 @@ pub const ROUTES_UNREACHABLE_MS: u64 = 1_000;
 /// A routing client that finds no reachable leader for a cell in its routes learns them
 /// again, at most once per this long.
 pub const ROUTES_REFRESH_MS: u64 = 250;
+/// Bytes of a snapshot file one `Node/RestoreCell` call takes at most (a restore holds the
+/// whole file in memory once, as a Raft snapshot install does).
+pub const RESTORE_BYTES_MAX: u64 = whip_cell::limits::SNAPSHOT_FILE_BYTES_MAX;

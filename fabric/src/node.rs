@@ -273,7 +273,7 @@ impl Node {
     }
 
     /// The data directory of this node's member of `cell`.
-    fn cell_dir(&self, cell: u64) -> PathBuf {
+    pub(crate) fn cell_dir(&self, cell: u64) -> PathBuf {
         self.inner
             .config
             .data_dir
@@ -588,5 +588,9 @@ impl whip_cell::service::Cells for Node {
 
     fn transport(&self) -> whip_cell::tls::Transport {
         self.inner.config.transport.clone()
+    }
+
+    fn identity_secret(&self, id: u64) -> Result<Option<[u8; 32]>, CellError> {
+        Ok(self.identity(id)?.map(|i| i.secret()))
     }
 }

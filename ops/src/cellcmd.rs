@@ -1,4 +1,4 @@
-//! `whip cell serve|init|status|dev|add-learner|voters`.
+//! `whip cell serve|init|status|dev|add-learner|voters|snapshot`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -56,6 +56,10 @@ pub(crate) enum CellCommand {
         #[arg(long)]
         retain: bool,
     },
+    /// Back up a running cell (`save`) and make a new cell's data directory from the
+    /// backup (`restore`).
+    #[command(subcommand)]
+    Snapshot(crate::snapshot::SnapshotCommand),
 }
 
 pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
@@ -101,6 +105,7 @@ pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
             let r = remote(global)?.change_membership(voters, retain).await?;
             done(global, r.message)
         }
+        CellCommand::Snapshot(cmd) => crate::snapshot::run(global, cmd).await,
     }
 }
 

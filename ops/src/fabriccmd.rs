@@ -1,4 +1,4 @@
-//! `whip node serve` and `whip fabric init|status|move|split`.
+//! `whip node serve` and `whip fabric init|status|move|split|backup|restore`.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -115,6 +115,21 @@ pub(crate) enum FabricCommand {
     /// Roll every node onto new certificates while the fabric serves: to a new CA (trust
     /// both, new node certificates, drop the old CA), or `--keep-ca`. Run where the CA is.
     RotateCerts(crate::rotate::RotateArgs),
+    /// Save every cell's snapshot (the meta cell and every data cell, each from its leader,
+    /// writes going on) and a manifest of the range map and each file's blake3 into DIR.
+    Backup {
+        /// The directory to make (must not exist, or be empty).
+        dir: std::path::PathBuf,
+    },
+    /// Bring a new fabric up from a backup on new, empty nodes (`whip node serve`), with
+    /// the backup's node ids at the addresses given.
+    Restore {
+        /// The backup directory.
+        dir: std::path::PathBuf,
+        /// A node of the new fabric as ID=ADDR; repeat for each of the backup's node ids.
+        #[arg(long = "node", required = true)]
+        nodes: Vec<String>,
+    },
 }
 
 /// `whip fabric channel …`.
@@ -227,9 +242,19 @@ fn refused(status: tonic::Status) -> anyhow::Error {
 }
 
 pub(crate) async fn fabric(global: &Global, cmd: FabricCommand) -> Result<ExitCode> {
-    if let FabricCommand::RotateCerts(args) = cmd {
-        return crate::rotate::rotate(global, args).await;
+    match cmd {
+        FabricCommand::RotateCerts(args) => crate::rotate::rotate(global, args).await,
+        FabricCommand::Backup { dir } => crate::backup::backup(global, &dir).await,
+        FabricCommand::Restore { dir, nodes } => {
+            let nodes = nodes.iter().map(|n| parse_node(n)).collect::<Result<_>>()?;
+            crate::backup::restore(global, &dir, nodes).await
+        }
+        cmd => through_node(global, cmd).await,
     }
+}
+
+/// The commands one node of the fabric (`--cell`) answers.
+async fn through_node(global: &Global, cmd: FabricCommand) -> Result<ExitCode> {
     let mut client = node_client(global)?;
     match cmd {
         FabricCommand::Init {
@@ -291,7 +316,9 @@ pub(crate) async fn fabric(global: &Global, cmd: FabricCommand) -> Result<ExitCo
         FabricCommand::Channel(ChannelCommand::Reset { from, to }) => {
             channel_reset(global, &mut client, from, to).await?;
         }
-        FabricCommand::RotateCerts(_) => unreachable!("handled above"),
+        FabricCommand::RotateCerts(_)
+        | FabricCommand::Backup { .. }
+        | FabricCommand::Restore { .. } => unreachable!("handled above"),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -371,7 +398,7 @@ fn range_table<'a>(ranges: impl Iterator<Item = &'a pb::RangeInfo>) -> Table {
     table
 }
 
-fn print_status(global: &Global, s: &pb::FabricStatusResponse, title: &str) {
+pub(crate) fn print_status(global: &Global, s: &pb::FabricStatusResponse, title: &str) {
     if global.json {
         let nodes: Vec<Value> = s
             .nodes

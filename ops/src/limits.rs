@@ -26,3 +26,8 @@ pub(crate) const MAIL_SCREEN_TIMEOUT_MS_MAX: u64 = 60_000;
 pub const STOP_GRACE_MS: u64 = 700;
 /// Revisions a `kv watch` holds between the stream and the terminal.
 pub const WATCH_QUEUE_MAX: usize = 256;
+/// Leader hints `whip cell snapshot save` (and `whip fabric backup`, per cell) follows at
+/// most before it gives up.
+pub(crate) const SNAPSHOT_HINTS_MAX: usize = 3;
+/// How long `whip fabric restore` waits for every restored cell to elect a leader.
+pub(crate) const RESTORE_LEADERS_WAIT_MS: u64 = 30_000;

@@ -11,6 +11,7 @@
 //! `whip-cell`); it only parses, connects and prints.
 
 mod agent;
+mod backup;
 mod bench;
 mod boardcmd;
 mod cellcmd;
@@ -31,6 +32,7 @@ mod rotate;
 mod run;
 mod security;
 mod signals;
+mod snapshot;
 mod structures;
 mod votecmd;
 mod watch;

@@ -98,6 +98,12 @@ pub trait Cells: Send + Sync + 'static {
     /// The transport this server serves with (its credential is replaced by the operator's
     /// `InstallCredential`).
     fn transport(&self) -> crate::tls::Transport;
+    /// The signing key of hosted cell `id`, which an operator's backup carries (a fabric
+    /// node's cells have one; a standalone cell has none).
+    fn identity_secret(&self, id: u64) -> Result<Option<[u8; 32]>, CellError> {
+        let _ = id;
+        Ok(None)
+    }
 }
 
 impl Cells for Cell {

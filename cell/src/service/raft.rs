@@ -103,6 +103,114 @@ impl admin_server::Admin for AdminApi {
             trusted: presented.trusted,
         }))
     }
+
+    type SnapshotSaveStream = std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<pb::SnapshotChunk, Status>> + Send + 'static>,
+    >;
+
+    async fn snapshot_save(
+        &self,
+        req: GrpcRequest<pb::SnapshotSaveRequest>,
+    ) -> GrpcResult<Self::SnapshotSaveStream> {
+        whip_board::access::admit_snapshot(&snapshot_caller(&req)).map_err(
+            |refusal| match refusal {
+                whip_board::access::AccessRefusal::Anonymous => {
+                    Status::unauthenticated(refusal.to_string())
+                }
+                _ => Status::permission_denied(refusal.to_string()),
+            },
+        )?;
+        let id = req.into_inner().cell;
+        let cell = hosted(self.cells.as_ref(), id)?;
+        cell.backup_barrier().await?;
+        let secret = self.cells.identity_secret(id)?.map(|s| s.to_vec());
+        let (tx, rx) = tokio::sync::mpsc::channel(limits::SNAPSHOT_SAVE_QUEUE_CHUNKS);
+        // The dump of a large state takes longer than a client's attempt: the stream is
+        // answered at once and the dump's failure, if any, is its first item.
+        tokio::spawn(async move {
+            let dump = match cell.dump().await {
+                Ok(dump) => dump,
+                Err(e) => {
+                    let _ = tx.send(Err(e.into())).await;
+                    return;
+                }
+            };
+            let body = crate::backup::Body {
+                revision: dump.revision,
+                cell: id,
+                identity_secret: secret,
+                pairs: dump.pairs,
+            };
+            let bytes = crate::backup::body_bytes(&body);
+            tracing::info!(
+                cell = id,
+                revision = body.revision,
+                bytes = bytes.len(),
+                "snapshot taken for the operator"
+            );
+            send_chunks(bytes, body.revision, tx).await;
+        });
+        let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+        Ok(Response::new(Box::pin(stream)))
+    }
+}
+
+/// The caller of a snapshot as the board judges it: a call carrying an agent's token (or
+/// naming an agent to act for) is that agent's, whatever its transport; else the principal
+/// the transport proved.
+fn snapshot_caller<T>(req: &GrpcRequest<T>) -> whip_board::access::Caller {
+    use whip_board::access::Caller;
+    let metadata = req.metadata();
+    for header in [
+        crate::identity::AGENT_HEADER,
+        crate::identity::ACT_FOR_HEADER,
+    ] {
+        if let Some(agent) = metadata.get(header) {
+            return Caller::Agent(agent.to_str().unwrap_or("?").to_string());
+        }
+    }
+    match crate::tls::principal(req.extensions()) {
+        crate::tls::Principal::Operator | crate::tls::Principal::Local => Caller::Operator,
+        crate::tls::Principal::Node => Caller::Server,
+        crate::tls::Principal::Anonymous => Caller::Anonymous,
+    }
+}
+
+/// Stream `bytes` in chunks of at most [`limits::SNAPSHOT_SAVE_CHUNK_BYTES`]; the last one
+/// carries the body's blake3. Stops when the client hangs up.
+async fn send_chunks(
+    bytes: Vec<u8>,
+    revision: u64,
+    tx: tokio::sync::mpsc::Sender<Result<pb::SnapshotChunk, Status>>,
+) {
+    let total_bytes = bytes.len() as u64;
+    let hash = crate::backup::hash_hex(&bytes);
+    let mut chunks = bytes.chunks(limits::SNAPSHOT_SAVE_CHUNK_BYTES).peekable();
+    if chunks.peek().is_none() {
+        let last = pb::SnapshotChunk {
+            data: Vec::new(),
+            revision,
+            total_bytes,
+            blake3: hash,
+        };
+        let _ = tx.send(Ok(last)).await;
+        return;
+    }
+    while let Some(data) = chunks.next() {
+        let blake3 = match chunks.peek() {
+            Some(_) => String::new(),
+            None => hash.clone(),
+        };
+        let chunk = pb::SnapshotChunk {
+            data: data.to_vec(),
+            revision,
+            total_bytes,
+            blake3,
+        };
+        if tx.send(Ok(chunk)).await.is_err() {
+            return;
+        }
+    }
 }
 
 pub(super) struct RaftApi {

@@ -24,7 +24,8 @@ pub(crate) use descriptors::retries as open_retries;
 pub use log_store::LogStore;
 pub use redb_backend::RedbBackend;
 pub use sled_backend::SledBackend;
-pub use state_machine::{SmStore, SnapshotBuilder, StateMachineView};
+pub use state_machine::{Dump, SmStore, SnapshotBuilder, StateMachineView};
+pub(crate) use state_machine::{SNAPSHOT_FILE, restored_snapshot};
 pub use write_back::WriteBack;
 
 /// Which storage engine a cell uses.

@@ -21,7 +21,7 @@ use crate::types::{BatchOutcome, Entry, LogId, NodeId, StorageError, TypeConfig,
 /// Where the state machine records what it has applied, inside its own keyspace. Board keys
 /// never start with 0xff, so this key is out of their way and commits with their writes.
 const APPLIED_KEY: &[u8] = b"\xff\xffapplied";
-const SNAPSHOT_FILE: &str = "snapshot.bin";
+pub(crate) const SNAPSHOT_FILE: &str = "snapshot.bin";
 
 /// What the state machine has applied: stored atomically with every commit.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -73,6 +73,66 @@ impl StateMachineView {
         let backend = self.backend.clone();
         blocking(move || Ok(read_applied(backend.as_ref())?.time_ms)).await
     }
+}
+
+/// One dump of a cell's applied state: every pair, and the last applied log index they
+/// hold (the pairs include the applied record, so a restore keeps its stamp time).
+pub struct Dump {
+    /// The last log index applied in `pairs` (0 for a cell that applied nothing).
+    pub revision: u64,
+    /// Every state-machine pair, in key order.
+    pub pairs: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl StateMachineView {
+    /// Dump the applied state at one applied point: the write-back layer hands its pending
+    /// writes over and the engine is read under its write lock, so no apply lands between
+    /// the first pair read and the last. Applies wait for the dump (as they do for a Raft
+    /// snapshot build) and go on after it.
+    pub async fn dump(&self) -> BackendResult<Dump> {
+        let backend = self.backend.clone();
+        blocking(move || {
+            let pairs = backend.sm_dump()?;
+            let revision = match pairs.iter().find(|(k, _)| k.as_slice() == APPLIED_KEY) {
+                Some((_, v)) => decode::<Applied>(v)
+                    .map_err(|e| BackendError::new("decode applied", e))?
+                    .log_id
+                    .map_or(0, |l| l.index),
+                None => 0,
+            };
+            Ok(Dump { revision, pairs })
+        })
+        .await
+    }
+}
+
+/// The bytes of `snapshot.bin` for a new cell restored from `pairs` dumped at `revision`:
+/// the same state, at log index `revision` of term 0, with `voters` (id → address) as its
+/// membership. A member opening a data directory holding only this file installs it
+/// (`recover_from_snapshot`), and openraft purges its empty log up to `revision`, so the
+/// cell's next entries, and with them every new fence, come after the old ones.
+pub(crate) fn restored_snapshot(
+    pairs: Vec<(Vec<u8>, Vec<u8>)>,
+    revision: u64,
+    voters: &std::collections::BTreeMap<NodeId, String>,
+) -> Vec<u8> {
+    let first = *voters
+        .keys()
+        .next()
+        .expect("callers check a restored cell has a voter");
+    let log_id = LogId::new(openraft::CommittedLeaderId::new(0, first), revision);
+    let nodes: std::collections::BTreeMap<NodeId, openraft::BasicNode> = voters
+        .iter()
+        .map(|(id, addr)| (*id, openraft::BasicNode { addr: addr.clone() }))
+        .collect();
+    let ids = nodes.keys().copied().collect();
+    let membership = openraft::Membership::new(vec![ids], nodes);
+    let meta = SnapshotMeta {
+        last_log_id: Some(log_id),
+        last_membership: StoredMembership::new(Some(log_id), membership),
+        snapshot_id: format!("restored-{revision}"),
+    };
+    encode(&SnapshotFile { meta, pairs })
 }
 
 /// The state machine of one cell.

@@ -16,6 +16,7 @@ mod t60_idempotency;
 mod t70_lease_deadline;
 mod t80_bad_input;
 mod t90_membership;
+mod t95_backup;
 
 use whip_proto::v1 as pb;
 

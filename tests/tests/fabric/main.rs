@@ -13,6 +13,7 @@ mod t70_schedules;
 mod t80_fail_open;
 mod t90_boards;
 mod t92_rotate_certs;
+mod t93_backup;
 mod t95_handoff;
 mod t97_registry;
 mod t98_mail;

@@ -24,6 +24,7 @@ mod t80_executor;
 mod t80_vote;
 mod t85_idempotency;
 mod t90_credentials;
+mod t95_snapshot;
 
 use std::path::Path;
 use std::process::{Command, Output};
