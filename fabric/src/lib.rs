@@ -57,6 +57,7 @@ mod observe;
 mod quota;
 pub mod range_change;
 mod router;
+mod takeover;
 
 use std::future::Future;
 

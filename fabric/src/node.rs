@@ -146,6 +146,7 @@ impl Node {
         let heartbeat_ms = node.inner.config.heartbeat_ms;
         tokio::spawn(heartbeat_loop(Arc::downgrade(&node.inner), heartbeat_ms));
         tokio::spawn(crate::mover::mover_loop(Arc::downgrade(&node.inner)));
+        tokio::spawn(crate::takeover::takeover_loop(Arc::downgrade(&node.inner)));
         tokio::spawn(crate::quota::quota_loop(Arc::downgrade(&node.inner)));
         tracing::info!(
             node = node.id(),
