@@ -177,3 +177,5 @@ pub const HEARTBEAT_ITEM_TIMEOUT_MS: u64 = 80;
 
 /// How often a member started with `--clock-offset-file` (a test-only fault) re-reads it.
 pub const CLOCK_OFFSET_FILE_POLL_MS: u64 = 100;
+/// How often a server started with `--disk-fault-file` (a test-only fault) re-reads it.
+pub const DISK_FAULT_FILE_POLL_MS: u64 = 100;

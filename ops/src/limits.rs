@@ -24,3 +24,5 @@ pub(crate) const MAIL_SCREEN_TIMEOUT_MS_MAX: u64 = 60_000;
 /// How long a command may take to end itself after SIGINT or SIGTERM (giving back what it
 /// waited for) before it is dropped; the whole stop stays under a second.
 pub const STOP_GRACE_MS: u64 = 700;
+/// The exit status of a server whose log store failed (a write or its sync): `EX_IOERR`.
+pub(crate) const EXIT_LOG_FAILED: i32 = 74;
