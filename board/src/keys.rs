@@ -104,6 +104,9 @@ pub(crate) const META_MODE: u8 = b'Z';
 /// Live work entries per owning agent on this cell (cell-local): family, owner.
 pub(crate) const WORK_OWNER: u8 = b'H';
 
+/// The highest range-admin lease fence a range step on this cell carried (cell-local).
+pub(crate) const ADMIN_FENCE: u8 = b'F';
+
 /// The watch history's events (`crate::watch`): family, revision, client key bytes.
 pub(crate) const WATCH_EVENT: u8 = b'V';
 /// The watch history's bounds and head (`crate::watch`): one row.
@@ -111,13 +114,13 @@ pub(crate) const WATCH_META: u8 = b'Y';
 
 /// Every family above: a row of any other first byte is no row of this state machine.
 #[rustfmt::skip]
-pub(crate) const FAMILIES: [u8; 45] = [
+pub(crate) const FAMILIES: [u8; 46] = [
     KV, LEASE, HOLDER, COUNTER, LEDGER_HEAD, LEDGER_ENTRY, IDEMPOTENCY, DEADLINE, OUTBOX,
     OUTBOX_ITEM, INBOX, ALARM, ALARM_HEAD, RANGE, FENCE_OFFSET, FABRIC_MODE, ELECTION, SCHEDULE,
     TEAM, TASK, READY, CLAIM, MAIL_HEAD, MAIL, MBOX_HEAD, MBOX_MSG, CELL_TASK, CELL_READY,
     CELL_CLAIM, CELL_BOARD, WORK_ENTRY, WORK_CELL, WORK_LIMITS, WORK_AUDIT, WORK_GRANT,
     ALARM_CAUSE, VOTE_TEAM, PROPOSAL, BALLOT, ENGINE, INSTANCE_OWNER, META_MODE,
-    WORK_OWNER, WATCH_EVENT, WATCH_META,
+    WORK_OWNER, WATCH_EVENT, WATCH_META, ADMIN_FENCE,
 ];
 
 /// Append `s` escaped but without its terminator (a prefix of every longer string's form).

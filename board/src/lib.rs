@@ -79,6 +79,7 @@ pub use kv::restore_rewrite;
 pub use query::{
     BoardStatsView, KvPage, MailboxMessage, MessageKind, Query, QueryResult, RangeView, TeamView,
 };
+pub use range::RangeRefusal;
 pub use schedule::{ScheduleSpec, latest_due};
 pub use taskboard::{FABRIC_QUEUE_PREFIX, TRACKER_TEAM_PREFIX, fabric_queue_team, is_tracker_team};
 pub use txn::{MemTxn, Txn};
@@ -424,6 +425,8 @@ fn apply_range(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
                 last: *last,
                 epoch: *epoch,
                 frozen: false,
+                to_cell: 0,
+                until_ms: 0,
             };
             range::assign(txn, stamp, range, *fence_above)
         }
@@ -439,8 +442,33 @@ fn apply_range(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
         Command::RangeImport { rows } => range::import(txn, rows),
         Command::MetaCellMark => range::mark_meta(txn),
         Command::RangeDrop { start, last } => range::drop_rows(txn, *start, *last),
+        Command::RangeFreezeTo {
+            start,
+            last,
+            epoch,
+            to_cell,
+        } => range::freeze_to(txn, stamp, (*start, *last), *epoch, *to_cell),
+        Command::RangeFenced { fence, step } => match range::admit_fence(txn, *fence) {
+            Err(refused) => refused,
+            Ok(()) if is_fenced_step(step) => apply_range(txn, stamp, step),
+            Ok(()) => Outcome::Invalid {
+                reason: "a fenced range step is a freeze, import, assign, drop or split".into(),
+            },
+        },
         other => unreachable!("{other:?} is not a range change"),
     }
+}
+
+/// The steps a range change runs under the range-admin lease's fence.
+fn is_fenced_step(step: &Command) -> bool {
+    matches!(
+        step,
+        Command::RangeFreezeTo { .. }
+            | Command::RangeImport { .. }
+            | Command::RangeAssign { .. }
+            | Command::RangeDrop { .. }
+            | Command::RangeSplit { .. }
+    )
 }
 
 /// Handoff commands (split from `apply_command` to keep each match short).

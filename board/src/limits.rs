@@ -27,6 +27,10 @@ pub const KV_TXN_OPS_MAX: usize = 4096;
 pub const KV_TXN_BYTES_MAX: usize = 4 << 20;
 /// Ranges one cell owns.
 pub const RANGES_PER_CELL_MAX: usize = 1024;
+/// How long a move's freeze holds its range past the driver's last freeze or renewal
+/// (stamp time). Past it the range-admin lease's next holder may take the move over, so a
+/// driver that stalls keeps a range frozen about this long, not until it comes back.
+pub const RANGE_FREEZE_MS: u64 = 4_000;
 /// Rows one range export page or one range drop command carries.
 pub const RANGE_ROWS_PER_COMMAND_MAX: usize = 4096;
 /// Stored rows one export page examines (a page may come back short but never scans more).

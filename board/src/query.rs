@@ -384,6 +384,10 @@ pub struct RangeView {
     pub epoch: u64,
     /// Frozen: a move is under way and the cell no longer serves it.
     pub frozen: bool,
+    /// A frozen range's move target (0: not frozen, or frozen by a version-1 freeze).
+    pub to_cell: u64,
+    /// Until when (stamp ms) the frozen range's move holds it (0: no hold).
+    pub until_ms: u64,
 }
 
 /// A CAS key's current value.

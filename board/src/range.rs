@@ -15,23 +15,40 @@
 use serde::{Deserialize, Serialize};
 
 use crate::access::{AccessRefusal, Caller};
-use crate::codec::{decode, encode, try_decode};
+use crate::codec::{decode, encode, encode_versioned, try_decode};
 use crate::deadline::Item;
-use crate::keys::{self, FABRIC_MODE, FENCE_OFFSET, RANGE};
+use crate::keys::{self, ADMIN_FENCE, FABRIC_MODE, FENCE_OFFSET, RANGE};
 use crate::limits::{
-    RANGE_EXPORT_BYTES_MAX, RANGE_ROWS_PER_COMMAND_MAX, RANGE_SCAN_ROWS_MAX, RANGES_PER_CELL_MAX,
+    RANGE_EXPORT_BYTES_MAX, RANGE_FREEZE_MS, RANGE_ROWS_PER_COMMAND_MAX, RANGE_SCAN_ROWS_MAX,
+    RANGES_PER_CELL_MAX,
 };
 use crate::query::RangeView;
 use crate::route;
 use crate::txn::Txn;
 use crate::types::{Command, Outcome, Stamp};
 
+/// A range row as version 1 stored it (before moves recorded their target and deadline).
+#[derive(Serialize, Deserialize)]
+struct RowV1 {
+    last: u64,
+    epoch: u64,
+    frozen: bool,
+}
+
+/// A range row. A frozen row names the move's target cell and the time (stamp ms) until
+/// which its driver holds the freeze; past it the range-admin lease's next holder may take
+/// the move over (a freeze of version 1 names no target and holds no time).
 #[derive(Serialize, Deserialize)]
 struct Row {
     last: u64,
     epoch: u64,
     frozen: bool,
+    to_cell: u64,
+    until_ms: u64,
 }
+
+/// The encoding version of [`Row`].
+const ROW_VERSION: u8 = 2;
 
 /// Raw stored rows.
 type Rows = Vec<(Vec<u8>, Vec<u8>)>;
@@ -48,15 +65,33 @@ pub(crate) fn rows(txn: &impl Txn) -> Vec<RangeView> {
         .into_iter()
         .map(|(key, value)| {
             let start = u64::from_be_bytes(key[1..9].try_into().expect("range key holds a u64"));
-            let row: Row = decode(&value);
+            let row = read_row(&value);
             RangeView {
                 start,
                 last: row.last,
                 epoch: row.epoch,
                 frozen: row.frozen,
+                to_cell: row.to_cell,
+                until_ms: row.until_ms,
             }
         })
         .collect()
+}
+
+fn read_row(value: &[u8]) -> Row {
+    match crate::codec::versioned(value) {
+        Some((ROW_VERSION, body)) => postcard::from_bytes(body).expect("range row decodes"),
+        _ => {
+            let old: RowV1 = decode(value);
+            Row {
+                last: old.last,
+                epoch: old.epoch,
+                frozen: old.frozen,
+                to_cell: 0,
+                until_ms: 0,
+            }
+        }
+    }
 }
 
 fn put_row(txn: &mut impl Txn, view: &RangeView) {
@@ -65,8 +100,10 @@ fn put_row(txn: &mut impl Txn, view: &RangeView) {
         last: view.last,
         epoch: view.epoch,
         frozen: view.frozen,
+        to_cell: view.to_cell,
+        until_ms: view.until_ms,
     };
-    txn.put(&row_key(view.start), &encode(&row));
+    txn.put(&row_key(view.start), &encode_versioned(ROW_VERSION, &row));
 }
 
 fn containing(rows: &[RangeView], point: u64) -> Option<&RangeView> {
@@ -226,6 +263,8 @@ pub(crate) fn assign(
         txn,
         &RangeView {
             frozen: false,
+            to_cell: 0,
+            until_ms: 0,
             ..range
         },
     );
@@ -239,7 +278,8 @@ fn exact(txn: &impl Txn, start: u64, last: u64) -> Result<RangeView, Outcome> {
         .ok_or(Outcome::RangeUnknown { start, last })
 }
 
-/// Stop serving `[start, last]` (a move begins) and move it to `epoch`.
+/// Stop serving `[start, last]` (a move begins) and move it to `epoch` (the freeze of
+/// version 1: no target, no deadline).
 pub(crate) fn freeze(
     txn: &mut impl Txn,
     stamp: Stamp,
@@ -252,26 +292,98 @@ pub(crate) fn freeze(
         Err(outcome) => return outcome,
     };
     if row.frozen && row.epoch == epoch {
-        return Outcome::RangeFrozen {
-            epoch,
-            fence_high: stamp.fence(),
-        };
+        return frozen(stamp, epoch);
     }
     if epoch <= row.epoch {
         return Outcome::WrongRange { epoch: row.epoch };
     }
-    put_row(
-        txn,
-        &RangeView {
-            epoch,
-            frozen: true,
-            ..row
-        },
-    );
+    let held = RangeView {
+        epoch,
+        frozen: true,
+        to_cell: 0,
+        until_ms: 0,
+        ..row
+    };
+    put_row(txn, &held);
+    frozen(stamp, epoch)
+}
+
+fn frozen(stamp: Stamp, epoch: u64) -> Outcome {
     Outcome::RangeFrozen {
         epoch,
         fence_high: stamp.fence(),
     }
+}
+
+/// Freeze `[start, last]` at `epoch` for a move to `to_cell`, held until
+/// `RANGE_FREEZE_MS` past the stamp. The same freeze again renews the hold (its driver is
+/// alive). A freeze at a later epoch takes a frozen range over from a stalled move only
+/// once that move's hold has passed; before, it is refused `freeze_held`.
+pub(crate) fn freeze_to(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    (start, last): (u64, u64),
+    epoch: u64,
+    to_cell: u64,
+) -> Outcome {
+    let row = match exact(txn, start, last) {
+        Ok(row) => row,
+        Err(outcome) => return outcome,
+    };
+    let until_ms = stamp.time_ms.saturating_add(RANGE_FREEZE_MS);
+    if row.frozen && row.epoch == epoch {
+        if row.to_cell != to_cell {
+            return invalid(format!(
+                "range {start:#x} is frozen at epoch {epoch} for cell {}, not {to_cell}",
+                row.to_cell
+            ));
+        }
+        let renewed = RangeView {
+            until_ms: until_ms.max(row.until_ms),
+            ..row
+        };
+        put_row(txn, &renewed);
+        return frozen(stamp, epoch);
+    }
+    if epoch <= row.epoch {
+        return Outcome::WrongRange { epoch: row.epoch };
+    }
+    if row.frozen && stamp.time_ms < row.until_ms {
+        let refusal = RangeRefusal::FreezeHeld {
+            until_ms: row.until_ms,
+        };
+        return Outcome::RangeRefused { refusal };
+    }
+    let held = RangeView {
+        epoch,
+        frozen: true,
+        to_cell,
+        until_ms,
+        ..row
+    };
+    put_row(txn, &held);
+    frozen(stamp, epoch)
+}
+
+/// The highest range-admin fence a range step on this cell carried (0: none yet).
+fn admin_floor(txn: &impl Txn) -> u64 {
+    txn.get(&[ADMIN_FENCE]).map_or(0, |bytes| decode(&bytes))
+}
+
+/// Admit one range step of the driver holding the range-admin lease granted at `fence`. A
+/// later holder's step raised this cell's floor: an earlier holder's steps are refused
+/// `superseded`, so a driver that stalled and came back cannot act on a move another
+/// driver took over. The floor rises before the step runs, even when the step refuses.
+pub(crate) fn admit_fence(txn: &mut impl Txn, fence: u64) -> Result<(), Outcome> {
+    let floor = admin_floor(txn);
+    if fence < floor {
+        let refusal = RangeRefusal::Superseded { fence, floor };
+        return Err(Outcome::RangeRefused { refusal });
+    }
+    if fence > floor {
+        txn.put(&[ADMIN_FENCE], &encode(&fence));
+    }
+    Ok(())
 }
 
 /// Cut an owned range in two at `at` (the first point of the upper half), both at `epoch`.
@@ -298,6 +410,8 @@ pub(crate) fn split(txn: &mut impl Txn, start: u64, last: u64, at: u64, epoch: u
             last: at - 1,
             epoch,
             frozen: false,
+            to_cell: 0,
+            until_ms: 0,
         },
     );
     put_row(
@@ -307,6 +421,8 @@ pub(crate) fn split(txn: &mut impl Txn, start: u64, last: u64, at: u64, epoch: u
             last,
             epoch,
             frozen: false,
+            to_cell: 0,
+            until_ms: 0,
         },
     );
     Outcome::RangeAssigned { epoch }
@@ -356,6 +472,7 @@ fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
         // The cell-tier board belongs to the cell.
         keys::CELL_TASK | keys::CELL_READY | keys::CELL_CLAIM | keys::CELL_BOARD => None,
         keys::RANGE | keys::FENCE_OFFSET | keys::FABRIC_MODE | keys::META_MODE => None,
+        keys::ADMIN_FENCE => None,
         // An instance's rows and its owner record move with the instance's tag.
         keys::ENGINE => Some(route::kv_point(rest)),
         keys::INSTANCE_OWNER => crate::instance::owner_row_point(key),
@@ -478,6 +595,36 @@ pub(crate) fn drop_rows(txn: &mut impl Txn, start: u64, last: u64) -> Outcome {
     Outcome::RangeDropped {
         removed,
         done: true,
+    }
+}
+
+/// Why a range step was refused; nothing changed but the cell's admin floor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum RangeRefusal {
+    /// The step's driver holds a range-admin lease older than one whose steps this cell
+    /// already ran: another driver took its change over.
+    #[error("superseded: the step's admin fence {fence} is below this cell's {floor}")]
+    Superseded {
+        /// The step's fence.
+        fence: u64,
+        /// The highest fence this cell saw.
+        floor: u64,
+    },
+    /// The range is frozen by a move whose driver holds it until `until_ms`.
+    #[error("freeze held: the range's move holds it until {until_ms} ms")]
+    FreezeHeld {
+        /// When the hold ends (stamp ms).
+        until_ms: u64,
+    },
+}
+
+impl RangeRefusal {
+    /// A stable snake_case name of the refusal.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RangeRefusal::Superseded { .. } => "superseded",
+            RangeRefusal::FreezeHeld { .. } => "freeze_held",
+        }
     }
 }
 
@@ -621,6 +768,8 @@ mod tests {
             last,
             epoch,
             frozen: false,
+            to_cell: 0,
+            until_ms: 0,
         };
         let first = assign(&mut txn, stamp(1), view(0x10, 0x1f, 5), 0);
         assert_eq!(first, Outcome::RangeAssigned { epoch: 5 });
@@ -632,6 +781,88 @@ mod tests {
         let overlap = assign(&mut txn, stamp(4), view(0x18, 0x2f, 9), 0);
         assert!(matches!(overlap, Outcome::Invalid { .. }), "{overlap:?}");
         assert_eq!(rows(&txn), vec![view(0x10, 0x1f, 7)], "nothing changed");
+    }
+
+    fn fenced(fence: u64, step: Command) -> Command {
+        Command::RangeFenced {
+            fence,
+            step: Box::new(step),
+        }
+    }
+
+    fn freeze_to(epoch: u64, to_cell: u64) -> Command {
+        Command::RangeFreezeTo {
+            start: 0x10,
+            last: 0x1f,
+            epoch,
+            to_cell,
+        }
+    }
+
+    /// A move's freeze holds its range `RANGE_FREEZE_MS` past its last renewal: a takeover
+    /// at a later epoch is refused `freeze_held` until then and runs after it.
+    #[test]
+    fn a_stalled_freeze_is_taken_over_only_past_its_hold() {
+        let mut txn = MemTxn::default();
+        let assign = Command::RangeAssign {
+            start: 0x10,
+            last: 0x1f,
+            epoch: 1,
+            fence_above: 0,
+        };
+        run(&mut txn, 1, 1_000, assign);
+        let first = run(&mut txn, 2, 1_000, fenced(7, freeze_to(2, 3)));
+        assert!(
+            matches!(first, Outcome::RangeFrozen { epoch: 2, .. }),
+            "{first:?}"
+        );
+        let renewed = run(&mut txn, 3, 2_000, fenced(7, freeze_to(2, 3)));
+        assert!(matches!(renewed, Outcome::RangeFrozen { epoch: 2, .. }));
+        let held_until = 2_000 + RANGE_FREEZE_MS;
+        assert_eq!(rows(&txn)[0].until_ms, held_until);
+        let early = run(&mut txn, 4, held_until - 1, fenced(9, freeze_to(3, 3)));
+        let refusal = RangeRefusal::FreezeHeld {
+            until_ms: held_until,
+        };
+        assert_eq!(early, Outcome::RangeRefused { refusal });
+        let taken = run(&mut txn, 5, held_until, fenced(9, freeze_to(3, 2)));
+        assert!(
+            matches!(taken, Outcome::RangeFrozen { epoch: 3, .. }),
+            "{taken:?}"
+        );
+        let row = rows(&txn)[0];
+        assert_eq!((row.epoch, row.frozen, row.to_cell), (3, true, 2));
+    }
+
+    /// Once a later lease holder ran a step here, the earlier holder's steps are refused
+    /// `superseded` and change nothing; a step that is not a range step is invalid.
+    #[test]
+    fn a_superseded_driver_is_refused() {
+        let mut txn = MemTxn::default();
+        let assign = |epoch| Command::RangeAssign {
+            start: 0x10,
+            last: 0x1f,
+            epoch,
+            fence_above: 0,
+        };
+        let later = run(&mut txn, 1, 1_000, fenced(9, assign(2)));
+        assert_eq!(later, Outcome::RangeAssigned { epoch: 2 });
+        let stale = run(&mut txn, 2, 1_000, fenced(7, freeze_to(3, 2)));
+        let refusal = RangeRefusal::Superseded { fence: 7, floor: 9 };
+        assert_eq!(stale, Outcome::RangeRefused { refusal });
+        assert_eq!(refusal.code(), "superseded");
+        let import = Command::RangeImport {
+            rows: vec![(keys::kv(b"k"), Vec::new())],
+        };
+        let stale_import = run(&mut txn, 3, 1_000, fenced(8, import));
+        assert!(matches!(stale_import, Outcome::RangeRefused { .. }));
+        assert!(txn.get(&keys::kv(b"k")).is_none(), "a refused import wrote");
+        assert!(!rows(&txn)[0].frozen, "a refused freeze froze");
+        let not_a_step = run(&mut txn, 4, 1_000, fenced(9, Command::Tick));
+        assert!(
+            matches!(not_a_step, Outcome::Invalid { .. }),
+            "{not_a_step:?}"
+        );
     }
 
     /// `row_point` knows every family: a range export over any stored row answers instead

@@ -714,6 +714,28 @@ pub enum Command {
     /// Mark this cell as the fabric's meta cell (fabric initialization, a server's own
     /// command): from then on it serves no client's keyed command or read.
     MetaCellMark,
+    /// Freeze owned range `[start, last]` at `epoch` for a move to `to_cell`, held for
+    /// `RANGE_FREEZE_MS` (the same freeze again renews the hold); a later epoch takes a
+    /// stalled move's frozen range over once its hold has passed.
+    RangeFreezeTo {
+        /// First point.
+        start: u64,
+        /// Last point (inclusive).
+        last: u64,
+        /// The new epoch (above the current one).
+        epoch: u64,
+        /// The move's target cell.
+        to_cell: u64,
+    },
+    /// One range step (`RangeFreezeTo`, `RangeImport`, `RangeAssign`, `RangeDrop`,
+    /// `RangeSplit`) of the driver holding the range-admin lease granted at `fence`: refused
+    /// `superseded` once the cell ran a step of a later holder.
+    RangeFenced {
+        /// The driver's range-admin lease fence.
+        fence: u64,
+        /// The step.
+        step: Box<Command>,
+    },
 }
 
 /// The business result of one command. Codes are stable and mirrored in proto.
@@ -1216,6 +1238,11 @@ pub enum Outcome {
     },
     /// This cell is now marked as the fabric's meta cell.
     RangeMarkedMeta,
+    /// A range step was refused; nothing changed but the cell's range-admin floor.
+    RangeRefused {
+        /// Why.
+        refusal: crate::range::RangeRefusal,
+    },
 }
 
 /// One live holder of a lease.
@@ -1550,7 +1577,9 @@ impl Command {
             | Command::RangeSplit { .. }
             | Command::RangeImport { .. }
             | Command::RangeDrop { .. }
-            | Command::MetaCellMark => Family::Range,
+            | Command::MetaCellMark
+            | Command::RangeFreezeTo { .. }
+            | Command::RangeFenced { .. } => Family::Range,
             Command::Campaign { .. }
             | Command::Proclaim { .. }
             | Command::Resign { .. }

@@ -345,6 +345,10 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
                 rows.len()
             ))
         }
+        (Family::Range, Command::RangeFenced { step, .. }) => match step.as_ref() {
+            Command::RangeFenced { .. } => Err("a fenced range step holds one step".into()),
+            step => validate(step, value_bytes_max),
+        },
         (Family::Range, _) => Ok(()),
         (Family::Coordination, _) => coordination(command),
         (Family::Board, Command::FabricPurge { queue }) => name("queue", queue.len()),

@@ -41,6 +41,10 @@ pub enum CellError {
     /// Retrying will not help.
     #[error("{0}")]
     NotFound(String),
+    /// A range change step came from a driver whose range-admin lease a later driver
+    /// superseded (it took the change over): this driver must stop. Retrying will not help.
+    #[error("{0}")]
+    Superseded(String),
 }
 
 impl CellError {
@@ -52,6 +56,9 @@ impl CellError {
             Outcome::Invalid { reason } => Err(CellError::InvalidArgument(reason)),
             Outcome::Forbidden { refusal } => Err(CellError::PermissionDenied(refusal.to_string())),
             Outcome::WrongRange { epoch } => Err(CellError::WrongRange { epoch }),
+            Outcome::RangeRefused {
+                refusal: refusal @ whip_board::RangeRefusal::Superseded { .. },
+            } => Err(CellError::Superseded(refusal.to_string())),
             Outcome::KeyReused { key } => Err(CellError::InvalidArgument(
                 whip_board::key_reused_reason(&key),
             )),
@@ -99,6 +106,7 @@ impl From<CellError> for tonic::Status {
             CellError::PermissionDenied(m) => tonic::Status::permission_denied(m.clone()),
             CellError::Unauthenticated(m) => tonic::Status::unauthenticated(m.clone()),
             CellError::NotFound(m) => tonic::Status::not_found(m.clone()),
+            CellError::Superseded(m) => tonic::Status::aborted(m.clone()),
         }
     }
 }
@@ -134,6 +142,7 @@ impl From<tonic::Status> for CellError {
                 CellError::Unauthenticated(status.message().to_string())
             }
             tonic::Code::NotFound => CellError::NotFound(status.message().to_string()),
+            tonic::Code::Aborted => CellError::Superseded(status.message().to_string()),
             _ => CellError::Unavailable(status.message().to_string()),
         }
     }

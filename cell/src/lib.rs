@@ -28,6 +28,7 @@ pub mod client;
 pub mod clock;
 mod convert;
 pub mod direct;
+pub mod disk_fault;
 mod election_pause;
 pub mod error;
 mod heartbeats;
@@ -50,6 +51,7 @@ pub mod vote_wire;
 
 pub use client::CellClient;
 pub use clock::ClockOffset;
+pub use disk_fault::{DiskFault, DiskFaults};
 pub use error::CellError;
 pub use runtime::{Cell, CellConfig};
 pub use storage::StorageKind;

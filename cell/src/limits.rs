@@ -191,3 +191,5 @@ pub const WATCH_PROGRESS_MS: u64 = 1_000;
 pub const WATCH_RECONNECT_FOR_MS: u64 = 30_000;
 /// Longest pause between a followed watch's reopening tries.
 pub const WATCH_BACKOFF_MAX_MS: u64 = 500;
+/// How often a server started with `--disk-fault-file` (a test-only fault) re-reads it.
+pub const DISK_FAULT_FILE_POLL_MS: u64 = 100;

@@ -17,7 +17,7 @@ use crate::error::CellError;
 use crate::limits;
 use crate::network::{Network, Peers};
 use crate::stages::{Stage, Stages};
-use crate::storage::{LogStore, SmStore, StateMachineView, StorageKind, open_backend};
+use crate::storage::{LogStore, SmStore, StateMachineView, StorageKind, open_backend_with};
 use crate::types::{Batch, NodeId, Raft, decode, encode};
 
 fn raft_config(config: &CellConfig) -> openraft::Config {
@@ -57,6 +57,9 @@ pub struct CellConfig {
     /// Test-only offset added to this member's wall clock (clock-skew faults); shared, so a
     /// fault test can jump it while the member runs.
     pub clock_offset: crate::ClockOffset,
+    /// Test-only disk faults injected under the log store (none unless a fault test sets
+    /// them); shared by the cells of a process.
+    pub disk_faults: crate::DiskFaults,
     /// How often the leader heartbeats its followers.
     pub heartbeat_ms: u64,
     /// A follower hearing no leader for a random time in `[min, 2 × min)` campaigns.
@@ -88,6 +91,7 @@ impl CellConfig {
             value_bytes_max: limits::VALUE_BYTES_MAX_DEFAULT,
             snapshot_after_entries: limits::SNAPSHOT_AFTER_ENTRIES_DEFAULT,
             clock_offset: crate::ClockOffset::default(),
+            disk_faults: crate::DiskFaults::default(),
             heartbeat_ms: limits::HEARTBEAT_MS,
             election_timeout_min_ms: limits::ELECTION_TIMEOUT_MIN_MS,
             own_tick_loop: true,
@@ -154,7 +158,9 @@ impl Cell {
         let fatal = |e: &dyn std::fmt::Display| CellError::Fatal(e.to_string());
         crate::backup::finish_pending(&config.data_dir, config.id, &config.advertise)
             .map_err(|e| fatal(&e))?;
-        let backend = open_backend(config.storage, &config.data_dir).map_err(|e| fatal(&e))?;
+        let faults = config.disk_faults.clone();
+        let backend =
+            open_backend_with(config.storage, &config.data_dir, faults).map_err(|e| fatal(&e))?;
         let stages = Arc::new(Stages::default());
         let log = LogStore::new(backend.clone(), stages.clone()).map_err(|e| fatal(&e))?;
         let sm = SmStore::open(backend, config.data_dir.clone())

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tonic::{Request as GrpcRequest, Response, Status};
-use whip_board::{Command, Outcome, Query, QueryResult, Request, ResourceId};
+use whip_board::{Command, Outcome, Query, QueryResult, RangeView, Request, ResourceId};
 use whip_cell::CellError;
 use whip_proto::v1 as pb;
 use whip_proto::v1::admin_client::AdminClient;
@@ -44,6 +44,8 @@ where
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_millis(limits::ROUTE_BACKOFF_MAX_MS));
             }
+            // A superseded driver stops as such (its caller tells it from a failure).
+            Err(e @ CellError::Superseded(_)) => return Err(e),
             Err(e) => return Err(CellError::Unavailable(format!("{what}: {e}"))),
             ok => return ok,
         }
@@ -148,7 +150,7 @@ pub async fn init(
             other => return Err(CellError::Fatal(format!("range assign answered {other:?}"))),
         }
     }
-    publish(node, &map, 0).await?;
+    publish(node, &map, 0, 0).await?;
     tracing::info!(
         nodes = map.nodes.len(),
         cells = map.cells.len(),
@@ -215,7 +217,14 @@ pub(crate) async fn add_meta_learners(node: &Node, map: &FabricMap) -> Result<()
 }
 
 /// Write `map` to the meta cell if its key still has `version` (0 = absent).
-async fn publish(node: &Node, map: &FabricMap, version: u64) -> Result<(), CellError> {
+/// `fence` is the publishing driver's range-admin lease fence (0 at init): the write's
+/// idempotency key, so two drivers never share one. Returns the map's new version.
+pub(crate) async fn publish(
+    node: &Node,
+    map: &FabricMap,
+    version: u64,
+    fence: u64,
+) -> Result<u64, CellError> {
     if version == 0 {
         // The first map makes cell 0 the meta cell: from then on it serves no client.
         let key = "fabric-init/meta".to_string();
@@ -229,11 +238,11 @@ async fn publish(node: &Node, map: &FabricMap, version: u64) -> Result<(), CellE
         value: map.to_bytes(),
         expect_version: Some(version),
     };
-    let key = format!("fabric-map/{}/{version}", map.epoch_high);
+    let key = format!("fabric-map/{}/{version}/{fence}", map.epoch_high);
     match on_cell(node, map, META_CELL, key, put).await? {
-        Outcome::KvWritten { .. } => {
+        Outcome::KvWritten { version, .. } => {
             node.set_map(map.clone());
-            Ok(())
+            Ok(version)
         }
         Outcome::KvVersionMismatch { current } => Err(CellError::Unavailable(format!(
             "the range map changed underneath (version {current}, expected {version})"
@@ -383,11 +392,28 @@ async fn range_alarms(node: &Node, cell: u64, expected: &[pb::RangeInfo]) -> Vec
     alarms
 }
 
-/// Holds the meta cell's range-admin lease for one range change.
-struct AdminLease<'a> {
+/// Holds the meta cell's range-admin lease for one range change. Every step of the change
+/// carries the lease's fence ([`AdminLease::step`]): once a later holder's step ran on a
+/// cell, this holder's steps there are refused `superseded`.
+pub(crate) struct AdminLease<'a> {
     node: &'a Node,
     holder: String,
     ttl_ms: u64,
+    /// The grant's fence.
+    pub(crate) fence: u64,
+    /// The freeze this holder renews with the lease, while its move runs.
+    hold: std::sync::Mutex<Option<Hold>>,
+}
+
+/// A move's freeze: renewed with the lease so the freeze's deadline stays ahead of a live
+/// driver and passes soon after a stalled one.
+#[derive(Clone, Copy)]
+struct Hold {
+    cell: u64,
+    start: u64,
+    last: u64,
+    epoch: u64,
+    to_cell: u64,
 }
 
 /// The range-admin lease: a server resource (owner `~fabric`), which no client command can
@@ -401,7 +427,7 @@ fn admin_lease() -> ResourceId {
 }
 
 impl<'a> AdminLease<'a> {
-    async fn acquire(node: &'a Node) -> Result<AdminLease<'a>, CellError> {
+    pub(crate) async fn acquire(node: &'a Node) -> Result<AdminLease<'a>, CellError> {
         let holder = format!("node-{}-{}", node.id(), crate::node::unique_suffix());
         let ttl_ms = node.config().range_admin_lease_ttl_ms;
         let acquire = Command::LeaseAcquire {
@@ -413,10 +439,12 @@ impl<'a> AdminLease<'a> {
         };
         let request = Request::server(Some(format!("{holder}/acquire")), acquire);
         match node.submit_cell(None, META_CELL, request).await? {
-            Outcome::LeaseHeld { .. } => Ok(AdminLease {
+            Outcome::LeaseHeld { fence, .. } => Ok(AdminLease {
                 node,
                 holder,
                 ttl_ms,
+                fence,
+                hold: std::sync::Mutex::new(None),
             }),
             Outcome::LeaseContended { holders } => Err(CellError::Unavailable(format!(
                 "another range change is running (held by {})",
@@ -429,7 +457,7 @@ impl<'a> AdminLease<'a> {
     /// Run `work` while renewing the lease every third of its time to live, so a change that
     /// outlasts the lease keeps it and no second change starts beside it. A renewal that
     /// finds the lease gone stops the work (re-running an interrupted change completes it).
-    async fn hold_while<T>(
+    pub(crate) async fn hold_while<T>(
         &self,
         work: impl std::future::Future<Output = Result<T, CellError>>,
     ) -> Result<T, CellError> {
@@ -454,9 +482,10 @@ impl<'a> AdminLease<'a> {
             .submit_cell(None, META_CELL, Request::server(None, renew))
             .await
         {
-            Ok(Outcome::LeaseRenewed { .. }) => Ok(()),
-            Ok(other) => Err(CellError::Unavailable(format!(
-                "the range-admin lease was lost during the change ({other:?}); run it again"
+            Ok(Outcome::LeaseRenewed { .. }) => self.renew_freeze().await,
+            // Another holder may have taken the change over: this driver stops as superseded.
+            Ok(other) => Err(CellError::Superseded(format!(
+                "superseded: the range-admin lease was lost during the change ({other:?})"
             ))),
             // The meta cell is electing: the lease has two more renewals of slack.
             Err(e) => {
@@ -466,7 +495,62 @@ impl<'a> AdminLease<'a> {
         }
     }
 
-    async fn release(self) {
+    /// Renew the freeze of the move under way (its deadline moves on); a refusal as
+    /// superseded stops the change, any other failure waits for the next renewal.
+    async fn renew_freeze(&self) -> Result<(), CellError> {
+        let Some(hold) = *self.hold.lock().expect("hold lock") else {
+            return Ok(());
+        };
+        let freeze = Command::RangeFreezeTo {
+            start: hold.start,
+            last: hold.last,
+            epoch: hold.epoch,
+            to_cell: hold.to_cell,
+        };
+        let fenced = self.fenced(freeze);
+        match self
+            .node
+            .submit_cell(None, hold.cell, Request::server(None, fenced))
+            .await
+        {
+            Ok(Outcome::RangeFrozen { .. }) => Ok(()),
+            Err(e @ CellError::Superseded(_)) => Err(e),
+            other => {
+                tracing::warn!(answer = ?other, cell = hold.cell, "renewing a move's freeze");
+                Ok(())
+            }
+        }
+    }
+
+    /// The node this lease is held from.
+    pub(crate) fn node(&self) -> &'a Node {
+        self.node
+    }
+
+    fn hold(&self, hold: Option<Hold>) {
+        *self.hold.lock().expect("hold lock") = hold;
+    }
+
+    /// `step` under this lease's fence.
+    fn fenced(&self, step: Command) -> Command {
+        Command::RangeFenced {
+            fence: self.fence,
+            step: Box::new(step),
+        }
+    }
+
+    /// Run range step `command` on `cell` under this lease's fence (see [`on_cell`]).
+    async fn step(
+        &self,
+        map: &FabricMap,
+        cell: u64,
+        key: String,
+        command: Command,
+    ) -> Result<Outcome, CellError> {
+        on_cell(self.node, map, cell, key, self.fenced(command)).await
+    }
+
+    pub(crate) async fn release(self) {
         let release = Command::LeaseRelease {
             lease: admin_lease(),
             holder: self.holder.clone(),
@@ -478,53 +562,111 @@ impl<'a> AdminLease<'a> {
     }
 }
 
-/// Move the range starting at `start` to `to_cell`.
+/// Move the range starting at `start` to `to_cell`. A move of the range that stalled
+/// (its driver paused or dead, its freeze's hold passed) is finished first.
 pub async fn move_range(
     node: &Node,
     start: u64,
     to_cell: u64,
 ) -> Result<pb::RangeMoveResponse, CellError> {
     let lease = AdminLease::acquire(node).await?;
-    let result = lease.hold_while(move_locked(node, start, to_cell)).await;
+    let result = lease.hold_while(move_locked(&lease, start, to_cell)).await;
     lease.release().await;
     result
 }
 
 async fn move_locked(
-    node: &Node,
+    lease: &AdminLease<'_>,
     start: u64,
     to_cell: u64,
 ) -> Result<pb::RangeMoveResponse, CellError> {
+    let (map, _) = lease.node.load_map().await?;
+    let range = *map
+        .range_at(start)
+        .ok_or_else(|| invalid(format!("no range starts at {start:#x}")))?;
+    if let Some(row) = source_row(lease.node, &map, range).await?
+        && row.frozen
+        && row.to_cell != 0
+    {
+        tracing::warn!(
+            start,
+            cell = range.cell,
+            to_cell = row.to_cell,
+            epoch = row.epoch,
+            "taking over a stalled range move"
+        );
+        let (moved, rows) = run_move(lease, start, row.to_cell).await?;
+        if moved.cell == to_cell {
+            return Ok(pb::RangeMoveResponse {
+                ranges: vec![range_info(&moved)],
+                rows,
+            });
+        }
+    }
+    let (moved, rows) = run_move(lease, start, to_cell).await?;
+    Ok(pb::RangeMoveResponse {
+        ranges: vec![range_info(&moved)],
+        rows,
+    })
+}
+
+/// The source cell's own row of `range` (`None`: the cell holds no such row).
+pub(crate) async fn source_row(
+    node: &Node,
+    map: &FabricMap,
+    range: RangeEntry,
+) -> Result<Option<RangeView>, CellError> {
+    let what = format!("ranges of cell {}", range.cell);
+    let answer = retrying(&what, limits::INIT_WAIT_MS, || {
+        node.read_cell(Some(map), range.cell, Query::Ranges)
+    })
+    .await?;
+    let QueryResult::Ranges(rows) = answer else {
+        return Err(unexpected(&answer));
+    };
+    Ok(rows
+        .into_iter()
+        .find(|r| r.start == range.start && r.last == range.last))
+}
+
+/// Move the range at `start` to `to_cell` under `lease`: reserve a fresh epoch in the map
+/// (from then on no earlier driver's map write goes through), freeze the range (waiting out
+/// a stalled move's hold), copy its rows, assign it to the target, publish the map and
+/// drop the source's copy. The moved range and the rows copied.
+pub(crate) async fn run_move(
+    lease: &AdminLease<'_>,
+    start: u64,
+    to_cell: u64,
+) -> Result<(RangeEntry, u64), CellError> {
+    let node = lease.node;
     let (map, version) = node.load_map().await?;
     let range = *map
         .range_at(start)
         .ok_or_else(|| invalid(format!("no range starts at {start:#x}")))?;
-    if to_cell == META_CELL || !map.cells.contains_key(&to_cell) {
-        return Err(invalid(format!(
-            "cell {to_cell} is not a data cell of this fabric"
-        )));
-    }
-    if range.cell == to_cell {
-        return Err(invalid(format!(
-            "range {start:#x} is already on cell {to_cell}"
-        )));
-    }
+    check_target(&map, range, to_cell)?;
+    let row = source_row(node, &map, range).await?;
     let mut next = (*map).clone();
+    next.epoch_high = next.epoch_high.max(row.map_or(0, |r| r.epoch));
     let epoch = next.next_epoch();
-    let step = |name: &str| format!("fabric-move/{start:x}/{epoch}/{name}");
+    let version = publish(node, &next, version, lease.fence).await?;
     let (source, last) = (range.cell, range.last);
     let kind = RangeChangeKind::Move { to_cell };
     let report = node
         .inner
         .range_change
         .begin(start, kind, RangePhase::Freezing);
-    let freeze = Command::RangeFreeze { start, last, epoch };
-    let fence_high = match on_cell(node, &map, source, step("freeze"), freeze).await? {
-        Outcome::RangeFrozen { fence_high, .. } => fence_high,
-        other => return Err(CellError::Fatal(format!("freeze answered {other:?}"))),
+    let hold = Hold {
+        cell: source,
+        start,
+        last,
+        epoch,
+        to_cell,
     };
+    let fence_high = freeze(lease, &map, hold).await?;
+    lease.hold(Some(hold));
     report.phase(RangePhase::Copying);
-    let rows = copy_rows(node, &map, range, to_cell, &step("import"), &report).await?;
+    let step = |name: &str| format!("fabric-move/{start:x}/{epoch}/{name}");
+    let rows = copy_rows(lease, &map, range, to_cell, &step("import"), &report).await?;
     report.phase(RangePhase::Assigning);
     let assign = Command::RangeAssign {
         start,
@@ -532,7 +674,7 @@ async fn move_locked(
         epoch,
         fence_above: fence_high,
     };
-    match on_cell(node, &map, to_cell, step("assign"), assign).await? {
+    match lease.step(&map, to_cell, step("assign"), assign).await? {
         Outcome::RangeAssigned { .. } => {}
         other => return Err(CellError::Fatal(format!("assign answered {other:?}"))),
     }
@@ -545,20 +687,62 @@ async fn move_locked(
         *r = moved;
     }
     report.phase(RangePhase::Publishing);
-    publish(node, &next, version).await?;
+    publish(node, &next, version, lease.fence).await?;
     report.phase(RangePhase::Dropping);
-    drop_copy(node, &next, range, &step("drop"), &report).await?;
+    drop_copy(lease, &next, range, &step("drop"), &report).await?;
+    lease.hold(None);
     tracing::info!(start, source, to_cell, epoch, rows, "range moved");
-    Ok(pb::RangeMoveResponse {
-        ranges: vec![range_info(&moved)],
-        rows,
-    })
+    Ok((moved, rows))
+}
+
+fn check_target(map: &FabricMap, range: RangeEntry, to_cell: u64) -> Result<(), CellError> {
+    if to_cell == META_CELL || !map.cells.contains_key(&to_cell) {
+        return Err(invalid(format!(
+            "cell {to_cell} is not a data cell of this fabric"
+        )));
+    }
+    if range.cell == to_cell {
+        return Err(invalid(format!(
+            "range {:#x} is already on cell {to_cell}",
+            range.start
+        )));
+    }
+    Ok(())
+}
+
+/// Freeze the move's range on its source; a stalled move's freeze still held is waited
+/// out (at most `RANGE_FREEZE_MS` past the stalled driver's last renewal, plus slack). The
+/// source's fence high-water mark.
+async fn freeze(lease: &AdminLease<'_>, map: &FabricMap, hold: Hold) -> Result<u64, CellError> {
+    let freeze = Command::RangeFreezeTo {
+        start: hold.start,
+        last: hold.last,
+        epoch: hold.epoch,
+        to_cell: hold.to_cell,
+    };
+    let wait_ms = whip_board::limits::RANGE_FREEZE_MS + limits::INIT_WAIT_MS;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+    for attempt in 0u64.. {
+        let key = format!(
+            "fabric-move/{:x}/{}/freeze/{attempt}",
+            hold.start, hold.epoch
+        );
+        match lease.step(map, hold.cell, key, freeze.clone()).await? {
+            Outcome::RangeFrozen { fence_high, .. } => return Ok(fence_high),
+            Outcome::RangeRefused { refusal } if tokio::time::Instant::now() < deadline => {
+                tracing::debug!(%refusal, "waiting out a stalled move's freeze");
+                tokio::time::sleep(Duration::from_millis(limits::FREEZE_WAIT_STEP_MS)).await;
+            }
+            other => return Err(CellError::Fatal(format!("freeze answered {other:?}"))),
+        }
+    }
+    unreachable!("the attempts never run out")
 }
 
 /// Delete the moved range's rows from its old cell, page by page (`map` already sends the
 /// range elsewhere).
-async fn drop_copy(
-    node: &Node,
+pub(crate) async fn drop_copy(
+    lease: &AdminLease<'_>,
     map: &FabricMap,
     range: RangeEntry,
     key_prefix: &str,
@@ -568,7 +752,7 @@ async fn drop_copy(
     for page in 0u64.. {
         let drop = Command::RangeDrop { start, last };
         let key = format!("{key_prefix}/{page}");
-        match on_cell(node, map, range.cell, key, drop).await? {
+        match lease.step(map, range.cell, key, drop).await? {
             Outcome::RangeDropped { done: true, .. } => break,
             Outcome::RangeDropped { .. } => report.page(0),
             other => return Err(CellError::Fatal(format!("drop answered {other:?}"))),
@@ -579,13 +763,14 @@ async fn drop_copy(
 
 /// Copy the frozen range's rows from its cell to `to_cell`, page by page.
 async fn copy_rows(
-    node: &Node,
+    lease: &AdminLease<'_>,
     map: &FabricMap,
     range: RangeEntry,
     to_cell: u64,
     key_prefix: &str,
     report: &Reporting<'_>,
 ) -> Result<u64, CellError> {
+    let node = lease.node;
     let mut after = Vec::new();
     let mut copied = 0u64;
     for page in 0u64.. {
@@ -608,7 +793,7 @@ async fn copy_rows(
             copied += rows_in_page;
             let import = Command::RangeImport { rows };
             let key = format!("{key_prefix}/{page}");
-            match on_cell(node, map, to_cell, key, import).await? {
+            match lease.step(map, to_cell, key, import).await? {
                 Outcome::RangeImported { .. } => {}
                 other => return Err(CellError::Fatal(format!("import answered {other:?}"))),
             }
@@ -642,16 +827,17 @@ pub async fn split_range(
     at: u64,
 ) -> Result<pb::RangeMoveResponse, CellError> {
     let lease = AdminLease::acquire(node).await?;
-    let result = lease.hold_while(split_locked(node, start, at)).await;
+    let result = lease.hold_while(split_locked(&lease, start, at)).await;
     lease.release().await;
     result
 }
 
 async fn split_locked(
-    node: &Node,
+    lease: &AdminLease<'_>,
     start: u64,
     at: u64,
 ) -> Result<pb::RangeMoveResponse, CellError> {
+    let node = lease.node;
     let (map, version) = node.load_map().await?;
     let range = *map
         .range_at(start)
@@ -676,7 +862,7 @@ async fn split_locked(
         epoch,
     };
     let key = format!("fabric-split/{start:x}/{epoch}");
-    match on_cell(node, &map, range.cell, key, split).await? {
+    match lease.step(&map, range.cell, key, split).await? {
         Outcome::RangeAssigned { .. } => {}
         other => return Err(CellError::Fatal(format!("split answered {other:?}"))),
     }
@@ -697,7 +883,7 @@ async fn split_locked(
         .expect("range is listed");
     next.ranges.splice(index..=index, [lower, upper]);
     report.phase(RangePhase::Publishing);
-    publish(node, &next, version).await?;
+    publish(node, &next, version, lease.fence).await?;
     Ok(pb::RangeMoveResponse {
         ranges: vec![range_info(&lower), range_info(&upper)],
         rows: 0,

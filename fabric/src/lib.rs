@@ -61,6 +61,7 @@ mod quota;
 pub mod range_change;
 pub mod restore;
 mod router;
+mod takeover;
 
 use std::future::Future;
 

@@ -14,8 +14,16 @@ pub const ROUTE_BACKOFF_MAX_MS: u64 = 200;
 pub const INIT_WAIT_MS: u64 = 30_000;
 /// Rows copied per page when a range moves.
 pub const MOVE_PAGE_ROWS: u32 = 2_048;
-/// Time to live of the lease serializing range changes (renewed while a move runs).
-pub const RANGE_ADMIN_LEASE_TTL_MS: u64 = 60_000;
+/// Time to live of the lease serializing range changes (renewed every third of it while a
+/// change runs, with the freeze of a move). A driver that stalls loses it this long after
+/// its last renewal, within the freeze's own hold (`whip_board::limits::RANGE_FREEZE_MS`),
+/// so the next holder can take its move over.
+pub const RANGE_ADMIN_LEASE_TTL_MS: u64 = 4_000;
+/// How often a node looks for stalled moves on the data cells it leads (a frozen range
+/// whose freeze's hold has passed), to take them over.
+pub const STALLED_MOVE_LOOK_MS: u64 = 500;
+/// Pause between a move's attempts to freeze a range a stalled move still holds.
+pub const FREEZE_WAIT_STEP_MS: u64 = 200;
 /// How long a node status probe waits for another node.
 pub const STATUS_PROBE_MS: u64 = 1_000;
 /// Raft heartbeat of cells hosted by a node. Since a node's heartbeats to one peer go as

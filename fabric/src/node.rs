@@ -39,6 +39,8 @@ pub struct NodeConfig {
     /// Test-only: added to the clock of every hosted cell (fault tests skew a node, and
     /// jump its clock live); every hosted cell shares this one.
     pub clock_offset: whip_cell::ClockOffset,
+    /// Test-only disk faults under every hosted cell's log store.
+    pub disk_faults: whip_cell::DiskFaults,
     /// Time to live of the lease serializing range changes; renewed every third of it while
     /// a change runs (tests shorten it to show a slow move keeps it).
     pub range_admin_lease_ttl_ms: u64,
@@ -64,6 +66,7 @@ impl NodeConfig {
             heartbeat_ms: limits::NODE_HEARTBEAT_MS,
             election_timeout_min_ms: limits::NODE_ELECTION_TIMEOUT_MIN_MS,
             clock_offset: whip_cell::ClockOffset::default(),
+            disk_faults: whip_cell::DiskFaults::default(),
             range_admin_lease_ttl_ms: limits::RANGE_ADMIN_LEASE_TTL_MS,
             transport: whip_cell::tls::Transport::Insecure,
             work_quota_ttl_ms: limits::WORK_QUOTA_TTL_MS,
@@ -146,6 +149,7 @@ impl Node {
         let heartbeat_ms = node.inner.config.heartbeat_ms;
         tokio::spawn(heartbeat_loop(Arc::downgrade(&node.inner), heartbeat_ms));
         tokio::spawn(crate::mover::mover_loop(Arc::downgrade(&node.inner)));
+        tokio::spawn(crate::takeover::takeover_loop(Arc::downgrade(&node.inner)));
         tokio::spawn(crate::quota::quota_loop(Arc::downgrade(&node.inner)));
         tracing::info!(
             node = node.id(),
@@ -228,6 +232,7 @@ impl Node {
         config.heartbeat_ms = c.heartbeat_ms;
         config.election_timeout_min_ms = c.election_timeout_min_ms;
         config.clock_offset = c.clock_offset.clone();
+        config.disk_faults = c.disk_faults.clone();
         config.transport = c.transport.clone();
         config.own_tick_loop = false;
         config.own_heartbeat = false;

@@ -21,7 +21,7 @@ use crate::output::{self, Table};
 pub(crate) enum CellCommand {
     /// Run one cell member until interrupted. Settings come from flags, then `WHIP_…`
     /// variables, then the config file, then defaults.
-    Serve(ServeCommon),
+    Serve(Box<ServeCommon>),
     /// Make a new cell of the given voters (sent to the first one, or to --cell).
     Init {
         /// A voter as ID=ADDR; repeat for each.
@@ -65,7 +65,7 @@ pub(crate) enum CellCommand {
 pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
     match cmd {
         CellCommand::Serve(args) => {
-            let (global, settings) = crate::config::for_serve(global, args)?;
+            let (global, settings) = crate::config::for_serve(global, *args)?;
             let (id, listen, data) = settings.required()?;
             settings.check()?;
             settings.install_screen()?;
@@ -74,6 +74,7 @@ pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
             config.transport = transport;
             config.storage = settings.storage;
             config.clock_offset = settings.clock_offset();
+            config.disk_faults = settings.disk_faults();
             let http = crate::observe::HttpArgs {
                 http: settings.http,
             };

@@ -317,6 +317,10 @@ pub(crate) struct ServeCommon {
     /// clock to it while it runs (the clock faults of `whip chaos`).
     #[arg(long, env = "WHIP_CLOCK_OFFSET_FILE")]
     pub(crate) clock_offset_file: Option<PathBuf>,
+    /// Test-only: re-read this file every 100 ms; while it holds `fsync` or `enospc`, every
+    /// log append fails that way (the disk faults of `whip chaos`), and the server stops.
+    #[arg(long, env = "WHIP_DISK_FAULT_FILE")]
+    pub(crate) disk_fault_file: Option<PathBuf>,
     /// POST every message delivered through this server to an external validator
     /// (`http://HOST:PORT/PATH`, answering `{"verdict": "clean|flagged|quarantined",
     /// "findings": […]}`); the stricter of its verdict and the built-in rule set's wins.
@@ -363,6 +367,20 @@ impl ServeCommon {
         offset
     }
 
+    /// The server's disk faults (test-only, none unless `disk-fault-file` is given), and
+    /// its stop on a failed log write: a member that cannot write its log serves no
+    /// further, so the server exits non-zero saying why (nothing unsynced was
+    /// acknowledged). Call it inside the server's runtime.
+    pub(crate) fn disk_faults(&self) -> whip_cell::DiskFaults {
+        whip_cell::disk_fault::on_log_failure(stop_on_log_failure);
+        let faults = whip_cell::DiskFaults::default();
+        if let Some(path) = &self.disk_fault_file {
+            tracing::warn!(path = %path.display(), "disk faults follow a file (test-only)");
+            faults.follow_file(path.clone());
+        }
+        faults
+    }
+
     /// The address to advertise: `advertise`, else `listen`.
     pub(crate) fn advertised(&self, listen: SocketAddr) -> String {
         self.advertise.clone().unwrap_or_else(|| listen.to_string())
@@ -391,6 +409,13 @@ impl ServeCommon {
             .and_then(whip_cell::screen_hook::ScreenHook::install)
             .map_err(anyhow::Error::msg)
     }
+}
+
+/// A log write failed: stop the server, non-zero, with the error on stderr.
+fn stop_on_log_failure(error: &str) {
+    tracing::error!(error, "the log store failed; stopping the server");
+    eprintln!("whip: the log store failed ({error}); stopping (nothing unsynced was acknowledged)");
+    std::process::exit(crate::limits::EXIT_LOG_FAILED);
 }
 
 /// A server's settings struct: [`ServeCommon`] and what only that server has.

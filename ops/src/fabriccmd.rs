@@ -159,6 +159,7 @@ pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> 
     config.transport = transport;
     config.storage = common.storage;
     config.clock_offset = common.clock_offset();
+    config.disk_faults = common.disk_faults();
     config.heartbeat_ms = settings.heartbeat_ms;
     config.election_timeout_min_ms = settings.election_timeout_ms;
     let listener = whip_cell::service::bind(listen)

@@ -31,3 +31,5 @@ pub const WATCH_QUEUE_MAX: usize = 256;
 pub(crate) const SNAPSHOT_HINTS_MAX: usize = 3;
 /// How long `whip fabric restore` waits for every restored cell to elect a leader.
 pub(crate) const RESTORE_LEADERS_WAIT_MS: u64 = 30_000;
+/// The exit status of a server whose log store failed (a write or its sync): `EX_IOERR`.
+pub(crate) const EXIT_LOG_FAILED: i32 = 74;

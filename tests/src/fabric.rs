@@ -263,6 +263,25 @@ impl ProcessFabric {
         kill_child(&mut self.children[(id - 1) as usize]);
     }
 
+    /// SIGSTOP node `id` (`resume` with SIGCONT); a stopped node is still killed on drop.
+    pub fn pause(&self, id: u64) {
+        self.signal(id, libc::SIGSTOP);
+    }
+
+    /// SIGCONT node `id`.
+    pub fn resume(&self, id: u64) {
+        self.signal(id, libc::SIGCONT);
+    }
+
+    fn signal(&self, id: u64, signal: i32) {
+        let child = self.children[(id - 1) as usize]
+            .as_ref()
+            .expect("node running");
+        // SAFETY: a plain signal to our own child's pid; the child is not reaped yet.
+        let sent = unsafe { libc::kill(child.id() as i32, signal) };
+        assert_eq!(sent, 0, "signal {signal} to node {id}");
+    }
+
     /// `--node ID=ADDR` arguments naming every node.
     pub fn node_args(&self) -> Vec<String> {
         self.addrs

@@ -183,6 +183,7 @@ impl Writer {
         if let (Err(e), None) = (result, &self.poisoned) {
             tracing::error!(error = %e, "log write failed; refusing further log writes");
             self.poisoned = Some(e.to_string());
+            crate::disk_fault::log_failed(&e.to_string());
         }
     }
 

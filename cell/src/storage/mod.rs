@@ -136,10 +136,19 @@ pub trait Backend: Send + Sync + 'static {
 
 /// Open the backend of `kind` under `dir` (created if missing).
 pub fn open_backend(kind: StorageKind, dir: &Path) -> BackendResult<Arc<dyn Backend>> {
+    open_backend_with(kind, dir, crate::DiskFaults::default())
+}
+
+/// [`open_backend`], the segment log's appends failing as `faults` says (test-only).
+pub fn open_backend_with(
+    kind: StorageKind,
+    dir: &Path,
+    faults: crate::DiskFaults,
+) -> BackendResult<Arc<dyn Backend>> {
     crate::tls::private_dir(dir).map_err(|e| BackendError::new("create data dir", e))?;
     descriptors::keep_reserve();
     let engine: Box<dyn Backend> = match kind {
-        StorageKind::Redb => Box::new(RedbBackend::open(dir, false)?),
+        StorageKind::Redb => Box::new(RedbBackend::open_with(dir, false, faults)?),
         StorageKind::RedbLog => Box::new(RedbBackend::open(dir, true)?),
         StorageKind::Sled => Box::new(SledBackend::open(&dir.join("cell.sled"))?),
     };

@@ -16,6 +16,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 
 use super::segment_log::SegmentLog;
 use super::{Backend, BackendError, BackendResult, SmRead, WriteSet};
+use crate::disk_fault::DiskFaults;
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
@@ -93,6 +94,12 @@ impl RedbBackend {
     /// Open or create the storage in `dir`. The log goes to segment files unless
     /// `redb_log` asks for `log.redb`, or the directory already keeps its log there.
     pub fn open(dir: &Path, redb_log: bool) -> BackendResult<Self> {
+        RedbBackend::open_with(dir, redb_log, DiskFaults::default())
+    }
+
+    /// [`RedbBackend::open`], the segment log's appends failing as `faults` says (a test
+    /// switch; the redb log takes no faults).
+    pub fn open_with(dir: &Path, redb_log: bool, faults: DiskFaults) -> BackendResult<Self> {
         let existing_redb_log = dir.join(LOG_FILE).exists() && !dir.join(SEGMENT_DIR).exists();
         let log = if redb_log || existing_redb_log {
             let log = open_db(&dir.join(LOG_FILE))?;
@@ -103,7 +110,7 @@ impl RedbBackend {
             })?;
             LogFiles::Redb(log)
         } else {
-            LogFiles::Segments(SegmentLog::open(&dir.join(SEGMENT_DIR))?)
+            LogFiles::Segments(SegmentLog::open(&dir.join(SEGMENT_DIR), faults)?)
         };
         let sm = open_db(&dir.join("sm.redb"))?;
         write(&sm, true, "open state", |txn| {

@@ -35,6 +35,7 @@ use std::sync::Mutex;
 
 use super::descriptors::opening;
 use super::{BackendError, BackendResult};
+use crate::disk_fault::DiskFaults;
 use crate::limits;
 
 const HEADER_BYTES: u64 = 16;
@@ -87,6 +88,8 @@ struct Segments {
     /// The index the next record must have: one past the last record in the files, which
     /// a purge may have dropped from `index`; `None` while the files hold no record.
     next: Option<u64>,
+    /// Injected disk faults (test-only; none in a normal run).
+    faults: DiskFaults,
 }
 
 /// Where a scan of the segments stands: the index the next record must have and the crc
@@ -138,7 +141,7 @@ fn read_at(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
 
 impl SegmentLog {
     /// Open (or create) the log in `dir`, cutting off a torn tail.
-    pub(super) fn open(dir: &Path) -> BackendResult<Self> {
+    pub(super) fn open(dir: &Path, faults: DiskFaults) -> BackendResult<Self> {
         std::fs::create_dir_all(dir).map_err(io("create log directory"))?;
         let meta = read_meta(dir)?;
         let mut segments = Segments {
@@ -148,6 +151,7 @@ impl SegmentLog {
             meta,
             last_crc: 0,
             next: None,
+            faults,
         };
         let mut chain = Chain::default();
         for first in list_segments(dir)? {
@@ -354,10 +358,14 @@ impl Segments {
             ));
             last_crc = encode_record(last_crc, *index, payload, &mut buf);
         }
+        self.faults
+            .before_write()
+            .map_err(io("write log records"))?;
         segment
             .file
             .write_all_at(&buf, segment.end)
             .map_err(io("write log records"))?;
+        self.faults.before_sync().map_err(io("sync log segment"))?;
         segment.file.sync_data().map_err(io("sync log segment"))?;
         let segment = self.segments.get_mut(&first).expect("the segment written");
         segment.end += buf.len() as u64;

@@ -12,6 +12,7 @@
 //! also on failure or Ctrl-C; leftovers of a killed run are removed at the next start.
 
 pub mod check;
+pub mod disk;
 pub mod history;
 pub mod invariants;
 pub mod linear;

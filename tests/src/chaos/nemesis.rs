@@ -15,6 +15,7 @@ use serde_json::json;
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;
 
+use super::disk::{DiskKind, tear_tail};
 use super::mover::Mover;
 use super::net::Net;
 use super::nodes::Nodes;
@@ -40,7 +41,14 @@ pub enum Fault {
     Member,
     /// Jump a running node's clock forwards or backwards; the heal jumps it back.
     Clock,
+    /// A disk fault under a node's log store: an fsync error or a full disk, which must
+    /// stop the node, or a torn tail at its restart ([`super::disk`]).
+    Disk,
 }
+
+/// How long a node with a disk fault switched on may take to stop, ms (its next log append
+/// fails; under load one comes within milliseconds).
+const DISK_STOP_WITHIN_MS: u64 = 5_000;
 
 /// How far a live clock jump goes, ms (range; forwards or backwards).
 const CLOCK_JUMP_MS: (i64, i64) = (1_000, 8_000);
@@ -55,6 +63,7 @@ const NAMES: &[(&str, Fault)] = &[
     ("oneway", Fault::Oneway),
     ("member", Fault::Member),
     ("clock", Fault::Clock),
+    ("disk", Fault::Disk),
 ];
 
 impl Fault {
@@ -338,8 +347,30 @@ impl Nemesis<'_> {
                 self.event("clock", detail);
                 Ok(None)
             }
+            Fault::Disk => self.disk(target, lost_leader).await,
             Fault::Move => unreachable!("the mover runs beside the rounds"),
         }
+    }
+
+    /// A disk fault on node `target` ([`DiskKind`]); the node is lost either way until the
+    /// heal restarts it.
+    async fn disk(&mut self, target: usize, leader: bool) -> Result<Option<usize>, String> {
+        let kind = DiskKind::choose(&mut self.rng);
+        let mut detail = json!({ "node": target, "kind": kind.name(), "leader": leader });
+        match kind.switch() {
+            Some(word) => {
+                let within = Duration::from_millis(DISK_STOP_WITHIN_MS);
+                let stopped = self.nodes.disk_fault(target, word, within).await;
+                detail["stopped"] = json!(stopped);
+            }
+            None => {
+                self.nodes.kill(target);
+                let torn = tear_tail(&self.nodes.data_dir(target), &mut self.rng)?;
+                detail["torn"] = json!(torn);
+            }
+        }
+        self.event("disk", detail);
+        Ok(Some(target))
     }
 
     /// Cut one direction between the leader and another node: the leader's messages to it

@@ -35,6 +35,9 @@ struct Node {
     clock_offset_ms: i64,
     /// The offset before a live clock jump, to jump back to at the heal.
     jumped_from_ms: Option<i64>,
+    /// A disk fault was switched on in this process: its exit with `EXIT_LOG_FAILED` is the
+    /// fault's doing, not a crash.
+    disk_faulted: bool,
 }
 
 /// The running nodes of one cell.
@@ -74,6 +77,7 @@ impl Nodes {
                     paused: false,
                     clock_offset_ms: 0,
                     jumped_from_ms: None,
+                    disk_faulted: false,
                 })
                 .collect(),
             fabric_cells,
@@ -159,6 +163,7 @@ impl Nodes {
         let err = log.try_clone().map_err(|e| e.to_string())?;
         let node = &self.nodes[id - 1];
         self.write_clock_file(id, node.clock_offset_ms)?;
+        self.write_disk_file(id, "")?;
         let mut command = Command::new("ip");
         // Each cell's role changes go to the node's log, so a slow failover can be read
         // from the logs afterwards (campaign, election, leader known, per cell).
@@ -179,6 +184,8 @@ impl Nodes {
             .arg(format!("--clock-offset-ms={}", node.clock_offset_ms))
             .arg("--clock-offset-file")
             .arg(self.clock_file(id))
+            .arg("--disk-fault-file")
+            .arg(self.disk_file(id))
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)
@@ -190,6 +197,7 @@ impl Nodes {
             .map_err(|e| format!("{}: {e}", pid_path.display()))?;
         self.nodes[id - 1].child = Some(child);
         self.nodes[id - 1].paused = false;
+        self.nodes[id - 1].disk_faulted = false;
         Ok(())
     }
 
@@ -211,7 +219,9 @@ impl Nodes {
             if let Some(status) = self.exit_status(id) {
                 self.nodes[id - 1].child = None;
                 self.nodes[id - 1].paused = false;
-                out.push((id, status));
+                if !self.stopped_by_disk_fault(id, status) {
+                    out.push((id, status));
+                }
             }
         }
         out
@@ -227,6 +237,54 @@ impl Nodes {
                 None
             }
         }
+    }
+
+    /// Did node `id` exit as its injected disk fault makes it (`EXIT_LOG_FAILED`)?
+    fn stopped_by_disk_fault(&self, id: usize, status: ExitStatus) -> bool {
+        self.nodes[id - 1].disk_faulted && status.code() == Some(super::disk::EXIT_LOG_FAILED)
+    }
+
+    /// Switch disk fault `word` (`fsync`, `enospc`) on in running node `id`; it must stop
+    /// at its next log append. Wait up to `within` for it to exit: true when it stopped as
+    /// the fault makes it (exit 74). A node still running then is killed (no append came;
+    /// the loss is the nemesis's all the same); any other exit is a crash, reported as one.
+    pub async fn disk_fault(&mut self, id: usize, word: &str, within: Duration) -> bool {
+        if self.write_disk_file(id, word).is_err() || self.nodes[id - 1].child.is_none() {
+            return false;
+        }
+        self.nodes[id - 1].disk_faulted = true;
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = self.exit_status(id) {
+                self.nodes[id - 1].child = None;
+                if self.stopped_by_disk_fault(id, status) {
+                    return true;
+                }
+                self.exited.push((id, status));
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.kill(id);
+        false
+    }
+
+    /// The file node `id` follows for its disk fault (`--disk-fault-file`).
+    fn disk_file(&self, id: usize) -> PathBuf {
+        self.dir.join(format!("node-{id}.disk-fault"))
+    }
+
+    fn write_disk_file(&self, id: usize, word: &str) -> Result<(), String> {
+        let path = self.disk_file(id);
+        let next = path.with_extension("next");
+        std::fs::write(&next, word)
+            .and_then(|()| std::fs::rename(&next, &path))
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The data directory of node `id`.
+    pub fn data_dir(&self, id: usize) -> PathBuf {
+        self.dir.join(format!("node-{id}"))
     }
 
     /// SIGKILL node `id` and reap it. A node already exited on its own is recorded as such

@@ -312,3 +312,38 @@ fn without_colours(text: &str) -> String {
     }
     out
 }
+
+/// Disk faults under the log store: a node with an fsync error or a full disk stops
+/// (exit 74, counted as the fault's loss, not a crash), a torn tail is cut at restart, and
+/// the histories still check.
+#[test]
+fn disk_faults_stop_the_node_or_are_cut_off_and_the_checkers_hold() {
+    if !can_run() {
+        return;
+    }
+    let run = chaos(
+        "disk",
+        8,
+        &[
+            "--nodes",
+            "3",
+            "--nemesis",
+            "disk",
+            "--workload",
+            "cas,ledger",
+        ],
+    );
+    let disks = run.named("disk");
+    assert!(!disks.is_empty(), "no disk fault in {:#?}", run.events);
+    for fault in &disks {
+        let detail = &fault["detail"];
+        match detail["kind"].as_str() {
+            Some("fsync" | "enospc") => {
+                assert_eq!(detail["stopped"], true, "the node did not stop: {fault}")
+            }
+            Some("torn-tail") => assert!(detail["torn"].is_string(), "nothing torn: {fault}"),
+            other => panic!("unknown disk fault {other:?}"),
+        }
+    }
+    assert!(run.named("node-exited").is_empty(), "{:#?}", run.events);
+}

@@ -7,6 +7,7 @@ mod t25_direct;
 mod t26_heartbeats;
 mod t30_singletons;
 mod t40_moves;
+mod t42_stalled_move;
 mod t50_node_kill;
 mod t60_elections;
 mod t70_schedules;
