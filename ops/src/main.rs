@@ -20,6 +20,7 @@ mod coord;
 mod executorcmd;
 mod fabriccmd;
 mod issue;
+mod kvtxn;
 mod limits;
 mod mailcmd;
 mod observe;
