@@ -382,18 +382,7 @@ pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
         Caller::Agent(_) | Caller::Operator => {}
     }
     match command {
-        Command::KvPut { key, .. } | Command::KvDelete { key, .. } => reserved(key),
-        Command::KvTxn {
-            compares,
-            puts,
-            deletes,
-        } => {
-            let keys = compares.iter().map(|(k, _)| k);
-            let mut keys = keys
-                .chain(puts.iter().map(|(k, _)| k))
-                .chain(deletes.iter());
-            keys.try_for_each(|k| reserved(k))
-        }
+        command if command.is_kv() => kv_keys(command),
         // A member publishes a team signal as itself (membership is decided in apply,
         // `crate::blackboard`); nobody signs another's name, and only the server announces
         // a vote's result (topic `vote`).
@@ -439,6 +428,41 @@ pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
             | Family::Vote
             | Family::Engine => Ok(()),
         },
+    }
+}
+
+/// A client's CAS key command reaches no reserved key, and attaches to no server lease.
+fn kv_keys(command: &Command) -> Result<(), AccessRefusal> {
+    match command {
+        Command::KvPut { key, .. } | Command::KvDelete { key, .. } => reserved(key),
+        Command::KvTxn {
+            compares,
+            puts,
+            deletes,
+        } => {
+            let keys = compares.iter().map(|(k, _)| k);
+            let mut keys = keys
+                .chain(puts.iter().map(|(k, _)| k))
+                .chain(deletes.iter());
+            keys.try_for_each(|k| reserved(k))
+        }
+        Command::KvKeepalive { key, .. } => reserved(key),
+        // The key is the caller's to write, and the lease one a client may reach.
+        Command::KvPutAttached { key, attach, .. } => {
+            reserved(key)?;
+            match attach {
+                crate::ephemeral::KvAttach::Lease { lease, .. } => {
+                    server_resource(&lease.owner, &lease.name)
+                }
+                crate::ephemeral::KvAttach::Ttl { .. } => Ok(()),
+            }
+        }
+        Command::KvTxnIf {
+            compares,
+            success,
+            failure,
+        } => crate::kv_txn::keys(compares, success, failure).try_for_each(reserved),
+        other => unreachable!("{other:?} is not a CAS key command"),
     }
 }
 

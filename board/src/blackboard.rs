@@ -31,6 +31,22 @@ fn teams_of(command: &Command) -> Vec<&str> {
             .chain(deletes)
             .filter_map(|k| team_of_key(k))
             .collect(),
+        Command::KvKeepalive { key, .. } => team_of_key(key).into_iter().collect(),
+        // A key attached to a team's lock needs a member for the key and for the lock.
+        Command::KvPutAttached { key, attach, .. } => {
+            let lease = match attach {
+                crate::ephemeral::KvAttach::Lease { lease, .. } => team_of_owner(&lease.owner),
+                crate::ephemeral::KvAttach::Ttl { .. } => None,
+            };
+            team_of_key(key).into_iter().chain(lease).collect()
+        }
+        Command::KvTxnIf {
+            compares,
+            success,
+            failure,
+        } => crate::kv_txn::keys(compares, success, failure)
+            .filter_map(team_of_key)
+            .collect(),
         Command::LeaseAcquire { lease: id, .. }
         | Command::LeaseRenew { lease: id, .. }
         | Command::LeaseRelease { lease: id, .. }
@@ -128,7 +144,7 @@ pub(crate) fn purge(txn: &mut impl Txn, stamp: Stamp, team: &str, budget: usize)
         let start = keys::kv(format!("{kind}{{{team}}}/").as_bytes());
         let end = keys::prefix_end(&start);
         for (key, _) in txn.scan(&start, &end, budget.saturating_sub(removed)) {
-            txn.delete(&key);
+            crate::kv::erase_row(txn, stamp, crate::kv::Space::Client, &key[1..]);
             removed += 1;
         }
     }

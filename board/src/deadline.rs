@@ -86,6 +86,12 @@ pub(crate) enum Item {
         /// The board holding it.
         tier: Tier,
     },
+    /// A client key with its own deadline is deleted (`crate::ephemeral`).
+    KvExpiry {
+        /// The client key.
+        #[serde(with = "serde_bytes")]
+        key: Vec<u8>,
+    },
 }
 
 impl Item {
@@ -100,6 +106,7 @@ impl Item {
             Item::Election { group } => Some(crate::route::election_point(group)),
             Item::Work { root, .. } => Some(crate::route::work_point(root)),
             Item::VoteClose { team, .. } => Some(crate::route::team_point(team)),
+            Item::KvExpiry { key } => Some(crate::route::kv_point(key)),
             // Cell-tier tasks belong to the cell; local ones move with their team.
             Item::TaskClaim { tier, .. } | Item::TaskDone { tier, .. } if *tier != Tier::Local => {
                 None
@@ -122,6 +129,7 @@ impl Item {
             Item::TaskDone { .. } => 8,
             Item::Work { .. } => 9,
             Item::VoteClose { .. } => 10,
+            Item::KvExpiry { .. } => 11,
         }
     }
 }
@@ -152,6 +160,7 @@ pub(crate) fn key(deadline_ms: u64, item: &Item) -> Vec<u8> {
             keys::push_str(&mut out, team.as_bytes());
             keys::push_u64(&mut out, *seq);
         }
+        Item::KvExpiry { key } => keys::push_str(&mut out, key),
     }
     out
 }

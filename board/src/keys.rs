@@ -112,15 +112,23 @@ pub(crate) const WATCH_EVENT: u8 = b'V';
 /// The watch history's bounds and head (`crate::watch`): one row.
 pub(crate) const WATCH_META: u8 = b'Y';
 
+/// What a client key is attached to (its own deadline, or a lease holder's slot):
+/// family, raw key bytes (routes with the key; `crate::ephemeral`). No client key names it.
+pub(crate) const KV_ATTACH: u8 = b'T';
+/// Client keys attached to a lease holder's slot: family, lease (owner, name, key),
+/// holder, raw key bytes (value empty; routes with the lease, which a fabric keeps on the
+/// key's cell).
+pub(crate) const KV_LEASED: u8 = b'X';
+
 /// Every family above: a row of any other first byte is no row of this state machine.
 #[rustfmt::skip]
-pub(crate) const FAMILIES: [u8; 46] = [
+pub(crate) const FAMILIES: [u8; 48] = [
     KV, LEASE, HOLDER, COUNTER, LEDGER_HEAD, LEDGER_ENTRY, IDEMPOTENCY, DEADLINE, OUTBOX,
     OUTBOX_ITEM, INBOX, ALARM, ALARM_HEAD, RANGE, FENCE_OFFSET, FABRIC_MODE, ELECTION, SCHEDULE,
     TEAM, TASK, READY, CLAIM, MAIL_HEAD, MAIL, MBOX_HEAD, MBOX_MSG, CELL_TASK, CELL_READY,
     CELL_CLAIM, CELL_BOARD, WORK_ENTRY, WORK_CELL, WORK_LIMITS, WORK_AUDIT, WORK_GRANT,
     ALARM_CAUSE, VOTE_TEAM, PROPOSAL, BALLOT, ENGINE, INSTANCE_OWNER, META_MODE,
-    WORK_OWNER, WATCH_EVENT, WATCH_META, ADMIN_FENCE,
+    WORK_OWNER, WATCH_EVENT, WATCH_META, ADMIN_FENCE, KV_ATTACH, KV_LEASED,
 ];
 
 /// Append `s` escaped but without its terminator (a prefix of every longer string's form).
@@ -253,6 +261,26 @@ pub(crate) fn kv(key: &[u8]) -> Vec<u8> {
 pub(crate) fn in_family(family: u8, key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(key.len() + 1);
     out.push(family);
+    out.extend_from_slice(key);
+    out
+}
+
+/// Key of the attachment row of client key `key`.
+pub(crate) fn kv_attach(key: &[u8]) -> Vec<u8> {
+    in_family(KV_ATTACH, key)
+}
+
+/// Prefix of the keys attached to `holder`'s slot of `lease`.
+pub(crate) fn kv_leased_prefix(lease: &ResourceId, holder: &str) -> Vec<u8> {
+    let mut out = vec![KV_LEASED];
+    push_resource(&mut out, lease);
+    push_str(&mut out, holder.as_bytes());
+    out
+}
+
+/// Key of the index entry of client key `key` attached to `holder`'s slot of `lease`.
+pub(crate) fn kv_leased(lease: &ResourceId, holder: &str, key: &[u8]) -> Vec<u8> {
+    let mut out = kv_leased_prefix(lease, holder);
     out.extend_from_slice(key);
     out
 }

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{decode, encode};
+use crate::ephemeral::{self, Attachment};
 use crate::keys;
 use crate::limits::LIST_BYTES_MAX;
 use crate::query::{KvEntry, KvPage};
@@ -74,9 +75,16 @@ impl Space {
     }
 }
 
-/// The current value and revision of `key`.
+/// The current value and revision of `key`, whatever it is attached to (a server's own
+/// read: identities, roles). A client's read goes through [`get_live`].
 pub(crate) fn get(txn: &impl Txn, key: &[u8]) -> Option<KvEntry> {
     get_in(txn, Space::Client, key)
+}
+
+/// `key` as a client reads it at `now_ms`: absent once its deadline or its lease holder's
+/// slot ran out, even before the apply that deletes it (`crate::ephemeral`).
+pub(crate) fn get_live(txn: &impl Txn, now_ms: u64, key: &[u8]) -> Option<KvEntry> {
+    get(txn, key).filter(|_| ephemeral::live(txn, now_ms, key))
 }
 
 /// The current value and revision of `key` in `space`.
@@ -90,7 +98,8 @@ pub(crate) fn get_in(txn: &impl Txn, space: Space, key: &[u8]) -> Option<KvEntry
     })
 }
 
-fn current(txn: &impl Txn, key: &[u8]) -> u64 {
+/// The revision of client key `key` (0 = absent).
+pub(crate) fn current(txn: &impl Txn, key: &[u8]) -> u64 {
     current_in(txn, Space::Client, key)
 }
 
@@ -98,7 +107,64 @@ fn current_in(txn: &impl Txn, space: Space, key: &[u8]) -> u64 {
     get_in(txn, space, key).map_or(0, |entry| entry.version)
 }
 
+/// Store `value` under `key` in `space` with this command's fence as its revision, attached
+/// to `attach` (`None`: a plain key; whatever the key was attached to before is let go).
+/// Every write of a client key row goes through here (and every engine row's).
+pub(crate) fn store_row(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    (space, key): (Space, &[u8]),
+    value: &[u8],
+    attach: Option<&Attachment>,
+) -> u64 {
+    let fence = stamp.fence();
+    let current = current_in(txn, space, key);
+    assert!(
+        fence > current,
+        "fence {fence} does not pass revision {current}"
+    );
+    if space == Space::Client {
+        ephemeral::detach(txn, key);
+    }
+    let record = Record {
+        value: value.to_vec(),
+        version: fence,
+    };
+    txn.put(&space.key(key), &encode(&record));
+    if space == Space::Client {
+        watch::record(txn, fence, key, EventKind::Put, value);
+    }
+    if let Some(attach) = attach {
+        assert_eq!(space, Space::Client, "only client keys are attached");
+        ephemeral::attach(txn, key, attach);
+    }
+    fence
+}
+
+/// Delete `key` in `space` with what it was attached to, at `stamp` (the revision a
+/// delete is known by); returns the revision it had, `None` when it was absent. Every
+/// delete of a client key row goes through here (and every engine row's).
+pub(crate) fn erase_row(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    space: Space,
+    key: &[u8],
+) -> Option<u64> {
+    let current = get_in(txn, space, key).map(|entry| entry.version);
+    if space == Space::Client {
+        ephemeral::detach(txn, key);
+    }
+    if current.is_some() {
+        txn.delete(&space.key(key));
+        if space == Space::Client {
+            watch::record(txn, stamp.fence(), key, EventKind::Delete, b"");
+        }
+    }
+    current
+}
+
 /// Write `value` if the revision matches `expect_version` (`None` = any, `Some(0)` = absent).
+/// A plain put lets go of whatever the key was attached to.
 pub(crate) fn put(
     txn: &mut impl Txn,
     stamp: Stamp,
@@ -106,26 +172,15 @@ pub(crate) fn put(
     value: &[u8],
     expect_version: Option<u64>,
 ) -> Outcome {
+    ephemeral::settle(txn, stamp, key);
     let current = current(txn, key);
     if expect_version.is_some_and(|expected| expected != current) {
         return Outcome::KvVersionMismatch { current };
     }
-    let fence = stamp.fence();
-    assert!(
-        fence > current,
-        "fence {fence} does not pass revision {current}"
-    );
-    txn.put(
-        &keys::kv(key),
-        &encode(&Record {
-            value: value.to_vec(),
-            version: fence,
-        }),
-    );
-    watch::record(txn, fence, key, EventKind::Put, value);
+    let version = store_row(txn, stamp, (Space::Client, key), value, None);
     Outcome::KvWritten {
-        version: fence,
-        fence,
+        version,
+        fence: version,
     }
 }
 
@@ -137,12 +192,12 @@ pub(crate) fn delete(
     key: &[u8],
     expect_version: Option<u64>,
 ) -> Outcome {
+    ephemeral::settle(txn, stamp, key);
     let current = current(txn, key);
     if current == 0 || expect_version.is_some_and(|expected| expected != current) {
         return Outcome::KvVersionMismatch { current };
     }
-    txn.delete(&keys::kv(key));
-    watch::record(txn, stamp.fence(), key, EventKind::Delete, b"");
+    erase_row(txn, stamp, Space::Client, key);
     Outcome::KvDeleted { version: current }
 }
 
@@ -173,6 +228,13 @@ pub(crate) fn txn_in(
     stamp: Stamp,
     (compares, puts, deletes): TxnParts<'_>,
 ) -> Outcome {
+    if space == Space::Client {
+        let keys = compares.iter().map(|(k, _)| k);
+        let keys = keys.chain(puts.iter().map(|(k, _)| k)).chain(deletes);
+        for key in keys {
+            ephemeral::settle(txn, stamp, key);
+        }
+    }
     for (key, expected) in compares {
         let current = current_in(txn, space, key);
         if current != *expected {
@@ -182,35 +244,30 @@ pub(crate) fn txn_in(
             };
         }
     }
-    let fence = stamp.fence();
     for (key, value) in puts {
-        let current = current_in(txn, space, key);
-        assert!(
-            fence > current,
-            "fence {fence} does not pass revision {current}"
-        );
-        let record = Record {
-            value: value.clone(),
-            version: fence,
-        };
-        txn.put(&space.key(key), &encode(&record));
-        if space == Space::Client {
-            watch::record(txn, fence, key, EventKind::Put, value);
-        }
+        store_row(txn, stamp, (space, key), value, None);
     }
     for key in deletes {
-        let existed = current_in(txn, space, key) != 0;
-        txn.delete(&space.key(key));
-        if space == Space::Client && existed {
-            watch::record(txn, fence, key, EventKind::Delete, b"");
-        }
+        erase_row(txn, stamp, space, key);
     }
-    Outcome::KvTxnCommitted { fence }
+    Outcome::KvTxnCommitted {
+        fence: stamp.fence(),
+    }
 }
 
-/// Up to `limit` keys starting with `prefix` and greater than `after_key`, in key order.
-pub(crate) fn range(txn: &impl Txn, prefix: &[u8], after_key: &[u8], limit: usize) -> KvPage {
-    range_in(txn, Space::Client, (prefix, after_key), limit)
+/// Up to `limit` keys starting with `prefix` and greater than `after_key`, in key order,
+/// as a client reads them at `now_ms` (keys whose deadline or lease ran out are left out;
+/// the page still says where the next one starts).
+pub(crate) fn range(
+    txn: &impl Txn,
+    now_ms: u64,
+    (prefix, after_key): (&[u8], &[u8]),
+    limit: usize,
+) -> KvPage {
+    let mut page = range_in(txn, Space::Client, (prefix, after_key), limit);
+    page.rows
+        .retain(|(key, _)| ephemeral::live(txn, now_ms, key));
+    page
 }
 
 /// [`range`] in `space`: keys starting with `prefix` and greater than `after_key`.
@@ -405,16 +462,19 @@ mod tests {
                 .collect()
         };
         assert_eq!(
-            keys_of(range(&txn, b"e/1/", b"", 100)),
+            keys_of(range(&txn, 0, (b"e/1/", b""), 100)),
             vec!["e/1/a", "e/1/b", "e/1/c"]
         );
-        assert_eq!(keys_of(range(&txn, b"e/1/", b"e/1/a", 1)), vec!["e/1/b"]);
-        assert_eq!(keys_of(range(&txn, b"", b"e/2/a", 100)), vec!["f"]);
-        assert_eq!(range(&txn, b"g", b"", 100), KvPage::default());
+        assert_eq!(
+            keys_of(range(&txn, 0, (b"e/1/", b"e/1/a"), 1)),
+            vec!["e/1/b"]
+        );
+        assert_eq!(keys_of(range(&txn, 0, (b"", b"e/2/a"), 100)), vec!["f"]);
+        assert_eq!(range(&txn, 0, (b"g", b""), 100), KvPage::default());
         // A full page says where the next one starts; the last page says nothing.
-        let first = range(&txn, b"e/1/", b"", 2);
+        let first = range(&txn, 0, (b"e/1/", b""), 2);
         assert_eq!(first.resume_after.as_deref(), Some(&b"e/1/b"[..]));
-        let rest = range(&txn, b"e/1/", b"e/1/b", 2);
+        let rest = range(&txn, 0, (b"e/1/", b"e/1/b"), 2);
         assert_eq!(
             (keys_of(rest.clone()), rest.resume_after),
             (vec!["e/1/c".into()], None)
@@ -435,7 +495,7 @@ mod tests {
         let mut seen = 0;
         let mut pages = 0;
         loop {
-            let page = range(&txn, b"big/", &after, 100);
+            let page = range(&txn, 0, (b"big/", &after), 100);
             let bytes: usize = page.rows.iter().map(|(k, e)| k.len() + e.value.len()).sum();
             assert!(bytes <= LIST_BYTES_MAX + (1 << 20) + 16, "{bytes}");
             seen += page.rows.len();

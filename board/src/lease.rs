@@ -128,6 +128,7 @@ impl<'a, T: Txn> Lease<'a, T> {
         granted
     }
 
+    /// Free holder `at`'s slot, and with it every client key attached to the slot.
     fn remove_holder(&mut self, at: usize) {
         let gone = self.record.holders.remove(at);
         deadline::remove(
@@ -136,6 +137,7 @@ impl<'a, T: Txn> Lease<'a, T> {
             &holder_item(self.id, &gone.holder),
         );
         self.txn.delete(&self.holder_index(&gone.holder));
+        crate::ephemeral::release_holder(self.txn, self.stamp, self.id, &gone.holder);
     }
 
     fn add_waiter(&mut self, holder: &str, wait_ms: u64, ttl_ms: u64) -> Waiter {
@@ -392,6 +394,15 @@ pub(crate) fn release_all(
         start = next;
     }
     Outcome::LeaseReleasedAll { released }
+}
+
+/// Whether `holder` holds a live slot of lease `id` at `now_ms`.
+pub(crate) fn holds(txn: &impl Txn, now_ms: u64, id: &ResourceId, holder: &str) -> bool {
+    let Some(bytes) = txn.get(&keys::listed(LEASE, id)) else {
+        return false;
+    };
+    let record: Record = decode(&bytes);
+    (record.holders.iter()).any(|h| h.holder == holder && h.expires_at_ms > now_ms)
 }
 
 /// Settle a lease whose deadline fell due; returns how many holders and waiters it removed.

@@ -47,12 +47,14 @@ mod codec;
 mod counter;
 mod deadline;
 mod election;
+pub mod ephemeral;
 pub mod gauges;
 mod handoff;
 mod idempotency;
 pub mod instance;
 mod keys;
 mod kv;
+pub mod kv_txn;
 mod lease;
 mod ledger;
 pub mod limits;
@@ -90,7 +92,7 @@ pub use types::{
 pub use validate::{handoff_bytes, validate};
 
 use deadline::Item;
-use limits::{LIST_ROWS_MAX, TICK_WORK_MAX, VALUE_BYTES_MAX};
+use limits::{KV_EXPIRIES_PER_TICK_MAX, LIST_ROWS_MAX, TICK_WORK_MAX, VALUE_BYTES_MAX};
 use types::Family;
 
 /// Apply one request at `stamp`. Records the outcome under the request's idempotency key;
@@ -246,9 +248,7 @@ fn apply_primitive(
 ) -> Outcome {
     let now_ms = stamp.time_ms;
     match command {
-        Command::KvPut { .. } | Command::KvDelete { .. } | Command::KvTxn { .. } => {
-            apply_kv(txn, stamp, command)
-        }
+        command if command.is_kv() => apply_kv(txn, stamp, command),
         Command::LeaseAcquire {
             lease,
             holder,
@@ -324,6 +324,26 @@ fn apply_kv(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
             puts,
             deletes,
         } => kv::txn(txn, stamp, compares, puts, deletes),
+        Command::KvPutAttached {
+            key,
+            value,
+            expect_version,
+            attach,
+        } => {
+            let put = ephemeral::AttachedPut {
+                key,
+                value,
+                expect_version: *expect_version,
+                attach,
+            };
+            ephemeral::put_attached(txn, stamp, &put)
+        }
+        Command::KvKeepalive { key, ttl_ms } => ephemeral::keepalive(txn, stamp, key, *ttl_ms),
+        Command::KvTxnIf {
+            compares,
+            success,
+            failure,
+        } => kv_txn::apply(txn, stamp, (compares, success, failure)),
         other => unreachable!("{other:?} is not a CAS command"),
     }
 }
@@ -741,16 +761,18 @@ fn term<'a>(group: &'a str, candidate: &'a str, fence: u64) -> election::Term<'a
 }
 
 /// Process due deadlines in deadline order. `processed` counts removed holders, waiters,
-/// ledger entries, idempotency records and election leaders, lapsed claims, spilled tasks
-/// and pruned task and claim rows, plus stale index entries; the
+/// ledger entries, idempotency records and election leaders, lapsed claims, spilled tasks,
+/// pruned task and claim rows and expired client keys, plus stale index entries; the
 /// tick stops taking new index entries once it reaches `TICK_WORK_MAX` (settling one lease
-/// may go past it).
+/// may go past it), or at the next key expiry once `KV_EXPIRIES_PER_TICK_MAX` keys expired.
 fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
     let now_ms = stamp.time_ms;
     let budget = u32::try_from(TICK_WORK_MAX).expect("tick budget fits u32");
     let mut processed = 0u32;
+    let mut kv_expired = 0u32;
     for (key, item) in deadline::due(txn, now_ms, TICK_WORK_MAX) {
-        if processed >= budget {
+        let kv_full = kv_expired >= KV_EXPIRIES_PER_TICK_MAX;
+        if processed >= budget || (kv_full && matches!(item, Item::KvExpiry { .. })) {
             break;
         }
         // Settling an earlier item may already have removed this one.
@@ -776,6 +798,11 @@ fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
             }
             Item::Work { id, .. } => work::expire(txn, now_ms, id),
             Item::VoteClose { team, fence } => vote::close_due(txn, now_ms, team, *fence),
+            Item::KvExpiry { key } => {
+                let expired = ephemeral::expire(txn, stamp, key);
+                kv_expired += expired;
+                expired
+            }
         };
         processed += removed.max(1);
     }
@@ -786,7 +813,7 @@ fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
 /// limits are capped to it.
 pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
     match query {
-        Query::KvGet { key } => QueryResult::Kv(kv::get(txn, key)),
+        Query::KvGet { .. } | Query::KvRange { .. } => query_kv(txn, now_ms, query),
         Query::LeaseList { prefix, limit } => {
             QueryResult::Leases(lease::list(txn, now_ms, prefix, list_cap(*limit)))
         }
@@ -795,11 +822,6 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
         }
         Query::LedgerList { .. } => query_ledger(txn, query),
         Query::NextDeadline => QueryResult::NextDeadline(deadline::next(txn)),
-        Query::KvRange {
-            prefix,
-            after_key,
-            limit,
-        } => QueryResult::KvRange(kv::range(txn, prefix, after_key, list_cap(*limit))),
         Query::ElectionLeader { .. } | Query::ElectionList { .. } | Query::ScheduleList { .. } => {
             query_coordination(txn, now_ms, query)
         }
@@ -869,6 +891,22 @@ fn watch_page(txn: &impl Txn, key: &[u8], prefix: bool, from: u64) -> QueryResul
     let mut page = watch::page(txn, watch::Reading { key, prefix, from });
     page.serving = prefix || range::serves_or_holds(txn, route::kv_point(key));
     QueryResult::KvEvents(page)
+}
+
+/// Client keys as they live at `now_ms` (split from `query` to keep each match short).
+fn query_kv(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
+    match query {
+        Query::KvGet { key } => QueryResult::Kv(kv::get_live(txn, now_ms, key)),
+        Query::KvRange {
+            prefix,
+            after_key,
+            limit,
+        } => {
+            let page = kv::range(txn, now_ms, (prefix, after_key), list_cap(*limit));
+            QueryResult::KvRange(page)
+        }
+        other => unreachable!("{other:?} is not a client key read"),
+    }
 }
 
 /// Engine rows, as a server reads them (a client's read goes through [`read_by`]), and the

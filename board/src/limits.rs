@@ -25,6 +25,21 @@ pub const LIST_BYTES_MAX: usize = 4 << 20;
 pub const KV_TXN_OPS_MAX: usize = 4096;
 /// Bytes of all keys and values of one `KvTxn` together.
 pub const KV_TXN_BYTES_MAX: usize = 4 << 20;
+/// `get` operations in one `KvTxnIf` (its answer carries their values, and a retry reads
+/// the recorded answer: at most this many values of `VALUE_BYTES_MAX`).
+pub const KV_TXN_GETS_MAX: usize = 8;
+/// Shortest time to live of a client key with its own deadline (`KvPutAttached`,
+/// `KvKeepalive`): a deadline shorter than a tick round or a leader change is noise.
+pub const KV_TTL_MS_MIN: u64 = 1_000;
+/// Longest time to live of a client key with its own deadline (7 days): a key meant to
+/// outlive that is a plain key.
+pub const KV_TTL_MS_MAX: u64 = 7 * 24 * 3_600_000;
+/// Client keys attached to one holder's slot of one lease: freeing the slot deletes them
+/// all in that one apply, so the bound is the most one release, expiry or settle deletes.
+pub const KV_LEASE_KEYS_MAX: usize = 1024;
+/// Client keys one `Tick` deletes for their deadlines; the leader proposes another tick
+/// when more are due.
+pub const KV_EXPIRIES_PER_TICK_MAX: u32 = 512;
 /// Ranges one cell owns.
 pub const RANGES_PER_CELL_MAX: usize = 1024;
 /// How long a move's freeze holds its range past the driver's last freeze or renewal

@@ -434,7 +434,13 @@ pub(crate) fn split(txn: &mut impl Txn, start: u64, last: u64, at: u64, epoch: u
 fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
     let (&family, rest) = key.split_first()?;
     match family {
-        keys::KV => Some(route::kv_point(rest)),
+        // A key's attachment moves with the key; its lease index entry with the lease (on
+        // the key's cell, `route::command_point`).
+        keys::KV | keys::KV_ATTACH => Some(route::kv_point(rest)),
+        keys::KV_LEASED => {
+            let (parts, _) = keys::split_first(rest, 3)?;
+            keys::resource_of(&parts).map(|id| route::resource_point(&id))
+        }
         keys::LEASE | keys::COUNTER => {
             let (parts, _) = keys::split_first(rest, 4)?;
             keys::resource_of(&parts[1..]).map(|id| route::resource_point(&id))
@@ -528,6 +534,7 @@ fn importable(key: &[u8], value: &[u8]) -> bool {
         Some(keys::KV | keys::ENGINE) => crate::kv::decodes(value),
         Some(keys::INSTANCE_OWNER) => crate::instance::decode_owner(value).is_some(),
         Some(keys::DEADLINE) => try_decode::<Item>(value).is_some(),
+        Some(keys::KV_ATTACH) => crate::ephemeral::decodes(value),
         Some(keys::IDEMPOTENCY) => crate::idempotency::decodes(value),
         Some(keys::WORK_ENTRY) => try_decode::<crate::work::WorkEntryView>(value).is_some(),
         Some(family) => keys::FAMILIES.contains(&family),

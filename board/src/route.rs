@@ -137,8 +137,10 @@ pub fn proposal_point(proposal: &str) -> Result<u64, String> {
 /// (`Tick`, range management, `LeaseReleaseAll`, which a router sends to each cell);
 /// `Err` for a `KvTxn` whose keys route to different points.
 pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
+    if command.is_kv() {
+        return kv_command_point(command);
+    }
     Ok(match command {
-        Command::KvPut { key, .. } | Command::KvDelete { key, .. } => Some(kv_point(key)),
         Command::LeaseAcquire { lease, .. }
         | Command::LeaseRenew { lease, .. }
         | Command::LeaseRelease { lease, .. } => Some(resource_point(lease)),
@@ -185,12 +187,7 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
         Command::FabricPurge { queue } => {
             Some(team_point(&crate::taskboard::fabric_queue_team(queue)))
         }
-        Command::KvTxn {
-            compares,
-            puts,
-            deletes,
-        }
-        | Command::EngineTxn {
+        Command::EngineTxn {
             compares,
             puts,
             deletes,
@@ -200,28 +197,73 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
                 .map(|(k, _)| k)
                 .chain(puts.iter().map(|(k, _)| k))
                 .chain(deletes.iter());
-            txn_point(keys)?
+            keys_point(keys.map(Vec::as_slice))?
         }
         _ => None,
     })
 }
 
-fn txn_point<'a>(keys: impl Iterator<Item = &'a Vec<u8>>) -> Result<Option<u64>, String> {
+/// The point of a client CAS key command (`Command::is_kv`).
+fn kv_command_point(command: &Command) -> Result<Option<u64>, String> {
+    Ok(match command {
+        Command::KvPut { key, .. }
+        | Command::KvDelete { key, .. }
+        | Command::KvKeepalive { key, .. } => Some(kv_point(key)),
+        Command::KvPutAttached { key, attach, .. } => Some(attached_point(key, attach)?),
+        Command::KvTxnIf {
+            compares,
+            success,
+            failure,
+        } => keys_point(crate::kv_txn::keys(compares, success, failure))?,
+        Command::KvTxn {
+            compares,
+            puts,
+            deletes,
+        } => {
+            let keys = compares.iter().map(|(k, _)| k);
+            let keys = keys.chain(puts.iter().map(|(k, _)| k)).chain(deletes);
+            keys_point(keys.map(Vec::as_slice))?
+        }
+        other => unreachable!("{other:?} is not a CAS key command"),
+    })
+}
+
+/// The point of a key attached to `attach`: a lease must live on the key's cell (a team's
+/// key with the team's lock, or a standalone cell), since one apply frees the slot and
+/// deletes the key.
+fn attached_point(key: &[u8], attach: &crate::ephemeral::KvAttach) -> Result<u64, String> {
+    let at = kv_point(key);
+    match attach {
+        crate::ephemeral::KvAttach::Lease { lease, .. } if resource_point(lease) != at => {
+            Err(format!(
+                "key {:?} and lease {}::{}/{} route to different cells; attach a team's key \
+                 (doc/{{team}}/…) to a lock of the same team (owner team/{{team}})",
+                String::from_utf8_lossy(key),
+                lease.owner,
+                lease.name,
+                lease.key
+            ))
+        }
+        _ => Ok(at),
+    }
+}
+
+/// The one point of every key of a transaction (a team's blackboard keys at the team's),
+/// or `Err` when they route to different cells.
+fn keys_point<'a>(keys: impl Iterator<Item = &'a [u8]>) -> Result<Option<u64>, String> {
     let mut found: Option<(u64, &[u8])> = None;
     for key in keys {
-        let routing = kv_routing_key(key);
+        let at = kv_point(key);
         match found {
-            None => found = Some((point(routing), routing)),
-            Some((_, first)) if first == routing => {}
-            Some((at, first)) => {
-                if point(routing) != at {
-                    return Err(format!(
-                        "transaction keys route to different cells ({:?} and {:?}); \
-                         give them one {{tag}}",
-                        String::from_utf8_lossy(first),
-                        String::from_utf8_lossy(routing)
-                    ));
-                }
+            None => found = Some((at, key)),
+            Some((point, _)) if point == at => {}
+            Some((_, first)) => {
+                return Err(format!(
+                    "transaction keys route to different cells ({:?} and {:?}); give them \
+                     one {{tag}}",
+                    String::from_utf8_lossy(first),
+                    String::from_utf8_lossy(key)
+                ));
             }
         }
     }

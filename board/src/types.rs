@@ -735,6 +735,38 @@ pub enum Command {
         fence: u64,
         /// The step.
         step: Box<Command>,
+    /// Write `value` under `key` (at `expect_version` when given, as `KvPut`), attached to
+    /// its own deadline or to a lease holder's slot (`crate::ephemeral`): the key is deleted
+    /// when the deadline passes or in the apply that frees the slot.
+    KvPutAttached {
+        /// The key.
+        #[serde(with = "serde_bytes")]
+        key: Vec<u8>,
+        /// The bytes to store.
+        #[serde(with = "serde_bytes")]
+        value: Vec<u8>,
+        /// The version the key must have (`Some(0)` = absent, `None` = any).
+        expect_version: Option<u64>,
+        /// What the key lives and dies with.
+        attach: crate::ephemeral::KvAttach,
+    },
+    /// Move the deadline of a key with its own deadline to `stamp + ttl_ms` (never earlier).
+    KvKeepalive {
+        /// The key.
+        #[serde(with = "serde_bytes")]
+        key: Vec<u8>,
+        /// New time to live from the stamp.
+        ttl_ms: u64,
+    },
+    /// An etcd-like transaction (`crate::kv_txn`): when every compare holds, run `success`,
+    /// else `failure`, in one apply.
+    KvTxnIf {
+        /// Compares on keys' versions or values.
+        compares: Vec<crate::kv_txn::Compare>,
+        /// Operations run when every compare holds.
+        success: Vec<crate::kv_txn::TxnOp>,
+        /// Operations run otherwise.
+        failure: Vec<crate::kv_txn::TxnOp>,
     },
 }
 
@@ -1242,6 +1274,26 @@ pub enum Outcome {
     RangeRefused {
         /// Why.
         refusal: crate::range::RangeRefusal,
+    /// A command on an ephemeral key was refused; nothing changed.
+    KvRefused {
+        /// Why.
+        refusal: crate::ephemeral::KvRefusal,
+    },
+    /// A key's own deadline is now `expires_at_ms`; its value and revision are unchanged.
+    KvKeptAlive {
+        /// The key's revision.
+        version: u64,
+        /// Its deadline.
+        expires_at_ms: u64,
+    },
+    /// A `KvTxnIf` ran the branch its compares chose.
+    KvTxnDone {
+        /// Every compare held (the `success` branch ran; else `failure`).
+        succeeded: bool,
+        /// The fence of the transaction (the revision of every key it put).
+        fence: u64,
+        /// One answer per operation of the branch that ran, in order.
+        responses: Vec<crate::kv_txn::TxnOpResult>,
     },
 }
 
@@ -1559,12 +1611,29 @@ pub(crate) enum Family {
 }
 
 impl Command {
+    /// Whether the command reaches client CAS keys (`crate::kv`, `crate::ephemeral`,
+    /// `crate::kv_txn`).
+    pub(crate) fn is_kv(&self) -> bool {
+        matches!(
+            self,
+            Command::KvPut { .. }
+                | Command::KvDelete { .. }
+                | Command::KvTxn { .. }
+                | Command::KvPutAttached { .. }
+                | Command::KvKeepalive { .. }
+                | Command::KvTxnIf { .. }
+        )
+    }
+
     /// The command's [`Family`].
     pub(crate) fn family(&self) -> Family {
         match self {
             Command::KvPut { .. }
             | Command::KvDelete { .. }
             | Command::KvTxn { .. }
+            | Command::KvPutAttached { .. }
+            | Command::KvKeepalive { .. }
+            | Command::KvTxnIf { .. }
             | Command::LeaseAcquire { .. }
             | Command::LeaseRenew { .. }
             | Command::LeaseRelease { .. }

@@ -3,11 +3,13 @@
 use chrono_tz::Tz;
 
 use crate::counter;
+use crate::ephemeral::KvAttach;
 use crate::limits::{
     BOARD_POST_BATCH_MAX, DELIVERY_LIMIT_MAX, DURATION_MS_MAX, ELECTION_ENDPOINT_BYTES_MAX,
-    ELECTION_ENDPOINTS_MAX, HANDOFF_BATCH_BYTES_MAX, HANDOFF_BATCH_MAX, KV_TXN_BYTES_MAX,
-    KV_TXN_OPS_MAX, LEASE_SLOTS_MAX, NAME_BYTES_MAX, RANGE_ROWS_PER_COMMAND_MAX,
-    SCHEDULE_SPEC_BYTES_MAX, TASK_ERROR_BYTES_MAX, TEAM_ANCESTORS_MAX, VALUE_BYTES_MAX,
+    ELECTION_ENDPOINTS_MAX, HANDOFF_BATCH_BYTES_MAX, HANDOFF_BATCH_MAX, KV_TTL_MS_MAX,
+    KV_TTL_MS_MIN, KV_TXN_BYTES_MAX, KV_TXN_OPS_MAX, LEASE_SLOTS_MAX, NAME_BYTES_MAX,
+    RANGE_ROWS_PER_COMMAND_MAX, SCHEDULE_SPEC_BYTES_MAX, TASK_ERROR_BYTES_MAX, TEAM_ANCESTORS_MAX,
+    VALUE_BYTES_MAX,
 };
 use crate::schedule::ScheduleSpec;
 use crate::types::{BoardSettings, Command, Family, ResourceId};
@@ -444,13 +446,7 @@ fn work(command: &Command) -> Result<(), String> {
 /// CAS keys, leases, counters and ledgers (split from `validate` to keep each match short).
 fn primitive(command: &Command, value_bytes_max: usize) -> Result<(), String> {
     match command {
-        Command::KvPut {
-            key, value: bytes, ..
-        } => {
-            name("key", key.len())?;
-            value("value", bytes.len(), value_bytes_max)
-        }
-        Command::KvDelete { key, .. } => name("key", key.len()),
+        command if command.is_kv() => kv_command(command, value_bytes_max),
         Command::LeaseAcquire {
             lease,
             holder,
@@ -505,11 +501,6 @@ fn primitive(command: &Command, value_bytes_max: usize) -> Result<(), String> {
             positive("retain_ms", *retain_ms)?;
             duration("retain_ms", *retain_ms)
         }
-        Command::KvTxn {
-            compares,
-            puts,
-            deletes,
-        } => kv_txn(compares, puts, deletes, value_bytes_max),
         other => unreachable!("{other:?} is not a primitive"),
     }
 }
@@ -610,6 +601,60 @@ fn coordination(command: &Command) -> Result<(), String> {
         } => schedule_fire(schedule, spec, timezone, *due_ms, claimant),
         other => unreachable!("{other:?} is not an election or schedule command"),
     }
+}
+
+/// CAS key commands (split from `primitive` to keep each match short).
+fn kv_command(command: &Command, value_bytes_max: usize) -> Result<(), String> {
+    match command {
+        Command::KvPut {
+            key, value: bytes, ..
+        } => {
+            name("key", key.len())?;
+            value("value", bytes.len(), value_bytes_max)
+        }
+        Command::KvDelete { key, .. } => name("key", key.len()),
+        Command::KvTxn {
+            compares,
+            puts,
+            deletes,
+        } => kv_txn(compares, puts, deletes, value_bytes_max),
+        Command::KvPutAttached {
+            key,
+            value: bytes,
+            attach,
+            ..
+        } => {
+            name("key", key.len())?;
+            value("value", bytes.len(), value_bytes_max)?;
+            match attach {
+                KvAttach::Ttl { ttl_ms } => kv_ttl(*ttl_ms),
+                KvAttach::Lease { lease, holder } => {
+                    resource(lease)?;
+                    name("holder", holder.len())
+                }
+            }
+        }
+        Command::KvKeepalive { key, ttl_ms } => {
+            name("key", key.len())?;
+            kv_ttl(*ttl_ms)
+        }
+        Command::KvTxnIf {
+            compares,
+            success,
+            failure,
+        } => crate::kv_txn::check((compares, success, failure), value_bytes_max, name),
+        other => unreachable!("{other:?} is not a CAS key command"),
+    }
+}
+
+/// The time to live of a key with its own deadline: `KV_TTL_MS_MIN` to `KV_TTL_MS_MAX`.
+fn kv_ttl(ttl_ms: u64) -> Result<(), String> {
+    if !(KV_TTL_MS_MIN..=KV_TTL_MS_MAX).contains(&ttl_ms) {
+        return Err(format!(
+            "ttl_ms is {ttl_ms}, it must be {KV_TTL_MS_MIN} to {KV_TTL_MS_MAX}"
+        ));
+    }
+    Ok(())
 }
 
 fn kv_txn(

@@ -151,7 +151,15 @@ pub(crate) fn record(txn: &mut impl Txn, revision: u64, key: &[u8], kind: EventK
         value: value.to_vec(),
         version,
     };
-    txn.put(&event_key(revision, key), &encode(&stored));
+    let row = event_key(revision, key);
+    // One event per key and revision: a later change in the same apply (an expired key
+    // written again) replaces the earlier one, as the key's state at that revision.
+    if let Some(earlier) = txn.get(&row) {
+        let earlier: Stored = decode(&earlier);
+        meta.count = meta.count.saturating_sub(1);
+        meta.bytes = meta.bytes.saturating_sub(event_size(key, &earlier.value));
+    }
+    txn.put(&row, &encode(&stored));
     meta.head = meta.head.max(revision);
     meta.count += 1;
     meta.bytes += event_size(key, value);

@@ -351,8 +351,71 @@ fn command(line: &Line<'_>) -> Option<Command> {
             due_ms: line.time("due"),
             claimant: line.text("claimant"),
         },
-        _ => return board_command(line),
+        _ => return kv_command(line).or_else(|| board_command(line)),
     })
+}
+
+/// Ephemeral keys (`put-ttl`, `put-leased`, `keepalive`) and `txn-if`, whose compares are
+/// `if=key:version` or `if=key=value` (comma-separated) and whose branches are
+/// `then=`/`else=` lists of `put:key:value`, `delete:key`, `get:key`.
+fn kv_command(line: &Line<'_>) -> Option<Command> {
+    use whip_board::ephemeral::KvAttach;
+    let attached = |attach| Command::KvPutAttached {
+        key: line.bytes("key"),
+        value: line.bytes("value"),
+        expect_version: line.optional("expect"),
+        attach,
+    };
+    Some(match line.verb {
+        "put-ttl" => attached(KvAttach::Ttl {
+            ttl_ms: line.number("ttl"),
+        }),
+        "put-leased" => attached(KvAttach::Lease {
+            lease: line.resource(),
+            holder: line.text("holder"),
+        }),
+        "keepalive" => Command::KvKeepalive {
+            key: line.bytes("key"),
+            ttl_ms: line.number("ttl"),
+        },
+        "txn-if" => Command::KvTxnIf {
+            compares: line.list("if").iter().map(|c| txn_compare(c)).collect(),
+            success: line.list("then").iter().map(|op| txn_op(op)).collect(),
+            failure: line.list("else").iter().map(|op| txn_op(op)).collect(),
+        },
+        _ => return None,
+    })
+}
+
+fn txn_compare(text: &str) -> whip_board::kv_txn::Compare {
+    use whip_board::kv_txn::{Compare, CompareOp, CompareTarget};
+    let (key, target) = match text.split_once('=') {
+        Some((key, value)) => (key, CompareTarget::Value(value.as_bytes().to_vec())),
+        None => {
+            let (key, version) = text.split_once(':').expect("if=key:version or key=value");
+            let version = version.parse().expect("a version is a number");
+            (key, CompareTarget::Version(version))
+        }
+    };
+    Compare {
+        key: key.as_bytes().to_vec(),
+        target,
+        op: CompareOp::Equal,
+    }
+}
+
+fn txn_op(text: &str) -> whip_board::kv_txn::TxnOp {
+    use whip_board::kv_txn::TxnOp;
+    let bytes = |s: &str| s.as_bytes().to_vec();
+    match text.splitn(3, ':').collect::<Vec<_>>()[..] {
+        ["put", key, value] => TxnOp::Put {
+            key: bytes(key),
+            value: bytes(value),
+        },
+        ["delete", key] => TxnOp::Delete { key: bytes(key) },
+        ["get", key] => TxnOp::Get { key: bytes(key) },
+        _ => panic!("an operation is put:key:value, delete:key or get:key, got {text}"),
+    }
 }
 
 fn read(line: &Line<'_>) -> Query {

@@ -533,6 +533,8 @@ impl CellClient {
         counter_consume(pb::CounterConsumeRequest) -> pb::CounterResponse;
         ledger_append(pb::LedgerAppendRequest) -> pb::LedgerAppendResponse;
         kv_txn(pb::KvTxnRequest) -> pb::KvTxnResponse;
+        kv_keepalive(pb::KvKeepaliveRequest) -> pb::KvWriteResponse;
+        kv_txn_if(pb::KvTxnIfRequest) -> pb::KvTxnIfResponse;
         campaign(pb::CampaignRequest) -> pb::ElectionResponse;
         proclaim(pb::ElectionTermRequest) -> pb::ElectionResponse;
         resign(pb::ElectionTermRequest) -> pb::ElectionResponse;

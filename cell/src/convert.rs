@@ -115,9 +115,54 @@ pub(crate) fn kv_write_response(outcome: Outcome) -> Result<pb::KvWriteResponse,
             r.set_code(Code::KvVersionMismatch);
             r.current_version = current;
         }
+        Outcome::KvKeptAlive {
+            version,
+            expires_at_ms,
+        } => {
+            r.set_code(Code::KvKeptAlive);
+            (r.version, r.expires_at_ms) = (version, expires_at_ms);
+        }
+        Outcome::KvRefused { refusal } => {
+            r.set_code(Code::KvRefused);
+            (r.refusal, r.message) = (refusal.code().to_string(), refusal.to_string());
+        }
+        Outcome::Invalid { reason } => return Err(Status::invalid_argument(reason)),
         other => return Err(not_an_answer(&other)),
     }
     Ok(r)
+}
+
+/// A `KvTxnIf`'s answer: which branch ran and one result per operation.
+pub(crate) fn kv_txn_if_response(outcome: Outcome) -> Result<pb::KvTxnIfResponse, Status> {
+    use whip_board::kv_txn::TxnOpResult;
+    use whip_proto::v1::kv_txn_op_result::Result as Answer;
+    let (succeeded, fence, responses) = match outcome {
+        Outcome::KvTxnDone {
+            succeeded,
+            fence,
+            responses,
+        } => (succeeded, fence, responses),
+        Outcome::Invalid { reason } => return Err(Status::invalid_argument(reason)),
+        other => return Err(not_an_answer(&other)),
+    };
+    let answer = |result: TxnOpResult| match result {
+        TxnOpResult::Put { version } => Answer::PutVersion(version),
+        TxnOpResult::Delete { version } => Answer::DeleteVersion(version),
+        TxnOpResult::Get { entry } => {
+            Answer::Get(kv_get_response(QueryResult::Kv(entry)).expect("a kv entry"))
+        }
+    };
+    let responses = (responses.into_iter())
+        .map(|r| pb::KvTxnOpResult {
+            result: Some(answer(r)),
+        })
+        .collect();
+    Ok(pb::KvTxnIfResponse {
+        code: Code::KvTxnDone as i32,
+        succeeded,
+        fence,
+        responses,
+    })
 }
 
 pub(crate) fn lease_response(outcome: Outcome) -> Result<pb::LeaseResponse, Status> {
@@ -578,14 +623,95 @@ pub(crate) fn board_settings(s: Option<pb::BoardSettings>) -> BoardSettings {
 pub(crate) mod command {
     use tonic::Status;
     use whip_board::Command;
+    use whip_board::ephemeral::KvAttach;
+    use whip_board::kv_txn::{Compare, CompareOp, CompareTarget, TxnOp};
     use whip_proto::v1 as pb;
 
     pub(crate) fn kv_put(req: pb::KvPutRequest) -> Result<Command, Status> {
-        Ok(Command::KvPut {
+        let attach = match (req.ttl_ms, req.lease) {
+            (0, None) => {
+                return Ok(Command::KvPut {
+                    key: req.key,
+                    value: req.value,
+                    expect_version: req.expect_version,
+                });
+            }
+            (ttl_ms, None) => KvAttach::Ttl { ttl_ms },
+            (0, Some(lease)) => KvAttach::Lease {
+                lease: super::resource(Some(lease), "lease")?,
+                holder: req.lease_holder,
+            },
+            (_, Some(_)) => {
+                return Err(Status::invalid_argument(
+                    "a key has its own deadline (ttl_ms) or lives with a lease slot, not both",
+                ));
+            }
+        };
+        Ok(Command::KvPutAttached {
             key: req.key,
             value: req.value,
             expect_version: req.expect_version,
+            attach,
         })
+    }
+
+    pub(crate) fn kv_keepalive(req: pb::KvKeepaliveRequest) -> Result<Command, Status> {
+        Ok(Command::KvKeepalive {
+            key: req.key,
+            ttl_ms: req.ttl_ms,
+        })
+    }
+
+    pub(crate) fn kv_txn_if(req: pb::KvTxnIfRequest) -> Result<Command, Status> {
+        let compares = req.compares.into_iter().map(txn_compare);
+        let ops = |ops: Vec<pb::KvTxnOp>| ops.into_iter().map(txn_op).collect::<Result<_, _>>();
+        Ok(Command::KvTxnIf {
+            compares: compares.collect::<Result<_, _>>()?,
+            success: ops(req.success)?,
+            failure: ops(req.failure)?,
+        })
+    }
+
+    fn txn_compare(c: pb::KvTxnCompare) -> Result<Compare, Status> {
+        let op = match pb::KvCompareOp::try_from(c.op) {
+            Ok(pb::KvCompareOp::KvCompareEqual) => CompareOp::Equal,
+            Ok(pb::KvCompareOp::KvCompareNotEqual) => CompareOp::NotEqual,
+            Ok(pb::KvCompareOp::KvCompareLess) => CompareOp::Less,
+            Ok(pb::KvCompareOp::KvCompareGreater) => CompareOp::Greater,
+            Err(_) => {
+                let op = c.op;
+                return Err(Status::invalid_argument(format!("unknown compare op {op}")));
+            }
+        };
+        let target = match c.target {
+            Some(pb::kv_txn_compare::Target::Version(v)) => CompareTarget::Version(v),
+            Some(pb::kv_txn_compare::Target::Value(v)) => CompareTarget::Value(v),
+            None => {
+                return Err(Status::invalid_argument(
+                    "a compare needs a version or a value",
+                ));
+            }
+        };
+        Ok(Compare {
+            key: c.key,
+            target,
+            op,
+        })
+    }
+
+    fn txn_op(op: pb::KvTxnOp) -> Result<TxnOp, Status> {
+        use pb::kv_txn_op::Op;
+        match op.op {
+            Some(Op::Put(pair)) => Ok(TxnOp::Put {
+                key: pair.key,
+                value: pair.value,
+            }),
+            Some(Op::Delete(key)) => Ok(TxnOp::Delete { key }),
+            Some(Op::Get(key)) => Ok(TxnOp::Get { key }),
+            None => Err(Status::invalid_argument(
+                "an operation is a put, a delete or a get",
+            )),
+        }
     }
 
     pub(crate) fn kv_delete(req: pb::KvDeleteRequest) -> Result<Command, Status> {

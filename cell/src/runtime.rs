@@ -764,7 +764,14 @@ fn payload_bytes(request: &Request) -> usize {
     const OVERHEAD: usize = 64;
     OVERHEAD
         + match &request.command {
-            Command::KvPut { key, value, .. } => key.len() + value.len(),
+            Command::KvPut { key, value, .. } | Command::KvPutAttached { key, value, .. } => {
+                key.len() + value.len()
+            }
+            Command::KvTxnIf {
+                compares,
+                success,
+                failure,
+            } => txn_if_bytes(compares, success, failure),
             Command::LedgerAppend { entry, .. } => entry.len(),
             Command::RangeImport { rows } => rows.iter().map(|(k, v)| k.len() + v.len()).sum(),
             Command::BoardPostMany { bodies, .. } => bodies.iter().map(Vec::len).sum(),
@@ -784,6 +791,28 @@ fn payload_bytes(request: &Request) -> usize {
             }
             _ => 0,
         }
+}
+
+/// Roughly the bytes of a `KvTxnIf`'s keys and values.
+fn txn_if_bytes(
+    compares: &[whip_board::kv_txn::Compare],
+    success: &[whip_board::kv_txn::TxnOp],
+    failure: &[whip_board::kv_txn::TxnOp],
+) -> usize {
+    use whip_board::kv_txn::{CompareTarget, TxnOp};
+    let compared: usize = (compares.iter())
+        .map(|c| match &c.target {
+            CompareTarget::Value(value) => c.key.len() + value.len(),
+            CompareTarget::Version(_) => c.key.len(),
+        })
+        .sum();
+    let ops: usize = (success.iter().chain(failure))
+        .map(|op| match op {
+            TxnOp::Put { key, value } => key.len() + value.len(),
+            other => other.key().len(),
+        })
+        .sum();
+    compared + ops
 }
 
 /// On the leader, propose a `Tick` whenever a deadline is due (lease expiry, waiter expiry,

@@ -48,6 +48,8 @@ const CELL_METHODS: &[&str] = &[
     "Status",
     "KvTxn",
     "KvRange",
+    "KvKeepalive",
+    "KvTxnIf",
     "Campaign",
     "Proclaim",
     "Resign",
@@ -500,6 +502,7 @@ fn primitives_seed() -> Vec<u8> {
         value: b"1".to_vec(),
         expect_version: Some(0),
         idempotency_key: "c/1".into(),
+        ..Default::default()
     };
     encode_call(&mut out, "KvPut", 0, &put);
     encode_call(

@@ -21,6 +21,7 @@ mod coord;
 mod executorcmd;
 mod fabriccmd;
 mod issue;
+mod kvtxn;
 mod limits;
 mod mailcmd;
 mod observe;

@@ -22,8 +22,39 @@ const DEFAULT_OWNER: &str = "shared";
 pub(crate) enum KvCommand {
     /// Read a key.
     Get { key: String },
-    /// Write a key unconditionally.
-    Put { key: String, value: String },
+    /// Write a key unconditionally. With `--ttl` the key has its own deadline (renew it
+    /// with `kv keepalive`); with `--lease RESOURCE/KEY --holder H` it is deleted in the
+    /// same apply that frees H's slot of that lease (release, release-all, expiry).
+    Put {
+        key: String,
+        value: String,
+        /// Delete the key this long after the write unless kept alive (e.g. 30s).
+        #[arg(long, conflicts_with = "lease")]
+        ttl: Option<String>,
+        /// Attach the key to a lease slot: the lease's RESOURCE/KEY, as `lease acquire
+        /// RESOURCE KEY` names it (split at the first `/`).
+        #[arg(long, value_name = "RESOURCE/KEY", requires = "holder")]
+        lease: Option<String>,
+        /// The holder whose slot of `--lease` the key lives with (it must hold it now).
+        #[arg(long, requires = "lease")]
+        holder: Option<String>,
+        /// Owner namespace of `--lease` (as `lease acquire --owner`).
+        #[arg(long, default_value = DEFAULT_OWNER)]
+        lease_owner: String,
+    },
+    /// Move a key's own deadline (set by `kv put --ttl`) to now + TTL (never earlier).
+    Keepalive {
+        key: String,
+        #[arg(long)]
+        ttl: String,
+    },
+    /// An etcd-like transaction, decided in one apply on the cell: BODY is
+    /// `{"compare":[…],"success":[…],"failure":[…]}` (or `-` for stdin). A compare is
+    /// `{"key":K,"version":N}` or `{"key":K,"value":V}` with `"op"` `=` (default), `!=`,
+    /// `<` or `>`; an operation is `{"put":{"key":K,"value":V}}`, `{"delete":{"key":K}}`
+    /// or `{"get":{"key":K}}`. With --json it answers
+    /// `{"succeeded":bool,"fence":N,"responses":[…]}`, one response per operation run.
+    Txn { body: String },
     /// Write a key only if its version is `--expect` (0 = the key must be absent).
     Cas {
         key: String,
@@ -237,7 +268,33 @@ async fn kv_on(global: &Global, c: &CellClient, cmd: KvCommand) -> Result<ExitCo
                 text,
             )
         }
-        KvCommand::Put { key, value } => write(global, c.kv_put(put(key, value, None)).await?),
+        KvCommand::Put {
+            key,
+            value,
+            ttl,
+            lease,
+            holder,
+            lease_owner,
+        } => {
+            let mut req = put(key, value, None);
+            if let Some(ttl) = ttl {
+                req.ttl_ms = parse_duration_ms(&ttl).map_err(anyhow::Error::msg)?;
+            }
+            if let (Some(lease), Some(holder)) = (lease, holder) {
+                req.lease = Some(attached_lease(&lease, lease_owner)?);
+                req.lease_holder = holder;
+            }
+            write(global, c.kv_put(req).await?)
+        }
+        KvCommand::Keepalive { key, ttl } => {
+            let req = pb::KvKeepaliveRequest {
+                key: key.into_bytes(),
+                ttl_ms: parse_duration_ms(&ttl).map_err(anyhow::Error::msg)?,
+                ..Default::default()
+            };
+            write(global, c.kv_keepalive(req).await?)
+        }
+        KvCommand::Txn { body } => crate::kvtxn::run(global, c, &body).await?,
         KvCommand::Cas { key, value, expect } => {
             write(global, c.kv_put(put(key, value, Some(expect))).await?)
         }
@@ -315,18 +372,47 @@ fn put(key: String, value: String, expect_version: Option<u64>) -> pb::KvPutRequ
     }
 }
 
+/// `--lease RESOURCE/KEY` of `kv put` as the lease `lease acquire RESOURCE KEY` names.
+fn attached_lease(lease: &str, owner: String) -> Result<pb::ResourceId> {
+    match lease.split_once('/') {
+        Some((name, key)) if !name.is_empty() => Ok(pb::ResourceId {
+            owner,
+            name: name.into(),
+            key: key.into(),
+        }),
+        _ => bail!("--lease {lease:?} must be RESOURCE/KEY, as `whip lease acquire RESOURCE KEY`"),
+    }
+}
+
 fn write(global: &Global, r: pb::KvWriteResponse) -> ExitCode {
     let outcome = code_name(r.code);
     let text = match Code::try_from(r.code) {
         Ok(Code::KvVersionMismatch) => {
             format!("version mismatch: current version is {}", r.current_version)
         }
+        Ok(Code::KvRefused) => {
+            if global.json {
+                output::json(&json!({"outcome": "refused", "reason": r.refusal,
+                    "error": r.message}));
+            }
+            eprintln!("refused ({}): {}", r.refusal, r.message);
+            return ExitCode::from(1);
+        }
+        Ok(Code::KvKeptAlive) => format!(
+            "kept alive version={} until {}",
+            r.version,
+            time_text(r.expires_at_ms)
+        ),
         _ => format!("{outcome} version={} fence={}", r.version, r.fence),
     };
-    let value = json!({
+    let mut value = json!({
         "outcome": outcome, "version": r.version, "fence": r.fence,
         "current_version": r.current_version
     });
+    if r.code == Code::KvKeptAlive as i32 {
+        value = json!({"outcome": outcome, "version": r.version,
+            "expires_at_ms": r.expires_at_ms, "expires_at": time_text(r.expires_at_ms)});
+    }
     print(global, value, text)
 }
 

@@ -146,7 +146,7 @@ async fn cas(
         key,
         value,
         expect_version: Some(expect),
-        idempotency_key: String::new(),
+        ..Default::default()
     };
     Ok(c.kv_put(req).await?)
 }
@@ -348,7 +348,7 @@ pub(crate) async fn artifacts(global: &Global, cmd: ArtifactsCommand) -> Result<
                     key: key("artifacts", &team, &name),
                     value: reference.clone().into_bytes(),
                     expect_version: None,
-                    idempotency_key: String::new(),
+                    ..Default::default()
                 };
                 let r = c.kv_put(req).await?;
                 show(

@@ -492,6 +492,24 @@ impl cell_server::Cell for CellApi {
         Ok(Response::new(convert::kv_txn_response(outcome)?))
     }
 
+    async fn kv_keepalive(
+        &self,
+        req: GrpcRequest<pb::KvKeepaliveRequest>,
+    ) -> GrpcResult<pb::KvWriteResponse> {
+        let key = |r: &mut pb::KvKeepaliveRequest| std::mem::take(&mut r.idempotency_key);
+        let outcome = self.keyed(req, key, convert::command::kv_keepalive).await?;
+        Ok(Response::new(convert::kv_write_response(outcome)?))
+    }
+
+    async fn kv_txn_if(
+        &self,
+        req: GrpcRequest<pb::KvTxnIfRequest>,
+    ) -> GrpcResult<pb::KvTxnIfResponse> {
+        let key = |r: &mut pb::KvTxnIfRequest| std::mem::take(&mut r.idempotency_key);
+        let outcome = self.keyed(req, key, convert::command::kv_txn_if).await?;
+        Ok(Response::new(convert::kv_txn_if_response(outcome)?))
+    }
+
     async fn kv_range(
         &self,
         req: GrpcRequest<pb::KvRangeRequest>,

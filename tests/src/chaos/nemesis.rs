@@ -510,7 +510,7 @@ pub(super) async fn first_write(
                     key: format!("probe/leader/{probe}").into_bytes(),
                     value: n.to_string().into_bytes(),
                     expect_version: None,
-                    idempotency_key: String::new(),
+                    ..Default::default()
                 };
                 Box::pin(async move {
                     match tokio::time::timeout(Duration::from_millis(400), c.kv_put(request)).await

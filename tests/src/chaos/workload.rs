@@ -332,6 +332,7 @@ async fn cas_round(w: &mut Worker) {
         value: value.into_bytes(),
         expect_version: if conditional { expect } else { None },
         idempotency_key: w.client.next_idempotency_key(),
+        ..Default::default()
     };
     let client = w.client.clone();
     w.run(f, &key, input, async move {

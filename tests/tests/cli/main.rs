@@ -10,6 +10,7 @@ use whip_tests::whip_binary;
 
 mod completions;
 mod config;
+mod ephemeral;
 mod idle;
 mod mail;
 mod output;

@@ -3,6 +3,7 @@
 
 mod t10_init;
 mod t20_routing;
+mod t21_ephemeral;
 mod t25_direct;
 mod t26_heartbeats;
 mod t30_singletons;
@@ -54,7 +55,7 @@ pub(crate) async fn put(
             key: key.as_bytes().to_vec(),
             value: value.as_bytes().to_vec(),
             expect_version: expect,
-            idempotency_key: String::new(),
+            ..Default::default()
         })
         .await
         .unwrap_or_else(|e| panic!("put {key}: {e}"))

@@ -37,7 +37,7 @@ async fn writer(
                     key: key.clone().into_bytes(),
                     value: round.to_string().into_bytes(),
                     expect_version: Some(expect),
-                    idempotency_key: String::new(),
+                    ..Default::default()
                 })
                 .await
                 .unwrap_or_else(|e| panic!("writer {w} put {key}: {e}"));

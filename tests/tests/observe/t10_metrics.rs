@@ -90,6 +90,7 @@ async fn write_some(fabric: &ProcessFabric) {
             value: b"v".to_vec(),
             expect_version: None,
             idempotency_key: String::new(),
+            ..Default::default()
         };
         client.kv_put(put).await.expect("put");
     }

@@ -16,6 +16,7 @@ fn put(key: &str, value: &str, idempotency_key: &str) -> pb::KvPutRequest {
         value: value.as_bytes().to_vec(),
         expect_version: None,
         idempotency_key: idempotency_key.into(),
+        ..Default::default()
     }
 }
 
