@@ -144,12 +144,7 @@ pub(crate) fn store_row(
 /// Delete `key` in `space` with what it was attached to, at `stamp` (the revision a
 /// delete is known by); returns the revision it had, `None` when it was absent. Every
 /// delete of a client key row goes through here (and every engine row's).
-pub(crate) fn erase_row(
-    txn: &mut impl Txn,
-    stamp: Stamp,
-    space: Space,
-    key: &[u8],
-) -> Option<u64> {
+pub(crate) fn erase_row(txn: &mut impl Txn, stamp: Stamp, space: Space, key: &[u8]) -> Option<u64> {
     let current = get_in(txn, space, key).map(|entry| entry.version);
     if space == Space::Client {
         ephemeral::detach(txn, key);

@@ -311,7 +311,10 @@ mod tests {
     fn stored_rows_are_pinned() {
         let mut txn = MemTxn::default();
         record(&mut txn, 0x0102, b"k", EventKind::Put, b"v");
-        assert_eq!(event_key(0x0102, b"k"), [b'V', 0, 0, 0, 0, 0, 0, 1, 2, b'k']);
+        assert_eq!(
+            event_key(0x0102, b"k"),
+            [b'V', 0, 0, 0, 0, 0, 0, 1, 2, b'k']
+        );
         assert_eq!(keys::WATCH_META, b'Y');
         let row = txn.map.get(&event_key(0x0102, b"k")).expect("event row");
         assert_eq!(row, &vec![1, 1, 1, b'v', 0x82, 0x02]);

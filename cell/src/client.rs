@@ -37,7 +37,9 @@ pub enum Target {
     Unix(PathBuf),
 }
 
+mod wait;
 mod watch;
+pub use wait::Waiter;
 pub use watch::{WatchBatch, WatchEnd, WatchStream};
 
 /// A stream of election leader changes (see [`CellClient::observe`]).
@@ -522,6 +524,7 @@ impl CellClient {
         vote_show(pb::VoteShowRequest) -> pb::VoteShowResponse;
         vote_ballots(pb::VoteBallotsRequest) -> pb::VoteBallotsResponse;
         vote_list(pb::VoteListRequest) -> pb::VoteListResponse;
+        wait_applied(pb::WaitAppliedRequest) -> pb::WaitAppliedResponse;
     }
 
     routed_writes! {

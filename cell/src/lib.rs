@@ -49,7 +49,7 @@ pub mod tls;
 pub mod types;
 pub mod vote_wire;
 
-pub use client::CellClient;
+pub use client::{CellClient, Waiter};
 pub use clock::ClockOffset;
 pub use disk_fault::{DiskFault, DiskFaults};
 pub use error::CellError;

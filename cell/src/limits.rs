@@ -100,8 +100,9 @@ pub const SNAPSHOT_FILE_BYTES_MAX: u64 = 8 << 30;
 pub const SNAPSHOT_ELECTION_PAUSE_MS: u64 = 5_000;
 /// How long a fail-open lease acquire waits for its cell before answering degraded.
 pub const FAIL_OPEN_WAIT_MS: u64 = 2_000;
-/// How often an election observer's stream re-reads the leader.
-pub const OBSERVE_POLL_MS: u64 = 100;
+/// How often a server stream re-reads when this server hosts no member of its cell (a
+/// fabric node outside that cell), and so cannot be woken by the cell's applies.
+pub const OBSERVE_UNHOSTED_POLL_MS: u64 = 250;
 /// Leader changes buffered for a slow observer.
 pub const OBSERVE_QUEUE_MAX: usize = 16;
 /// Teams above a team (its parent chain) that lineage checks read.
@@ -193,3 +194,12 @@ pub const WATCH_RECONNECT_FOR_MS: u64 = 30_000;
 pub const WATCH_BACKOFF_MAX_MS: u64 = 500;
 /// How often a server started with `--disk-fault-file` (a test-only fault) re-reads it.
 pub const DISK_FAULT_FILE_POLL_MS: u64 = 100;
+/// Longest a `WaitApplied` call waits before it answers with the index unchanged (a client
+/// waiting longer calls again).
+pub const WAIT_APPLIED_MAX_MS: u64 = 10_000;
+/// Longest one client `WaitApplied` call asks to wait (below [`CLIENT_ATTEMPT_TIMEOUT_MS`],
+/// so a quiet cell is not mistaken for a dead member); a longer wait calls again.
+pub const WAIT_APPLIED_CALL_MS: u64 = 2_000;
+/// How long a client waits by time when the server it reached hosts no member of its
+/// subject's cell (a fabric node outside that cell): the one wait that is a pause.
+pub const WAIT_UNHOSTED_PAUSE_MS: u64 = 250;

@@ -394,6 +394,11 @@ impl whip_cell::service::Dispatch for Node {
         })
     }
 
+    async fn applied_signal(&self, point: u64) -> Option<tokio::sync::watch::Receiver<u64>> {
+        let cell = self.map().await.ok()?.locate(point).cell;
+        self.hosted(cell).map(|member| member.applied_signal())
+    }
+
     async fn status(&self, cell: u64) -> Result<pb::StatusResponse, CellError> {
         let member = self.hosted(cell).ok_or_else(|| {
             let which = if cell == META_CELL {

@@ -7,9 +7,10 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use serde_json::{Value, json};
-use whip_cell::CellClient;
+use whip_cell::{CellClient, Waiter};
 use whip_proto::v1 as pb;
 use whip_proto::v1::OutcomeCode as Code;
+use whip_proto::v1::wait_applied_request::Subject;
 
 use crate::Global;
 use crate::connect::session;
@@ -76,6 +77,10 @@ pub(crate) enum BoardCommand {
         /// This claim's window (default: the team's reclaim window), e.g. `10m`.
         #[arg(long = "for", value_name = "DURATION")]
         window: Option<String>,
+        /// Wait up to this long for a task when none is ready (e.g. `30s`), waking on the
+        /// board cell's applies; an interrupted wait claims nothing.
+        #[arg(long, value_name = "DURATION")]
+        wait: Option<String>,
     },
     /// Complete a claimed task; refused (exit 1) when the fence is stale.
     Complete {
@@ -343,8 +348,12 @@ async fn board_on(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<
             worker,
             task_id,
             window,
+            wait,
         } => {
             let claim_ms = window
+                .map(|w| parse_duration_ms(&w).map_err(anyhow::Error::msg))
+                .transpose()?;
+            let wait_ms = wait
                 .map(|w| parse_duration_ms(&w).map_err(anyhow::Error::msg))
                 .transpose()?;
             let request = pb::BoardClaimRequest {
@@ -354,7 +363,10 @@ async fn board_on(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<
                 claim_ms: claim_ms.unwrap_or(0),
                 idempotency_key: String::new(),
             };
-            c.board_claim(request).await?
+            match wait_ms {
+                Some(wait_ms) => claim_waiting(c, request, wait_ms).await?,
+                None => c.board_claim(request).await?,
+            }
         }
         BoardCommand::Release {
             team,
@@ -386,6 +398,66 @@ async fn board_on(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<
         other => return board_reads(global, c, other).await,
     };
     Ok(board_answer(global, &r, &asked))
+}
+
+/// Claim, and while the board is empty wait up to `wait_ms` for a task, woken by the board
+/// cell's applies. A wake claims again only when the board's counts moved (a claim of an
+/// empty board is itself an apply); a lapsed claim, which no apply announces, is tried at
+/// least every `WAIT_APPLIED_CALL_MS`. Interrupted, it claims nothing: a claim that lands
+/// as the signal arrives is released before the command ends.
+async fn claim_waiting(
+    c: &CellClient,
+    request: pb::BoardClaimRequest,
+    wait_ms: u64,
+) -> Result<pb::BoardResponse> {
+    let started = std::time::Instant::now();
+    let wait = std::time::Duration::from_millis(wait_ms);
+    let subject = Subject::Board(request.team.clone());
+    let mut waiter = Waiter::mark(c, subject).await?;
+    let mut seen = None;
+    let mut told = false;
+    loop {
+        let r = c.board_claim(request.clone()).await?;
+        if crate::signals::is_stopped() {
+            return Err(give_back(c, &request.team, &r).await);
+        }
+        if r.code != Code::BoardEmpty as i32 {
+            return Ok(r);
+        }
+        if !std::mem::replace(&mut told, true) {
+            eprintln!("no ready task; waiting up to {wait_ms} ms");
+        }
+        loop {
+            let left = wait.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Ok(r);
+            }
+            tokio::select! {
+                waited = waiter.next(left) => if !waited? { break },
+                () = crate::signals::stopped() => bail!("interrupted: claimed nothing"),
+            }
+            let stats = c.board_stats(pb::BoardStatsRequest {
+                team: request.team.clone(),
+            });
+            let stats = stats.await?;
+            let counts = (stats.ready, stats.claimed, stats.cell_ready);
+            if seen.replace(counts) != Some(counts) || stats.ready + stats.cell_ready > 0 {
+                break;
+            }
+        }
+    }
+}
+
+/// Interrupted as a claim landed: release what it took, then say so.
+async fn give_back(c: &CellClient, team: &str, r: &pb::BoardResponse) -> anyhow::Error {
+    if r.code != Code::TaskClaimed as i32 {
+        return anyhow::anyhow!("interrupted: claimed nothing");
+    }
+    let release = task_request(team.to_string(), r.task_id.clone(), r.fence);
+    match c.board_release(release).await {
+        Ok(_) => anyhow::anyhow!("interrupted: released {} unworked", r.task_id),
+        Err(e) => anyhow::anyhow!("interrupted: could not release {}: {e}", r.task_id),
+    }
 }
 
 /// The human line of a write that changed a task (`asked`: the task the command named,

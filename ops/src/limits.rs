@@ -1,7 +1,5 @@
 //! The CLI's own bounds and pacing (the servers' bounds live in their crates' `limits.rs`).
 
-/// How often `whip lease acquire --wait` asks again while it waits in the queue.
-pub(crate) const LEASE_WAIT_POLL_MS: u64 = 200;
 /// How often long work prints a plain progress line when stderr is not a terminal.
 pub(crate) const PROGRESS_LINE_MS: u64 = 5_000;
 /// How often long work whose size only a server knows asks it how far it is (a range

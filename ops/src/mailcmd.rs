@@ -3,12 +3,15 @@
 //! decides who may direct, read, grant and release.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Subcommand, ValueEnum};
 use serde_json::{Value, json};
-use whip_cell::CellClient;
+use whip_cell::limits::WAIT_APPLIED_CALL_MS;
+use whip_cell::{CellClient, Waiter};
 use whip_proto::v1 as pb;
+use whip_proto::v1::wait_applied_request::Subject;
 
 use crate::Global;
 use crate::output::{self, Table, time_cell, time_text};
@@ -62,6 +65,10 @@ pub(crate) enum MailCommand {
         address: Option<String>,
         #[arg(long, default_value_t = 0)]
         after: u64,
+        /// Keep printing new messages as they arrive (one line each; with `--json` one
+        /// object per line) until interrupted.
+        #[arg(long)]
+        follow: bool,
     },
     /// Take the waiting messages out of a mailbox: print them, then acknowledge them.
     Drain {
@@ -135,7 +142,12 @@ async fn mail_on(global: &Global, c: &CellClient, cmd: MailCommand) -> Result<Ex
             };
             Ok(sent(global, &c.mail_send(request).await?))
         }
-        MailCommand::Inbox { address, after } => {
+        MailCommand::Inbox {
+            address,
+            after,
+            follow: true,
+        } => follow_inbox(global, c, own(global, address), after).await,
+        MailCommand::Inbox { address, after, .. } => {
             let messages = inbox(c, own(global, address), after, 0, false).await?;
             print_messages(global, &messages);
             Ok(ExitCode::SUCCESS)
@@ -181,6 +193,39 @@ async fn inbox(
         quarantined,
     };
     Ok(c.mail_inbox(request).await?.messages)
+}
+
+/// Print the messages after `after` and then each new one, waking on the mailbox cell's
+/// applies (never polling), until SIGINT or SIGTERM (exit 0).
+async fn follow_inbox(
+    global: &Global,
+    c: &CellClient,
+    address: String,
+    mut after: u64,
+) -> Result<ExitCode> {
+    let subject = Subject::Inbox(address.clone());
+    let mut waiter = Waiter::mark(c, subject).await?;
+    loop {
+        for m in inbox(c, address.clone(), after, 0, false).await? {
+            after = after.max(m.seq);
+            match global.json {
+                true => println!("{}", message_json(&m)),
+                false => println!(
+                    "{}\t{}\t{}\t{}\t{}",
+                    m.id,
+                    type_name(m.r#type),
+                    m.from,
+                    time_cell(m.at_ms),
+                    m.text
+                ),
+            }
+        }
+        let wait = Duration::from_millis(WAIT_APPLIED_CALL_MS);
+        tokio::select! {
+            waited = waiter.next(wait) => { waited?; }
+            () = crate::signals::stopped() => return Ok(ExitCode::SUCCESS),
+        }
+    }
 }
 
 async fn drain(global: &Global, c: &CellClient, address: String, limit: u32) -> Result<ExitCode> {

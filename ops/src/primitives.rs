@@ -7,8 +7,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 use whip_proto::v1 as pb;
 use whip_proto::v1::OutcomeCode as Code;
+use whip_proto::v1::wait_applied_request::Subject;
 
-use whip_cell::CellClient;
+use whip_cell::{CellClient, Waiter};
 
 use crate::Global;
 use crate::connect::session;
@@ -506,6 +507,8 @@ async fn acquire_waiting(
     let started = std::time::Instant::now();
     let wait = std::time::Duration::from_millis(req.wait_ms);
     let mut told = None;
+    let subject = Subject::Lease(req.lease.clone().unwrap_or_default());
+    let mut waiter = Waiter::mark(c, subject).await?;
     loop {
         let left = wait.saturating_sub(started.elapsed());
         let ask = pb::LeaseAcquireRequest {
@@ -523,11 +526,43 @@ async fn acquire_waiting(
             );
             told = Some(r.position);
         }
-        let pause = std::time::Duration::from_millis(crate::limits::LEASE_WAIT_POLL_MS);
-        let pause = pause.min(left.max(std::time::Duration::from_millis(1)));
         tokio::select! {
-            () = tokio::time::sleep(pause) => {}
+            waited = await_turn(c, &mut waiter, &req, left) => waited?,
             () = crate::signals::stopped() => return Err(leave_queue(c, &req).await),
+        }
+    }
+}
+
+/// Wait, woken by the lease cell's applies, until the holder's turn may have come: it
+/// holds a slot or left the queue, as a read of the lease shows (asking again is a write,
+/// which would wake the wait itself), or `WAIT_APPLIED_CALL_MS` passed without a change.
+async fn await_turn(
+    c: &CellClient,
+    waiter: &mut Waiter<'_>,
+    req: &pb::LeaseAcquireRequest,
+    left: std::time::Duration,
+) -> Result<()> {
+    let lease = req.lease.clone().unwrap_or_default();
+    let started = std::time::Instant::now();
+    loop {
+        let left = left.saturating_sub(started.elapsed());
+        if left.is_zero() || !waiter.next(left).await? {
+            return Ok(());
+        }
+        let prefix = format!("{}/{}", lease.owner, lease.name);
+        let views = c
+            .lease_list(pb::LeaseListRequest { prefix, limit: 0 })
+            .await?;
+        let view = views
+            .leases
+            .iter()
+            .find(|v| v.lease.as_ref() == Some(&lease));
+        let waiting = view.is_some_and(|v| {
+            let queued = v.waiters.iter().any(|w| w.holder == req.holder);
+            queued && !v.holders.iter().any(|h| h.holder == req.holder)
+        });
+        if !waiting {
+            return Ok(());
         }
     }
 }

@@ -56,6 +56,11 @@ pub(crate) async fn interruptible(
 /// The exit status of a command a stop signal ended (128 + SIGINT, as shells report it).
 pub(crate) const STOPPED_EXIT: u8 = 130;
 
+/// Whether a stop signal arrived.
+pub(crate) fn is_stopped() -> bool {
+    STOP.get().is_some_and(|rx| *rx.borrow())
+}
+
 /// Resolves once a stop signal arrived.
 pub(crate) async fn stopped() {
     let Some(rx) = STOP.get() else {

@@ -23,7 +23,7 @@ fn mail_type(number: i32) -> Result<MailType, Status> {
     })
 }
 
-fn address(text: &str) -> Result<Address, Status> {
+pub(super) fn address(text: &str) -> Result<Address, Status> {
     Address::parse(text).map_err(Status::invalid_argument)
 }
 

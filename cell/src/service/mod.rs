@@ -18,6 +18,7 @@ mod mail;
 mod raft;
 mod streams;
 mod vote;
+mod wait;
 mod watch;
 mod work;
 
@@ -61,6 +62,10 @@ pub trait Dispatch: Send + Sync + 'static {
     /// standalone cell itself; in a fabric, the hosted member of `cell`, or of the cell
     /// owning `key` when `cell` is 0.
     async fn watch_member(&self, key: &[u8], prefix: bool, cell: u64) -> Result<Cell, CellError>;
+    /// The apply signal ([`Cell::applied_signal`]) of this server's member of the cell that
+    /// owns routing point `point` (a standalone cell: its own); `None` when none is hosted
+    /// here.
+    async fn applied_signal(&self, point: u64) -> Option<tokio::sync::watch::Receiver<u64>>;
 }
 
 #[tonic::async_trait]
@@ -85,6 +90,10 @@ impl Dispatch for Cell {
                 self.cell_id()
             ))),
         }
+    }
+
+    async fn applied_signal(&self, _point: u64) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(Cell::applied_signal(self))
     }
 }
 
@@ -634,6 +643,13 @@ impl cell_server::Cell for CellApi {
         tokio::spawn(watch::watch_loop(member, caller, req, first, (tx, slot)));
         let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
         Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn wait_applied(
+        &self,
+        req: GrpcRequest<pb::WaitAppliedRequest>,
+    ) -> GrpcResult<pb::WaitAppliedResponse> {
+        self.wait_applied_rpc(req).await
     }
 
     async fn schedule_fire(

@@ -4,14 +4,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tonic::Status;
-use whip_board::Query;
+use whip_board::{Query, route};
 use whip_proto::v1 as pb;
 
 use super::{Dispatch, signal_ledger};
 use crate::{convert, limits};
 
-/// Open server streams, per server and per caller: each stream polls the state machine, so
-/// the number of them is the cost an outsider could run up.
+/// Open server streams and waits, per server and per caller: each reads the state machine
+/// after applies, so the number of them is the cost an outsider could run up.
 #[derive(Default)]
 pub(crate) struct StreamSlots {
     open: Mutex<(usize, HashMap<String, usize>)>,
@@ -78,7 +78,7 @@ pub(super) async fn signal_loop(
 ) {
     let (owner, name) = signal_ledger(&req.team);
     let mut after = req.after_seq;
-    let poll = std::time::Duration::from_millis(limits::OBSERVE_POLL_MS);
+    let mut applied = None;
     loop {
         let query = Query::LedgerList {
             owner: owner.clone(),
@@ -87,6 +87,10 @@ pub(super) async fn signal_loop(
             after_seq: after,
             limit: convert::limit(0),
         };
+        if applied.is_none() {
+            applied = applied_for(&dispatch, &query).await;
+        }
+        mark(&mut applied);
         let read = dispatch.read(query).await;
         match read
             .map_err(Status::from)
@@ -103,14 +107,48 @@ pub(super) async fn signal_loop(
             Err(status) => tracing::debug!(error = %status.message(), "signal read"),
         }
         tokio::select! {
-            _ = tokio::time::sleep(poll) => {}
+            () = next_apply(&mut applied, None) => {}
             _ = tx.closed() => return,
         }
     }
 }
 
+/// The apply signal of this server's member of the cell answering `query`, if hosted here.
+async fn applied_for(dispatch: &Arc<dyn Dispatch>, query: &Query) -> Option<Applied> {
+    dispatch.applied_signal(route::query_point(query)?).await
+}
+
+type Applied = tokio::sync::watch::Receiver<u64>;
+
+/// Take the current apply as seen, before a read: the next wait ends on any later apply.
+fn mark(applied: &mut Option<Applied>) {
+    if let Some(applied) = applied {
+        applied.borrow_and_update();
+    }
+}
+
+/// Wait for the next apply of the member (at most `WAIT_APPLIED_MAX_MS`, and at most
+/// until `until`, when something changes by time alone). A server hosting no member of
+/// the cell cannot be woken and waits [`limits::OBSERVE_UNHOSTED_POLL_MS`].
+async fn next_apply(applied: &mut Option<Applied>, until: Option<std::time::Duration>) {
+    let longest = std::time::Duration::from_millis(limits::WAIT_APPLIED_MAX_MS);
+    let longest = until.map_or(longest, |until| until.min(longest));
+    match applied {
+        Some(applied) => {
+            if let Ok(Err(_)) = tokio::time::timeout(longest, applied.changed()).await {
+                // The member stopped: wait by time from now on.
+                tokio::time::sleep(longest).await;
+            }
+        }
+        None => {
+            let pause = std::time::Duration::from_millis(limits::OBSERVE_UNHOSTED_POLL_MS);
+            tokio::time::sleep(pause.min(longest)).await;
+        }
+    }
+}
+
 /// The current answer for each observed election group, shared: one reader per group and
-/// server polls the state machine, however many observers follow the group.
+/// server reads the state machine after its applies, however many observers follow it.
 #[derive(Default)]
 pub(crate) struct Watches {
     groups: Mutex<HashMap<String, Arc<LeaderWatch>>>,
@@ -138,15 +176,16 @@ impl Watches {
     }
 }
 
-/// Read `group`'s leader every poll while anyone follows it; publish each change. Reads
-/// hide a leader whose deadline passed, so a withdrawal shows within one poll of expiry.
+/// Read `group`'s leader after each apply of its cell while anyone follows it, and when
+/// the leader's deadline passes; publish each change. Reads hide a leader whose deadline
+/// passed, so a withdrawal shows as its deadline passes.
 async fn read_leader(
     watches: Arc<Watches>,
     dispatch: Arc<dyn Dispatch>,
     group: String,
     watch: Arc<LeaderWatch>,
 ) {
-    let poll = std::time::Duration::from_millis(limits::OBSERVE_POLL_MS);
+    let mut applied = None;
     loop {
         {
             let mut groups = watches.groups.lock().expect("watches lock");
@@ -158,6 +197,11 @@ async fn read_leader(
         let query = Query::ElectionLeader {
             group: group.clone(),
         };
+        if applied.is_none() {
+            applied = applied_for(&dispatch, &query).await;
+        }
+        mark(&mut applied);
+        let mut until = None;
         match dispatch
             .read(query)
             .await
@@ -165,6 +209,10 @@ async fn read_leader(
             .and_then(convert::leader_response)
         {
             Ok(answer) => {
+                until = answer
+                    .leader
+                    .as_ref()
+                    .map(|l| until_expiry(l.expires_at_ms));
                 watch.send_if_modified(|current| {
                     let changed = current.as_ref().map(leader_key) != Some(leader_key(&answer));
                     if changed {
@@ -176,8 +224,17 @@ async fn read_leader(
             // The cell is electing or cut off: keep reading; observers see the next answer.
             Err(status) => tracing::debug!(error = %status.message(), "observe read"),
         }
-        tokio::time::sleep(poll).await;
+        next_apply(&mut applied, until).await;
     }
+}
+
+/// How long until a leader's deadline passes (a withdrawal no apply announces), by this
+/// server's clock, plus a millisecond so the read after it sees the deadline passed.
+fn until_expiry(expires_at_ms: u64) -> std::time::Duration {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    std::time::Duration::from_millis(expires_at_ms.saturating_sub(now_ms) + 1)
 }
 
 /// What makes a leader change: who leads, at which fence, with which endpoints (a renew

@@ -62,8 +62,9 @@ impl StateMachineView {
         .await
     }
 
-    /// Changes after each applied batch (and after an installed snapshot) to the count of
-    /// applies so far: what watches wait on instead of polling.
+    /// Changes after each applied batch (and after an installed snapshot) to the last
+    /// applied log index, which every replica of the cell reaches in the same order: what
+    /// watches and waits wait on instead of polling.
     pub fn applied(&self) -> tokio::sync::watch::Receiver<u64> {
         self.applied.subscribe()
     }
@@ -145,7 +146,7 @@ pub struct SmStore {
     last_durable: std::time::Instant,
     /// Where apply durations go (`applied` stage).
     stages: Arc<Stages>,
-    /// Bumped after every apply ([`StateMachineView::applied`]).
+    /// The last applied log index, sent after every apply ([`StateMachineView::applied`]).
     applied_signal: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
@@ -183,6 +184,7 @@ impl SmStore {
             applied_signal: Arc::new(tokio::sync::watch::channel(0).0),
         };
         store.recover_from_snapshot().await?;
+        store.signal_applied();
         Ok(store)
     }
 
@@ -206,6 +208,16 @@ impl SmStore {
             "state behind the snapshot; installing it");
         self.install_snapshot(&snapshot.meta, snapshot.snapshot)
             .await
+    }
+
+    /// Tell watches and waits that the state moved to the applied log index.
+    fn signal_applied(&self) {
+        let index = self.applied.log_id.map_or(0, |id| id.index);
+        self.applied_signal.send_if_modified(|at| {
+            let moved = *at != index;
+            *at = index;
+            moved
+        });
     }
 
     /// A read-only view for queries.
@@ -367,7 +379,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             self.last_durable = std::time::Instant::now();
         }
         self.applied = applied;
-        self.applied_signal.send_modify(|count| *count += 1);
+        self.signal_applied();
         Ok(responses)
     }
 
@@ -413,7 +425,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             .await
             .map_err(sm_err(ErrorVerb::Write))?;
         self.applied = applied;
-        self.applied_signal.send_modify(|count| *count += 1);
+        self.signal_applied();
         Ok(())
     }
 

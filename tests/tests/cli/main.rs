@@ -17,6 +17,7 @@ mod output;
 mod stop;
 mod ux;
 mod vote;
+mod waits;
 mod work;
 
 fn whip(dir: &Path, args: &[&str]) -> Output {

@@ -11,7 +11,7 @@ use whip_tests::whip_binary;
 
 use super::{DevCli, json_of};
 
-fn spawn(cli: &DevCli, args: &[&str]) -> Child {
+pub(super) fn spawn(cli: &DevCli, args: &[&str]) -> Child {
     Command::new(whip_binary())
         .current_dir(&cli.dir)
         .env("WHIP_CREDENTIALS", cli.dir.join("credentials.json"))
@@ -24,7 +24,7 @@ fn spawn(cli: &DevCli, args: &[&str]) -> Child {
 }
 
 /// Send `signal` and wait for the exit, bounded far below the command's own wait.
-fn stop(child: &mut Child, signal: i32) -> std::process::ExitStatus {
+pub(super) fn stop(child: &mut Child, signal: i32) -> std::process::ExitStatus {
     let early = child.try_wait().unwrap();
     assert!(
         early.is_none(),

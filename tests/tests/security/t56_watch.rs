@@ -1,7 +1,8 @@
 //! A watch as an outsider uses it (issue 30): mallory, registered but in no team, watches
 //! alice's team blackboard key, a reserved key, and every key from revision 1. The aimed
 //! watches are refused before any event is sent; the wide watch streams every other key
-//! but never the team's row; an anonymous caller gets nothing. Nothing changes.
+//! but never the team's row; an anonymous caller gets nothing, and waits on the cell's
+//! applies only as a proven agent, learning an index and never the board. Nothing changes.
 
 use futures::StreamExt;
 use whip_cell::{CellClient, CellError};
@@ -80,6 +81,7 @@ async fn an_outsider_watches_only_what_it_may_read() {
         .with_retry_for(std::time::Duration::ZERO);
     let refused = anonymous.watch(watch(b"", true)).await;
     assert!(refused.is_err(), "an anonymous caller watches");
+    waits_learn_only_an_index(&anonymous, &mallory).await;
 
     let plan = alice
         .kv_get(pb::KvGetRequest {
@@ -90,4 +92,37 @@ async fn an_outsider_watches_only_what_it_may_read() {
         .unwrap();
     assert_eq!(plan.value, b"secret", "nothing changed");
     still_serving(&operator).await;
+}
+
+/// The anonymous caller cannot wait on the cell's applies; mallory can, and learns an
+/// apply index, never alice's board.
+async fn waits_learn_only_an_index(anonymous: &CellClient, mallory: &CellClient) {
+    let wait = pb::WaitAppliedRequest {
+        subject: Some(pb::wait_applied_request::Subject::Board("web".into())),
+        after_index: 0,
+        timeout_ms: 0,
+    };
+    let refused = anonymous.wait_applied(wait.clone()).await;
+    assert!(
+        matches!(&refused, Err(CellError::Unauthenticated(_))),
+        "an anonymous caller waits: {refused:?}"
+    );
+    // A member's wait learns an apply index, never the board: mallory may wait, and
+    // reading the board is still refused.
+    let index = mallory.wait_applied(wait).await.unwrap();
+    assert!(index.hosted && index.applied_index > 0, "{index:?}");
+    let board = pb::BoardListRequest {
+        team: "web".into(),
+        ..Default::default()
+    };
+    assert!(
+        mallory.board_list(board).await.is_err(),
+        "mallory reads the board"
+    );
+    let nameless = pb::WaitAppliedRequest::default();
+    let refused = mallory.wait_applied(nameless).await;
+    assert!(
+        matches!(&refused, Err(CellError::InvalidArgument(_))),
+        "{refused:?}"
+    );
 }

@@ -1,0 +1,120 @@
+//! Waits that ride on the cell's applies (issue 30, item 1): `whip board claim --wait`
+//! takes a task posted while it waits and, interrupted, claims nothing; `whip mail inbox
+//! --follow` prints each message as it arrives and ends cleanly on SIGINT.
+
+use std::io::{BufRead, BufReader};
+use std::process::ChildStderr;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::stop::{spawn, stop};
+use super::{DevCli, json_of};
+
+fn ok(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "whip failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Read `stderr` until a line contains `text` (the process announced its wait).
+fn await_line(stderr: &mut BufReader<ChildStderr>, text: &str) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let read = stderr.read_line(&mut line).expect("read stderr");
+        assert!(read > 0, "stderr ended before {text:?}");
+        if line.contains(text) {
+            return;
+        }
+    }
+}
+
+fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still waiting after the task was posted"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_claim_wait_takes_a_task_posted_while_it_waits() {
+    let cli = DevCli::start();
+    ok(&cli.run(&["team", "create", "crew"]));
+    let args = [
+        "board", "claim", "crew", "--worker", "w1", "--wait", "120s", "--json",
+    ];
+    let mut waiting = spawn(&cli, &args);
+    let mut stderr = BufReader::new(waiting.stderr.take().unwrap());
+    await_line(&mut stderr, "waiting up to");
+    ok(&cli.run(&["board", "post", "crew", "--task", r#"{"job":7}"#]));
+    let status = wait_exit(&mut waiting);
+    assert!(status.success(), "{status:?}");
+    let out: Value = serde_json::from_reader(waiting.stdout.take().unwrap()).unwrap();
+    assert_eq!(out["outcome"], "claimed", "{out}");
+    assert_eq!(out["task"]["body"]["job"], 7, "{out}");
+    let stats = json_of(&cli.run(&["board", "stats", "crew", "--json"]));
+    assert_eq!((&stats["ready"], &stats["claimed"]), (&0.into(), &1.into()));
+}
+
+#[test]
+fn an_interrupted_claim_wait_claims_nothing() {
+    let cli = DevCli::start();
+    ok(&cli.run(&["team", "create", "crew"]));
+    let args = ["board", "claim", "crew", "--worker", "w1", "--wait", "120s"];
+    let mut waiting = spawn(&cli, &args);
+    let mut stderr = BufReader::new(waiting.stderr.take().unwrap());
+    await_line(&mut stderr, "waiting up to");
+    let status = stop(&mut waiting, libc::SIGINT);
+    assert!(!status.success(), "an interrupted wait is no success");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(stderr.get_mut(), &mut rest).unwrap();
+    assert!(rest.contains("interrupted"), "{rest}");
+    ok(&cli.run(&["board", "post", "crew", "--task", r#"{"job":1}"#]));
+    let stats = json_of(&cli.run(&["board", "stats", "crew", "--json"]));
+    assert_eq!(
+        (&stats["ready"], &stats["claimed"]),
+        (&1.into(), &0.into()),
+        "the stopped waiter took nothing: {stats}"
+    );
+}
+
+#[test]
+fn a_followed_inbox_prints_mail_as_it_arrives() {
+    let cli = DevCli::start();
+    ok(&cli.run(&["agent", "register", "--agent", "lead"]));
+    ok(&cli.run(&["agent", "enroll", "bob", "--agent", "lead"]));
+    ok(&cli.run(&["agent", "register", "--agent", "eve"]));
+    let send = |text: &str| {
+        let args = ["mail", "send", "bob", "--text", text, "--agent", "eve"];
+        ok(&cli.run(&args));
+    };
+    send("before");
+    let args = ["mail", "inbox", "--follow", "--agent", "bob", "--json"];
+    let mut follow = spawn(&cli, &args);
+    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    let mut next = || -> Value {
+        let line = lines.next().expect("a line").expect("read stdout");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    };
+    assert_eq!(next()["text"], "before");
+    send("while following");
+    assert_eq!(next()["text"], "while following");
+    send("and again");
+    let third = next();
+    assert_eq!(
+        (&third["text"], &third["from"]),
+        (&"and again".into(), &"eve".into())
+    );
+    let status = stop(&mut follow, libc::SIGINT);
+    assert!(status.success(), "SIGINT ends a follow cleanly: {status:?}");
+}
