@@ -886,10 +886,18 @@ fn query_ledger(txn: &impl Txn, query: &Query) -> QueryResult {
     QueryResult::LedgerEntries(ledger::list(txn, &request))
 }
 
-/// A watch read ([`watch::page`]); a key watch learns whether its range is still here.
+/// A watch read ([`watch::page`]); a key watch learns whether its range is still served
+/// here. Once a move froze it, the key's writes stopped, and its next cell grants fences
+/// above every revision this cell gave before the freeze: the last page (read to the head)
+/// resumes from the key's own last event, never from this cell's head, which other keys
+/// may have moved past the next cell's fences.
 fn watch_page(txn: &impl Txn, key: &[u8], prefix: bool, from: u64) -> QueryResult {
     let mut page = watch::page(txn, watch::Reading { key, prefix, from });
-    page.serving = prefix || range::serves_or_holds(txn, route::kv_point(key));
+    page.serving = prefix || page.more || range::serves_unfrozen(txn, route::kv_point(key));
+    if !page.serving {
+        let after_events = page.events.last().map_or(from, |event| event.revision + 1);
+        page.next_from = after_events.max(from);
+    }
     QueryResult::KvEvents(page)
 }
 

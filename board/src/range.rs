@@ -181,10 +181,10 @@ pub(crate) fn serving(txn: &impl Txn) -> Option<Vec<RangeView>> {
     Some(rows(txn).into_iter().filter(|r| !r.frozen).collect())
 }
 
-/// Whether `point` lies in a range this cell holds, frozen or not (or the cell is
-/// standalone): a watch of a key follows it here until its range leaves.
-pub(crate) fn serves_or_holds(txn: &impl Txn, point: u64) -> bool {
-    !in_fabric(txn) || containing(&rows(txn), point).is_some()
+/// Whether `point` lies in a range this cell serves, not frozen for a move (or the cell is
+/// standalone): a watch of a key follows it here until a move freezes its range.
+pub(crate) fn serves_unfrozen(txn: &impl Txn, point: u64) -> bool {
+    !in_fabric(txn) || containing(&rows(txn), point).is_some_and(|range| !range.frozen)
 }
 
 /// Whether `point` lies in one of `serving` (or the cell is standalone).

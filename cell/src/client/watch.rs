@@ -122,6 +122,11 @@ impl CellClient {
                     backoff = Duration::from_millis(10);
                     continue;
                 }
+                Answered::Moved => {
+                    // The key's range is frozen for a move or just moved: the node finds
+                    // its owner again after a pause (a freeze holds for seconds).
+                    since_answer = tokio::time::Instant::now();
+                }
                 Answered::Nothing => {}
             }
             let waited = since_answer.elapsed().as_millis();
@@ -140,6 +145,7 @@ impl CellClient {
 enum Answered {
     OutClosed,
     Something,
+    Moved,
     Nothing,
 }
 
@@ -177,7 +183,7 @@ async fn drain(
         if answer.moved {
             // The node locates the key's new cell; its fences start above this cursor.
             request.cell = 0;
-            break;
+            return Ok(Answered::Moved);
         }
     }
     Ok(answered)

@@ -4,6 +4,7 @@
 mod t10_init;
 mod t20_routing;
 mod t21_ephemeral;
+mod t22_watch;
 mod t25_direct;
 mod t26_heartbeats;
 mod t30_singletons;
