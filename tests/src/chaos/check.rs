@@ -60,6 +60,7 @@ pub fn check_all(ops: &[Op], bounds: Bounds) -> (Vec<WorkloadResult>, Vec<Violat
             "registry" => (super::registry::check_registry(&ops), 0),
             "mail" => (super::mail::check_mail(&ops), 0),
             "vote" => (super::vote::check_vote(&ops), 0),
+            "watch" => (super::watch::check_watch(&ops), 0),
             _ => (Vec::new(), 0),
         };
         result.violations = found.len() as u64;
@@ -75,7 +76,8 @@ fn counts(workload: &str, ops: &[Op]) -> WorkloadResult {
         workload: workload.to_string(),
         ..WorkloadResult::default()
     };
-    for op in ops.iter().filter(|op| op.f != "list" && op.f != "final") {
+    let counted = |op: &&Op| !matches!(op.f.as_str(), "list" | "final" | "event" | "restart");
+    for op in ops.iter().filter(counted) {
         r.ops += 1;
         match op.kind {
             Kind::Ok => r.ok += 1,

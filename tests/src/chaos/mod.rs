@@ -26,6 +26,7 @@ pub mod nodes;
 pub mod progress;
 pub mod registry;
 pub mod vote;
+pub mod watch;
 pub mod workload;
 
 use std::collections::BTreeMap;

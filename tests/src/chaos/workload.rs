@@ -38,6 +38,8 @@ pub enum Workload {
     /// The voting plane: short proposals of one team, ballots from its electorate and
     /// from agents who may not vote.
     Vote,
+    /// Writers put numbered values under a prefix while one watcher follows it.
+    Watch,
 }
 
 impl Workload {
@@ -51,10 +53,11 @@ impl Workload {
             "board" => Ok(Workload::Board),
             "registry" => Ok(Workload::Registry),
             "mail" => Ok(Workload::Mail),
+            "watch" => Ok(Workload::Watch),
             "vote" => Ok(Workload::Vote),
             other => Err(format!(
                 "unknown workload {other:?} (cas, lease, counter, ledger, board, registry, mail, \
-                 vote)"
+                 vote, watch)"
             )),
         }
     }
@@ -70,14 +73,15 @@ impl Workload {
             Workload::Registry => "registry",
             Workload::Mail => "mail",
             Workload::Vote => "vote",
+            Workload::Watch => "watch",
         }
     }
 
-    /// Workers to start for `concurrency` workers per workload: mail and vote run one
-    /// fixed team each (see [`super::mail`], [`super::vote`]).
+    /// Workers to start for `concurrency` workers per workload: mail, vote and watch run
+    /// one fixed group each (see [`super::mail`], [`super::vote`], [`super::watch`]).
     pub fn workers(self, concurrency: usize) -> usize {
         match self {
-            Workload::Mail | Workload::Vote => 1,
+            Workload::Mail | Workload::Vote | Workload::Watch => 1,
             _ => concurrency,
         }
     }
@@ -265,6 +269,11 @@ impl Worker {
         }
     }
 
+    /// The run's history recorder.
+    pub(super) fn recorder(&self) -> Recorder {
+        self.shared.recorder.clone()
+    }
+
     pub(super) fn stopped(&self) -> bool {
         self.shared.stop.load(Ordering::Relaxed)
     }
@@ -275,6 +284,7 @@ pub async fn run_worker(workload: Workload, shared: Shared, seed: u64) -> Result
     match workload {
         Workload::Mail => return super::mail::run_team(shared, seed).await,
         Workload::Vote => return super::vote::run_team(shared, seed).await,
+        Workload::Watch => return super::watch::run(shared, seed).await,
         _ => {}
     }
     let mut worker = Worker::new(shared, seed)?;
@@ -286,7 +296,9 @@ pub async fn run_worker(workload: Workload, shared: Shared, seed: u64) -> Result
             Workload::Ledger => ledger_round(&mut worker).await,
             Workload::Board => board_round(&mut worker).await,
             Workload::Registry => super::registry::registry_round(&mut worker).await,
-            Workload::Mail | Workload::Vote => unreachable!("a team workload runs on its own"),
+            Workload::Mail | Workload::Vote | Workload::Watch => {
+                unreachable!("a group workload runs on its own")
+            }
         }
         let pause = worker.rng.random_range(0..20);
         tokio::time::sleep(Duration::from_millis(pause)).await;
@@ -622,6 +634,7 @@ pub async fn final_reads(
         super::registry::final_registry(recorder, process, &client).await;
     }
     super::mail::final_mail(recorder, process, &client, ops).await;
+    super::watch::final_watch(recorder, process, ops).await;
     super::vote::final_votes(recorder, process, addrs, ops).await;
     let mut partitions: Vec<String> = ops
         .iter()
