@@ -56,7 +56,8 @@ pub const VOTE_ELECTORATE_DEFAULT: &str = "coordinator";
 pub const LEASE_WAIT_POLL_MS: u64 = 200;
 /// How often a `vote` effect looks at its open proposal (it wakes at the closing time too).
 pub const VOTE_POLL_MS: u64 = 2_000;
-/// Longest sleep of `whip run --wait` between passes.
+/// Longest wait of `whip run --wait` between passes: it wakes on the first apply of the
+/// instance's cell; this bounds what no apply there announces (timers, other cells).
 pub const WAIT_SLEEP_MS_MAX: u64 = 1_000;
 /// Ready issues of one tracker a step observes for `has ready issue` (the oldest first);
 /// the rest show up as those are claimed.

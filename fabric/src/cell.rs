@@ -193,6 +193,23 @@ impl FabricClient for CellClient {
         get_in(self, key, pb::KeySpace::Engine).await
     }
 
+    async fn wait_change(
+        &self,
+        key: Vec<u8>,
+        after: u64,
+        timeout_ms: u64,
+    ) -> FabricResult<Option<u64>> {
+        let request = pb::WaitAppliedRequest {
+            subject: Some(pb::wait_applied_request::Subject::Key(key)),
+            after_index: after,
+            timeout_ms,
+        };
+        let r = CellClient::wait_applied(self, request)
+            .await
+            .map_err(error)?;
+        Ok(r.hosted.then_some(r.applied_index))
+    }
+
     async fn engine_txn(&self, ops: TxnOps, key: String) -> FabricResult<TxnResult> {
         txn_in(self, ops, key, pb::KeySpace::Engine).await
     }

@@ -324,6 +324,16 @@ pub trait FabricClient: Send + Sync + 'static {
         after_key: Vec<u8>,
         limit: u32,
     ) -> impl Future<Output = FabricResult<KvPage>> + Send;
+    /// Wait until the cell holding `key`'s rows applies past `after` (0: answer at once),
+    /// or `timeout_ms` passes, and answer its applied index: what the next wait takes as
+    /// `after`, after the caller read what it waits on. `None`: nothing here can wake the
+    /// caller (a node hosting no member of the cell), which then waits by time.
+    fn wait_change(
+        &self,
+        key: Vec<u8>,
+        after: u64,
+        timeout_ms: u64,
+    ) -> impl Future<Output = FabricResult<Option<u64>>> + Send;
     /// One CAS key.
     fn kv_get(&self, key: Vec<u8>) -> impl Future<Output = FabricResult<Option<KvEntry>>> + Send;
     /// An atomic multi-key transaction.

@@ -15,6 +15,8 @@ use crate::*;
 pub struct MemFabric {
     state: Arc<Mutex<(MemTxn, u64, u64)>>,
     caller: Caller,
+    /// The last applied index, sent after every apply ([`FabricClient::wait_change`]).
+    applied: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Default for MemFabric {
@@ -22,6 +24,7 @@ impl Default for MemFabric {
         MemFabric {
             state: Arc::default(),
             caller: Caller::Operator,
+            applied: Arc::new(tokio::sync::watch::channel(0).0),
         }
     }
 }
@@ -55,7 +58,9 @@ impl MemFabric {
             time_ms: *time,
         };
         let request = Request::by(caller, (!key.is_empty()).then_some(key), command);
-        match whip_board::apply(txn, stamp, &request) {
+        let outcome = whip_board::apply(txn, stamp, &request);
+        self.applied.send_replace(*index);
+        match outcome {
             Outcome::Invalid { reason } => Err(FabricError::Invalid(reason)),
             Outcome::KeyReused { key } => {
                 Err(FabricError::Invalid(whip_board::key_reused_reason(&key)))
@@ -131,11 +136,26 @@ impl FabricClient for MemFabric {
         MemFabric {
             state: self.state.clone(),
             caller: Caller::Agent(agent.to_string()),
+            applied: self.applied.clone(),
         }
     }
 
     async fn engine_get(&self, key: Vec<u8>) -> FabricResult<Option<KvEntry>> {
         entry_of(self.read(Query::EngineGet { key }))
+    }
+
+    async fn wait_change(
+        &self,
+        _key: Vec<u8>,
+        after: u64,
+        timeout_ms: u64,
+    ) -> FabricResult<Option<u64>> {
+        let mut applied = self.applied.subscribe();
+        let deadline = std::time::Duration::from_millis(timeout_ms);
+        let moved = applied.wait_for(|index| after == 0 || *index > after);
+        let _ = tokio::time::timeout(deadline, moved).await;
+        let index = *applied.borrow();
+        Ok(Some(index))
     }
 
     async fn engine_txn(&self, ops: TxnOps, key: String) -> FabricResult<TxnResult> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use whip_fabric::{FabricClient, LeaseRequest, Outcome, ResourceId};
+use whip_fabric::{FabricClient, FabricError, LeaseRequest, Outcome, ResourceId};
 
 use super::state::{self, ContState, EffectKind, EffectState, PolicyBlock, State};
 use super::{Draft, Engine, Loaded, Result, invalid, key, now_ms};
@@ -96,6 +96,7 @@ impl<F: FabricClient> Engine<F> {
         if let Some(owned) = self.for_owner(id).await? {
             return Box::pin(owned.drive(id, wait)).await;
         }
+        let mut mark = self.applied_mark(id, 0, 0).await?;
         let mut loaded = self.load(id).await?;
         let mut children: Vec<String> = Vec::new();
         let mut iterations = 0;
@@ -137,7 +138,7 @@ impl<F: FabricClient> Engine<F> {
             let next = self.next_deadline(&loaded.state, &children).await;
             let Some(next) = next else { break };
             let sleep = next.saturating_sub(now_ms()).clamp(5, WAIT_SLEEP_MS_MAX);
-            tokio::time::sleep(Duration::from_millis(sleep)).await;
+            mark = self.applied_mark(id, mark, sleep).await?;
             loaded = self.load(id).await?;
         }
         let h = &loaded.state.header;
@@ -150,6 +151,25 @@ impl<F: FabricClient> Engine<F> {
             reason: h.reason.clone(),
             blocked: blocked_effects(&loaded.state),
         })
+    }
+
+    /// Wait until the cell holding instance `id`'s rows applies past `mark` (an effect
+    /// settled by a worker or executor, mail, a signal), or `sleep_ms` passes (a timer, a
+    /// lease wait, work on another cell); the answer is the mark for the next wait, taken
+    /// before the reads that follow it. A server that cannot wake the caller leaves a
+    /// plain sleep.
+    async fn applied_mark(&self, id: &str, mark: u64, sleep_ms: u64) -> Result<u64> {
+        let key = super::key(&["o/", &super::tag(id)]);
+        match self.fabric.wait_change(key, mark, sleep_ms).await {
+            Ok(Some(index)) => Ok(index),
+            // Nothing can wake this caller, or its waits are all taken (a server bounds
+            // them per principal): the read after the sleep still sees every change.
+            Ok(None) | Err(FabricError::Unavailable(_)) => {
+                tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
+                Ok(mark)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn next_deadline(&self, st: &State, children: &[String]) -> Option<u64> {
