@@ -735,6 +735,7 @@ pub enum Command {
         fence: u64,
         /// The step.
         step: Box<Command>,
+    },
     /// Write `value` under `key` (at `expect_version` when given, as `KvPut`), attached to
     /// its own deadline or to a lease holder's slot (`crate::ephemeral`): the key is deleted
     /// when the deadline passes or in the apply that frees the slot.
@@ -1274,6 +1275,7 @@ pub enum Outcome {
     RangeRefused {
         /// Why.
         refusal: crate::range::RangeRefusal,
+    },
     /// A command on an ephemeral key was refused; nothing changed.
     KvRefused {
         /// Why.
