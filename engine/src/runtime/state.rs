@@ -10,8 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-pub use super::effect::{Args, ContState, EffectKind, EffectState, RunState, Terminal};
-pub use crate::executor::effect::PolicyBlock;
+pub use super::effect::{
+    Args, BlockCategory, ContState, EffectKind, EffectState, PolicyBlock, RunState, Terminal,
+};
 
 /// Instance lifecycle states.
 pub const RUNNING: &str = "running";
