@@ -21,6 +21,7 @@
 mod cut;
 pub mod effect;
 mod eval;
+pub mod gate;
 mod mail;
 pub mod program;
 pub mod recover;
