@@ -6,28 +6,56 @@
 //!   hands the waiting one what it produced ([`settled_args`]).
 //! - **The compute plane** (binding time, `exec`): [`crate::executor::effect::gate`]
 //!   (`provider_config`, `credentials`, `provider_health`).
+//! - **Admission** (binding time, `invoke`): the work registry admits the child instance
+//!   before the claim. A population limit that refuses it (the parent's children, the
+//!   cell's or the fabric's entries, the owner's share) is `capacity`
+//!   (`blocked_by_capacity`): there is room again once other work ends. The depth limit is
+//!   `enforcement` (`blocked`): the operator's policy on lineages, which only a change of the
+//!   limits lifts.
 //!
 //! A block is recorded as one `effect.blocked` event when a pass first observes it (a new
 //! state or a new reason), never again for the same one. Every pass evaluates the gates
 //! again, so once the cause is gone a pass claims the effect and its `effect.run_started`
-//! ends the block: nobody queues it again by hand.
+//! ends the block: nobody queues it again by hand. A refused admission is asked again when
+//! the parent instance changed since, or after [`ADMISSION_RETRY_MS`], not on every pass, so
+//! a long block does not flood the registry's audit ledger.
 //!
 //! Profiles and capabilities have their states and categories, but no effect of this
 //! language names one (they come with agent declarations, which are not built), so no gate
 //! produces them.
 
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
 use serde_json::json;
-use whip_fabric::FabricClient;
+use whip_fabric::{FabricClient, WorkAnswer};
 
 use super::effect::{Args, BlockCategory, Held, PolicyBlock, Upstream};
 use super::state::{Effect, EffectKind, EffectState, State};
-use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, Result};
+use super::worker::child_id;
+use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, Result, fresh_id};
+use crate::limits::{ADMISSION_RETRY_MS, ADMISSION_TRIES_KEPT_MAX};
 
-/// What the gates let through: the effects to claim.
+/// What the gates let through: the effects to claim, and the registry entries admitted for
+/// the `invoke` effects among them.
 #[derive(Debug, Default)]
 pub(crate) struct Gated {
     /// The effects the pass claims.
     pub(crate) ids: Vec<String>,
+    /// Effect → the child's registry entry.
+    pub(crate) admitted: HashMap<String, String>,
+}
+
+/// What the admission gate made of one `invoke`.
+enum Admit {
+    /// Admitted: the child's entry.
+    Entry(String),
+    /// Refused.
+    Blocked(PolicyBlock),
+    /// Refused lately and nothing changed since: not asked this pass.
+    NotDue,
+    /// An answer the gate does not decide on: the start asks the registry itself.
+    Undecided,
 }
 
 /// The dependency gate of `e` in `st`: a block while the effect it acts on has not settled.
@@ -42,6 +70,20 @@ pub fn dependency_block(e: &Effect, st: &State) -> Option<PolicyBlock> {
         .map_or(String::new(), |b| format!(" `{b}`"));
     let detail = format!("waits for {} {}{binding} to settle", dep.kind(), dep.id);
     Some(PolicyBlock::new(BlockCategory::Dependency, detail))
+}
+
+/// What the work registry refusing a child's admission by `limit` (its code), with
+/// `reason` (the limit and its numbers), means for the `invoke` effect that asked.
+pub fn admission_block(limit: &str, reason: &str) -> PolicyBlock {
+    use whip_fabric::work::WorkLimit as L;
+    let population = [L::Children, L::Cell, L::Fabric, L::Owner]
+        .iter()
+        .any(|l| l.code() == limit);
+    let category = match population {
+        true => BlockCategory::Capacity,
+        false => BlockCategory::Enforcement,
+    };
+    PolicyBlock::new(category, format!("work admission refused: {reason}"))
 }
 
 /// The arguments an effect that waited for its dependency runs with, once that one settled:
@@ -81,13 +123,39 @@ impl<F: FabricClient> Engine<F> {
         }
         open.truncate(self.config.concurrency.max(1));
         blocks.extend(self.exec_blocks(st, &open).await);
-        let gated = Gated {
-            ids: open
-                .into_iter()
-                .filter(|id| !blocks.iter().any(|(b, _)| b == id))
-                .collect(),
-        };
+        let mut gated = Gated::default();
+        let mut refused = Vec::new();
+        for id in open {
+            let e = &st.effects[&id];
+            if blocks.iter().any(|(b, _)| *b == id) {
+                continue;
+            }
+            if e.kind() != EffectKind::Invoke {
+                gated.ids.push(id);
+                continue;
+            }
+            match self.admit(st, e).await? {
+                Admit::Entry(entry) => {
+                    gated.admitted.insert(id.clone(), entry);
+                    gated.ids.push(id);
+                }
+                Admit::Undecided => gated.ids.push(id),
+                Admit::Blocked(block) => {
+                    refused.push(try_key(st, &id));
+                    blocks.push((id, block));
+                }
+                Admit::NotDue => {}
+            }
+        }
         self.record_blocks(loaded, &blocks).await?;
+        let seq = loaded.state.header.last_seq;
+        let mut tries = self.admission_tries.lock().expect("admission lock");
+        if tries.len() + refused.len() > ADMISSION_TRIES_KEPT_MAX {
+            tries.clear();
+        }
+        for key in refused {
+            tries.insert(key, (Instant::now(), seq));
+        }
         Ok(gated)
     }
 
@@ -108,6 +176,44 @@ impl<F: FabricClient> Engine<F> {
                 .map(|id| (id.clone(), block.clone()))
                 .collect(),
         }
+    }
+
+    /// Ask the work registry to admit the child of `invoke` effect `e`. The first ask uses
+    /// the child's own key (a retried start gets the same entry); a blocked effect asks
+    /// again under a fresh key (the registry remembers its refusal under the old one), when
+    /// its instance changed since the last refusal or that is [`ADMISSION_RETRY_MS`] ago.
+    async fn admit(&self, st: &State, e: &Effect) -> Result<Admit> {
+        let key = try_key(st, &e.id);
+        let retry = e.state.blocked();
+        if retry {
+            let tries = self.admission_tries.lock().expect("admission lock");
+            let wait = Duration::from_millis(ADMISSION_RETRY_MS);
+            let recent = tries
+                .get(&key)
+                .is_some_and(|(at, seq)| *seq == st.header.last_seq && at.elapsed() < wait);
+            if recent {
+                return Ok(Admit::NotDue);
+            }
+        }
+        let child = child_id(&st.header.id, e);
+        let idem = match retry {
+            true => format!("{child}/work/{}", fresh_id("t")),
+            false => format!("{child}/work"),
+        };
+        let answer = self.admission(st.header.work.clone(), idem).await?;
+        Ok(match answer {
+            WorkAnswer::Admitted { id } => {
+                self.admission_tries
+                    .lock()
+                    .expect("admission lock")
+                    .remove(&key);
+                Admit::Entry(id)
+            }
+            WorkAnswer::Refused { limit, reason } => {
+                Admit::Blocked(admission_block(&limit, &reason))
+            }
+            _ => Admit::Undecided,
+        })
     }
 
     /// Record each block that is new for its effect (a new state or reason) as an
@@ -140,6 +246,11 @@ impl<F: FabricClient> Engine<F> {
         }
         Ok(())
     }
+}
+
+/// The key of an effect's admission tries in this process.
+fn try_key(st: &State, effect: &str) -> String {
+    format!("{}/{effect}", st.header.id)
 }
 
 #[cfg(test)]
@@ -239,5 +350,23 @@ mod tests {
         );
         let st = state(vec![acquired, release.clone()]);
         assert_eq!(settled_args(&release, &st), None, "a lease needs nothing");
+    }
+
+    #[test]
+    fn population_limits_are_capacity_and_the_depth_limit_is_enforcement() {
+        for limit in ["children", "cell", "fabric", "owner"] {
+            let block = admission_block(limit, &format!("{limit} limit: full"));
+            assert_eq!(block.category, BlockCategory::Capacity, "{limit}");
+            assert_eq!(block.state(), EffectState::BlockedByCapacity);
+            assert_eq!(
+                block.detail,
+                format!("work admission refused: {limit} limit: full")
+            );
+        }
+        let deep = admission_block("depth", "depth limit: 1, the limit is 0");
+        assert_eq!(
+            (deep.category, deep.state()),
+            (BlockCategory::Enforcement, EffectState::Blocked)
+        );
     }
 }

@@ -145,7 +145,8 @@ impl<F: FabricClient> Engine<F> {
         if let Some(steered) = self.steered(loaded).await? {
             return Ok(steered);
         }
-        let ready_ids = self.ready_now(loaded, now_ms()).await?.ids;
+        let gated = self.ready_now(loaded, now_ms()).await?;
+        let (ready_ids, admitted) = (gated.ids, gated.admitted);
         let children: Vec<Effect> = loaded
             .state
             .effects
@@ -166,8 +167,9 @@ impl<F: FabricClient> Engine<F> {
         let mut results: Vec<(Effect, String, Ran)> = futures::stream::iter(claimed)
             .map(|(effect, run)| {
                 let header = &header;
+                let entry = admitted.get(&effect.id).cloned();
                 async move {
-                    let ran = self.execute(header, &effect, &run).await;
+                    let ran = self.execute(header, &effect, &run, entry).await;
                     (effect, run, ran)
                 }
             })
@@ -483,13 +485,20 @@ impl<F: FabricClient> Engine<F> {
         })
     }
 
-    /// An invoke: start the child (a retried start finds it); it runs until its terminal.
-    async fn execute_invoke(&self, header: &Header, e: &Effect, a: &InvokeArgs) -> Result<Ran> {
+    /// An invoke: start the child (a retried start finds it) under the registry entry the
+    /// admission gate took for it; it runs until its terminal.
+    async fn execute_invoke(
+        &self,
+        (header, e): (&Header, &Effect),
+        a: &InvokeArgs,
+        admitted: Option<String>,
+    ) -> Result<Ran> {
         let child = child_id(&header.id, e);
         let program = self.program(&header.program).await?;
         let parent = (header, e.id.as_str());
+        let workflow = (a.workflow.as_str(), a.input.clone());
         let started = self
-            .start_child(&program, &a.workflow, a.input.clone(), parent, child)
+            .start_child(&program, workflow, parent, child, admitted)
             .await;
         match started {
             Ok(_) => Ok(Ran::Pending),
@@ -498,9 +507,16 @@ impl<F: FabricClient> Engine<F> {
         }
     }
 
-    /// Run one effect (claimed as run `run`) against the fabric or the compute plane. A row
-    /// whose arguments do not decode fails with the decoder's message, before anything runs.
-    async fn execute(&self, header: &Header, e: &Effect, run: &str) -> Result<Ran> {
+    /// Run one effect (claimed as run `run`) against the fabric or the compute plane (an
+    /// `invoke` under the registry entry `admitted`). A row whose arguments do not decode
+    /// fails with the decoder's message, before anything runs.
+    async fn execute(
+        &self,
+        header: &Header,
+        e: &Effect,
+        run: &str,
+        admitted: Option<String>,
+    ) -> Result<Ran> {
         let ins = header.id.clone();
         let idem = format!("{ins}/{}/a{}", e.id, e.attempt);
         Ok(match &e.args {
@@ -524,7 +540,7 @@ impl<F: FabricClient> Engine<F> {
             }
             Args::Append(a) => self.execute_append(a, ins, idem).await?,
             Args::Vote(a) => self.execute_vote(e, a, &idem).await?,
-            Args::Invoke(a) => self.execute_invoke(header, e, a).await?,
+            Args::Invoke(a) => self.execute_invoke((header, e), a, admitted).await?,
             // A timer completes at its claim; one that reaches here was claimed elsewhere.
             Args::Timer(_) => Ran::completed(json!({"outcome": "fired"})),
             Args::Malformed(m) => Ran::refused("malformed_args", m.error.clone()),
