@@ -7,6 +7,13 @@
 //! the compute plane `exec` effects run on ([`executor`]: the `whip-executor/1` protocol, the
 //! worker's client and the `whip executor` sidecar's server, docs/EXECUTOR.md).
 //!
+//! An effect that cannot run yet is blocked, never failed: before a worker claims anything,
+//! [`runtime::gate`] decides every block (the effect it depends on has not settled, the
+//! compute plane's binding is broken, the work registry has no room for a child or its
+//! policy refuses it). Each block is recorded once as an `effect.blocked` event with its
+//! state and `policy_block: {category, detail}` ([`runtime::effect::BlockCategory`], stored
+//! by stable code), and a later pass lifts it by itself once the cause is gone.
+//!
 //! The front end is a pipeline of pure functions over text:
 //! [`syntax`] (lexer and parser to a typed AST with byte spans) → [`check`] (every static
 //! check of LANGUAGE.md §4, diagnostics word for word) → [`ir`] (rules with join plans,

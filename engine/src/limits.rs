@@ -128,3 +128,10 @@ pub const OWNERS_CACHED_MAX: usize = 65_536;
 /// Engine rows one listing (`whip instances`, the worker's `w/` markers, the tracker's
 /// index) reads at most, page by page.
 pub const SCAN_ROWS_MAX: usize = 1_000_000;
+
+/// How often a worker process asks the work registry again to admit a child whose admission
+/// was refused, while nothing happened in its parent instance (an event there, such as a
+/// sibling child settling, makes the next pass ask at once).
+pub const ADMISSION_RETRY_MS: u64 = 1_000;
+/// Refused admissions a worker process remembers the time of (then it forgets them all).
+pub const ADMISSION_TRIES_KEPT_MAX: usize = 65_536;

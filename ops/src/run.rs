@@ -633,14 +633,28 @@ async fn status(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
         line += &format!(" {name}={payload}");
     }
     line += &format!(" owner={}", owner.as_deref().unwrap_or("-"));
+    let blocked = whip_engine::runtime::blocked_effects(&st);
+    let mut lines = vec![line];
+    lines.extend(blocked.iter().map(blocked_line));
     let value = json!({
         "id": h.id, "status": h.status, "owner": owner, "workflow": h.workflow,
         "workflow_version": h.program,
         "epoch": h.epoch, "counts": c, "terminal": h.terminal.as_ref()
             .map(|(n, p)| json!({"name": n, "payload": p})),
         "reason": h.reason, "updated_ms": h.updated_ms, "parent": h.parent,
+        "blocked": blocked,
     });
-    print(global, value, vec![line])
+    print(global, value, lines)
+}
+
+/// `  x000002 invoke blocked_by_capacity policy_block={"category":…,"detail":…}`: one
+/// blocked effect under `whip status`, its block as `whip effects` prints it.
+fn blocked_line(b: &whip_engine::runtime::BlockedEffect) -> String {
+    let mut line = format!("  {} {} {}", b.id, b.kind, b.state);
+    if let Some(p) = &b.policy_block {
+        line += &format!(" policy_block={}", json!(p));
+    }
+    line
 }
 
 async fn log(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {

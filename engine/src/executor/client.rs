@@ -121,7 +121,7 @@ pub struct ExecutorClient {
 
 /// `host:port` of `http://host:port[/]` or `host:port`.
 fn authority(url: &str) -> Result<String, String> {
-    let bad = || format!("executor URL `{url}` is not http://HOST:PORT");
+    let bad = || format!("executor URL `{}` is not http://HOST:PORT", redacted(url));
     let rest = url.strip_prefix("http://").unwrap_or(url);
     let rest = rest.strip_suffix('/').unwrap_or(rest);
     if rest.is_empty()
@@ -135,6 +135,16 @@ fn authority(url: &str) -> Result<String, String> {
         return Err(bad());
     }
     Ok(rest.to_string())
+}
+
+/// `url` as an operator may see it: a user and password before an `@` (which this client
+/// refuses anyway) are replaced by `***`, so a refusal's detail never shows a credential.
+fn redacted(url: &str) -> String {
+    let Some((before, after)) = url.rsplit_once('@') else {
+        return url.to_string();
+    };
+    let scheme = before.find("://").map_or("", |at| &before[..at + 3]);
+    format!("{scheme}***@{after}")
 }
 
 impl ExecutorClient {
@@ -357,6 +367,11 @@ mod tests {
             "ftp://a:1",
         ] {
             assert!(authority(bad).is_err(), "{bad}");
+        }
+        for with_password in ["http://bot:s3cret@127.0.0.1:1", "bot:s3cret@h:1@x"] {
+            let detail = authority(with_password).unwrap_err();
+            assert!(!detail.contains("s3cret"), "{detail}");
+            assert!(detail.contains("***@"), "{detail}");
         }
         let config = ExecutorConfig {
             url: "http://127.0.0.1:1".into(),

@@ -19,6 +19,7 @@ use super::client::{ExecutorClient, ExecutorError};
 use super::protocol::{ExecAnswer, ExecRequest, RefusalCode};
 use crate::limits::{EXEC_ANSWER_MARGIN_MS, EXEC_BUSY_RETRY_MS, EXEC_STDERR_EVIDENCE_BYTES_MAX};
 use crate::runtime::effect::Terminal;
+pub use crate::runtime::effect::{BlockCategory, PolicyBlock};
 use crate::runtime::worker::Ran;
 
 /// The version of [`ExecArgs`] this engine writes and reads.
@@ -61,61 +62,7 @@ impl ExecArgs {
     }
 }
 
-/// Why an effect is blocked (the seed's categories: schedule time, then binding time).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BlockCategory {
-    /// A capability the effect needs is not registered.
-    Capability,
-    /// A profile the effect needs is not registered.
-    Profile,
-    /// A capacity bound defers it.
-    Capacity,
-    /// It waits for another effect.
-    Dependency,
-    /// The provider's binding is not configured.
-    ProviderConfig,
-    /// The provider's credential is missing or refused.
-    Credentials,
-    /// An enforcement point refuses it.
-    Enforcement,
-    /// The provider cannot be reached or answers wrongly.
-    ProviderHealth,
-}
-
-impl BlockCategory {
-    /// The stable code (`policy_block.category`).
-    pub fn code(self) -> &'static str {
-        match self {
-            BlockCategory::Capability => "capability",
-            BlockCategory::Profile => "profile",
-            BlockCategory::Capacity => "capacity",
-            BlockCategory::Dependency => "dependency",
-            BlockCategory::ProviderConfig => "provider_config",
-            BlockCategory::Credentials => "credentials",
-            BlockCategory::Enforcement => "enforcement",
-            BlockCategory::ProviderHealth => "provider_health",
-        }
-    }
-}
-
-/// `policy_block: {category, detail}` (the detail never holds a secret).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PolicyBlock {
-    /// The category.
-    pub category: BlockCategory,
-    /// What is wrong, for the operator.
-    pub detail: String,
-}
-
 impl PolicyBlock {
-    fn new(category: BlockCategory, detail: impl Into<String>) -> PolicyBlock {
-        PolicyBlock {
-            category,
-            detail: detail.into(),
-        }
-    }
-
     /// The block an error of the executor's binding means.
     pub fn of(error: &ExecutorError) -> PolicyBlock {
         use BlockCategory as C;

@@ -81,8 +81,9 @@ impl std::fmt::Display for EffectKind {
     }
 }
 
-/// Where an effect is: `queued → running → completed | failed | timed_out | cancelled`,
-/// or a block (`blocked`: a provider binding is unavailable, looked at again every pass).
+/// Where an effect is: `queued → running → completed | failed | timed_out | cancelled`, or
+/// one of the blocks, which are never terminal: the worker looks at a blocked effect again
+/// on every pass and claims it once its cause is gone, with nobody queueing it by hand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EffectState {
@@ -98,11 +99,13 @@ pub enum EffectState {
     TimedOut,
     /// Settled: cancelled by the operator or the instance's end.
     Cancelled,
-    /// A provider binding is unavailable (recoverable: every pass looks again).
+    /// A binding-time block: the provider's binding is unconfigured, lacks or is refused its
+    /// credential, is unhealthy, or an enforcement point refuses the effect.
     Blocked,
-    /// It waits for another effect.
+    /// It acts on an effect that has not settled yet (a `release`, `renew` or `finish` of
+    /// a binding requested before its `acquire` or `claim` settled).
     BlockedByDependency,
-    /// A capacity bound defers it.
+    /// A capacity bound defers it (the work registry has no room for a child instance).
     BlockedByCapacity,
     /// A capability it needs is not registered.
     BlockedByCapability,
@@ -160,6 +163,123 @@ impl EffectState {
 impl std::fmt::Display for EffectState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.code())
+    }
+}
+
+/// Why an effect is blocked: the seed's categories, schedule-time first (the scheduler sees
+/// them before it claims the effect), then binding-time (the provider's binding refuses).
+/// Stored in `policy_block.category` by [`BlockCategory::code`], never by position: the
+/// order of the variants means nothing, and a code once written is never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum BlockCategory {
+    /// A capability the effect needs is not registered.
+    Capability,
+    /// A profile the effect needs is not registered.
+    Profile,
+    /// A capacity bound defers it (it starts once the bound has room).
+    Capacity,
+    /// It waits for another effect to settle.
+    Dependency,
+    /// The provider's binding is not configured.
+    ProviderConfig,
+    /// The provider's credential is missing or refused.
+    Credentials,
+    /// An enforcement point refuses it (a policy the operator can change).
+    Enforcement,
+    /// The provider cannot be reached or answers wrongly.
+    ProviderHealth,
+}
+
+impl BlockCategory {
+    /// Every category.
+    pub const ALL: [BlockCategory; 8] = [
+        BlockCategory::Capability,
+        BlockCategory::Profile,
+        BlockCategory::Capacity,
+        BlockCategory::Dependency,
+        BlockCategory::ProviderConfig,
+        BlockCategory::Credentials,
+        BlockCategory::Enforcement,
+        BlockCategory::ProviderHealth,
+    ];
+
+    /// The stable code (`policy_block.category`).
+    pub fn code(self) -> &'static str {
+        match self {
+            BlockCategory::Capability => "capability",
+            BlockCategory::Profile => "profile",
+            BlockCategory::Capacity => "capacity",
+            BlockCategory::Dependency => "dependency",
+            BlockCategory::ProviderConfig => "provider_config",
+            BlockCategory::Credentials => "credentials",
+            BlockCategory::Enforcement => "enforcement",
+            BlockCategory::ProviderHealth => "provider_health",
+        }
+    }
+
+    /// The category of `code` (`None`: no category has it).
+    pub fn parse(code: &str) -> Option<BlockCategory> {
+        BlockCategory::ALL.into_iter().find(|c| c.code() == code)
+    }
+
+    /// The state an effect blocked for this reason is in: each schedule-time category has
+    /// its own (`blocked_by_…`), every binding-time one is `blocked`.
+    pub fn state(self) -> EffectState {
+        match self {
+            BlockCategory::Capability => EffectState::BlockedByCapability,
+            BlockCategory::Profile => EffectState::BlockedByProfile,
+            BlockCategory::Capacity => EffectState::BlockedByCapacity,
+            BlockCategory::Dependency => EffectState::BlockedByDependency,
+            BlockCategory::ProviderConfig
+            | BlockCategory::Credentials
+            | BlockCategory::Enforcement
+            | BlockCategory::ProviderHealth => EffectState::Blocked,
+        }
+    }
+}
+
+impl From<BlockCategory> for String {
+    fn from(c: BlockCategory) -> String {
+        c.code().to_string()
+    }
+}
+
+impl TryFrom<String> for BlockCategory {
+    type Error = String;
+    fn try_from(code: String) -> Result<BlockCategory, String> {
+        BlockCategory::parse(&code).ok_or_else(|| format!("unknown block category `{code}`"))
+    }
+}
+
+impl std::fmt::Display for BlockCategory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// `policy_block: {category, detail}`: why an effect is blocked. The detail is for the
+/// operator and never holds a secret (a token, a credential, a password in a URL).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyBlock {
+    /// The category.
+    pub category: BlockCategory,
+    /// What is wrong, for the operator.
+    pub detail: String,
+}
+
+impl PolicyBlock {
+    /// A block of `category` saying `detail`.
+    pub fn new(category: BlockCategory, detail: impl Into<String>) -> PolicyBlock {
+        PolicyBlock {
+            category,
+            detail: detail.into(),
+        }
+    }
+
+    /// The state of an effect this block holds.
+    pub fn state(&self) -> EffectState {
+        self.category.state()
     }
 }
 
@@ -694,6 +814,98 @@ mod tests {
             assert!(!matches!(args, Args::Malformed(_)), "{kind}: {args:?}");
             assert_eq!(args.kind(), kind);
             assert_eq!(args.to_value(), raw, "{kind} round trip");
+        }
+    }
+
+    /// Golden: the stored code of every block category, and the state each one blocks in.
+    /// A code once written is never changed or reused; the order of the variants means
+    /// nothing.
+    #[test]
+    fn block_categories_keep_their_codes() {
+        let categories = [
+            (
+                BlockCategory::Capability,
+                "capability",
+                EffectState::BlockedByCapability,
+            ),
+            (
+                BlockCategory::Profile,
+                "profile",
+                EffectState::BlockedByProfile,
+            ),
+            (
+                BlockCategory::Capacity,
+                "capacity",
+                EffectState::BlockedByCapacity,
+            ),
+            (
+                BlockCategory::Dependency,
+                "dependency",
+                EffectState::BlockedByDependency,
+            ),
+            (
+                BlockCategory::ProviderConfig,
+                "provider_config",
+                EffectState::Blocked,
+            ),
+            (
+                BlockCategory::Credentials,
+                "credentials",
+                EffectState::Blocked,
+            ),
+            (
+                BlockCategory::Enforcement,
+                "enforcement",
+                EffectState::Blocked,
+            ),
+            (
+                BlockCategory::ProviderHealth,
+                "provider_health",
+                EffectState::Blocked,
+            ),
+        ];
+        assert_eq!(categories.len(), BlockCategory::ALL.len());
+        for (category, code, state) in categories {
+            assert_eq!(category.code(), code);
+            assert_eq!(serde_json::to_value(category).unwrap(), json!(code));
+            assert_eq!(
+                serde_json::from_value::<BlockCategory>(json!(code)).unwrap(),
+                category
+            );
+            assert_eq!(category.state(), state, "{code}");
+            assert!(state.blocked() && !state.settled(), "{code}");
+        }
+        let block = PolicyBlock::new(BlockCategory::Capacity, "full");
+        assert_eq!(
+            serde_json::to_value(&block).unwrap(),
+            json!({"category": "capacity", "detail": "full"})
+        );
+        assert!(serde_json::from_value::<BlockCategory>(json!("quota")).is_err());
+    }
+
+    /// Golden: the stored codes of every effect state.
+    #[test]
+    fn effect_states_keep_their_codes() {
+        let states = [
+            (EffectState::Queued, "queued"),
+            (EffectState::Running, "running"),
+            (EffectState::Completed, "completed"),
+            (EffectState::Failed, "failed"),
+            (EffectState::TimedOut, "timed_out"),
+            (EffectState::Cancelled, "cancelled"),
+            (EffectState::Blocked, "blocked"),
+            (EffectState::BlockedByDependency, "blocked_by_dependency"),
+            (EffectState::BlockedByCapacity, "blocked_by_capacity"),
+            (EffectState::BlockedByCapability, "blocked_by_capability"),
+            (EffectState::BlockedByProfile, "blocked_by_profile"),
+        ];
+        for (state, code) in states {
+            assert_eq!(state.code(), code);
+            assert_eq!(serde_json::to_value(state).unwrap(), json!(code));
+            assert_eq!(
+                serde_json::from_value::<EffectState>(json!(code)).unwrap(),
+                state
+            );
         }
     }
 

@@ -21,6 +21,7 @@
 mod cut;
 pub mod effect;
 mod eval;
+pub mod gate;
 mod mail;
 pub mod program;
 pub mod recover;
@@ -62,6 +63,8 @@ struct Start<'a> {
     under: Option<String>,
     id: Option<String>,
     step_first: bool,
+    /// The registry entry the worker's admission gate already took for it.
+    admitted: Option<String>,
 }
 
 /// The lease of an instance's registry entry.
@@ -254,6 +257,9 @@ pub struct Engine<F: FabricClient> {
     owners: Arc<Mutex<HashMap<String, Option<Owner>>>>,
     /// The compute plane `exec` effects run on (unconfigured unless given).
     executor: crate::executor::ExecutorClient,
+    /// When this process last asked the registry to admit a blocked child, per
+    /// `instance/effect`, and the instance's last event then (see [`gate`]).
+    admission_tries: Arc<Mutex<HashMap<String, (std::time::Instant, u64)>>>,
 }
 
 impl<F: FabricClient> Engine<F> {
@@ -270,6 +276,7 @@ impl<F: FabricClient> Engine<F> {
             drain_failed: Arc::default(),
             owners: Arc::default(),
             executor: crate::executor::ExecutorClient::new(None),
+            admission_tries: Arc::default(),
         }
     }
 
@@ -310,6 +317,7 @@ impl<F: FabricClient> Engine<F> {
             drain_failed: self.drain_failed.clone(),
             owners: self.owners.clone(),
             executor: self.executor.clone(),
+            admission_tries: self.admission_tries.clone(),
         }))
     }
 
@@ -472,18 +480,20 @@ impl<F: FabricClient> Engine<F> {
             under,
             id,
             step_first: false,
+            admitted: None,
         };
         self.start_inner(program, input, start).await
     }
 
-    /// Start a child of the instance whose header is `parent` from its effect `effect`.
+    /// Start a child of the instance whose header is `parent` from its effect `effect`,
+    /// under the registry entry `admitted` when the worker's gate took one for it.
     pub(crate) async fn start_child(
         &self,
         program: &Arc<Program>,
-        workflow: &str,
-        input: Value,
+        (workflow, input): (&str, Value),
         (parent, effect): (&Header, &str),
         id: String,
+        admitted: Option<String>,
     ) -> Result<String> {
         let start = Start {
             workflow: Some(workflow),
@@ -491,6 +501,7 @@ impl<F: FabricClient> Engine<F> {
             under: parent.work.clone(),
             id: Some(id),
             step_first: false,
+            admitted,
         };
         self.start_inner(program, input, start).await
     }
@@ -509,6 +520,7 @@ impl<F: FabricClient> Engine<F> {
             under: None,
             id,
             step_first: true,
+            admitted: None,
         };
         self.start_inner(program, input, start).await
     }
@@ -525,6 +537,7 @@ impl<F: FabricClient> Engine<F> {
             under,
             id,
             step_first,
+            admitted,
         } = start;
         let wf = match workflow {
             Some(w) => program.workflow(w).map_err(RuntimeError::Invalid)?,
@@ -532,7 +545,7 @@ impl<F: FabricClient> Engine<F> {
         };
         let facts = seed_facts(program, wf, &input)?;
         let id = id.unwrap_or_else(|| fresh_id("ins_"));
-        let work = self.register_work(&id, under).await?;
+        let work = self.entry_of(&id, under, admitted).await?;
         let header = Header {
             id: id.clone(),
             work,
@@ -583,29 +596,29 @@ impl<F: FabricClient> Engine<F> {
         }
     }
 
+    /// The registry entry instance `id` starts under: the one the worker's admission gate
+    /// took for it, or one admitted now.
+    async fn entry_of(
+        &self,
+        id: &str,
+        under: Option<String>,
+        admitted: Option<String>,
+    ) -> Result<Option<String>> {
+        match admitted {
+            Some(entry) => {
+                self.supervise(id);
+                Ok(Some(entry))
+            }
+            None => self.register_work(id, under).await,
+        }
+    }
+
     /// Register instance `id` as a `run` entry (under its parent instance's entry): the
     /// registry's admission decides whether it may start at all.
     async fn register_work(&self, id: &str, under: Option<String>) -> Result<Option<String>> {
-        let kind = whip_fabric::work::WorkKind::Run;
-        let key = format!("{id}/work");
-        let mut answer = self
-            .fabric
-            .work_register(kind, under.clone(), WORK_TTL_MS, key.clone())
-            .await?;
-        if answer == whip_fabric::WorkAnswer::Gone && under.is_some() {
-            // The parent's entry lapsed: the child runs as a root.
-            let key = format!("{key}/root");
-            answer = self
-                .fabric
-                .work_register(kind, None, WORK_TTL_MS, key)
-                .await?;
-        }
-        match answer {
+        match self.admission(under, format!("{id}/work")).await? {
             whip_fabric::WorkAnswer::Admitted { id: entry } => {
-                // Just admitted with a fresh lease: the first renewal can wait.
-                let now = std::time::Instant::now();
-                let mut supervised = self.supervised.lock().expect("supervised lock");
-                supervised.insert(id.to_string(), (now, whip_fabric::work::Signal::Run));
+                self.supervise(id);
                 Ok(Some(entry))
             }
             whip_fabric::WorkAnswer::Refused { limit, reason } => {
@@ -613,6 +626,36 @@ impl<F: FabricClient> Engine<F> {
             }
             other => invalid(format!("the work registry answered {other:?}")),
         }
+    }
+
+    /// Ask the work registry to admit a `run` entry under `under` (idempotency key `key`):
+    /// its answer. A parent's entry that lapsed makes the entry a root.
+    pub(crate) async fn admission(
+        &self,
+        under: Option<String>,
+        key: String,
+    ) -> Result<whip_fabric::WorkAnswer> {
+        let kind = whip_fabric::work::WorkKind::Run;
+        let answer = self
+            .fabric
+            .work_register(kind, under.clone(), WORK_TTL_MS, key.clone())
+            .await?;
+        if answer == whip_fabric::WorkAnswer::Gone && under.is_some() {
+            // The parent's entry lapsed: the child runs as a root.
+            let key = format!("{key}/root");
+            return Ok(self
+                .fabric
+                .work_register(kind, None, WORK_TTL_MS, key)
+                .await?);
+        }
+        Ok(answer)
+    }
+
+    /// Instance `id` was just admitted with a fresh lease: its first renewal can wait.
+    fn supervise(&self, id: &str) {
+        let now = std::time::Instant::now();
+        let mut supervised = self.supervised.lock().expect("supervised lock");
+        supervised.insert(id.to_string(), (now, whip_fabric::work::Signal::Run));
     }
 
     /// The signal in force for a running instance: its entry is renewed at most every

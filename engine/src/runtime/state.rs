@@ -10,8 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-pub use super::effect::{Args, ContState, EffectKind, EffectState, RunState, Terminal};
-pub use crate::executor::effect::PolicyBlock;
+pub use super::effect::{
+    Args, BlockCategory, ContState, EffectKind, EffectState, PolicyBlock, RunState, Terminal,
+};
 
 /// Instance lifecycle states.
 pub const RUNNING: &str = "running";
@@ -106,6 +107,10 @@ pub struct Effect {
     pub run: Option<(String, u64)>,
     /// Why it is blocked.
     pub policy_block: Option<PolicyBlock>,
+    /// The effect it acts on, when that one had not settled as it was requested (a
+    /// `release`, `renew` or `finish` of a binding): it is not claimable before that one
+    /// settles (`blocked_by_dependency` meanwhile).
+    pub depends_on: Option<String>,
     /// The program version that requested it, once a revision moved the instance on
     /// (`None`: the instance's version).
     pub program: Option<String>,
@@ -129,6 +134,7 @@ impl Effect {
             not_before_ms: 0,
             run: None,
             policy_block: None,
+            depends_on: None,
             program: None,
             cancel_requested: false,
         }
@@ -160,6 +166,8 @@ pub struct EffectRow {
     /// `{category, detail}`.
     policy_block: Option<PolicyBlock>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    depends_on: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     program: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     cancel_requested: bool,
@@ -180,6 +188,7 @@ impl From<EffectRow> for Effect {
             not_before_ms: r.not_before_ms,
             run: r.run,
             policy_block: r.policy_block,
+            depends_on: r.depends_on,
             program: r.program,
             cancel_requested: r.cancel_requested,
         }
@@ -202,6 +211,7 @@ impl From<Effect> for EffectRow {
             not_before_ms: e.not_before_ms,
             run: e.run,
             policy_block: e.policy_block,
+            depends_on: e.depends_on,
             program: e.program,
             cancel_requested: e.cancel_requested,
         }
@@ -495,6 +505,7 @@ impl State {
             "effect.cancelled" => {
                 e.state = EffectState::Cancelled;
                 e.run = None;
+                e.policy_block = None;
             }
             "effect.retried" => {
                 e.state = EffectState::Queued;
@@ -547,6 +558,10 @@ impl State {
             e.run = Some((run.clone(), until));
             // A block ends when a run starts.
             e.policy_block = None;
+            // An effect that waited for its dependency runs on what that one produced.
+            if let Some(args) = d.get("args") {
+                e.args = Args::decode(e.kind(), args.clone());
+            }
         }
         self.header.next[3] += 1;
         self.dirty.insert(format!("r/{run}"));

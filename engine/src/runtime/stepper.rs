@@ -945,10 +945,24 @@ fn request_effect(
     let mut effect = Effect::queued(draft.next_id(1, "x"), stable, rule.name.name.clone(), args);
     effect.binding = binding.as_ref().map(|b| b.name.clone());
     effect.not_before_ms = not_before_ms;
+    effect.depends_on = dependency_of(&stmt.kind, env, &draft.state);
     if let Some(b) = &effect.binding {
         env.effects.insert(b.clone(), effect.id.clone());
     }
     draft.emit("effect.requested", json!({"effect": effect}));
+}
+
+/// The effect a `release`, `renew` or `finish` acts on, while it has not settled: the new
+/// effect waits for it (a release before its acquire would free nothing, and a finish
+/// before its claim would hold no issue).
+fn dependency_of(kind: &StmtKind, env: &Env, st: &State) -> Option<String> {
+    let x = match kind {
+        StmtKind::Release(x) | StmtKind::Renew(x, ..) | StmtKind::Finish(x, ..) => x,
+        _ => return None,
+    };
+    let id = env.effects.get(&x.name)?;
+    let unsettled = st.effects.get(id).is_some_and(|e| !e.state.settled());
+    unsettled.then(|| id.clone())
 }
 
 /// An `append` to a declared ledger.

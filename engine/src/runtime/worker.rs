@@ -1,4 +1,5 @@
-//! The worker: claims ready effects under a fenced run lease (a `running` row with a
+//! The worker: claims ready effects that pass the gates ([`super::gate`]: blocked ones are
+//! recorded and left for a later pass) under a fenced run lease (a `running` row with a
 //! deadline, written by a guarded commit), runs them concurrently with a bound, and
 //! records their terminals. Coordination effects pass a stable idempotency key (instance,
 //! effect, attempt) so a retried or reclaimed run never charges, appends or acquires twice.
@@ -94,8 +95,8 @@ pub(crate) fn lease_resource(a: &LeaseArgs) -> ResourceId {
 fn ready(e: &Effect, now: u64) -> bool {
     match e.state {
         EffectState::Queued => e.not_before_ms <= now,
-        // A binding that was unavailable: every pass looks again (the gate decides).
-        EffectState::Blocked => true,
+        // A block of any kind: every pass looks again (the gates decide).
+        state if state.blocked() => true,
         // A run whose lease ran out (its worker died) may be reclaimed, but not an `exec`:
         // it is not idempotent, so it waits for `whip recover`.
         EffectState::Running => {
@@ -144,7 +145,8 @@ impl<F: FabricClient> Engine<F> {
         if let Some(steered) = self.steered(loaded).await? {
             return Ok(steered);
         }
-        let ready_ids = self.ready_now(loaded, now_ms()).await?;
+        let gated = self.ready_now(loaded, now_ms()).await?;
+        let (ready_ids, admitted) = (gated.ids, gated.admitted);
         let children: Vec<Effect> = loaded
             .state
             .effects
@@ -165,8 +167,9 @@ impl<F: FabricClient> Engine<F> {
         let mut results: Vec<(Effect, String, Ran)> = futures::stream::iter(claimed)
             .map(|(effect, run)| {
                 let header = &header;
+                let entry = admitted.get(&effect.id).cloned();
                 async move {
-                    let ran = self.execute(header, &effect, &run).await;
+                    let ran = self.execute(header, &effect, &run, entry).await;
                     (effect, run, ran)
                 }
             })
@@ -214,50 +217,18 @@ impl<F: FabricClient> Engine<F> {
         }
     }
 
-    /// The effects a pass may claim now, at most `concurrency` of them. `exec` effects pass
-    /// the compute plane's gate first: when the executor is not configured, not reachable
-    /// or refuses the token, each is `blocked` with the reason (an `effect.blocked` event
-    /// when the reason is new, not on every pass) and left out of this pass.
-    async fn ready_now(&self, loaded: &mut Loaded, now: u64) -> Result<Vec<String>> {
-        let mut ids: Vec<String> = loaded
+    /// The effects a pass may claim now, at most `concurrency` of them, once they passed
+    /// the gates ([`super::gate`]): a block is recorded when first observed, and a blocked
+    /// effect is left out of this pass.
+    async fn ready_now(&self, loaded: &mut Loaded, now: u64) -> Result<super::gate::Gated> {
+        let ids: Vec<String> = loaded
             .state
             .effects
             .values()
             .filter(|e| ready(e, now))
             .map(|e| e.id.clone())
             .collect();
-        ids.truncate(self.config.concurrency.max(1));
-        let is_exec = |st: &state::State, id: &String| {
-            st.effects
-                .get(id)
-                .is_some_and(|e| e.kind() == EffectKind::Exec)
-        };
-        if !ids.iter().any(|id| is_exec(&loaded.state, id)) {
-            return Ok(ids);
-        }
-        let Err(block) = crate::executor::effect::gate(&self.executor).await else {
-            return Ok(ids);
-        };
-        for _ in 0..CONFLICT_RETRIES_MAX {
-            let mut draft = Draft::new(&loaded.state);
-            for id in ids.iter().filter(|id| is_exec(&loaded.state, id)) {
-                let e = &loaded.state.effects[id];
-                let new =
-                    e.state != EffectState::Blocked || e.policy_block.as_ref() != Some(&block);
-                if ready(e, now) && new {
-                    draft.emit(
-                        "effect.blocked",
-                        json!({"id": id, "state": "blocked", "policy_block": block}),
-                    );
-                }
-            }
-            if self.commit(loaded, draft).await? {
-                break;
-            }
-            *loaded = self.load(&loaded.state.header.id).await?;
-        }
-        ids.retain(|id| !is_exec(&loaded.state, id));
-        Ok(ids)
+        self.gate(loaded, ids).await
     }
 
     /// Claim effects: one guarded commit moves each to `running` with a fresh run row.
@@ -281,11 +252,14 @@ impl<F: FabricClient> Engine<F> {
                 }
                 let run = draft.next_id(3, "r");
                 let until = lease_until(&effect, now, self.config.run_lease_ms);
-                draft.emit(
-                    "effect.run_started",
-                    json!({"id": id, "run": run, "worker": self.worker_id,
-                        "lease_until_ms": until, "attempt": effect.attempt}),
-                );
+                let mut started = json!({"id": id, "run": run, "worker": self.worker_id,
+                    "lease_until_ms": until, "attempt": effect.attempt});
+                // An effect that waited for its dependency runs on what that one produced.
+                if let Some(args) = super::gate::settled_args(&effect, &draft.state) {
+                    started["args"] = args.to_value();
+                }
+                draft.emit("effect.run_started", started);
+                let effect = draft.state.effects[id].clone();
                 if effect.kind() == EffectKind::Timer {
                     draft.emit(
                         "effect.terminal",
@@ -511,13 +485,20 @@ impl<F: FabricClient> Engine<F> {
         })
     }
 
-    /// An invoke: start the child (a retried start finds it); it runs until its terminal.
-    async fn execute_invoke(&self, header: &Header, e: &Effect, a: &InvokeArgs) -> Result<Ran> {
+    /// An invoke: start the child (a retried start finds it) under the registry entry the
+    /// admission gate took for it; it runs until its terminal.
+    async fn execute_invoke(
+        &self,
+        (header, e): (&Header, &Effect),
+        a: &InvokeArgs,
+        admitted: Option<String>,
+    ) -> Result<Ran> {
         let child = child_id(&header.id, e);
         let program = self.program(&header.program).await?;
         let parent = (header, e.id.as_str());
+        let workflow = (a.workflow.as_str(), a.input.clone());
         let started = self
-            .start_child(&program, &a.workflow, a.input.clone(), parent, child)
+            .start_child(&program, workflow, parent, child, admitted)
             .await;
         match started {
             Ok(_) => Ok(Ran::Pending),
@@ -526,9 +507,16 @@ impl<F: FabricClient> Engine<F> {
         }
     }
 
-    /// Run one effect (claimed as run `run`) against the fabric or the compute plane. A row
-    /// whose arguments do not decode fails with the decoder's message, before anything runs.
-    async fn execute(&self, header: &Header, e: &Effect, run: &str) -> Result<Ran> {
+    /// Run one effect (claimed as run `run`) against the fabric or the compute plane (an
+    /// `invoke` under the registry entry `admitted`). A row whose arguments do not decode
+    /// fails with the decoder's message, before anything runs.
+    async fn execute(
+        &self,
+        header: &Header,
+        e: &Effect,
+        run: &str,
+        admitted: Option<String>,
+    ) -> Result<Ran> {
         let ins = header.id.clone();
         let idem = format!("{ins}/{}/a{}", e.id, e.attempt);
         Ok(match &e.args {
@@ -552,7 +540,7 @@ impl<F: FabricClient> Engine<F> {
             }
             Args::Append(a) => self.execute_append(a, ins, idem).await?,
             Args::Vote(a) => self.execute_vote(e, a, &idem).await?,
-            Args::Invoke(a) => self.execute_invoke(header, e, a).await?,
+            Args::Invoke(a) => self.execute_invoke((header, e), a, admitted).await?,
             // A timer completes at its claim; one that reaches here was claimed elsewhere.
             Args::Timer(_) => Ran::completed(json!({"outcome": "fired"})),
             Args::Malformed(m) => Ran::refused("malformed_args", m.error.clone()),

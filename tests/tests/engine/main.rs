@@ -15,6 +15,7 @@ mod t95_mail;
 mod t96_trace;
 mod t97_invoke_fabric;
 mod t98_operate;
+mod t99_blocked;
 mod t99_exec;
 mod t99_recover;
 
