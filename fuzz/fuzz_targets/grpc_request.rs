@@ -48,8 +48,6 @@ const CELL_METHODS: &[&str] = &[
     "Status",
     "KvTxn",
     "KvRange",
-    "KvKeepalive",
-    "KvTxnIf",
     "Campaign",
     "Proclaim",
     "Resign",
@@ -118,11 +116,17 @@ const ADDED_CELL_METHODS: &[&str] = &[
     "VoteShow",
     "VoteBallots",
     "VoteList",
+    "KvKeepalive",
+    "KvTxnIf",
+    "WaitApplied",
 ];
 const ADDED_PEER_MESSAGES: &[&str] = &[
     "Admin/InstallCredential",
     "Node/RangeProgress",
     "Raft/AppendBatch",
+    "Admin/SnapshotSave",
+    "Node/RestoreCell",
+    "Node/FabricRestore",
 ];
 
 /// Every selector's table in order: (names, whether they are client API methods).
@@ -388,6 +392,9 @@ fn peer(board: &Board, name: &str, bytes: &[u8]) {
         }
         "Node/ChannelReset" => drop(round_trip::<pb::ChannelResetRequest>(bytes)),
         "Node/RangeProgress" => drop(round_trip::<pb::RangeProgressRequest>(bytes)),
+        "Admin/SnapshotSave" => drop(round_trip::<pb::SnapshotSaveRequest>(bytes)),
+        "Node/RestoreCell" => drop(round_trip::<pb::RestoreCellChunk>(bytes)),
+        "Node/FabricRestore" => drop(round_trip::<pb::FabricRestoreRequest>(bytes)),
         "Raft/AppendBatch" => {
             let batch = round_trip::<pb::BlobBatch>(bytes).unwrap_or_default();
             for blob in batch.blobs {

@@ -60,12 +60,18 @@ pub trait Dispatch: Send + Sync + 'static {
     }
     /// This server's member that serves a watch of `key` (a prefix when `prefix`): the
     /// standalone cell itself; in a fabric, the hosted member of `cell`, or of the cell
-    /// owning `key` when `cell` is 0.
-    async fn watch_member(&self, key: &[u8], prefix: bool, cell: u64) -> Result<Cell, CellError>;
+    /// owning `key` when `cell` is 0. A dispatch without members has none.
+    async fn watch_member(&self, key: &[u8], prefix: bool, cell: u64) -> Result<Cell, CellError> {
+        let _ = (key, prefix, cell);
+        Err(CellError::Unavailable("no member here serves watches".into()))
+    }
     /// The apply signal ([`Cell::applied_signal`]) of this server's member of the cell that
     /// owns routing point `point` (a standalone cell: its own); `None` when none is hosted
-    /// here.
-    async fn applied_signal(&self, point: u64) -> Option<tokio::sync::watch::Receiver<u64>>;
+    /// here (and for a dispatch without members).
+    async fn applied_signal(&self, point: u64) -> Option<tokio::sync::watch::Receiver<u64>> {
+        let _ = point;
+        None
+    }
 }
 
 #[tonic::async_trait]
