@@ -63,7 +63,9 @@ pub trait Dispatch: Send + Sync + 'static {
     /// owning `key` when `cell` is 0. A dispatch without members has none.
     async fn watch_member(&self, key: &[u8], prefix: bool, cell: u64) -> Result<Cell, CellError> {
         let _ = (key, prefix, cell);
-        Err(CellError::Unavailable("no member here serves watches".into()))
+        Err(CellError::Unavailable(
+            "no member here serves watches".into(),
+        ))
     }
     /// The apply signal ([`Cell::applied_signal`]) of this server's member of the cell that
     /// owns routing point `point` (a standalone cell: its own); `None` when none is hosted
