@@ -770,6 +770,7 @@ fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
     let budget = u32::try_from(TICK_WORK_MAX).expect("tick budget fits u32");
     let mut processed = 0u32;
     let mut kv_expired = 0u32;
+    let changeable = range::changeable(txn);
     for (key, item) in deadline::due(txn, now_ms, TICK_WORK_MAX) {
         let kv_full = kv_expired >= KV_EXPIRIES_PER_TICK_MAX;
         if processed >= budget || (kv_full && matches!(item, Item::KvExpiry { .. })) {
@@ -777,6 +778,15 @@ fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
         }
         // Settling an earlier item may already have removed this one.
         if txn.get(&key).is_none() {
+            continue;
+        }
+        // A range frozen for a move (or no longer this cell's) changes nowhere but on its
+        // next owner: its export may already hold the row, so a close or an expiry here
+        // would be lost, or done twice once the new owner's tick runs it.
+        if item
+            .point()
+            .is_some_and(|point| !range::serves(&changeable, point))
+        {
             continue;
         }
         // Drop the entry first: processing a live item re-indexes whatever stays pending,

@@ -187,6 +187,17 @@ pub(crate) fn serves_unfrozen(txn: &impl Txn, point: u64) -> bool {
     !in_fabric(txn) || containing(&rows(txn), point).is_some_and(|range| !range.frozen)
 }
 
+/// The ranges this cell owns and may change, none frozen for a move (`None`: a standalone
+/// cell, which changes everything): what a `Tick` may touch.
+pub(crate) fn changeable(txn: &impl Txn) -> Option<Vec<RangeView>> {
+    in_fabric(txn).then(|| {
+        rows(txn)
+            .into_iter()
+            .filter(|range| !range.frozen)
+            .collect()
+    })
+}
+
 /// Whether `point` lies in one of `serving` (or the cell is standalone).
 pub(crate) fn serves(serving: &Option<Vec<RangeView>>, point: u64) -> bool {
     serving
@@ -643,7 +654,7 @@ fn invalid(reason: String) -> Outcome {
 mod tests {
     use super::*;
     use crate::txn::MemTxn;
-    use crate::types::{BoardSettings, Command, Request};
+    use crate::types::{BoardSettings, Command, Request, ResourceId};
 
     fn run(txn: &mut MemTxn, index: u64, time_ms: u64, command: Command) -> Outcome {
         let stamp = Stamp {
@@ -788,6 +799,60 @@ mod tests {
         let overlap = assign(&mut txn, stamp(4), view(0x18, 0x2f, 9), 0);
         assert!(matches!(overlap, Outcome::Invalid { .. }), "{overlap:?}");
         assert_eq!(rows(&txn), vec![view(0x10, 0x1f, 7)], "nothing changed");
+    }
+
+    /// A `Tick` leaves a frozen range alone: its lease holder's expiry waits for the range's
+    /// next owner (the move's copy may already hold the row), and runs on an unfrozen one.
+    #[test]
+    fn a_tick_changes_nothing_in_a_frozen_range() {
+        let tick = |txn: &mut MemTxn, index| run(txn, index, 60_000, Command::Tick);
+        let mut frozen = MemTxn::default();
+        let mut serving = MemTxn::default();
+        for txn in [&mut frozen, &mut serving] {
+            let assign = Command::RangeAssign {
+                start: 0,
+                last: u64::MAX,
+                epoch: 1,
+                fence_above: 0,
+            };
+            run(txn, 1, 1_000, assign);
+            let acquire = Command::LeaseAcquire {
+                lease: ResourceId {
+                    owner: "o".into(),
+                    name: "deploy".into(),
+                    key: "prod".into(),
+                },
+                holder: "h".into(),
+                slots: 1,
+                ttl_ms: 1_000,
+                wait_ms: 0,
+            };
+            let mut request = Request::server(None, acquire);
+            request.epoch = 1;
+            let stamp = Stamp {
+                index: 2,
+                position: 0,
+                time_ms: 1_000,
+            };
+            let held = crate::apply(txn, stamp, &request);
+            assert!(matches!(held, Outcome::LeaseHeld { .. }), "{held:?}");
+        }
+        let freeze = Command::RangeFreezeTo {
+            start: 0,
+            last: u64::MAX,
+            epoch: 2,
+            to_cell: 3,
+        };
+        let frozen_at = run(&mut frozen, 3, 1_500, fenced(7, freeze));
+        assert!(
+            matches!(frozen_at, Outcome::RangeFrozen { .. }),
+            "{frozen_at:?}"
+        );
+        tick(&mut frozen, 4);
+        tick(&mut serving, 3);
+        let pending = |txn: &MemTxn| crate::deadline::due(txn, 60_000, 10).len();
+        assert_eq!(pending(&frozen), 1, "the frozen range's expiry waits");
+        assert_eq!(pending(&serving), 0, "a serving range's expiry runs");
     }
 
     fn fenced(fence: u64, step: Command) -> Command {
