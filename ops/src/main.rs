@@ -23,6 +23,7 @@ mod fabriccmd;
 mod issue;
 mod kvtxn;
 mod limits;
+mod logging;
 mod mailcmd;
 mod observe;
 mod operate;
@@ -227,7 +228,7 @@ fn main() -> ExitCode {
     unsafe { libc::umask(0o077) };
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    init_tracing();
+    logging::init();
     let engine = match engine_config() {
         Ok(engine) => engine,
         Err(e) => {
@@ -416,13 +417,4 @@ fn chaos(global: &Global, mut args: Vec<String>) -> ExitCode {
             &anyhow::anyhow!("cannot run {}: {e}", harness.display()),
         ),
     }
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("WHIP_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,openraft=error"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
 }
