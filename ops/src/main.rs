@@ -133,7 +133,8 @@ enum Command {
     #[command(subcommand)]
     Work(workcmd::WorkCommand),
     /// Append-only partitioned ledgers: `whip ledger NAME [--partition P]`, `append`,
-    /// `list`, `audit` (the registry's control-plane actions).
+    /// `list NAME` (any ledger, also one named `audit`), `audit` (the registry's
+    /// control-plane actions, as `whip work audit`).
     Ledger(run::LedgerArgs),
     /// Measure throughput and latency against a cell.
     Bench(bench::BenchArgs),
