@@ -13,6 +13,7 @@ mod config;
 mod ephemeral;
 mod idle;
 mod mail;
+mod newcomer;
 mod output;
 mod stop;
 mod ux;
