@@ -30,6 +30,8 @@ mod operate;
 mod output;
 mod primitives;
 mod progress;
+#[cfg(test)]
+mod readme_commands;
 mod rotate;
 mod run;
 mod security;

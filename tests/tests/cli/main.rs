@@ -15,6 +15,7 @@ mod idle;
 mod mail;
 mod newcomer;
 mod output;
+mod readme;
 mod stop;
 mod ux;
 mod vote;
