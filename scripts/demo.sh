@@ -2,16 +2,25 @@
 # The main job of the README on a fresh machine: WhippleScript seed programs run with
 # `whip run` on the embedded single-voter cell (the same Raft and state-machine path as a
 # cluster) in a throw-away store, then each coordination primitive from the command line.
+#
+# WHIP_BIN=PATH runs that binary instead of building the release one (the tests do).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -p whip
-whip=$PWD/target/release/whip
+whip_bin=${WHIP_BIN:-}
+source scripts/clean-env.sh
+if [ -z "$whip_bin" ]; then
+  cargo build --release -p whip
+  whip_bin=$PWD/target/release/whip
+fi
+whip=$whip_bin
 programs=$PWD/engine/tests/check/valid
 store=$(mktemp -d)
 trap 'rm -rf "$store"' EXIT
-export WHIPPLESCRIPT_STORE=$store
-# The CLI's agent tokens go to a throw-away file too, not the user's credentials.
-export WHIP_CREDENTIALS=$store/credentials.json
+export WHIPPLESCRIPT_STORE=$store/store
+# The CLI's whip config (agent tokens; a CA if anything asked for one) is a throw-away
+# directory too: the demo leaves the user's ~/.config/whip alone.
+export WHIP_CONFIG_DIR=$store/config
+export WHIP_CREDENTIALS=$WHIP_CONFIG_DIR/credentials.json
 set -x
 # Ledger: two runs append #1 and #2 in partition `deploys`.
 "$whip" run "$programs/seed_ledger_decisions.whip"
@@ -34,6 +43,9 @@ set -x
 "$whip" lease acquire deploy prod --holder bob --ttl 10m
 "$whip" counter consume tokens core --amount 60 --cap 100 --reset daily --timezone America/New_York --json
 "$whip" ledger append audit deploys --entry '{"choice":"ship"}' --json
+# A ledger named like a subcommand (`whip ledger audit` is the work registry's) is read
+# with `whip ledger list`.
+"$whip" ledger list audit
 "$whip" kv cas config/owner alice --expect 0
 "$whip" kv cas config/owner bob --expect 0
 "$whip" cell status --json

@@ -3,6 +3,7 @@
 # then run every test of the workspace with nextest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/clean-env.sh
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "installing cargo-nextest" >&2
   cargo install cargo-nextest --locked

@@ -68,6 +68,7 @@ pub mod screen;
 pub mod tally;
 mod taskboard;
 mod team;
+mod time_text;
 pub mod txn;
 pub mod types;
 mod validate;
@@ -84,6 +85,7 @@ pub use query::{
 pub use range::RangeRefusal;
 pub use schedule::{ScheduleSpec, latest_due};
 pub use taskboard::{FABRIC_QUEUE_PREFIX, TRACKER_TEAM_PREFIX, fabric_queue_team, is_tracker_team};
+pub use time_text::time_text;
 pub use txn::{MemTxn, Txn};
 pub use types::{
     BoardRefusal, BoardSettings, Command, ElectionLeader, Failure, LeaseHolder, Outcome, Request,

@@ -121,10 +121,14 @@ impl CellClient {
             }
             Target::Unix(path) => (vec![unix_channel(path)], vec![String::new()]),
         };
+        Ok(CellClient::of_channels(channels, addrs))
+    }
+
+    fn of_channels(channels: Vec<Channel>, addrs: Vec<String>) -> Self {
         let client_id = std::collections::hash_map::RandomState::new()
             .build_hasher()
             .finish();
-        Ok(CellClient {
+        CellClient {
             channels,
             addrs,
             local: None,
@@ -137,14 +141,14 @@ impl CellClient {
             router: None,
             direct: std::sync::Mutex::new(HashMap::new()),
             transport: None,
-        })
+        }
     }
 
-    /// A client of a cell running in this process (the embedded store's holder).
+    /// A client of a cell running in this process (the embedded store's holder). It dials
+    /// nothing, so it never asks for the process's client transport (and so never makes
+    /// credentials for it).
     pub fn local(cell: Cell) -> Self {
-        let mut client =
-            CellClient::new(Target::Tcp(vec!["local".to_string()])).expect("one address is enough");
-        client.channels.clear();
+        let mut client = CellClient::of_channels(Vec::new(), vec!["local".to_string()]);
         client.local = Some(Arc::new(CellApi::new(Arc::new(cell))));
         client
     }

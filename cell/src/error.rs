@@ -101,8 +101,10 @@ impl From<CellError> for tonic::Status {
                     .encode_to_vec();
                 tonic::Status::with_details(code, message, detail.into())
             }
-            CellError::Unavailable(_) => tonic::Status::unavailable(message),
-            CellError::Fatal(_) => tonic::Status::internal(message),
+            // The status code says `unavailable` or `internal` already: the message carries
+            // only the cause, or a client that prints both would say it twice.
+            CellError::Unavailable(m) => tonic::Status::unavailable(m.clone()),
+            CellError::Fatal(m) => tonic::Status::internal(m.clone()),
             CellError::PermissionDenied(m) => tonic::Status::permission_denied(m.clone()),
             CellError::Unauthenticated(m) => tonic::Status::unauthenticated(m.clone()),
             CellError::NotFound(m) => tonic::Status::not_found(m.clone()),
@@ -169,6 +171,20 @@ mod tests {
                 status.details().to_vec().into(),
             );
             assert_eq!(CellError::from(bare), err);
+        }
+    }
+
+    #[test]
+    fn a_cause_crosses_the_wire_once_without_its_code_in_the_message() {
+        let cause = "node 1 is not part of an initialized fabric yet";
+        for err in [
+            CellError::Unavailable(cause.into()),
+            CellError::Fatal(cause.into()),
+        ] {
+            let status = tonic::Status::from(err.clone());
+            assert_eq!(status.message(), cause);
+            // The client's error reads as the server's: `unavailable: CAUSE`, not twice.
+            assert_eq!(CellError::from(status), err);
         }
     }
 

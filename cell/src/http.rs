@@ -211,11 +211,9 @@ impl Overview {
                 mailbox: mailbox.clone(),
                 depth: *depth,
             }));
-        self.alarms.extend(
-            g.alarms
-                .iter()
-                .map(|(at_ms, text)| format!("cell {cell} at {at_ms}: {text}")),
-        );
+        self.alarms.extend(g.alarms.iter().map(|(at_ms, text)| {
+            format!("cell {cell} at {}: {text}", whip_board::time_text(*at_ms))
+        }));
         self.population.live += g.work_live;
         self.population.quota += g.work_quota.unwrap_or(0);
         self.population.ceiling = self.population.ceiling.max(g.work_fabric_max);

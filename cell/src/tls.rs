@@ -178,20 +178,38 @@ impl Transport {
 
 static CLIENT_DEFAULT: RwLock<Option<Transport>> = RwLock::new(None);
 
+/// Where the client transport comes from when none was set: asked once, on first dial.
+type TransportSource = Box<dyn Fn() -> Transport + Send + Sync>;
+
+static CLIENT_SOURCE: std::sync::OnceLock<TransportSource> = std::sync::OnceLock::new();
+
 /// Set the transport clients of this process use when none is given (the CLI sets the
 /// operator's credentials once at start).
 pub fn set_client_default(transport: Transport) {
     *CLIENT_DEFAULT.write().expect("transport lock") = Some(transport);
 }
 
-/// The transport clients use when none is given: what [`set_client_default`] set, else
-/// plaintext (which a TLS server never answers, so nothing is sent in the clear to one).
+/// Let clients of this process take their transport from `source`, asked the first time a
+/// client dials a network address. A process that never dials (one on the embedded store:
+/// in process or over its local socket) never asks, so it makes no credentials. Only the
+/// first source set counts.
+pub fn set_client_default_source(source: impl Fn() -> Transport + Send + Sync + 'static) {
+    let _ = CLIENT_SOURCE.set(Box::new(source));
+}
+
+/// The transport clients use when none is given: what [`set_client_default`] set, else what
+/// the [`set_client_default_source`] source gives (once), else plaintext (which a TLS
+/// server never answers, so nothing is sent in the clear to one).
 pub fn client_default() -> Transport {
-    CLIENT_DEFAULT
-        .read()
-        .expect("transport lock")
-        .clone()
-        .unwrap_or(Transport::Insecure)
+    if let Some(transport) = CLIENT_DEFAULT.read().expect("transport lock").clone() {
+        return transport;
+    }
+    let Some(source) = CLIENT_SOURCE.get() else {
+        return Transport::Insecure;
+    };
+    let mut slot = CLIENT_DEFAULT.write().expect("transport lock");
+    // Another thread may have asked the source while this one waited for the lock.
+    slot.get_or_insert_with(source).clone()
 }
 
 /// Who a call comes from, as the transport proved it.

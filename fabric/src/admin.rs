@@ -358,7 +358,7 @@ async fn cell_alarms(node: &Node, map: &FabricMap, cell: u64) -> Vec<String> {
     match node.read_cell(Some(map), cell, Query::Alarms).await {
         Ok(QueryResult::Alarms(alarms)) => alarms
             .into_iter()
-            .map(|(at_ms, text)| format!("cell {cell} at {at_ms}: {text}"))
+            .map(|(at_ms, text)| format!("cell {cell} at {}: {text}", whip_board::time_text(at_ms)))
             .collect(),
         _ => Vec::new(),
     }

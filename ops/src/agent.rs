@@ -1,7 +1,8 @@
 //! The CLI's agent identity: `--agent NAME` (or `WHIP_AGENT`, default `cli-$USER`) and its
-//! token, kept in a credentials file (`WHIP_CREDENTIALS`, default
-//! `~/.config/whip/credentials.json`, mode 0600). The first use of a name creates its token
-//! and registers the agent; every call acting for it then proves it with the token.
+//! token, kept in a credentials file (`WHIP_CREDENTIALS`, default `credentials.json` in the
+//! whip config: `WHIP_CONFIG_DIR`, else `~/.config/whip`; mode 0600). The first use of a
+//! name creates its token and registers the agent; every call acting for it then proves it
+//! with the token.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,12 +23,13 @@ pub(crate) fn agent_name(global: &Global) -> String {
     })
 }
 
+/// The credentials file: `WHIP_CREDENTIALS`, else beside the CA and operator credential in
+/// the whip config, so that one `WHIP_CONFIG_DIR` keeps all of a user's whip files.
 fn credentials_path() -> PathBuf {
     if let Some(path) = std::env::var_os("WHIP_CREDENTIALS") {
         return PathBuf::from(path);
     }
-    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
-    home.join(".config/whip/credentials.json")
+    whip_cell::tls::config_dir().join("credentials.json")
 }
 
 fn load() -> Result<BTreeMap<String, String>> {

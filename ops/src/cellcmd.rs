@@ -380,8 +380,7 @@ async fn dev(global: &Global, args: DevArgs, http: crate::observe::HttpArgs) -> 
     if let Some(observing) = observing {
         observing.stop().await;
     }
-    for member in members {
-        member.stop().await;
-    }
+    // All voters at once: a voter that outlived the others would campaign against them.
+    futures::future::join_all(members.into_iter().map(Member::stop)).await;
     Ok(ExitCode::SUCCESS)
 }

@@ -123,14 +123,22 @@ fn leader_json(l: &pb::ElectionLeader) -> Value {
     })
 }
 
-fn election_answer(global: &Global, r: pb::ElectionResponse) -> ExitCode {
-    let outcome = code_name(r.code);
+/// The answer of a campaign, proclaim, renew or resign. A renew that kept the term is
+/// `renewed` with its new deadline (the cell answers it as `elected`, the state it leaves).
+fn election_answer(global: &Global, r: pb::ElectionResponse, renewing: bool) -> ExitCode {
+    let outcome = match renewing && r.code == Code::Elected as i32 {
+        true => "renewed".to_string(),
+        false => code_name(r.code),
+    };
     let mut value = json!({"outcome": outcome});
     if r.fence > 0 {
         value["fence"] = json!(r.fence);
     }
+    let mut until = String::new();
     if r.expires_at_ms > 0 {
+        value["expires_at"] = json!(time_text(r.expires_at_ms));
         value["expires_at_ms"] = json!(r.expires_at_ms);
+        until = format!(" until {}", time_text(r.expires_at_ms));
     }
     if let Some(l) = &r.leader {
         value["leader"] = leader_json(l);
@@ -141,7 +149,7 @@ fn election_answer(global: &Global, r: pb::ElectionResponse) -> ExitCode {
         let leader = r.leader.as_ref().map_or(String::new(), |l| {
             format!(" (leader {} fence {})", l.candidate, l.fence)
         });
-        output::line(&format!("{outcome} fence={}{leader}", r.fence));
+        output::line(&format!("{outcome} fence={}{until}{leader}", r.fence));
     }
     ExitCode::SUCCESS
 }
@@ -189,13 +197,18 @@ pub(crate) async fn election(global: &Global, cmd: ElectionCommand) -> Result<Ex
     result
 }
 
-async fn election_on(global: &Global, c: &CellClient, cmd: ElectionCommand) -> Result<ExitCode> {
-    let term = |group: String, candidate: String, fence: u64| pb::ElectionTermRequest {
+/// A request about the term `fence` of `candidate` in `group`.
+fn term(group: String, candidate: String, fence: u64) -> pb::ElectionTermRequest {
+    pb::ElectionTermRequest {
         group,
         candidate,
         fence,
         ..Default::default()
-    };
+    }
+}
+
+async fn election_on(global: &Global, c: &CellClient, cmd: ElectionCommand) -> Result<ExitCode> {
+    let renewing = matches!(cmd, ElectionCommand::Renew { .. });
     let answer = match cmd {
         ElectionCommand::Campaign {
             group,
@@ -257,7 +270,7 @@ async fn election_on(global: &Global, c: &CellClient, cmd: ElectionCommand) -> R
             return run_candidate(global, c, request).await;
         }
     };
-    Ok(election_answer(global, answer))
+    Ok(election_answer(global, answer, renewing))
 }
 
 /// Campaign until elected, renew while leading, resign when stopped.
@@ -285,11 +298,11 @@ async fn run_candidate(
         let elected = answer.code == Code::Elected as i32;
         if elected && term != Some(answer.fence) {
             term = Some(answer.fence);
-            election_answer(global, answer);
+            election_answer(global, answer, false);
         } else if !elected && term.is_some() {
             // Our term ended (expired while we were cut off): campaign again.
             term = None;
-            election_answer(global, answer);
+            election_answer(global, answer, false);
         }
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}

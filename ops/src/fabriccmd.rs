@@ -237,6 +237,34 @@ fn parse_node(text: &str) -> Result<pb::Member> {
     })
 }
 
+/// Wait until every node of `nodes` accepts connections: `whip fabric init` usually
+/// follows the `whip node serve` commands that started them at once. A node still silent
+/// after [`limits::INIT_NODES_WAIT_MS`] is named.
+async fn nodes_listening(nodes: &[pb::Member]) -> Result<()> {
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(crate::limits::INIT_NODES_WAIT_MS);
+    for node in nodes {
+        loop {
+            let connected = tokio::time::timeout_at(
+                deadline,
+                tokio::net::TcpStream::connect(node.addr.as_str()),
+            )
+            .await;
+            match connected {
+                Ok(Ok(_)) => break,
+                Ok(Err(e)) if tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(node = node.id, error = %e, "waiting for the node");
+                    let poll = Duration::from_millis(crate::limits::INIT_NODES_POLL_MS);
+                    tokio::time::sleep(poll).await;
+                }
+                Ok(Err(e)) => bail!("node {} at {} does not listen: {e}", node.id, node.addr),
+                Err(_) => bail!("node {} at {} does not listen", node.id, node.addr),
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A node's refusal as a plain error: its message is already written for people.
 fn refused(status: tonic::Status) -> anyhow::Error {
     anyhow!("{}", status.message())
@@ -263,7 +291,9 @@ async fn through_node(global: &Global, cmd: FabricCommand) -> Result<ExitCode> {
             cells,
             replicas,
         } => {
-            let nodes = nodes.iter().map(|n| parse_node(n)).collect::<Result<_>>()?;
+            let nodes: Vec<pb::Member> =
+                nodes.iter().map(|n| parse_node(n)).collect::<Result<_>>()?;
+            nodes_listening(&nodes).await?;
             let request = pb::FabricInitRequest {
                 nodes,
                 cells,

@@ -27,6 +27,10 @@ pub const WATCH_QUEUE_MAX: usize = 256;
 /// Leader hints `whip cell snapshot save` (and `whip fabric backup`, per cell) follows at
 /// most before it gives up.
 pub(crate) const SNAPSHOT_HINTS_MAX: usize = 3;
+/// How long `whip fabric init` waits for the nodes it names to listen (they may just have
+/// been started), and how often it looks.
+pub(crate) const INIT_NODES_WAIT_MS: u64 = 10_000;
+pub(crate) const INIT_NODES_POLL_MS: u64 = 100;
 /// How long `whip fabric restore` waits for every restored cell to elect a leader.
 pub(crate) const RESTORE_LEADERS_WAIT_MS: u64 = 30_000;
 /// The exit status of a server whose log store failed (a write or its sync): `EX_IOERR`.

@@ -23,12 +23,15 @@ mod fabriccmd;
 mod issue;
 mod kvtxn;
 mod limits;
+mod logging;
 mod mailcmd;
 mod observe;
 mod operate;
 mod output;
 mod primitives;
 mod progress;
+#[cfg(test)]
+mod readme_commands;
 mod rotate;
 mod run;
 mod security;
@@ -132,7 +135,8 @@ enum Command {
     #[command(subcommand)]
     Work(workcmd::WorkCommand),
     /// Append-only partitioned ledgers: `whip ledger NAME [--partition P]`, `append`,
-    /// `list`, `audit` (the registry's control-plane actions).
+    /// `list NAME` (any ledger, also one named `audit`), `audit` (the registry's
+    /// control-plane actions, as `whip work audit`).
     Ledger(run::LedgerArgs),
     /// Measure throughput and latency against a cell.
     Bench(bench::BenchArgs),
@@ -227,7 +231,7 @@ fn main() -> ExitCode {
     unsafe { libc::umask(0o077) };
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    init_tracing();
+    logging::init();
     let engine = match engine_config() {
         Ok(engine) => engine,
         Err(e) => {
@@ -416,13 +420,4 @@ fn chaos(global: &Global, mut args: Vec<String>) -> ExitCode {
             &anyhow::anyhow!("cannot run {}: {e}", harness.display()),
         ),
     }
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("WHIP_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,openraft=error"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
 }

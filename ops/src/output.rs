@@ -65,14 +65,7 @@ pub(crate) fn fail(global: &Global, err: &anyhow::Error) -> ExitCode {
 /// Milliseconds since the epoch as RFC 3339 UTC (`2026-12-02T01:02:03.456Z`): the one
 /// way every command prints a point in time.
 pub(crate) fn time_text(ms: u64) -> String {
-    let utc = i64::try_from(ms)
-        .ok()
-        .and_then(chrono::DateTime::from_timestamp_millis);
-    match utc {
-        Some(t) => t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
-        // Past chrono's range (year 262143): say so rather than print a bare number.
-        None => format!("(out of range: {ms} ms since the epoch)"),
-    }
+    whip_board::time_text(ms)
 }
 
 /// A time in a table cell: `-` where 0 means "none" (no deadline, never started).

@@ -17,7 +17,7 @@ use crate::output::{self, Table, parse_duration_ms, time_cell, time_text};
 
 /// Owner namespace of resources named from the command line (engine resources use
 /// `local/<Workflow>` or `shared`).
-const DEFAULT_OWNER: &str = "shared";
+pub(crate) const DEFAULT_OWNER: &str = "shared";
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum KvCommand {
@@ -204,9 +204,10 @@ pub(crate) enum LedgerCommand {
         owner: String,
     },
     /// The work registry's control-plane actions (register, signal, revoke, limits) with
-    /// the acting agent, the target and the outcome, fabric-wide.
+    /// the acting agent, the target and the outcome, fabric-wide (as `whip work audit`).
     Audit,
-    /// Entries in sequence order.
+    /// Entries of one ledger in sequence order, any ledger by name (owner `shared` unless
+    /// `--owner`): also one named like a subcommand (`whip ledger list audit`).
     List {
         ledger: String,
         #[arg(long)]

@@ -218,7 +218,9 @@ pub(crate) struct WorkerArgs {
 pub(crate) struct LedgerArgs {
     #[command(subcommand)]
     pub(crate) command: Option<crate::primitives::LedgerCommand>,
-    /// Ledger name (all ledgers when omitted).
+    /// Ledger name: the ledgers programs declared with that name and the `shared` one
+    /// (`whip ledger append`'s); omitted, every ledger a program declared. A ledger named
+    /// like a subcommand (`audit`, `list`, `append`) is read with `whip ledger list NAME`.
     pub(crate) name: Option<String>,
     /// Only this partition.
     #[arg(long)]
@@ -826,19 +828,34 @@ async fn counters(global: &Global, engine: &Eng, name: Option<String>) -> Result
     print(global, Value::Array(rows), lines)
 }
 
+/// The ledgers `whip ledger [NAME]` shows: those the stored programs declared (all, or
+/// those named NAME) and, for a NAME, the `shared` ledger of that name (what
+/// `whip ledger append` writes by default), which no program needs to declare.
+async fn viewed_ledgers(engine: &Eng, name: Option<&str>) -> Result<Vec<(String, String)>> {
+    let mut ledgers = engine.ledgers().await.map_err(engine_error)?;
+    if let Some(name) = name {
+        ledgers.retain(|(_, ledger)| ledger == name);
+        let shared = (
+            crate::primitives::DEFAULT_OWNER.to_string(),
+            name.to_string(),
+        );
+        if !ledgers.contains(&shared) {
+            ledgers.push(shared);
+        }
+    }
+    Ok(ledgers)
+}
+
 async fn ledger_view(
     global: &Global,
     engine: &Eng,
     name: Option<String>,
     partition: Option<String>,
 ) -> Result<ExitCode> {
-    let ledgers = engine.ledgers().await.map_err(engine_error)?;
+    let ledgers = viewed_ledgers(engine, name.as_deref()).await?;
     let mut rows = Vec::new();
     let mut lines = Vec::new();
     for (owner, ledger) in ledgers {
-        if name.as_ref().is_some_and(|n| *n != ledger) {
-            continue;
-        }
         let fabric = engine.fabric();
         let entries = FabricClient::ledger_list(
             fabric,

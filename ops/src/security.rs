@@ -40,34 +40,38 @@ pub(crate) fn check_insecure(global: &Global) -> Result<()> {
 }
 
 /// Install the transport every client of this process uses: the operator credential (or
-/// plaintext with `--insecure`). A config directory that cannot be written leaves clients
-/// without TLS, which TLS servers refuse; the error is logged.
+/// plaintext with `--insecure`). The credential is looked up (and, for the user who runs
+/// the cluster, made) only when a client first dials an address: a command on the
+/// embedded store never does, so it leaves the whip config alone. A config directory that
+/// cannot be written leaves clients without TLS, which TLS servers refuse; the error is
+/// logged.
 pub(crate) fn install_client_default(global: &Global) {
     if global.insecure {
         tls::set_client_default(Transport::Insecure);
         return;
     }
-    let config = tls::config_dir();
-    // An agent's machine: the cluster's CA certificate copied here, no CA key and no
-    // operator credential. Connect verifying servers, without a certificate of our own.
+    tls::set_client_default_source(|| client_transport(&tls::config_dir()));
+}
+
+/// The operator's transport from the whip config `config`, or (an agent's machine: the
+/// cluster's CA certificate copied there, no CA key and no operator credential) one that
+/// verifies servers without a certificate of its own.
+fn client_transport(config: &Path) -> Transport {
     let ca_only = !config.join("ca.json").exists() && !config.join("operator.json").exists();
     if ca_only && let Ok(ca) = std::fs::read_to_string(config.join("ca.pem")) {
         let credentials = tls::Credentials { ca, identity: None };
-        match Transport::try_tls(credentials) {
-            Ok(transport) => tls::set_client_default(transport),
-            Err(e) => {
-                tracing::warn!(error = %e, "ca.pem does not parse; clients connect without TLS")
-            }
-        }
-        return;
+        return Transport::try_tls(credentials).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "ca.pem does not parse; clients connect without TLS");
+            Transport::Insecure
+        });
     }
-    let transport = tls::operator_credentials(&config)
+    let transport = tls::operator_credentials(config)
         .map_err(anyhow::Error::from)
         .and_then(|credentials| Ok(Transport::try_tls(credentials)?));
-    match transport {
-        Ok(transport) => tls::set_client_default(transport),
-        Err(e) => tracing::warn!(error = %e, "no operator credential; clients connect without TLS"),
-    }
+    transport.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "no operator credential; clients connect without TLS");
+        Transport::Insecure
+    })
 }
 
 /// The transport a server whose data lives in `data_dir` serves and reaches peers with.

@@ -27,6 +27,8 @@ pub(crate) fn watch() {
             _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
             _ = terminated => tracing::info!("terminated"),
         }
+        // The stop that follows is asked for: quiet from the first moment (`logging`).
+        crate::logging::stopping();
         let _ = tx.send(true);
     });
 }

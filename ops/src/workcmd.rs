@@ -1,6 +1,7 @@
-//! `whip work …` (the live work registry) and `whip ledger audit` (its control-plane
-//! actions). Registering, renewing, signalling and revoking act for the CLI's agent
-//! (`--agent`); setting limits is the operator's (the call carries no agent).
+//! `whip work …` (the live work registry) and `whip work audit` (its control-plane
+//! actions; also `whip ledger audit`). Registering, renewing, signalling and revoking act
+//! for the CLI's agent (`--agent`); setting limits is the operator's (the call carries no
+//! agent).
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -66,6 +67,9 @@ pub(crate) enum WorkCommand {
         #[arg(long)]
         parent: Option<String>,
     },
+    /// The registry's control-plane actions (register, signal, revoke, limits) with the
+    /// acting agent, the target and the outcome, fabric-wide (as `whip ledger audit`).
+    Audit,
     /// Show or set the admission limits (setting is the operator's).
     Limits {
         /// The fabric's population ceiling.
@@ -175,7 +179,10 @@ fn classes(specs: &[String]) -> Result<BTreeMap<String, u64>> {
 
 /// `whip work …`.
 pub(crate) async fn work(global: &Global, cmd: WorkCommand) -> Result<ExitCode> {
-    let operator_call = matches!(cmd, WorkCommand::Limits { .. } | WorkCommand::List { .. });
+    let operator_call = matches!(
+        cmd,
+        WorkCommand::Limits { .. } | WorkCommand::List { .. } | WorkCommand::Audit
+    );
     let session = session(global).await?;
     let session = match operator_call && global.agent.is_none() {
         true => session,
@@ -240,6 +247,7 @@ async fn work_on(global: &Global, c: &CellClient, cmd: WorkCommand) -> Result<Ex
             c.work_revoke(request).await?
         }
         WorkCommand::List { parent } => return list(global, c, parent).await,
+        WorkCommand::Audit => return audit_on(global, c).await,
         limits @ WorkCommand::Limits { .. } => return set_limits(global, c, limits).await,
     };
     show(global, &answer_json(&answer), &answer_text(&answer));
@@ -307,7 +315,8 @@ async fn set_limits(global: &Global, c: &CellClient, cmd: WorkCommand) -> Result
     Ok(ExitCode::SUCCESS)
 }
 
-/// `whip ledger audit`: every control-plane action of the registry, oldest first.
+/// `whip work audit` (and `whip ledger audit`): every control-plane action of the registry,
+/// oldest first.
 pub(crate) async fn audit_on(global: &Global, c: &CellClient) -> Result<ExitCode> {
     let request = pb::WorkAuditRequest {
         after_seq: 0,
