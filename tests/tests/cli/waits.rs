@@ -1,6 +1,7 @@
 //! Waits that ride on the cell's applies (issue 30, item 1): `whip board claim --wait`
 //! takes a task posted while it waits and, interrupted, claims nothing; `whip mail inbox
-//! --follow` prints each message as it arrives and ends cleanly on SIGINT.
+//! --follow` prints each message as it arrives and ends cleanly on SIGINT; `whip kv watch
+//! --prefix --from REV --json` prints one line per change from that revision.
 
 use std::io::{BufRead, BufReader};
 use std::process::ChildStderr;
@@ -117,4 +118,54 @@ fn a_followed_inbox_prints_mail_as_it_arrives() {
     );
     let status = stop(&mut follow, libc::SIGINT);
     assert!(status.success(), "SIGINT ends a follow cleanly: {status:?}");
+}
+
+/// Read one JSON line from `lines`.
+fn json_line(lines: &mut std::io::Lines<BufReader<std::process::ChildStdout>>) -> Value {
+    let line = lines.next().expect("a line").expect("read stdout");
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+#[test]
+fn kv_watch_prints_one_json_line_per_change_and_ends_on_sigint() {
+    let cli = DevCli::start();
+    let first = json_of(&cli.run(&["kv", "put", "app/a", "0", "--json"]));
+    let from = first["version"].as_u64().expect("a version").to_string();
+    ok(&cli.run(&["kv", "put", "app/b", "1"]));
+    let args = [
+        "kv",
+        "watch",
+        "app/",
+        "--prefix",
+        "--from",
+        from.as_str(),
+        "--json",
+    ];
+    let mut watch = spawn(&cli, &args);
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    // From the first put's revision: the two earlier writes come first, in order.
+    let a = json_line(&mut lines);
+    assert_eq!(
+        (&a["type"], &a["key"], &a["value"]),
+        (&"put".into(), &"app/a".into(), &"0".into())
+    );
+    assert_eq!(a["revision"].to_string(), from);
+    assert_eq!(json_line(&mut lines)["key"], "app/b");
+    ok(&cli.run(&["kv", "del", "app/a"]));
+    ok(&cli.run(&["kv", "put", "other", "x"]));
+    ok(&cli.run(&["kv", "put", "app/c", "2"]));
+    let deleted = json_line(&mut lines);
+    assert_eq!(
+        (&deleted["type"], &deleted["key"]),
+        (&"delete".into(), &"app/a".into())
+    );
+    let c = json_line(&mut lines);
+    assert_eq!(
+        (&c["key"], &c["value"]),
+        (&"app/c".into(), &"2".into()),
+        "`other` is not under app/"
+    );
+    assert!(c["revision"].as_u64() > deleted["revision"].as_u64());
+    let status = stop(&mut watch, libc::SIGINT);
+    assert!(status.success(), "SIGINT ends a watch cleanly: {status:?}");
 }
