@@ -24,6 +24,7 @@ mod issue;
 mod kvtxn;
 mod limits;
 mod mailcmd;
+mod mcp;
 mod observe;
 mod operate;
 mod output;
@@ -134,6 +135,9 @@ enum Command {
     /// Append-only partitioned ledgers: `whip ledger NAME [--partition P]`, `append`,
     /// `list`, `audit` (the registry's control-plane actions).
     Ledger(run::LedgerArgs),
+    /// Serve the fabric's tools to an agent's MCP client over stdio, acting as `--agent`
+    /// (its token in the credentials file) against `--cell` or the embedded store.
+    Mcp,
     /// Measure throughput and latency against a cell.
     Bench(bench::BenchArgs),
     /// Work items of the builtin tracker: `new|list|show|ready|claim|renew|release|assign|finish`.
@@ -297,6 +301,7 @@ fn serves_until_stopped(command: &Command) -> bool {
         Command::Cell(cellcmd::CellCommand::Serve(_) | cellcmd::CellCommand::Dev { .. })
             | Command::Node(fabriccmd::NodeCommand::Serve(_))
             | Command::Executor(_)
+            | Command::Mcp
     )
 }
 
@@ -329,6 +334,7 @@ async fn dispatch(global: &Global, command: Command) -> anyhow::Result<ExitCode>
         Command::Work(cmd) => workcmd::work(global, cmd).await,
         Command::Engine(cmd) => run::run(global, cmd).await,
         Command::Issue(cmd) => issue::run(global, cmd).await,
+        Command::Mcp => mcp::run(global).await,
         Command::Bench(args) => bench::run(global, args).await,
         Command::Executor(args) => executorcmd::serve(global, args).await,
         Command::Check(_)
