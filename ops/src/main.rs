@@ -6,6 +6,8 @@
 //! variables > `whip.toml` > defaults: [`config`]) and shell completions. Exit codes: 0 ok,
 //! 1 failure, 2 usage. Human output has one shape ([`output`]): listings are aligned tables
 //! with a header row, times are RFC 3339 in UTC, progress goes to stderr ([`progress`]).
+//! `whip mcp` serves the same primitives to an agent's MCP client over stdio ([`mcp`]): it
+//! acts as the CLI's agent, proven by its token, and no tool argument names who acts.
 //!
 //! Must never: implement coordination semantics (that is `whip-board`) or Raft (that is
 //! `whip-cell`); it only parses, connects and prints.

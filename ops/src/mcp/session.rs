@@ -72,7 +72,7 @@ impl Agent {
         };
         let r = self.client.work_register(request).await?;
         if r.outcome == "refused" {
-            return Err(Refusal::answered(&r.limit, &r.reason));
+            return Err(Refusal::new("limit", r.reason));
         }
         let entry = entry_json(&r);
         let id = entry["id"].as_str().unwrap_or_default().to_string();
