@@ -1,7 +1,8 @@
 //! The tool set and the work an agent does through it: `tools/list` names the tools with
 //! their schemas; a task posted, claimed and completed through MCP is done on the board the
 //! CLI reads; a stale fence is a tool error with its code; `start_session` registers the
-//! agent's session entry and answers its inbox, holds and board.
+//! agent's session entry and answers its inbox, holds and board; without `--cell` the
+//! server holds the embedded store, where the CLI then reads what the tools wrote.
 
 use serde_json::json;
 
@@ -134,4 +135,32 @@ fn start_session_registers_the_entry_and_answers_inbox_holds_and_board() {
         .call("bob", "start_session", json!({"team": "ops"}))
         .ok();
     assert_eq!(again["entry"]["id"], entry.as_str());
+}
+
+#[test]
+fn without_cell_the_server_uses_the_embedded_store_as_the_cli_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = dir.path().join("credentials.json");
+    let config = json!({
+        "whip": whip_tests::whip_binary(), "cwd": dir.path(), "agents": {"solo": ["mcp"]},
+        "env": {"WHIP_CREDENTIALS": credentials, "WHIP_LOG": "warn"},
+    });
+    let mut mcp = super::Bridge::start(&config);
+    let note = json!({"to": "solo", "type": "inform", "text": "note to self"});
+    mcp.call("solo", "mail_send", note).ok();
+    let inbox = mcp.call("solo", "mail_inbox", json!({})).ok();
+    assert_eq!(inbox["messages"][0]["text"], "note to self", "{inbox}");
+    let entry = json!({"ledger": "notes", "partition": "p", "entry": {"n": 1}});
+    mcp.call("solo", "ledger_append", entry).ok();
+    drop(mcp);
+
+    // The entry is in the store under the directory, where the CLI reads it.
+    let out = std::process::Command::new(whip_tests::whip_binary())
+        .current_dir(dir.path())
+        .env("WHIP_CREDENTIALS", &credentials)
+        .args(["ledger", "list", "notes", "--json"])
+        .output()
+        .expect("run whip");
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(listed["entries"][0]["appended_by"], "solo", "{listed}");
 }
