@@ -46,3 +46,7 @@ pub(crate) const MCP_SESSION_HOLDS_MAX: usize = 100;
 /// The lease of the work entry `start_session` registers; the server renews it at a third
 /// of this while it runs, so it lapses within this long after the server ends.
 pub(crate) const MCP_SESSION_TTL_MS: u64 = 60_000;
+/// Requests the MCP listener (`--mcp`) answers at once; past it, 503.
+pub(crate) const MCP_HTTP_REQUESTS_MAX: usize = 64;
+/// Proven agents the MCP listener keeps a connection for (more are served, not kept).
+pub(crate) const MCP_HTTP_AGENTS_MAX: usize = 1_024;

@@ -21,12 +21,16 @@
 //! [`crate::limits::MCP_WAIT_MS_MAX`], woken by the cell's applies rather than polling.
 //! stdout carries only the protocol; logs go to stderr.
 //!
+//! **Over HTTP** ([`http`]), a server's `--mcp ADDR` serves the same tools at `POST /mcp`,
+//! each request proving its agent with a bearer token and `X-Whip-Agent`.
+//!
 //! Must never: believe an identity from a tool argument, decide what the board decides,
 //! or print anything but protocol messages on stdout.
 
 mod answer;
 mod board;
 mod coordination;
+pub(crate) mod http;
 mod mail;
 mod params;
 mod session;
@@ -58,11 +62,23 @@ pub(crate) struct Agent {
     session: tokio::sync::Mutex<Option<session::Registered>>,
 }
 
-/// The MCP server: the tools, acting for one agent.
+/// The MCP server: the tools, acting for one agent (over stdio, the server's own; over
+/// HTTP, each request's, proven before it reaches the tools).
 #[derive(Clone)]
 pub(crate) struct Server {
-    agent: Arc<Agent>,
+    agent: Option<Arc<Agent>>,
     tool_router: ToolRouter<Server>,
+}
+
+impl Agent {
+    fn new(name: String, client: Arc<CellClient>, global: Global) -> Agent {
+        Agent {
+            name,
+            client,
+            global,
+            session: tokio::sync::Mutex::new(None),
+        }
+    }
 }
 
 /// What the server tells a client when it connects.
@@ -73,9 +89,46 @@ const INSTRUCTIONS: &str = "whip fabric: shared state for a team of agents. You 
 impl Server {
     fn new(agent: Arc<Agent>) -> Server {
         Server {
-            agent,
-            tool_router: Server::tool_router(),
+            agent: Some(agent),
+            tool_router: Server::router(),
         }
+    }
+
+    /// The tools, their schemas made once per process.
+    fn router() -> ToolRouter<Server> {
+        static ROUTER: std::sync::OnceLock<ToolRouter<Server>> = std::sync::OnceLock::new();
+        ROUTER.get_or_init(Server::tool_router).clone()
+    }
+
+    /// A server for one HTTP request: its agent comes with the request.
+    fn per_request() -> Server {
+        Server {
+            agent: None,
+            tool_router: Server::router(),
+        }
+    }
+
+    /// The agent a tool acts for (`call_tool` resolves it before any tool runs).
+    fn agent(&self) -> &Arc<Agent> {
+        self.agent
+            .as_ref()
+            .expect("call_tool resolves the agent before a tool runs")
+    }
+
+    /// This server acting for the call's agent: its own, or the one the HTTP listener
+    /// proved for this request.
+    fn for_call(&self, context: &RequestContext<RoleServer>) -> Option<Server> {
+        let agent = match &self.agent {
+            Some(agent) => Arc::clone(agent),
+            None => {
+                let parts = context.extensions.get::<axum::http::request::Parts>()?;
+                Arc::clone(parts.extensions.get::<Arc<Agent>>()?)
+            }
+        };
+        Some(Server {
+            agent: Some(agent),
+            tool_router: self.tool_router.clone(),
+        })
     }
 
     /// A refusal for an argument the tool does not take: `not_authorized` for one that
@@ -96,7 +149,8 @@ impl Server {
                 format!(
                     "{} takes no {foreign:?}: you act as {}, the agent this server proved, \
                      and no argument names another",
-                    request.name, self.agent.name
+                    request.name,
+                    self.agent().name
                 ),
             ));
         }
@@ -138,14 +192,20 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if let Some(refusal) = self.foreign_argument(&request) {
+        let Some(server) = self.for_call(&context) else {
+            return Err(ErrorData::internal_error(
+                "no proven agent for this call",
+                None,
+            ));
+        };
+        if let Some(refusal) = server.foreign_argument(&request) {
             tracing::info!(tool = %request.name, refusal = %refusal.text(), "refused");
             let text = ContentBlock::text(refusal.text());
             return Ok(CallToolResult::error(vec![text]).into());
         }
         tracing::debug!(tool = %request.name, "call");
-        let call = ToolCallContext::new(self, request, context);
-        Ok(coded(self.tool_router.call(call).await?))
+        let call = ToolCallContext::new(&server, request, context);
+        Ok(coded(server.tool_router.call(call).await?))
     }
 }
 
@@ -154,12 +214,12 @@ impl ServerHandler for Server {
 pub(crate) async fn run(global: &Global) -> Result<ExitCode> {
     let session = crate::connect::session(global).await?;
     let session = crate::agent::authenticate(global, session).await?;
-    let agent = Arc::new(Agent {
-        name: crate::agent::agent_name(global),
-        client: Arc::clone(&session.client),
-        global: global.clone(),
-        session: tokio::sync::Mutex::new(None),
-    });
+    let name = crate::agent::agent_name(global);
+    let agent = Arc::new(Agent::new(
+        name,
+        Arc::clone(&session.client),
+        global.clone(),
+    ));
     tracing::info!(agent = %agent.name, "serving MCP on stdio");
     let served = Server::new(Arc::clone(&agent))
         .serve(rmcp::transport::stdio())
