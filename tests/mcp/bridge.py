@@ -3,7 +3,9 @@
 Started with one JSON argument, {"whip": PATH, "cwd": DIR, "env": {...}, "agents":
 {"alice": ["mcp", "--cell", ADDR], ...}}, it starts one `whip mcp` per agent through the
 SDK's stdio client (each with WHIP_AGENT set to its agent and `env` added), opens an MCP
-session on each, and prints {"ready": [...]} once all are up. Then it reads one JSON request
+session on each, and prints {"ready": [...]} once all are up. An agent given as
+{"url": URL, "headers": {...}} is reached over the SDK's Streamable HTTP client instead,
+with those headers on every request. Then it reads one JSON request
 per line on stdin and answers each on stdout, tagged with the request's id; requests run
 concurrently, so a test that sends two before reading sees them race:
 
@@ -23,9 +25,20 @@ from contextlib import AsyncExitStack
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 
 async def open_session(stack, config, agent, args):
+    if isinstance(args, dict):
+        import httpx2
+
+        client = await stack.enter_async_context(httpx2.AsyncClient(headers=args["headers"]))
+        streams = await stack.enter_async_context(
+            streamable_http_client(args["url"], http_client=client)
+        )
+        session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+        await session.initialize()
+        return session
     env = dict(config.get("env", {}))
     env["WHIP_AGENT"] = agent
     params = StdioServerParameters(

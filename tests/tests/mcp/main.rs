@@ -2,7 +2,8 @@
 //! official MCP Python client (PyPI `mcp`, in the venv `scripts/mcp-venv.sh` makes), against
 //! a 3-voter dev cell. Each test registers its agents and team with the `whip` CLI, then
 //! calls tools through `tests/mcp/bridge.py` and checks the answers and what the fabric
-//! holds afterwards (read back with the CLI, as the operator or a member).
+//! holds afterwards (read back with the CLI, as the operator or a member). `t40_http` does
+//! the same over Streamable HTTP on the dev cell's `--mcp` listener.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use whip_tests::whip_binary;
 mod t10_tools;
 mod t20_identity;
 mod t30_waits;
+mod t40_http;
 
 /// How long a test waits for one answer of the bridge (a server start, a tool call).
 const ANSWER_WAIT_MS: u64 = 60_000;
