@@ -364,7 +364,7 @@ async fn board_on(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<
                 idempotency_key: String::new(),
             };
             match wait_ms {
-                Some(wait_ms) => claim_waiting(c, request, wait_ms).await?,
+                Some(wait_ms) => claim_waiting(c, request, wait_ms, true).await?,
                 None => c.board_claim(request).await?,
             }
         }
@@ -404,18 +404,20 @@ async fn board_on(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<
 /// cell's applies. A wake claims again only when the board's counts moved (a claim of an
 /// empty board is itself an apply); a lapsed claim, which no apply announces, is tried at
 /// least every `WAIT_APPLIED_CALL_MS`. Interrupted, it claims nothing: a claim that lands
-/// as the signal arrives is released before the command ends.
-async fn claim_waiting(
+/// as the signal arrives is released before the command ends. `tell`: say on stderr that
+/// it waits (the command line; the MCP server logs through tracing instead).
+pub(crate) async fn claim_waiting(
     c: &CellClient,
     request: pb::BoardClaimRequest,
     wait_ms: u64,
+    tell: bool,
 ) -> Result<pb::BoardResponse> {
     let started = std::time::Instant::now();
     let wait = std::time::Duration::from_millis(wait_ms);
     let subject = Subject::Board(request.team.clone());
     let mut waiter = Waiter::mark(c, subject).await?;
     let mut seen = None;
-    let mut told = false;
+    let mut told = !tell;
     loop {
         let r = c.board_claim(request.clone()).await?;
         if crate::signals::is_stopped() {

@@ -42,6 +42,9 @@ pub(crate) enum CellCommand {
         storage: StorageKind,
         #[command(flatten)]
         http: crate::observe::HttpArgs,
+        /// Serve the MCP tools over Streamable HTTP (`POST /mcp`) on this loopback address.
+        #[arg(long, value_name = "ADDR")]
+        mcp: Option<SocketAddr>,
     },
     /// Add a non-voting learner (ID=ADDR) and wait until it caught up.
     AddLearner {
@@ -78,7 +81,8 @@ pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
             let http = crate::observe::HttpArgs {
                 http: settings.http,
             };
-            serve(config, listen, http).await
+            let mcp = (settings.mcp, settings.advertised(listen));
+            serve(&global, config, listen, (http, mcp)).await
         }
         CellCommand::Init { members } => init(global, members).await,
         CellCommand::Status => status(global).await,
@@ -88,12 +92,14 @@ pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
             data,
             storage,
             http,
+            mcp,
         } => {
             let dev_cell = DevArgs {
                 voters,
                 base_port,
                 data,
                 storage,
+                mcp,
             };
             dev(global, dev_cell, http).await
         }
@@ -188,22 +194,30 @@ async fn stop_signal() {
     crate::signals::stopped().await;
 }
 
+/// `whip cell serve`: one member, with its observation listener (`http`) and its MCP
+/// listener (`mcp`: the address, and this member's advertised address to reach it by).
 async fn serve(
+    global: &Global,
     config: CellConfig,
     listen: SocketAddr,
-    http: crate::observe::HttpArgs,
+    (http, mcp): (crate::observe::HttpArgs, (Option<SocketAddr>, String)),
 ) -> Result<ExitCode> {
     let id = config.id;
     let observation = http.bind().await?;
+    let mcp_listener = crate::mcp::http::bind(mcp.0).await?;
     let rpc = config.rpc_stats.clone();
     let member = start_member(config, listen).await?;
     let observing = observation.serve(std::sync::Arc::new(whip_cell::http::Standalone {
         members: vec![member.cell.clone()],
         rpc,
     }));
+    let mcp_serving = mcp_listener.serve(vec![mcp.1], global);
     eprintln!("cell member {id} serving on {listen}");
     stop_signal().await;
     eprintln!("cell member {id} stopping");
+    if let Some(serving) = mcp_serving {
+        serving.stop().await;
+    }
     if let Some(observing) = observing {
         observing.stop().await;
     }
@@ -320,6 +334,7 @@ struct DevArgs {
     base_port: u16,
     data: PathBuf,
     storage: StorageKind,
+    mcp: Option<SocketAddr>,
 }
 
 async fn dev(global: &Global, args: DevArgs, http: crate::observe::HttpArgs) -> Result<ExitCode> {
@@ -328,11 +343,13 @@ async fn dev(global: &Global, args: DevArgs, http: crate::observe::HttpArgs) -> 
         base_port,
         data,
         storage,
+        mcp,
     } = args;
     if voters == 0 {
         bail!("--voters must be at least 1");
     }
     let observation = http.bind().await?;
+    let mcp_listener = crate::mcp::http::bind(mcp).await?;
     // The voters' servers count their calls together: one process, one set of figures.
     let rpc = whip_cell::metrics::RpcStats::default();
     let addrs: BTreeMap<u64, String> = (1..=voters)
@@ -376,7 +393,11 @@ async fn dev(global: &Global, args: DevArgs, http: crate::observe::HttpArgs) -> 
         members: members.iter().map(|m| m.cell.clone()).collect(),
         rpc,
     }));
+    let mcp_serving = mcp_listener.serve(addrs.values().cloned().collect(), global);
     stop_signal().await;
+    if let Some(serving) = mcp_serving {
+        serving.stop().await;
+    }
     if let Some(observing) = observing {
         observing.stop().await;
     }

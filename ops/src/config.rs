@@ -341,6 +341,11 @@ pub(crate) struct ServeCommon {
     /// shows team, lease and mailbox names to whoever reaches it: keep it private.
     #[arg(long, env = "WHIP_HTTP", value_name = "ADDR")]
     pub(crate) http: Option<SocketAddr>,
+    /// Serve the MCP tools over Streamable HTTP (`POST /mcp`, each request proven by
+    /// `Authorization: Bearer TOKEN` and `X-Whip-Agent: NAME`) on this loopback address.
+    /// Off unless given.
+    #[arg(long, env = "WHIP_MCP", value_name = "ADDR")]
+    pub(crate) mcp: Option<SocketAddr>,
     /// Plaintext (the global `--insecure`, `WHIP_INSECURE`): a file can set it too.
     #[arg(skip)]
     pub(crate) insecure: bool,

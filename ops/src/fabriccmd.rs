@@ -166,6 +166,8 @@ pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> 
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let observation = http.bind().await?;
+    let mcp_listener = crate::mcp::http::bind(common.mcp).await?;
+    let advertised = common.advertised(listen);
     let node = Node::start(config).await?;
     let observing = observation.serve(std::sync::Arc::new(node.clone()));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -178,12 +180,16 @@ pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> 
             tracing::error!(error = %e, "server stopped");
         }
     });
+    let mcp_serving = mcp_listener.serve(vec![advertised], &global);
     eprintln!(
         "node {id} serving on {listen} ({} cells)",
         node.hosted_ids().len()
     );
     crate::signals::stopped().await;
     eprintln!("node {id} stopping");
+    if let Some(serving) = mcp_serving {
+        serving.stop().await;
+    }
     if let Some(observing) = observing {
         observing.stop().await;
     }

@@ -35,3 +35,22 @@ pub(crate) const INIT_NODES_POLL_MS: u64 = 100;
 pub(crate) const RESTORE_LEADERS_WAIT_MS: u64 = 30_000;
 /// The exit status of a server whose log store failed (a write or its sync): `EX_IOERR`.
 pub(crate) const EXIT_LOG_FAILED: i32 = 74;
+/// Longest wait one MCP tool call may ask for (`wait_s` of `board_claim`, `mail_inbox`,
+/// `lease_acquire`), in ms: a client's request timeout is usually shorter.
+pub(crate) const MCP_WAIT_MS_MAX: u64 = 300_000;
+/// Bytes of JSON one MCP tool result carries at most (a page of a listing stops before
+/// it): about 12,000 tokens, well under the 25,000 a client accepts.
+pub(crate) const MCP_RESULT_BYTES_MAX: usize = 48 << 10;
+/// Items one page of an MCP listing holds at most (and its default page size).
+pub(crate) const MCP_PAGE_ITEMS_MAX: u32 = 100;
+/// Messages `start_session` shows of the caller's inbox (the rest through `mail_inbox`).
+pub(crate) const MCP_SESSION_INBOX_ITEMS_MAX: u32 = 20;
+/// Leases and claims `start_session` lists of what the caller holds.
+pub(crate) const MCP_SESSION_HOLDS_MAX: usize = 100;
+/// The lease of the work entry `start_session` registers; the server renews it at a third
+/// of this while it runs, so it lapses within this long after the server ends.
+pub(crate) const MCP_SESSION_TTL_MS: u64 = 60_000;
+/// Requests the MCP listener (`--mcp`) answers at once; past it, 503.
+pub(crate) const MCP_HTTP_REQUESTS_MAX: usize = 64;
+/// Proven agents the MCP listener keeps a connection for (more are served, not kept).
+pub(crate) const MCP_HTTP_AGENTS_MAX: usize = 1_024;

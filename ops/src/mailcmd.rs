@@ -252,6 +252,18 @@ async fn reply(
     text: String,
     payload: Option<String>,
 ) -> Result<ExitCode> {
+    let request = reply_request(c, id, text, payload).await?;
+    Ok(sent(global, &c.mail_send(request).await?))
+}
+
+/// The reply to message `id` (read from its mailbox): to its `reply_to`, else its sender,
+/// in its thread.
+pub(crate) async fn reply_request(
+    c: &CellClient,
+    id: String,
+    text: String,
+    payload: Option<String>,
+) -> Result<pb::MailSendRequest> {
     let (address, seq) = whip_board::mail::parse_id(&id).map_err(anyhow::Error::msg)?;
     let found = inbox(c, address.code(), seq - 1, 1, false).await?;
     let Some(original) = found.into_iter().find(|m| m.seq == seq) else {
@@ -270,7 +282,7 @@ async fn reply(
         .reply_to
         .clone()
         .unwrap_or_else(|| format!("agent:{}", original.from));
-    let request = pb::MailSendRequest {
+    Ok(pb::MailSendRequest {
         to,
         r#type: pb::MailType::Reply.into(),
         text,
@@ -279,8 +291,7 @@ async fn reply(
         thread: original.thread,
         idempotency_key: String::new(),
         reply_to: None,
-    };
-    Ok(sent(global, &c.mail_send(request).await?))
+    })
 }
 
 async fn grant(
@@ -350,7 +361,7 @@ fn print(global: &Global, value: Value, text: String) {
     }
 }
 
-fn type_name(number: i32) -> &'static str {
+pub(crate) fn type_name(number: i32) -> &'static str {
     whip_cell::mail_wire::mail_type(number).map_or("unknown", |kind| kind.code())
 }
 

@@ -6,6 +6,8 @@
 //! variables > `whip.toml` > defaults: [`config`]) and shell completions. Exit codes: 0 ok,
 //! 1 failure, 2 usage. Human output has one shape ([`output`]): listings are aligned tables
 //! with a header row, times are RFC 3339 in UTC, progress goes to stderr ([`progress`]).
+//! `whip mcp` serves the same primitives to an agent's MCP client over stdio ([`mcp`]): it
+//! acts as the CLI's agent, proven by its token, and no tool argument names who acts.
 //!
 //! Must never: implement coordination semantics (that is `whip-board`) or Raft (that is
 //! `whip-cell`); it only parses, connects and prints.
@@ -25,6 +27,7 @@ mod kvtxn;
 mod limits;
 mod logging;
 mod mailcmd;
+mod mcp;
 mod observe;
 mod operate;
 mod output;
@@ -138,6 +141,9 @@ enum Command {
     /// `list NAME` (any ledger, also one named `audit`), `audit` (the registry's
     /// control-plane actions, as `whip work audit`).
     Ledger(run::LedgerArgs),
+    /// Serve the fabric's tools to an agent's MCP client over stdio, acting as `--agent`
+    /// (its token in the credentials file) against `--cell` or the embedded store.
+    Mcp,
     /// Measure throughput and latency against a cell.
     Bench(bench::BenchArgs),
     /// Work items of the builtin tracker: `new|list|show|ready|claim|renew|release|assign|finish`.
@@ -301,6 +307,7 @@ fn serves_until_stopped(command: &Command) -> bool {
         Command::Cell(cellcmd::CellCommand::Serve(_) | cellcmd::CellCommand::Dev { .. })
             | Command::Node(fabriccmd::NodeCommand::Serve(_))
             | Command::Executor(_)
+            | Command::Mcp
     )
 }
 
@@ -333,6 +340,7 @@ async fn dispatch(global: &Global, command: Command) -> anyhow::Result<ExitCode>
         Command::Work(cmd) => workcmd::work(global, cmd).await,
         Command::Engine(cmd) => run::run(global, cmd).await,
         Command::Issue(cmd) => issue::run(global, cmd).await,
+        Command::Mcp => mcp::run(global).await,
         Command::Bench(args) => bench::run(global, args).await,
         Command::Executor(args) => executorcmd::serve(global, args).await,
         Command::Check(_)

@@ -500,7 +500,7 @@ async fn lease_on(global: &Global, c: &CellClient, cmd: LeaseCommand) -> Result<
 /// Acquire, and with `--wait` block until the slot is held or the wait ran out (then the
 /// cell answers `contended`): the caller keeps its place in the cell's FIFO queue by asking
 /// again as the same holder.
-async fn acquire_waiting(
+pub(crate) async fn acquire_waiting(
     global: &Global,
     c: &CellClient,
     req: pb::LeaseAcquireRequest,

@@ -122,11 +122,11 @@ async fn member_session(global: &Global) -> Result<crate::connect::Session> {
     crate::agent::authenticate(global, session(global).await?).await
 }
 
-fn key(kind: &str, team: &str, rest: &str) -> Vec<u8> {
+pub(crate) fn key(kind: &str, team: &str, rest: &str) -> Vec<u8> {
     format!("{kind}/{{{team}}}/{rest}").into_bytes()
 }
 
-async fn read(c: &CellClient, key: Vec<u8>) -> Result<Option<(Vec<u8>, u64)>> {
+pub(crate) async fn read(c: &CellClient, key: Vec<u8>) -> Result<Option<(Vec<u8>, u64)>> {
     let r = c
         .kv_get(pb::KvGetRequest {
             key,
@@ -136,7 +136,7 @@ async fn read(c: &CellClient, key: Vec<u8>) -> Result<Option<(Vec<u8>, u64)>> {
     Ok(r.found.then_some((r.value, r.version)))
 }
 
-async fn cas(
+pub(crate) async fn cas(
     c: &CellClient,
     key: Vec<u8>,
     value: Vec<u8>,

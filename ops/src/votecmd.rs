@@ -245,12 +245,12 @@ fn answer(global: &Global, r: &pb::VoteResponse) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn view(p: pb::VoteProposal) -> Result<ProposalView> {
+pub(crate) fn view(p: pb::VoteProposal) -> Result<ProposalView> {
     vote_wire::proposal_view(p).map_err(|e| anyhow!(e))
 }
 
 /// A proposal as `show` and `list` print it.
-fn proposal_json(p: &ProposalView) -> Value {
+pub(crate) fn proposal_json(p: &ProposalView) -> Value {
     let result = p.result.as_ref();
     let name = |i: u16| p.rules.options.get(usize::from(i)).cloned();
     json!({

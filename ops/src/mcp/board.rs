@@ -1,0 +1,149 @@
+//! The board tools: post, claim (waiting woken by the board cell's applies), complete,
+//! fail, release, extend. The worker of a claim is the proven agent.
+
+use serde_json::{Value, json};
+use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
+
+use super::Agent;
+use super::answer::{Answer, Refusal, seconds_ms, wait_ms};
+use super::params::{BoardClaim, BoardComplete, BoardExtend, BoardFail, BoardPost, BoardRelease};
+use crate::primitives::code_name;
+
+/// A board answer, or its refusal.
+fn accepted(r: pb::BoardResponse) -> Result<pb::BoardResponse, Refusal> {
+    match r.code == Code::BoardRefused as i32 {
+        true => Err(Refusal::answered(&r.refusal, &r.message)),
+        false => Ok(r),
+    }
+}
+
+fn body_json(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into()))
+}
+
+/// A write to a claimed task: its outcome, the task, and what the outcome adds.
+fn changed(r: &pb::BoardResponse, task_id: &str) -> Value {
+    let mut value = json!({"outcome": code_name(r.code), "task_id": task_id});
+    if r.deadline_ms > 0 {
+        value["deadline_ms"] = json!(r.deadline_ms);
+    }
+    if r.delivery_count > 0 {
+        value["delivery_count"] = json!(r.delivery_count);
+    }
+    value
+}
+
+fn task_request(team: String, task_id: String, fence: u64) -> pb::BoardTaskRequest {
+    pb::BoardTaskRequest {
+        team,
+        task_id,
+        fence,
+        ..Default::default()
+    }
+}
+
+impl Agent {
+    pub(super) async fn board_post(&self, p: BoardPost) -> Answer {
+        let request = pb::BoardPostRequest {
+            team: p.team,
+            body: Value::Object(p.task).to_string().into_bytes(),
+            ..Default::default()
+        };
+        let r = accepted(self.client.board_post(request).await?)?;
+        Ok(json!({"outcome": code_name(r.code), "task_id": r.task_id, "tier": r.tier}))
+    }
+
+    pub(super) async fn board_claim(&self, p: BoardClaim) -> Answer {
+        let request = pb::BoardClaimRequest {
+            team: p.team,
+            worker: self.name.clone(),
+            ..Default::default()
+        };
+        let r = match wait_ms(p.wait_s)? {
+            Some(ms) => crate::boardcmd::claim_waiting(&self.client, request, ms, false).await?,
+            None => self.client.board_claim(request).await?,
+        };
+        let r = accepted(r)?;
+        let Some(task) = r.task.filter(|_| r.code == Code::TaskClaimed as i32) else {
+            return Ok(json!({"outcome": code_name(r.code), "task": null, "fence": 0}));
+        };
+        let task = json!({"id": task.id, "body": body_json(&task.body),
+            "delivery_count": task.delivery_count, "tier": task.tier});
+        Ok(json!({"outcome": "claimed", "task": task, "fence": r.fence,
+            "deadline_ms": r.deadline_ms}))
+    }
+
+    pub(super) async fn board_complete(&self, p: BoardComplete) -> Answer {
+        let result = p.result.unwrap_or(Value::Null);
+        let request = pb::BoardTaskRequest {
+            result: result.to_string().into_bytes(),
+            ..task_request(p.team, p.task_id.clone(), p.fence)
+        };
+        let r = accepted(self.client.board_complete(request).await?)?;
+        Ok(changed(&r, &p.task_id))
+    }
+
+    pub(super) async fn board_fail(&self, p: BoardFail) -> Answer {
+        let request = pb::BoardTaskRequest {
+            error: p.error,
+            ..task_request(p.team, p.task_id.clone(), p.fence)
+        };
+        let r = accepted(self.client.board_fail(request).await?)?;
+        let mut value = changed(&r, &p.task_id);
+        // A failed task goes back to ready (another delivery) or to the dead letters.
+        value["outcome"] = match Code::try_from(r.code) {
+            Ok(Code::TaskDeadLettered) => json!("dead_lettered"),
+            _ => json!("failed"),
+        };
+        Ok(value)
+    }
+
+    pub(super) async fn board_release(&self, p: BoardRelease) -> Answer {
+        let request = task_request(p.team, p.task_id.clone(), p.fence);
+        let r = accepted(self.client.board_release(request).await?)?;
+        Ok(changed(&r, &p.task_id))
+    }
+
+    pub(super) async fn board_extend(&self, p: BoardExtend) -> Answer {
+        let request = pb::BoardTaskRequest {
+            extend_ms: seconds_ms("by_s", p.by_s)?,
+            ..task_request(p.team, p.task_id.clone(), p.fence)
+        };
+        let r = accepted(self.client.board_extend(request).await?)?;
+        Ok(changed(&r, &p.task_id))
+    }
+
+    /// The team's board counts.
+    pub(super) async fn board_stats(&self, team: &str) -> Answer {
+        let request = pb::BoardStatsRequest {
+            team: team.to_string(),
+        };
+        let s = self.client.board_stats(request).await?;
+        Ok(
+            json!({"team": team, "ready": s.ready, "claimed": s.claimed, "done": s.done,
+            "dead": s.dead, "tier": s.tier, "cell_ready": s.cell_ready}),
+        )
+    }
+
+    /// The caller's live claims on the team's board, at most `max`.
+    pub(super) async fn claims(&self, team: &str, max: usize) -> Result<Vec<Value>, Refusal> {
+        let request = pb::BoardListRequest {
+            team: team.to_string(),
+            state: "claimed".into(),
+            limit: 0,
+        };
+        let tasks = self.client.board_list(request).await?.tasks;
+        let mine = tasks
+            .into_iter()
+            .filter(|t| t.worker.as_deref() == Some(self.name.as_str()));
+        Ok(mine
+            .take(max)
+            .map(|t| {
+                json!({"kind": "claim", "team": team, "task_id": t.id, "fence": t.fence,
+                    "deadline_ms": t.deadline_ms})
+            })
+            .collect())
+    }
+}
