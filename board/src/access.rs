@@ -505,6 +505,16 @@ pub fn admit_routes(caller: &Caller) -> Result<(), AccessRefusal> {
     }
 }
 
+/// Whether `caller` may follow a cell's applies (a `Watch` stream, a `WaitApplied` wait):
+/// any proven caller, since a wait learns an apply index and a watch's events are filtered
+/// by [`admit_query`] like any read; an anonymous caller follows nothing.
+pub fn admit_follow(caller: &Caller) -> Result<(), AccessRefusal> {
+    match caller {
+        Caller::Anonymous => Err(AccessRefusal::Anonymous),
+        _ => Ok(()),
+    }
+}
+
 /// Whether a client `caller` may run `query`. An anonymous caller reads nothing; reads of
 /// single reserved keys are refused; a range read is allowed and its reserved rows are
 /// left out ([`is_reserved`]).
@@ -527,6 +537,17 @@ pub fn admit_query(caller: &Caller, query: &Query) -> Result<(), AccessRefusal> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_proven_caller_follows_applies() {
+        assert_eq!(
+            admit_follow(&Caller::Anonymous),
+            Err(AccessRefusal::Anonymous)
+        );
+        for caller in [Caller::Operator, Caller::Server, Caller::Agent("a".into())] {
+            assert_eq!(admit_follow(&caller), Ok(()), "{caller:?}");
+        }
+    }
 
     /// Every proven caller may read the routes; an anonymous one learns nothing.
     #[test]

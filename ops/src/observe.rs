@@ -23,7 +23,7 @@ pub(crate) struct HttpArgs {
 /// fails the command at once).
 pub(crate) struct Bound(Option<(SocketAddr, tokio::net::TcpListener)>);
 
-/// A running observation listener.
+/// A running HTTP listener (observation, or MCP's).
 pub(crate) struct Serving {
     task: tokio::task::JoinHandle<()>,
     stop: tokio::sync::oneshot::Sender<()>,
@@ -46,21 +46,33 @@ impl Bound {
     /// Serve `observed` on the bound listener, if any; prints where.
     pub(crate) fn serve(self, observed: Arc<dyn Observed>) -> Option<Serving> {
         let (addr, listener) = self.0?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let shutdown = async {
-                let _ = stopped.await;
-            };
+        let serving = Serving::spawn(|shutdown| async move {
             if let Err(e) = whip_cell::http::serve(listener, observed, shutdown).await {
                 tracing::error!(error = %e, "observation listener stopped");
             }
         });
         eprintln!("metrics, health and dashboard on http://{addr}/");
-        Some(Serving { task, stop })
+        Some(serving)
     }
 }
 
+/// What a listener's task is given: it resolves when [`Serving::stop`] is called.
+pub(crate) type Shutdown = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 impl Serving {
+    /// Run `serve` on its own task until [`Serving::stop`] resolves its [`Shutdown`].
+    pub(crate) fn spawn<Fut>(serve: impl FnOnce(Shutdown) -> Fut) -> Serving
+    where
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let shutdown: Shutdown = Box::pin(async {
+            let _ = stopped.await;
+        });
+        let task = tokio::spawn(serve(shutdown));
+        Serving { task, stop }
+    }
+
     /// Stop serving, giving open requests a moment.
     pub(crate) async fn stop(self) {
         let _ = self.stop.send(());

@@ -636,11 +636,8 @@ impl cell_server::Cell for CellApi {
 
     async fn watch(&self, req: GrpcRequest<pb::WatchRequest>) -> GrpcResult<Self::WatchStream> {
         let caller = self.caller_of(&req).await?;
-        if caller == Caller::Anonymous {
-            return Err(Status::unauthenticated(
-                whip_board::access::AccessRefusal::Anonymous.to_string(),
-            ));
-        }
+        whip_board::access::admit_follow(&caller)
+            .map_err(|refusal| Status::unauthenticated(refusal.to_string()))?;
         let slot = (self.streams).take(streams::stream_caller(caller.agent(), &req))?;
         let req = req.into_inner();
         let member = (self.dispatch)

@@ -10,7 +10,6 @@
 use std::time::Duration;
 
 use tonic::{Response, Status};
-use whip_board::access::Caller;
 use whip_board::route;
 use whip_proto::v1 as pb;
 
@@ -43,11 +42,8 @@ impl CellApi {
         req: GrpcRequest<pb::WaitAppliedRequest>,
     ) -> GrpcResult<pb::WaitAppliedResponse> {
         let caller = self.caller_of(&req).await?;
-        if caller == Caller::Anonymous {
-            return Err(Status::unauthenticated(
-                whip_board::access::AccessRefusal::Anonymous.to_string(),
-            ));
-        }
+        whip_board::access::admit_follow(&caller)
+            .map_err(|refusal| Status::unauthenticated(refusal.to_string()))?;
         let _slot = (self.streams).take(streams::stream_caller(caller.agent(), &req))?;
         let req = req.into_inner();
         let point = subject_point(req.subject)?;

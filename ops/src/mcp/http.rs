@@ -15,7 +15,6 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use axum::extract::{Request, State};
@@ -30,6 +29,7 @@ use whip_proto::v1 as pb;
 use super::{Agent, Server};
 use crate::Global;
 use crate::limits::{MCP_HTTP_AGENTS_MAX, MCP_HTTP_REQUESTS_MAX};
+use crate::observe::Serving;
 
 /// The header naming the agent whose token the bearer is (as the gRPC metadata).
 pub(crate) const AGENT_HEADER: &str = "x-whip-agent";
@@ -52,12 +52,6 @@ pub(crate) async fn bind(addr: Option<SocketAddr>) -> Result<Bound> {
         .await
         .with_context(|| format!("cannot listen on {addr} (--mcp)"))?;
     Ok(Bound(Some((listener.local_addr()?, listener))))
-}
-
-/// A running MCP listener.
-pub(crate) struct Serving {
-    task: tokio::task::JoinHandle<()>,
-    stop: tokio::sync::oneshot::Sender<()>,
 }
 
 /// What every request shares: how to reach the cell, and the agents proven lately.
@@ -92,32 +86,14 @@ impl Bound {
         let router = axum::Router::new()
             .route_service("/mcp", service)
             .layer(axum::middleware::from_fn_with_state(shared, authenticate));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let shutdown = async {
-                let _ = stopped.await;
-            };
+        let serving = Serving::spawn(|shutdown| async move {
             let served = axum::serve(listener, router).with_graceful_shutdown(shutdown);
             if let Err(e) = served.await {
                 tracing::error!(error = %e, "MCP listener stopped");
             }
         });
         eprintln!("MCP (streamable HTTP) on http://{addr}/mcp");
-        Some(Serving { task, stop })
-    }
-}
-
-impl Serving {
-    /// Stop serving, giving open requests a moment.
-    pub(crate) async fn stop(self) {
-        let _ = self.stop.send(());
-        let mut task = self.task;
-        if tokio::time::timeout(Duration::from_secs(1), &mut task)
-            .await
-            .is_err()
-        {
-            task.abort();
-        }
+        Some(serving)
     }
 }
 
