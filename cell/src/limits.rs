@@ -28,6 +28,11 @@ pub const CONNECTIONS_PER_ADDRESS_MIN: usize = 16;
 pub const CONNECT_TIMEOUT_MS: u64 = 1_000;
 /// Pause between retries to an unreachable peer.
 pub const PEER_BACKOFF_MS: u64 = 200;
+/// A node pings each peer connection this often, even when idle...
+pub const PEER_KEEPALIVE_INTERVAL_MS: u64 = 1_000;
+/// ...and drops it (the next call dials again) when a ping is not answered within this
+/// long: a connection the peer stopped reading must not carry Raft for tens of seconds.
+pub const PEER_KEEPALIVE_TIMEOUT_MS: u64 = 2_000;
 /// Raft heartbeat (also openraft's AppendEntries timeout: TRAPS.md 3).
 pub const HEARTBEAT_MS: u64 = 100;
 /// Raft election timeout: a follower campaigns after a random time in `[min, 2 × min)`.
@@ -123,6 +128,11 @@ pub const KEEPALIVE_INTERVAL_MS: u64 = 10_000;
 pub const KEEPALIVE_TIMEOUT_MS: u64 = 20_000;
 /// Concurrent calls (HTTP/2 streams) on one connection.
 pub const STREAMS_PER_CONNECTION_MAX: u32 = 1_024;
+/// Streams a peer may open and reset before the server accepts them, on one connection,
+/// before the server closes it (h2's rapid-reset guard; its default of 20 is reached by a
+/// peer's own timed-out Raft calls when this server is short of CPU, and closing the
+/// connection then cuts Raft between the two for as long as the peer takes to notice).
+pub const PENDING_RESET_STREAMS_MAX: usize = 256;
 /// A Raft message whose term is further than this ahead of the receiver's term is refused
 /// before the core (a partitioned voter campaigning every election timeout needs days to get
 /// here; openraft 0.9.25 panics on `u64::MAX`).

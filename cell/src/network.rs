@@ -53,7 +53,7 @@ impl Peers {
         let mut channels = self.channels.lock().expect("peer map lock");
         channels
             .entry(addr.to_string())
-            .or_insert_with(|| endpoint_with(addr, &self.transport).connect_lazy())
+            .or_insert_with(|| peer_endpoint(addr, &self.transport).connect_lazy())
             .clone()
     }
 
@@ -72,6 +72,19 @@ impl Peers {
             .max_decoding_message_size(limits::MESSAGE_BYTES_MAX)
             .max_encoding_message_size(limits::MESSAGE_BYTES_MAX)
     }
+}
+
+/// A peer channel's endpoint: a client's, pinging often ([`limits::PEER_KEEPALIVE_INTERVAL_MS`])
+/// so that a connection the peer stopped answering is dropped and dialled again within
+/// seconds instead of carrying timed-out Raft calls until the OS notices.
+fn peer_endpoint(addr: &str, transport: &Transport) -> Dial {
+    let mut dial = endpoint_with(addr, transport);
+    dial.endpoint = dial
+        .endpoint
+        .http2_keep_alive_interval(Duration::from_millis(limits::PEER_KEEPALIVE_INTERVAL_MS))
+        .keep_alive_timeout(Duration::from_millis(limits::PEER_KEEPALIVE_TIMEOUT_MS))
+        .keep_alive_while_idle(true);
+    dial
 }
 
 /// The endpoint settings every client channel uses, over this process's default transport

@@ -189,6 +189,7 @@ pub fn services(dispatch: Arc<dyn Dispatch>, cells: Arc<dyn Cells>) -> Services 
             limits::KEEPALIVE_INTERVAL_MS,
         )))
         .max_concurrent_streams(Some(limits::STREAMS_PER_CONNECTION_MAX))
+        .http2_max_pending_accept_reset_streams(Some(limits::PENDING_RESET_STREAMS_MAX))
         .concurrency_limit_per_connection(limits::STREAMS_PER_CONNECTION_MAX as usize);
     builder
         .layer(crate::tls::GateLayer::new(cells.rpc_stats()))
@@ -1070,7 +1071,7 @@ impl cell_server::Cell for CellApi {
         }
         let generated = req.token.is_empty();
         if generated {
-            req.token = crate::identity::new_token();
+            req.token = crate::identity::agent_token(&req.agent);
         }
         crate::identity::check_token(&req.token)?;
         if let Some(parent) = &enrolled_by {
