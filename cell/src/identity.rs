@@ -31,7 +31,8 @@ pub const TOKEN_HEADER: &str = "x-whip-token";
 /// (`whip_board::access::acting_for`): the operator or a node for any agent, an agent only
 /// for itself.
 pub const ACT_FOR_HEADER: &str = "x-whip-act-for";
-/// Shortest token a client may bring (the CLI and the server make 64 hex digits).
+/// Shortest token a client may bring (the CLI and the server make 64 hex digits, after the
+/// agent's name for tokens that name it: [`agent_token`]).
 pub const TOKEN_BYTES_MIN: usize = 32;
 /// Longest token.
 pub const TOKEN_BYTES_MAX: usize = 256;
@@ -52,6 +53,41 @@ pub fn new_token() -> String {
     use rand::RngCore;
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The mark that opens a token naming its agent ([`agent_token`]).
+const NAMED_TOKEN_MARK: &str = "w1.";
+
+/// A fresh token for `agent` that names it: `w1.` + the name's bytes in hex + `.` + a
+/// [`new_token`]. A bearer with no other header (MCP over HTTP, `WHIP_TOKEN`) then says
+/// whose record to check. The name is a lookup hint, never a proof: the whole token is
+/// checked against that agent's stored hash like any other. A name too long to fit
+/// [`TOKEN_BYTES_MAX`] gets a plain token.
+pub fn agent_token(agent: &str) -> String {
+    let secret = new_token();
+    let named = format!("{NAMED_TOKEN_MARK}{}.{secret}", hex_of(agent.as_bytes()));
+    match named.len() <= TOKEN_BYTES_MAX {
+        true => named,
+        false => secret,
+    }
+}
+
+/// The agent a token from [`agent_token`] names (`None`: a plain token).
+pub fn token_agent(token: &str) -> Option<String> {
+    let rest = token.strip_prefix(NAMED_TOKEN_MARK)?;
+    let (name_hex, secret) = rest.split_once('.')?;
+    if secret.is_empty() || name_hex.is_empty() || name_hex.len() % 2 != 0 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..name_hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(name_hex.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+fn hex_of(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -297,5 +333,42 @@ impl Verifier {
                  registers the CLI's agent)"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_token_names_its_agent_and_passes_the_token_rules() {
+        for agent in ["worker-1", "ünïcode agent", "a.b.c"] {
+            let token = agent_token(agent);
+            assert_eq!(token_agent(&token).as_deref(), Some(agent), "{token}");
+            check_token(&token).expect("a named token is a valid token");
+            assert_ne!(agent_token(agent), token, "every token is fresh");
+        }
+    }
+
+    #[test]
+    fn a_plain_or_malformed_token_names_no_one() {
+        assert_eq!(token_agent(&new_token()), None);
+        for bad in [
+            "w1.",
+            "w1.zz.secret",
+            "w1.616.secret",
+            "w1.6162.",
+            "w1.ff.secret",
+        ] {
+            assert_eq!(token_agent(bad), None, "{bad}");
+        }
+        let long = "n".repeat(200);
+        let token = agent_token(&long);
+        assert_eq!(
+            token_agent(&token),
+            None,
+            "too long a name gets a plain token"
+        );
+        check_token(&token).expect("still a valid token");
     }
 }

@@ -2,25 +2,59 @@
 //! token, kept in a credentials file (`WHIP_CREDENTIALS`, default `credentials.json` in the
 //! whip config: `WHIP_CONFIG_DIR`, else `~/.config/whip`; mode 0600). The first use of a
 //! name creates its token and registers the agent; every call acting for it then proves it
-//! with the token.
+//! with the token. `WHIP_TOKEN` gives the token instead (it is never written to the file);
+//! tokens the CLI and the servers make name their agent (`w1.<hex name>.<secret>`), so
+//! `WHIP_TOKEN` alone also says who the CLI is.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow};
-use rand::RngCore;
 use whip_cell::{CellClient, CellError};
 use whip_proto::v1 as pb;
 
 use crate::Global;
 use crate::connect::Session;
 
-/// The agent name the CLI acts as.
+/// The environment variable carrying the CLI's own token, instead of the credentials file.
+const TOKEN_ENV: &str = "WHIP_TOKEN";
+
+/// `WHIP_TOKEN`, when set and not empty.
+fn env_token() -> Option<String> {
+    std::env::var(TOKEN_ENV)
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+}
+
+/// The agent name the CLI acts as: `--agent` (`WHIP_AGENT`), else the agent a `WHIP_TOKEN`
+/// names, else `cli-$USER`.
 pub(crate) fn agent_name(global: &Global) -> String {
-    global.agent.clone().unwrap_or_else(|| {
-        let user = std::env::var("USER").unwrap_or_else(|_| "operator".into());
-        format!("cli-{user}")
-    })
+    if let Some(agent) = &global.agent {
+        return agent.clone();
+    }
+    if let Some(agent) = env_token()
+        .as_deref()
+        .and_then(whip_cell::identity::token_agent)
+    {
+        return agent;
+    }
+    let user = std::env::var("USER").unwrap_or_else(|_| "operator".into());
+    format!("cli-{user}")
+}
+
+/// The CLI's own token for `agent`: `WHIP_TOKEN` when set (never written anywhere), else
+/// the credentials file's, made on first use. A `WHIP_TOKEN` naming another agent than
+/// `agent` is refused rather than sent.
+fn own_token(agent: &str) -> Result<String> {
+    let Some(token) = env_token() else {
+        return token_for(agent);
+    };
+    match whip_cell::identity::token_agent(&token) {
+        Some(named) if named != agent => Err(anyhow!(
+            "{TOKEN_ENV} is agent {named:?}'s token, but the CLI acts as {agent:?} (--agent)"
+        )),
+        _ => Ok(token),
+    }
 }
 
 /// The credentials file: `WHIP_CREDENTIALS`, else beside the CA and operator credential in
@@ -57,9 +91,7 @@ fn token_for(agent: &str) -> Result<String> {
     if let Some(token) = tokens.get(agent) {
         return Ok(token.clone());
     }
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = whip_cell::identity::agent_token(agent);
     tokens.insert(agent.to_string(), token.clone());
     save(&tokens)?;
     Ok(token)
@@ -68,7 +100,7 @@ fn token_for(agent: &str) -> Result<String> {
 /// Make `session` act for the CLI's agent: register it (idempotent) and attach its token.
 pub(crate) async fn authenticate(global: &Global, session: Session) -> Result<Session> {
     let agent = agent_name(global);
-    let token = token_for(&agent)?;
+    let token = own_token(&agent)?;
     let register = pb::AgentRegisterRequest {
         agent: agent.clone(),
         token: token.clone(),
@@ -82,7 +114,10 @@ pub(crate) async fn authenticate(global: &Global, session: Session) -> Result<Se
         Err(CellError::Unavailable(m)) if m.contains("is taken") => {
             return Err(anyhow!(
                 "agent {agent:?} is registered with another token than the one in {}",
-                credentials_path().display()
+                match env_token() {
+                    Some(_) => TOKEN_ENV.to_string(),
+                    None => credentials_path().display().to_string(),
+                }
             ));
         }
         Err(e) => return Err(e.into()),

@@ -2,8 +2,9 @@
 //! same tools over MCP's Streamable HTTP (rmcp's server, stateless, JSON answers) at
 //! `POST /mcp`.
 //!
-//! Each request proves its agent the way a gRPC call does: `Authorization: Bearer TOKEN`
-//! with the agent's name in `X-Whip-Agent` (a token alone names no record). The pair is
+//! Each request proves its agent the way a gRPC call does: `Authorization: Bearer TOKEN`,
+//! the agent being the one the token names (`whip_cell::identity::agent_token`), or the
+//! one `X-Whip-Agent` names for a plain token (made before tokens named agents). The pair is
 //! checked by the cell with one read only that agent may make (its own inbox) before the
 //! request reaches the tools; without both headers, or with a pair the cell refuses, the
 //! answer is 401. The tools then act through a client carrying that agent's token, so the
@@ -108,7 +109,9 @@ fn refuse(status: StatusCode, text: &str) -> Response {
     response
 }
 
-/// The agent and token a request brings: `X-Whip-Agent` and `Authorization: Bearer`.
+/// The agent and token a request brings: `Authorization: Bearer TOKEN`, the agent being the
+/// one the token names (tokens the servers and the CLI make do), or `X-Whip-Agent` for a
+/// plain token. A header naming another agent than the token does is no credential.
 fn credentials(headers: &HeaderMap) -> Option<(String, String)> {
     let text = |name| {
         headers
@@ -118,8 +121,13 @@ fn credentials(headers: &HeaderMap) -> Option<(String, String)> {
     let token = text(header::AUTHORIZATION.as_str())?
         .strip_prefix("Bearer ")?
         .trim();
-    let agent = text(AGENT_HEADER)?.trim();
-    (!token.is_empty() && !agent.is_empty()).then(|| (agent.to_string(), token.to_string()))
+    let named = whip_cell::identity::token_agent(token);
+    let agent = match (text(AGENT_HEADER).map(str::trim), named) {
+        (Some(header), Some(named)) if header != named => return None,
+        (Some(header), _) => header.to_string(),
+        (None, named) => named?,
+    };
+    (!token.is_empty() && !agent.is_empty()).then(|| (agent, token.to_string()))
 }
 
 /// Admit a request: a POST within the request bound whose agent the cell proves; the
@@ -145,7 +153,8 @@ async fn authenticate(
     let Some((name, token)) = credentials(request.headers()) else {
         return refuse(
             StatusCode::UNAUTHORIZED,
-            "not_authenticated: send Authorization: Bearer TOKEN and X-Whip-Agent: NAME",
+            "not_authenticated: send Authorization: Bearer TOKEN (and X-Whip-Agent: NAME when \
+             the token does not name its agent)",
         );
     };
     match shared.agent(name, token).await {

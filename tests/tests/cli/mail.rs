@@ -125,3 +125,50 @@ fn supervisor_directs_its_team(cli: &Cli) {
         "members read it: {inbox}"
     );
 }
+
+/// `WHIP_TOKEN` alone makes the CLI act as the agent the token names, without writing it
+/// anywhere; a token whose name hint was changed, or one that disagrees with `--agent`, is
+/// refused and sends nothing.
+#[test]
+fn whip_token_alone_proves_the_agent_it_names() {
+    let cli = Cli::start();
+    ok(&cli.run(&["agent", "register", "--agent", "eve"]));
+    ok(&cli.run(&["agent", "register", "--agent", "bob"]));
+    let creds: Value =
+        serde_json::from_slice(&std::fs::read(cli.0.dir.join("credentials.json")).unwrap())
+            .unwrap();
+    let token = creds["eve"].as_str().expect("eve's token").to_string();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let unused = elsewhere.path().join("credentials.json");
+    let as_token = |token: &str, extra: &[&str]| {
+        let args = ["mail", "send", "bob", "--type", "inform", "--text", "hi"];
+        std::process::Command::new(whip_tests::whip_binary())
+            .current_dir(elsewhere.path())
+            .env("WHIP_CREDENTIALS", &unused)
+            .env("WHIP_TOKEN", token)
+            .args([&args[..], extra, &["--cell", cli.0.cell.as_str(), "--json"]].concat())
+            .output()
+            .expect("run whip")
+    };
+    let sent = ok(&as_token(&token, &[]));
+    assert!(sent.contains(r#""outcome":"delivered""#), "{sent}");
+    assert!(
+        !unused.exists(),
+        "WHIP_TOKEN is never written to a credentials file"
+    );
+
+    let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+    let renamed = token.replace(&hex("eve"), &hex("bob"));
+    assert_ne!(renamed, token);
+    let forged = as_token(&renamed, &[]);
+    assert_eq!(forged.status.code(), Some(1), "{forged:?}");
+    let mismatch = as_token(&token, &["--agent", "bob"]);
+    assert_eq!(mismatch.status.code(), Some(1), "{mismatch:?}");
+    assert!(String::from_utf8_lossy(&mismatch.stderr).contains("WHIP_TOKEN"));
+
+    let inbox = ok(&cli.run(&["mail", "inbox", "--agent", "bob", "--json"]));
+    let inbox: Value = serde_json::from_str(inbox.trim()).expect("json");
+    let rows = inbox.as_array().expect("an array");
+    assert_eq!(rows.len(), 1, "only the proven send arrived: {inbox}");
+    assert_eq!(rows[0]["from"], "eve", "{inbox}");
+}

@@ -1,6 +1,6 @@
 //! MCP over Streamable HTTP on a server (`whip cell dev --mcp ADDR`): every request proves
-//! its agent with `Authorization: Bearer TOKEN` and `X-Whip-Agent: NAME`, or is answered
-//! 401; a browser page from another origin is refused; the official Python client's HTTP
+//! its agent with `Authorization: Bearer TOKEN` alone (the token names its agent), or is
+//! answered 401; a browser page from another origin is refused; the official Python client's HTTP
 //! transport reaches the same tools, acting for the proven agent, with the same refusals.
 //! Raw requests are written by hand on a TCP socket (the attacker's client).
 
@@ -70,27 +70,46 @@ fn every_http_request_proves_its_agent_or_is_answered_401() {
     for agent in ["alice", "bob"] {
         http.fabric.whip(&["agent", "register", "--agent", agent]);
     }
-    let alice = format!("Bearer {}", http.token("alice"));
+    let token = http.token("alice");
+    let alice = format!("Bearer {token}");
+    // A token that names alice but is not hers: the name is a hint, the hash decides.
+    let forged_named = format!(
+        "Bearer w1.{}.{}",
+        hex("alice"),
+        "0123456789abcdef".repeat(4)
+    );
     let forged = format!("Bearer {}", "0123456789abcdef".repeat(4));
-    let cases: [(&[(&str, &str)], u16); 5] = [
+    // Alice's secret under bob's name in the token's own hint.
+    let renamed = format!("Bearer {}", token.replace(&hex("alice"), &hex("bob")));
+    let cases: [(&[(&str, &str)], u16); 8] = [
         (&[], 401),
         (&[("X-Whip-Agent", "alice")], 401),
+        (&[("Authorization", &forged)], 401),
+        (&[("Authorization", &forged_named)], 401),
+        (&[("Authorization", &renamed)], 401),
         (
             &[("Authorization", &forged), ("X-Whip-Agent", "alice")],
             401,
         ),
         // Alice's token does not prove bob.
         (&[("Authorization", &alice), ("X-Whip-Agent", "bob")], 401),
-        (&[("Authorization", &alice), ("X-Whip-Agent", "alice")], 200),
+        // The bearer alone: the token names its agent.
+        (&[("Authorization", &alice)], 200),
     ];
     for (headers, expected) in cases {
         let status = http.status("POST", headers, LIST_TOOLS);
         assert_eq!(status, expected, "{headers:?}");
     }
-    let proven = [("Authorization", alice.as_str()), ("X-Whip-Agent", "alice")];
-    let from_elsewhere = [proven[0], proven[1], ("Origin", "http://attacker.example")];
+    let both = [("Authorization", alice.as_str()), ("X-Whip-Agent", "alice")];
+    assert_eq!(http.status("POST", &both, LIST_TOOLS), 200);
+    let proven = [("Authorization", alice.as_str())];
+    let from_elsewhere = [proven[0], ("Origin", "http://attacker.example")];
     assert_eq!(http.status("POST", &from_elsewhere, LIST_TOOLS), 403);
     assert_eq!(http.status("GET", &proven, ""), 405);
+}
+
+fn hex(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
 #[test]
@@ -98,8 +117,7 @@ fn the_python_clients_http_transport_acts_for_the_proven_agent() {
     let http = HttpFabric::start();
     http.fabric.team("web", &["lead", "worker"]);
     let agent = |name: &str| {
-        let headers = json!({"Authorization": format!("Bearer {}", http.token(name)),
-            "X-Whip-Agent": name});
+        let headers = json!({"Authorization": format!("Bearer {}", http.token(name))});
         json!({"url": http.url(), "headers": headers})
     };
     let config = json!({"agents": {"lead": agent("lead"), "worker": agent("worker")}});
