@@ -13,6 +13,10 @@ concurrently, so a test that sends two before reading sees them race:
       -> {"id": 1, "tools": [{"name": ..., "input_schema": {...}}, ...]}
     {"id": 2, "agent": "alice", "method": "call", "tool": "board_claim", "arguments": {...}}
       -> {"id": 2, "is_error": false, "text": "...", "structured": {...}}
+    {"id": 3, "agent": "alice", "method": "list_resources"}
+      -> {"id": 3, "resources": [URI, ...], "templates": [URI template, ...]}
+    {"id": 4, "agent": "alice", "method": "read_resource", "uri": "whip://inbox"}
+      -> {"id": 4, "contents": [JSON, ...]}
 
 A call that raises answers {"id": N, "exception": "..."}. End of input closes every session
 (and so every server) and exits.
@@ -59,6 +63,14 @@ async def answer(sessions, request, out_lock):
             reply["tools"] = [
                 {"name": t.name, "input_schema": t.input_schema} for t in listed.tools
             ]
+        elif request["method"] == "list_resources":
+            listed = await session.list_resources()
+            templates = await session.list_resource_templates()
+            reply["resources"] = [str(r.uri) for r in listed.resources]
+            reply["templates"] = [t.uri_template for t in templates.resource_templates]
+        elif request["method"] == "read_resource":
+            result = await session.read_resource(request["uri"])
+            reply["contents"] = [json.loads(c.text) for c in result.contents]
         else:
             result = await session.call_tool(request["tool"], request.get("arguments", {}))
             texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]

@@ -18,7 +18,7 @@ fn accepted(r: pb::BoardResponse) -> Result<pb::BoardResponse, Refusal> {
     }
 }
 
-fn body_json(bytes: &[u8]) -> Value {
+pub(super) fn body_json(bytes: &[u8]) -> Value {
     serde_json::from_slice(bytes)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into()))
 }

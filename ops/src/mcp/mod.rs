@@ -22,7 +22,10 @@
 //! stdout carries only the protocol; logs go to stderr.
 //!
 //! **Over HTTP** ([`http`]), a server's `--mcp ADDR` serves the same tools at `POST /mcp`,
-//! each request proving its agent with a bearer token and `X-Whip-Agent`.
+//! each request proving its agent with a bearer token (which names its agent).
+//!
+//! **Resources** ([`resources`]): read-only views (`whip://inbox`, `whip://leases`,
+//! `whip://registry`, `whip://team/{team}/board`), each read as the proven agent.
 //!
 //! Must never: believe an identity from a tool argument, decide what the board decides,
 //! or print anything but protocol messages on stdout.
@@ -33,6 +36,7 @@ mod coordination;
 pub(crate) mod http;
 mod mail;
 mod params;
+mod resources;
 mod session;
 mod tools;
 
@@ -44,6 +48,8 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
     ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
@@ -181,10 +187,59 @@ fn coded(response: CallToolResponse) -> CallToolResponse {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder().enable_tools().build();
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("whip", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS.to_string())
+    }
+
+    async fn list_resources(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(resources::listed()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    /// A resource, read as the proven agent; a refusal is an error whose message starts
+    /// with the fabric's stable code, as a tool error's text does.
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let Some(server) = self.for_call(&context) else {
+            return Err(ErrorData::internal_error(
+                "no proven agent for this read",
+                None,
+            ));
+        };
+        let uri = request.uri;
+        let Some(answer) = server.agent().read_resource(&uri).await else {
+            let refusal = resources::unknown(&uri);
+            return Err(ErrorData::resource_not_found(refusal.text(), None));
+        };
+        match answer {
+            Ok(value) => {
+                let text = ResourceContents::text(value.to_string(), uri)
+                    .with_mime_type("application/json");
+                Ok(ReadResourceResult::new(vec![text]).into())
+            }
+            Err(refusal) => Err(ErrorData::invalid_params(refusal.text(), None)),
+        }
     }
 
     async fn call_tool(

@@ -18,6 +18,7 @@ mod t10_tools;
 mod t20_identity;
 mod t30_waits;
 mod t40_http;
+mod t50_resources;
 
 /// How long a test waits for one answer of the bridge (a server start, a tool call).
 const ANSWER_WAIT_MS: u64 = 60_000;
@@ -198,6 +199,22 @@ impl Bridge {
             .as_array()
             .cloned()
             .unwrap_or_else(|| panic!("{answer}"))
+    }
+
+    /// The resource addresses and templates `agent`'s server lists.
+    fn resources(&mut self, agent: &str) -> Value {
+        self.send(json!({"agent": agent, "method": "list_resources"}));
+        self.answer()
+    }
+
+    /// Read the resource at `uri` as `agent`: its JSON, or the error the client raised.
+    fn read(&mut self, agent: &str, uri: &str) -> Result<Value, String> {
+        self.send(json!({"agent": agent, "method": "read_resource", "uri": uri}));
+        let answer = self.answer();
+        match answer.get("exception") {
+            Some(e) => Err(e.as_str().unwrap_or_default().to_string()),
+            None => Ok(answer["contents"][0].clone()),
+        }
     }
 
     /// Call `tool` as `agent`.
