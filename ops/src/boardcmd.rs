@@ -364,7 +364,7 @@ async fn board_on(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<
                 idempotency_key: String::new(),
             };
             match wait_ms {
-                Some(wait_ms) => claim_waiting(c, request, wait_ms, true).await?,
+                Some(wait_ms) => claim_waiting(c, request, wait_ms, true, &|_| {}).await?,
                 None => c.board_claim(request).await?,
             }
         }
@@ -405,12 +405,15 @@ async fn board_on(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<
 /// empty board is itself an apply); a lapsed claim, which no apply announces, is tried at
 /// least every `WAIT_APPLIED_CALL_MS`. Interrupted, it claims nothing: a claim that lands
 /// as the signal arrives is released before the command ends. `tell`: say on stderr that
-/// it waits (the command line; the MCP server logs through tracing instead).
+/// it waits (the command line; the MCP server logs through tracing instead). A request with
+/// an idempotency key sends attempt `n` as `KEY/n`, telling `sending` each key first (so a
+/// caller that goes away mid-attempt can find what the attempt did).
 pub(crate) async fn claim_waiting(
     c: &CellClient,
     request: pb::BoardClaimRequest,
     wait_ms: u64,
     tell: bool,
+    sending: &(dyn Fn(&str) + Sync),
 ) -> Result<pb::BoardResponse> {
     let started = std::time::Instant::now();
     let wait = std::time::Duration::from_millis(wait_ms);
@@ -418,7 +421,12 @@ pub(crate) async fn claim_waiting(
     let mut waiter = Waiter::mark(c, subject).await?;
     let mut seen = None;
     let mut told = !tell;
-    loop {
+    for attempt in 0u64.. {
+        let mut request = request.clone();
+        if !request.idempotency_key.is_empty() {
+            request.idempotency_key = format!("{}/{attempt}", request.idempotency_key);
+            sending(&request.idempotency_key);
+        }
         let r = c.board_claim(request.clone()).await?;
         if crate::signals::is_stopped() {
             return Err(give_back(c, &request.team, &r).await);
@@ -448,6 +456,7 @@ pub(crate) async fn claim_waiting(
             }
         }
     }
+    unreachable!("the attempts never run out")
 }
 
 /// Interrupted as a claim landed: release what it took, then say so.

@@ -38,6 +38,8 @@ pub(crate) const EXIT_LOG_FAILED: i32 = 74;
 /// Longest wait one MCP tool call may ask for (`wait_s` of `board_claim`, `mail_inbox`,
 /// `lease_acquire`), in ms: a client's request timeout is usually shorter.
 pub(crate) const MCP_WAIT_MS_MAX: u64 = 300_000;
+/// How often a waiting MCP call tells a client that asked for progress how long it waited.
+pub(crate) const MCP_PROGRESS_EVERY_MS: u64 = 1_000;
 /// Bytes of JSON one MCP tool result carries at most (a page of a listing stops before
 /// it): about 12,000 tokens, well under the 25,000 a client accepts.
 pub(crate) const MCP_RESULT_BYTES_MAX: usize = 48 << 10;

@@ -72,7 +72,21 @@ async def answer(sessions, request, out_lock):
             result = await session.read_resource(request["uri"])
             reply["contents"] = [json.loads(c.text) for c in result.contents]
         else:
-            result = await session.call_tool(request["tool"], request.get("arguments", {}))
+            # With "timeout_s", the client gives up after that long and sends
+            # notifications/cancelled (the answer is then an exception).
+            # With "progress": true, the progress notifications it got come back too.
+            progress = []
+
+            async def on_progress(done, total, message):
+                progress.append({"progress": done, "total": total, "message": message})
+
+            result = await session.call_tool(
+                request["tool"],
+                request.get("arguments", {}),
+                read_timeout_seconds=request.get("timeout_s"),
+                progress_callback=on_progress if request.get("progress") else None,
+            )
+            reply["progress"] = progress
             texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
             reply["is_error"] = bool(result.is_error)
             reply["text"] = "\n".join(texts)

@@ -1,6 +1,8 @@
 //! The board tools: post, claim (waiting woken by the board cell's applies), complete,
 //! fail, release, extend. The worker of a claim is the proven agent.
 
+use std::sync::{Arc, Mutex};
+
 use serde_json::{Value, json};
 use whip_proto::v1 as pb;
 use whip_proto::v1::OutcomeCode as Code;
@@ -9,6 +11,55 @@ use super::Agent;
 use super::answer::{Answer, Refusal, seconds_ms, wait_ms};
 use super::params::{BoardClaim, BoardComplete, BoardExtend, BoardFail, BoardPost, BoardRelease};
 use crate::primitives::code_name;
+
+/// A claim call not answered yet. Dropped unanswered (the MCP client cancelled, or went
+/// away, while an attempt was in flight or after it landed), it replays the last attempt by
+/// its idempotency key, which answers what that attempt did without claiming again, and
+/// releases a task it claimed: a cancelled wait takes nothing.
+struct Unanswered {
+    client: Arc<whip_cell::CellClient>,
+    request: pb::BoardClaimRequest,
+    last: Arc<Mutex<Option<String>>>,
+    answered: bool,
+}
+
+impl Unanswered {
+    fn new(agent: &Agent, request: &pb::BoardClaimRequest) -> Unanswered {
+        Unanswered {
+            client: Arc::clone(&agent.client),
+            request: request.clone(),
+            last: Arc::default(),
+            answered: false,
+        }
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        let key = self.last.lock().expect("claim key lock").take();
+        let (false, Some(key)) = (self.answered, key) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (client, mut request) = (Arc::clone(&self.client), self.request.clone());
+        request.idempotency_key = key;
+        runtime.spawn(async move {
+            let team = request.team.clone();
+            let r = match client.board_claim(request).await {
+                Ok(r) if r.code == Code::TaskClaimed as i32 => r,
+                Ok(_) => return,
+                Err(e) => return tracing::warn!(error = %e, "a cancelled claim was not checked"),
+            };
+            let release = task_request(team, r.task_id.clone(), r.fence);
+            match client.board_release(release).await {
+                Ok(_) => tracing::info!(task = %r.task_id, "a cancelled claim gave its task back"),
+                Err(e) => tracing::warn!(task = %r.task_id, error = %e, "not given back"),
+            }
+        });
+    }
+}
 
 /// A board answer, or its refusal.
 fn accepted(r: pb::BoardResponse) -> Result<pb::BoardResponse, Refusal> {
@@ -56,15 +107,27 @@ impl Agent {
     }
 
     pub(super) async fn board_claim(&self, p: BoardClaim) -> Answer {
+        let wait = wait_ms(p.wait_s)?;
         let request = pb::BoardClaimRequest {
             team: p.team,
             worker: self.name.clone(),
+            idempotency_key: format!("mcp-claim/{}", whip_cell::identity::new_token()),
             ..Default::default()
         };
-        let r = match wait_ms(p.wait_s)? {
-            Some(ms) => crate::boardcmd::claim_waiting(&self.client, request, ms, false).await?,
-            None => self.client.board_claim(request).await?,
+        let mut unanswered = Unanswered::new(self, &request);
+        let last = Arc::clone(&unanswered.last);
+        let sending = move |key: &str| *last.lock().expect("claim key lock") = Some(key.into());
+        let r = match wait {
+            Some(ms) => {
+                let c = &self.client;
+                crate::boardcmd::claim_waiting(c, request, ms, false, &sending).await?
+            }
+            None => {
+                sending(&request.idempotency_key);
+                self.client.board_claim(request).await?
+            }
         };
+        unanswered.answered = true;
         let r = accepted(r)?;
         let Some(task) = r.task.filter(|_| r.code == Code::TaskClaimed as i32) else {
             return Ok(json!({"outcome": code_name(r.code), "task": null, "fence": 0}));

@@ -49,14 +49,15 @@ use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
-    ServerCapabilities, ServerConfig,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceContents, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool_handler};
 use whip_cell::CellClient;
 
 use crate::Global;
+use crate::limits::MCP_PROGRESS_EVERY_MS;
 use answer::Refusal;
 
 /// The proven agent and its connection: what every tool acts through.
@@ -184,6 +185,40 @@ fn coded(response: CallToolResponse) -> CallToolResponse {
     CallToolResponse::Complete(result)
 }
 
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// While a call that waits (`wait_s`) runs, tell a client that asked for progress how long
+/// it has waited, every [`MCP_PROGRESS_EVERY_MS`]; dropping the guard stops it.
+fn progress_while_waiting(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Option<AbortOnDrop> {
+    let token = context.meta.get_progress_token()?;
+    let wait_s = request.arguments.as_ref()?.get("wait_s")?.as_u64()?;
+    let peer = context.peer.clone();
+    let every = std::time::Duration::from_millis(MCP_PROGRESS_EVERY_MS);
+    Some(AbortOnDrop(tokio::spawn(async move {
+        let started = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(every).await;
+            let waited = started.elapsed().as_secs_f64();
+            let note = ProgressNotificationParam::new(token.clone(), waited)
+                .with_total(wait_s as f64)
+                .with_message(format!("waited {waited:.0} s of up to {wait_s} s"));
+            if peer.notify_progress(note).await.is_err() {
+                return;
+            }
+        }
+    })))
+}
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
@@ -259,8 +294,18 @@ impl ServerHandler for Server {
             return Ok(CallToolResult::error(vec![text]).into());
         }
         tracing::debug!(tool = %request.name, "call");
+        // rmcp only marks a request the client cancelled; dropping the tool's future is
+        // ours, and it is what ends a wait (a claim caught mid-way gives its task back).
+        let cancelled = context.ct.clone();
+        let _progress = progress_while_waiting(&request, &context);
         let call = ToolCallContext::new(&server, request, context);
-        Ok(coded(server.tool_router.call(call).await?))
+        tokio::select! {
+            answer = server.tool_router.call(call) => Ok(coded(answer?)),
+            () = cancelled.cancelled() => {
+                tracing::info!("the client cancelled the call");
+                Err(ErrorData::internal_error("cancelled by the client", None))
+            }
+        }
     }
 }
 

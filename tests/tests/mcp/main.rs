@@ -217,6 +217,25 @@ impl Bridge {
         }
     }
 
+    /// Call `tool` as `agent` and give up after `timeout_s` (the client cancels the
+    /// request); what the client raised.
+    fn call_cancelled(
+        &mut self,
+        agent: &str,
+        tool: &str,
+        arguments: Value,
+        timeout_s: f64,
+    ) -> String {
+        let request = json!({"agent": agent, "method": "call", "tool": tool,
+            "arguments": arguments, "timeout_s": timeout_s});
+        self.send(request);
+        let answer = self.answer();
+        match answer.get("exception") {
+            Some(e) => e.as_str().unwrap_or_default().to_string(),
+            None => panic!("the call was answered before it was cancelled: {answer}"),
+        }
+    }
+
     /// Call `tool` as `agent`.
     fn call(&mut self, agent: &str, tool: &str, arguments: Value) -> Reply {
         self.call_all(&[(agent, tool, arguments)]).remove(0)

@@ -115,3 +115,58 @@ fn a_wait_past_the_limit_is_refused_and_an_empty_wait_ends_empty() {
         started.elapsed()
     );
 }
+
+/// A claim whose client cancels it mid-wait takes nothing: the task posted afterwards goes
+/// to the next agent that waits for one, and the canceller holds no claim.
+#[test]
+fn a_cancelled_claim_wait_takes_nothing() {
+    let fabric = Fabric::start();
+    let agents = ["lead", "quitter", "worker"];
+    fabric.team("pool", &agents);
+    let mut mcp = fabric.mcp(&agents);
+    let wait = json!({"team": "pool", "wait_s": WAIT_S});
+    let raised = mcp.call_cancelled("quitter", "board_claim", wait.clone(), 1.0);
+    assert!(!raised.is_empty());
+    // The quitter's next call follows its cancel on the same session, so the server has
+    // read the cancel before the task exists.
+    mcp.call("quitter", "mail_inbox", json!({})).ok();
+    let post = json!({"team": "pool", "task": {"n": 1}});
+    let posted = mcp.call("lead", "board_post", post).ok();
+    let claimed = mcp.call("worker", "board_claim", wait).ok();
+    assert_eq!(claimed["task"]["id"], posted["task_id"], "{claimed}");
+    let listed = fabric.whip(&["board", "list", "pool", "--agent", "lead"]);
+    let holders: Vec<_> = (listed.as_array().unwrap().iter())
+        .filter(|t| t["state"] == "claimed")
+        .map(|t| t["worker"].clone())
+        .collect();
+    assert_eq!(holders, [json!("worker")], "{listed}");
+}
+
+/// A waiting call tells a client that asked for progress how long it has waited.
+#[test]
+fn a_waiting_claim_reports_progress() {
+    let fabric = Fabric::start();
+    fabric.team("idle", &["lead", "worker"]);
+    let mut mcp = fabric.mcp(&["lead", "worker"]);
+    let wait_s = 4;
+    mcp.send(
+        json!({"agent": "worker", "method": "call", "tool": "board_claim",
+        "arguments": {"team": "idle", "wait_s": wait_s}, "progress": true}),
+    );
+    let answer = mcp.answer();
+    assert_eq!(answer["structured"]["outcome"], "empty", "{answer}");
+    let progress = answer["progress"].as_array().expect("progress notes");
+    assert!(
+        !progress.is_empty(),
+        "a {wait_s} s wait reported no progress: {answer}"
+    );
+    let firsts: Vec<f64> = progress
+        .iter()
+        .filter_map(|p| p["progress"].as_f64())
+        .collect();
+    assert!(firsts.windows(2).all(|w| w[0] < w[1]), "{answer}");
+    assert!(
+        progress.iter().all(|p| p["total"] == json!(wait_s as f64)),
+        "{answer}"
+    );
+}
