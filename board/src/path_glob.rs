@@ -101,9 +101,20 @@ pub fn overlap(a: &str, b: &str) -> Result<bool, String> {
     Ok(Walk::default().segments(&a, &b, 0, 0))
 }
 
-/// Whether `pattern` matches the literal `path` (both checked as patterns).
+/// Whether `pattern` matches the file `path` (relative to the repository's top, segments
+/// separated by `/`). The path is read as a path, not checked as a pattern: a file with a
+/// deep or long name still matches `**`. `Err` when the pattern is not valid, or the path
+/// is empty.
 pub fn matches(pattern: &str, path: &str) -> Result<bool, String> {
-    overlap(pattern, path)
+    let pattern = parse(pattern)?;
+    if path.is_empty() {
+        return Err("the path is empty".into());
+    }
+    let path: Vec<Segment> = (path.split('/'))
+        .filter(|part| !part.is_empty())
+        .map(|part| Segment::Chars(part.chars().collect()))
+        .collect();
+    Ok(Walk::default().segments(&pattern, &path, 0, 0))
 }
 
 /// The product walk, with the position pairs already known to lead nowhere.
@@ -279,6 +290,17 @@ mod tests {
         assert!(check(&wild).unwrap_err().contains("wildcards"));
         assert!(check("src/**/*.rs").is_ok());
         assert!(is_glob("src/*.rs") && !is_glob("src/a.rs"));
+    }
+
+    #[test]
+    fn a_file_matches_as_a_path_whatever_its_length() {
+        let deep = vec!["d"; PATH_PATTERN_SEGMENTS_MAX * 2].join("/");
+        assert_eq!(matches("**", &deep), Ok(true));
+        assert_eq!(matches("d/**/x", &deep), Ok(false));
+        assert_eq!(matches("src/a.rs", "src/a.rs"), Ok(true));
+        assert_eq!(matches("src/*.rs", "src/b/a.rs"), Ok(false));
+        assert!(matches("src/*.rs", "").is_err());
+        assert!(matches("/bad", "x").is_err());
     }
 
     /// The worst patterns the bounds allow still answer quickly (the memo keeps the walk
