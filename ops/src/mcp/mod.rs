@@ -33,6 +33,7 @@ mod coordination;
 pub(crate) mod http;
 mod mail;
 mod params;
+mod paths;
 mod session;
 mod tools;
 
