@@ -18,6 +18,7 @@ mod t10_tools;
 mod t20_identity;
 mod t30_waits;
 mod t40_http;
+mod t50_paths;
 
 /// How long a test waits for one answer of the bridge (a server start, a tool call).
 const ANSWER_WAIT_MS: u64 = 60_000;
