@@ -47,6 +47,14 @@ fn commit_as(cli: &DevCli, repo: &Path, agent: &str, file: &str, text: &str) -> 
         .expect("run git commit")
 }
 
+/// `whip guard check` of `src/a.rs` as `agent`.
+fn guard_check(cli: &DevCli, repo: &str, agent: &str) -> Output {
+    let args = [
+        "guard", "check", "--repo", repo, "--paths", "src/a.rs", "--agent", agent,
+    ];
+    cli.run(&[&args[..], &["--json"]].concat())
+}
+
 fn scratch_repo(cli: &DevCli) -> std::path::PathBuf {
     let repo = cli.dir.join("scratch");
     std::fs::create_dir_all(repo.join("src")).unwrap();
@@ -99,12 +107,7 @@ fn the_guard_refuses_a_commit_on_another_agents_exclusive_path_until_released() 
 
     // Another file goes through; A's own commit of its path goes through.
     ok(commit_as(&cli, &repo, "bob", "src/b.rs", "fn b() {}\n"));
-    let check = |agent: &str| {
-        let args = [
-            "guard", "check", "--repo", r, "--paths", "src/a.rs", "--agent", agent,
-        ];
-        cli.run(&[&args[..], &["--json"]].concat())
-    };
+    let check = |agent: &str| guard_check(&cli, r, agent);
     let blocked = check("bob");
     assert_eq!(blocked.status.code(), Some(1));
     let blocked: Value = serde_json::from_slice(&blocked.stdout).unwrap();
