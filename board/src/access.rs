@@ -426,7 +426,8 @@ pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
             | Family::Work
             | Family::Mail
             | Family::Vote
-            | Family::Engine => Ok(()),
+            | Family::Engine
+            | Family::Paths => Ok(()),
         },
     }
 }

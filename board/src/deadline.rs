@@ -92,6 +92,15 @@ pub(crate) enum Item {
         #[serde(with = "serde_bytes")]
         key: Vec<u8>,
     },
+    /// A path reservation runs out (`crate::reservation`).
+    Reservation {
+        /// The repository (the routing key).
+        repo: String,
+        /// The pattern.
+        path: String,
+        /// The holder.
+        holder: String,
+    },
 }
 
 impl Item {
@@ -107,6 +116,7 @@ impl Item {
             Item::Work { root, .. } => Some(crate::route::work_point(root)),
             Item::VoteClose { team, .. } => Some(crate::route::team_point(team)),
             Item::KvExpiry { key } => Some(crate::route::kv_point(key)),
+            Item::Reservation { repo, .. } => Some(crate::route::repo_point(repo)),
             // Cell-tier tasks belong to the cell; local ones move with their team.
             Item::TaskClaim { tier, .. } | Item::TaskDone { tier, .. } if *tier != Tier::Local => {
                 None
@@ -130,6 +140,7 @@ impl Item {
             Item::Work { .. } => 9,
             Item::VoteClose { .. } => 10,
             Item::KvExpiry { .. } => 11,
+            Item::Reservation { .. } => 12,
         }
     }
 }
@@ -161,6 +172,11 @@ pub(crate) fn key(deadline_ms: u64, item: &Item) -> Vec<u8> {
             keys::push_u64(&mut out, *seq);
         }
         Item::KvExpiry { key } => keys::push_str(&mut out, key),
+        Item::Reservation { repo, path, holder } => {
+            keys::push_str(&mut out, repo.as_bytes());
+            keys::push_str(&mut out, path.as_bytes());
+            keys::push_str(&mut out, holder.as_bytes());
+        }
     }
     out
 }

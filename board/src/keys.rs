@@ -120,15 +120,26 @@ pub(crate) const KV_ATTACH: u8 = b'T';
 /// key's cell).
 pub(crate) const KV_LEASED: u8 = b'X';
 
+/// Path reservations (`crate::reservation`): family, repository, pattern, holder (routes
+/// by the repository). No client key names it.
+pub(crate) const PATH_RESERVATION: u8 = b'S';
+/// Path reservations by holder: family, holder, repository, pattern (value empty; routes by
+/// the repository).
+pub(crate) const PATH_HOLDER: u8 = b'D';
+/// A repository's last reservation fence: family, repository (kept for good, so fences
+/// only grow; routes by the repository).
+pub(crate) const PATH_REPO: u8 = b'J';
+
 /// Every family above: a row of any other first byte is no row of this state machine.
 #[rustfmt::skip]
-pub(crate) const FAMILIES: [u8; 48] = [
+pub(crate) const FAMILIES: [u8; 51] = [
     KV, LEASE, HOLDER, COUNTER, LEDGER_HEAD, LEDGER_ENTRY, IDEMPOTENCY, DEADLINE, OUTBOX,
     OUTBOX_ITEM, INBOX, ALARM, ALARM_HEAD, RANGE, FENCE_OFFSET, FABRIC_MODE, ELECTION, SCHEDULE,
     TEAM, TASK, READY, CLAIM, MAIL_HEAD, MAIL, MBOX_HEAD, MBOX_MSG, CELL_TASK, CELL_READY,
     CELL_CLAIM, CELL_BOARD, WORK_ENTRY, WORK_CELL, WORK_LIMITS, WORK_AUDIT, WORK_GRANT,
     ALARM_CAUSE, VOTE_TEAM, PROPOSAL, BALLOT, ENGINE, INSTANCE_OWNER, META_MODE,
-    WORK_OWNER, WATCH_EVENT, WATCH_META, ADMIN_FENCE, KV_ATTACH, KV_LEASED,
+    WORK_OWNER, WATCH_EVENT, WATCH_META, ADMIN_FENCE, KV_ATTACH, KV_LEASED, PATH_RESERVATION,
+    PATH_HOLDER, PATH_REPO,
 ];
 
 /// Append `s` escaped but without its terminator (a prefix of every longer string's form).
@@ -283,6 +294,37 @@ pub(crate) fn kv_leased(lease: &ResourceId, holder: &str, key: &[u8]) -> Vec<u8>
     let mut out = kv_leased_prefix(lease, holder);
     out.extend_from_slice(key);
     out
+}
+
+/// Prefix of every reservation of `repo`.
+pub(crate) fn path_repo_prefix(repo: &str) -> Vec<u8> {
+    named(PATH_RESERVATION, repo)
+}
+
+/// Key of `holder`'s reservation of `pattern` in `repo`.
+pub(crate) fn path_reservation(repo: &str, pattern: &str, holder: &str) -> Vec<u8> {
+    let mut out = path_repo_prefix(repo);
+    push_str(&mut out, pattern.as_bytes());
+    push_str(&mut out, holder.as_bytes());
+    out
+}
+
+/// Prefix of every holder index entry of `holder`.
+pub(crate) fn path_holder_prefix(holder: &str) -> Vec<u8> {
+    named(PATH_HOLDER, holder)
+}
+
+/// Key of the holder index entry of `holder`'s reservation of `pattern` in `repo`.
+pub(crate) fn path_holder(holder: &str, repo: &str, pattern: &str) -> Vec<u8> {
+    let mut out = path_holder_prefix(holder);
+    push_str(&mut out, repo.as_bytes());
+    push_str(&mut out, pattern.as_bytes());
+    out
+}
+
+/// Key of `repo`'s fence head.
+pub(crate) fn path_repo(repo: &str) -> Vec<u8> {
+    named(PATH_REPO, repo)
 }
 
 /// Key of the owner record of engine instance `id`.

@@ -60,8 +60,10 @@ mod ledger;
 pub mod limits;
 pub mod mail;
 mod mailbox;
+pub mod path_glob;
 pub mod query;
 mod range;
+pub mod reservation;
 pub mod route;
 mod schedule;
 pub mod screen;
@@ -170,6 +172,7 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome
         Family::Handoff => apply_handoff(txn, stamp.time_ms, command),
         Family::Mail => apply_mail(txn, stamp, &request.caller, command),
         Family::Vote => apply_vote(txn, stamp, &request.caller, command),
+        Family::Paths => apply_paths(txn, stamp, &request.caller, command),
         Family::Engine => match command {
             Command::EngineTxn {
                 compares,
@@ -178,6 +181,37 @@ fn apply_command(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome
             } => instance::apply_txn(txn, stamp, &request.caller, (compares, puts, deletes)),
             other => unreachable!("{other:?} is not an engine command"),
         },
+    }
+}
+
+/// Path reservations: the caller is the holder ([`reservation`]).
+fn apply_paths(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    caller: &access::Caller,
+    command: &Command,
+) -> Outcome {
+    match command {
+        Command::PathsReserve {
+            repo,
+            paths,
+            exclusive,
+            ttl_ms,
+            fence,
+        } => {
+            let request = reservation::Reserve {
+                repo,
+                paths,
+                exclusive: *exclusive,
+                ttl_ms: *ttl_ms,
+                fence: *fence,
+            };
+            reservation::reserve(txn, stamp, caller, &request)
+        }
+        Command::PathsRelease { repo, paths, fence } => {
+            reservation::release(txn, stamp, caller, (repo, paths, *fence))
+        }
+        other => unreachable!("{other:?} is not a reservation command"),
     }
 }
 
@@ -810,6 +844,9 @@ fn tick(txn: &mut impl Txn, stamp: Stamp) -> Outcome {
             }
             Item::Work { id, .. } => work::expire(txn, now_ms, id),
             Item::VoteClose { team, fence } => vote::close_due(txn, now_ms, team, *fence),
+            Item::Reservation { repo, path, holder } => {
+                reservation::expire(txn, now_ms, (repo, path, holder))
+            }
             Item::KvExpiry { key } => {
                 let expired = ephemeral::expire(txn, stamp, key);
                 kv_expired += expired;
@@ -873,6 +910,16 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
         Query::EngineGet { .. } | Query::EngineRange { .. } | Query::KvWatch { .. } => {
             query_rows(txn, query)
         }
+        Query::PathsList {
+            repo,
+            holder,
+            limit,
+        } => QueryResult::Reservations(reservation::list(
+            txn,
+            now_ms,
+            (repo.as_deref(), holder.as_deref()),
+            list_cap(*limit),
+        )),
     }
 }
 
@@ -1140,6 +1187,10 @@ fn routed(txn: &impl Txn, now_ms: u64, epoch: u64, inner: &Query) -> QueryResult
         QueryResult::Schedules(mut rows) => {
             rows.retain(|v| serves(route::schedule_point(&v.name)));
             QueryResult::Schedules(rows)
+        }
+        QueryResult::Reservations(mut rows) => {
+            rows.retain(|v| serves(route::repo_point(&v.repo)));
+            QueryResult::Reservations(rows)
         }
         other => other,
     }

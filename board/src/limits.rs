@@ -197,3 +197,22 @@ pub const WATCH_SCAN_ROWS_MAX: usize = 2 * KV_TXN_OPS_MAX;
 /// Bytes of keys and values one watch read answers (it stops on a revision boundary after
 /// passing them).
 pub const WATCH_PAGE_BYTES_MAX: usize = 4 << 20;
+/// Paths (patterns) one `PathsReserve` or `PathsRelease` names.
+pub const PATHS_PER_CALL_MAX: usize = 32;
+/// Bytes of one path pattern of a reservation (`crate::path_glob`).
+pub const PATH_PATTERN_BYTES_MAX: usize = 256;
+/// Segments of one path pattern.
+pub const PATH_PATTERN_SEGMENTS_MAX: usize = 32;
+/// Wildcard characters (`*`, `?`; a `**` segment counts two) of one path pattern: with the
+/// byte bound, this keeps one overlap check to a few thousand steps.
+pub const PATH_PATTERN_WILDCARDS_MAX: usize = 8;
+/// Bytes of a repository's name in reservations.
+pub const REPO_NAME_BYTES_MAX: usize = 256;
+/// Live reservations of one repository (every holder's together): one reserve compares
+/// each of its paths with all of them, in one apply.
+pub const PATH_RESERVATIONS_PER_REPO_MAX: usize = 256;
+/// Shortest time to live of a reservation: shorter than a tick round or a leader change
+/// is noise.
+pub const PATH_RESERVATION_TTL_MS_MIN: u64 = 1_000;
+/// Longest time to live of a reservation (one day): a holder renews for longer.
+pub const PATH_RESERVATION_TTL_MS_MAX: u64 = 24 * 3_600_000;

@@ -269,6 +269,17 @@ pub enum Query {
         /// The first revision wanted; 0 = from now.
         from: u64,
     },
+    /// Live path reservations (`crate::reservation`): of `repo` (every holder's, or only
+    /// `holder`'s), or, without a repository, `holder`'s everywhere (a fabric gathers them
+    /// from every cell). Every proven caller may read them: the guard needs everyone's.
+    PathsList {
+        /// The repository; `None` needs `holder`.
+        repo: Option<String>,
+        /// Only this holder's (an agent's name, or `operator`).
+        holder: Option<String>,
+        /// Most rows returned (capped by `limits::LIST_ROWS_MAX`).
+        limit: u32,
+    },
 }
 
 /// Why a client's read was refused.
@@ -371,6 +382,8 @@ pub enum QueryResult {
     Ballots(Vec<crate::vote::BallotView>),
     /// Proposals, oldest first.
     Proposals(Vec<crate::vote::ProposalView>),
+    /// Live path reservations, by repository, pattern, holder.
+    Reservations(Vec<crate::reservation::ReservationView>),
 }
 
 /// One ring range owned by a cell.

@@ -483,6 +483,15 @@ fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
             keys::first_name(key).map(|team| route::team_point(&team))
         }
         keys::WORK_ENTRY => crate::work::row_point(key),
+        // A repository's reservations, their holder index and its fence head move with it.
+        keys::PATH_RESERVATION | keys::PATH_REPO => {
+            keys::first_name(key).map(|repo| route::repo_point(&repo))
+        }
+        keys::PATH_HOLDER => {
+            let (parts, _) = keys::split_first(rest, 2)?;
+            let repo = String::from_utf8(parts.into_iter().nth(1)?).ok()?;
+            Some(route::repo_point(&repo))
+        }
         keys::MBOX_HEAD | keys::MBOX_MSG => crate::mail::row_point(key),
         keys::WORK_CELL | keys::WORK_LIMITS | keys::WORK_AUDIT | keys::WORK_GRANT => None,
         keys::WORK_OWNER => None,
@@ -548,6 +557,8 @@ fn importable(key: &[u8], value: &[u8]) -> bool {
         Some(keys::KV_ATTACH) => crate::ephemeral::decodes(value),
         Some(keys::IDEMPOTENCY) => crate::idempotency::decodes(value),
         Some(keys::WORK_ENTRY) => try_decode::<crate::work::WorkEntryView>(value).is_some(),
+        Some(keys::PATH_RESERVATION) => crate::reservation::decodes(value),
+        Some(keys::PATH_REPO) => try_decode::<u64>(value).is_some(),
         Some(family) => keys::FAMILIES.contains(&family),
         None => false,
     }

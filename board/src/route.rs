@@ -67,6 +67,11 @@ pub fn work_point(root: &str) -> u64 {
     tagged_point(b"work", root)
 }
 
+/// The point of a repository: all of its path reservations live there.
+pub fn repo_point(repo: &str) -> u64 {
+    tagged_point(b"repo", repo)
+}
+
 fn tagged_point(family: &[u8], name: &str) -> u64 {
     let mut key = family.to_vec();
     key.push(0);
@@ -184,6 +189,9 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
         | Command::WorkQuotaAck { .. }
         | Command::WorkQuotaInstall { .. }
         | Command::TeamLeaveAll { .. } => None,
+        Command::PathsReserve { repo, .. } | Command::PathsRelease { repo, .. } => {
+            Some(repo_point(repo))
+        }
         Command::FabricPurge { queue } => {
             Some(team_point(&crate::taskboard::fabric_queue_team(queue)))
         }
@@ -293,6 +301,9 @@ pub fn query_point(query: &Query) -> Option<u64> {
             proposal_point(proposal).ok()
         }
         Query::VoteList { team, .. } => Some(team_point(team)),
+        Query::PathsList {
+            repo: Some(repo), ..
+        } => Some(repo_point(repo)),
         Query::WorkEntry { id }
         | Query::WorkList {
             parent: Some(id), ..

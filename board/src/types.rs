@@ -769,6 +769,30 @@ pub enum Command {
         /// Operations run otherwise.
         failure: Vec<crate::kv_txn::TxnOp>,
     },
+    /// The request's caller reserves `paths` (patterns, `crate::path_glob`) of `repo` for
+    /// `ttl_ms`, each granted or listed with its conflicts (`crate::reservation`).
+    PathsReserve {
+        /// The repository's name.
+        repo: String,
+        /// The patterns, relative to the repository's top directory.
+        paths: Vec<String>,
+        /// Exclusive (`true`) or shared.
+        exclusive: bool,
+        /// Time to live from the stamp.
+        ttl_ms: u64,
+        /// A renewal's fence: every path must be the caller's at exactly this fence.
+        fence: Option<u64>,
+    },
+    /// The request's caller releases its reservations of `paths` of `repo` (every one of
+    /// its reservations there when empty); with a fence, only those granted at it.
+    PathsRelease {
+        /// The repository's name.
+        repo: String,
+        /// The patterns, as reserved; empty = all of the caller's.
+        paths: Vec<String>,
+        /// The fence the reservations must have.
+        fence: Option<u64>,
+    },
 }
 
 /// The business result of one command. Codes are stable and mirrored in proto.
@@ -1297,6 +1321,26 @@ pub enum Outcome {
         /// One answer per operation of the branch that ran, in order.
         responses: Vec<crate::kv_txn::TxnOpResult>,
     },
+    /// A reserve's answer: the paths granted, and the reservations of others that kept the
+    /// rest from being granted.
+    PathsReserved {
+        /// Paths granted (or renewed) to the caller.
+        granted: Vec<crate::reservation::PathGrant>,
+        /// Each path not granted, once per reservation it conflicts with.
+        conflicts: Vec<crate::reservation::PathConflict>,
+    },
+    /// A release's answer.
+    PathsReleased {
+        /// Paths released.
+        released: Vec<String>,
+        /// Paths named that nobody held.
+        not_held: Vec<String>,
+    },
+    /// A reserve or release was refused as a whole; nothing changed.
+    PathsRefused {
+        /// Why.
+        refusal: crate::reservation::PathRefusal,
+    },
 }
 
 /// One live holder of a lease.
@@ -1610,6 +1654,8 @@ pub(crate) enum Family {
     Vote,
     /// The engine's instance state.
     Engine,
+    /// Path reservations.
+    Paths,
 }
 
 impl Command {
@@ -1628,13 +1674,11 @@ impl Command {
     }
 
     /// The command's [`Family`].
+    #[rustfmt::skip]
     pub(crate) fn family(&self) -> Family {
         match self {
-            Command::KvPut { .. }
-            | Command::KvDelete { .. }
-            | Command::KvTxn { .. }
-            | Command::KvPutAttached { .. }
-            | Command::KvKeepalive { .. }
+            Command::KvPut { .. } | Command::KvDelete { .. } | Command::KvTxn { .. }
+            | Command::KvPutAttached { .. } | Command::KvKeepalive { .. }
             | Command::KvTxnIf { .. }
             | Command::LeaseAcquire { .. }
             | Command::LeaseRenew { .. }
@@ -1696,6 +1740,7 @@ impl Command {
             | Command::VoteCast { .. }
             | Command::VoteClose { .. } => Family::Vote,
             Command::EngineTxn { .. } => Family::Engine,
+            Command::PathsReserve { .. } | Command::PathsRelease { .. } => Family::Paths,
         }
     }
 }

@@ -368,6 +368,7 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
             },
         ) => kv_txn(compares, puts, deletes, value_bytes_max),
         (Family::Engine, other) => unreachable!("{other:?} is not an engine command"),
+        (Family::Paths, _) => crate::reservation::check(command),
     }
 }
 

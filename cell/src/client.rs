@@ -528,6 +528,7 @@ impl CellClient {
         vote_show(pb::VoteShowRequest) -> pb::VoteShowResponse;
         vote_ballots(pb::VoteBallotsRequest) -> pb::VoteBallotsResponse;
         vote_list(pb::VoteListRequest) -> pb::VoteListResponse;
+        paths_list(pb::PathsListRequest) -> pb::PathsListResponse;
         wait_applied(pb::WaitAppliedRequest) -> pb::WaitAppliedResponse;
     }
 
@@ -546,6 +547,8 @@ impl CellClient {
         proclaim(pb::ElectionTermRequest) -> pb::ElectionResponse;
         resign(pb::ElectionTermRequest) -> pb::ElectionResponse;
         election_renew(pb::ElectionTermRequest) -> pb::ElectionResponse;
+        paths_reserve(pb::PathsReserveRequest) -> pb::PathsResponse;
+        paths_release(pb::PathsReleaseRequest) -> pb::PathsResponse;
     }
 
     writes! {

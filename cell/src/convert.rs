@@ -655,6 +655,24 @@ pub(crate) mod command {
         })
     }
 
+    pub(crate) fn paths_reserve(req: pb::PathsReserveRequest) -> Result<Command, Status> {
+        Ok(Command::PathsReserve {
+            repo: req.repo,
+            paths: req.paths,
+            exclusive: req.exclusive,
+            ttl_ms: req.ttl_ms,
+            fence: req.fence,
+        })
+    }
+
+    pub(crate) fn paths_release(req: pb::PathsReleaseRequest) -> Result<Command, Status> {
+        Ok(Command::PathsRelease {
+            repo: req.repo,
+            paths: req.paths,
+            fence: req.fence,
+        })
+    }
+
     pub(crate) fn kv_keepalive(req: pb::KvKeepaliveRequest) -> Result<Command, Status> {
         Ok(Command::KvKeepalive {
             key: req.key,

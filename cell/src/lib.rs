@@ -38,6 +38,7 @@ pub mod limits;
 pub mod mail_wire;
 pub mod metrics;
 pub mod network;
+pub mod paths_wire;
 mod role_log;
 pub mod runtime;
 pub mod screen_hook;

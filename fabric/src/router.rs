@@ -173,6 +173,7 @@ impl Node {
             Query::WorkList { .. } | Query::WorkAudit { .. } | Query::WorkLimits => {
                 self.gather_work(query).await
             }
+            Query::PathsList { repo: None, .. } => self.gather_reservations(query).await,
             _ => Err(CellError::InvalidArgument(
                 "this read is internal to a cell and not accepted by a fabric node".into(),
             )),
@@ -236,6 +237,32 @@ impl Node {
             }
         }
         Ok(Outcome::LeaseReleasedAll { released })
+    }
+
+    /// A holder's reservations from every data cell (each answers for the repositories it
+    /// serves), in repository and pattern order.
+    async fn gather_reservations(&self, query: Query) -> Result<QueryResult, CellError> {
+        let map = self.map().await?;
+        let routed = Query::Routed {
+            epoch: 0,
+            query: Box::new(query),
+        };
+        let calls = map.data_cells().into_iter().map(|cell| {
+            let routed = routed.clone();
+            let map = map.clone();
+            async move { self.read_cell(Some(&map), cell, routed).await }
+        });
+        let mut rows = Vec::new();
+        for answer in futures::future::join_all(calls).await {
+            match answer? {
+                QueryResult::Reservations(found) => rows.extend(found),
+                refused @ QueryResult::Refused(_) => return Ok(refused),
+                other => return Err(unexpected(&other)),
+            }
+        }
+        rows.sort_by(|a, b| (&a.repo, &a.path).cmp(&(&b.repo, &b.path)));
+        rows.truncate(whip_board::limits::LIST_ROWS_MAX);
+        Ok(QueryResult::Reservations(rows))
     }
 
     /// A list or scan from every data cell (each answers for the ranges it serves), merged

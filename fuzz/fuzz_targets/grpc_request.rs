@@ -118,6 +118,9 @@ const ADDED_CELL_METHODS: &[&str] = &[
     "VoteList",
     "KvKeepalive",
     "KvTxnIf",
+    "PathsReserve",
+    "PathsRelease",
+    "PathsList",
     "WaitApplied",
 ];
 const ADDED_PEER_MESSAGES: &[&str] = &[

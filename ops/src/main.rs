@@ -31,6 +31,7 @@ mod mcp;
 mod observe;
 mod operate;
 mod output;
+mod paths;
 mod primitives;
 mod progress;
 #[cfg(test)]
@@ -113,6 +114,14 @@ enum Command {
     /// A team's JSON document (manifest) with versioned compare-and-set.
     #[command(subcommand)]
     Doc(structures::DocCommand),
+    /// Path reservations of a repository: reserve (exclusive or shared, with a TTL and a
+    /// fence), release, list.
+    #[command(subcommand)]
+    Paths(paths::PathsCommand),
+    /// Git hooks refusing a commit or push that touches another agent's exclusive
+    /// reservation: install, check.
+    #[command(subcommand)]
+    Guard(paths::GuardCommand),
     /// A team's columnar frame: one row per file, build/test status columns.
     #[command(subcommand)]
     Frame(structures::FrameCommand),
@@ -328,6 +337,8 @@ async fn dispatch(global: &Global, command: Command) -> anyhow::Result<ExitCode>
         Command::Team(cmd) => boardcmd::team(global, cmd).await,
         Command::Board(cmd) => boardcmd::board(global, cmd).await,
         Command::Doc(cmd) => structures::doc(global, cmd).await,
+        Command::Paths(cmd) => paths::paths(global, cmd).await,
+        Command::Guard(cmd) => paths::guard(global, cmd).await,
         Command::Frame(cmd) => structures::frame(global, cmd).await,
         Command::Artifacts(cmd) => structures::artifacts(global, cmd).await,
         Command::Signal(cmd) => structures::signal(global, cmd).await,

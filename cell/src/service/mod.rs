@@ -15,6 +15,7 @@ use whip_proto::v1::{admin_server, cell_server, raft_server};
 mod access;
 pub mod incoming;
 mod mail;
+mod paths;
 mod raft;
 mod streams;
 mod vote;
@@ -1221,6 +1222,27 @@ impl cell_server::Cell for CellApi {
         req: GrpcRequest<pb::VoteListRequest>,
     ) -> GrpcResult<pb::VoteListResponse> {
         self.vote_list_rpc(req).await
+    }
+
+    async fn paths_reserve(
+        &self,
+        req: GrpcRequest<pb::PathsReserveRequest>,
+    ) -> GrpcResult<pb::PathsResponse> {
+        self.paths_reserve_rpc(req).await
+    }
+
+    async fn paths_release(
+        &self,
+        req: GrpcRequest<pb::PathsReleaseRequest>,
+    ) -> GrpcResult<pb::PathsResponse> {
+        self.paths_release_rpc(req).await
+    }
+
+    async fn paths_list(
+        &self,
+        req: GrpcRequest<pb::PathsListRequest>,
+    ) -> GrpcResult<pb::PathsListResponse> {
+        self.paths_list_rpc(req).await
     }
 
     async fn status(&self, req: GrpcRequest<pb::StatusRequest>) -> GrpcResult<pb::StatusResponse> {

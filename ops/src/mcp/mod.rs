@@ -36,6 +36,7 @@ mod coordination;
 pub(crate) mod http;
 mod mail;
 mod params;
+mod paths;
 mod resources;
 mod session;
 mod tools;

@@ -309,3 +309,32 @@ pub(crate) struct StartSession {
     /// The work entry to register under (you must own it or an ancestor).
     pub(crate) parent: Option<String>,
 }
+
+/// `reserve_paths`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReservePaths {
+    /// The repository's name (its `git config whip.repo`, else its top directory's name).
+    pub(crate) repo: String,
+    /// Paths or globs relative to the repository's top (`*` and `?` within a segment, `**`
+    /// a whole segment for any depth); at most 32.
+    pub(crate) paths: Vec<String>,
+    /// Exclusive (nobody else may hold an overlapping path) or shared (others may share it).
+    pub(crate) exclusive: bool,
+    /// Seconds until the reservation lapses unless reserved again (1 to 86400).
+    pub(crate) ttl_s: u64,
+    /// Renew only: every path must be yours at exactly this fence.
+    pub(crate) fence: Option<u64>,
+}
+
+/// `release_paths`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReleasePaths {
+    /// The repository's name.
+    pub(crate) repo: String,
+    /// The paths as reserved; all of yours in the repository when absent or empty.
+    pub(crate) paths: Option<Vec<String>>,
+    /// Only reservations granted at this fence.
+    pub(crate) fence: Option<u64>,
+}

@@ -17,6 +17,8 @@ const INBOX: &str = "whip://inbox";
 const LEASES: &str = "whip://leases";
 /// The live work entries the caller may see.
 const REGISTRY: &str = "whip://registry";
+/// The path reservations the caller holds, in every repository.
+const RESERVATIONS: &str = "whip://reservations";
 /// A team's board: its counts and a page of ready tasks.
 const BOARD_TEMPLATE: &str = "whip://team/{team}/board";
 
@@ -39,6 +41,11 @@ pub(super) fn listed() -> Vec<Resource> {
             "The leases you hold, with their fences and expiries.",
         ),
         json(REGISTRY, "registry", "The live work entries you may see."),
+        json(
+            RESERVATIONS,
+            "reservations",
+            "The path reservations you hold, with their fences and expiries.",
+        ),
     ]
 }
 
@@ -81,6 +88,7 @@ impl Agent {
             INBOX => self.inbox_view().await,
             LEASES => self.leases_view().await,
             REGISTRY => self.registry_view().await,
+            RESERVATIONS => self.reservations_view().await,
             _ => self.board_view(board_team(uri)?).await,
         })
     }
@@ -96,6 +104,12 @@ impl Agent {
         let held = self.leases_held(MCP_SESSION_HOLDS_MAX + 1).await?;
         let (held, more) = within(held, MCP_RESULT_BYTES_MAX, MCP_SESSION_HOLDS_MAX);
         Ok(json!({"agent": self.name, "leases": held, "more": more}))
+    }
+
+    async fn reservations_view(&self) -> Answer {
+        let held = self.reservations_held(MCP_SESSION_HOLDS_MAX + 1).await?;
+        let (held, more) = within(held, MCP_RESULT_BYTES_MAX, MCP_SESSION_HOLDS_MAX);
+        Ok(json!({"agent": self.name, "reservations": held, "more": more}))
     }
 
     async fn registry_view(&self) -> Answer {

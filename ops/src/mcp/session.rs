@@ -1,7 +1,8 @@
 //! `start_session`: an agent's first call. It registers the agent's work entry (kind
 //! `session`, under a parent when given), which this server renews while it runs, and
 //! answers what the agent needs to pick up where it was: its inbox (each message with its
-//! trust), what it holds (leases, claims on its team's board) and the team's board.
+//! trust), what it holds (leases, path reservations, claims on its team's board) and the
+//! team's board.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +44,8 @@ impl Agent {
         let (inbox, cut) = super::mail::page(&messages, MCP_RESULT_BYTES_MAX / 2);
         let more = cut || messages.len() as u32 >= MCP_SESSION_INBOX_ITEMS_MAX;
         let mut holds = self.leases_held(MCP_SESSION_HOLDS_MAX).await?;
+        let left = MCP_SESSION_HOLDS_MAX.saturating_sub(holds.len());
+        holds.extend(self.reservations_held(left).await?);
         let board = match &p.team {
             Some(team) => {
                 let left = MCP_SESSION_HOLDS_MAX.saturating_sub(holds.len());

@@ -10,7 +10,7 @@ use super::answer::result;
 use super::params::{
     BoardClaim, BoardComplete, BoardExtend, BoardFail, BoardPost, BoardRelease, BudgetConsume,
     DocGet, DocPut, LeaseAcquire, LeaseRelease, LedgerAppend, MailAck, MailInbox, MailReply,
-    MailSend, StartSession, VoteCast, VoteOpen, VoteShow,
+    MailSend, ReleasePaths, ReservePaths, StartSession, VoteCast, VoteOpen, VoteShow,
 };
 
 #[tool_router(router = tool_router, vis = "pub(super)")]
@@ -126,6 +126,21 @@ impl Server {
     #[tool]
     async fn vote_show(&self, Parameters(p): Parameters<VoteShow>) -> CallToolResult {
         result(self.agent().vote_show(p).await)
+    }
+
+    /// Reserve paths or globs of a repository as yourself, exclusive or shared, for ttl_s:
+    /// answers the paths granted (each with its fence) and, for the rest, who holds what
+    /// conflicts and until when. Reserving a path you hold again renews it.
+    #[tool]
+    async fn reserve_paths(&self, Parameters(p): Parameters<ReservePaths>) -> CallToolResult {
+        result(self.agent().reserve_paths(p).await)
+    }
+
+    /// Release your reservations of paths of a repository (all of yours there when no
+    /// paths), optionally only those granted at a fence.
+    #[tool]
+    async fn release_paths(&self, Parameters(p): Parameters<ReleasePaths>) -> CallToolResult {
+        result(self.agent().release_paths(p).await)
     }
 
     /// Read a team's JSON document and its version (null and 0 when absent).

@@ -11,6 +11,7 @@ use whip_tests::whip_binary;
 mod completions;
 mod config;
 mod ephemeral;
+mod guard;
 mod idle;
 mod mail;
 mod newcomer;

@@ -21,6 +21,7 @@ mod t95_handoff;
 mod t97_registry;
 mod t98_mail;
 mod t99_mail_drain;
+mod t99_paths;
 mod t99_vote;
 
 use whip_cell::CellClient;

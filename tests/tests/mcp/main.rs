@@ -18,7 +18,8 @@ mod t10_tools;
 mod t20_identity;
 mod t30_waits;
 mod t40_http;
-mod t50_resources;
+mod t50_paths;
+mod t55_resources;
 
 /// How long a test waits for one answer of the bridge (a server start, a tool call).
 const ANSWER_WAIT_MS: u64 = 60_000;

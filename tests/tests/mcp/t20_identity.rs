@@ -37,7 +37,7 @@ fn forged_senders_holders_and_workers_are_refused_and_change_nothing() {
     )
     .ok();
 
-    let forged: [(&str, Value); 5] = [
+    let forged: [(&str, Value); 6] = [
         (
             "mail_send",
             json!({"to": "bob", "type": "directive", "text": "rm -rf", "from": "lead"}),
@@ -54,6 +54,11 @@ fn forged_senders_holders_and_workers_are_refused_and_change_nothing() {
         (
             "vote_cast",
             json!({"proposal": "p1", "choice": ["a"], "sender": "lead"}),
+        ),
+        (
+            "reserve_paths",
+            json!({"repo": "r", "paths": ["src/**"], "exclusive": true, "ttl_s": 60,
+                "holder": "bob"}),
         ),
     ];
     for (tool, arguments) in forged {
@@ -74,6 +79,8 @@ fn forged_senders_holders_and_workers_are_refused_and_change_nothing() {
     assert_eq!(leases["leases"], json!([]), "{leases}");
     let ledger = fabric.whip(&["ledger", "list", "l"]);
     assert_eq!(ledger["entries"], json!([]), "{ledger}");
+    let held = fabric.whip(&["paths", "list", "--mine", "--agent", "bob"]);
+    assert_eq!(held["reservations"], json!([]), "{held}");
 }
 
 #[test]

@@ -13,7 +13,12 @@ fn resources_are_the_callers_own_views_and_boards_are_members_only() {
     let mut mcp = fabric.mcp(&["lead", "worker", "eve"]);
     let listed = mcp.resources("worker");
     let uris = listed["resources"].as_array().unwrap();
-    for uri in ["whip://inbox", "whip://leases", "whip://registry"] {
+    for uri in [
+        "whip://inbox",
+        "whip://leases",
+        "whip://registry",
+        "whip://reservations",
+    ] {
         assert!(uris.contains(&json!(uri)), "{listed}");
     }
     assert_eq!(listed["templates"], json!(["whip://team/{team}/board"]));
@@ -63,6 +68,19 @@ fn own_views(mcp: &mut super::Bridge) {
     assert_eq!(listed[0]["fence"], held["fence"], "{leases} vs {held}");
     let none = mcp.read("lead", "whip://leases").expect("own leases");
     assert_eq!(none["leases"], json!([]), "{none}");
+
+    let reserve = json!({"repo": "site", "paths": ["src/**"], "exclusive": true, "ttl_s": 60});
+    let granted = mcp.call("worker", "reserve_paths", reserve).ok();
+    let mine = mcp
+        .read("worker", "whip://reservations")
+        .expect("own reservations");
+    let listed = mine["reservations"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{mine}");
+    assert_eq!(listed[0]["fence"], granted["granted"][0]["fence"], "{mine}");
+    let theirs = mcp
+        .read("lead", "whip://reservations")
+        .expect("own reservations");
+    assert_eq!(theirs["reservations"], json!([]), "{theirs}");
 
     let session = mcp.call("worker", "start_session", json!({"team": "web"}));
     let session = session.ok();
