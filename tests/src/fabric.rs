@@ -190,6 +190,8 @@ pub struct ProcessFabric {
     pub addrs: Vec<String>,
     /// Observation listener addresses (`--http`), index = id - 1; empty when off.
     pub http_addrs: Vec<String>,
+    /// MCP listener addresses (`--mcp`), index = id - 1; empty when off.
+    pub mcp_addrs: Vec<String>,
     /// The whip config (`WHIP_CONFIG_DIR`: CA, operator credential) the nodes run with;
     /// `None`: this user's.
     pub config_dir: Option<std::path::PathBuf>,
@@ -205,26 +207,44 @@ impl ProcessFabric {
     /// Like [`ProcessFabric::start`], each node serving `--http` on its own port when
     /// `http` is set ([`ProcessFabric::http_addrs`]).
     pub async fn start_observed(n: usize, http: bool) -> ProcessFabric {
-        ProcessFabric::start_configured(n, http, None).await
+        ProcessFabric::start_configured(n, http, None, false).await
+    }
+
+    /// Like [`ProcessFabric::start`], each node serving MCP over Streamable HTTP (`--mcp`)
+    /// on its own loopback port ([`ProcessFabric::mcp_addrs`]).
+    pub async fn start_with_mcp(n: usize) -> ProcessFabric {
+        ProcessFabric::start_configured(n, false, None, true).await
     }
 
     /// Like [`ProcessFabric::start`], the nodes running with the whip config `config_dir`
     /// (their own cluster CA) instead of this user's.
     pub async fn start_in(n: usize, config_dir: &std::path::Path) -> ProcessFabric {
-        ProcessFabric::start_configured(n, false, Some(config_dir.to_path_buf())).await
+        ProcessFabric::start_configured(n, false, Some(config_dir.to_path_buf()), false).await
     }
 
     async fn start_configured(
         n: usize,
         http: bool,
         config_dir: Option<std::path::PathBuf>,
+        mcp: bool,
     ) -> ProcessFabric {
         crate::init_tracing();
-        let addrs = free_addrs(if http { 2 * n } else { n });
+        let listeners = 1 + usize::from(http) + usize::from(mcp);
+        let addrs: Vec<String> = (free_addrs(listeners * n).iter())
+            .map(|a| a.to_string())
+            .collect();
+        let mut chunks = addrs.chunks(n).map(<[String]>::to_vec);
         let mut fabric = ProcessFabric {
             dir: tempfile::tempdir().expect("temp dir"),
-            addrs: addrs[..n].iter().map(|a| a.to_string()).collect(),
-            http_addrs: addrs[n..].iter().map(|a| a.to_string()).collect(),
+            addrs: chunks.next().expect("node addresses"),
+            http_addrs: match http {
+                true => chunks.next().expect("--http addresses"),
+                false => Vec::new(),
+            },
+            mcp_addrs: match mcp {
+                true => chunks.next().expect("--mcp addresses"),
+                false => Vec::new(),
+            },
             config_dir,
             children: (0..n).map(|_| None).collect(),
         };
@@ -246,10 +266,13 @@ impl ProcessFabric {
     pub fn spawn(&mut self, id: u64) {
         let index = (id - 1) as usize;
         let data = self.dir.path().join(format!("node-{id}"));
-        let extra = match self.http_addrs.get(index) {
-            Some(http) => vec!["--http".to_string(), http.clone()],
-            None => Vec::new(),
-        };
+        let mut extra = Vec::new();
+        if let Some(http) = self.http_addrs.get(index) {
+            extra.extend(["--http".to_string(), http.clone()]);
+        }
+        if let Some(mcp) = self.mcp_addrs.get(index) {
+            extra.extend(["--mcp".to_string(), mcp.clone()]);
+        }
         let mut command = server_command("node", id, &self.addrs[index], &data, &extra);
         if let Some(config) = &self.config_dir {
             command.env("WHIP_CONFIG_DIR", config);

@@ -85,6 +85,7 @@ impl Agent {
             r#type: p.kind.wire().into(),
             text: p.text,
             payload: p.payload.map(|v| v.to_string()),
+            idempotency_key: p.idempotency_key.unwrap_or_default(),
             ..Default::default()
         };
         sent(self.client.mail_send(request).await?)

@@ -120,6 +120,9 @@ pub(crate) struct MailSend {
     pub(crate) text: String,
     /// A JSON document carried with the text (at most 64 KiB).
     pub(crate) payload: Option<Value>,
+    /// A key of your own for this send: a send retried with the same key (after a timeout
+    /// or a lost answer) is delivered once, and answers the first send's id.
+    pub(crate) idempotency_key: Option<String>,
 }
 
 /// `mail_inbox`.

@@ -20,6 +20,7 @@ mod t30_waits;
 mod t40_http;
 mod t50_paths;
 mod t55_resources;
+mod t60_team;
 
 /// How long a test waits for one answer of the bridge (a server start, a tool call).
 const ANSWER_WAIT_MS: u64 = 60_000;
