@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command of the README: build the `whip` binary (process-level tests start it),
-# then run every test of the workspace with nextest.
+# run every test of the workspace with nextest, then the Python client's type check and
+# tests (scripts/py-client-test.sh, against the same binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/clean-env.sh
@@ -10,3 +11,4 @@ if ! cargo nextest --version >/dev/null 2>&1; then
 fi
 cargo build --workspace --bins
 cargo nextest run --workspace --no-fail-fast "$@"
+./scripts/py-client-test.sh
