@@ -1672,6 +1672,112 @@ class VoteListResponse(_message.Message):
     proposals: _containers.RepeatedCompositeFieldContainer[VoteProposal]
     def __init__(self, proposals: _Optional[_Iterable[_Union[VoteProposal, _Mapping]]] = ...) -> None: ...
 
+class PathsReserveRequest(_message.Message):
+    __slots__ = ("repo", "paths", "exclusive", "ttl_ms", "fence", "idempotency_key")
+    REPO_FIELD_NUMBER: _ClassVar[int]
+    PATHS_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    repo: str
+    paths: _containers.RepeatedScalarFieldContainer[str]
+    exclusive: bool
+    ttl_ms: int
+    fence: int
+    idempotency_key: str
+    def __init__(self, repo: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ..., exclusive: _Optional[bool] = ..., ttl_ms: _Optional[int] = ..., fence: _Optional[int] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class PathsReleaseRequest(_message.Message):
+    __slots__ = ("repo", "paths", "fence", "idempotency_key")
+    REPO_FIELD_NUMBER: _ClassVar[int]
+    PATHS_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    repo: str
+    paths: _containers.RepeatedScalarFieldContainer[str]
+    fence: int
+    idempotency_key: str
+    def __init__(self, repo: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ..., fence: _Optional[int] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class PathGrant(_message.Message):
+    __slots__ = ("path", "exclusive", "fence", "expires_at_ms", "renewed")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    RENEWED_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    exclusive: bool
+    fence: int
+    expires_at_ms: int
+    renewed: bool
+    def __init__(self, path: _Optional[str] = ..., exclusive: _Optional[bool] = ..., fence: _Optional[int] = ..., expires_at_ms: _Optional[int] = ..., renewed: _Optional[bool] = ...) -> None: ...
+
+class PathConflict(_message.Message):
+    __slots__ = ("path", "holder", "held", "exclusive", "expires_at_ms")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    holder: str
+    held: str
+    exclusive: bool
+    expires_at_ms: int
+    def __init__(self, path: _Optional[str] = ..., holder: _Optional[str] = ..., held: _Optional[str] = ..., exclusive: _Optional[bool] = ..., expires_at_ms: _Optional[int] = ...) -> None: ...
+
+class PathsResponse(_message.Message):
+    __slots__ = ("outcome", "granted", "conflicts", "released", "not_held", "refusal", "message")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    NOT_HELD_FIELD_NUMBER: _ClassVar[int]
+    REFUSAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    outcome: str
+    granted: _containers.RepeatedCompositeFieldContainer[PathGrant]
+    conflicts: _containers.RepeatedCompositeFieldContainer[PathConflict]
+    released: _containers.RepeatedScalarFieldContainer[str]
+    not_held: _containers.RepeatedScalarFieldContainer[str]
+    refusal: str
+    message: str
+    def __init__(self, outcome: _Optional[str] = ..., granted: _Optional[_Iterable[_Union[PathGrant, _Mapping]]] = ..., conflicts: _Optional[_Iterable[_Union[PathConflict, _Mapping]]] = ..., released: _Optional[_Iterable[str]] = ..., not_held: _Optional[_Iterable[str]] = ..., refusal: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class PathsListRequest(_message.Message):
+    __slots__ = ("repo", "mine", "limit")
+    REPO_FIELD_NUMBER: _ClassVar[int]
+    MINE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    repo: str
+    mine: bool
+    limit: int
+    def __init__(self, repo: _Optional[str] = ..., mine: _Optional[bool] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class PathReservation(_message.Message):
+    __slots__ = ("repo", "path", "holder", "exclusive", "fence", "expires_at_ms")
+    REPO_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    repo: str
+    path: str
+    holder: str
+    exclusive: bool
+    fence: int
+    expires_at_ms: int
+    def __init__(self, repo: _Optional[str] = ..., path: _Optional[str] = ..., holder: _Optional[str] = ..., exclusive: _Optional[bool] = ..., fence: _Optional[int] = ..., expires_at_ms: _Optional[int] = ...) -> None: ...
+
+class PathsListResponse(_message.Message):
+    __slots__ = ("reservations",)
+    RESERVATIONS_FIELD_NUMBER: _ClassVar[int]
+    reservations: _containers.RepeatedCompositeFieldContainer[PathReservation]
+    def __init__(self, reservations: _Optional[_Iterable[_Union[PathReservation, _Mapping]]] = ...) -> None: ...
+
 class RoutesRequest(_message.Message):
     __slots__ = ("reload",)
     RELOAD_FIELD_NUMBER: _ClassVar[int]
