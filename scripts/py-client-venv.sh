@@ -12,7 +12,7 @@ pins=(
   "grpcio==1.85.3" "grpcio-tools==1.85.1" "protobuf==7.36.2" "blake3==1.0.11"
   "pytest==9.2.0" "pytest-asyncio==1.5.0" "mypy==2.4.1" "grpc-stubs==1.53.0.6"
   "types-protobuf==7.35.1.20261122" "langgraph==1.2.24" "langgraph-checkpoint==4.3.2"
-  "nats-py==2.16.0"
+  "nats-py==2.16.0" "langgraph-checkpoint-conformance==0.0.2"
 )
 mkdir -p "$(dirname "$venv")"
 exec 9>"$venv.lock"

@@ -153,3 +153,21 @@ async def test_the_store_keeps_namespaced_items(saver_client: whip_fabric.Client
     assert await store.alist_namespaces(prefix=("users",)) == [("users", "u1"), ("users", "u2")]
     await store.adelete(("users", "u1"), "prefs")
     assert await store.aget(("users", "u1"), "prefs") is None
+
+
+async def test_langgraphs_own_conformance_suite_passes(
+    saver_client: whip_fabric.Client,
+) -> None:
+    """LangGraph's checkpointer conformance suite (PyPI `langgraph-checkpoint-conformance`):
+    every base capability passes on the fabric."""
+    from langgraph.checkpoint.conformance import checkpointer_test, validate
+
+    from whip_fabric.langgraph import WhipCheckpointSaver
+
+    @checkpointer_test(name="WhipCheckpointSaver")
+    async def whip_saver() -> Any:
+        yield WhipCheckpointSaver(saver_client, prefix=unique("conformance"))
+
+    report = await validate(whip_saver)
+    report.print_report()
+    assert report.passed_all_base(), report
