@@ -662,15 +662,24 @@ impl CellClient {
 
     /// Add a learner (through any member; retried until the leader answers).
     pub async fn add_learner(&self, member: pb::Member) -> Result<pb::AdminResponse, CellError> {
+        self.add_learner_to(0, member).await
+    }
+
+    /// Add `member` as a learner of hosted cell `cell` (0: a plain cell, or a fabric's meta
+    /// cell) and wait until it caught up.
+    pub async fn add_learner_to(
+        &self,
+        cell: u64,
+        member: pb::Member,
+    ) -> Result<pb::AdminResponse, CellError> {
         self.admin_call(|mut admin| {
             let member = member.clone();
             async move {
-                admin
-                    .add_learner(pb::AddLearnerRequest {
-                        member: Some(member),
-                        cell: 0,
-                    })
-                    .await
+                let request = pb::AddLearnerRequest {
+                    member: Some(member),
+                    cell,
+                };
+                admin.add_learner(request).await
             }
         })
         .await
@@ -682,16 +691,25 @@ impl CellClient {
         voters: Vec<u64>,
         retain: bool,
     ) -> Result<pb::AdminResponse, CellError> {
+        self.change_membership_of(0, voters, retain).await
+    }
+
+    /// Change the voter set of hosted cell `cell` (0: a plain cell, or a fabric's meta cell).
+    pub async fn change_membership_of(
+        &self,
+        cell: u64,
+        voters: Vec<u64>,
+        retain: bool,
+    ) -> Result<pb::AdminResponse, CellError> {
         self.admin_call(|mut admin| {
             let voters = voters.clone();
             async move {
-                admin
-                    .change_membership(pb::ChangeMembershipRequest {
-                        voters,
-                        retain,
-                        cell: 0,
-                    })
-                    .await
+                let request = pb::ChangeMembershipRequest {
+                    voters,
+                    retain,
+                    cell,
+                };
+                admin.change_membership(request).await
             }
         })
         .await

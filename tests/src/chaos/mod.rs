@@ -416,8 +416,8 @@ pub async fn run(options: Options) -> Result<Report, String> {
     let data = options.out.join("data");
     let mut nodes =
         nodes::Nodes::start(&options.whip, &data_dir(&data)?, &net, options.fabric_cells).await?;
-    if let Err(why) = nemesis::caught_up(&nodes, Duration::from_secs(20)).await {
-        return Err(format!("the cell elected no leader within 20 s: {why}"));
+    if let Err((_, why)) = nemesis::caught_up(&nodes, Duration::from_secs(20)).await {
+        return Err(format!("the cells were not all up within 20 s: {why}"));
     }
     eprintln!("cell of {} nodes up at {:?}", nodes.len(), nodes.addrs);
     let recorder = Recorder::new(Some(&options.out.join("history.jsonl")), start)

@@ -87,10 +87,6 @@ impl Fault {
                  not {fabric_cells}"
             )),
             Fault::Oneway if nodes < 2 => Err("nemesis oneway needs 2 or more nodes".into()),
-            Fault::Member if fabric_cells > 0 => Err(
-                "nemesis member changes a plain cell's voters: run it without --fabric-cells"
-                    .into(),
-            ),
             Fault::Member if nodes < 3 => Err("nemesis member needs 3 or more nodes".into()),
             _ => Ok(()),
         }
@@ -331,9 +327,20 @@ impl Nemesis<'_> {
                 Ok(None)
             }
             Fault::Member => {
-                self.nodes.remove_voter(target).await?;
+                // On a fabric, one data cell's voters change; its other cells keep the node.
+                let cell = match self.nodes.fabric_cells() {
+                    0 => 0,
+                    n => self.rng.random_range(1..=u64::from(n)),
+                };
+                let Some(removed) = self.nodes.remove_voter(target, cell).await? else {
+                    self.event("member-skipped", json!({ "cell": cell }));
+                    return Ok(None);
+                };
+                let detail = json!({ "node": removed, "cell": cell, "leader": lost_leader });
                 self.event("member-remove", detail);
-                Ok(Some(target))
+                // A plain cell's failover is sampled; on a fabric only one cell changed, and
+                // the other cells the node leads would add samples that lost nothing.
+                Ok((cell == 0).then_some(removed))
             }
             Fault::Clock => {
                 let size = self.rng.random_range(CLOCK_JUMP_MS.0..=CLOCK_JUMP_MS.1);
@@ -475,9 +482,10 @@ impl Nemesis<'_> {
                 self.recovery.heal_catchup_ms.push(ms);
                 self.event("caught-up", json!({ "after_ms": ms }));
             }
-            Err(why) => {
-                self.event("not-caught-up", json!({ "within_ms": within_ms }));
-                self.unrecovered(0, "heal-catchup", healed, why);
+            Err((cell, why)) => {
+                let detail = json!({ "within_ms": within_ms, "cell": cell });
+                self.event("not-caught-up", detail);
+                self.unrecovered(cell, "heal-catchup", healed, why);
             }
         }
         Ok(())
@@ -541,32 +549,47 @@ pub(super) async fn first_write(
     done_ms
 }
 
-/// Wait until every node has applied the leader's last log index as of now; else why not.
-pub async fn caught_up(nodes: &Nodes, within: Duration) -> Result<(), String> {
+/// Wait until, in every cell (a fabric's meta and data cells), every voter has applied its
+/// leader's last log index as of now; else the first cell that did not, and why.
+pub async fn caught_up(nodes: &Nodes, within: Duration) -> Result<(), (u64, String)> {
     let deadline = Instant::now() + within;
-    let target = loop {
-        if let Some(l) = nodes.leader().await
-            && let Some(s) = nodes.status(l, Duration::from_millis(500)).await
+    for cell in nodes.cells() {
+        cell_caught_up(nodes, cell, deadline)
+            .await
+            .map_err(|why| (cell, why))?;
+    }
+    Ok(())
+}
+
+/// Wait until every voter of `cell` has applied its leader's last log index as of now.
+async fn cell_caught_up(nodes: &Nodes, cell: u64, deadline: Instant) -> Result<(), String> {
+    let ask = Duration::from_millis(500);
+    let (target, voters) = loop {
+        if let Some(l) = nodes.cell_leader(cell).await
+            && let Some(s) = nodes.cell_status(l, cell, ask).await
             && s.state == "Leader"
         {
-            break s.last_log_index;
+            let voters: Vec<usize> = (s.members.iter())
+                .filter(|m| m.voter)
+                .map(|m| m.id as usize)
+                .collect();
+            break (s.last_log_index, voters);
         }
         if Instant::now() > deadline {
-            return Err(format!("no leader known within {} ms", within.as_millis()));
+            return Err(format!("cell {cell}: no leader known in time"));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    for id in 1..=nodes.len() {
+    for id in voters {
         loop {
-            let applied = nodes.status(id, Duration::from_millis(500)).await;
+            let applied = nodes.cell_status(id, cell, ask).await;
             if applied.as_ref().is_some_and(|s| s.last_applied >= target) {
                 break;
             }
             if Instant::now() > deadline {
                 let at = applied.map_or("no answer".into(), |s| s.last_applied.to_string());
                 return Err(format!(
-                    "node {id} applied {at} of index {target} within {} ms",
-                    within.as_millis()
+                    "cell {cell}: node {id} applied {at} of index {target} in time"
                 ));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -53,7 +53,9 @@ pub struct Nodes {
     /// Nodes found exited on their own (not killed by the harness), not yet reported.
     exited: Vec<(usize, ExitStatus)>,
     /// The voter the `member` nemesis took out of the cell, until it is back.
-    removed_voter: Option<usize>,
+    /// A voter the `member` fault took out: its cell (0: the plain cell), its node, and
+    /// the cell's voters before.
+    removed_voter: Option<(u64, usize, Vec<u64>)>,
 }
 
 impl Nodes {
@@ -332,24 +334,46 @@ impl Nodes {
         self.nodes[id - 1].clock_offset_ms = offset_ms;
     }
 
-    /// Take voter `id` out of the plain cell (`Admin/ChangeMembership`, as `whip cell
-    /// voters` does); its process keeps running, outside the cell.
-    pub async fn remove_voter(&mut self, id: usize) -> Result<(), String> {
-        let voters: Vec<u64> = (1..=self.len() as u64)
-            .filter(|&v| v != id as u64)
-            .collect();
-        self.removed_voter = Some(id);
+    /// Take voter `id` out of a cell (`Admin/ChangeMembership`, as `whip cell voters`
+    /// does): the plain cell, or on a fabric the data cell `cell`, whose leader is asked for
+    /// its voters (another voter than `id` if `id` is none of them). Its process keeps
+    /// running, serving its other cells. The removed node, or `None` when the cell's voters
+    /// were not known in time.
+    pub async fn remove_voter(&mut self, id: usize, cell: u64) -> Result<Option<usize>, String> {
+        let Some(voters) = self.cell_voters(cell).await else {
+            return Ok(None);
+        };
+        let id = match voters.contains(&(id as u64)) {
+            true => id,
+            false => *voters.first().ok_or("a cell without voters")? as usize,
+        };
+        let rest: Vec<u64> = voters.iter().copied().filter(|&v| v != id as u64).collect();
+        self.removed_voter = Some((cell, id, voters));
         self.membership("remove voter", |c| {
-            let voters = voters.clone();
-            async move { c.change_membership(voters, false).await }
+            let rest = rest.clone();
+            async move { c.change_membership_of(cell, rest, false).await }
         })
-        .await
+        .await?;
+        Ok(Some(id))
     }
 
-    /// Bring the removed voter back: add it as a learner (`Admin/AddLearner`, which waits
-    /// until it caught up), then promote it to voter again.
+    /// The voters of `cell` as its leader reports them.
+    async fn cell_voters(&self, cell: u64) -> Option<Vec<u64>> {
+        let leader = self.cell_leader(cell).await?;
+        let status = self
+            .cell_status(leader, cell, Duration::from_millis(500))
+            .await?;
+        let voters: Vec<u64> = (status.members.iter())
+            .filter(|m| m.voter)
+            .map(|m| m.id)
+            .collect();
+        (!voters.is_empty()).then_some(voters)
+    }
+
+    /// Bring the removed voter back: add it as a learner of its cell (`Admin/AddLearner`,
+    /// which waits until it caught up), then promote it to voter again.
     pub async fn restore_voter(&mut self) -> Result<Option<usize>, String> {
-        let Some(id) = self.removed_voter else {
+        let Some((cell, id, voters)) = self.removed_voter.clone() else {
             return Ok(None);
         };
         let member = pb::Member {
@@ -358,13 +382,12 @@ impl Nodes {
         };
         self.membership("add learner", |c| {
             let member = member.clone();
-            async move { c.add_learner(member).await }
+            async move { c.add_learner_to(cell, member).await }
         })
         .await?;
-        let voters: Vec<u64> = (1..=self.len() as u64).collect();
         self.membership("promote learner", |c| {
             let voters = voters.clone();
-            async move { c.change_membership(voters, false).await }
+            async move { c.change_membership_of(cell, voters, false).await }
         })
         .await?;
         self.removed_voter = None;
@@ -442,7 +465,7 @@ impl Nodes {
     }
 
     /// Status of hosted cell `cell` on node `id` (0: the plain cell or the meta cell).
-    async fn cell_status(
+    pub(super) async fn cell_status(
         &self,
         id: usize,
         cell: u64,
@@ -504,9 +527,15 @@ impl Nodes {
         self.cell_leader(0).await
     }
 
+    /// Every cell a heal must bring back: the plain cell, or a fabric's meta cell and its
+    /// data cells.
+    pub fn cells(&self) -> Vec<u64> {
+        (0..=u64::from(self.fabric_cells)).collect()
+    }
+
     /// The leader of hosted cell `cell` as reported by the first running node that knows
     /// one.
-    async fn cell_leader(&self, cell: u64) -> Option<usize> {
+    pub(super) async fn cell_leader(&self, cell: u64) -> Option<usize> {
         for id in 1..=self.nodes.len() {
             if !self.is_running(id) || self.nodes[id - 1].paused {
                 continue;

@@ -236,6 +236,38 @@ fn voters_leave_and_come_back_under_load() {
     assert_eq!(removed.len(), restored.len(), "{:#?}", run.events);
 }
 
+/// On a fabric, `member` takes a node out of one data cell's voters (its other cells keep
+/// it) and brings it back at the heal; the checkers hold across.
+#[test]
+fn a_data_cells_voters_change_under_load() {
+    if !can_run() {
+        return;
+    }
+    let run = chaos(
+        "member-fabric",
+        7,
+        &[
+            "--nodes",
+            "3",
+            "--fabric-cells",
+            "2",
+            "--nemesis",
+            "member,kill",
+            "--workload",
+            "cas,board,ledger",
+        ],
+    );
+    let removed = run.named("member-remove");
+    let restored = run.named("member-restore");
+    assert!(!removed.is_empty(), "no voter removed in {:#?}", run.events);
+    assert!(
+        removed
+            .iter()
+            .all(|e| e["detail"]["cell"].as_u64().is_some_and(|c| c >= 1))
+    );
+    assert_eq!(removed.len(), restored.len(), "{:#?}", run.events);
+}
+
 #[test]
 fn five_nodes_get_the_ring_partition() {
     if !can_run() {

@@ -353,9 +353,10 @@ fn check_reports(seen: &[pb::RangeChange], (start, to_cell): (u64, u64), rows: u
 #[tokio::test]
 async fn a_slow_move_keeps_the_admin_lease_and_refuses_a_second_change() {
     // Short against the move (about 2 s unloaded over twice the rows), long enough that a
-    // renewal every third of it is not missed on a loaded machine (300 ms lost the lease
-    // under a full suite beside builds; 1 s outlasted an unloaded move of the usual rows).
-    const TTL_MS: u64 = 600;
+    // renewal every third of it is not missed on a loaded machine (300 ms, then 600 ms,
+    // lost the lease under a full suite beside builds; 1 s outlasted an unloaded move of
+    // half these rows).
+    const TTL_MS: u64 = 1_000;
     let fabric = Fabric::start_with(3, 2, |c| c.range_admin_lease_ttl_ms = TTL_MS).await;
     load_rows(Arc::new(fabric.client_of(1))).await;
     let node = fabric.node(1).clone();

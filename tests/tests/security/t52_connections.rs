@@ -69,7 +69,9 @@ async fn hold(source: [u8; 4], target: &str, n: usize) -> Vec<tokio::net::TcpStr
     for _ in 0..n {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind(SocketAddr::from((source, 0))).unwrap();
-        let connect = tokio::time::timeout(Duration::from_secs(1), socket.connect(target));
+        // Generous: under a loaded machine the server's accept loop lags, its backlog fills
+        // and a SYN waits for its retransmission (1 s and more).
+        let connect = tokio::time::timeout(Duration::from_secs(10), socket.connect(target));
         if let Ok(Ok(stream)) = connect.await {
             held.push(stream);
         }
