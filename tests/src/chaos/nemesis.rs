@@ -326,22 +326,7 @@ impl Nemesis<'_> {
                 self.oneway(target, leader)?;
                 Ok(None)
             }
-            Fault::Member => {
-                // On a fabric, one data cell's voters change; its other cells keep the node.
-                let cell = match self.nodes.fabric_cells() {
-                    0 => 0,
-                    n => self.rng.random_range(1..=u64::from(n)),
-                };
-                let Some(removed) = self.nodes.remove_voter(target, cell).await? else {
-                    self.event("member-skipped", json!({ "cell": cell }));
-                    return Ok(None);
-                };
-                let detail = json!({ "node": removed, "cell": cell, "leader": lost_leader });
-                self.event("member-remove", detail);
-                // A plain cell's failover is sampled; on a fabric only one cell changed, and
-                // the other cells the node leads would add samples that lost nothing.
-                Ok((cell == 0).then_some(removed))
-            }
+            Fault::Member => self.member(target, lost_leader).await,
             Fault::Clock => {
                 let size = self.rng.random_range(CLOCK_JUMP_MS.0..=CLOCK_JUMP_MS.1);
                 let offset = if self.rng.random_bool(0.5) {
@@ -357,6 +342,24 @@ impl Nemesis<'_> {
             Fault::Disk => self.disk(target, lost_leader).await,
             Fault::Move => unreachable!("the mover runs beside the rounds"),
         }
+    }
+
+    /// Take node `target` out of a cell's voters: the plain cell, or on a fabric one data
+    /// cell (its other cells keep the node); the heal brings it back.
+    async fn member(&mut self, target: usize, leader: bool) -> Result<Option<usize>, String> {
+        let cell = match self.nodes.fabric_cells() {
+            0 => 0,
+            n => self.rng.random_range(1..=u64::from(n)),
+        };
+        let Some(removed) = self.nodes.remove_voter(target, cell).await? else {
+            self.event("member-skipped", json!({ "cell": cell }));
+            return Ok(None);
+        };
+        let detail = json!({ "node": removed, "cell": cell, "leader": leader });
+        self.event("member-remove", detail);
+        // A plain cell's failover is sampled; on a fabric only one cell changed, and the
+        // other cells the node leads would add samples that lost nothing.
+        Ok((cell == 0).then_some(removed))
     }
 
     /// A disk fault on node `target` ([`DiskKind`]); the node is lost either way until the
