@@ -239,9 +239,12 @@ impl Node {
         Ok(Outcome::LeaseReleasedAll { released })
     }
 
-    /// A holder's reservations from every data cell (each answers for the repositories it
-    /// serves), in repository and pattern order.
-    async fn gather_reservations(&self, query: Query) -> Result<QueryResult, CellError> {
+    /// `query` asked of every data cell at once (each answers for the ranges it serves),
+    /// the answers in the map's cell order.
+    async fn ask_every_data_cell(
+        &self,
+        query: Query,
+    ) -> Result<Vec<Result<QueryResult, CellError>>, CellError> {
         let map = self.map().await?;
         let routed = Query::Routed {
             epoch: 0,
@@ -252,8 +255,14 @@ impl Node {
             let map = map.clone();
             async move { self.read_cell(Some(&map), cell, routed).await }
         });
+        Ok(futures::future::join_all(calls).await)
+    }
+
+    /// A holder's reservations from every data cell (each answers for the repositories it
+    /// serves), in repository and pattern order.
+    async fn gather_reservations(&self, query: Query) -> Result<QueryResult, CellError> {
         let mut rows = Vec::new();
-        for answer in futures::future::join_all(calls).await {
+        for answer in self.ask_every_data_cell(query).await? {
             match answer? {
                 QueryResult::Reservations(found) => rows.extend(found),
                 refused @ QueryResult::Refused(_) => return Ok(refused),
@@ -268,17 +277,7 @@ impl Node {
     /// A list or scan from every data cell (each answers for the ranges it serves), merged
     /// in the order one cell would list them and cut to `limit`.
     async fn gather(&self, query: Query, limit: u32) -> Result<QueryResult, CellError> {
-        let map = self.map().await?;
-        let routed = Query::Routed {
-            epoch: 0,
-            query: Box::new(query),
-        };
-        let calls = map.data_cells().into_iter().map(|cell| {
-            let routed = routed.clone();
-            let map = map.clone();
-            async move { self.read_cell(Some(&map), cell, routed).await }
-        });
-        let answers = futures::future::join_all(calls).await;
+        let answers = self.ask_every_data_cell(query).await?;
         let cap = match limit as usize {
             0 => whip_board::limits::LIST_ROWS_MAX,
             n => n.min(whip_board::limits::LIST_ROWS_MAX),

@@ -243,6 +243,14 @@ fn apply_entries(
     let mut txn = Overlay::new(backend);
     let mut responses = Vec::with_capacity(entries.len());
     for entry in entries {
+        // Every stamp (and so every fence) is derived from the index: an entry applied at
+        // or below the last applied index would hand out a fence again.
+        assert!(
+            applied.log_id.is_none_or(|last| entry.log_id.index > last.index),
+            "apply of log index {} after {:?}: the log index must grow",
+            entry.log_id.index,
+            applied.log_id
+        );
         applied.log_id = Some(entry.log_id);
         let response = match entry.payload {
             EntryPayload::Blank => BatchOutcome::default(),
