@@ -49,6 +49,8 @@ mod deadline;
 mod election;
 pub mod ephemeral;
 pub mod gauges;
+#[cfg(test)]
+mod golden;
 mod handoff;
 mod idempotency;
 pub mod instance;
@@ -65,6 +67,8 @@ pub mod query;
 mod range;
 pub mod reservation;
 pub mod route;
+#[cfg(test)]
+mod sample;
 mod schedule;
 pub mod screen;
 pub mod tally;
