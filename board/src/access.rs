@@ -55,7 +55,11 @@ pub const RESERVED_NAMES: [&str; 4] = ["operator", "server", "anonymous", "engin
 pub const CLI_NAME_PREFIX: &str = "cli-";
 
 /// Who a request acts for, as the server proved it.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum Caller {
     /// Nobody proven: no agent token, no operator or node certificate.
     #[default]
@@ -68,6 +72,15 @@ pub enum Caller {
     /// A server on its own behalf (its tick loop, fabric administration, handoffs, identity
     /// registration after it checked the caller's credential).
     Server,
+}
+
+crate::codes::stable_codes! {
+    Caller {
+        0 => Anonymous,
+        1 => Agent,
+        2 => Operator,
+        3 => Server,
+    }
 }
 
 impl Caller {
@@ -91,7 +104,11 @@ impl Caller {
 }
 
 /// Why a client request was refused before it ran.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum AccessRefusal {
     /// The key is reserved state.
     Reserved {
@@ -119,6 +136,17 @@ pub enum AccessRefusal {
     },
     /// The request reached the fabric's meta cell, which serves no client.
     MetaCell,
+}
+
+crate::codes::stable_codes! {
+    AccessRefusal {
+        0 => Reserved,
+        1 => ServerOnly,
+        2 => OperatorOnly,
+        3 => Anonymous,
+        4 => NotAuthorized,
+        5 => MetaCell,
+    }
 }
 
 impl AccessRefusal {

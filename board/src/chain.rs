@@ -85,7 +85,11 @@ pub enum ChainStep {
 /// Why an envelope does not extend its channel's chain. Nothing is applied on a refusal;
 /// a fork or a broken chain means the two cells disagree about the channel's history and
 /// raises an alarm ([`HandoffRefusal::raises_alarm`]).
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(remote = "Self")]
 pub enum HandoffRefusal {
     /// Envelopes are missing before this one: the sender resends from `expected_seq`.
     #[error("gap: expected sequence {expected_seq}, got {got_seq}")]
@@ -110,6 +114,15 @@ pub enum HandoffRefusal {
     /// Sequence 0: channels number their envelopes from 1, so nothing can precede it.
     #[error("sequence 0: channel sequences start at 1")]
     ZeroSequence,
+}
+
+crate::codes::stable_codes! {
+    HandoffRefusal {
+        0 => Gap,
+        1 => Fork,
+        2 => BrokenChain,
+        3 => ZeroSequence,
+    }
 }
 
 impl HandoffRefusal {

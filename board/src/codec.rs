@@ -1,7 +1,9 @@
 //! Versioned encoding of stored values: one version byte, then postcard.
 //!
 //! Every value the board writes goes through [`encode`], so a later shape can add a new
-//! version byte and keep reading the old one.
+//! version byte and keep reading the old one. Enums inside a value write pinned variant
+//! codes (`crate::codes`), so the bytes of a version never depend on declaration order;
+//! `crate::golden` holds them.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -18,19 +20,44 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     out
 }
 
-/// Decode a stored value. Unknown versions or undecodable bytes mean corrupt state or a
-/// bug, so they panic instead of guessing.
-pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> T {
-    assert!(!bytes.is_empty(), "stored value is empty");
-    assert_eq!(
-        bytes[0], VERSION,
-        "stored value has unknown version {}",
-        bytes[0]
-    );
-    match postcard::from_bytes(&bytes[1..]) {
-        Ok(value) => value,
-        Err(error) => panic!("stored value does not decode: {error}"),
+/// Why stored bytes do not decode.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum DecodeError {
+    /// No bytes at all.
+    #[error("stored value is empty")]
+    Empty,
+    /// A version byte this build does not know (a newer build wrote it, or corruption).
+    #[error("unsupported_encoding: stored value has unknown version {version}")]
+    UnsupportedEncoding {
+        /// The version byte found.
+        version: u8,
+    },
+    /// The body does not decode as the expected type (among others: a variant code the
+    /// enum does not list, see `crate::codes`).
+    #[error("stored value does not decode: {reason}")]
+    Malformed {
+        /// postcard's error.
+        reason: String,
+    },
+}
+
+/// Decode a value written by [`encode`], refusing what this build cannot read.
+pub(crate) fn decode_checked<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    match bytes.split_first() {
+        None => Err(DecodeError::Empty),
+        Some((&VERSION, body)) => {
+            postcard::from_bytes(body).map_err(|error| DecodeError::Malformed {
+                reason: error.to_string(),
+            })
+        }
+        Some((&version, _)) => Err(DecodeError::UnsupportedEncoding { version }),
     }
+}
+
+/// Decode a stored value. Unknown versions or undecodable bytes mean corrupt state or a
+/// bug, so they panic instead of guessing (a row that cannot be read is never skipped).
+pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> T {
+    decode_checked(bytes).unwrap_or_else(|error| panic!("{error}"))
 }
 
 /// Encode `value` under an explicit version byte: for a value whose shape grew, so that
@@ -50,10 +77,7 @@ pub(crate) fn versioned(bytes: &[u8]) -> Option<(u8, &[u8])> {
 /// Decode bytes that came from outside this cell's own writes (another cell's export): `None`
 /// where [`decode`] would panic.
 pub(crate) fn try_decode<T: DeserializeOwned>(bytes: &[u8]) -> Option<T> {
-    match bytes.split_first() {
-        Some((&VERSION, body)) => postcard::from_bytes(body).ok(),
-        _ => None,
-    }
+    decode_checked(bytes).ok()
 }
 
 #[cfg(test)]
@@ -72,5 +96,19 @@ mod tests {
     #[should_panic(expected = "unknown version")]
     fn unknown_version_panics() {
         let _: u64 = decode(&[9, 1]);
+    }
+
+    #[test]
+    fn unknown_version_is_a_typed_refusal() {
+        let refused = decode_checked::<u64>(&[9, 1]);
+        assert_eq!(
+            refused,
+            Err(DecodeError::UnsupportedEncoding { version: 9 })
+        );
+        assert_eq!(decode_checked::<u64>(&[]), Err(DecodeError::Empty));
+        assert!(matches!(
+            decode_checked::<u64>(&[VERSION]),
+            Err(DecodeError::Malformed { .. })
+        ));
     }
 }

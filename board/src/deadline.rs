@@ -14,7 +14,11 @@ use crate::txn::Txn;
 use crate::types::{ResourceId, Tier};
 
 /// What falls due at a deadline.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub(crate) enum Item {
     /// A lease holder's slot expires.
     Holder {
@@ -101,6 +105,23 @@ pub(crate) enum Item {
         /// The holder.
         holder: String,
     },
+}
+
+crate::codes::stable_codes! {
+    Item {
+        0 => Holder,
+        1 => Waiter,
+        2 => Ledger,
+        3 => Idempotency,
+        4 => Election,
+        5 => TaskClaim,
+        6 => TaskSpill,
+        7 => Work,
+        8 => VoteClose,
+        9 => TaskDone,
+        10 => KvExpiry,
+        11 => Reservation,
+    }
 }
 
 impl Item {

@@ -28,7 +28,11 @@ use crate::txn::Txn;
 use crate::types::{Outcome, ResourceId, Stamp};
 
 /// What a `KvPutAttached` attaches its key to.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum KvAttach {
     /// Its own deadline, `ttl_ms` after the stamp (moved on by `KvKeepalive`).
     Ttl {
@@ -44,8 +48,19 @@ pub enum KvAttach {
     },
 }
 
+crate::codes::stable_codes! {
+    KvAttach {
+        0 => Ttl,
+        1 => Lease,
+    }
+}
+
 /// Why a command on an ephemeral key was refused; nothing changed.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum KvRefusal {
     /// The holder holds no live slot of the lease the put names.
     LeaseNotHeld {
@@ -70,6 +85,15 @@ pub enum KvRefusal {
         /// The bound (`KV_LEASE_KEYS_MAX`).
         max: u32,
     },
+}
+
+crate::codes::stable_codes! {
+    KvRefusal {
+        0 => LeaseNotHeld,
+        1 => KeyAbsent,
+        2 => NoDeadline,
+        3 => LeaseKeysFull,
+    }
 }
 
 impl KvRefusal {
@@ -108,7 +132,11 @@ impl std::fmt::Display for KvRefusal {
 }
 
 /// What a stored client key is attached to.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub(crate) enum Attachment {
     /// Deleted at `expires_at_ms` (the leader's stamp time).
     Deadline {
@@ -122,6 +150,13 @@ pub(crate) enum Attachment {
         /// The holder.
         holder: String,
     },
+}
+
+crate::codes::stable_codes! {
+    Attachment {
+        0 => Deadline,
+        1 => Lease,
+    }
 }
 
 /// Whether `value` is a stored attachment (a range import checks rows before it writes).

@@ -58,10 +58,10 @@ pub(crate) fn digest(request: &Request) -> [u8; 32] {
 }
 
 /// The command's variant as postcard writes it: the leading varint of its encoding (the
-/// variant's position, which stored logs already fix). Encoded into a buffer just big
-/// enough for the varint, so the encoding stops at the command's first field (a keyed
-/// write pays for five bytes, not for its value); an encoding that overflows the buffer has
-/// still written the varint whole.
+/// variant's pinned code, `crate::codes`, which stored digests depend on). Encoded into a
+/// buffer just big enough for the varint, so the encoding stops at the command's first
+/// field (a keyed write pays for five bytes, not for its value); an encoding that overflows
+/// the buffer has still written the varint whole.
 fn variant(command: &Command) -> Vec<u8> {
     let mut buf = [0u8; VARINT_U32_BYTES_MAX];
     let _complete_or_cut_short = postcard::to_slice(command, &mut buf);

@@ -18,7 +18,11 @@ use crate::txn::Txn;
 use crate::types::{Outcome, Stamp};
 
 /// How a compare relates the key's current version or value to its operand.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum CompareOp {
     /// Current `==` operand.
     Equal,
@@ -28,6 +32,15 @@ pub enum CompareOp {
     Less,
     /// Current `>` operand.
     Greater,
+}
+
+crate::codes::stable_codes! {
+    CompareOp {
+        0 => Equal,
+        1 => NotEqual,
+        2 => Less,
+        3 => Greater,
+    }
 }
 
 impl CompareOp {
@@ -42,12 +55,23 @@ impl CompareOp {
 }
 
 /// What a compare reads of its key.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum CompareTarget {
     /// The key's version (its modification revision; 0 = absent).
     Version(u64),
     /// The key's value (an absent key fails every value compare).
     Value(#[serde(with = "serde_bytes")] Vec<u8>),
+}
+
+crate::codes::stable_codes! {
+    CompareTarget {
+        0 => Version,
+        1 => Value,
+    }
 }
 
 /// One compare of a `KvTxnIf`.
@@ -63,7 +87,11 @@ pub struct Compare {
 }
 
 /// One operation of a branch.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum TxnOp {
     /// Write `value` under `key`.
     Put {
@@ -88,6 +116,14 @@ pub enum TxnOp {
     },
 }
 
+crate::codes::stable_codes! {
+    TxnOp {
+        0 => Put,
+        1 => Delete,
+        2 => Get,
+    }
+}
+
 impl TxnOp {
     /// The key the operation names.
     pub fn key(&self) -> &[u8] {
@@ -98,7 +134,11 @@ impl TxnOp {
 }
 
 /// The answer of one operation, in the order of its branch.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum TxnOpResult {
     /// The key was written at `version`.
     Put {
@@ -115,6 +155,14 @@ pub enum TxnOpResult {
         /// The entry.
         entry: Option<KvEntry>,
     },
+}
+
+crate::codes::stable_codes! {
+    TxnOpResult {
+        0 => Put,
+        1 => Delete,
+        2 => Get,
+    }
 }
 
 /// Every key a transaction names: compares, then both branches.

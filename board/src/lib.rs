@@ -21,7 +21,9 @@
 //! older one after a later one; a counter never passes its cap within a period; a ledger
 //! partition has no gaps; a delivery of a task has exactly one claimant, and only the live
 //! claim's fence completes it; a mailbox has no gaps; a proposal closes once and only
-//! ballots of its electorate are appended; fences only grow.
+//! ballots of its electorate are appended; fences only grow. Every stored value starts with
+//! a version byte, and every stored enum writes its variants' pinned codes, never their
+//! places in the declaration (`codes`, checked against golden bytes).
 //!
 //! Must never: read a clock, draw randomness, spawn threads, touch files, sockets, Raft,
 //! sled, redb or tokio. Everything it knows comes in through the stamp and the command.
@@ -44,11 +46,14 @@ pub mod access;
 mod blackboard;
 pub mod chain;
 mod codec;
+mod codes;
 mod counter;
 mod deadline;
 mod election;
 pub mod ephemeral;
 pub mod gauges;
+#[cfg(test)]
+mod golden;
 mod handoff;
 mod idempotency;
 pub mod instance;
@@ -65,6 +70,8 @@ pub mod query;
 mod range;
 pub mod reservation;
 pub mod route;
+#[cfg(test)]
+mod sample;
 mod schedule;
 pub mod screen;
 pub mod tally;

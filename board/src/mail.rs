@@ -48,7 +48,11 @@ use crate::work::WorkEntryView;
 use crate::{kv, team, work};
 
 /// What a message is (a closed set: an unknown type does not decode).
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum MailType {
     /// Information; the default.
     Inform,
@@ -60,6 +64,16 @@ pub enum MailType {
     Directive,
     /// From a server only (a board's dead letter, …).
     Notice,
+}
+
+crate::codes::stable_codes! {
+    MailType {
+        0 => Inform,
+        1 => Ask,
+        2 => Reply,
+        3 => Directive,
+        4 => Notice,
+    }
 }
 
 impl MailType {
@@ -90,7 +104,11 @@ impl MailType {
 }
 
 /// Where mail goes: an agent, a team or a work-registry entry.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum Address {
     /// An agent's own mailbox.
     Agent(String),
@@ -98,6 +116,14 @@ pub enum Address {
     Team(String),
     /// A work-registry entry's mailbox (a run, a session, …).
     Entry(String),
+}
+
+crate::codes::stable_codes! {
+    Address {
+        0 => Agent,
+        1 => Team,
+        2 => Entry,
+    }
 }
 
 impl Address {
@@ -148,7 +174,11 @@ impl Address {
 }
 
 /// How far the recipient may rely on a message.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum Trust {
     /// A peer's content: input, never instruction.
     Untrusted,
@@ -156,6 +186,14 @@ pub enum Trust {
     Authority,
     /// A server's notice.
     Server,
+}
+
+crate::codes::stable_codes! {
+    Trust {
+        0 => Untrusted,
+        1 => Authority,
+        2 => Server,
+    }
 }
 
 impl Trust {
@@ -194,7 +232,11 @@ pub struct MailBody {
 
 /// What the server's external validator said about a message, as the server that
 /// called it puts it into the command (no client request carries it).
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum ExternalScreen {
     /// It answered.
     Verdict {
@@ -214,6 +256,14 @@ pub enum ExternalScreen {
         /// Why.
         reason: String,
     },
+}
+
+crate::codes::stable_codes! {
+    ExternalScreen {
+        0 => Verdict,
+        1 => Unavailable,
+        2 => UnavailableClosed,
+    }
 }
 
 /// The rule set's screen combined with the external validator's answer: the stricter
@@ -247,7 +297,11 @@ pub fn combine(mut screen: Screen, external: Option<&ExternalScreen>) -> Screen 
 }
 
 /// Why mail was refused.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum MailRefusal {
     /// The sender may not send this (a directive without authority; a grant, release or
     /// drop by someone who is not the recipient's authority).
@@ -301,6 +355,18 @@ pub enum MailRefusal {
         /// The limit.
         max: usize,
     },
+}
+
+crate::codes::stable_codes! {
+    MailRefusal {
+        0 => NotAuthorized,
+        1 => MailboxFull,
+        2 => UnknownRecipient,
+        3 => NotReader,
+        4 => UnknownMessage,
+        5 => SenderQuota,
+        6 => GrantsFull,
+    }
 }
 
 impl MailRefusal {

@@ -9,7 +9,11 @@ use crate::types::{
 /// A read of the state machine. Reads never change state; `now_ms` (supplied by the
 /// serving cell) hides holders and waiters whose deadline has passed but whose expiry tick
 /// has not yet applied.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum Query {
     /// One CAS key.
     KvGet {
@@ -282,8 +286,55 @@ pub enum Query {
     },
 }
 
+crate::codes::stable_codes! {
+    Query {
+        0 => KvGet,
+        1 => LeaseList,
+        2 => CounterList,
+        3 => LedgerList,
+        4 => NextDeadline,
+        5 => KvRange,
+        6 => ElectionLeader,
+        7 => ElectionList,
+        8 => ScheduleList,
+        9 => Routed,
+        10 => Ranges,
+        11 => RangeExport,
+        12 => Team,
+        13 => BoardList,
+        14 => BoardTask,
+        15 => BoardStats,
+        16 => BoardDeadLetters,
+        17 => BoardCellReady,
+        18 => Mailbox,
+        19 => OutboxHead,
+        20 => OutboxPending,
+        21 => OutboxChannels,
+        22 => Alarms,
+        23 => By,
+        24 => WorkList,
+        25 => WorkEntry,
+        26 => WorkAudit,
+        27 => WorkQuota,
+        28 => WorkLimits,
+        29 => MailInbox,
+        30 => Gauges,
+        31 => VoteProposal,
+        32 => VoteBallots,
+        33 => VoteList,
+        34 => EngineGet,
+        35 => EngineRange,
+        36 => KvWatch,
+        37 => PathsList,
+    }
+}
+
 /// Why a client's read was refused.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(remote = "Self")]
 pub enum ReadRefusal {
     /// The caller may not read this at all (anonymous, reserved state).
     #[error("{0}")]
@@ -302,10 +353,22 @@ pub enum ReadRefusal {
     },
 }
 
+crate::codes::stable_codes! {
+    ReadRefusal {
+        0 => Access,
+        1 => Board,
+        2 => Mail,
+    }
+}
+
 /// The answer to a [`Query`].
 ///
 /// (`Query` variants added later sit at the end: postcard encodes the variant index.)
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum QueryResult {
     /// A CAS key: `None` when absent.
     Kv(Option<KvEntry>),
@@ -384,6 +447,43 @@ pub enum QueryResult {
     Proposals(Vec<crate::vote::ProposalView>),
     /// Live path reservations, by repository, pattern, holder.
     Reservations(Vec<crate::reservation::ReservationView>),
+}
+
+crate::codes::stable_codes! {
+    QueryResult {
+        0 => Kv,
+        1 => Leases,
+        2 => Counters,
+        3 => LedgerEntries,
+        4 => NextDeadline,
+        5 => KvRange,
+        6 => KvEvents,
+        7 => ElectionLeader,
+        8 => Elections,
+        9 => Schedules,
+        10 => WrongRange,
+        11 => Ranges,
+        12 => RangeRows,
+        13 => Team,
+        14 => Tasks,
+        15 => BoardStats,
+        16 => Mailbox,
+        17 => OutboxHead,
+        18 => Envelopes,
+        19 => Cells,
+        20 => Alarms,
+        21 => Refused,
+        22 => WorkEntries,
+        23 => WorkAudit,
+        24 => WorkQuota,
+        25 => WorkLimits,
+        26 => Mail,
+        27 => Gauges,
+        28 => Proposal,
+        29 => Ballots,
+        30 => Proposals,
+        31 => Reservations,
+    }
 }
 
 /// One ring range owned by a cell.
@@ -515,7 +615,11 @@ pub struct BoardStatsView {
 }
 
 /// What a mailbox message is about (a closed set: an unknown kind does not decode).
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum MessageKind {
     /// A task posted by the team was dead-lettered.
     DeadLetter {
@@ -524,6 +628,12 @@ pub enum MessageKind {
         /// Deliveries made before it died.
         delivery_count: u32,
     },
+}
+
+crate::codes::stable_codes! {
+    MessageKind {
+        0 => DeadLetter,
+    }
 }
 
 /// One message of an agent's mailbox.

@@ -628,7 +628,11 @@ pub(crate) fn drop_rows(txn: &mut impl Txn, start: u64, last: u64) -> Outcome {
 }
 
 /// Why a range step was refused; nothing changed but the cell's admin floor.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(remote = "Self")]
 pub enum RangeRefusal {
     /// The step's driver holds a range-admin lease older than one whose steps this cell
     /// already ran: another driver took its change over.
@@ -645,6 +649,13 @@ pub enum RangeRefusal {
         /// When the hold ends (stamp ms).
         until_ms: u64,
     },
+}
+
+crate::codes::stable_codes! {
+    RangeRefusal {
+        0 => Superseded,
+        1 => FreezeHeld,
+    }
 }
 
 impl RangeRefusal {

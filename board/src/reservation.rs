@@ -81,7 +81,11 @@ pub struct PathConflict {
 }
 
 /// Why a reserve or release was refused as a whole; nothing changed.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(remote = "Self")]
 pub enum PathRefusal {
     /// The presented fence is not the caller's current one on `path`.
     #[error("stale_fence: fence {presented} is stale for {path:?}, current is {}", show(*current))]
@@ -107,6 +111,14 @@ pub enum PathRefusal {
         /// The bound (`PATH_RESERVATIONS_PER_REPO_MAX`).
         max: u32,
     },
+}
+
+crate::codes::stable_codes! {
+    PathRefusal {
+        0 => StaleFence,
+        1 => NotHolder,
+        2 => RepoFull,
+    }
 }
 
 fn show(current: Option<u64>) -> String {

@@ -72,7 +72,11 @@ use crate::limits::{
 pub const SCREEN_RULES_VERSION: u32 = 1;
 
 /// What the screen concluded about one message, ordered from harmless to worst.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Nothing found.
@@ -81,6 +85,14 @@ pub enum Verdict {
     Flagged,
     /// Signs of an injection: hold the message back from automatic reading.
     Quarantined,
+}
+
+crate::codes::stable_codes! {
+    Verdict {
+        0 => Clean as "clean",
+        1 => Flagged as "flagged",
+        2 => Quarantined as "quarantined",
+    }
 }
 
 impl Verdict {
@@ -103,7 +115,11 @@ impl Verdict {
 }
 
 /// The kind of one finding; each is one rule of the screen (see the module docs).
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 #[serde(rename_all = "snake_case")]
 pub enum FindingKind {
     /// A phrase that tries to replace the reader's instructions.
@@ -128,6 +144,21 @@ pub enum FindingKind {
     /// The external validator did not answer in time or answered nonsense: the rule
     /// set's verdict stands (never "clean" for want of an answer).
     ExternalUnavailable,
+}
+
+crate::codes::stable_codes! {
+    FindingKind {
+        0 => InstructionOverride as "instruction_override",
+        1 => RoleMarker as "role_marker",
+        2 => ControlCharacter as "control_character",
+        3 => ZeroWidth as "zero_width",
+        4 => BidiOverride as "bidi_override",
+        5 => EncodedPayload as "encoded_payload",
+        6 => OverlongLine as "overlong_line",
+        7 => HiddenMarkup as "hidden_markup",
+        8 => External as "external",
+        9 => ExternalUnavailable as "external_unavailable",
+    }
 }
 
 impl FindingKind {

@@ -32,7 +32,11 @@
 use serde::{Deserialize, Serialize};
 
 /// How ballots are counted.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum Method {
     /// One option per ballot; the most marks win.
     Plurality,
@@ -44,6 +48,16 @@ pub enum Method {
     Irv,
     /// A ranking per ballot; Condorcet by Schulze's strongest paths.
     Schulze,
+}
+
+crate::codes::stable_codes! {
+    Method {
+        0 => Plurality,
+        1 => Approval,
+        2 => Borda,
+        3 => Irv,
+        4 => Schulze,
+    }
 }
 
 impl Method {
@@ -182,7 +196,11 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 }
 
 /// The share of support an option needs to pass.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum Threshold {
     /// More than half (`majority`, `simple`).
     Majority,
@@ -192,6 +210,15 @@ pub enum Threshold {
     ThreeQuarters,
     /// At least this share (`0.6`, `3/5`).
     AtLeast(Fraction),
+}
+
+crate::codes::stable_codes! {
+    Threshold {
+        0 => Majority,
+        1 => TwoThirds,
+        2 => ThreeQuarters,
+        3 => AtLeast,
+    }
 }
 
 impl Threshold {
@@ -236,7 +263,11 @@ impl Threshold {
 }
 
 /// What one round of a count shows.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum RoundKind {
     /// Marks, approvals or points per option.
     Count,
@@ -246,6 +277,15 @@ pub enum RoundKind {
     Pairwise,
     /// Schulze's strongest path strengths `p[i][j]`.
     StrongestPaths,
+}
+
+crate::codes::stable_codes! {
+    RoundKind {
+        0 => Count,
+        1 => Runoff,
+        2 => Pairwise,
+        3 => StrongestPaths,
+    }
 }
 
 impl RoundKind {

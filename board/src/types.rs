@@ -44,7 +44,11 @@ pub struct ResourceId {
 }
 
 /// When a counter's consumption resets.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum Reset {
     /// At the top of each local hour.
     Hourly,
@@ -54,6 +58,15 @@ pub enum Reset {
     Weekly,
     /// At local midnight on the first of the month.
     Monthly,
+}
+
+crate::codes::stable_codes! {
+    Reset {
+        0 => Hourly,
+        1 => Daily,
+        2 => Weekly,
+        3 => Monthly,
+    }
 }
 
 /// A mutating command with its idempotency key.
@@ -101,7 +114,11 @@ impl Request {
 }
 
 /// Everything that can change the state machine.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum Command {
     /// Write `value` under `key` if the key's version equals `expect_version`
     /// (`Some(0)` = the key must be absent, `None` = unconditional).
@@ -795,8 +812,85 @@ pub enum Command {
     },
 }
 
+crate::codes::stable_codes! {
+    Command {
+        0 => KvPut,
+        1 => KvDelete,
+        2 => LeaseAcquire,
+        3 => LeaseRenew,
+        4 => LeaseRelease,
+        5 => LeaseReleaseAll,
+        6 => CounterConsume,
+        7 => LedgerAppend,
+        8 => Tick,
+        9 => KvTxn,
+        10 => RangeAssign,
+        11 => RangeFreeze,
+        12 => RangeSplit,
+        13 => RangeImport,
+        14 => RangeDrop,
+        15 => Campaign,
+        16 => Proclaim,
+        17 => Resign,
+        18 => ElectionRenew,
+        19 => ScheduleFire,
+        20 => TeamCreate,
+        21 => TeamJoin,
+        22 => TeamDissolve,
+        23 => BoardPost,
+        24 => BoardClaim,
+        25 => BoardClaimTask,
+        26 => BoardRelease,
+        27 => BoardComplete,
+        28 => BoardFail,
+        29 => BoardExtend,
+        30 => BoardRedrive,
+        31 => HandoffSend,
+        32 => HandoffAck,
+        33 => HandoffReceive,
+        34 => BoardCompleteAndClaim,
+        35 => HandoffBatch,
+        36 => BoardPostMany,
+        37 => FabricPurge,
+        38 => HandoffFailed,
+        39 => HandoffReset,
+        40 => WorkRegister,
+        41 => WorkRenew,
+        42 => WorkSignal,
+        43 => WorkScope,
+        44 => WorkRevoke,
+        45 => WorkLimitsSet,
+        46 => WorkQuotaLend,
+        47 => WorkQuotaAck,
+        48 => WorkQuotaInstall,
+        49 => AgentRevoke,
+        50 => TeamLeaveAll,
+        51 => MailSend,
+        52 => MailAck,
+        53 => MailGrant,
+        54 => MailRelease,
+        55 => TeamRole,
+        56 => VoteOpen,
+        57 => VoteCast,
+        58 => VoteClose,
+        59 => EngineTxn,
+        60 => MetaCellMark,
+        61 => RangeFreezeTo,
+        62 => RangeFenced,
+        63 => KvPutAttached,
+        64 => KvKeepalive,
+        65 => KvTxnIf,
+        66 => PathsReserve,
+        67 => PathsRelease,
+    }
+}
+
 /// The business result of one command. Codes are stable and mirrored in proto.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum Outcome {
     /// A channel's head was set by the operator's reset.
     HandoffReset {
@@ -1288,7 +1382,6 @@ pub enum Outcome {
     },
     /// The request's idempotency key holds, inside its window, the outcome of a different
     /// command or of another caller: nothing changed and the recorded outcome is not shown.
-    /// (Declared last: stored outcomes encode the variant's position.)
     KeyReused {
         /// The key.
         key: String,
@@ -1341,6 +1434,97 @@ pub enum Outcome {
         /// Why.
         refusal: crate::reservation::PathRefusal,
     },
+}
+
+crate::codes::stable_codes! {
+    Outcome {
+        0 => HandoffReset,
+        1 => KvWritten,
+        2 => KvDeleted,
+        3 => KvVersionMismatch,
+        4 => LeaseHeld,
+        5 => LeaseContended,
+        6 => LeaseWaiting,
+        7 => LeaseRenewed,
+        8 => LeaseReleased,
+        9 => LeaseNotHeld,
+        10 => LeaseReleasedAll,
+        11 => CounterOk,
+        12 => CounterOver,
+        13 => LedgerAppended,
+        14 => Ticked,
+        15 => Forbidden,
+        16 => Invalid,
+        17 => KvTxnCommitted,
+        18 => KvTxnFailed,
+        19 => WrongRange,
+        20 => RangeAssigned,
+        21 => RangeFrozen,
+        22 => RangeUnknown,
+        23 => RangeImported,
+        24 => RangeDropped,
+        25 => Elected,
+        26 => ElectionLost,
+        27 => ElectionNotLeader,
+        28 => Proclaimed,
+        29 => Resigned,
+        30 => ScheduleFired,
+        31 => ScheduleAlreadyFired,
+        32 => ScheduleNotDue,
+        33 => TeamCreated,
+        34 => TeamJoined,
+        35 => TeamDissolved,
+        36 => TaskPosted,
+        37 => TaskClaimed,
+        38 => BoardEmpty,
+        39 => TaskCompleted,
+        40 => TaskReleased,
+        41 => TaskDeadLettered,
+        42 => TaskExtended,
+        43 => TaskRedriven,
+        44 => BoardRefused,
+        45 => HandoffQueued,
+        46 => HandoffConflict,
+        47 => HandoffSkipped,
+        48 => HandoffAcked,
+        49 => HandoffAccepted,
+        50 => HandoffDuplicate,
+        51 => HandoffRefused,
+        52 => HandoffBatch,
+        53 => TasksPosted,
+        54 => HandoffFailed,
+        55 => WorkAdmitted,
+        56 => WorkRefused,
+        57 => WorkRenewed,
+        58 => WorkScoped,
+        59 => WorkSignalled,
+        60 => WorkRevoked,
+        61 => WorkLimitsSet,
+        62 => WorkQuotaLent,
+        63 => WorkQuotaAcked,
+        64 => WorkQuotaInstalled,
+        65 => AgentRevoked,
+        66 => TeamsLeft,
+        67 => MailDelivered,
+        68 => MailRefused,
+        69 => MailAcked,
+        70 => MailGranted,
+        71 => MailReleased,
+        72 => RoleSet,
+        73 => VoteOpened,
+        74 => BallotAccepted,
+        75 => VoteClosed,
+        76 => VoteRefused,
+        77 => KeyReused,
+        78 => RangeMarkedMeta,
+        79 => RangeRefused,
+        80 => KvRefused,
+        81 => KvKeptAlive,
+        82 => KvTxnDone,
+        83 => PathsReserved,
+        84 => PathsReleased,
+        85 => PathsRefused,
+    }
 }
 
 /// One live holder of a lease.
@@ -1396,7 +1580,11 @@ impl Default for BoardSettings {
 
 /// Where a task board sits. Tasks are posted locally and only ever move up (spill); a task
 /// is visible only at its current tier.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum Tier {
     /// The team's own board.
     Local,
@@ -1406,8 +1594,20 @@ pub enum Tier {
     Fabric,
 }
 
+crate::codes::stable_codes! {
+    Tier {
+        0 => Local,
+        1 => Cell,
+        2 => Fabric,
+    }
+}
+
 /// The life of a task.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum TaskState {
     /// Waiting for a worker.
     Ready,
@@ -1417,6 +1617,15 @@ pub enum TaskState {
     Done,
     /// Dead-lettered at its delivery limit (kept until redriven or the team dissolves).
     Dead,
+}
+
+crate::codes::stable_codes! {
+    TaskState {
+        0 => Ready,
+        1 => Claimed,
+        2 => Done,
+        3 => Dead,
+    }
 }
 
 impl std::fmt::Display for TaskState {
@@ -1529,7 +1738,11 @@ pub struct TaskView {
 /// let done = BoardRefusal::NotClaimed { task_id: "t-1".into(), state: TaskState::Done };
 /// assert_eq!(done.to_string(), "task \"t-1\" is not claimed, it is done");
 /// ```
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(remote = "Self")]
 pub enum BoardRefusal {
     /// The team does not exist here (or is dissolving).
     #[error("team {team:?} is unknown")]
@@ -1628,6 +1841,24 @@ pub enum BoardRefusal {
         /// The queue's team.
         team: String,
     },
+}
+
+crate::codes::stable_codes! {
+    BoardRefusal {
+        0 => UnknownTeam,
+        1 => TeamExists,
+        2 => NotMember,
+        3 => NotSupervisor,
+        4 => UnknownTask,
+        5 => NotClaimed,
+        6 => StaleFence,
+        7 => ClaimExpired,
+        8 => BoardFull,
+        9 => NotReady,
+        10 => Taken,
+        11 => NotDead,
+        12 => NotLocal,
+    }
 }
 
 /// The part of the board a command belongs to: `apply` and `validate` dispatch on it, so

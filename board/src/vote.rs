@@ -57,12 +57,23 @@ pub const VOTE_LEDGER: &str = "votes";
 pub const VOTE_SIGNAL_TOPIC: &str = "vote";
 
 /// What a member does in its team.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum Role {
     /// Deliberates: votes on proposals (the supervisor always is one).
     Coordinator,
     /// Computes: votes only where a proposal's electorate names workers.
     Worker,
+}
+
+crate::codes::stable_codes! {
+    Role {
+        0 => Coordinator,
+        1 => Worker,
+    }
 }
 
 impl Role {
@@ -104,7 +115,11 @@ pub struct Rules {
 }
 
 /// Why a ballot's caller may not vote.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum Ineligible {
     /// The caller is not an agent (the operator, a server, nobody).
     NotAnAgent,
@@ -120,6 +135,18 @@ pub enum Ineligible {
     IdentityUnknown,
     /// The identity was revoked.
     IdentityRevoked,
+}
+
+crate::codes::stable_codes! {
+    Ineligible {
+        0 => NotAnAgent,
+        1 => NotInElectorate,
+        2 => NotMember,
+        3 => RoleLost,
+        4 => TeamUnknown,
+        5 => IdentityUnknown,
+        6 => IdentityRevoked,
+    }
 }
 
 impl Ineligible {
@@ -138,7 +165,11 @@ impl Ineligible {
 }
 
 /// Why a vote command was refused; nothing changed.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum VoteRefusal {
     /// The caller may not vote on this proposal.
     NotEligible {
@@ -224,6 +255,25 @@ pub enum VoteRefusal {
     },
 }
 
+crate::codes::stable_codes! {
+    VoteRefusal {
+        0 => NotEligible,
+        1 => Closed,
+        2 => UnknownProposal,
+        3 => UnknownTeam,
+        4 => NotCoordinator,
+        5 => NotSupervisor,
+        6 => NotMember,
+        7 => SupervisorRole,
+        8 => NotOpener,
+        9 => InvalidChoice,
+        10 => BallotsFull,
+        11 => VoterBallotsFull,
+        12 => EmptyElectorate,
+        13 => ProposalsFull,
+    }
+}
+
 impl VoteRefusal {
     /// A stable snake_case code.
     pub fn code(&self) -> &'static str {
@@ -291,7 +341,11 @@ impl std::fmt::Display for VoteRefusal {
 }
 
 /// How a proposal ended.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum VoteOutcome {
     /// The option (its index) reached the threshold with a quorum.
     Passed {
@@ -302,6 +356,14 @@ pub enum VoteOutcome {
     Failed,
     /// Too few of the electorate voted.
     NoQuorum,
+}
+
+crate::codes::stable_codes! {
+    VoteOutcome {
+        0 => Passed,
+        1 => Failed,
+        2 => NoQuorum,
+    }
 }
 
 impl VoteOutcome {
@@ -316,7 +378,11 @@ impl VoteOutcome {
 }
 
 /// What closed a proposal.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum CloseReason {
     /// Its closing time (a tick).
     Deadline,
@@ -324,6 +390,14 @@ pub enum CloseReason {
     Opener,
     /// The last voter of the electorate voted.
     AllVoted,
+}
+
+crate::codes::stable_codes! {
+    CloseReason {
+        0 => Deadline,
+        1 => Opener,
+        2 => AllVoted,
+    }
 }
 
 impl CloseReason {
@@ -361,12 +435,23 @@ pub struct VoteResult {
 }
 
 /// Open or closed.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum ProposalState {
     /// Takes ballots.
     Open,
     /// Counted.
     Closed,
+}
+
+crate::codes::stable_codes! {
+    ProposalState {
+        0 => Open,
+        1 => Closed,
+    }
 }
 
 impl ProposalState {

@@ -30,12 +30,23 @@ use crate::limits::{
 use crate::txn::Txn;
 
 /// What happened to a key. Stored as its [`EventKind::code`]; codes never change.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum EventKind {
     /// The key was written.
     Put,
     /// The key was deleted.
     Delete,
+}
+
+crate::codes::stable_codes! {
+    EventKind {
+        0 => Put,
+        1 => Delete,
+    }
 }
 
 impl EventKind {

@@ -50,7 +50,11 @@ use crate::txn::Txn;
 use crate::types::{Outcome, Stamp};
 
 /// What an entry stands for.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum WorkKind {
     /// An interactive agent session.
     Session,
@@ -62,6 +66,16 @@ pub enum WorkKind {
     Shell,
     /// A background job.
     Job,
+}
+
+crate::codes::stable_codes! {
+    WorkKind {
+        0 => Session,
+        1 => Run,
+        2 => Subagent,
+        3 => Shell,
+        4 => Job,
+    }
 }
 
 impl WorkKind {
@@ -91,7 +105,11 @@ impl WorkKind {
 }
 
 /// A supervision signal, weakest first.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum Signal {
     /// Go on.
     Run,
@@ -99,6 +117,14 @@ pub enum Signal {
     Pause,
     /// Stop and let the lease lapse.
     Stop,
+}
+
+crate::codes::stable_codes! {
+    Signal {
+        0 => Run,
+        1 => Pause,
+        2 => Stop,
+    }
 }
 
 impl Signal {
@@ -120,7 +146,11 @@ impl Signal {
 }
 
 /// Why a renewal answers the signal it does.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum SignalReason {
     /// The entry's own signal.
     Own,
@@ -130,6 +160,15 @@ pub enum SignalReason {
     ParentLost,
     /// The cell's quota of the fabric ceiling lapsed: the lease was not extended.
     QuotaLapsed,
+}
+
+crate::codes::stable_codes! {
+    SignalReason {
+        0 => Own,
+        1 => Ancestor,
+        2 => ParentLost,
+        3 => QuotaLapsed,
+    }
 }
 
 impl SignalReason {
@@ -145,7 +184,11 @@ impl SignalReason {
 }
 
 /// Which admission limit refused a registration.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum WorkLimit {
     /// The fabric's population ceiling (or this cell's quota of it).
     Fabric,
@@ -157,6 +200,16 @@ pub enum WorkLimit {
     Children,
     /// The most live entries one agent holds on this cell (its share).
     Owner,
+}
+
+crate::codes::stable_codes! {
+    WorkLimit {
+        0 => Fabric,
+        1 => Cell,
+        2 => Depth,
+        3 => Children,
+        4 => Owner,
+    }
 }
 
 impl WorkLimit {
@@ -173,7 +226,11 @@ impl WorkLimit {
 }
 
 /// Why a registry command was refused. Codes are stable.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(remote = "Self")]
 pub enum WorkRefusal {
     /// An admission limit.
     #[error("{} limit: {detail}", limit.code())]
@@ -215,6 +272,16 @@ pub enum WorkRefusal {
         /// The configured classes.
         known: String,
     },
+}
+
+crate::codes::stable_codes! {
+    WorkRefusal {
+        0 => Limit,
+        1 => UnknownEntry,
+        2 => NotAuthorized,
+        3 => AnonymousRefused,
+        4 => UnknownClass,
+    }
 }
 
 impl WorkRefusal {
@@ -382,7 +449,11 @@ pub struct WorkEntryView {
 }
 
 /// What an audit row records.
+///
+/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
+/// variant takes the next unused code, and a code is never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub enum AuditAction {
     /// A registration (a child under a parent, or a root).
     Register,
@@ -396,6 +467,17 @@ pub enum AuditAction {
     Budget,
     /// The limits changed.
     Limits,
+}
+
+crate::codes::stable_codes! {
+    AuditAction {
+        0 => Register,
+        1 => Signal,
+        2 => Revoke,
+        3 => Scope,
+        4 => Budget,
+        5 => Limits,
+    }
 }
 
 impl AuditAction {
