@@ -246,7 +246,9 @@ fn apply_entries(
         // Every stamp (and so every fence) is derived from the index: an entry applied at
         // or below the last applied index would hand out a fence again.
         assert!(
-            applied.log_id.is_none_or(|last| entry.log_id.index > last.index),
+            applied
+                .log_id
+                .is_none_or(|last| entry.log_id.index > last.index),
             "apply of log index {} after {:?}: the log index must grow",
             entry.log_id.index,
             applied.log_id

@@ -349,7 +349,8 @@ impl Nodes {
         };
         let rest: Vec<u64> = voters.iter().copied().filter(|&v| v != id as u64).collect();
         self.removed_voter = Some((cell, id, voters));
-        self.membership("remove voter", |c| {
+        let through = rest.clone();
+        self.membership("remove voter", &through, |c| {
             let rest = rest.clone();
             async move { c.change_membership_of(cell, rest, false).await }
         })
@@ -380,12 +381,13 @@ impl Nodes {
             id: id as u64,
             addr: self.addrs[id - 1].clone(),
         };
-        self.membership("add learner", |c| {
+        let through: Vec<u64> = voters.iter().copied().filter(|&v| v != id as u64).collect();
+        self.membership("add learner", &through, |c| {
             let member = member.clone();
             async move { c.add_learner_to(cell, member).await }
         })
         .await?;
-        self.membership("promote learner", |c| {
+        self.membership("promote learner", &through, |c| {
             let voters = voters.clone();
             async move { c.change_membership_of(cell, voters, false).await }
         })
@@ -394,9 +396,10 @@ impl Nodes {
         Ok(Some(id))
     }
 
-    /// Run one membership call through any running member until it succeeds, for at most
+    /// Run one membership call through the members `through` (the nodes hosting the
+    /// cell: another node answers that it does not host it) until it succeeds, for at most
     /// `MEMBERSHIP_WITHIN_MS` (a leader may be electing).
-    async fn membership<F, Fut>(&self, what: &str, call: F) -> Result<(), String>
+    async fn membership<F, Fut>(&self, what: &str, through: &[u64], call: F) -> Result<(), String>
     where
         F: Fn(CellClient) -> Fut,
         Fut: std::future::Future<Output = Result<pb::AdminResponse, whip_cell::CellError>>,
@@ -404,7 +407,10 @@ impl Nodes {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(MEMBERSHIP_WITHIN_MS);
         let attempt = Duration::from_millis(MEMBERSHIP_ATTEMPT_MS);
         loop {
-            let client = CellClient::connect(&self.addrs).map_err(|e| e.to_string())?;
+            let addrs: Vec<String> = (through.iter())
+                .map(|&id| self.addrs[id as usize - 1].clone())
+                .collect();
+            let client = CellClient::connect(&addrs).map_err(|e| e.to_string())?;
             let error = match tokio::time::timeout(attempt, call(client)).await {
                 Ok(Ok(_)) => return Ok(()),
                 Ok(Err(e)) => e.to_string(),
