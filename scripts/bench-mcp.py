@@ -33,7 +33,10 @@ counts an Agent Mail reservation as held only when it came back with no conflict
 releases the one it was given either way. The raw reading (every `granted` entry) is
 reported too, as `raw` in the burst.
 
-Output: one JSON object per server and N on stdout (`--json`), and a Markdown table.
+Output: one JSON object per server and N on stdout (`--json`), and a Markdown table. Calls
+and cycles count when they ended within the measured window; a call that fails (a refusal,
+or no answer within CALL_TIMEOUT_S) is listed under `errors`; a session that breaks ends
+that server's run at that N with `failed` and what was measured so far.
 Whip's mailbox is a queue with caps (256 waiting, 64 per sender), so a whip agent
 acknowledges what it read every 32 messages (`mail_ack`); Agent Mail's inbox is an archive
 with nothing to acknowledge. The acks are counted as tool calls and listed separately.
@@ -71,9 +74,9 @@ class Refused(Exception):
 
 
 async def open_session(stack, url, headers):
-    client = await stack.enter_async_context(
-        httpx2.AsyncClient(headers=headers, timeout=CALL_TIMEOUT_S)
-    )
+    # No HTTP timeout: a transport timeout would end the whole session, where the MCP
+    # request timeout (CALL_TIMEOUT_S) fails only the call that took too long.
+    client = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=None))
     streams = await stack.enter_async_context(streamable_http_client(url, http_client=client))
     session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
     await session.initialize()
@@ -464,16 +467,34 @@ async def forgery(server, agents, tag):
             "refused_with": sorted(refusals)}
 
 
+def leaves(error):
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from leaves(inner)
+    else:
+        yield error
+
+
 async def run_one(server, n, args, seed):
+    """One server at N agents; a session that breaks ends the run with what was measured."""
+    result = {"server": server.label, "agents": n}
+    try:
+        await measure(server, n, args, seed, result)
+    except BaseException as e:  # noqa: BLE001 - the server's failure is part of the result
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        result["failed"] = "; ".join(sorted({f"{type(x).__name__}: {x}"[:200] for x in leaves(e)}))
+    return result
+
+
+async def measure(server, n, args, seed, result):
     async with AsyncExitStack() as stack:
         agents = await server.agents(stack, n)
         tag = f"{int(time.time())}-{n}"
         stats, holds, raw_holds, cycles = await workload(
             server, agents, args.duration, args.warmup, args.hold_ms / 1000, seed
         )
-        result = {
-            "server": server.label,
-            "agents": n,
+        result.update({
             "transport": "streamable-http",
             "duration_s": args.duration,
             "cycles": cycles,
@@ -493,10 +514,9 @@ async def run_one(server, n, args, seed):
             "double_grants": double_grants(holds),
             "raw_double_grants": double_grants(raw_holds),
             "errors": stats.errors,
-        }
+        })
         result["burst"] = await burst(server, agents, BURST_ROUNDS, tag)
         result["forged"] = await forgery(server, agents, tag)
-        return result
 
 
 def table(results):
@@ -507,6 +527,13 @@ def table(results):
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
+        if "latency_ms" not in r:
+            lines.append(f"| {r['server']} | {r['agents']} | failed: {r.get('failed')} |")
+            continue
+        r.setdefault("burst", {"rounds": 0, "extra_winners": "—", "raw_extra_winners": "—",
+                               "most_winners_in_a_round": "—", "refused": 0})
+        r.setdefault("forged", {"accepted": "—", "attempts": "—", "delivered_forged": "—"})
+
         def lat(tool):
             v = r["latency_ms"].get(tool)
             return f"{v['p50']:.1f} / {v['p99']:.1f}" if v else "—"
@@ -522,6 +549,7 @@ def table(results):
             f"| {r['grants_held']} | {r['double_grants']}{raw_dg} "
             f"| {b['most_winners_in_a_round']}, {b['extra_winners']}{raw} "
             f"| {f['accepted']}/{f['attempts']} / {f['delivered_forged']} |"
+            + (f" failed: {r['failed']}" if r.get("failed") else "")
         )
     return "\n".join(lines)
 
@@ -556,9 +584,9 @@ async def main():
             results.append(result)
             if args.json:
                 print(json.dumps(result), flush=True)
-            print(json.dumps({k: result[k] for k in
+            print(json.dumps({k: result.get(k) for k in
                               ("server", "agents", "cycles_per_s", "calls_per_s",
-                               "double_grants", "burst", "forged", "errors")}),
+                               "double_grants", "burst", "forged", "errors", "failed")}),
                   file=sys.stderr, flush=True)
     print(table(results))
 
