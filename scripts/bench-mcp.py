@@ -15,14 +15,14 @@ agents. For each N, on each server in turn, every agent loops for the duration:
 4. fetch its own inbox, from where its last fetch stopped.
 
 The driver keeps, per path, the interval each agent held it as the agent saw it: from the
-moment the grant's answer arrived to the moment the release was sent (after the work). Two such intervals of
-different agents that overlap are a double grant, since the server said "yours" to both at
-the same time. A burst follows: all N agents ask for the same path at the same instant, 20
-rounds; every round with more than one winner adds its extra winners. Last, each agent sends
-one message naming another agent as its sender, by each server's own means (Agent Mail's
-`sender_name`; whip has no such argument, so the call carries `from`, which is what an agent
-would try); the message counts as forged if the server accepted it and the recipient's inbox
-shows the claimed name as its sender.
+moment the grant's answer arrived to the moment the release was sent (after the work). Two
+such intervals of different agents that overlap are a double grant, since the server said
+"yours" to both at the same time. A burst follows: all N agents ask for the same path at
+the same instant, 20 rounds; every round with more than one winner adds its extra winners.
+Last, each agent sends one message naming another agent as its sender, by each server's
+own means (Agent Mail's `sender_name`; whip has no such argument, so the call carries
+`from`, which is what an agent would try); the message counts as forged if the server
+accepted it and the recipient's inbox shows the claimed name as its sender.
 
 What "got the path" means. Whip's `reserve_paths` answers `granted` or `conflicts` per path
 (until it landed, `lease_acquire` on one lease per path stood in: `held` or `contended`).

