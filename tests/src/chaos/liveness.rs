@@ -51,7 +51,8 @@ const META_POLL_MS: u64 = 20;
 pub struct Unrecovered {
     /// The cell (0: a plain cell or a fabric's meta cell).
     pub cell: u64,
-    /// `leader-loss`, `meta-leader-loss`, `heal-catchup` or `range-change` (a move or split
+    /// `leader-loss`, `meta-leader-loss`, `heal-catchup`, `member` (a voter change that did
+    /// not go through) or `range-change` (a move or split
     /// not done within its bound; `at_ms` is then the start of the mover).
     pub kind: String,
     /// When the fault or heal happened, ms since the run started.

@@ -351,9 +351,18 @@ impl Nemesis<'_> {
             0 => 0,
             n => self.rng.random_range(1..=u64::from(n)),
         };
-        let Some(removed) = self.nodes.remove_voter(target, cell).await? else {
-            self.event("member-skipped", json!({ "cell": cell }));
-            return Ok(None);
+        let removed = match self.nodes.remove_voter(target, cell).await {
+            Ok(Some(removed)) => removed,
+            Ok(None) => {
+                self.event("member-skipped", json!({ "cell": cell }));
+                return Ok(None);
+            }
+            // A membership change that never went through is a recovery that never came:
+            // it fails the run, which goes on to check its histories.
+            Err(why) => {
+                self.unrecovered(cell, "member", Instant::now(), why);
+                return Ok(None);
+            }
         };
         let detail = json!({ "node": removed, "cell": cell, "leader": leader });
         self.event("member-remove", detail);
@@ -473,8 +482,10 @@ impl Nemesis<'_> {
         let was_cut = self.net.is_cut();
         self.net.heal()?;
         self.nodes.heal()?;
-        if let Some(id) = self.nodes.restore_voter().await? {
-            self.event("member-restore", json!({ "node": id }));
+        match self.nodes.restore_voter().await {
+            Ok(Some(id)) => self.event("member-restore", json!({ "node": id })),
+            Ok(None) => {}
+            Err(why) => self.unrecovered(0, "member", Instant::now(), why),
         }
         let healed = Instant::now();
         self.event("heal", json!({ "network": was_cut }));

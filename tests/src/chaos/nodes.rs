@@ -348,8 +348,9 @@ impl Nodes {
             false => *voters.first().ok_or("a cell without voters")? as usize,
         };
         let rest: Vec<u64> = voters.iter().copied().filter(|&v| v != id as u64).collect();
+        // Through every voter: the one removed may be the leader the others point at.
+        let through = voters.clone();
         self.removed_voter = Some((cell, id, voters));
-        let through = rest.clone();
         self.membership("remove voter", &through, |c| {
             let rest = rest.clone();
             async move { c.change_membership_of(cell, rest, false).await }
