@@ -10,7 +10,8 @@ Started with one JSON argument:
 "work": claim tasks of TEAM until its board has nothing ready or claimed; for each, reserve
 the task's file exclusively in REPO, change it in REPO_DIR (this agent's clone), commit
 through the guard's hook (which runs `whip guard check` as this agent), complete the task
-under its fence, release the file and tell PEER by mail. Before the first task it makes two
+under its fence, release the file, tell PEER by mail and read its own inbox (a mailbox
+holds at most 64 unread messages from one sender). Before the first task it makes two
 attempts the fabric must refuse: a commit of FORBIDDEN (a path another agent holds) and a
 mail whose sender names another agent. "drain": read and acknowledge the whole inbox.
 
@@ -145,6 +146,9 @@ class Agent:
                 "idempotency_key": f"{self.config['agent']}/{task['id']}"}
         sent = await self.call("mail_send", note)
         self.note("mail-sent", id=sent["id"], to=self.config["peer"], text=text)
+        # Read (and acknowledge) what peers sent, as a working agent does: a mailbox holds
+        # at most 64 unread messages from one sender.
+        await self.drain()
 
     async def work(self):
         await self.call("start_session", {"team": self.config["team"]})
