@@ -274,7 +274,8 @@ pub(crate) async fn board(global: &Global, cmd: BoardCommand) -> Result<ExitCode
     result
 }
 
-fn task_request(team: String, task_id: String, fence: u64) -> pb::BoardTaskRequest {
+/// A request naming one task of `team` under `fence` (0: unfenced, for redrive).
+pub(crate) fn task_request(team: String, task_id: String, fence: u64) -> pb::BoardTaskRequest {
     pb::BoardTaskRequest {
         team,
         task_id,

@@ -10,6 +10,7 @@ use whip_proto::v1::OutcomeCode as Code;
 use super::Agent;
 use super::answer::{Answer, Refusal, seconds_ms, wait_ms};
 use super::params::{BoardClaim, BoardComplete, BoardExtend, BoardFail, BoardPost, BoardRelease};
+use crate::boardcmd::task_request;
 use crate::primitives::code_name;
 
 /// A claim call not answered yet. Dropped unanswered (the MCP client cancelled, or went
@@ -84,15 +85,6 @@ fn changed(r: &pb::BoardResponse, task_id: &str) -> Value {
         value["delivery_count"] = json!(r.delivery_count);
     }
     value
-}
-
-fn task_request(team: String, task_id: String, fence: u64) -> pb::BoardTaskRequest {
-    pb::BoardTaskRequest {
-        team,
-        task_id,
-        fence,
-        ..Default::default()
-    }
 }
 
 impl Agent {
