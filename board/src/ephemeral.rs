@@ -356,39 +356,17 @@ mod tests {
     use super::*;
     use crate::access::Caller;
     use crate::txn::MemTxn;
-    use crate::types::{Command, Request};
+    use crate::types::Command;
 
-    struct Store {
-        txn: MemTxn,
-        index: u64,
+    use crate::testkit::Store;
+
+    /// This module's reads of a test board.
+    trait Reads {
+        fn stored(&self, key: &str) -> bool;
+        fn read(&self, now_ms: u64, key: &str) -> bool;
     }
 
-    impl Store {
-        fn new() -> Store {
-            Store {
-                txn: MemTxn::default(),
-                index: 0,
-            }
-        }
-
-        fn by(&mut self, caller: Caller, time_ms: u64, command: Command) -> Outcome {
-            self.index += 1;
-            let stamp = Stamp {
-                index: self.index,
-                position: 0,
-                time_ms,
-            };
-            crate::apply(&mut self.txn, stamp, &Request::by(caller, None, command))
-        }
-
-        fn run(&mut self, time_ms: u64, command: Command) -> Outcome {
-            self.by(Caller::Operator, time_ms, command)
-        }
-
-        fn tick(&mut self, time_ms: u64) -> Outcome {
-            self.by(Caller::Server, time_ms, Command::Tick)
-        }
-
+    impl Reads for Store {
         /// The key as a server's read sees it (expired keys stay until deleted).
         fn stored(&self, key: &str) -> bool {
             kv::get(&self.txn, key.as_bytes()).is_some()

@@ -77,6 +77,8 @@ pub mod screen;
 pub mod tally;
 mod taskboard;
 mod team;
+#[cfg(test)]
+mod testkit;
 mod time_text;
 pub mod txn;
 pub mod types;

@@ -639,12 +639,8 @@ mod tests {
     use crate::limits::PATH_RESERVATIONS_PER_REPO_MAX;
     use crate::query::{Query, QueryResult};
     use crate::txn::MemTxn;
-    use crate::types::Request;
 
-    struct Store {
-        txn: MemTxn,
-        index: u64,
-    }
+    use crate::testkit::Store;
 
     fn agent(name: &str) -> Caller {
         Caller::Agent(name.into())
@@ -668,24 +664,14 @@ mod tests {
         }
     }
 
-    impl Store {
-        fn new() -> Store {
-            Store {
-                txn: MemTxn::default(),
-                index: 0,
-            }
-        }
+    /// This module's calls and reads of a test board.
+    trait Paths {
+        fn granted(&mut self, who: &str, time_ms: u64, command: Command) -> Vec<PathGrant>;
+        fn conflicts(&mut self, who: &str, time_ms: u64, command: Command) -> Vec<PathConflict>;
+        fn list(&self, now_ms: u64, holder: Option<&str>) -> Vec<ReservationView>;
+    }
 
-        fn by(&mut self, caller: Caller, time_ms: u64, command: Command) -> Outcome {
-            self.index += 1;
-            let stamp = Stamp {
-                index: self.index,
-                position: 0,
-                time_ms,
-            };
-            crate::apply(&mut self.txn, stamp, &Request::by(caller, None, command))
-        }
-
+    impl Paths for Store {
         fn granted(&mut self, who: &str, time_ms: u64, command: Command) -> Vec<PathGrant> {
             match self.by(agent(who), time_ms, command) {
                 Outcome::PathsReserved { granted, conflicts } if conflicts.is_empty() => granted,
@@ -710,10 +696,6 @@ mod tests {
                 QueryResult::Reservations(rows) => rows,
                 other => panic!("{other:?}"),
             }
-        }
-
-        fn tick(&mut self, time_ms: u64) -> Outcome {
-            self.by(Caller::Server, time_ms, Command::Tick)
         }
     }
 

@@ -34,23 +34,29 @@ impl Reset {
 }
 
 impl Method {
+    /// The board's method (its stable code is the board's, one place for it).
     fn code(self) -> &'static str {
-        match self {
-            Method::Plurality => "plurality",
-            Method::Approval => "approval",
-            Method::Borda => "borda",
-            Method::Irv => "irv",
-            Method::Schulze => "schulze",
-        }
+        use whip_board::tally::Method as Board;
+        let method = match self {
+            Method::Plurality => Board::Plurality,
+            Method::Approval => Board::Approval,
+            Method::Borda => Board::Borda,
+            Method::Irv => Board::Irv,
+            Method::Schulze => Board::Schulze,
+        };
+        method.code()
     }
 }
 
 impl Role {
+    /// The board's role (its stable code is the board's).
     fn code(self) -> &'static str {
-        match self {
-            Role::Coordinator => "coordinator",
-            Role::Worker => "worker",
-        }
+        use whip_board::vote::Role as Board;
+        let role = match self {
+            Role::Coordinator => Board::Coordinator,
+            Role::Worker => Board::Worker,
+        };
+        role.code()
     }
 }
 

@@ -164,3 +164,29 @@ fn without_cell_the_server_uses_the_embedded_store_as_the_cli_does() {
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     assert_eq!(listed["entries"][0]["appended_by"], "solo", "{listed}");
 }
+
+/// A vote opened through MCP carries the method and electorate it was given: a ballot by
+/// a worker counts, and the proposal reads back with the method's stable code and the
+/// workers as its electorate.
+#[test]
+fn a_vote_opened_through_mcp_keeps_its_method_and_electorate() {
+    let fabric = Fabric::start();
+    fabric.team("crew", &["lead", "w1"]);
+    let mut mcp = fabric.mcp(&["lead", "w1"]);
+    let open = json!({"team": "crew", "title": "ship?", "options": ["yes", "no"],
+        "method": "borda", "electorate": ["worker"], "closes_s": 600});
+    let opened = mcp.call("lead", "vote_open", open).ok();
+    let proposal = opened["proposal"]
+        .as_str()
+        .expect("a proposal id")
+        .to_string();
+    let cast = json!({"proposal": proposal, "choice": ["yes", "no"]});
+    mcp.call("w1", "vote_cast", cast).ok();
+    let shown = mcp
+        .call("lead", "vote_show", json!({"proposal": proposal}))
+        .ok();
+    assert_eq!(shown["method"], "borda", "{shown}");
+    // The workers, resolved by the board: the lead (the team's coordinator) is not one.
+    assert_eq!(shown["electorate"], json!(["w1"]), "{shown}");
+    assert_eq!(shown["ballots"], 1, "{shown}");
+}
