@@ -130,16 +130,23 @@ pub(crate) const PATH_HOLDER: u8 = b'D';
 /// only grow; routes by the repository).
 pub(crate) const PATH_REPO: u8 = b'J';
 
+/// The range a move copies before freezing it, on its source (`crate::range_track`): one
+/// row (cell-local).
+pub(crate) const RANGE_TRACK: u8 = b'0';
+/// Keys of that range changed since its copy began: family, raw stored key (value empty;
+/// cell-local).
+pub(crate) const RANGE_CHANGED: u8 = b'1';
+
 /// Every family above: a row of any other first byte is no row of this state machine.
 #[rustfmt::skip]
-pub(crate) const FAMILIES: [u8; 51] = [
+pub(crate) const FAMILIES: [u8; 53] = [
     KV, LEASE, HOLDER, COUNTER, LEDGER_HEAD, LEDGER_ENTRY, IDEMPOTENCY, DEADLINE, OUTBOX,
     OUTBOX_ITEM, INBOX, ALARM, ALARM_HEAD, RANGE, FENCE_OFFSET, FABRIC_MODE, ELECTION, SCHEDULE,
     TEAM, TASK, READY, CLAIM, MAIL_HEAD, MAIL, MBOX_HEAD, MBOX_MSG, CELL_TASK, CELL_READY,
     CELL_CLAIM, CELL_BOARD, WORK_ENTRY, WORK_CELL, WORK_LIMITS, WORK_AUDIT, WORK_GRANT,
     ALARM_CAUSE, VOTE_TEAM, PROPOSAL, BALLOT, ENGINE, INSTANCE_OWNER, META_MODE,
     WORK_OWNER, WATCH_EVENT, WATCH_META, ADMIN_FENCE, KV_ATTACH, KV_LEASED, PATH_RESERVATION,
-    PATH_HOLDER, PATH_REPO,
+    PATH_HOLDER, PATH_REPO, RANGE_TRACK, RANGE_CHANGED,
 ];
 
 /// Append `s` escaped but without its terminator (a prefix of every longer string's form).

@@ -68,6 +68,7 @@ mod mailbox;
 pub mod path_glob;
 pub mod query;
 mod range;
+mod range_track;
 pub mod reservation;
 pub mod route;
 #[cfg(test)]
@@ -118,7 +119,14 @@ use types::Family;
 /// range this cell serves at the request's epoch; otherwise it answers `WrongRange` and
 /// records nothing. Fences include the cell's offset (see [`range`]), so they keep growing
 /// when a range arrives from another cell.
+///
+/// While a move copies a range this cell serves, every write goes through
+/// [`range_track::Tracked`], which records the keys of that range it changes.
 pub fn apply(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
+    apply_recorded(&mut range_track::Tracked::new(txn), stamp, request)
+}
+
+fn apply_recorded(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
     let valid = request
         .idempotency_key
         .as_deref()
@@ -513,11 +521,20 @@ fn apply_range(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
             epoch,
             to_cell,
         } => range::freeze_to(txn, stamp, (*start, *last), *epoch, *to_cell),
+        Command::RangeTrack {
+            start,
+            last,
+            to_cell,
+        } => range_track::track(txn, *start, *last, *to_cell),
+        Command::RangeClear { start, last } => range_track::clear(txn, *start, *last),
+        Command::RangePatch { puts, deletes } => range_track::patch(txn, puts, deletes),
         Command::RangeFenced { fence, step } => match range::admit_fence(txn, *fence) {
             Err(refused) => refused,
             Ok(()) if is_fenced_step(step) => apply_range(txn, stamp, step),
             Ok(()) => Outcome::Invalid {
-                reason: "a fenced range step is a freeze, import, assign, drop or split".into(),
+                reason: "a fenced range step is a freeze, track, clear, import, patch, assign, \
+                         drop or split"
+                    .into(),
             },
         },
         other => unreachable!("{other:?} is not a range change"),
@@ -533,6 +550,9 @@ fn is_fenced_step(step: &Command) -> bool {
             | Command::RangeAssign { .. }
             | Command::RangeDrop { .. }
             | Command::RangeSplit { .. }
+            | Command::RangeTrack { .. }
+            | Command::RangeClear { .. }
+            | Command::RangePatch { .. }
     )
 }
 
@@ -894,6 +914,12 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
             let (rows, next) = range::export(txn, *start, *last, after_key, list_cap(*limit));
             QueryResult::RangeRows { rows, next }
         }
+        Query::RangeChanges {
+            start,
+            last,
+            after_key,
+            limit,
+        } => range_track::changes(txn, (*start, *last), after_key, list_cap(*limit)),
         Query::Team { .. }
         | Query::BoardTask { .. }
         | Query::BoardList { .. }

@@ -53,6 +53,10 @@ pub const RANGE_SCAN_ROWS_MAX: usize = 65_536;
 /// Bytes of keys and values one range export page carries (a page stops after the row
 /// that passes it).
 pub const RANGE_EXPORT_BYTES_MAX: usize = 4 << 20;
+/// Keys a move's source records as changed while the range is copied before its freeze
+/// (`crate::range_track`). Past it the record stops and the move copies the whole range
+/// again once frozen; bounded so one command forgets the record.
+pub const RANGE_CHANGED_KEYS_MAX: usize = RANGE_ROWS_PER_COMMAND_MAX;
 /// Endpoints one election leader publishes.
 pub const ELECTION_ENDPOINTS_MAX: usize = 16;
 /// Bytes of one published endpoint (`host:port`, a URL).

@@ -102,6 +102,19 @@ pub enum Query {
         /// Most rows returned.
         limit: u32,
     },
+    /// On a move's source: the rows of `[start, last]` changed since the move's copy began
+    /// (`Command::RangeTrack`), as the cell holds them now, after `after_key`.
+    RangeChanges {
+        /// First point.
+        start: u64,
+        /// Last point (inclusive).
+        last: u64,
+        /// Only changed keys greater than this (empty = from the start).
+        #[serde(with = "serde_bytes")]
+        after_key: Vec<u8>,
+        /// Most rows returned.
+        limit: u32,
+    },
     /// One team: supervisor, members, parent and settings.
     Team {
         /// The team.
@@ -326,6 +339,7 @@ crate::codes::stable_codes! {
         35 => EngineRange,
         36 => KvWatch,
         37 => PathsList,
+        38 => RangeChanges,
     }
 }
 
@@ -401,6 +415,19 @@ pub enum QueryResult {
     RangeRows {
         /// Raw stored rows.
         rows: Vec<(Vec<u8>, Vec<u8>)>,
+        /// The key after which the next page starts.
+        next: Option<Vec<u8>>,
+    },
+    /// A page of the changes a move's source recorded (`Query::RangeChanges`).
+    RangeChanges {
+        /// The target the record is for; `None` when the cell holds no complete record of
+        /// this range (none began, or it outgrew `RANGE_CHANGED_KEYS_MAX`): the whole range
+        /// must be copied.
+        to_cell: Option<u64>,
+        /// Changed rows as the cell holds them now.
+        puts: Vec<(Vec<u8>, Vec<u8>)>,
+        /// Changed rows the cell no longer holds.
+        deletes: Vec<Vec<u8>>,
         /// The key after which the next page starts.
         next: Option<Vec<u8>>,
     },
@@ -483,6 +510,7 @@ crate::codes::stable_codes! {
         29 => Ballots,
         30 => Proposals,
         31 => Reservations,
+        32 => RangeChanges,
     }
 }
 

@@ -4,9 +4,11 @@
 //! the cell is in fabric mode and runs a keyed command only when the command's point lies in
 //! a range it owns, that range is not frozen, and the command carries the range's epoch;
 //! otherwise it answers `WrongRange` with the epoch it knows, so the router refreshes its
-//! map. A move freezes the range on the source (new epoch; from then on the source refuses
-//! it), copies its rows to the target (`Import`), assigns it there with a fence floor above
-//! the source's high-water mark, and finally drops it on the source.
+//! map. A move copies the range's rows to the target (`Import`) while the source still
+//! serves it and records what changes (`crate::range_track`), freezes the range on the
+//! source (new epoch; from then on the source refuses it), sends the recorded changes
+//! (`Patch`), assigns it to the target with a fence floor above the source's high-water
+//! mark, and finally drops it on the source.
 //!
 //! Fences stay monotonic across moves: this cell keeps an index offset, added to every
 //! stamp's index before a command runs, raised on assignment so that every later fence is
@@ -414,6 +416,8 @@ pub(crate) fn split(txn: &mut impl Txn, start: u64, last: u64, at: u64, epoch: u
     if rows(txn).len() >= RANGES_PER_CELL_MAX {
         return invalid(format!("cell owns {RANGES_PER_CELL_MAX} ranges, the limit"));
     }
+    // A record of the whole range's changes would name a range that no longer exists.
+    crate::range_track::forget_range(txn, start, last);
     put_row(
         txn,
         &RangeView {
@@ -442,7 +446,7 @@ pub(crate) fn split(txn: &mut impl Txn, start: u64, last: u64, at: u64, epoch: u
 /// The point of a stored row, or `None` for rows that belong to the cell itself (range
 /// rows, the fence offset, idempotency records, cell-local deadline entries, the
 /// cell-tier task board).
-fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
+pub(crate) fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
     let (&family, rest) = key.split_first()?;
     match family {
         // A key's attachment moves with the key; its lease index entry with the lease (on
@@ -507,6 +511,8 @@ fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
         keys::ALARM | keys::ALARM_HEAD | keys::ALARM_CAUSE => None,
         // The watch history stays with the cell that recorded it (`crate::watch`).
         keys::WATCH_EVENT | keys::WATCH_META => None,
+        // A move's record of changes stays with its source (`crate::range_track`).
+        keys::RANGE_TRACK | keys::RANGE_CHANGED => None,
         other => panic!("stored row of unknown family {other:#x}"),
     }
 }
@@ -564,32 +570,80 @@ fn importable(key: &[u8], value: &[u8]) -> bool {
     }
 }
 
+/// Whether every row of `rows` may be written by a move: rows of the cell's own families,
+/// of no family, or whose values do not decode are refused.
+pub(crate) fn check_importable(rows: &[(Vec<u8>, Vec<u8>)]) -> Result<(), Outcome> {
+    match rows
+        .iter()
+        .find(|(key, value)| !importable(key, value) || row_point(key, value).is_none())
+    {
+        Some((key, _)) => Err(invalid(format!(
+            "row of family {:?} cannot be imported",
+            key.first()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Write one row a move brought here; a work entry is counted here (once: a row written
+/// again replaces its count).
+pub(crate) fn write_arrived(txn: &mut impl Txn, key: &[u8], value: &[u8]) {
+    if key.first() != Some(&keys::WORK_ENTRY) {
+        return txn.put(key, value);
+    }
+    if let Some(old) = txn.get(key) {
+        crate::work::departed(txn, &old);
+    }
+    let value = crate::work::arrived(txn, value);
+    txn.put(key, &value);
+}
+
+/// Delete one row a move takes away (or a stale copy); a work entry stops counting here.
+pub(crate) fn erase_departed(txn: &mut impl Txn, key: &[u8], value: &[u8]) {
+    if key.first() == Some(&keys::WORK_ENTRY) {
+        crate::work::departed(txn, value);
+    }
+    txn.delete(key);
+}
+
 /// Write rows exported by another cell. Rows of the cell's own families, of no family, or
 /// whose values do not decode are refused.
 pub(crate) fn import(txn: &mut impl Txn, rows: &[(Vec<u8>, Vec<u8>)]) -> Outcome {
-    for (key, value) in rows {
-        if !importable(key, value) || row_point(key, value).is_none() {
-            return invalid(format!(
-                "row of family {:?} cannot be imported",
-                key.first()
-            ));
-        }
+    if let Err(refused) = check_importable(rows) {
+        return refused;
     }
     for (key, value) in rows {
-        if key.first() == Some(&keys::WORK_ENTRY) && txn.get(key).is_none() {
-            let value = crate::work::arrived(txn, value);
-            txn.put(key, &value);
-            continue;
-        }
-        txn.put(key, value);
+        write_arrived(txn, key, value);
     }
     Outcome::RangeImported {
         rows: rows.len() as u32,
     }
 }
 
+/// Delete the rows of `[start, last]`, at most `RANGE_ROWS_PER_COMMAND_MAX`: how many, and
+/// whether none is left.
+pub(crate) fn erase_rows(txn: &mut impl Txn, start: u64, last: u64) -> (u32, bool) {
+    let mut removed = 0u32;
+    let mut after = Vec::new();
+    loop {
+        let (rows, next) = export(txn, start, last, &after, RANGE_ROWS_PER_COMMAND_MAX);
+        for (key, value) in &rows {
+            erase_departed(txn, key, value);
+            removed += 1;
+        }
+        if removed as usize >= RANGE_ROWS_PER_COMMAND_MAX {
+            return (removed, false);
+        }
+        match next {
+            Some(key) => after = key,
+            None => return (removed, true),
+        }
+    }
+}
+
 /// Delete the data of frozen range `[start, last]`, at most `RANGE_ROWS_PER_COMMAND_MAX`
-/// rows per command; once nothing is left, forget the range.
+/// rows per command; once nothing is left, forget the range (and the record of its
+/// changes a move kept, `crate::range_track`).
 pub(crate) fn drop_rows(txn: &mut impl Txn, start: u64, last: u64) -> Outcome {
     let row = match exact(txn, start, last) {
         Ok(row) => row,
@@ -598,33 +652,12 @@ pub(crate) fn drop_rows(txn: &mut impl Txn, start: u64, last: u64) -> Outcome {
     if !row.frozen {
         return invalid(format!("range {start:#x}..={last:#x} is not frozen"));
     }
-    let mut removed = 0u32;
-    let mut after = Vec::new();
-    loop {
-        let (rows, next) = export(txn, start, last, &after, RANGE_ROWS_PER_COMMAND_MAX);
-        for (key, value) in &rows {
-            if key.first() == Some(&keys::WORK_ENTRY) {
-                crate::work::departed(txn, value);
-            }
-            txn.delete(key);
-            removed += 1;
-        }
-        if removed as usize >= RANGE_ROWS_PER_COMMAND_MAX {
-            return Outcome::RangeDropped {
-                removed,
-                done: false,
-            };
-        }
-        match next {
-            Some(key) => after = key,
-            None => break,
-        }
+    let (removed, done) = erase_rows(txn, start, last);
+    if done {
+        txn.delete(&row_key(start));
+        crate::range_track::forget_range(txn, start, last);
     }
-    txn.delete(&row_key(start));
-    Outcome::RangeDropped {
-        removed,
-        done: true,
-    }
+    Outcome::RangeDropped { removed, done }
 }
 
 /// Why a range step was refused; nothing changed but the cell's admin floor.

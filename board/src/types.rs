@@ -744,9 +744,40 @@ pub enum Command {
         /// The move's target cell.
         to_cell: u64,
     },
+    /// Begin a move's copy of owned, serving range `[start, last]` to `to_cell` before the
+    /// freeze: from now until the freeze the cell records every key of the range it changes
+    /// (`crate::range_track`), so the frozen range sends only those. Forgets any earlier
+    /// record of this cell.
+    RangeTrack {
+        /// First point.
+        start: u64,
+        /// Last point (inclusive).
+        last: u64,
+        /// The move's target cell.
+        to_cell: u64,
+    },
+    /// On a move's target, before its copy: delete rows of `[start, last]` left by an
+    /// earlier copy that never finished (a bounded amount per command). Refused when the
+    /// cell owns any part of the range.
+    RangeClear {
+        /// First point.
+        start: u64,
+        /// Last point (inclusive).
+        last: u64,
+    },
+    /// On a move's target: the rows of the frozen range changed since its copy began, each
+    /// written (`puts`) or deleted (`deletes`) as the source holds it now.
+    RangePatch {
+        /// Rows as the source holds them.
+        #[serde(with = "pairs_as_bytes")]
+        puts: Vec<(Vec<u8>, Vec<u8>)>,
+        /// Rows the source no longer holds.
+        deletes: Vec<Vec<u8>>,
+    },
     /// One range step (`RangeFreezeTo`, `RangeImport`, `RangeAssign`, `RangeDrop`,
-    /// `RangeSplit`) of the driver holding the range-admin lease granted at `fence`: refused
-    /// `superseded` once the cell ran a step of a later holder.
+    /// `RangeSplit`, `RangeTrack`, `RangeClear`, `RangePatch`) of the driver holding the
+    /// range-admin lease granted at `fence`: refused `superseded` once the cell ran a step of
+    /// a later holder.
     RangeFenced {
         /// The driver's range-admin lease fence.
         fence: u64,
@@ -882,6 +913,9 @@ crate::codes::stable_codes! {
         65 => KvTxnIf,
         66 => PathsReserve,
         67 => PathsRelease,
+        68 => RangeTrack,
+        69 => RangeClear,
+        70 => RangePatch,
     }
 }
 
@@ -1036,6 +1070,11 @@ pub enum Outcome {
     RangeImported {
         /// How many.
         rows: u32,
+    },
+    /// The source records the changes of the range a move copies (`Command::RangeTrack`).
+    RangeTracked {
+        /// The move's target cell.
+        to_cell: u64,
     },
     /// Rows of a frozen range were deleted; `done` once the range is gone.
     RangeDropped {
@@ -1524,6 +1563,7 @@ crate::codes::stable_codes! {
         83 => PathsReserved,
         84 => PathsReleased,
         85 => PathsRefused,
+        86 => RangeTracked,
     }
 }
 
@@ -1918,13 +1958,11 @@ impl Command {
             | Command::CounterConsume { .. }
             | Command::LedgerAppend { .. } => Family::Primitive,
             Command::Tick => Family::Tick,
-            Command::RangeAssign { .. }
-            | Command::RangeFreeze { .. }
-            | Command::RangeSplit { .. }
-            | Command::RangeImport { .. }
-            | Command::RangeDrop { .. }
-            | Command::MetaCellMark
-            | Command::RangeFreezeTo { .. }
+            Command::RangeAssign { .. } | Command::RangeFreeze { .. }
+            | Command::RangeSplit { .. } | Command::RangeImport { .. }
+            | Command::RangeDrop { .. } | Command::MetaCellMark
+            | Command::RangeFreezeTo { .. } | Command::RangeTrack { .. }
+            | Command::RangeClear { .. } | Command::RangePatch { .. }
             | Command::RangeFenced { .. } => Family::Range,
             Command::Campaign { .. }
             | Command::Proclaim { .. }

@@ -347,6 +347,14 @@ pub fn validate(command: &Command, value_bytes_max: usize) -> Result<(), String>
                 rows.len()
             ))
         }
+        (Family::Range, Command::RangePatch { puts, deletes })
+            if puts.len() + deletes.len() > RANGE_ROWS_PER_COMMAND_MAX =>
+        {
+            Err(format!(
+                "range patch has {} rows, limit is {RANGE_ROWS_PER_COMMAND_MAX}",
+                puts.len() + deletes.len()
+            ))
+        }
         (Family::Range, Command::RangeFenced { step, .. }) => match step.as_ref() {
             Command::RangeFenced { .. } => Err("a fenced range step holds one step".into()),
             step => validate(step, value_bytes_max),

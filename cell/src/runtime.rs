@@ -762,35 +762,42 @@ async fn proposer_loop(inner: std::sync::Weak<Inner>, mut rx: mpsc::Receiver<Pen
 /// Roughly how many bytes a request adds to a Raft entry (its keys and values).
 fn payload_bytes(request: &Request) -> usize {
     const OVERHEAD: usize = 64;
-    OVERHEAD
-        + match &request.command {
-            Command::KvPut { key, value, .. } | Command::KvPutAttached { key, value, .. } => {
-                key.len() + value.len()
-            }
-            Command::KvTxnIf {
-                compares,
-                success,
-                failure,
-            } => txn_if_bytes(compares, success, failure),
-            Command::LedgerAppend { entry, .. } => entry.len(),
-            Command::RangeImport { rows } => rows.iter().map(|(k, v)| k.len() + v.len()).sum(),
-            Command::BoardPostMany { bodies, .. } => bodies.iter().map(Vec::len).sum(),
-            Command::HandoffBatch { commands } => {
-                commands.iter().map(whip_board::handoff_bytes).sum()
-            }
-            Command::BoardPost { body, .. } => body.len(),
-            Command::KvTxn {
-                puts,
-                compares,
-                deletes,
-            } => {
-                let puts: usize = puts.iter().map(|(k, v)| k.len() + v.len()).sum();
-                let keys: usize = compares.iter().map(|(k, _)| k.len()).sum::<usize>()
-                    + deletes.iter().map(Vec::len).sum::<usize>();
-                puts + keys
-            }
-            _ => 0,
+    OVERHEAD + command_bytes(&request.command)
+}
+
+/// The bytes of a command's keys and values (a fenced range step's are its step's).
+fn command_bytes(command: &Command) -> usize {
+    match command {
+        Command::KvPut { key, value, .. } | Command::KvPutAttached { key, value, .. } => {
+            key.len() + value.len()
         }
+        Command::KvTxnIf {
+            compares,
+            success,
+            failure,
+        } => txn_if_bytes(compares, success, failure),
+        Command::LedgerAppend { entry, .. } => entry.len(),
+        Command::RangeFenced { step, .. } => command_bytes(step),
+        Command::RangeImport { rows } => rows.iter().map(|(k, v)| k.len() + v.len()).sum(),
+        Command::RangePatch { puts, deletes } => {
+            let puts: usize = puts.iter().map(|(k, v)| k.len() + v.len()).sum();
+            puts + deletes.iter().map(Vec::len).sum::<usize>()
+        }
+        Command::BoardPostMany { bodies, .. } => bodies.iter().map(Vec::len).sum(),
+        Command::HandoffBatch { commands } => commands.iter().map(whip_board::handoff_bytes).sum(),
+        Command::BoardPost { body, .. } => body.len(),
+        Command::KvTxn {
+            puts,
+            compares,
+            deletes,
+        } => {
+            let puts: usize = puts.iter().map(|(k, v)| k.len() + v.len()).sum();
+            let keys: usize = compares.iter().map(|(k, _)| k.len()).sum::<usize>()
+                + deletes.iter().map(Vec::len).sum::<usize>();
+            puts + keys
+        }
+        _ => 0,
+    }
 }
 
 /// Roughly the bytes of a `KvTxnIf`'s keys and values.

@@ -630,9 +630,10 @@ pub(crate) async fn source_row(
 }
 
 /// Move the range at `start` to `to_cell` under `lease`: reserve a fresh epoch in the map
-/// (from then on no earlier driver's map write goes through), freeze the range (waiting out
-/// a stalled move's hold), copy its rows, assign it to the target, publish the map and
-/// drop the source's copy. The moved range and the rows copied.
+/// (from then on no earlier driver's map write goes through), copy the range while its
+/// source still serves it (the source records what changes meanwhile), freeze it (waiting
+/// out a stalled move's hold), send what changed, assign it to the target, publish the map
+/// and drop the source's copy. The moved range and the rows copied.
 pub(crate) async fn run_move(
     lease: &AdminLease<'_>,
     start: u64,
@@ -649,12 +650,20 @@ pub(crate) async fn run_move(
     next.epoch_high = next.epoch_high.max(row.map_or(0, |r| r.epoch));
     let epoch = next.next_epoch();
     let version = publish(node, &next, version, lease.fence).await?;
-    let (source, last) = (range.cell, range.last);
     let kind = RangeChangeKind::Move { to_cell };
     let report = node
         .inner
         .range_change
-        .begin(start, kind, RangePhase::Freezing);
+        .begin(start, kind, RangePhase::Precopying);
+    let step = |name: &str| format!("fabric-move/{start:x}/{epoch}/{name}");
+    let mut rows = 0;
+    // A frozen source is a stalled move's: its copy before the freeze is done or not needed.
+    if row.is_some_and(|r| !r.frozen) {
+        rows += precopy(lease, &map, range, to_cell, &step("pre"), &report).await?;
+        crate::test_hooks::hold(RangePhase::Precopying).await;
+    }
+    report.phase(RangePhase::Freezing);
+    let (source, last) = (range.cell, range.last);
     let hold = Hold {
         cell: source,
         start,
@@ -665,8 +674,13 @@ pub(crate) async fn run_move(
     let fence_high = freeze(lease, &map, hold).await?;
     lease.hold(Some(hold));
     report.phase(RangePhase::Copying);
-    let step = |name: &str| format!("fabric-move/{start:x}/{epoch}/{name}");
-    let rows = copy_rows(lease, &map, range, to_cell, &step("import"), &report).await?;
+    crate::test_hooks::hold(RangePhase::Copying).await;
+    rows += finish_copy(lease, &map, range, to_cell, &step("copy"), &report).await?;
+    let moved = RangeEntry {
+        cell: to_cell,
+        epoch,
+        ..range
+    };
     report.phase(RangePhase::Assigning);
     let assign = Command::RangeAssign {
         start,
@@ -678,11 +692,6 @@ pub(crate) async fn run_move(
         Outcome::RangeAssigned { .. } => {}
         other => return Err(CellError::Fatal(format!("assign answered {other:?}"))),
     }
-    let moved = RangeEntry {
-        cell: to_cell,
-        epoch,
-        ..range
-    };
     for r in next.ranges.iter_mut().filter(|r| r.start == start) {
         *r = moved;
     }
@@ -693,6 +702,167 @@ pub(crate) async fn run_move(
     lease.hold(None);
     tracing::info!(start, source, to_cell, epoch, rows, "range moved");
     Ok((moved, rows))
+}
+
+/// Copy the range to `to_cell` while its source still serves it: the source first starts
+/// recording the range's changes, the target deletes what an unfinished copy left, then
+/// every page goes over. The rows copied.
+async fn precopy(
+    lease: &AdminLease<'_>,
+    map: &FabricMap,
+    range: RangeEntry,
+    to_cell: u64,
+    key_prefix: &str,
+    report: &Reporting<'_>,
+) -> Result<u64, CellError> {
+    let track = Command::RangeTrack {
+        start: range.start,
+        last: range.last,
+        to_cell,
+    };
+    let key = format!("{key_prefix}/track");
+    match lease.step(map, range.cell, key, track).await? {
+        Outcome::RangeTracked { .. } => {}
+        other => return Err(CellError::Fatal(format!("track answered {other:?}"))),
+    }
+    clear_and_copy(lease, map, range, to_cell, key_prefix, report).await
+}
+
+/// Bring the target level with the frozen source: send the changes the source recorded
+/// since the copy before the freeze, or, when it holds no complete record for this target
+/// (it outgrew its bound, or a move from before records began), copy the whole range
+/// again over a cleared target. The rows sent.
+async fn finish_copy(
+    lease: &AdminLease<'_>,
+    map: &FabricMap,
+    range: RangeEntry,
+    to_cell: u64,
+    key_prefix: &str,
+    report: &Reporting<'_>,
+) -> Result<u64, CellError> {
+    let sent = send_changes(lease, map, range, to_cell, key_prefix, report).await?;
+    if let Some(rows) = sent {
+        return Ok(rows);
+    }
+    // An earlier attempt assigned the range there (unpublished): it copied everything first.
+    if target_holds(lease.node, map, range, to_cell).await? {
+        return Ok(0);
+    }
+    clear_and_copy(lease, map, range, to_cell, key_prefix, report).await
+}
+
+/// Delete what an unfinished copy left on `to_cell`, then copy the whole range there.
+async fn clear_and_copy(
+    lease: &AdminLease<'_>,
+    map: &FabricMap,
+    range: RangeEntry,
+    to_cell: u64,
+    key_prefix: &str,
+    report: &Reporting<'_>,
+) -> Result<u64, CellError> {
+    clear_target(lease, map, range, to_cell, &format!("{key_prefix}/clear")).await?;
+    let import = format!("{key_prefix}/import");
+    copy_rows(lease, map, range, to_cell, &import, report).await
+}
+
+/// Send the frozen source's recorded changes to `to_cell`, page by page; `None` when the
+/// source holds no complete record of this range for that target.
+async fn send_changes(
+    lease: &AdminLease<'_>,
+    map: &FabricMap,
+    range: RangeEntry,
+    to_cell: u64,
+    key_prefix: &str,
+    report: &Reporting<'_>,
+) -> Result<Option<u64>, CellError> {
+    let node = lease.node;
+    let mut after = Vec::new();
+    let mut sent = 0u64;
+    for page in 0u64.. {
+        let changes = Query::RangeChanges {
+            start: range.start,
+            last: range.last,
+            after_key: after.clone(),
+            limit: limits::MOVE_PAGE_ROWS,
+        };
+        let what = format!("changes from cell {}", range.cell);
+        let answer = retrying(&what, limits::INIT_WAIT_MS, || {
+            node.read_cell(Some(map), range.cell, changes.clone())
+        })
+        .await?;
+        let QueryResult::RangeChanges {
+            to_cell: recorded,
+            puts,
+            deletes,
+            next,
+        } = answer
+        else {
+            return Err(unexpected(&answer));
+        };
+        if recorded != Some(to_cell) {
+            return Ok(None);
+        }
+        let rows = (puts.len() + deletes.len()) as u64;
+        if rows > 0 {
+            let patch = Command::RangePatch { puts, deletes };
+            match lease
+                .step(map, to_cell, format!("{key_prefix}/patch/{page}"), patch)
+                .await?
+            {
+                Outcome::RangeImported { .. } => {}
+                other => return Err(CellError::Fatal(format!("patch answered {other:?}"))),
+            }
+            sent += rows;
+            report.page(rows);
+        }
+        match next {
+            Some(key) => after = key,
+            None => return Ok(Some(sent)),
+        }
+    }
+    unreachable!("the pages never run out")
+}
+
+/// Whether `to_cell` already owns exactly this range, serving (an earlier attempt of the
+/// same move assigned it there and stopped before publishing).
+async fn target_holds(
+    node: &Node,
+    map: &FabricMap,
+    range: RangeEntry,
+    to_cell: u64,
+) -> Result<bool, CellError> {
+    let target = RangeEntry {
+        cell: to_cell,
+        ..range
+    };
+    Ok(source_row(node, map, target)
+        .await?
+        .is_some_and(|row| !row.frozen))
+}
+
+/// Delete, on `to_cell`, what an unfinished copy of the range left there.
+async fn clear_target(
+    lease: &AdminLease<'_>,
+    map: &FabricMap,
+    range: RangeEntry,
+    to_cell: u64,
+    key_prefix: &str,
+) -> Result<(), CellError> {
+    for page in 0u64.. {
+        let clear = Command::RangeClear {
+            start: range.start,
+            last: range.last,
+        };
+        match lease
+            .step(map, to_cell, format!("{key_prefix}/{page}"), clear)
+            .await?
+        {
+            Outcome::RangeDropped { done: true, .. } => return Ok(()),
+            Outcome::RangeDropped { .. } => {}
+            other => return Err(CellError::Fatal(format!("clear answered {other:?}"))),
+        }
+    }
+    unreachable!("the pages never run out")
 }
 
 fn check_target(map: &FabricMap, range: RangeEntry, to_cell: u64) -> Result<(), CellError> {
@@ -761,7 +931,8 @@ pub(crate) async fn drop_copy(
     Ok(())
 }
 
-/// Copy the frozen range's rows from its cell to `to_cell`, page by page.
+/// Copy the range's rows from its cell to `to_cell`, page by page (before the freeze the
+/// source records what changes meanwhile; after it, nothing changes).
 async fn copy_rows(
     lease: &AdminLease<'_>,
     map: &FabricMap,

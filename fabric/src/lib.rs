@@ -62,6 +62,7 @@ pub mod range_change;
 pub mod restore;
 mod router;
 mod takeover;
+mod test_hooks;
 
 use std::future::Future;
 

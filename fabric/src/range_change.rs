@@ -13,6 +13,9 @@ use whip_proto::v1 as pb;
 /// The steps of a range change, in order (a split is one step).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RangePhase {
+    /// Rows go to the target while the source still serves the range and records what
+    /// changes meanwhile.
+    Precopying,
     /// The source cell stops serving the range (a new epoch).
     Freezing,
     /// Rows go from the source to the target, page by page.
@@ -31,6 +34,7 @@ impl RangePhase {
     /// The stable code on the wire.
     pub fn code(self) -> &'static str {
         match self {
+            RangePhase::Precopying => "precopying",
             RangePhase::Freezing => "freezing",
             RangePhase::Copying => "copying",
             RangePhase::Assigning => "assigning",
@@ -46,7 +50,8 @@ impl RangePhase {
     }
 
     /// Every phase.
-    pub const ALL: [RangePhase; 6] = [
+    pub const ALL: [RangePhase; 7] = [
+        RangePhase::Precopying,
         RangePhase::Freezing,
         RangePhase::Copying,
         RangePhase::Assigning,

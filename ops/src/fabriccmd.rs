@@ -369,6 +369,10 @@ async fn range_progress(mut client: NodeClient<tonic::transport::Channel>) -> Op
     let change = answer.into_inner().changes.into_iter().next()?;
     use whip_fabric::range_change::RangePhase;
     Some(match RangePhase::from_code(&change.phase) {
+        Some(RangePhase::Precopying) => format!(
+            "copying while the range still serves, {} rows ({} pages)",
+            change.rows, change.pages
+        ),
         Some(RangePhase::Copying) => {
             format!("copying, {} rows ({} pages)", change.rows, change.pages)
         }

@@ -195,6 +195,8 @@ pub struct ProcessFabric {
     /// The whip config (`WHIP_CONFIG_DIR`: CA, operator credential) the nodes run with;
     /// `None`: this user's.
     pub config_dir: Option<std::path::PathBuf>,
+    /// Environment set on one node's process (index = id - 1), for test hooks.
+    node_env: Vec<Vec<(String, String)>>,
     children: Vec<Option<Child>>,
 }
 
@@ -207,19 +209,32 @@ impl ProcessFabric {
     /// Like [`ProcessFabric::start`], each node serving `--http` on its own port when
     /// `http` is set ([`ProcessFabric::http_addrs`]).
     pub async fn start_observed(n: usize, http: bool) -> ProcessFabric {
-        ProcessFabric::start_configured(n, http, None, false).await
+        ProcessFabric::start_configured(n, http, None, false, vec![Vec::new(); n]).await
     }
 
     /// Like [`ProcessFabric::start`], each node serving MCP over Streamable HTTP (`--mcp`)
     /// on its own loopback port ([`ProcessFabric::mcp_addrs`]).
     pub async fn start_with_mcp(n: usize) -> ProcessFabric {
-        ProcessFabric::start_configured(n, false, None, true).await
+        ProcessFabric::start_configured(n, false, None, true, vec![Vec::new(); n]).await
     }
 
     /// Like [`ProcessFabric::start`], the nodes running with the whip config `config_dir`
     /// (their own cluster CA) instead of this user's.
     pub async fn start_in(n: usize, config_dir: &std::path::Path) -> ProcessFabric {
-        ProcessFabric::start_configured(n, false, Some(config_dir.to_path_buf()), false).await
+        let no_env = vec![Vec::new(); n];
+        ProcessFabric::start_configured(n, false, Some(config_dir.to_path_buf()), false, no_env)
+            .await
+    }
+
+    /// Like [`ProcessFabric::start`], node `id` running with `env` set (a test hook of the
+    /// `test-hooks` feature, which the test build turns on).
+    pub async fn start_with_node_env(n: usize, id: u64, env: &[(&str, &str)]) -> ProcessFabric {
+        let env: Vec<(String, String)> = (env.iter())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut node_env = vec![Vec::new(); n];
+        node_env[(id - 1) as usize] = env;
+        ProcessFabric::start_configured(n, false, None, false, node_env).await
     }
 
     async fn start_configured(
@@ -227,6 +242,7 @@ impl ProcessFabric {
         http: bool,
         config_dir: Option<std::path::PathBuf>,
         mcp: bool,
+        node_env: Vec<Vec<(String, String)>>,
     ) -> ProcessFabric {
         crate::init_tracing();
         let listeners = 1 + usize::from(http) + usize::from(mcp);
@@ -246,6 +262,7 @@ impl ProcessFabric {
                 false => Vec::new(),
             },
             config_dir,
+            node_env,
             children: (0..n).map(|_| None).collect(),
         };
         for id in 1..=n as u64 {
@@ -277,6 +294,7 @@ impl ProcessFabric {
         if let Some(config) = &self.config_dir {
             command.env("WHIP_CONFIG_DIR", config);
         }
+        command.envs(self.node_env[index].iter().cloned());
         let child = command.spawn().expect("spawn whip node serve");
         self.children[index] = Some(child);
     }

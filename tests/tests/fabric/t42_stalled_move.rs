@@ -1,8 +1,15 @@
-//! A range move whose driver stalls mid-copy (the 30-minute chaos run's first finding): the
-//! driver node is SIGSTOPped while it copies, and the range must serve again within the
-//! freeze's hold plus a bound, taken over by another node under the range-admin lease and
-//! finished; every row arrives once, no cell keeps a copy the map does not give it, and the
-//! old driver, resumed, is refused as superseded.
+//! A range move whose driver stalls (the 30-minute chaos run's first finding).
+//!
+//! Frozen: the driver node is SIGSTOPped right after it froze the range, and the range must
+//! serve again within the freeze's hold plus a bound, taken over by another node under the
+//! range-admin lease and finished; every row arrives once, no cell keeps a copy the map does
+//! not give it, and the old driver, resumed, is refused as superseded.
+//!
+//! Before the freeze: the driver is SIGSTOPped once it copied the range while the source
+//! still serves it; the range keeps serving, keys change and go meanwhile, and a new move
+//! to the same target clears the stale copy first: no deleted key comes back.
+//!
+//! The driver's window is widened by the `test-hooks` feature's `WHIP_TEST_MOVE_HOLD`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -77,8 +84,9 @@ async fn status(addr: &str) -> pb::FabricStatusResponse {
         .into_inner()
 }
 
-/// Wait until node 3, driving the move, reports copied rows; then stop it.
-async fn pause_mid_copy(fabric: &ProcessFabric) {
+/// Wait until node 3, driving the move, reports phase `phase` with rows copied; then stop
+/// it (the test hook holds the driver there).
+async fn pause_in(fabric: &ProcessFabric, phase: &str) {
     let channel = whip_cell::network::endpoint(&fabric.addrs[2]).connect_lazy();
     let mut driver = NodeClient::new(channel);
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -91,7 +99,7 @@ async fn pause_mid_copy(fabric: &ProcessFabric) {
         if progress
             .changes
             .iter()
-            .any(|c| c.phase == "copying" && c.rows > 0)
+            .any(|c| c.phase == phase && c.rows > 0)
         {
             fabric.pause(3);
             return;
@@ -101,32 +109,46 @@ async fn pause_mid_copy(fabric: &ProcessFabric) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_move_whose_driver_stalls_is_taken_over_and_the_driver_refused() {
-    let fabric = ProcessFabric::start(3).await;
+/// A 3-node fabric of 2 cells whose node 3 holds its moves at `hold`
+/// (`WHIP_TEST_MOVE_HOLD`), a client, the first range and the other cell.
+async fn start_holding(hold: &str) -> (ProcessFabric, Arc<CellClient>, pb::RangeInfo, u64) {
+    let fabric = ProcessFabric::start_with_node_env(3, 3, &[("WHIP_TEST_MOVE_HOLD", hold)]).await;
     init(&fabric);
-    let survivors = fabric.addrs[..2].to_vec();
     let client = Arc::new(CellClient::connect(&fabric.addrs).expect("client"));
     let first = status(&fabric.addrs[0]).await;
     let ranges: Vec<pb::RangeInfo> = first.cells.iter().flat_map(|c| c.ranges.clone()).collect();
     let range = *ranges.iter().min_by_key(|r| r.start).expect("a range");
-    let to_cell = ranges
-        .iter()
-        .find(|r| r.cell != range.cell)
+    let to_cell = (ranges.iter().find(|r| r.cell != range.cell))
         .expect("2 cells")
         .cell;
-    let keys = keys_in(range.start, range.last, ROWS + 1);
-    let (probe, keys) = keys.split_last().expect("keys");
-    load(&client, keys).await;
+    (fabric, client, range, to_cell)
+}
 
+/// Start moving `range` to `to_cell` with node 3 as its driver.
+fn move_on_node_3(
+    fabric: &ProcessFabric,
+    range: pb::RangeInfo,
+    to_cell: u64,
+) -> tokio::task::JoinHandle<MoveAnswer> {
     let channel = whip_cell::network::endpoint(&fabric.addrs[2]).connect_lazy();
     let mut driver = NodeClient::new(channel);
     let request = pb::RangeMoveRequest {
         start: range.start,
         to_cell,
     };
-    let moving = tokio::spawn(async move { driver.range_move(request).await });
-    pause_mid_copy(&fabric).await;
+    tokio::spawn(async move { driver.range_move(request).await })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_move_whose_driver_stalls_is_taken_over_and_the_driver_refused() {
+    let (fabric, client, range, to_cell) = start_holding("copying:10000").await;
+    let survivors = fabric.addrs[..2].to_vec();
+    let keys = keys_in(range.start, range.last, ROWS + 1);
+    let (probe, keys) = keys.split_last().expect("keys");
+    load(&client, keys).await;
+
+    let moving = move_on_node_3(&fabric, range, to_cell);
+    pause_in(&fabric, "copying").await;
 
     // The range serves again through the other two nodes, taken over and moved.
     let took = served_again(&survivors, probe).await;
@@ -234,4 +256,153 @@ async fn refused_as_superseded(moving: tokio::task::JoinHandle<MoveAnswer>) {
     let refused = answer.expect_err("the old driver's move must be refused");
     assert_eq!(refused.code(), tonic::Code::Aborted, "{refused:?}");
     assert!(refused.message().contains("superseded"), "{refused:?}");
+}
+
+/// Rows loaded for the stall before the freeze (one export page or two).
+const PRECOPY_ROWS: usize = 3_000;
+/// Keys deleted, rewritten and added while the first driver is stopped.
+const CHANGED: usize = 200;
+/// The longest a write of the range may wait while the driver is stopped before its freeze:
+/// the range never stops serving, so only the elections of the cells the stopped node led.
+const SERVING_BOUND_MS: u64 = 10_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_move_stalled_before_its_freeze_leaves_the_range_serving_and_no_stale_copy() {
+    let (fabric, client, range, to_cell) = start_holding("precopying:60000").await;
+    let survivors = fabric.addrs[..2].to_vec();
+    let keys = keys_in(range.start, range.last, PRECOPY_ROWS + CHANGED);
+    let (loaded, added) = keys.split_at(PRECOPY_ROWS);
+    load(&client, loaded).await;
+
+    let moving = move_on_node_3(&fabric, range, to_cell);
+    pause_held(&fabric, "precopying", PRECOPY_ROWS as u64).await;
+
+    // The range still serves: its keys change and go while the stopped driver holds its
+    // copy on the target.
+    let (deleted, rewritten) = loaded[..2 * CHANGED].split_at(CHANGED);
+    change_while_stalled(&survivors, deleted, rewritten, added).await;
+
+    // A new move from node 1 (once the stopped driver's lease lapses) to the same target.
+    let moved = move_from(&fabric.addrs[0], range.start, to_cell).await;
+    assert_eq!(moved.ranges.first().map(|r| r.cell), Some(to_cell));
+    fabric.resume(3);
+    refused_as_superseded(moving).await;
+
+    check_changed(&client, deleted, rewritten).await;
+    check_rows(&client, &loaded[2 * CHANGED..]).await;
+    check_rows(&client, added).await;
+    wait_for("no range alarm", Duration::from_secs(20), || {
+        let addr = fabric.addrs[0].clone();
+        async move { status(&addr).await.alarms.is_empty() }
+    })
+    .await;
+}
+
+/// Delete `deleted`, rewrite `rewritten` and add `added` through `survivors`; each delete
+/// after the first (which may wait for elections) within `SERVING_BOUND_MS`.
+async fn change_while_stalled(
+    survivors: &[String],
+    deleted: &[String],
+    rewritten: &[String],
+    added: &[String],
+) {
+    let writer = Arc::new(
+        CellClient::connect(survivors)
+            .expect("client")
+            .with_attempt_timeout(Duration::from_secs(2)),
+    );
+    for (n, key) in deleted.iter().enumerate() {
+        let delete = pb::KvDeleteRequest {
+            key: key.clone().into_bytes(),
+            ..Default::default()
+        };
+        let took = Instant::now();
+        writer
+            .kv_delete(delete)
+            .await
+            .expect("delete while stalled");
+        let bound = Duration::from_millis(SERVING_BOUND_MS);
+        assert!(
+            n == 0 || took.elapsed() < bound,
+            "delete {n} waited {:?}",
+            took.elapsed()
+        );
+    }
+    load(&writer, added).await;
+    for key in rewritten {
+        let put = pb::KvPutRequest {
+            key: key.clone().into_bytes(),
+            value: b"rewritten".to_vec(),
+            ..Default::default()
+        };
+        writer.kv_put(put).await.expect("rewrite while stalled");
+    }
+}
+
+/// `deleted` stay gone and `rewritten` keep their last write.
+async fn check_changed(client: &CellClient, deleted: &[String], rewritten: &[String]) {
+    for key in deleted {
+        let get = pb::KvGetRequest {
+            key: key.clone().into_bytes(),
+            ..Default::default()
+        };
+        let found = client.kv_get(get).await.expect("get");
+        assert!(!found.found, "{key}, deleted before the move, came back");
+    }
+    for key in rewritten {
+        let get = pb::KvGetRequest {
+            key: key.clone().into_bytes(),
+            ..Default::default()
+        };
+        let found = client.kv_get(get).await.expect("get");
+        assert_eq!(found.value, b"rewritten", "{key} lost its last write");
+    }
+}
+
+/// Wait until node 3's move is held by the test hook at the end of phase `phase`: at least
+/// `rows` rows copied and no more copied for a second (the hook holds it far longer); then
+/// stop it.
+async fn pause_held(fabric: &ProcessFabric, phase: &str, rows: u64) {
+    let channel = whip_cell::network::endpoint(&fabric.addrs[2]).connect_lazy();
+    let mut driver = NodeClient::new(channel);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = (0, Instant::now());
+    loop {
+        let progress = (driver.range_progress(pb::RangeProgressRequest {}).await)
+            .expect("progress")
+            .into_inner();
+        let copied = (progress.changes.iter())
+            .find(|c| c.phase == phase)
+            .map_or(0, |c| c.rows);
+        if copied != seen.0 {
+            seen = (copied, Instant::now());
+        } else if copied >= rows && seen.1.elapsed() > Duration::from_secs(1) {
+            fabric.pause(3);
+            return;
+        }
+        assert!(Instant::now() < deadline, "the move never finished {phase}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Move the range at `start` to `to_cell` through the node at `addr`, retrying while
+/// another driver's range-admin lease is still held.
+async fn move_from(addr: &str, start: u64, to_cell: u64) -> pb::RangeMoveResponse {
+    let channel = whip_cell::network::endpoint(addr).connect_lazy();
+    let mut node = NodeClient::new(channel);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let request = pb::RangeMoveRequest { start, to_cell };
+        match node.range_move(request).await {
+            Ok(answer) => return answer.into_inner(),
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "the second move never ran: {e:?}"
+                );
+                eprintln!("second move: {e:?}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
 }

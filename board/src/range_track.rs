@@ -1,0 +1,569 @@
+//! A range move's copy before its freeze: the source records what changes meanwhile.
+//!
+//! A move used to freeze its range first and copy every row while clients waited. Now the
+//! driver first asks the source to record the range's changes (`Command::RangeTrack`),
+//! copies the range while the source still serves it, and only then freezes it. Once
+//! frozen, the source sends only the rows it recorded (`Query::RangeChanges`), each as it
+//! holds it now or as deleted, and the target writes them (`Command::RangePatch`), so the
+//! range is frozen for one short page instead of a whole copy.
+//!
+//! Why the target ends exact: every row of the range the source changed after the record
+//! began is in the record (the record is kept by [`Tracked`], through which `crate::apply`
+//! writes, so no write escapes it); every other row has the value it had when the record
+//! began, which the copy read afterwards. The frozen source changes nothing more, so
+//! sending the record's rows again is harmless: a driver that stops mid-patch is finished
+//! by the next one sending the same rows.
+//!
+//! Bounds: the record holds at most `RANGE_CHANGED_KEYS_MAX` keys; past it the record is
+//! marked incomplete and the move copies the whole frozen range again, after deleting the
+//! target's copy (`Command::RangeClear`). Only one range change runs fabric-wide at a time,
+//! so a cell keeps one record; a new record forgets the old one in the same apply.
+//!
+//! Invariants: the record only grows while its range is owned and not frozen here (the
+//! freeze ends it; the drop of the moved range forgets it); its rows are the cell's own and
+//! never move; no client request names them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{encode_versioned, versioned};
+use crate::keys::{RANGE_CHANGED, RANGE_TRACK};
+use crate::limits::{RANGE_CHANGED_KEYS_MAX, RANGE_EXPORT_BYTES_MAX, RANGE_ROWS_PER_COMMAND_MAX};
+use crate::query::QueryResult;
+use crate::range;
+use crate::txn::Txn;
+use crate::types::Outcome;
+
+/// The record of one range's changes, on its source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Track {
+    start: u64,
+    last: u64,
+    to_cell: u64,
+    /// Keys recorded.
+    changed: u32,
+    /// More keys changed than the record holds: it is no longer complete.
+    overflow: bool,
+}
+
+/// The encoding version of [`Track`].
+const TRACK_VERSION: u8 = 1;
+
+fn read_track(txn: &impl Txn) -> Option<Track> {
+    let bytes = txn.get(&[RANGE_TRACK])?;
+    match versioned(&bytes) {
+        Some((TRACK_VERSION, body)) => Some(postcard::from_bytes(body).expect("track decodes")),
+        other => panic!(
+            "range track row of unknown version {:?}",
+            other.map(|v| v.0)
+        ),
+    }
+}
+
+fn put_track(txn: &mut impl Txn, track: &Track) {
+    txn.put(&[RANGE_TRACK], &encode_versioned(TRACK_VERSION, track));
+}
+
+fn changed_key(key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len() + 1);
+    out.push(RANGE_CHANGED);
+    out.extend_from_slice(key);
+    out
+}
+
+/// Delete the record and every key it holds (at most `RANGE_CHANGED_KEYS_MAX`).
+fn forget(txn: &mut impl Txn) {
+    let rows = txn.scan(
+        &[RANGE_CHANGED],
+        &[RANGE_CHANGED + 1],
+        RANGE_CHANGED_KEYS_MAX + 1,
+    );
+    for (key, _) in rows {
+        txn.delete(&key);
+    }
+    txn.delete(&[RANGE_TRACK]);
+}
+
+/// Begin recording the changes of owned, serving range `[start, last]` for a move to
+/// `to_cell` (`Command::RangeTrack`); any earlier record is forgotten.
+pub(crate) fn track(txn: &mut impl Txn, start: u64, last: u64, to_cell: u64) -> Outcome {
+    let serving = range::rows(txn)
+        .into_iter()
+        .find(|r| r.start == start && r.last == last);
+    match serving {
+        None => return Outcome::RangeUnknown { start, last },
+        Some(row) if row.frozen => return Outcome::WrongRange { epoch: row.epoch },
+        Some(_) => {}
+    }
+    forget(txn);
+    let track = Track {
+        start,
+        last,
+        to_cell,
+        changed: 0,
+        overflow: false,
+    };
+    put_track(txn, &track);
+    Outcome::RangeTracked { to_cell }
+}
+
+/// The record `crate::apply` must keep now: one whose range is owned here and serving.
+pub(crate) fn recording(txn: &impl Txn) -> Option<Track> {
+    let track = read_track(txn).filter(|t| !t.overflow)?;
+    let serving = range::rows(txn)
+        .into_iter()
+        .any(|r| r.start == track.start && r.last == track.last && !r.frozen);
+    serving.then_some(track)
+}
+
+/// Forget the record of `[start, last]`, if this cell keeps it (its move's source dropped
+/// the range).
+pub(crate) fn forget_range(txn: &mut impl Txn, start: u64, last: u64) {
+    if read_track(txn).is_some_and(|t| t.start == start && t.last == last) {
+        forget(txn);
+    }
+}
+
+/// A [`Txn`] that records every key of the tracked range written or deleted through it.
+/// `crate::apply` runs every command through one.
+pub(crate) struct Tracked<'t, T: Txn> {
+    inner: &'t mut T,
+    /// The cell kept a record of a range it serves when the apply began.
+    recording: bool,
+}
+
+impl<'t, T: Txn> Tracked<'t, T> {
+    /// Wrap `inner`, recording if it keeps a record of a range it serves.
+    pub(crate) fn new(inner: &'t mut T) -> Self {
+        let recording = recording(inner).is_some();
+        Tracked { inner, recording }
+    }
+
+    /// Record `key` (holding `value`, or held before its delete) if it is in the range.
+    /// The record is read afresh: a command of this apply may have changed it.
+    fn note(&mut self, key: &[u8], value: &[u8]) {
+        let Some(mut track) = read_track(self.inner).filter(|t| !t.overflow) else {
+            return;
+        };
+        let inside = range::row_point(key, value)
+            .is_some_and(|point| track.start <= point && point <= track.last);
+        let marker = changed_key(key);
+        if !inside || self.inner.get(&marker).is_some() {
+            return;
+        }
+        if track.changed as usize >= RANGE_CHANGED_KEYS_MAX {
+            track.overflow = true;
+        } else {
+            track.changed += 1;
+            self.inner.put(&marker, &[]);
+        }
+        put_track(self.inner, &track);
+    }
+}
+
+impl<T: Txn> Txn for Tracked<'_, T> {
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.inner.get(key)
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) {
+        if self.recording {
+            self.note(key, value);
+        }
+        self.inner.put(key, value);
+    }
+
+    fn delete(&mut self, key: &[u8]) {
+        if self.recording
+            && let Some(old) = self.inner.get(key)
+        {
+            self.note(key, &old);
+        }
+        self.inner.delete(key);
+    }
+
+    fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.inner.scan(start, end, limit)
+    }
+}
+
+/// The recorded changes of `[start, last]` after `after_key`, as the cell holds them now
+/// (`Query::RangeChanges`): at most `limit` rows and about `RANGE_EXPORT_BYTES_MAX` bytes.
+pub(crate) fn changes(
+    txn: &impl Txn,
+    (start, last): (u64, u64),
+    after_key: &[u8],
+    limit: usize,
+) -> QueryResult {
+    let complete = read_track(txn)
+        .filter(|t| t.start == start && t.last == last && !t.overflow)
+        .map(|t| t.to_cell);
+    let (mut puts, mut deletes, mut next) = (Vec::new(), Vec::new(), None);
+    if complete.is_some() {
+        let mut from = changed_key(after_key);
+        from.push(0);
+        let limit = limit.clamp(1, RANGE_ROWS_PER_COMMAND_MAX);
+        let markers = txn.scan(&from, &[RANGE_CHANGED + 1], limit + 1);
+        let mut bytes = 0usize;
+        for (index, (marker, _)) in markers.iter().enumerate() {
+            if index == limit || bytes >= RANGE_EXPORT_BYTES_MAX {
+                next = Some(markers[index - 1].0[1..].to_vec());
+                break;
+            }
+            let key = marker[1..].to_vec();
+            bytes += key.len();
+            match txn.get(&key) {
+                Some(value) => {
+                    bytes += value.len();
+                    puts.push((key, value));
+                }
+                None => deletes.push(key),
+            }
+        }
+    }
+    QueryResult::RangeChanges {
+        to_cell: complete,
+        puts,
+        deletes,
+        next,
+    }
+}
+
+/// Write a frozen range's changes on the move's target (`Command::RangePatch`). Rows of the
+/// cell's own families, of no family, or whose values do not decode are refused, and then
+/// nothing changes.
+pub(crate) fn patch(
+    txn: &mut impl Txn,
+    puts: &[(Vec<u8>, Vec<u8>)],
+    deletes: &[Vec<u8>],
+) -> Outcome {
+    if let Err(refused) = range::check_importable(puts) {
+        return refused;
+    }
+    let held: Vec<(Vec<u8>, Vec<u8>)> = deletes
+        .iter()
+        .filter_map(|key| txn.get(key).map(|value| (key.clone(), value)))
+        .collect();
+    if let Err(refused) = range::check_importable(&held) {
+        return refused;
+    }
+    for (key, value) in puts {
+        range::write_arrived(txn, key, value);
+    }
+    for (key, value) in &held {
+        range::erase_departed(txn, key, value);
+    }
+    Outcome::RangeImported {
+        rows: (puts.len() + held.len()) as u32,
+    }
+}
+
+/// Delete what an unfinished copy left of `[start, last]` on a move's target, at most
+/// `RANGE_ROWS_PER_COMMAND_MAX` rows per command (`Command::RangeClear`); refused when the
+/// cell owns any part of the range.
+pub(crate) fn clear(txn: &mut impl Txn, start: u64, last: u64) -> Outcome {
+    if let Some(owned) = range::rows(txn)
+        .into_iter()
+        .find(|r| r.start <= last && start <= r.last)
+    {
+        return Outcome::Invalid {
+            reason: format!(
+                "cell owns range {:#x}..={:#x}, which overlaps {start:#x}..={last:#x}",
+                owned.start, owned.last
+            ),
+        };
+    }
+    let (removed, done) = range::erase_rows(txn, start, last);
+    Outcome::RangeDropped { removed, done }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::Query;
+    use crate::txn::MemTxn;
+    use crate::types::{Command, Request, ResourceId, Stamp};
+
+    const WHOLE: (u64, u64) = (0, u64::MAX);
+
+    fn run_at(txn: &mut MemTxn, index: u64, command: Command, epoch: u64) -> Outcome {
+        let stamp = Stamp {
+            index,
+            position: 0,
+            time_ms: 1_000 + index,
+        };
+        let mut request = Request::server(None, command);
+        request.epoch = epoch;
+        crate::apply(txn, stamp, &request)
+    }
+
+    /// A cell serving the whole ring at epoch 1.
+    fn source() -> MemTxn {
+        let mut txn = MemTxn::default();
+        let assign = Command::RangeAssign {
+            start: WHOLE.0,
+            last: WHOLE.1,
+            epoch: 1,
+            fence_above: 0,
+        };
+        assert_eq!(
+            run_at(&mut txn, 1, assign, 0),
+            Outcome::RangeAssigned { epoch: 1 }
+        );
+        txn
+    }
+
+    /// One client write, chosen by `n`: keys put and deleted, leases taken and let go.
+    fn client_write(n: u64) -> Command {
+        let key = format!("k{}", n % 37).into_bytes();
+        let lease = ResourceId {
+            owner: "o".into(),
+            name: format!("l{}", n % 5),
+            key: String::new(),
+        };
+        match n % 5 {
+            0 | 1 => Command::KvPut {
+                key,
+                value: n.to_be_bytes().to_vec(),
+                expect_version: None,
+            },
+            2 => Command::KvDelete {
+                key,
+                expect_version: None,
+            },
+            3 => Command::LeaseAcquire {
+                lease,
+                holder: format!("h{}", n % 3),
+                slots: 2,
+                ttl_ms: 60_000,
+                wait_ms: 0,
+            },
+            _ => Command::LeaseRelease {
+                lease,
+                holder: format!("h{}", n % 3),
+            },
+        }
+    }
+
+    fn export_all(txn: &MemTxn) -> Vec<(Vec<u8>, Vec<u8>)> {
+        range::export(txn, WHOLE.0, WHOLE.1, &[], RANGE_ROWS_PER_COMMAND_MAX).0
+    }
+
+    fn ask(txn: &MemTxn, after_key: Vec<u8>, limit: u32) -> QueryResult {
+        let query = Query::RangeChanges {
+            start: WHOLE.0,
+            last: WHOLE.1,
+            after_key,
+            limit,
+        };
+        crate::query(txn, 0, &query)
+    }
+
+    /// Send the source's recorded changes to the target, a few rows per page; the record's
+    /// target, or `None` when the record was incomplete.
+    fn send_changes(from: &MemTxn, to: &mut MemTxn, index: &mut u64) -> Option<u64> {
+        let mut after = Vec::new();
+        loop {
+            let QueryResult::RangeChanges {
+                to_cell,
+                puts,
+                deletes,
+                next,
+            } = ask(from, after.clone(), 3)
+            else {
+                panic!("changes answered another shape");
+            };
+            to_cell?;
+            *index += 1;
+            let patched = run_at(to, *index, Command::RangePatch { puts, deletes }, 0);
+            assert!(
+                matches!(patched, Outcome::RangeImported { .. }),
+                "{patched:?}"
+            );
+            match next {
+                Some(key) => after = key,
+                None => return to_cell,
+            }
+        }
+    }
+
+    /// The protocol: record, copy page by page while clients keep writing, freeze, send the
+    /// record. The target then holds exactly the source's rows, whatever the interleaving;
+    /// the frozen source's record no longer grows.
+    #[test]
+    fn a_copy_made_while_serving_ends_exact_after_the_changes() {
+        for seed in 0..20u64 {
+            let mut src = source();
+            let mut dst = MemTxn::default();
+            let mut index = 2;
+            for n in 0..40 {
+                run_at(&mut src, index, client_write(n * 7 + seed), 1);
+                index += 1;
+            }
+            let track = Command::RangeTrack {
+                start: WHOLE.0,
+                last: WHOLE.1,
+                to_cell: 2,
+            };
+            let tracked = run_at(&mut src, index, track, 0);
+            assert_eq!(tracked, Outcome::RangeTracked { to_cell: 2 });
+            let mut after = Vec::new();
+            let mut n = 1_000 + seed;
+            loop {
+                let (rows, next) = range::export(&src, WHOLE.0, WHOLE.1, &after, 2);
+                index += 1;
+                run_at(&mut dst, index, Command::RangeImport { rows }, 0);
+                for _ in 0..(seed % 4) {
+                    n = n
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    index += 1;
+                    run_at(&mut src, index, client_write(n >> 33), 1);
+                }
+                match next {
+                    Some(key) => after = key,
+                    None => break,
+                }
+            }
+            index += 1;
+            let freeze = Command::RangeFreeze {
+                start: WHOLE.0,
+                last: WHOLE.1,
+                epoch: 2,
+            };
+            assert!(matches!(
+                run_at(&mut src, index, freeze, 0),
+                Outcome::RangeFrozen { .. }
+            ));
+            let record = src.map.clone();
+            assert_eq!(
+                send_changes(&src, &mut dst, &mut index),
+                Some(2),
+                "seed {seed}"
+            );
+            assert_eq!(export_all(&dst), export_all(&src), "seed {seed}");
+            assert_eq!(
+                send_changes(&src, &mut dst, &mut index),
+                Some(2),
+                "sent again"
+            );
+            assert_eq!(
+                export_all(&dst),
+                export_all(&src),
+                "seed {seed}, sent again"
+            );
+            let refused = run_at(&mut src, index + 1, client_write(0), 1);
+            assert!(matches!(refused, Outcome::WrongRange { .. }), "{refused:?}");
+            assert_eq!(src.map, record, "the frozen source changed");
+        }
+    }
+
+    /// Past `RANGE_CHANGED_KEYS_MAX` keys the record says it is incomplete (the move copies
+    /// the whole range); a new record starts empty and the drop of the range forgets it.
+    #[test]
+    fn an_outgrown_record_says_so_and_a_drop_forgets_it() {
+        let mut src = source();
+        let track = |to_cell| Command::RangeTrack {
+            start: WHOLE.0,
+            last: WHOLE.1,
+            to_cell,
+        };
+        run_at(&mut src, 2, track(2), 0);
+        for n in 0..=RANGE_CHANGED_KEYS_MAX as u64 {
+            let put = Command::KvPut {
+                key: format!("key-{n}").into_bytes(),
+                value: Vec::new(),
+                expect_version: None,
+            };
+            run_at(&mut src, 3 + n, put, 1);
+        }
+        let QueryResult::RangeChanges { to_cell, puts, .. } = ask(&src, Vec::new(), 10) else {
+            panic!("changes answered another shape");
+        };
+        assert_eq!(
+            (to_cell, puts.len()),
+            (None, 0),
+            "an outgrown record is incomplete"
+        );
+        let markers = |txn: &MemTxn| txn.scan(&[RANGE_CHANGED], &[RANGE_CHANGED + 1], 1 << 20);
+        assert_eq!(markers(&src).len(), RANGE_CHANGED_KEYS_MAX);
+        run_at(&mut src, 10_000, track(3), 0);
+        assert!(markers(&src).is_empty(), "a new record starts empty");
+        let QueryResult::RangeChanges { to_cell, .. } = ask(&src, Vec::new(), 10) else {
+            panic!("changes answered another shape");
+        };
+        assert_eq!(to_cell, Some(3));
+        let put = Command::KvPut {
+            key: b"late".to_vec(),
+            value: Vec::new(),
+            expect_version: None,
+        };
+        run_at(&mut src, 10_001, put, 1);
+        assert_eq!(markers(&src).len(), 1);
+        let freeze = Command::RangeFreeze {
+            start: WHOLE.0,
+            last: WHOLE.1,
+            epoch: 2,
+        };
+        run_at(&mut src, 10_002, freeze, 0);
+        let mut index = 10_003;
+        loop {
+            let drop = Command::RangeDrop {
+                start: WHOLE.0,
+                last: WHOLE.1,
+            };
+            index += 1;
+            if let Outcome::RangeDropped { done: true, .. } = run_at(&mut src, index, drop, 0) {
+                break;
+            }
+        }
+        assert!(markers(&src).is_empty() && src.get(&[RANGE_TRACK]).is_none());
+    }
+
+    /// A client key's stored row, as a cell writes it.
+    fn stored_value() -> Vec<u8> {
+        let mut scratch = MemTxn::default();
+        let put = Command::KvPut {
+            key: b"k".to_vec(),
+            value: b"v".to_vec(),
+            expect_version: None,
+        };
+        run_at(&mut scratch, 1, put, 0);
+        scratch
+            .get(&crate::keys::kv(b"k"))
+            .expect("the put wrote its row")
+    }
+
+    /// A target clears what an unfinished copy left only while it owns no part of the
+    /// range; a patch of a row of the cell's own families is refused and writes nothing.
+    #[test]
+    fn a_clear_spares_owned_ranges_and_a_patch_refuses_cell_rows() {
+        let mut dst = MemTxn::default();
+        let rows = vec![(crate::keys::kv(b"left"), stored_value())];
+        run_at(&mut dst, 1, Command::RangeImport { rows }, 0);
+        let clear = Command::RangeClear {
+            start: WHOLE.0,
+            last: WHOLE.1,
+        };
+        let cleared = run_at(&mut dst, 2, clear.clone(), 0);
+        assert_eq!(
+            cleared,
+            Outcome::RangeDropped {
+                removed: 1,
+                done: true
+            }
+        );
+        assert!(export_all(&dst).is_empty());
+        let mut owner = source();
+        let refused = run_at(&mut owner, 2, clear, 0);
+        assert!(matches!(refused, Outcome::Invalid { .. }), "{refused:?}");
+        let cell_row = (vec![crate::keys::RANGE, 1], Vec::new());
+        let patch = Command::RangePatch {
+            puts: vec![(crate::keys::kv(b"k"), stored_value()), cell_row],
+            deletes: Vec::new(),
+        };
+        let before = dst.map.clone();
+        let refused = run_at(&mut dst, 3, patch, 0);
+        assert!(matches!(refused, Outcome::Invalid { .. }), "{refused:?}");
+        assert_eq!(dst.map, before, "a refused patch wrote");
+    }
+}
