@@ -96,7 +96,10 @@ pub use query::{
 };
 pub use range::RangeRefusal;
 pub use schedule::{ScheduleSpec, latest_due};
-pub use taskboard::{FABRIC_QUEUE_PREFIX, TRACKER_TEAM_PREFIX, fabric_queue_team, is_tracker_team};
+pub use taskboard::{
+    FABRIC_QUEUE_PREFIX, RESERVED_TEAM_PREFIX, TRACKER_TEAM_PREFIX, fabric_queue_team,
+    has_fabric_queue, is_reserved_team, is_tracker_team,
+};
 pub use time_text::time_text;
 pub use txn::{MemTxn, Txn};
 pub use types::{

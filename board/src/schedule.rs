@@ -402,9 +402,22 @@ pub(crate) struct Fire<'a> {
     pub(crate) claimant: &'a str,
 }
 
-/// Fire the schedule at `due_ms` unless that due time (or a later one) already fired.
+/// Fire the schedule at `due_ms` unless that due time (or a later one) already fired. A
+/// `due_ms` of 0 claims the latest due time at or before the stamp: the time is the
+/// apply's, never a server's clock.
 pub(crate) fn fire(txn: &mut impl Txn, stamp: Stamp, request: &Fire<'_>) -> Outcome {
-    let (due_ms, now_ms) = (request.due_ms, stamp.time_ms);
+    let now_ms = stamp.time_ms;
+    let due_ms = match request.due_ms {
+        0 => match latest_due(request.spec, request.timezone, now_ms) {
+            Ok(Some(due_ms)) => due_ms,
+            Ok(None) => {
+                let reason = format!("schedule {:?} never fell due", request.spec);
+                return Outcome::Invalid { reason };
+            }
+            Err(reason) => return Outcome::Invalid { reason },
+        },
+        due_ms => due_ms,
+    };
     if due_ms > now_ms {
         return Outcome::ScheduleNotDue { due_ms, now_ms };
     }
@@ -821,5 +834,20 @@ mod tests {
         );
         assert_eq!(list(&txn, "", 10)[0].claimant, "a");
         assert_eq!(txn.map.len(), 1);
+        // 0 claims the latest due time at or before the apply's stamp, not a server clock.
+        assert_eq!(
+            fire(&mut txn, stamp(5, 125_000), &request(0, "c")),
+            Outcome::ScheduleFired {
+                due_ms: 120_000,
+                fence: stamp(5, 0).fence()
+            }
+        );
+        assert_eq!(list(&txn, "", 10)[0].claimant, "c");
+        let never = Fire {
+            spec: "0 0 31 2 *",
+            ..request(0, "d")
+        };
+        let refused = fire(&mut txn, stamp(6, 125_000), &never);
+        assert!(matches!(refused, Outcome::Invalid { .. }), "{refused:?}");
     }
 }

@@ -94,6 +94,22 @@ struct CellBoard {
     counts: Counts,
 }
 
+/// The first character of every reserved team's name (fabric queues, trackers): no user
+/// team starts with it.
+pub const RESERVED_TEAM_PREFIX: char = '~';
+
+/// Whether `team` is a reserved team (a fabric queue's or a tracker's), not a user's.
+pub fn is_reserved_team(team: &str) -> bool {
+    team.starts_with(RESERVED_TEAM_PREFIX)
+}
+
+/// Whether `team`'s work reaches a fabric queue of its name: a user team's spills there,
+/// and once its board is empty a claim falls back to it; a dissolve purges it. A reserved
+/// team has none (a fabric queue is the last tier; a tracker never spills).
+pub fn has_fabric_queue(team: &str) -> bool {
+    !is_reserved_team(team)
+}
+
 /// Names of the reserved teams holding the fabric tier: queue `Q`'s board is the team
 /// `~fabric/Q`, on the cell owning that name's point, so queues spread over cells. Tasks
 /// reach it only by a handoff from a cell tier; user teams cannot start with `~`.

@@ -318,6 +318,7 @@ pub enum Command {
         /// IANA time zone the spec is read in (e.g. `America/New_York`).
         timezone: String,
         /// The due time claimed (ms since the Unix epoch); must be a due time of the spec.
+        /// 0: the latest due time at or before the apply's stamp.
         due_ms: u64,
         /// Who claims the firing.
         claimant: String,

@@ -112,7 +112,8 @@ fn schedule_fire(
     }
     let parsed = ScheduleSpec::parse(spec).map_err(|e| format!("spec {spec:?}: {e}"))?;
     let tz = zone(timezone)?;
-    if parsed.latest_due_at_or_before(due_ms, tz) != Some(due_ms) {
+    // 0 claims whatever fell due last before the apply's stamp (`schedule::fire`).
+    if due_ms != 0 && parsed.latest_due_at_or_before(due_ms, tz) != Some(due_ms) {
         return Err(format!(
             "due_ms {due_ms} is not a due time of {spec:?} in {timezone}"
         ));
@@ -156,7 +157,7 @@ fn team_create(command: &Command, value_bytes_max: usize) -> Result<(), String> 
         unreachable!("{command:?} is not a team creation");
     };
     name("team", team.len())?;
-    if team.starts_with('~') && !crate::taskboard::is_tracker_team(team) {
+    if crate::taskboard::is_reserved_team(team) && !crate::taskboard::is_tracker_team(team) {
         return Err(format!(
             "team names starting with ~ are reserved (fabric queues, trackers), got {team:?}"
         ));
@@ -887,8 +888,8 @@ mod tests {
             Err("due_ms 18000001 is not a due time of \"@hourly\" in UTC".into())
         );
         assert_eq!(
-            check(&fire("0 0 31 2 *", "UTC", 0)),
-            Err("due_ms 0 is not a due time of \"0 0 31 2 *\" in UTC".into())
+            check(&fire("0 0 31 2 *", "UTC", 60_000)),
+            Err("due_ms 60000 is not a due time of \"0 0 31 2 *\" in UTC".into())
         );
         assert_eq!(
             check(&fire("61 * * * *", "UTC", 0)),

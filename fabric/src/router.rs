@@ -51,10 +51,10 @@ impl Node {
         let point = route::command_point(&request.command).map_err(CellError::InvalidArgument)?;
         match (point, &request.command) {
             (Some(point), Command::BoardClaim { team, .. }) => {
-                let reserved = team.starts_with('~');
+                let queue = whip_board::has_fabric_queue(team);
                 let outcome = self.submit_keyed(to, point, request.clone()).await?;
                 match outcome {
-                    Outcome::BoardEmpty if !reserved => self.claim_fabric_queue(&request).await,
+                    Outcome::BoardEmpty if queue => self.claim_fabric_queue(&request).await,
                     outcome => Ok(outcome),
                 }
             }

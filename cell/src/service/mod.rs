@@ -670,25 +670,12 @@ impl cell_server::Cell for CellApi {
         } else {
             req.timezone
         };
-        let due_ms = match req.due_ms {
-            0 => {
-                let now_ms = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default()
-                    .as_millis() as u64;
-                whip_board::latest_due(&req.spec, &timezone, now_ms)
-                    .map_err(Status::invalid_argument)?
-                    .ok_or_else(|| {
-                        Status::invalid_argument(format!("schedule {:?} never fell due", req.spec))
-                    })?
-            }
-            due => due,
-        };
+        // A due time of 0 is the latest at or before the apply's stamp (board decides).
         let command = Command::ScheduleFire {
             name: req.name,
             spec: req.spec,
             timezone,
-            due_ms,
+            due_ms: req.due_ms,
             claimant: req.claimant,
         };
         let outcome = self.submit(&caller, req.idempotency_key, command).await?;
@@ -753,7 +740,7 @@ impl cell_server::Cell for CellApi {
             Outcome::TeamDissolved {
                 removed,
                 done: true,
-            } if !team.starts_with('~') => {
+            } if whip_board::has_fabric_queue(&team) => {
                 let queue = self.purge_fabric_queue(&team).await?;
                 Outcome::TeamDissolved {
                     removed: removed.saturating_add(queue),
