@@ -184,7 +184,7 @@ mod tests {
             position: 0,
             time_ms: 1_000,
         };
-        let outcome = apply(&mut txn, stamp, &Request::server(None, acquire));
+        let outcome = apply(&mut txn, stamp, &Request::server(None, acquire)).outcome;
         assert!(matches!(outcome, Outcome::LeaseHeld { .. }), "{outcome:?}");
         let held = read(&txn, 2_000).leases;
         assert_eq!(

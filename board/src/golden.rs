@@ -127,6 +127,7 @@ macro_rules! stored_enums {
             ReadRefusal = crate::query::ReadRefusal,
             QueryResult = crate::query::QueryResult,
             MessageKind = crate::query::MessageKind,
+            FollowUp = crate::next::FollowUp,
             RangeRefusal = crate::range::RangeRefusal,
             PathRefusal = crate::reservation::PathRefusal,
             Verdict = crate::screen::Verdict,

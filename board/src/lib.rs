@@ -65,6 +65,7 @@ mod ledger;
 pub mod limits;
 pub mod mail;
 mod mailbox;
+pub mod next;
 pub mod path_glob;
 pub mod query;
 mod range;
@@ -91,6 +92,7 @@ pub mod work;
 pub use chain::HandoffRefusal;
 pub use idempotency::reused_reason as key_reused_reason;
 pub use kv::restore_rewrite;
+pub use next::{Applied, FollowUp, Next};
 pub use query::{
     BoardStatsView, KvPage, MailboxMessage, MessageKind, Query, QueryResult, RangeView, TeamView,
 };
@@ -123,13 +125,17 @@ use types::Family;
 /// records nothing. Fences include the cell's offset (see [`range`]), so they keep growing
 /// when a range arrives from another cell.
 ///
+/// The follow-ups the command obliges ([`next`]) are written to this cell's outbox in the
+/// same apply and returned beside the outcome; a replay returns none (they were decided
+/// the first time).
+///
 /// While a move copies a range this cell serves, every write goes through
 /// [`range_track::Tracked`], which records the keys of that range it changes.
-pub fn apply(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
+pub fn apply(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Applied {
     apply_recorded(&mut range_track::Tracked::new(txn), stamp, request)
 }
 
-fn apply_recorded(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
+fn apply_recorded(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Applied {
     let valid = request
         .idempotency_key
         .as_deref()
@@ -141,40 +147,41 @@ fn apply_recorded(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcom
         .map(|key| idempotency::scoped(&request.caller, key));
     let key = scoped.as_deref();
     if let Err(reason) = valid.and_then(|()| validate(&request.command, VALUE_BYTES_MAX)) {
-        return Outcome::Invalid { reason };
+        return Applied::alone(Outcome::Invalid { reason });
     }
     if let Err(refusal) = access::admit(&request.caller, &request.command) {
-        return Outcome::Forbidden { refusal };
+        return Applied::alone(Outcome::Forbidden { refusal });
     }
     if let Err(refusal) = range::admit_meta(txn, &request.caller, &request.command) {
-        return Outcome::Forbidden { refusal };
+        return Applied::alone(Outcome::Forbidden { refusal });
     }
     let point = match route::command_point(&request.command) {
         Ok(point) => point,
         // A standalone cell runs transactions over any keys.
         Err(_) if range::serving(txn).is_none() => None,
-        Err(reason) => return Outcome::Invalid { reason },
+        Err(reason) => return Applied::alone(Outcome::Invalid { reason }),
     };
     let digest = key.map(|_| idempotency::digest(request));
     if let (Some(key), Some(digest)) = (key, &digest)
         && let Some(outcome) = idempotency::recorded(txn, stamp.time_ms, key, digest)
     {
-        return outcome;
+        return Applied::alone(outcome);
     }
     if let Some(point) = point
         && let Err(refusal) = range::admit(txn, point, request.epoch)
     {
-        return refusal;
+        return Applied::alone(refusal);
     }
     if let Err(refusal) = blackboard::guard(txn, &request.caller, &request.command) {
-        return refusal;
+        return Applied::alone(refusal);
     }
     let stamp = range::shift(txn, stamp);
     let outcome = apply_command(txn, stamp, request);
+    let next = next::decide(txn, stamp, request, &outcome);
     if let (Some(key), Some(digest)) = (key, digest) {
         idempotency::record(txn, stamp.time_ms, key, digest, &outcome, point);
     }
-    outcome
+    Applied { outcome, next }
 }
 
 fn apply_command(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Outcome {
@@ -632,6 +639,7 @@ fn apply_handoff(txn: &mut impl Txn, now_ms: u64, command: &Command) -> Outcome 
             hash,
         } => handoff::reset(txn, now_ms, *from_cell, *seq, hash),
         Command::HandoffBatch { commands } => apply_handoff_batch(txn, now_ms, commands),
+        Command::FollowUpDone { seq } => next::done(txn, *seq),
         other => unreachable!("{other:?} is not a handoff command"),
     }
 }
@@ -907,22 +915,10 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
             query_coordination(txn, now_ms, query)
         }
         Query::Routed { epoch, query } => routed(txn, now_ms, *epoch, query),
-        Query::Ranges => QueryResult::Ranges(range::rows(txn)),
-        Query::RangeExport {
-            start,
-            last,
-            after_key,
-            limit,
-        } => {
-            let (rows, next) = range::export(txn, *start, *last, after_key, list_cap(*limit));
-            QueryResult::RangeRows { rows, next }
-        }
-        Query::RangeChanges {
-            start,
-            last,
-            after_key,
-            limit,
-        } => range_track::changes(txn, (*start, *last), after_key, list_cap(*limit)),
+        Query::Ranges
+        | Query::RangeExport { .. }
+        | Query::RangeChanges { .. }
+        | Query::FollowUps { .. } => query_cell(txn, query),
         Query::Team { .. }
         | Query::BoardTask { .. }
         | Query::BoardList { .. }
@@ -996,6 +992,33 @@ fn watch_page(txn: &impl Txn, key: &[u8], prefix: bool, from: u64) -> QueryResul
         page.next_from = after_events.max(from);
     }
     QueryResult::KvEvents(page)
+}
+
+/// The cell's own reads for servers: its ranges, a move's rows and changes, its outbox of
+/// follow-ups (split from [`query`] to keep each match short).
+fn query_cell(txn: &impl Txn, query: &Query) -> QueryResult {
+    match query {
+        Query::Ranges => QueryResult::Ranges(range::rows(txn)),
+        Query::RangeExport {
+            start,
+            last,
+            after_key,
+            limit,
+        } => {
+            let (rows, next) = range::export(txn, *start, *last, after_key, list_cap(*limit));
+            QueryResult::RangeRows { rows, next }
+        }
+        Query::RangeChanges {
+            start,
+            last,
+            after_key,
+            limit,
+        } => range_track::changes(txn, (*start, *last), after_key, list_cap(*limit)),
+        Query::FollowUps { after_seq, limit } => {
+            QueryResult::FollowUps(next::pending(txn, *after_seq, list_cap(*limit)))
+        }
+        other => unreachable!("{other:?} is not a read of the cell's own state"),
+    }
 }
 
 /// Client keys as they live at `now_ms` (split from `query` to keep each match short).

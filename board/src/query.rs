@@ -115,6 +115,13 @@ pub enum Query {
         /// Most rows returned.
         limit: u32,
     },
+    /// This cell's follow-up outbox after `after_seq` (`crate::next`).
+    FollowUps {
+        /// Only follow-ups with a greater sequence number.
+        after_seq: u64,
+        /// Most returned.
+        limit: u32,
+    },
     /// One team: supervisor, members, parent and settings.
     Team {
         /// The team.
@@ -340,6 +347,7 @@ crate::codes::stable_codes! {
         36 => KvWatch,
         37 => PathsList,
         38 => RangeChanges,
+        39 => FollowUps,
     }
 }
 
@@ -431,6 +439,8 @@ pub enum QueryResult {
         /// The key after which the next page starts.
         next: Option<Vec<u8>>,
     },
+    /// Follow-ups still in the outbox, in sequence order (`Query::FollowUps`).
+    FollowUps(Vec<crate::next::Next>),
     /// A team: `None` when it does not exist (or is dissolving).
     Team(Option<TeamView>),
     /// Tasks of a board list, dead-letter list or cell-tier list.
@@ -511,6 +521,7 @@ crate::codes::stable_codes! {
         30 => Proposals,
         31 => Reservations,
         32 => RangeChanges,
+        33 => FollowUps,
     }
 }
 

@@ -443,9 +443,23 @@ pub(crate) fn split(txn: &mut impl Txn, start: u64, last: u64, at: u64, epoch: u
     Outcome::RangeAssigned { epoch }
 }
 
-/// The point of a stored row, or `None` for rows that belong to the cell itself (range
-/// rows, the fence offset, idempotency records, cell-local deadline entries, the
-/// cell-tier task board).
+/// Families whose rows belong to the cell itself and never move: the registry's cell
+/// counts, limits, audit, grants and owner counts; the cell-tier board; range rows, the
+/// fence offset, the modes and the admin fence; handoff channels and alarms; the watch
+/// history (`crate::watch`); a move's record of changes (`crate::range_track`); the
+/// follow-up outbox (`crate::next`).
+#[rustfmt::skip]
+const CELL_OWN: [u8; 26] = [
+    keys::WORK_CELL, keys::WORK_LIMITS, keys::WORK_AUDIT, keys::WORK_GRANT, keys::WORK_OWNER,
+    keys::CELL_TASK, keys::CELL_READY, keys::CELL_CLAIM, keys::CELL_BOARD,
+    keys::RANGE, keys::FENCE_OFFSET, keys::FABRIC_MODE, keys::META_MODE, keys::ADMIN_FENCE,
+    keys::OUTBOX, keys::OUTBOX_ITEM, keys::INBOX, keys::ALARM, keys::ALARM_HEAD,
+    keys::ALARM_CAUSE, keys::WATCH_EVENT, keys::WATCH_META,
+    keys::RANGE_TRACK, keys::RANGE_CHANGED, keys::FOLLOW_UP, keys::FOLLOW_HEAD,
+];
+
+/// The point of a stored row, or `None` for rows that belong to the cell itself
+/// ([`CELL_OWN`], cell-local deadline entries and idempotency records).
 pub(crate) fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
     let (&family, rest) = key.split_first()?;
     match family {
@@ -497,22 +511,10 @@ pub(crate) fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
             Some(route::repo_point(&repo))
         }
         keys::MBOX_HEAD | keys::MBOX_MSG => crate::mail::row_point(key),
-        keys::WORK_CELL | keys::WORK_LIMITS | keys::WORK_AUDIT | keys::WORK_GRANT => None,
-        keys::WORK_OWNER => None,
-        // The cell-tier board belongs to the cell.
-        keys::CELL_TASK | keys::CELL_READY | keys::CELL_CLAIM | keys::CELL_BOARD => None,
-        keys::RANGE | keys::FENCE_OFFSET | keys::FABRIC_MODE | keys::META_MODE => None,
-        keys::ADMIN_FENCE => None,
         // An instance's rows and its owner record move with the instance's tag.
         keys::ENGINE => Some(route::kv_point(rest)),
         keys::INSTANCE_OWNER => crate::instance::owner_row_point(key),
-        // Handoff channels and alarms belong to the cell, not to a range.
-        keys::OUTBOX | keys::OUTBOX_ITEM | keys::INBOX => None,
-        keys::ALARM | keys::ALARM_HEAD | keys::ALARM_CAUSE => None,
-        // The watch history stays with the cell that recorded it (`crate::watch`).
-        keys::WATCH_EVENT | keys::WATCH_META => None,
-        // A move's record of changes stays with its source (`crate::range_track`).
-        keys::RANGE_TRACK | keys::RANGE_CHANGED => None,
+        family if CELL_OWN.contains(&family) => None,
         other => panic!("stored row of unknown family {other:#x}"),
     }
 }
@@ -717,7 +719,7 @@ mod tests {
             position: 0,
             time_ms,
         };
-        crate::apply(txn, stamp, &Request::server(None, command))
+        crate::apply(txn, stamp, &Request::server(None, command)).outcome
     }
 
     /// A board with every kind of row: a team, local tasks claimed, dead and ready, their
@@ -889,7 +891,7 @@ mod tests {
                 position: 0,
                 time_ms: 1_000,
             };
-            let held = crate::apply(txn, stamp, &request);
+            let held = crate::apply(txn, stamp, &request).outcome;
             assert!(matches!(held, Outcome::LeaseHeld { .. }), "{held:?}");
         }
         let freeze = Command::RangeFreezeTo {

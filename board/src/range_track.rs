@@ -293,7 +293,7 @@ mod tests {
         };
         let mut request = Request::server(None, command);
         request.epoch = epoch;
-        crate::apply(txn, stamp, &request)
+        crate::apply(txn, stamp, &request).outcome
     }
 
     /// A cell serving the whole ring at epoch 1.

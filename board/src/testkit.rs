@@ -28,7 +28,7 @@ impl Store {
             position: 0,
             time_ms,
         };
-        crate::apply(&mut self.txn, stamp, &Request::by(caller, None, command))
+        crate::apply(&mut self.txn, stamp, &Request::by(caller, None, command)).outcome
     }
 
     /// Apply `command` as the operator.

@@ -775,6 +775,12 @@ pub enum Command {
         /// Rows the source no longer holds.
         deletes: Vec<Vec<u8>>,
     },
+    /// Acknowledge follow-up `seq` of this cell's outbox: it was carried out
+    /// (`crate::next`; a server's own command, again a no-op).
+    FollowUpDone {
+        /// Its sequence number.
+        seq: u64,
+    },
     /// One range step (`RangeFreezeTo`, `RangeImport`, `RangeAssign`, `RangeDrop`,
     /// `RangeSplit`, `RangeTrack`, `RangeClear`, `RangePatch`) of the driver holding the
     /// range-admin lease granted at `fence`: refused `superseded` once the cell ran a step of
@@ -917,6 +923,7 @@ crate::codes::stable_codes! {
         68 => RangeTrack,
         69 => RangeClear,
         70 => RangePatch,
+        71 => FollowUpDone,
     }
 }
 
@@ -1071,6 +1078,13 @@ pub enum Outcome {
     RangeImported {
         /// How many.
         rows: u32,
+    },
+    /// A follow-up left the outbox (`Command::FollowUpDone`).
+    FollowUpDone {
+        /// Its sequence number.
+        seq: u64,
+        /// Whether it was still there (false: acknowledged before).
+        was_pending: bool,
     },
     /// The source records the changes of the range a move copies (`Command::RangeTrack`).
     RangeTracked {
@@ -1565,6 +1579,7 @@ crate::codes::stable_codes! {
         84 => PathsReleased,
         85 => PathsRefused,
         86 => RangeTracked,
+        87 => FollowUpDone,
     }
 }
 
@@ -2000,7 +2015,8 @@ impl Command {
             | Command::HandoffReceive { .. }
             | Command::HandoffFailed { .. }
             | Command::HandoffBatch { .. }
-            | Command::HandoffReset { .. } => Family::Handoff,
+            | Command::HandoffReset { .. }
+            | Command::FollowUpDone { .. } => Family::Handoff,
             Command::MailSend { .. }
             | Command::MailAck { .. }
             | Command::MailGrant { .. }

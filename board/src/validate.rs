@@ -558,6 +558,7 @@ fn handoff(command: &Command, value_bytes_max: usize) -> Result<(), String> {
             }
             Ok(())
         }
+        Command::FollowUpDone { .. } => Ok(()),
         other => unreachable!("{other:?} is not a handoff"),
     }
 }

@@ -22,7 +22,7 @@ impl Cell {
             time_ms: 1_000_000,
         };
         let caller = Caller::Agent(caller.into());
-        apply(&mut self.txn, stamp, &Request::by(caller, None, command))
+        apply(&mut self.txn, stamp, &Request::by(caller, None, command)).outcome
     }
 
     fn read(&self, caller: Caller, q: Query) -> QueryResult {
@@ -173,7 +173,7 @@ fn listings_leave_server_resources_out() {
     };
     let server = Request::by(Caller::Server, None, consume("~enroll"));
     assert!(matches!(
-        apply(&mut cell.txn, stamp, &server),
+        apply(&mut cell.txn, stamp, &server).outcome,
         Outcome::CounterOk { .. }
     ));
     assert!(matches!(

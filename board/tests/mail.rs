@@ -55,7 +55,7 @@ impl Cell {
             position: 0,
             time_ms: self.now_ms,
         };
-        apply(&mut self.txn, stamp, &Request::by(caller, None, command))
+        apply(&mut self.txn, stamp, &Request::by(caller, None, command)).outcome
     }
 
     fn send(&mut self, from: Caller, to: &Address, kind: MailType, body: MailBody) -> Outcome {

@@ -919,7 +919,7 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
             let seen = max_slots.entry(lease.clone()).or_insert(0);
             *seen = (*seen).max(*slots);
         }
-        let outcome = apply(&mut txn, stamp, &request);
+        let outcome = apply(&mut txn, stamp, &request).outcome;
         let expected = model.apply(stamp, &request);
         prop_assert_eq!(&outcome, &expected, "at {:?} for {:?}", stamp, request);
         // A charge never passes the cap it was made under (a later, lower cap may leave

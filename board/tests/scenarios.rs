@@ -803,7 +803,7 @@ impl Runner {
                     epoch: line.number_or("epoch", 0),
                     caller,
                 };
-                outcome_text(&apply(&mut self.txn, stamp, &request))
+                outcome_text(&apply(&mut self.txn, stamp, &request).outcome)
             }
             None => render(query(&self.txn, self.time_ms, &routed_read(&line))),
         }

@@ -1029,7 +1029,7 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
             };
         }
         let request = Request::server(None, resolve(step, &model));
-        let outcome = apply(&mut txn, stamp, &request);
+        let outcome = apply(&mut txn, stamp, &request).outcome;
         let expected = model.apply(stamp, &request.command);
         prop_assert_eq!(&outcome, &expected, "at {:?} for {:?}", stamp, request);
         observed.see(stamp.time_ms, &request.command, &outcome);

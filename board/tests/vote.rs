@@ -106,7 +106,7 @@ impl Cell {
             position: 0,
             time_ms: self.now_ms,
         };
-        apply(&mut self.txn, stamp, &Request::by(caller, None, command))
+        apply(&mut self.txn, stamp, &Request::by(caller, None, command)).outcome
     }
 
     fn role(&mut self, caller: Caller, member: &str, role: Role) -> Outcome {

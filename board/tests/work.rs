@@ -31,7 +31,7 @@ impl Cell {
             position: 0,
             time_ms: self.now_ms,
         };
-        apply(&mut self.txn, stamp, &Request::by(caller, None, command))
+        apply(&mut self.txn, stamp, &Request::by(caller, None, command)).outcome
     }
 
     fn register(&mut self, agent: &str, root: &str, parent: Option<&str>) -> Outcome {
@@ -262,7 +262,7 @@ fn run_routed(cell: &mut Cell, agent: &str, command: Command) -> Outcome {
     };
     let mut request = Request::by(agent_caller(agent), None, command);
     request.epoch = 1;
-    apply(&mut cell.txn, stamp, &request)
+    apply(&mut cell.txn, stamp, &request).outcome
 }
 
 fn lend(meta: &mut Cell, cell: u64, want: u64) -> Quota {

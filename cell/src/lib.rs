@@ -31,6 +31,7 @@ pub mod direct;
 pub mod disk_fault;
 mod election_pause;
 pub mod error;
+pub mod follow;
 mod heartbeats;
 pub mod http;
 pub mod identity;

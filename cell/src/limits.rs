@@ -117,9 +117,15 @@ pub const OBSERVE_QUEUE_MAX: usize = 16;
 pub const TEAM_DEPTH_MAX: usize = 16;
 /// How long team signals are kept.
 pub const SIGNAL_RETAIN_MS: u64 = 86_400_000;
-/// Bounded deletes (`FabricPurge`) one team dissolve makes of the team's fabric queue: enough
-/// for a queue holding the most open tasks a board may (each round deletes about 4,096 rows).
-pub const FABRIC_PURGE_ROUNDS_MAX: usize = 256;
+/// Commands one follow-up may take: a purge of a dissolved team's fabric queue takes one
+/// bounded delete (`FabricPurge`, about 4,096 rows) per page, and this is enough for a queue
+/// holding the most open tasks a board may.
+pub const FOLLOW_UP_COMMANDS_MAX: usize = 256;
+/// Follow-ups one drain of an outbox carries out (more wait for the next drain).
+pub const FOLLOW_UPS_PER_DRAIN_MAX: u32 = 64;
+/// How often a follow-up executor looks at the outboxes of the cells its node leads (a
+/// look that finds nothing new applied costs no read).
+pub const FOLLOW_UP_LOOK_MS: u64 = 200;
 /// A TLS handshake that takes longer than this is dropped (a client that opens a connection
 /// and sends nothing holds no slot).
 pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 5_000;

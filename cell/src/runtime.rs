@@ -117,7 +117,7 @@ pub struct Cell {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     config: CellConfig,
     raft: Raft,
     view: StateMachineView,
@@ -193,6 +193,9 @@ impl Cell {
         ));
         if inner.config.own_tick_loop {
             tokio::spawn(tick_loop(Arc::downgrade(&inner)));
+            // A standalone cell carries out its own follow-ups (a fabric node runs one
+            // executor over the cells it leads).
+            tokio::spawn(crate::follow::executor_loop(Arc::downgrade(&inner)));
         }
         Ok(Cell { inner })
     }
@@ -842,8 +845,19 @@ async fn tick_loop(inner: std::sync::Weak<Inner>) {
 }
 
 impl Cell {
-    fn stopped(&self) -> bool {
+    /// The cell of a live `inner` (a background task's handle).
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Cell {
+        Cell { inner }
+    }
+
+    /// Whether this member's Raft stopped (shut down or failed).
+    pub(crate) fn stopped(&self) -> bool {
         self.inner.raft.metrics().borrow().running_state.is_err()
+    }
+
+    /// Whether this member is its cell's leader now.
+    pub fn is_leader(&self) -> bool {
+        self.inner.raft.metrics().borrow().state == ServerState::Leader
     }
 
     /// Whether [`Cell::tick_round`] has work: this member leads and either something was

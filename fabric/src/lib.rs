@@ -50,6 +50,7 @@ pub mod admin;
 mod cell;
 pub mod client;
 pub mod envelope;
+mod follow;
 pub mod identity;
 pub mod limits;
 pub mod map;

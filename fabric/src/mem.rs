@@ -58,15 +58,37 @@ impl MemFabric {
             time_ms: *time,
         };
         let request = Request::by(caller, (!key.is_empty()).then_some(key), command);
-        let outcome = whip_board::apply(txn, stamp, &request);
+        let applied = whip_board::apply(txn, stamp, &request);
         self.applied.send_replace(*index);
-        match outcome {
+        drop(state);
+        // One cell: its follow-ups are carried out here and now, then acknowledged.
+        for next in &applied.next {
+            self.carry_out(next);
+        }
+        match applied.outcome {
             Outcome::Invalid { reason } => Err(FabricError::Invalid(reason)),
             Outcome::KeyReused { key } => {
                 Err(FabricError::Invalid(whip_board::key_reused_reason(&key)))
             }
             outcome => Ok(outcome),
         }
+    }
+
+    /// Carry out follow-up `next` (as `whip_cell::follow` does on a cell) and acknowledge
+    /// it; those its commands oblige are carried out by the applies that decide them.
+    fn carry_out(&self, next: &whip_board::Next) {
+        for page in 0..whip_cell::limits::FOLLOW_UP_COMMANDS_MAX {
+            let command = next.follow_up.command();
+            let key = format!("{}/{page}", next.key);
+            let Ok(outcome) = self.apply_as(Caller::Server, command, key) else {
+                return;
+            };
+            if next.follow_up.done_after(&outcome) {
+                break;
+            }
+        }
+        let done = Command::FollowUpDone { seq: next.seq };
+        let _answered = self.apply_as(Caller::Server, done, format!("{}/done", next.key));
     }
 
     /// Answer `query` as the store's owner, or as the agent this fabric acts for.

@@ -150,6 +150,7 @@ impl Node {
         tokio::spawn(heartbeat_loop(Arc::downgrade(&node.inner), heartbeat_ms));
         tokio::spawn(crate::mover::mover_loop(Arc::downgrade(&node.inner)));
         tokio::spawn(crate::takeover::takeover_loop(Arc::downgrade(&node.inner)));
+        tokio::spawn(crate::follow::follow_loop(Arc::downgrade(&node.inner)));
         tokio::spawn(crate::quota::quota_loop(Arc::downgrade(&node.inner)));
         tracing::info!(
             node = node.id(),

@@ -173,31 +173,6 @@ impl CellApi {
         Ok(members)
     }
 
-    /// Delete the dissolved team's fabric queue (on whichever cell owns it) to the end;
-    /// returns the rows removed.
-    pub(super) async fn purge_fabric_queue(&self, team: &str) -> Result<u32, Status> {
-        let mut removed = 0u32;
-        for _ in 0..limits::FABRIC_PURGE_ROUNDS_MAX {
-            let purge = Command::FabricPurge {
-                queue: team.to_string(),
-            };
-            match self.submit_server(String::new(), purge).await? {
-                Outcome::TeamDissolved { removed: n, done } => {
-                    removed = removed.saturating_add(n);
-                    if done {
-                        return Ok(removed);
-                    }
-                }
-                // No task of the team ever reached the fabric tier.
-                _ => return Ok(removed),
-            }
-        }
-        Err(Status::internal(format!(
-            "team {team:?} is dissolved but its fabric queue outgrew {} deletes",
-            limits::FABRIC_PURGE_ROUNDS_MAX
-        )))
-    }
-
     /// Refuse `who` unless it may read `team`'s board (the board's rule, [`Query::By`]).
     pub(super) async fn member_of(&self, who: &Caller, team: &str) -> Result<(), Status> {
         let probe = Query::BoardStats {

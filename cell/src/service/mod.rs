@@ -288,6 +288,32 @@ impl CellApi {
         Ok(self.dispatch.submit(request).await?)
     }
 
+    /// Submit a client's command, then carry out at once the follow-ups board decided for
+    /// it (`whip_board::next`; the outbox's executor finishes them if this server stops
+    /// first): the outcome and every command the follow-ups sent. A request without a key
+    /// gets one, so that both carry the follow-ups out under the same keys.
+    async fn submit_following(
+        &self,
+        caller: &Caller,
+        idempotency_key: String,
+        command: Command,
+    ) -> Result<(Outcome, Vec<crate::follow::Sent>), Status> {
+        let key = match idempotency_key.is_empty() {
+            true => fresh_key(),
+            false => idempotency_key,
+        };
+        let request = Request::by(caller.clone(), Some(key), command);
+        let outcome = self.dispatch.submit(request.clone()).await?;
+        let then = whip_board::next::follow_ups(&request, &outcome);
+        let mut sent = Vec::new();
+        for (index, follow_up) in then.iter().enumerate() {
+            let key = whip_board::next::follow_up_key(&request, None, index);
+            let dispatch = self.dispatch.as_ref();
+            sent.extend(crate::follow::carry_out(dispatch, &key, follow_up).await?);
+        }
+        Ok((outcome, sent))
+    }
+
     /// A plain keyed write: its proven caller, its route when its sender sent it straight
     /// to its cell ([`Direct`]), its command (`convert::command`), then the outcome.
     async fn keyed<T>(
@@ -726,27 +752,24 @@ impl cell_server::Cell for CellApi {
         &self,
         req: GrpcRequest<pb::TeamDissolveRequest>,
     ) -> GrpcResult<pb::TeamResponse> {
-        let team = req.get_ref().team.clone();
-        let outcome = self
-            .act(req, |caller, r| {
-                let command = Command::TeamDissolve {
-                    team: r.team,
-                    caller,
-                };
-                (r.idempotency_key, command)
-            })
+        let (who, caller) = self.board_caller(&req).await?;
+        let req = req.into_inner();
+        let command = Command::TeamDissolve {
+            team: req.team,
+            caller,
+        };
+        let (outcome, sent) = self
+            .submit_following(&who, req.idempotency_key, command)
             .await?;
+        // The answer counts the fabric queue's tasks its follow-up purged.
         let outcome = match outcome {
-            Outcome::TeamDissolved {
-                removed,
-                done: true,
-            } if whip_board::has_fabric_queue(&team) => {
-                let queue = self.purge_fabric_queue(&team).await?;
-                Outcome::TeamDissolved {
-                    removed: removed.saturating_add(queue),
-                    done: true,
-                }
-            }
+            Outcome::TeamDissolved { removed, done } => Outcome::TeamDissolved {
+                removed: (sent.iter()).fold(removed, |sum, sent| match sent.outcome {
+                    Outcome::TeamDissolved { removed, .. } => sum.saturating_add(removed),
+                    _ => sum,
+                }),
+                done,
+            },
             outcome => outcome,
         };
         Ok(Response::new(convert::team_response(outcome)?))
@@ -1244,4 +1267,13 @@ impl cell_server::Cell for CellApi {
         let reload = req.into_inner().reload;
         Ok(Response::new(self.dispatch.routes(reload).await?))
     }
+}
+
+/// A fresh idempotency key for a request its client sent without one.
+fn fresh_key() -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 16];
+    rand::rng().fill_bytes(&mut bytes);
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("server/{hex}")
 }

@@ -231,9 +231,10 @@ impl CellApi {
         Ok(Response::new(work_response(outcome)?))
     }
 
-    /// Revoke an entry's subtree, then the identities the state machine named: each on its
-    /// own cell (only if the revoker enrolled it, or the operator revokes), and the team
-    /// memberships of those revoked.
+    /// Revoke an entry's subtree, then carry out what board decided follows: the
+    /// identities it named revoked on their own cells (each only if the revoker enrolled
+    /// it, or the operator revokes: that cell decides), and the team memberships of those
+    /// revoked. The answer names the agents whose identities stopped working.
     pub(super) async fn work_revoke_rpc(
         &self,
         req: GrpcRequest<pb::WorkRevokeRequest>,
@@ -241,46 +242,29 @@ impl CellApi {
         let who = self.caller_of(&req).await?;
         let req = req.into_inner();
         let command = Command::WorkRevoke { id: id(&req.id)? };
-        let outcome = self
-            .submit(&who, req.idempotency_key.clone(), command)
+        let (outcome, sent) = self
+            .submit_following(&who, req.idempotency_key, command)
             .await?;
-        let Outcome::WorkRevoked { removed, agents } = outcome else {
+        let Outcome::WorkRevoked { removed, .. } = outcome else {
             return Ok(Response::new(work_response(outcome)?));
         };
-        let mut revoked = Vec::new();
-        for agent in agents {
-            if self.revoke_identity(&who, &agent).await? {
-                revoked.push(agent);
-            }
+        let revoked: Vec<String> = (sent.into_iter())
+            .filter_map(|sent| match sent.outcome {
+                Outcome::AgentRevoked {
+                    agent,
+                    revoked: true,
+                } => Some(agent),
+                _ => None,
+            })
+            .collect();
+        for agent in &revoked {
+            self.verifier.forget(agent);
         }
         let outcome = Outcome::WorkRevoked {
             removed,
             agents: revoked,
         };
         Ok(Response::new(work_response(outcome)?))
-    }
-
-    async fn revoke_identity(&self, who: &Caller, agent: &str) -> Result<bool, Status> {
-        let by = match who {
-            Caller::Agent(by) => by.clone(),
-            _ => whip_board::access::OPERATOR_REVOKER.to_string(),
-        };
-        let revoke = Command::AgentRevoke {
-            agent: agent.to_string(),
-            by,
-        };
-        let revoked = matches!(
-            self.submit_server(String::new(), revoke).await?,
-            Outcome::AgentRevoked { revoked: true, .. }
-        );
-        if revoked {
-            self.verifier.forget(agent);
-            let leave = Command::TeamLeaveAll {
-                agent: agent.to_string(),
-            };
-            self.submit_server(String::new(), leave).await?;
-        }
-        Ok(revoked)
     }
 
     pub(super) async fn work_list_rpc(

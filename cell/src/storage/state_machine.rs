@@ -273,7 +273,9 @@ fn apply_entries(
                             position,
                             time_ms: applied.time_ms,
                         };
-                        whip_board::apply(&mut txn, stamp, request)
+                        // Follow-ups are in the cell's outbox by now; its executor
+                        // finds them there (`crate::follow`).
+                        whip_board::apply(&mut txn, stamp, request).outcome
                     })
                     .collect();
                 BatchOutcome { outcomes }
