@@ -52,13 +52,13 @@ fn run(items: &[Item], retry: bool) -> (Vec<Outcome>, MemTxn) {
     let mut outcomes = Vec::new();
     for (advance_ms, request, read) in items {
         time_ms += u64::from(*advance_ms);
-        let outcome = apply(&mut txn, stamp(index, time_ms), request);
+        let outcome = apply(&mut txn, stamp(index, time_ms), request).outcome;
         index += 1;
         // A keyed request takes two indexes either way, so fences agree between runs.
         if request.idempotency_key.is_some() {
             if retry {
                 let before = txn.map.clone();
-                let again = apply(&mut txn, stamp(index, time_ms), request);
+                let again = apply(&mut txn, stamp(index, time_ms), request).outcome;
                 assert_eq!(again, outcome, "a retry answered differently: {request:?}");
                 assert!(txn.map == before, "a retry changed the store: {request:?}");
             }
