@@ -197,7 +197,7 @@ impl Board {
             position: 0,
             time_ms: START_MS + *index * 250,
         };
-        whip_board::apply(txn, stamp, request)
+        whip_board::apply(txn, stamp, request).outcome
     }
 
     fn query(&self, query: &Query) -> QueryResult {
