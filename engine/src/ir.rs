@@ -703,3 +703,53 @@ fn explain_nodes(out: &mut String, nodes: &[Node], indent: usize) {
         }
     }
 }
+
+/// The kinds a program may name in `effect kind K` queries, each with the runtime's code of
+/// the rows it selects. Programs of the public language write dotted kinds (`lease.acquire`,
+/// `timer.wait`); our own short names (`acquire`, `timer`) keep working. Several names may
+/// select the same rows: a lease release and a tracker claim's release are one runtime kind.
+/// The agent kinds (`agent.tell`, `schema.coerce`, `capability.call`) are known names whose
+/// statements this engine does not run yet, so their queries select nothing.
+pub const EFFECT_KIND_NAMES: &[(&str, &str)] = &[
+    ("timer", "timer"),
+    ("timer.wait", "timer"),
+    ("invoke", "invoke"),
+    ("workflow.invoke", "invoke"),
+    ("acquire", "acquire"),
+    ("lease.acquire", "acquire"),
+    ("renew", "renew"),
+    ("lease.renew", "renew"),
+    ("release", "release"),
+    ("lease.release", "release"),
+    ("consume", "consume"),
+    ("counter.consume", "consume"),
+    ("append", "append"),
+    ("ledger.append", "append"),
+    ("file", "file_issue"),
+    ("file_issue", "file_issue"),
+    ("tracker.file", "file_issue"),
+    ("claim", "claim"),
+    ("tracker.claim", "claim"),
+    ("tracker.release", "release"),
+    ("tracker.renew", "renew"),
+    ("finish", "finish"),
+    ("tracker.finish", "finish"),
+    ("send", "message.send"),
+    ("message.send", "message.send"),
+    ("ask", "message.ask"),
+    ("message.ask", "message.ask"),
+    ("vote", "vote"),
+    ("exec", "exec"),
+    ("script.exec", "exec"),
+    ("agent.tell", "agent.tell"),
+    ("schema.coerce", "schema.coerce"),
+    ("capability.call", "capability.call"),
+];
+
+/// The runtime code of the effect kind a program writes, or `None` for an unknown name.
+pub fn effect_kind_code(written: &str) -> Option<&'static str> {
+    EFFECT_KIND_NAMES
+        .iter()
+        .find(|(name, _)| *name == written)
+        .map(|(_, code)| *code)
+}

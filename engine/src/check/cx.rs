@@ -220,36 +220,21 @@ impl<'a> Cx<'a> {
         }
     }
 
-    /// `effect kind K [where …]`: a query over the instance's effects.
+    /// `effect kind K [where …]`: a query over the instance's effects. `K` is a short kind
+    /// (`acquire`) or a dotted one (`lease.acquire`), see [`crate::ir::EFFECT_KIND_NAMES`].
     fn effect_query(&mut self, kind: &Ident, guard: Option<&Expr>) -> Ty {
-        const KINDS: &[&str] = &[
-            "timer",
-            "invoke",
-            "acquire",
-            "renew",
-            "consume",
-            "append",
-            "file",
-            "claim",
-            "finish",
-            "release",
-            "send",
-            "ask",
-            "message.send",
-            "message.ask",
-            "exec",
-        ];
-        if !KINDS.contains(&kind.name.as_str()) {
+        if crate::ir::effect_kind_code(&kind.name).is_none() {
             let msg = format!(
                 "{} queries unknown effect kind `{}`",
                 self.subject, kind.name
             );
+            let names = crate::ir::EFFECT_KIND_NAMES.iter().map(|(n, _)| *n);
             let help = suggest::help(
                 &kind.name,
-                KINDS.iter().copied(),
-                "effect kinds are \
-                `timer`, `invoke`, `acquire`, `renew`, `consume`, `append`, `file`, \
-                `claim`, `finish`, `send`, `ask`, `exec`",
+                names,
+                "effect kinds are dotted, such as `timer.wait`, `lease.acquire`, \
+                `counter.consume`, `ledger.append`, `workflow.invoke`, `tracker.file`, \
+                `message.send`, `script.exec` (or short: `timer`, `acquire`, …)",
             );
             self.err("expr.unknown_effect_kind", kind.span, msg, help);
         }

@@ -97,8 +97,7 @@ impl Cx<'_> {
                 Ty::Bool
             }
             BinOp::In | BinOp::NotIn => {
-                let lt = self.infer(l, imp);
-                self.membership(&lt, r, span, imp);
+                self.in_list(l, r, span, imp);
                 Ty::Bool
             }
             BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => {
@@ -117,6 +116,16 @@ impl Cx<'_> {
                 })
             }
         }
+    }
+
+    /// `l in r`: a string literal on the left is an ordinary string, not a one-value finite
+    /// domain (`"x" in ["a", "b"]` is a membership test, false at run time).
+    fn in_list(&mut self, l: &Expr, r: &Expr, span: Span, imp: Implicit<'_>) {
+        let lt = match (self.infer(l, imp), &l.kind) {
+            (Ty::Lit(_), ExprKind::Str(_)) => Ty::String,
+            (lt, _) => lt,
+        };
+        self.membership(&lt, r, span, imp);
     }
 
     /// A single unbound name that is no class, enum or implicit field.

@@ -114,6 +114,21 @@ pub enum EffectState {
 }
 
 impl EffectState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [EffectState; 11] = [
+        EffectState::Queued,
+        EffectState::Running,
+        EffectState::Completed,
+        EffectState::Failed,
+        EffectState::TimedOut,
+        EffectState::Cancelled,
+        EffectState::Blocked,
+        EffectState::BlockedByDependency,
+        EffectState::BlockedByCapacity,
+        EffectState::BlockedByCapability,
+        EffectState::BlockedByProfile,
+    ];
+
     /// The stable code (the row's `state`).
     pub fn code(self) -> &'static str {
         match self {

@@ -1416,7 +1416,10 @@ impl Parser<'_> {
         if self.at_kw("kind") && self.peek_at(1).tok == Tok::Ident {
             return self.effect_kind_query(start);
         }
-        let kind = self.ident("an effect kind", "write `effect kind [binding] [where …]`")?;
+        if !self.at(&Tok::Ident) {
+            self.ident("an effect kind", "write `effect kind [binding] [where …]`")?;
+        }
+        let kind = dotted_ident(self.path()?);
         let path = if self.at(&Tok::Ident) && !self.at_kw("where") {
             self.path()?
         } else {
@@ -1437,12 +1440,7 @@ impl Parser<'_> {
     /// `effect kind K[.K…] [where …]`: effects of a (possibly dotted) kind.
     fn effect_kind_query(&mut self, start: Span) -> R<Expr> {
         self.bump();
-        let parts = self.path()?;
-        let name: Vec<&str> = parts.iter().map(|p| p.name.as_str()).collect();
-        let kind = Ident {
-            name: name.join("."),
-            span: parts[0].span.to(parts[parts.len() - 1].span),
-        };
+        let kind = dotted_ident(self.path()?);
         let guard = if self.eat_kw("where") {
             Some(Box::new(self.expr()?))
         } else {
@@ -1567,5 +1565,14 @@ impl Parser<'_> {
             }
             _ => Err(self.expected("a type", help)),
         }
+    }
+}
+
+/// `lease.acquire` as one name spanning its parts (a path has at least one part).
+fn dotted_ident(parts: Vec<Ident>) -> Ident {
+    let name: Vec<&str> = parts.iter().map(|p| p.name.as_str()).collect();
+    Ident {
+        name: name.join("."),
+        span: parts[0].span.to(parts[parts.len() - 1].span),
     }
 }

@@ -1,0 +1,85 @@
+//! Goal: the language corners of issue 36 (classes 1–6) behave at run time as LANGUAGE.md
+//! and LANGUAGE-AGENTS.md say.
+//!
+//! Method: each test checks a small program from source, runs it on the in-memory fabric
+//! with the real stepper and worker (no mocks), and reads the terminal payload or the
+//! instance's effect rows.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use whip_fabric::MemFabric;
+
+use super::*;
+
+fn program(text: &str) -> Program {
+    Program::check(Source {
+        path: "corner.whip".into(),
+        text: text.into(),
+        root: None,
+    })
+    .unwrap_or_else(|e| panic!("the program checks: {e:?}"))
+}
+
+async fn run(text: &str) -> (Engine<MemFabric>, RunReport) {
+    let e = Engine::new(Arc::new(MemFabric::new()));
+    let p = e.add_program(program(text));
+    let report = e.run(&p, Value::Null, false).await.expect("the run");
+    (e, report)
+}
+
+fn payload(r: &RunReport) -> Value {
+    r.terminal.as_ref().map_or(Value::Null, |t| t.1.clone())
+}
+
+const DOTTED_KINDS: &str = r#"
+workflow W
+output result Done
+class Done { held int timers int short int }
+class Job { id string }
+class Held { id string }
+table jobs as Job [ { id "a" } ]
+lease slot { key Job ttl 10m }
+
+rule go when Job as j => {
+  done j
+  acquire slot for j.id as s
+  after s held {
+    release s
+    record Held { id j.id }
+  }
+  after s contended { fail error { reason "busy" } }
+}
+
+rule fin when Held as h where count(effect kind lease.acquire where status == completed) == 1
+=> {
+  done h
+  complete result {
+    held count(effect kind lease.acquire where status == completed)
+    timers count(effect kind timer.wait)
+    short count(effect kind acquire)
+  }
+}
+failure error { reason string }
+"#;
+
+#[tokio::test]
+async fn dotted_effect_kinds_select_the_same_rows_as_short_ones() {
+    let (_, r) = run(DOTTED_KINDS).await;
+    assert_eq!(r.status, "completed", "{r:?}");
+    assert_eq!(payload(&r), json!({"held": 1, "timers": 0, "short": 1}));
+}
+
+#[tokio::test]
+async fn a_string_literal_left_of_in_is_an_ordinary_string() {
+    let text = r#"
+workflow W
+output result Done
+class Done { hit bool miss bool }
+rule go when started => {
+  complete result { hit "b" in ["a", "b"] miss "x" in ["a", "b"] }
+}
+"#;
+    let (_, r) = run(text).await;
+    assert_eq!(payload(&r), json!({"hit": true, "miss": false}));
+}
