@@ -11,6 +11,7 @@
 mod coord;
 mod cx;
 pub mod desugar;
+mod finite;
 pub mod model;
 mod ops;
 mod rules;

@@ -54,6 +54,8 @@ impl fmt::Display for Ty {
             Ty::Class(c) => write!(f, "{}", display_class(c)),
             Ty::Enum(e) => write!(f, "{e}"),
             Ty::Array(t) => write!(f, "{t}[]"),
+            // The public wording prints an optional class as `object?`, whatever the class.
+            Ty::Optional(t) if matches!(**t, Ty::Class(_)) => write!(f, "object?"),
             Ty::Optional(t) => write!(f, "{t}?"),
             Ty::Map(t) => write!(f, "map<{t}>"),
             Ty::Union(ms) => {
