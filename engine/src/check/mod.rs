@@ -38,9 +38,17 @@ pub const STD_MODULES: &[&str] = &["std.coord", "std.tracker", "std.messaging", 
 pub fn check(files: &[File], root: Option<&str>) -> (Model, Vec<Diag>) {
     let mut diags = Vec::new();
     let mut m = model::build(files, root, &mut diags);
+    let takes_input_named_input: BTreeSet<String> = m
+        .workflows
+        .iter()
+        .filter(|w| w.inputs.iter().any(|i| i.name == "input"))
+        .map(|w| w.name.name.clone())
+        .collect();
+    let wraps = |child: &str| !takes_input_named_input.contains(child);
     for wf in &mut m.workflows {
         for (_, rule, _) in &mut wf.rules {
             rule.body = desugar::block(&rule.body);
+            desugar::invoke_inputs(&mut rule.body, &wraps);
         }
     }
     for f in files {

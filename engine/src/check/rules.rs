@@ -403,29 +403,19 @@ impl Cx<'_> {
             self.err("invoke.private", w.span, msg, help);
         }
         let mut given = Vec::new();
-        for (k, v) in &obj.fields {
-            let (true, ExprKind::Object(inputs)) = (k.name == "input", &v.kind) else {
-                let msg = format!("invoke of `{}` has unknown field `{}`", w.name, k.name);
-                self.err(
-                    "invoke.field",
-                    k.span,
-                    msg,
-                    "write `invoke Workflow { input { … } } as c`",
-                );
-                continue;
-            };
-            for (name, value) in &inputs.fields {
-                given.push(name.name.clone());
-                match child.inputs.iter().find(|i| i.name == name.name) {
-                    Some(input) => {
-                        self.value(value, &input.ty, &format!("{}.{}", w.name, name.name))
-                    }
-                    None => {
-                        let msg = format!("workflow `{}` has no input `{}`", w.name, name.name);
-                        let names = child.inputs.iter().map(|i| i.name.as_str());
-                        let help = suggest::help(&name.name, names, "pass only declared inputs");
-                        self.err("invoke.unknown_input", name.span, msg, help);
-                    }
+        for (name, value) in &obj.fields {
+            given.push(name.name.clone());
+            match child.inputs.iter().find(|i| i.name == name.name) {
+                Some(input) => self.value(value, &input.ty, &format!("{}.{}", w.name, name.name)),
+                None => {
+                    let msg = format!("workflow `{}` has no input `{}`", w.name, name.name);
+                    let names = child.inputs.iter().map(|i| i.name.as_str());
+                    let help = suggest::help(
+                        &name.name,
+                        names,
+                        "pass only declared inputs: `invoke Child { field value … }`",
+                    );
+                    self.err("invoke.unknown_input", name.span, msg, help);
                 }
             }
         }
@@ -435,7 +425,7 @@ impl Cx<'_> {
                     "invocation of `{}` is missing required input `{}`",
                     w.name, input.name
                 );
-                let help = format!("add `{} <{}>` to the `input` block", input.name, input.ty);
+                let help = format!("add `{} <{}>` to the invocation", input.name, input.ty);
                 self.err("invoke.missing_input", obj.span, msg, help);
             }
         }

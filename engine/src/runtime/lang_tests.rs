@@ -83,3 +83,50 @@ rule go when started => {
     let (_, r) = run(text).await;
     assert_eq!(payload(&r), json!({"hit": true, "miss": false}));
 }
+
+const INVOKE: &str = r#"
+class Order { id string amount int }
+class Receipt { order string charged int }
+class Tip { n int }
+
+workflow Charge(order: Order, tip: Tip) -> Receipt {
+  rule charge when Order as o when Tip as t => {
+    done o
+    complete result { order o.id charged o.amount + t.n }
+  }
+}
+
+workflow Shop {
+  output result Receipt
+  rule buy when started => {
+    invoke Charge { order { id "o1" amount 7 } tip { n 1 } } as c
+    after c succeeds as r { record Receipt { order r.order charged r.charged } }
+    after c fails { record Receipt { order "failed" charged 0 } }
+  }
+  rule wrapped when started => {
+    invoke Charge { input { order { id "o2" amount 9 } tip { n 2 } } } as c
+    after c succeeds as r { record Receipt { order r.order charged r.charged } }
+    after c fails { record Receipt { order "failed" charged 0 } }
+  }
+  rule both when Receipt as a where a.order == "o1" when Receipt as b where b.order == "o2" => {
+    complete result { order "{{ a.order }}+{{ b.order }}" charged a.charged + b.charged }
+  }
+}
+"#;
+
+#[tokio::test]
+async fn invoke_arguments_are_keyed_by_the_childs_inputs() {
+    let text = format!("# root\n{INVOKE}");
+    let p = Program::check(Source {
+        path: "invoke.whip".into(),
+        text,
+        root: Some("Shop".into()),
+    })
+    .unwrap_or_else(|e| panic!("the program checks: {e:?}"));
+    let e = Engine::new(Arc::new(MemFabric::new()));
+    let p = e.add_program(p);
+    let r = e.run(&p, Value::Null, false).await.expect("the run");
+    assert_eq!(r.status, "completed", "{r:?}");
+    // o1 by the unwrapped form (7 + 1), o2 by the `input { … }` wrapper (9 + 2).
+    assert_eq!(payload(&r), json!({"order": "o1+o2", "charged": 19}));
+}

@@ -742,8 +742,8 @@ fn invoke_args(
     obj: &crate::syntax::ast::ObjectLit,
     scope: &Scope<'_>,
 ) -> Args {
+    // The checker lowered an `input { … }` wrapper away: the object's keys are the inputs.
     let input = scope.object(obj);
-    let input = input.get("input").cloned().unwrap_or(input);
     Args::Invoke(InvokeArgs {
         workflow: w.name.clone(),
         input,
