@@ -303,7 +303,10 @@ fn rule(tags: &[String], r: &Rule) -> RulePlan {
     }
     let mut counter = 0;
     let mut ids = Vec::new();
-    let body = lower_block(&r.name.name, &r.body.stmts, &mut counter, &mut ids);
+    let mut body = lower_block(&r.name.name, &r.body.stmts, &mut counter, &mut ids);
+    let mut started = Vec::new();
+    effect_ids(&body, &mut started);
+    resolve_hoisted(&mut body, &started);
     RulePlan {
         name: r.name.name.clone(),
         tags: tags.to_vec(),
@@ -343,6 +346,41 @@ fn read_names(e: &Expr, out: &mut BTreeSet<String>) {
             read_names(key, out);
         }
         _ => {}
+    }
+}
+
+/// Every effect's (binding, id) in the lowered body, nested blocks included.
+fn effect_ids(nodes: &[Node], out: &mut Vec<(String, String)>) {
+    for n in nodes {
+        match n {
+            Node::Effect {
+                id,
+                binding: Some(b),
+                ..
+            } => out.push((b.clone(), id.clone())),
+            Node::After { body, .. } => effect_ids(body, out),
+            _ => {}
+        }
+    }
+}
+
+/// An `after` on an effect started in another `after` block of the rule names that effect.
+fn resolve_hoisted(nodes: &mut [Node], started: &[(String, String)]) {
+    for n in nodes {
+        if let Node::After {
+            upstream,
+            target,
+            body,
+            ..
+        } = n
+        {
+            if upstream == "?"
+                && let Some((_, id)) = started.iter().rev().find(|(b, _)| b == target)
+            {
+                *upstream = id.clone();
+            }
+            resolve_hoisted(body, started);
+        }
     }
 }
 

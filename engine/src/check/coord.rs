@@ -36,6 +36,11 @@ impl Cx<'_> {
     pub(crate) fn after(&mut self, a: &After, span: Span) {
         let target = match self.lookup(&a.target.name) {
             Some(Bind::Effect(i)) => Some(*i),
+            None if self.rule_effects.contains(&a.target.name) => {
+                // Started in another `after` block of this rule: checked at the rule's end,
+                // once every effect of the rule is declared.
+                return self.deferred.push((a.clone(), span));
+            }
             _ => None,
         };
         let pred = a.predicate.name.as_str();

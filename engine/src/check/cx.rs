@@ -64,6 +64,10 @@ pub(crate) struct Effect {
     pub(crate) until_ttl: bool,
     /// For invoke: the child workflow.
     pub(crate) target: String,
+    /// The effects whose `after` blocks enclose the statement that starts it.
+    pub(crate) chain: Vec<usize>,
+    /// The names bound where it starts (an `after` on it elsewhere in the rule reads them).
+    pub(crate) bound: Vec<(String, Bind)>,
 }
 
 /// One `after` statement of a rule.
@@ -105,6 +109,10 @@ pub(crate) struct Cx<'a> {
     pub(crate) consumed: BTreeSet<String>,
     pub(crate) invokes: Vec<(String, Span)>,
     pub(crate) quiet: bool,
+    /// Effect bindings started anywhere in the rule being checked.
+    pub(crate) rule_effects: Vec<String>,
+    /// `after` statements on an effect started in another block, checked at the rule's end.
+    pub(crate) deferred: Vec<(After, Span)>,
 }
 
 impl<'a> Cx<'a> {
@@ -122,6 +130,8 @@ impl<'a> Cx<'a> {
             consumed: BTreeSet::new(),
             invokes: Vec::new(),
             quiet: false,
+            rule_effects: Vec::new(),
+            deferred: Vec::new(),
         }
     }
 

@@ -39,7 +39,11 @@ impl Cx<'_> {
                 self.guard(g, imp);
             }
         }
-        self.block_checked(&rule.body);
+        self.rule_effects = rule.body.effect_names();
+        self.scopes.push(Vec::new());
+        self.block_statements(&rule.body);
+        self.deferred_afters();
+        self.scopes.pop();
         if muted {
             return;
         }
@@ -142,6 +146,29 @@ impl Cx<'_> {
 
     pub(crate) fn block_checked(&mut self, b: &Block) {
         self.scopes.push(Vec::new());
+        self.block_statements(b);
+        self.scopes.pop();
+    }
+
+    /// Checks `after x …` statements deferred because `x` is started in another block of
+    /// the rule. Each is checked as if it sat where `x` starts: it reads the names bound
+    /// there and the values of the `after` blocks on `x`'s chain, and nothing else.
+    fn deferred_afters(&mut self) {
+        while let Some((a, span)) = self.deferred.pop() {
+            let Some(i) = self.effects.iter().rposition(|e| e.name == a.target.name) else {
+                continue;
+            };
+            let mut bound = self.effects[i].bound.clone();
+            bound.push((a.target.name.clone(), Bind::Effect(i)));
+            let open = std::mem::replace(&mut self.open_afters, self.effects[i].chain.clone());
+            let scopes = std::mem::replace(&mut self.scopes, vec![bound]);
+            self.after(&a, span);
+            self.scopes = scopes;
+            self.open_afters = open;
+        }
+    }
+
+    fn block_statements(&mut self, b: &Block) {
         let mut indices = Vec::with_capacity(b.stmts.len());
         for s in &b.stmts {
             indices.push(self.declare_effect(s));
@@ -149,7 +176,6 @@ impl Cx<'_> {
         for (s, idx) in b.stmts.iter().zip(indices) {
             self.stmt(s, idx);
         }
-        self.scopes.pop();
     }
 
     fn declare_effect(&mut self, s: &Stmt) -> Option<usize> {
@@ -180,12 +206,15 @@ impl Cx<'_> {
         };
         let name = binding.as_ref().map_or(String::new(), |b| b.name.clone());
         let idx = self.effects.len();
+        let bound = self.scopes.iter().flatten().cloned().collect();
         self.effects.push(Effect {
             kind,
             name,
             span: s.span,
             until_ttl,
             target,
+            chain: self.open_afters.clone(),
+            bound,
         });
         if let Some(b) = binding {
             self.bind(b, Bind::Effect(idx));

@@ -130,3 +130,37 @@ async fn invoke_arguments_are_keyed_by_the_childs_inputs() {
     // o1 by the unwrapped form (7 + 1), o2 by the `input { … }` wrapper (9 + 2).
     assert_eq!(payload(&r), json!({"order": "o1+o2", "charged": 19}));
 }
+
+const AFTER_SCOPE: &str = r#"
+workflow W
+output result Done
+class Done { note string seen string }
+class Job { id string }
+table jobs as Job [ { id "a" } ]
+ledger audit { entry Job partition by id retain 1d }
+
+rule go when Job as j => {
+  done j
+  append Job { id j.id } to audit as first
+  after first completes as f {
+    append Job { id "second" } to audit as second
+  }
+  // Rule level, on an effect started inside the block above: it reads `j` and `f`, the
+  // values on `second`'s chain.
+  after second completes {
+    complete result { note "after {{ j.id }}" seen f.outcome }
+  }
+}
+"#;
+
+#[tokio::test]
+async fn a_rule_level_after_waits_on_an_effect_started_in_another_after_block() {
+    let (_, r) = run(AFTER_SCOPE).await;
+    assert_eq!(r.status, "completed", "{r:?}");
+    assert_eq!(payload(&r)["note"], json!("after a"));
+    assert_eq!(
+        payload(&r)["seen"],
+        json!("appended"),
+        "`f` is on the chain"
+    );
+}

@@ -549,13 +549,7 @@ fn exec(
     draft: &mut Draft,
 ) {
     let rule = &wf.rules[ri].1;
-    for stmt in &block.stmts {
-        if is_effect(&stmt.kind) {
-            let n = program.effect_number(&wf.name.name, ri, stmt.span.start as usize);
-            let stable = format!("{}/e{n}@{origin}", rule.name.name);
-            request_effect(wf, rule, stmt, stable, env, draft);
-        }
-    }
+    start_effects(program, wf, ri, block, env, origin, draft);
     for (i, stmt) in block.stmts.iter().enumerate() {
         match &stmt.kind {
             StmtKind::Record(class, obj) => {
@@ -608,6 +602,51 @@ fn exec(
                 register_after(program, (ri, at), env, effect, after, draft);
             }
             _ => {}
+        }
+    }
+}
+
+/// Request the block's effects, then register every `after` of the rule that waits on one
+/// of them from outside the blocks that start it (a rule-level `after b` on a `b` started in
+/// another `after` block). Such an `after` runs with the bindings of the firing that started
+/// its effect: the `when` bindings and the values of the `after` blocks on that effect's
+/// chain (LANGUAGE-AGENTS.md §2, "values follow the chain"). It is registered whether or not
+/// the blocks around it ever ran: LANGUAGE.md is silent there, and waiting on the effect is
+/// what a user who wrote it there means.
+fn start_effects(
+    program: &Arc<Program>,
+    wf: &Wf,
+    ri: usize,
+    block: &Block,
+    env: &mut Env,
+    origin: &str,
+    draft: &mut Draft,
+) {
+    let rule = &wf.rules[ri].1;
+    let mut started = Vec::new();
+    for stmt in &block.stmts {
+        if is_effect(&stmt.kind) {
+            let n = program.effect_number(&wf.name.name, ri, stmt.span.start as usize);
+            let stable = format!("{}/e{n}@{origin}", rule.name.name);
+            request_effect(wf, rule, stmt, stable, env, draft);
+            started.extend(stmt.kind.effect_binding().map(|b| b.name.clone()));
+        }
+    }
+    if started.is_empty() {
+        return;
+    }
+    for hoisted in rule.body.hoisted_afters() {
+        if !started.contains(&hoisted.target) {
+            continue;
+        }
+        let (Some(effect), Some(stmt)) = (
+            env.effects.get(&hoisted.target).cloned(),
+            stmt_at(&rule.body, &hoisted.path),
+        ) else {
+            continue;
+        };
+        if let StmtKind::After(after) = &stmt.kind {
+            register_after(program, (ri, hoisted.path), env, effect, after, draft);
         }
     }
 }

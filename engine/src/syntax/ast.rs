@@ -607,3 +607,85 @@ pub enum ExprKind {
     /// `m["k"]`: a map (or object) indexed by a string.
     Index(Box<Expr>, Box<Expr>),
 }
+
+impl StmtKind {
+    /// The `as x` binding of an effect statement (`None` for other statements, and for an
+    /// effect written without one).
+    pub fn effect_binding(&self) -> Option<&Ident> {
+        let binding = match self {
+            StmtKind::Timer(_, b) | StmtKind::Invoke(_, _, b) | StmtKind::Renew(_, _, b) => b,
+            StmtKind::Append(_, _, _, b) | StmtKind::FileIssue(_, _, b) => b,
+            StmtKind::Claim(_, _, b) | StmtKind::Finish(_, _, b) => b,
+            StmtKind::Acquire(a) => &a.binding,
+            StmtKind::Consume(c) => &c.binding,
+            StmtKind::Exec(x) => &x.binding,
+            StmtKind::Vote(v) => &v.binding,
+            StmtKind::Send(x) => &x.binding,
+            _ => return None,
+        };
+        binding.as_ref()
+    }
+}
+
+/// An `after x …` whose effect `x` no enclosing block starts: it waits on an effect started
+/// inside another `after` block of the same rule (LANGUAGE-AGENTS.md §2: "`after x …` may
+/// sit in any block of the rule").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoistedAfter {
+    /// Statement indices from the rule body down to the `after` statement.
+    pub path: Vec<usize>,
+    /// The effect binding it waits on.
+    pub target: String,
+}
+
+impl Block {
+    /// The `after` statements of this rule body whose target no enclosing block binds.
+    pub fn hoisted_afters(&self) -> Vec<HoistedAfter> {
+        let mut out = Vec::new();
+        hoisted_in(self, &mut Vec::new(), &mut Vec::new(), &mut out);
+        out
+    }
+
+    /// Every effect binding started anywhere in this block, nested `after` blocks included.
+    pub fn effect_names(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in &self.stmts {
+            if let Some(b) = s.kind.effect_binding() {
+                out.push(b.name.clone());
+            }
+            if let StmtKind::After(a) = &s.kind {
+                out.extend(a.body.effect_names());
+            }
+        }
+        out
+    }
+}
+
+fn hoisted_in(
+    b: &Block,
+    path: &mut Vec<usize>,
+    bound: &mut Vec<String>,
+    out: &mut Vec<HoistedAfter>,
+) {
+    let mark = bound.len();
+    bound.extend(
+        b.stmts
+            .iter()
+            .filter_map(|s| s.kind.effect_binding().map(|i| i.name.clone())),
+    );
+    for (i, s) in b.stmts.iter().enumerate() {
+        let StmtKind::After(a) = &s.kind else {
+            continue;
+        };
+        path.push(i);
+        if !bound.contains(&a.target.name) {
+            out.push(HoistedAfter {
+                path: path.clone(),
+                target: a.target.name.clone(),
+            });
+        }
+        hoisted_in(&a.body, path, bound, out);
+        path.pop();
+    }
+    bound.truncate(mark);
+}
