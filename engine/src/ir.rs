@@ -417,23 +417,11 @@ fn lower_block(
             nodes.push(n);
             continue;
         }
+        if let Some(n) = lower_statement(s) {
+            nodes.push(n);
+            continue;
+        }
         nodes.push(match &s.kind {
-            StmtKind::Record(c, o) => fact("record", format!("{} {}", c.name, object(o))),
-            StmtKind::Done(x, None) => fact("done", x.name.clone()),
-            StmtKind::Done(x, Some((c, o))) => fact(
-                "done",
-                format!("{} -> record {} {}", x.name, c.name, object(o)),
-            ),
-            StmtKind::Complete(n, p) | StmtKind::Fail(n, p) => Node::Terminal {
-                op: if matches!(s.kind, StmtKind::Complete(..)) {
-                    "complete"
-                } else {
-                    "fail"
-                }
-                .into(),
-                name: n.name.clone(),
-                payload: expr(p),
-            },
             StmtKind::After(a) => {
                 let upstream = ids
                     .iter()
@@ -454,6 +442,40 @@ fn lower_block(
     }
     ids.truncate(scope_len);
     nodes
+}
+
+/// A statement that is neither an effect nor an `after`: a fact or a terminal node.
+fn lower_statement(s: &Stmt) -> Option<Node> {
+    Some(match &s.kind {
+        StmtKind::Record(c, o) => fact("record", format!("{} {}", c.name, object(o))),
+        StmtKind::RecordFrom(r) => {
+            let over = r
+                .overrides
+                .as_ref()
+                .map_or(String::new(), |o| format!(" {}", object(o)));
+            fact(
+                "record",
+                format!("{} from {}{over}", r.class.name, expr(&r.source)),
+            )
+        }
+        StmtKind::Cancel(x) => fact("cancel", x.name.clone()),
+        StmtKind::Done(x, None) => fact("done", x.name.clone()),
+        StmtKind::Done(x, Some((c, o))) => fact(
+            "done",
+            format!("{} -> record {} {}", x.name, c.name, object(o)),
+        ),
+        StmtKind::Complete(n, p) | StmtKind::Fail(n, p) => Node::Terminal {
+            op: if matches!(s.kind, StmtKind::Complete(..)) {
+                "complete"
+            } else {
+                "fail"
+            }
+            .into(),
+            name: n.name.clone(),
+            payload: expr(p),
+        },
+        _ => return None,
+    })
 }
 
 fn fact(op: &str, detail: String) -> Node {

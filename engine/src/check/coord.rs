@@ -540,7 +540,9 @@ impl Cx<'_> {
 /// Whether the statements (or an `after` block among them) record a fact of `class`.
 fn records_class(stmts: &[Stmt], class: &str) -> bool {
     stmts.iter().any(|s| match &s.kind {
-        StmtKind::Record(c, _) | StmtKind::Done(_, Some((c, _))) => c.name == class,
+        StmtKind::Record(c, _)
+        | StmtKind::Done(_, Some((c, _)))
+        | StmtKind::RecordFrom(RecordFrom { class: c, .. }) => c.name == class,
         StmtKind::After(a) => records_class(&a.body.stmts, class),
         _ => false,
     })

@@ -9,6 +9,7 @@
 //! which maps each one to the golden program under `tests/check/` that triggers it.
 
 mod coord;
+mod corners;
 mod cx;
 pub mod desugar;
 mod finite;
@@ -366,7 +367,9 @@ fn reaches_terminal(stmts: &[Stmt]) -> bool {
 fn recorded(stmts: &[Stmt], out: &mut BTreeSet<String>) {
     for s in stmts {
         match &s.kind {
-            StmtKind::Record(c, _) | StmtKind::Done(_, Some((c, _))) => {
+            StmtKind::Record(c, _)
+            | StmtKind::Done(_, Some((c, _)))
+            | StmtKind::RecordFrom(RecordFrom { class: c, .. }) => {
                 out.insert(c.name.clone());
             }
             StmtKind::After(a) => recorded(&a.body.stmts, out),

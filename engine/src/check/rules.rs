@@ -236,6 +236,8 @@ impl Cx<'_> {
     fn stmt(&mut self, s: &Stmt, _effect: Option<usize>) {
         match &s.kind {
             StmtKind::Record(c, obj) => self.record(c, obj),
+            StmtKind::RecordFrom(r) => self.record_from(r),
+            StmtKind::Cancel(x) => self.cancel(x),
             StmtKind::Done(x, rec) => self.done(x, rec.as_ref()),
             StmtKind::Complete(n, payload) => self.terminal(n, payload, true),
             StmtKind::Fail(n, payload) => self.terminal(n, payload, false),

@@ -136,6 +136,7 @@ impl Ty {
     pub fn assignable_to(&self, slot: &Ty) -> bool {
         match (self, slot) {
             (Ty::Any, _) | (_, Ty::Any) => true,
+            (Ty::Optional(v), Ty::Optional(t)) => v.assignable_to(t),
             (v, Ty::Optional(t)) => *v == Ty::Null || v.assignable_to(t),
             (Ty::Optional(_), _) => false,
             (v, Ty::Union(ms)) => ms.iter().any(|m| v.assignable_to(m)),

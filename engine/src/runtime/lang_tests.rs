@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use whip_fabric::MemFabric;
 
+use super::effect::EffectState;
 use super::*;
 
 fn program(text: &str) -> Program {
@@ -162,5 +163,87 @@ async fn a_rule_level_after_waits_on_an_effect_started_in_another_after_block() 
         payload(&r)["seen"],
         json!("appended"),
         "`f` is on the chain"
+    );
+}
+
+const CANCEL: &str = r#"
+workflow W
+output result Done
+class Done { note string }
+class Job { id string }
+ledger audit { entry Job partition by id retain 1d }
+
+rule go when started => {
+  timer 1h as reminder
+  append Job { id "x" } to audit as mark
+  after mark completes {
+    cancel reminder
+    cancel mark
+  }
+  after reminder cancelled { complete result { note "reminder cancelled" } }
+  after reminder succeeds { complete result { note "reminder fired" } }
+}
+"#;
+
+#[tokio::test]
+async fn cancel_cancels_a_queued_effect_and_leaves_a_settled_one_alone() {
+    let (e, r) = run(CANCEL).await;
+    assert_eq!(payload(&r), json!({"note": "reminder cancelled"}), "{r:?}");
+    let events = e.events(&r.id).await.expect("events");
+    let cancels: Vec<&Value> = events
+        .iter()
+        .filter(|ev| ev.kind == "effect.cancelled")
+        .map(|ev| &ev.data)
+        .collect();
+    assert_eq!(cancels.len(), 1, "only the queued timer: {cancels:?}");
+    assert_eq!(cancels[0]["reason"], json!("cancelled by rule"));
+    let st = e.load(&r.id).await.expect("load").state;
+    let states: Vec<(Option<String>, EffectState)> = st
+        .effects
+        .values()
+        .map(|x| (x.binding.clone(), x.state))
+        .collect();
+    assert!(states.contains(&(Some("reminder".into()), EffectState::Cancelled)));
+    assert!(states.contains(&(Some("mark".into()), EffectState::Completed)));
+}
+
+const RECORD_FROM: &str = r#"
+workflow W
+output result Done
+failure error { reason string }
+class Done { id string size int }
+class Job { id string size int note string? }
+class Copy { id string size int note string? }
+table jobs as Job [ { id "a" size 3 } ]
+ledger audit { entry Job partition by id retain 1d }
+
+rule go when Job as j => {
+  done j
+  record Copy from j { size 4 }
+}
+
+rule fin when Copy as c => {
+  complete result { id c.id size c.size }
+}
+"#;
+
+#[tokio::test]
+async fn record_from_copies_an_objects_fields_with_overrides() {
+    let (_, r) = run(RECORD_FROM).await;
+    assert_eq!(payload(&r), json!({"id": "a", "size": 4}), "{r:?}");
+}
+
+#[tokio::test]
+async fn record_from_an_untyped_value_without_a_required_field_fails_the_instance() {
+    let text = RECORD_FROM.replace(
+        "record Copy from j { size 4 }",
+        "append Job { id j.id size 1 } to audit as m\n  \
+         after m completes as o { record Copy from o }",
+    );
+    let (_, r) = run(&text).await;
+    assert_eq!(r.status, "failed", "{r:?}");
+    assert_eq!(
+        payload(&r),
+        json!("rule go records Copy from a value without required field `id`")
     );
 }

@@ -17,7 +17,7 @@ use super::state::{
 };
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, ROUNDS_PER_STEP_MAX, Result, now_ms};
 use crate::check::model::Wf;
-use crate::syntax::ast::{Block, Rule, Stmt, StmtKind, WhenKind};
+use crate::syntax::ast::{Block, RecordFrom, Rule, Stmt, StmtKind, WhenKind};
 
 /// Does an effect in `state` with `output` satisfy `after … predicate`?
 pub(crate) fn matches(predicate: &str, effect: &Effect) -> bool {
@@ -560,6 +560,8 @@ fn exec(
                 .object(obj);
                 record(draft, &class.name, value);
             }
+            StmtKind::RecordFrom(r) => record_from(program, rule, r, env, draft),
+            StmtKind::Cancel(x) => cancel(env, x, draft),
             StmtKind::Done(x, then) => {
                 if let Some(id) = env.facts.get(&x.name)
                     && draft.state.facts.get(id).is_some_and(|f| f.live)
@@ -672,6 +674,91 @@ fn register_after(
         program: (program.version != draft.state.header.program).then(|| program.version.clone()),
     };
     draft.emit("after.registered", json!({"after": cont}));
+}
+
+/// `record C from x [{ … }]`. The checker proved a class-typed source fits; an untyped one
+/// (an effect's output) that is no object or lacks a required field fails the instance
+/// with the reason, rather than recording a fact its class does not describe.
+fn record_from(program: &Program, rule: &Rule, r: &RecordFrom, env: &Env, draft: &mut Draft) {
+    let scope = Scope {
+        env,
+        state: &draft.state,
+    };
+    let source = scope.eval(&r.source);
+    let overrides = r.overrides.as_ref().map(|o| scope.object(o));
+    let class = program.model.classes.get(&r.class.name);
+    match fact_from(class, source, overrides) {
+        Ok(value) => record(draft, &r.class.name, value),
+        Err(why) if !state::is_terminal(&draft.state.header.status) => {
+            let reason = format!(
+                "rule {} records {} from {why}",
+                rule.name.name, r.class.name
+            );
+            draft.emit(
+                "workflow.failed",
+                json!({"name": "error", "payload": reason, "reason": reason}),
+            );
+        }
+        Err(_) => {}
+    }
+}
+
+/// The fact `record C from source { overrides }` makes: each field of `C` from the
+/// overrides, else from the source; a required field found in neither is an error.
+fn fact_from(
+    class: Option<&crate::check::model::Class>,
+    source: Value,
+    overrides: Option<Value>,
+) -> std::result::Result<Value, String> {
+    let Some(class) = class else {
+        return Err("an undeclared class".into());
+    };
+    let Value::Object(source) = source else {
+        return Err(format!("a {} value, not an object", json_type(&source)));
+    };
+    let overrides = match overrides {
+        Some(Value::Object(o)) => o,
+        _ => serde_json::Map::new(),
+    };
+    let mut fact = serde_json::Map::new();
+    for (field, ty) in &class.fields {
+        match overrides.get(field).or_else(|| source.get(field)) {
+            Some(v) => {
+                fact.insert(field.clone(), v.clone());
+            }
+            None if ty.is_optional() => {}
+            None => return Err(format!("a value without required field `{field}`")),
+        }
+    }
+    Ok(Value::Object(fact))
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// `cancel x`: a queued or blocked effect is cancelled, a running one gets a cancel request
+/// (its run still records how it ends), a settled one is left alone.
+fn cancel(env: &Env, x: &crate::syntax::ast::Ident, draft: &mut Draft) {
+    let Some(id) = env.effects.get(&x.name) else {
+        return;
+    };
+    let Some(state) = draft.state.effects.get(id).map(|e| e.state) else {
+        return;
+    };
+    let event = match state {
+        s if s.settled() => return,
+        EffectState::Running => "effect.cancel_requested",
+        _ => "effect.cancelled",
+    };
+    draft.emit(event, json!({"id": id, "reason": "cancelled by rule"}));
 }
 
 fn record(draft: &mut Draft, class: &str, value: Value) {

@@ -333,6 +333,12 @@ pub struct Stmt {
 pub enum StmtKind {
     /// `record Class { … }`
     Record(Ident, ObjectLit),
+    /// `record Class from x [{ … }]`: a fact of `Class` whose fields come from the object
+    /// `x`, with the fields of the optional object literal given over them.
+    RecordFrom(RecordFrom),
+    /// `cancel x`: cancel the effect bound as `x` (queued or blocked: cancelled; running: a
+    /// cancel request; settled: nothing).
+    Cancel(Ident),
     /// `done x [-> record Class {…}]`
     Done(Ident, Option<(Ident, ObjectLit)>),
     /// `complete NAME payload`
@@ -369,6 +375,17 @@ pub enum StmtKind {
     Exec(Exec),
     /// `vote in TEAM { title … options […] … } closes D as v`
     Vote(Vote),
+}
+
+/// `record Class from x [{ field value … }]`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecordFrom {
+    /// The class of the new fact.
+    pub class: Ident,
+    /// Where its fields come from: an object (a fact, an output, a nested value).
+    pub source: Expr,
+    /// Fields given over the source's.
+    pub overrides: Option<ObjectLit>,
 }
 
 /// `exec ARGV [cwd DIR] [env { NAME value … }] [timeout D] as x`: a command run through the

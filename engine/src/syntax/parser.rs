@@ -24,7 +24,7 @@ pub const ITEM_KEYWORDS: &[&str] = &[
 /// Words that start a rule-body statement.
 pub const STATEMENT_KEYWORDS: &[&str] = &[
     "record", "done", "complete", "fail", "timer", "invoke", "after", "then", "acquire", "release",
-    "renew", "consume", "append", "file", "claim", "finish", "send", "exec", "vote",
+    "renew", "consume", "append", "file", "claim", "finish", "send", "exec", "vote", "cancel",
 ];
 
 struct Parser<'a> {
@@ -815,7 +815,8 @@ impl Parser<'_> {
     fn stmt_body(&mut self, kw: &str) -> R<StmtKind> {
         let help = statement_help(kw);
         Ok(match kw {
-            "record" => StmtKind::Record(self.ident("a class name", help)?, self.object()?),
+            "record" => self.record(help)?,
+            "cancel" => StmtKind::Cancel(self.ident("an effect binding", help)?),
             "done" => {
                 let x = self.ident("a fact binding", help)?;
                 let rec = if self.eat(&Tok::Arrow) {
@@ -864,6 +865,25 @@ impl Parser<'_> {
                 StmtKind::Finish(x, fields, self.opt_as()?)
             }
         })
+    }
+
+    /// `record Class { … }` or `record Class from x [{ … }]`.
+    fn record(&mut self, help: &str) -> R<StmtKind> {
+        let class = self.ident("a class name", help)?;
+        if !self.eat_kw("from") {
+            return Ok(StmtKind::Record(class, self.object()?));
+        }
+        let source = self.expr()?;
+        let overrides = if self.at(&Tok::LBrace) {
+            Some(self.object()?)
+        } else {
+            None
+        };
+        Ok(StmtKind::RecordFrom(RecordFrom {
+            class,
+            source,
+            overrides,
+        }))
     }
 
     fn renew(&mut self, help: &str) -> R<StmtKind> {
@@ -1073,12 +1093,13 @@ const DURATION_HELP: &str =
 
 const STATEMENT_HELP: &str = "statements are `record`, `done`, `complete`, `fail`, `timer`, \
                               `invoke`, `after`, `then`, `acquire`, `release`, `renew`, \
-                              `consume`, `append`, `file issue`, `claim`, `finish`, `send` and \
-                              `exec`";
+                              `consume`, `append`, `file issue`, `claim`, `finish`, `send`, \
+                              `exec`, `vote` and `cancel`";
 
 fn statement_help(kw: &str) -> &'static str {
     match kw {
-        "record" => "write `record Class { field value … }`",
+        "record" => "write `record Class { field value … }` or `record Class from x`",
+        "cancel" => "write `cancel x`, where `x` is an effect binding",
         "done" => "write `done x` or `done x -> record Class { … }`",
         "complete" => "write `complete result { field value … }` or `complete result value`",
         "fail" => "write `fail error { field value … }` or `fail error value`",
