@@ -564,7 +564,22 @@ fn exec_detail(x: &Exec) -> String {
     if let Some(t) = x.timeout {
         let _ = write!(d, " timeout {}", duration(t.seconds));
     }
+    if let Some(t) = &x.result {
+        let _ = write!(d, " -> {}", type_text(t));
+    }
     d
+}
+
+/// A type expression as written.
+fn type_text(t: &TypeExpr) -> String {
+    match &t.kind {
+        TypeKind::Named(n) => n.clone(),
+        TypeKind::Literal(s) => format!("{s:?}"),
+        TypeKind::Array(i) => format!("{}[]", type_text(i)),
+        TypeKind::Optional(i) => format!("{}?", type_text(i)),
+        TypeKind::Map(i) => format!("map<{}>", type_text(i)),
+        TypeKind::Union(ms) => ms.iter().map(type_text).collect::<Vec<_>>().join(" | "),
+    }
 }
 
 /// How `--explain` shows a `vote`: `in TEAM { … } closes D`.

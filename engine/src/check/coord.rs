@@ -113,6 +113,9 @@ impl Cx<'_> {
 
     fn output_type(&self, i: usize, pred: &str) -> Ty {
         let e = &self.effects[i];
+        if e.kind == EffectKind::Exec && pred == "succeeds" {
+            return e.result.clone();
+        }
         if e.kind != EffectKind::Invoke {
             return Ty::Any;
         }

@@ -68,6 +68,8 @@ pub(crate) struct Effect {
     pub(crate) chain: Vec<usize>,
     /// The names bound where it starts (an `after` on it elsewhere in the rule reads them).
     pub(crate) bound: Vec<(String, Bind)>,
+    /// What `after x succeeds as v` binds, when known (a typed `exec … -> T`).
+    pub(crate) result: Ty,
 }
 
 /// One `after` statement of a rule.

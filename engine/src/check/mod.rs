@@ -17,6 +17,7 @@ pub mod model;
 mod ops;
 mod rules;
 mod script;
+pub mod shape;
 pub mod suggest;
 pub mod types;
 mod values;

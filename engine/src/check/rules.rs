@@ -215,11 +215,23 @@ impl Cx<'_> {
             target,
             chain: self.open_afters.clone(),
             bound,
+            result: self.result_type(s),
         });
         if let Some(b) = binding {
             self.bind(b, Bind::Effect(idx));
         }
         Some(idx)
+    }
+
+    /// The type a typed `exec … -> T` binds on success (its name errors are reported once,
+    /// by the `exec` check).
+    fn result_type(&self, s: &Stmt) -> Ty {
+        match &s.kind {
+            StmtKind::Exec(Exec {
+                result: Some(t), ..
+            }) => crate::check::model::resolve_type(self.m, t, &mut Vec::new()),
+            _ => Ty::Any,
+        }
     }
 
     pub(crate) fn requires_as(&mut self, word: &str, binding: &Option<Ident>, span: Span) {

@@ -13,7 +13,7 @@ pub(crate) struct Scope<'a> {
 }
 
 impl Scope<'_> {
-    fn lookup(&self, path: &[String]) -> Value {
+    pub(crate) fn lookup(&self, path: &[String]) -> Value {
         let Some(first) = path.first() else {
             return Value::Null;
         };

@@ -247,3 +247,67 @@ async fn record_from_an_untyped_value_without_a_required_field_fails_the_instanc
         json!("rule go records Copy from a value without required field `id`")
     );
 }
+
+const EXEC_TYPED: &str = r#"
+use std.script
+workflow W
+output result Done
+failure error { reason string }
+class Done { n int words string }
+class Got { n int }
+
+rule typed when started => {
+  exec "echo {{ 4 }}" -> int as r
+  after r succeeds as n { record Got { n n } }
+  after r fails as f { fail error { reason f.error } }
+}
+
+rule words when Got as g => {
+  exec "printf '%s|%s' 'a b' c" as w
+  after w succeeds as out { complete result { n g.n words out.stdout } }
+  after w fails as f { fail error { reason f.error } }
+}
+"#;
+
+/// A real `whip executor` on loopback, and an engine bound to it.
+async fn with_executor() -> (Engine<MemFabric>, tempfile::TempDir) {
+    use crate::executor::ExecutorConfig;
+    use crate::executor::server::ExecutorServer;
+    let root = tempfile::tempdir().expect("tempdir");
+    let token = "lang-corners-token";
+    let server = ExecutorServer::open(root.path(), token).expect("executor");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(server.serve(listener, std::future::pending()));
+    let config = ExecutorConfig {
+        url,
+        token: token.into(),
+    };
+    let e = Engine::new(Arc::new(MemFabric::new())).with_executor(Some(config));
+    (e, root)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_runs_a_command_string_without_a_shell_and_types_its_result() {
+    let (e, _root) = with_executor().await;
+    let text = EXEC_TYPED.replace("{{ 4 }}", "4");
+    let p = e.add_program(program(&text));
+    let r = e.run(&p, Value::Null, false).await.expect("the run");
+    assert_eq!(r.status, "completed", "{r:?}");
+    // `'a b'` is one argument and `|` inside quotes is text: no shell ran the command.
+    assert_eq!(payload(&r), json!({"n": 4, "words": "a b|c"}));
+
+    let text = EXEC_TYPED.replace("{{ 4 }}", "four");
+    let p = e.add_program(program(&text));
+    let r = e.run(&p, Value::Null, false).await.expect("the run");
+    assert_eq!(r.status, "failed", "{r:?}");
+    let reason = payload(&r)["reason"].clone();
+    assert!(
+        reason
+            .as_str()
+            .is_some_and(|s| s.starts_with("the result does not fit its type")),
+        "{reason}"
+    );
+}

@@ -399,7 +399,8 @@ fn fire_cont(
     let output = effect.output.clone().unwrap_or(Value::Null);
     env.values.insert(after.target.name.clone(), output.clone());
     if let Some(b) = &after.binding {
-        env.values.insert(b.name.clone(), output);
+        env.values
+            .insert(b.name.clone(), bound_value(effect, output));
     }
     let origin = cont.id.clone();
     exec(
@@ -413,6 +414,15 @@ fn fire_cont(
         draft,
     );
     finish_firing(draft);
+}
+
+/// What `after x … as y` binds: the output, except that a typed `exec … -> T` that
+/// completed binds its result, the stdout parsed as a `T`.
+fn bound_value(effect: &Effect, output: Value) -> Value {
+    match (&effect.args, effect.state) {
+        (Args::Exec(a), EffectState::Completed) if a.result.is_some() => output["value"].clone(),
+        _ => output,
+    }
 }
 
 fn stmt_at<'a>(body: &'a Block, path: &[usize]) -> Option<&'a Stmt> {
@@ -630,7 +640,7 @@ fn start_effects(
         if is_effect(&stmt.kind) {
             let n = program.effect_number(&wf.name.name, ri, stmt.span.start as usize);
             let stable = format!("{}/e{n}@{origin}", rule.name.name);
-            request_effect(wf, rule, stmt, stable, env, draft);
+            request_effect((&program.model, wf), rule, stmt, stable, env, draft);
             started.extend(stmt.kind.effect_binding().map(|b| b.name.clone()));
         }
     }
@@ -944,12 +954,22 @@ fn send_args<'s>(
 
 /// An `exec` effect's typed arguments: argv as text (empty when the value is not an array,
 /// which the worker fails), cwd, env values as text, the timeout.
-fn exec_args(x: &crate::syntax::ast::Exec, scope: &Scope<'_>) -> Args {
+fn exec_args(
+    model: &crate::check::model::Model,
+    x: &crate::syntax::ast::Exec,
+    scope: &Scope<'_>,
+) -> Args {
+    use crate::check::shape::Shape;
     use crate::executor::effect::{EXEC_ARGS_VERSION, ExecArgs};
-    let argv = match scope.eval(&x.argv) {
-        Value::Array(items) => items.iter().map(text).collect(),
-        _ => Vec::new(),
+    let argv = match command_argv(x, scope) {
+        Ok(argv) => argv,
+        Err(error) => return Args::refused(EffectKind::Exec, error),
     };
+    let result = x.result.as_ref().map(|t| {
+        // The checker reported an unknown name; here it resolves to any value.
+        let ty = crate::check::model::resolve_type(model, t, &mut Vec::new());
+        Shape::of(model, &ty)
+    });
     let env = x.env.as_ref().map_or_else(Default::default, |o| {
         let fields = o.fields.iter();
         fields
@@ -964,7 +984,33 @@ fn exec_args(x: &crate::syntax::ast::Exec, scope: &Scope<'_>) -> Args {
         timeout_ms: x
             .timeout
             .map_or(crate::limits::EXEC_TIMEOUT_MS_DEFAULT, |d| d.seconds * 1000),
+        result,
     })
+}
+
+/// An `exec`'s argv: an array's items, or a command string split into words without a
+/// shell ([`crate::executor::command`]), its `{{ path }}` values never split.
+fn command_argv(
+    x: &crate::syntax::ast::Exec,
+    scope: &Scope<'_>,
+) -> std::result::Result<Vec<String>, String> {
+    use crate::executor::command::{Piece, split};
+    use crate::syntax::ast::{ExprKind, StrPart};
+    let ExprKind::Str(s) = &x.argv.kind else {
+        return match scope.eval(&x.argv) {
+            Value::Array(items) => Ok(items.iter().map(text).collect()),
+            other => Err(format!("exec argv is {other}, not an array of strings")),
+        };
+    };
+    let pieces: Vec<Piece<'_>> = s
+        .parts
+        .iter()
+        .map(|p| match p {
+            StrPart::Lit(t) => Piece::Text(t),
+            StrPart::Path(path) => Piece::Value(text(&scope.lookup(path))),
+        })
+        .collect();
+    split(&pieces).map_err(|e| format!("exec command {:?}: {e}", s.value))
 }
 
 /// An `acquire`: the lease as declared, the key, the wait from `now`.
@@ -1018,7 +1064,7 @@ fn upstream_args(
 }
 
 fn request_effect(
-    wf: &Wf,
+    (model, wf): (&crate::check::model::Model, &Wf),
     rule: &Rule,
     stmt: &Stmt,
     stable: String,
@@ -1065,7 +1111,7 @@ fn request_effect(
         StmtKind::Claim(x, ttl, b) => (b, claim_args(x, *ttl, &scope)),
         StmtKind::Finish(x, obj, b) => (b, finish_args(&scope, x, obj.as_ref())),
         StmtKind::Send(m) => send_args(wf, m, &scope),
-        StmtKind::Exec(x) => (&x.binding, exec_args(x, &scope)),
+        StmtKind::Exec(x) => (&x.binding, exec_args(model, x, &scope)),
         _ => return,
     };
     let mut effect = Effect::queued(draft.next_id(1, "x"), stable, rule.name.name.clone(), args);

@@ -388,8 +388,9 @@ pub struct RecordFrom {
     pub overrides: Option<ObjectLit>,
 }
 
-/// `exec ARGV [cwd DIR] [env { NAME value … }] [timeout D] as x`: a command run through the
-/// compute plane (`whip executor`) in the instance's workspace.
+/// `exec ARGV [cwd DIR] [env { NAME value … }] [timeout D] [-> Type] as x`: a command run
+/// through the compute plane (`whip executor`) in the instance's workspace. ARGV is an
+/// array of strings or one command string (split into words, no shell).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Exec {
     /// The program and its arguments: an array of strings.
@@ -400,6 +401,9 @@ pub struct Exec {
     pub env: Option<ObjectLit>,
     /// Kill the run after this long.
     pub timeout: Option<Duration>,
+    /// `-> Type`: the run's stdout is JSON of this type, the value `after x succeeds as v`
+    /// binds.
+    pub result: Option<TypeExpr>,
     /// `as x`
     pub binding: Option<Ident>,
 }

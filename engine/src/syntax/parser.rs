@@ -925,11 +925,17 @@ impl Parser<'_> {
                 _ => timeout = Some(self.duration()?),
             }
         }
+        let result = if self.eat(&Tok::Arrow) {
+            Some(self.type_expr()?)
+        } else {
+            None
+        };
         Ok(Exec {
             argv,
             cwd,
             env,
             timeout,
+            result,
             binding: self.opt_as()?,
         })
     }
@@ -1114,7 +1120,7 @@ fn statement_help(kw: &str) -> &'static str {
         "claim" => "write `claim issue [ttl 10m] as claim`",
         "exec" => {
             "write `exec [\"program\", \"arg\"] [cwd \"dir\"] [env { NAME \"value\" }] \
-                   [timeout 10m] as run`"
+                   [timeout 10m] [-> Type] as run`"
         }
         "vote" => {
             "write `vote in \"team\" { title \"…\" options [\"a\", \"b\"] method \"irv\" } \
