@@ -1,5 +1,6 @@
 //! `exec` (`use std.script`): a command run through the compute plane. The checks that
-//! need no run: the module is used, the effect is bound, argv is an array of strings, a
+//! need no run: the module is used, the effect is bound, argv is an array of strings or a
+//! command string without shell syntax, a result type names declared types, a
 //! literal cwd stays inside the workspace, env names and values are environment shaped,
 //! and the timeout is within the executor's bound.
 
