@@ -34,7 +34,16 @@ use crate::syntax::ast::*;
 pub use model::Model as CheckedModel;
 
 /// Modules `use` may name.
-pub const STD_MODULES: &[&str] = &["std.coord", "std.tracker", "std.messaging", "std.script"];
+/// `std.agent` and `std.coercion` are ambient (LANGUAGE-AGENTS.md §1): accepted, never
+/// required, and they enable nothing this engine does not already run.
+pub const STD_MODULES: &[&str] = &[
+    "std.coord",
+    "std.tracker",
+    "std.messaging",
+    "std.script",
+    "std.agent",
+    "std.coercion",
+];
 
 /// Checks a program; `files[0]` is the root file. Rules in the returned model are desugared.
 pub fn check(files: &[File], root: Option<&str>) -> (Model, Vec<Diag>) {
@@ -92,8 +101,8 @@ fn uses_and_tags(items: &[Item], diags: &mut Vec<Diag>) {
                     let help = suggest::help(
                         &name,
                         STD_MODULES.iter().copied(),
-                        "the modules are `std.coord`, `std.tracker`, `std.messaging` and \
-                         `std.script`",
+                        "the modules are `std.coord`, `std.tracker`, `std.messaging`, \
+                         `std.script`, `std.agent` and `std.coercion`",
                     );
                     diags.push(
                         Diag::error(
