@@ -33,6 +33,8 @@ pub struct Item {
     pub span: Span,
     /// True when the parser had to recover inside this item (its checks are muted).
     pub recovered: bool,
+    /// `description "…"` written before it (metadata only).
+    pub description: Option<String>,
 }
 
 /// The kinds of item.

@@ -17,9 +17,27 @@ type R<T> = Result<T, Fail>;
 
 /// Words that start a top-level item.
 pub const ITEM_KEYWORDS: &[&str] = &[
-    "use", "include", "workflow", "input", "output", "failure", "class", "enum", "table", "assert",
-    "rule", "lease", "counter", "ledger", "tracker", "channel",
+    "use",
+    "include",
+    "workflow",
+    "input",
+    "output",
+    "failure",
+    "class",
+    "enum",
+    "table",
+    "assert",
+    "rule",
+    "lease",
+    "counter",
+    "ledger",
+    "tracker",
+    "channel",
+    "description",
 ];
+
+/// The declarations a `description "…"` may precede (LANGUAGE-AGENTS.md §1).
+const DESCRIBED: &[&str] = &["workflow", "rule", "table", "assert"];
 
 /// Words that start a rule-body statement.
 pub const STATEMENT_KEYWORDS: &[&str] = &[
@@ -277,6 +295,9 @@ impl Parser<'_> {
                 Tok::RBrace if block.is_some() => return items,
                 _ => {}
             }
+            if self.trailing_description() {
+                continue;
+            }
             let start = self.pos;
             self.recovered = false;
             self.current_name = None;
@@ -303,6 +324,7 @@ impl Parser<'_> {
 
     fn item(&mut self) -> R<Item> {
         let start = self.peek().span;
+        let description = self.description()?;
         let mut tags = Vec::new();
         while self.at(&Tok::At) {
             let at = self.bump().span;
@@ -318,6 +340,14 @@ impl Parser<'_> {
             return Err(self.expected("a declaration", help));
         }
         let kw = self.text(self.peek()).to_string();
+        if let Some((_, span)) = &description
+            && !DESCRIBED.contains(&kw.as_str())
+        {
+            let msg = format!("description cannot be attached to {kw}");
+            let help = "a description goes right before a workflow, a rule, a table or an assert";
+            let d = Diag::error("syntax.description", *span, msg).help(help);
+            self.diags.push(d);
+        }
         let kind = match kw.as_str() {
             "use" => self.use_item()?,
             "include" => self.include_item()?,
@@ -349,7 +379,55 @@ impl Parser<'_> {
             kind,
             span,
             recovered: self.recovered,
+            description: description.map(|(text, _)| text),
         })
+    }
+
+    /// `description "…"` lines before a declaration: the last one is its description; an
+    /// earlier one, or one that nothing follows, is attached to no declaration.
+    fn description(&mut self) -> R<Option<(String, Span)>> {
+        let mut found: Option<(String, Span)> = None;
+        while self.at_kw("description") && matches!(self.peek_at(1).tok, Tok::Str(_)) {
+            let start = self.bump().span;
+            let t = self.bump().clone();
+            let Tok::Str(lit) = t.tok else {
+                unreachable!("peeked a string");
+            };
+            if let Some((_, earlier)) = found.replace((lit.value, start.to(t.span))) {
+                self.description_unattached(earlier);
+            }
+        }
+        Ok(found)
+    }
+
+    /// `description "…"` lines that end the file or a workflow block describe nothing:
+    /// reported and skipped, so the end is read as usual.
+    fn trailing_description(&mut self) -> bool {
+        let mut n = 0;
+        loop {
+            let t = self.peek_at(n);
+            let description = t.tok == Tok::Ident && self.text(t) == "description";
+            if !(description && matches!(self.peek_at(n + 1).tok, Tok::Str(_))) {
+                break;
+            }
+            n += 2;
+        }
+        if n == 0 || !matches!(self.peek_at(n).tok, Tok::Eof | Tok::RBrace) {
+            return false;
+        }
+        for _ in 0..n / 2 {
+            let start = self.bump().span;
+            let end = self.bump().span;
+            self.description_unattached(start.to(end));
+        }
+        true
+    }
+
+    fn description_unattached(&mut self, span: Span) {
+        let msg = "description is not attached to a declaration".to_string();
+        let help = "keep one `description \"…\"` line right before the declaration it describes";
+        let d = Diag::error("syntax.description", span, msg).help(help);
+        self.diags.push(d);
     }
 
     fn use_item(&mut self) -> R<ItemKind> {
