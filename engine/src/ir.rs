@@ -489,6 +489,7 @@ fn effect_parts(k: &StmtKind) -> Option<(String, Option<String>, String)> {
     let b = |x: &Option<Ident>| x.as_ref().map(|i| i.name.clone());
     Some(match k {
         StmtKind::Timer(d, x) => ("timer".into(), b(x), duration(d.seconds)),
+        StmtKind::TimerUntil(at, x) => ("timer".into(), b(x), format!("until {}", expr(at))),
         StmtKind::Invoke(w, o, x) => ("invoke".into(), b(x), format!("{} {}", w.name, object(o))),
         StmtKind::Acquire(a) => {
             let mut d = format!("{} for {}", a.lease.name, expr(&a.key));

@@ -115,3 +115,51 @@ impl Cx<'_> {
         self.err("rule.cancel_unbound", x.span, msg, help);
     }
 }
+
+impl Cx<'_> {
+    /// `timer until T`: T is an ISO-8601 literal or a `time` path.
+    pub(crate) fn timer_until(&mut self, at: &Expr) {
+        if let ExprKind::Str(s) = &at.kind
+            && s.parts.iter().all(|p| matches!(p, StrPart::Lit(_)))
+        {
+            if crate::check::instant::parse_ms(&s.value).is_none() {
+                let msg = format!("invalid time literal `{}`", s.value);
+                let help = "write an ISO-8601 instant such as `2026-01-01T09:00:00Z`";
+                self.err("time.invalid_literal", at.span, msg, help);
+            }
+            return;
+        }
+        let shown = crate::ir::expr(at);
+        if let ExprKind::Path(segs) = &at.kind
+            && let [head, field, ..] = segs.as_slice()
+            && let Some(Bind::Fact(c)) = self.lookup(&head.name)
+            && let Some(class) = self.class(c)
+            && !class.fields.iter().any(|(n, _)| *n == field.name)
+        {
+            let msg = format!(
+                "{} has invalid `timer until` operand `{shown}`: schema `{}` has no field `{}`",
+                self.subject,
+                display_class(c),
+                field.name
+            );
+            let fields: Vec<String> = class.fields.iter().map(|(n, _)| n.clone()).collect();
+            let help = suggest::help(
+                &field.name,
+                fields.iter().map(String::as_str),
+                format!("`{}` has fields {}", display_class(c), list(&fields)),
+            );
+            return self.err("time.until_field", field.span, msg, help);
+        }
+        let t = self.infer(at, Implicit::None);
+        let time = matches!(t, Ty::Time | Ty::Any)
+            || matches!(&t, Ty::Optional(inner) if **inner == Ty::Time);
+        if !time {
+            let msg = format!(
+                "{} uses non-time operand `{shown}` in `timer until`",
+                self.subject
+            );
+            let help = format!("the operand is `{t}`; `timer until` takes a `time` value");
+            self.err("time.until_type", at.span, msg, help);
+        }
+    }
+}

@@ -58,6 +58,7 @@ fn stmts(list: &[Stmt]) -> Vec<Stmt> {
 fn set_binding(kind: &mut StmtKind, name: Ident) {
     let slot = match kind {
         StmtKind::Timer(_, b) | StmtKind::Invoke(_, _, b) | StmtKind::Renew(_, _, b) => b,
+        StmtKind::TimerUntil(_, b) => b,
         StmtKind::Append(_, _, _, b) | StmtKind::FileIssue(_, _, b) => b,
         StmtKind::Claim(_, _, b) | StmtKind::Finish(_, _, b) => b,
         StmtKind::Acquire(a) => &mut a.binding,

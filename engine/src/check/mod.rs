@@ -13,6 +13,7 @@ mod corners;
 mod cx;
 pub mod desugar;
 mod finite;
+pub mod instant;
 pub mod model;
 mod ops;
 mod rules;

@@ -180,7 +180,9 @@ impl Cx<'_> {
 
     fn declare_effect(&mut self, s: &Stmt) -> Option<usize> {
         let (kind, binding, until_ttl, target) = match &s.kind {
-            StmtKind::Timer(_, b) => (EffectKind::Timer, b, false, String::new()),
+            StmtKind::Timer(_, b) | StmtKind::TimerUntil(_, b) => {
+                (EffectKind::Timer, b, false, String::new())
+            }
             StmtKind::Invoke(w, _, b) => (EffectKind::Invoke, b, false, w.name.clone()),
             StmtKind::Acquire(a) => (
                 EffectKind::Acquire,
@@ -254,6 +256,10 @@ impl Cx<'_> {
             StmtKind::Complete(n, payload) => self.terminal(n, payload, true),
             StmtKind::Fail(n, payload) => self.terminal(n, payload, false),
             StmtKind::Timer(_, b) => self.requires_as("timer", b, s.span),
+            StmtKind::TimerUntil(at, b) => {
+                self.requires_as("timer", b, s.span);
+                self.timer_until(at);
+            }
             StmtKind::Invoke(w, obj, b) => {
                 self.requires_as("invoke", b, s.span);
                 self.invoke(w, obj, s.span);

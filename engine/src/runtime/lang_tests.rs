@@ -311,3 +311,24 @@ async fn exec_runs_a_command_string_without_a_shell_and_types_its_result() {
         "{reason}"
     );
 }
+
+#[tokio::test]
+async fn timer_until_a_past_instant_fires_and_its_arm_cancels_the_reminder() {
+    let path = format!(
+        "{}/tests/check/valid/timer_until.whip",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(path).expect("the golden");
+    let (e, r) = run(&text).await;
+    assert_eq!(payload(&r), json!({"note": "deadline passed"}), "{r:?}");
+    let st = e.load(&r.id).await.expect("load").state;
+    let state_of = |b: &str| {
+        st.effects
+            .values()
+            .find(|x| x.binding.as_deref() == Some(b))
+            .map(|x| x.state)
+    };
+    assert_eq!(state_of("deadline"), Some(EffectState::Completed));
+    assert_eq!(state_of("reminder"), Some(EffectState::Cancelled));
+    assert_eq!(state_of("later"), Some(EffectState::Cancelled));
+}

@@ -1013,6 +1013,28 @@ fn command_argv(
     split(&pieces).map_err(|e| format!("exec command {:?}: {e}", s.value))
 }
 
+/// `timer until T`: due at the instant T names (a past one is due at once). A value that
+/// is no ISO-8601 instant (a `time` field holding something else) fails the effect with
+/// the reason, rather than firing at some default time.
+fn timer_until_args(at: &crate::syntax::ast::Expr, scope: &Scope<'_>) -> (u64, Args) {
+    let value = scope.eval(at);
+    match crate::check::instant::parse_ms(&text(&value)) {
+        Some(ms) => {
+            // An instant before 1970 is in the past like any other: due at once.
+            let due = u64::try_from(ms).unwrap_or(0);
+            let args = TimerArgs {
+                seconds: 0,
+                until_ms: Some(due),
+            };
+            (due, Args::Timer(args))
+        }
+        None => {
+            let error = format!("timer until {value}: not an ISO-8601 instant");
+            (0, Args::refused(EffectKind::Timer, error))
+        }
+    }
+}
+
 /// An `acquire`: the lease as declared, the key, the wait from `now`.
 fn acquire_args(wf: &Wf, a: &crate::syntax::ast::Acquire, scope: &Scope<'_>, now: u64) -> Args {
     let Some(mut lease) = lease_of(wf, &a.lease.name) else {
@@ -1080,7 +1102,16 @@ fn request_effect(
     let (binding, args) = match &stmt.kind {
         StmtKind::Timer(d, b) => {
             not_before_ms = now + d.seconds * 1000;
-            (b, Args::Timer(TimerArgs { seconds: d.seconds }))
+            let args = TimerArgs {
+                seconds: d.seconds,
+                until_ms: None,
+            };
+            (b, Args::Timer(args))
+        }
+        StmtKind::TimerUntil(at, b) => {
+            let (due, args) = timer_until_args(at, &scope);
+            not_before_ms = due;
+            (b, args)
         }
         StmtKind::Invoke(w, obj, b) => (b, invoke_args(w, obj, &scope)),
         StmtKind::Acquire(a) => (&a.binding, acquire_args(wf, a, &scope, now)),

@@ -349,6 +349,9 @@ pub enum StmtKind {
     Fail(Ident, Expr),
     /// `timer D as t`
     Timer(Duration, Option<Ident>),
+    /// `timer until ("ISO-8601 instant" | time path) as t`: due at the instant (a past one
+    /// fires on the next pass).
+    TimerUntil(Expr, Option<Ident>),
     /// `invoke Workflow { input {…} } as c`
     Invoke(Ident, ObjectLit, Option<Ident>),
     /// `after x PREDICATE [as y] { … }`
@@ -637,6 +640,7 @@ impl StmtKind {
     pub fn effect_binding(&self) -> Option<&Ident> {
         let binding = match self {
             StmtKind::Timer(_, b) | StmtKind::Invoke(_, _, b) | StmtKind::Renew(_, _, b) => b,
+            StmtKind::TimerUntil(_, b) => b,
             StmtKind::Append(_, _, _, b) | StmtKind::FileIssue(_, _, b) => b,
             StmtKind::Claim(_, _, b) | StmtKind::Finish(_, _, b) => b,
             StmtKind::Acquire(a) => &a.binding,

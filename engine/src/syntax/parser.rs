@@ -907,6 +907,7 @@ impl Parser<'_> {
             }
             "complete" => StmtKind::Complete(self.ident("a terminal name", help)?, self.expr()?),
             "fail" => StmtKind::Fail(self.ident("a terminal name", help)?, self.expr()?),
+            "timer" if self.eat_kw("until") => StmtKind::TimerUntil(self.expr()?, self.opt_as()?),
             "timer" => StmtKind::Timer(self.duration()?, self.opt_as()?),
             "invoke" => {
                 let w = self.item_name("a workflow name", help)?;
@@ -1144,6 +1145,7 @@ impl Parser<'_> {
         let effect = self.stmt()?;
         let binding = match &effect.kind {
             StmtKind::Timer(_, b) | StmtKind::Invoke(_, _, b) | StmtKind::Renew(_, _, b) => b,
+            StmtKind::TimerUntil(_, b) => b,
             StmtKind::Append(_, _, _, b) | StmtKind::FileIssue(_, _, b) => b,
             StmtKind::Claim(_, _, b) | StmtKind::Finish(_, _, b) => b,
             StmtKind::Acquire(a) => &a.binding,
@@ -1187,7 +1189,7 @@ fn statement_help(kw: &str) -> &'static str {
         "done" => "write `done x` or `done x -> record Class { … }`",
         "complete" => "write `complete result { field value … }` or `complete result value`",
         "fail" => "write `fail error { field value … }` or `fail error value`",
-        "timer" => "write `timer 5s as t`",
+        "timer" => "write `timer 5s as t` or `timer until \"2026-01-01T09:00:00Z\" as t`",
         "invoke" => "write `invoke Workflow { input { … } } as child`",
         "acquire" => "write `acquire lease for key.path [until ttl] [wait 30s] as slot`",
         "release" => "write `release slot`",
