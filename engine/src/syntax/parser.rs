@@ -1190,7 +1190,7 @@ fn statement_help(kw: &str) -> &'static str {
         "complete" => "write `complete result { field value … }` or `complete result value`",
         "fail" => "write `fail error { field value … }` or `fail error value`",
         "timer" => "write `timer 5s as t` or `timer until \"2026-01-01T09:00:00Z\" as t`",
-        "invoke" => "write `invoke Workflow { input { … } } as child`",
+        "invoke" => "write `invoke Workflow { name value … } as child`, keyed by its inputs",
         "acquire" => "write `acquire lease for key.path [until ttl] [wait 30s] as slot`",
         "release" => "write `release slot`",
         "renew" => "write `renew slot [until 300s] as renewed`",
