@@ -1213,3 +1213,54 @@ fn claim_args(
         Err(e) => Args::refused(EffectKind::Claim, format!("claim of `{}`: {e}", x.name)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::Span;
+    use crate::syntax::ast::Ident;
+
+    /// `cancel x` on an effect in each state: the event it appends (if any).
+    fn cancel_in(state: EffectState) -> (Vec<String>, EffectState, bool) {
+        let args = Args::decode(EffectKind::Exec, Value::Null);
+        let mut effect = Effect::queued("x000001".into(), "r/e1@0".into(), "r".into(), args);
+        effect.state = state;
+        let mut st = State::default();
+        st.effects.insert(effect.id.clone(), effect);
+        let mut env = Env::default();
+        env.effects.insert("x".into(), "x000001".into());
+        let x = Ident {
+            name: "x".into(),
+            span: Span::default(),
+        };
+        let mut draft = Draft::new(&st);
+        cancel(&env, &x, &mut draft);
+        let kinds = draft.events.iter().map(|e| e.kind.clone()).collect();
+        let after = &draft.state.effects["x000001"];
+        (kinds, after.state, after.cancel_requested)
+    }
+
+    #[test]
+    fn cancel_cancels_queued_and_blocked_requests_running_and_leaves_settled() {
+        use EffectState::{Blocked, Completed, Failed, Queued, Running};
+        for state in [Queued, Blocked] {
+            let (kinds, after, _) = cancel_in(state);
+            assert_eq!(
+                (kinds, after),
+                (vec!["effect.cancelled".into()], EffectState::Cancelled)
+            );
+        }
+        let (kinds, after, requested) = cancel_in(Running);
+        assert_eq!(kinds, ["effect.cancel_requested"]);
+        assert_eq!(
+            (after, requested),
+            (Running, true),
+            "a request, not a result"
+        );
+        for state in [Completed, Failed] {
+            let (kinds, after, _) = cancel_in(state);
+            assert!(kinds.is_empty(), "settled: no-op");
+            assert_eq!(after, state);
+        }
+    }
+}
