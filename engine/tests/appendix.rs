@@ -441,6 +441,24 @@ const TABLE: &[Row] = &[
         "rule `⟨r⟩` cancels unknown effect binding `⟨b⟩`",
         "invalid/cancel_unknown_binding",
     ),
+    error(
+        "workflow `⟨W⟩` is both `@tool` and `@service`; a `@tool` workflow must terminate",
+        "invalid/tool_workflow",
+    ),
+    error(
+        "`@tool` workflow `⟨W⟩` invokes a sub-workflow; v1 `@tool` workflows must be leaves",
+        "invalid/tool_workflow",
+    ),
+    error(
+        "`@tool` workflow `⟨W⟩` rule `⟨r⟩` is `@external`; a `@tool` workflow may not depend \
+         on external arrival",
+        "invalid/tool_workflow",
+    ),
+    error(
+        "`@tool` workflow `⟨W⟩` rule `⟨r⟩` awaits an inbound message; a `@tool` workflow may \
+         not consume external signals",
+        "invalid/tool_workflow",
+    ),
     // Appendix: warnings.
     warning(
         "effect `⟨b⟩`'s failure is unhandled in rule `⟨r⟩`; if it fails or times out, the \

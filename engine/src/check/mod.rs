@@ -20,6 +20,7 @@ mod rules;
 mod script;
 pub mod shape;
 pub mod suggest;
+mod tool;
 pub mod types;
 mod values;
 
@@ -83,13 +84,14 @@ fn uses_and_tags(items: &[Item], diags: &mut Vec<Diag>) {
     for item in items {
         for tag in &item.tags {
             let allowed: &[&str] = match &item.kind {
-                ItemKind::Workflow(_) => &["service", "private"],
+                ItemKind::Workflow(_) => &["service", "private", "tool"],
                 ItemKind::Rule(_) => &["external", "service"],
                 _ => &[],
             };
             if !allowed.contains(&tag.name.as_str()) {
                 let msg = format!("tag `@{}` does not apply here", tag.name);
-                let help = "`@service` and `@private` tag workflows; `@external` tags rules";
+                let help =
+                    "`@service`, `@private` and `@tool` tag workflows; `@external` tags rules";
                 diags.push(Diag::error("decl.tag", tag.span, msg).help(help));
             }
         }
@@ -332,6 +334,7 @@ fn workflow(m: &Model, wf: &Wf, diags: &mut Vec<Diag>) -> Vec<(String, Span)> {
         cx.rule(rule, rule_service, *recovered);
         invokes.append(&mut cx.invokes);
     }
+    tool::check(wf, &invokes, diags);
     for a in &wf.asserts {
         let mut cx = Cx::new(m, wf, "assertion".into(), diags);
         let t = cx.infer(a, Implicit::None);

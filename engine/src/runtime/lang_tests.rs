@@ -332,3 +332,24 @@ async fn timer_until_a_past_instant_fires_and_its_arm_cancels_the_reminder() {
     assert_eq!(state_of("reminder"), Some(EffectState::Cancelled));
     assert_eq!(state_of("later"), Some(EffectState::Cancelled));
 }
+
+#[tokio::test]
+async fn a_tool_workflow_runs_as_the_root() {
+    let path = format!(
+        "{}/tests/check/valid/tool_leaf.whip",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let p = Program::check(Source {
+        path: "tool_leaf.whip".into(),
+        text: std::fs::read_to_string(path).expect("the golden"),
+        root: Some("It".into()),
+    })
+    .unwrap_or_else(|e| panic!("the program checks: {e:?}"));
+    let e = Engine::new(Arc::new(MemFabric::new()));
+    let p = e.add_program(p);
+    let r = e
+        .run(&p, json!({"ask": {"q": "hi"}}), false)
+        .await
+        .expect("the run");
+    assert_eq!(payload(&r), json!({"a": "answered hi"}), "{r:?}");
+}

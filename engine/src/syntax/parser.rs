@@ -328,8 +328,10 @@ impl Parser<'_> {
         let mut tags = Vec::new();
         while self.at(&Tok::At) {
             let at = self.bump().span;
-            let mut tag =
-                self.ident("a tag name", "tags are `@service`, `@external`, `@private`")?;
+            let mut tag = self.ident(
+                "a tag name",
+                "tags are `@service`, `@external`, `@private`, `@tool`",
+            )?;
             tag.span = at.to(tag.span);
             tags.push(tag);
         }
