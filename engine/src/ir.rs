@@ -303,7 +303,10 @@ fn rule(tags: &[String], r: &Rule) -> RulePlan {
     }
     let mut counter = 0;
     let mut ids = Vec::new();
-    let body = lower_block(&r.name.name, &r.body.stmts, &mut counter, &mut ids);
+    let mut body = lower_block(&r.name.name, &r.body.stmts, &mut counter, &mut ids);
+    let mut started = Vec::new();
+    effect_ids(&body, &mut started);
+    resolve_hoisted(&mut body, &started);
     RulePlan {
         name: r.name.name.clone(),
         tags: tags.to_vec(),
@@ -346,6 +349,41 @@ fn read_names(e: &Expr, out: &mut BTreeSet<String>) {
     }
 }
 
+/// Every effect's (binding, id) in the lowered body, nested blocks included.
+fn effect_ids(nodes: &[Node], out: &mut Vec<(String, String)>) {
+    for n in nodes {
+        match n {
+            Node::Effect {
+                id,
+                binding: Some(b),
+                ..
+            } => out.push((b.clone(), id.clone())),
+            Node::After { body, .. } => effect_ids(body, out),
+            _ => {}
+        }
+    }
+}
+
+/// An `after` on an effect started in another `after` block of the rule names that effect.
+fn resolve_hoisted(nodes: &mut [Node], started: &[(String, String)]) {
+    for n in nodes {
+        if let Node::After {
+            upstream,
+            target,
+            body,
+            ..
+        } = n
+        {
+            if upstream == "?"
+                && let Some((_, id)) = started.iter().rev().find(|(b, _)| b == target)
+            {
+                *upstream = id.clone();
+            }
+            resolve_hoisted(body, started);
+        }
+    }
+}
+
 /// Lowers a block; effects are numbered in pre-order so ids are stable across runs.
 fn lower_block(
     rule: &str,
@@ -379,23 +417,11 @@ fn lower_block(
             nodes.push(n);
             continue;
         }
+        if let Some(n) = lower_statement(s) {
+            nodes.push(n);
+            continue;
+        }
         nodes.push(match &s.kind {
-            StmtKind::Record(c, o) => fact("record", format!("{} {}", c.name, object(o))),
-            StmtKind::Done(x, None) => fact("done", x.name.clone()),
-            StmtKind::Done(x, Some((c, o))) => fact(
-                "done",
-                format!("{} -> record {} {}", x.name, c.name, object(o)),
-            ),
-            StmtKind::Complete(n, p) | StmtKind::Fail(n, p) => Node::Terminal {
-                op: if matches!(s.kind, StmtKind::Complete(..)) {
-                    "complete"
-                } else {
-                    "fail"
-                }
-                .into(),
-                name: n.name.clone(),
-                payload: expr(p),
-            },
             StmtKind::After(a) => {
                 let upstream = ids
                     .iter()
@@ -418,6 +444,40 @@ fn lower_block(
     nodes
 }
 
+/// A statement that is neither an effect nor an `after`: a fact or a terminal node.
+fn lower_statement(s: &Stmt) -> Option<Node> {
+    Some(match &s.kind {
+        StmtKind::Record(c, o) => fact("record", format!("{} {}", c.name, object(o))),
+        StmtKind::RecordFrom(r) => {
+            let over = r
+                .overrides
+                .as_ref()
+                .map_or(String::new(), |o| format!(" {}", object(o)));
+            fact(
+                "record",
+                format!("{} from {}{over}", r.class.name, expr(&r.source)),
+            )
+        }
+        StmtKind::Cancel(x) => fact("cancel", x.name.clone()),
+        StmtKind::Done(x, None) => fact("done", x.name.clone()),
+        StmtKind::Done(x, Some((c, o))) => fact(
+            "done",
+            format!("{} -> record {} {}", x.name, c.name, object(o)),
+        ),
+        StmtKind::Complete(n, p) | StmtKind::Fail(n, p) => Node::Terminal {
+            op: if matches!(s.kind, StmtKind::Complete(..)) {
+                "complete"
+            } else {
+                "fail"
+            }
+            .into(),
+            name: n.name.clone(),
+            payload: expr(p),
+        },
+        _ => return None,
+    })
+}
+
 fn fact(op: &str, detail: String) -> Node {
     Node::Fact {
         op: op.into(),
@@ -429,6 +489,7 @@ fn effect_parts(k: &StmtKind) -> Option<(String, Option<String>, String)> {
     let b = |x: &Option<Ident>| x.as_ref().map(|i| i.name.clone());
     Some(match k {
         StmtKind::Timer(d, x) => ("timer".into(), b(x), duration(d.seconds)),
+        StmtKind::TimerUntil(at, x) => ("timer".into(), b(x), format!("until {}", expr(at))),
         StmtKind::Invoke(w, o, x) => ("invoke".into(), b(x), format!("{} {}", w.name, object(o))),
         StmtKind::Acquire(a) => {
             let mut d = format!("{} for {}", a.lease.name, expr(&a.key));
@@ -504,7 +565,22 @@ fn exec_detail(x: &Exec) -> String {
     if let Some(t) = x.timeout {
         let _ = write!(d, " timeout {}", duration(t.seconds));
     }
+    if let Some(t) = &x.result {
+        let _ = write!(d, " -> {}", type_text(t));
+    }
     d
+}
+
+/// A type expression as written.
+fn type_text(t: &TypeExpr) -> String {
+    match &t.kind {
+        TypeKind::Named(n) => n.clone(),
+        TypeKind::Literal(s) => format!("{s:?}"),
+        TypeKind::Array(i) => format!("{}[]", type_text(i)),
+        TypeKind::Optional(i) => format!("{}?", type_text(i)),
+        TypeKind::Map(i) => format!("map<{}>", type_text(i)),
+        TypeKind::Union(ms) => ms.iter().map(type_text).collect::<Vec<_>>().join(" | "),
+    }
 }
 
 /// How `--explain` shows a `vote`: `in TEAM { … } closes D`.
@@ -702,4 +778,54 @@ fn explain_nodes(out: &mut String, nodes: &[Node], indent: usize) {
             }
         }
     }
+}
+
+/// The kinds a program may name in `effect kind K` queries, each with the runtime's code of
+/// the rows it selects. Programs of the public language write dotted kinds (`lease.acquire`,
+/// `timer.wait`); our own short names (`acquire`, `timer`) keep working. Several names may
+/// select the same rows: a lease release and a tracker claim's release are one runtime kind.
+/// The agent kinds (`agent.tell`, `schema.coerce`, `capability.call`) are known names whose
+/// statements this engine does not run yet, so their queries select nothing.
+pub const EFFECT_KIND_NAMES: &[(&str, &str)] = &[
+    ("timer", "timer"),
+    ("timer.wait", "timer"),
+    ("invoke", "invoke"),
+    ("workflow.invoke", "invoke"),
+    ("acquire", "acquire"),
+    ("lease.acquire", "acquire"),
+    ("renew", "renew"),
+    ("lease.renew", "renew"),
+    ("release", "release"),
+    ("lease.release", "release"),
+    ("consume", "consume"),
+    ("counter.consume", "consume"),
+    ("append", "append"),
+    ("ledger.append", "append"),
+    ("file", "file_issue"),
+    ("file_issue", "file_issue"),
+    ("tracker.file", "file_issue"),
+    ("claim", "claim"),
+    ("tracker.claim", "claim"),
+    ("tracker.release", "release"),
+    ("tracker.renew", "renew"),
+    ("finish", "finish"),
+    ("tracker.finish", "finish"),
+    ("send", "message.send"),
+    ("message.send", "message.send"),
+    ("ask", "message.ask"),
+    ("message.ask", "message.ask"),
+    ("vote", "vote"),
+    ("exec", "exec"),
+    ("script.exec", "exec"),
+    ("agent.tell", "agent.tell"),
+    ("schema.coerce", "schema.coerce"),
+    ("capability.call", "capability.call"),
+];
+
+/// The runtime code of the effect kind a program writes, or `None` for an unknown name.
+pub fn effect_kind_code(written: &str) -> Option<&'static str> {
+    EFFECT_KIND_NAMES
+        .iter()
+        .find(|(name, _)| *name == written)
+        .map(|(_, code)| *code)
 }

@@ -135,3 +135,7 @@ pub const SCAN_ROWS_MAX: usize = 1_000_000;
 pub const ADMISSION_RETRY_MS: u64 = 1_000;
 /// Refused admissions a worker process remembers the time of (then it forgets them all).
 pub const ADMISSION_TRIES_KEPT_MAX: usize = 65_536;
+
+/// How deep a typed `exec` result's shape follows nested classes; deeper (or recursive)
+/// classes are checked as any value.
+pub const RESULT_SHAPE_DEPTH_MAX: usize = 16;

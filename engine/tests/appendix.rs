@@ -1,5 +1,6 @@
 //! Goal: every diagnostic that LANGUAGE.md lists word for word (§1, the §4 list and the
-//! appendix "diagnostics users know") has a golden program that triggers it with those words.
+//! appendix "diagnostics users know") has a golden program that triggers it with those words,
+//! and so do the LANGUAGE-AGENTS.md §5 lines of the front-end pieces this engine runs.
 //!
 //! Method: [`TABLE`] is the mapping. Each row holds one diagnostic in the language page's
 //! words, with `⟨…⟩` for a placeholder (any non-empty text), and the golden under
@@ -221,6 +222,14 @@ const TABLE: &[Row] = &[
     ),
     error("enum `⟨E⟩` has no variant `⟨V⟩`", "invalid/enum_no_variant"),
     error(
+        "enum `⟨E⟩` has no variant `⟨V⟩`",
+        "invalid/enum_no_variant_record",
+    ),
+    error(
+        "enum `⟨E⟩` has no variant `⟨V⟩`",
+        "invalid/enum_no_variant_table",
+    ),
+    error(
         "workflow terminal `⟨name⟩` is missing required field `⟨C.f⟩`",
         "invalid/terminal_missing_field",
     ),
@@ -239,6 +248,22 @@ const TABLE: &[Row] = &[
     error(
         "rule `⟨r⟩` has statically unsatisfiable finite-domain exclusion",
         "invalid/unsatisfiable_exclusion",
+    ),
+    error(
+        "rule `⟨r⟩` has statically unsatisfiable finite-domain equality",
+        "invalid/unsatisfiable_enum_equality",
+    ),
+    error(
+        "rule `⟨r⟩` has statically unsatisfiable finite-domain equality",
+        "invalid/unsatisfiable_in_not_in",
+    ),
+    error(
+        "assertion has statically unsatisfiable finite-domain equality",
+        "invalid/unsatisfiable_query_equality",
+    ),
+    error(
+        "rule `⟨r⟩` has statically unsatisfiable finite-domain exclusion",
+        "invalid/unsatisfiable_enum_exclusion",
     ),
     error(
         "rule `⟨r⟩` compares incompatible expression types",
@@ -275,6 +300,18 @@ const TABLE: &[Row] = &[
     error(
         "rule `⟨r⟩` calls `empty` with unsupported optional argument type `⟨t?⟩`",
         "invalid/empty_unsupported_optional",
+    ),
+    error(
+        "rule `⟨r⟩` calls `empty` with unsupported optional argument type `object?`",
+        "invalid/optional_class_object",
+    ),
+    error(
+        "rule `⟨r⟩` calls `count` with unsupported argument type `string`",
+        "invalid/count_string",
+    ),
+    error(
+        "rule `⟨r⟩` queries unknown fact schema `⟨C⟩`",
+        "invalid/query_unknown_schema_bare",
     ),
     error(
         "rule `⟨r⟩` queries unknown fact schema `⟨C⟩`",
@@ -377,6 +414,50 @@ const TABLE: &[Row] = &[
     error(
         "tracker `⟨t⟩` uses unavailable provider `⟨p⟩`",
         "invalid/tracker_provider",
+    ),
+    // LANGUAGE-AGENTS.md §5, the front-end pieces this engine runs (issue 36).
+    error(
+        "description cannot be attached to ⟨kind⟩",
+        "invalid/description_misplaced",
+    ),
+    error(
+        "description is not attached to a declaration",
+        "invalid/description_misplaced",
+    ),
+    error("invalid time literal `⟨v⟩`", "invalid/timer_until_errors"),
+    error(
+        "rule `⟨r⟩` uses non-time operand `⟨p⟩` in `timer until`",
+        "invalid/timer_until_errors",
+    ),
+    error(
+        "rule `⟨r⟩` has invalid `timer until` operand `⟨p⟩`: schema `⟨C⟩` has no field `⟨f⟩`",
+        "invalid/timer_until_errors",
+    ),
+    error(
+        "`timer` requires an `as` binding",
+        "invalid/timer_until_errors",
+    ),
+    error(
+        "rule `⟨r⟩` cancels unknown effect binding `⟨b⟩`",
+        "invalid/cancel_unknown_binding",
+    ),
+    error(
+        "workflow `⟨W⟩` is both `@tool` and `@service`; a `@tool` workflow must terminate",
+        "invalid/tool_workflow",
+    ),
+    error(
+        "`@tool` workflow `⟨W⟩` invokes a sub-workflow; v1 `@tool` workflows must be leaves",
+        "invalid/tool_workflow",
+    ),
+    error(
+        "`@tool` workflow `⟨W⟩` rule `⟨r⟩` is `@external`; a `@tool` workflow may not depend \
+         on external arrival",
+        "invalid/tool_workflow",
+    ),
+    error(
+        "`@tool` workflow `⟨W⟩` rule `⟨r⟩` awaits an inbound message; a `@tool` workflow may \
+         not consume external signals",
+        "invalid/tool_workflow",
     ),
     // Appendix: warnings.
     warning(

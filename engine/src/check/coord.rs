@@ -1,10 +1,8 @@
 //! `after` blocks, coordination statements and the discipline of §4: outcomes handled,
 //! no lease held forever, one lease per progression, failures observed.
 
-use std::collections::BTreeMap;
-
 use crate::check::cx::{AfterUse, Bind, Cx, EffectKind, Implicit};
-use crate::check::ops::{domain, literal_of};
+use crate::check::ops::literal_of;
 use crate::check::suggest;
 use crate::check::types::Ty;
 use crate::check::values::ObjCtx;
@@ -38,6 +36,11 @@ impl Cx<'_> {
     pub(crate) fn after(&mut self, a: &After, span: Span) {
         let target = match self.lookup(&a.target.name) {
             Some(Bind::Effect(i)) => Some(*i),
+            None if self.rule_effects.contains(&a.target.name) => {
+                // Started in another `after` block of this rule: checked at the rule's end,
+                // once every effect of the rule is declared.
+                return self.deferred.push((a.clone(), span));
+            }
             _ => None,
         };
         let pred = a.predicate.name.as_str();
@@ -110,6 +113,9 @@ impl Cx<'_> {
 
     fn output_type(&self, i: usize, pred: &str) -> Ty {
         let e = &self.effects[i];
+        if e.kind == EffectKind::Exec && pred == "succeeds" {
+            return e.result.clone();
+        }
         if e.kind != EffectKind::Invoke {
             return Ty::Any;
         }
@@ -528,75 +534,8 @@ impl Cx<'_> {
         }
     }
 
-    /// Reports `a == "x" and a == "y"` and exclusions that rule out a whole domain.
-    pub(crate) fn satisfiable(&mut self, g: &Expr, imp: Implicit<'_>) {
-        let mut conjuncts = Vec::new();
-        flatten_and(g, &mut conjuncts);
-        let mut eqs: BTreeMap<String, (Vec<String>, Vec<String>, Ty)> = BTreeMap::new();
-        for c in conjuncts {
-            let ExprKind::Binary(op @ (BinOp::Eq | BinOp::Ne), l, r) = &c.kind else {
-                continue;
-            };
-            let (path, lit) = match (&l.kind, literal_of(r), &r.kind, literal_of(l)) {
-                (ExprKind::Path(p), Some(v), _, _) | (_, _, ExprKind::Path(p), Some(v)) => (p, v),
-                _ => continue,
-            };
-            self.quiet = true;
-            let ty = self.path(path, c.span, imp);
-            self.quiet = false;
-            let key: Vec<&str> = path.iter().map(|s| s.name.as_str()).collect();
-            let entry = eqs
-                .entry(key.join("."))
-                .or_insert_with(|| (vec![], vec![], ty));
-            if *op == BinOp::Eq {
-                entry.0.push(lit)
-            } else {
-                entry.1.push(lit)
-            }
-        }
-        for (eq, ne, ty) in eqs.values() {
-            let Some(d) = domain(self.m, ty) else {
-                continue;
-            };
-            let distinct_eq = eq.iter().any(|v| *v != eq[0]);
-            if distinct_eq || eq.iter().any(|v| ne.contains(v)) {
-                let msg = format!(
-                    "{} has statically unsatisfiable finite-domain equality",
-                    self.subject
-                );
-                self.err(
-                    "expr.unsatisfiable_equality",
-                    g.span,
-                    msg,
-                    "a value cannot equal two different variants at once",
-                );
-            } else if !d.is_empty() && d.iter().all(|v| ne.contains(v)) {
-                let msg = format!(
-                    "{} has statically unsatisfiable finite-domain exclusion",
-                    self.subject
-                );
-                self.err(
-                    "expr.unsatisfiable_exclusion",
-                    g.span,
-                    msg,
-                    "the exclusions rule out every variant; drop one of them",
-                );
-            }
-        }
-    }
-
     fn block_public(&mut self, b: &Block) {
         self.block_checked(b);
-    }
-}
-
-fn flatten_and<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
-    match &e.kind {
-        ExprKind::Binary(BinOp::And, l, r) => {
-            flatten_and(l, out);
-            flatten_and(r, out);
-        }
-        _ => out.push(e),
     }
 }
 
@@ -604,7 +543,9 @@ fn flatten_and<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
 /// Whether the statements (or an `after` block among them) record a fact of `class`.
 fn records_class(stmts: &[Stmt], class: &str) -> bool {
     stmts.iter().any(|s| match &s.kind {
-        StmtKind::Record(c, _) | StmtKind::Done(_, Some((c, _))) => c.name == class,
+        StmtKind::Record(c, _)
+        | StmtKind::Done(_, Some((c, _)))
+        | StmtKind::RecordFrom(RecordFrom { class: c, .. }) => c.name == class,
         StmtKind::After(a) => records_class(&a.body.stmts, class),
         _ => false,
     })

@@ -64,6 +64,12 @@ pub(crate) struct Effect {
     pub(crate) until_ttl: bool,
     /// For invoke: the child workflow.
     pub(crate) target: String,
+    /// The effects whose `after` blocks enclose the statement that starts it.
+    pub(crate) chain: Vec<usize>,
+    /// The names bound where it starts (an `after` on it elsewhere in the rule reads them).
+    pub(crate) bound: Vec<(String, Bind)>,
+    /// What `after x succeeds as v` binds, when known (a typed `exec … -> T`).
+    pub(crate) result: Ty,
 }
 
 /// One `after` statement of a rule.
@@ -105,6 +111,10 @@ pub(crate) struct Cx<'a> {
     pub(crate) consumed: BTreeSet<String>,
     pub(crate) invokes: Vec<(String, Span)>,
     pub(crate) quiet: bool,
+    /// Effect bindings started anywhere in the rule being checked.
+    pub(crate) rule_effects: Vec<String>,
+    /// `after` statements on an effect started in another block, checked at the rule's end.
+    pub(crate) deferred: Vec<(After, Span)>,
 }
 
 impl<'a> Cx<'a> {
@@ -122,6 +132,8 @@ impl<'a> Cx<'a> {
             consumed: BTreeSet::new(),
             invokes: Vec::new(),
             quiet: false,
+            rule_effects: Vec::new(),
+            deferred: Vec::new(),
         }
     }
 
@@ -220,36 +232,21 @@ impl<'a> Cx<'a> {
         }
     }
 
-    /// `effect kind K [where …]`: a query over the instance's effects.
+    /// `effect kind K [where …]`: a query over the instance's effects. `K` is a short kind
+    /// (`acquire`) or a dotted one (`lease.acquire`), see [`crate::ir::EFFECT_KIND_NAMES`].
     fn effect_query(&mut self, kind: &Ident, guard: Option<&Expr>) -> Ty {
-        const KINDS: &[&str] = &[
-            "timer",
-            "invoke",
-            "acquire",
-            "renew",
-            "consume",
-            "append",
-            "file",
-            "claim",
-            "finish",
-            "release",
-            "send",
-            "ask",
-            "message.send",
-            "message.ask",
-            "exec",
-        ];
-        if !KINDS.contains(&kind.name.as_str()) {
+        if crate::ir::effect_kind_code(&kind.name).is_none() {
             let msg = format!(
                 "{} queries unknown effect kind `{}`",
                 self.subject, kind.name
             );
+            let names = crate::ir::EFFECT_KIND_NAMES.iter().map(|(n, _)| *n);
             let help = suggest::help(
                 &kind.name,
-                KINDS.iter().copied(),
-                "effect kinds are \
-                `timer`, `invoke`, `acquire`, `renew`, `consume`, `append`, `file`, \
-                `claim`, `finish`, `send`, `ask`, `exec`",
+                names,
+                "effect kinds are dotted, such as `timer.wait`, `lease.acquire`, \
+                `counter.consume`, `ledger.append`, `workflow.invoke`, `tracker.file`, \
+                `message.send`, `script.exec` (or short: `timer`, `acquire`, …)",
             );
             self.err("expr.unknown_effect_kind", kind.span, msg, help);
         }

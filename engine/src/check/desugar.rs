@@ -58,6 +58,7 @@ fn stmts(list: &[Stmt]) -> Vec<Stmt> {
 fn set_binding(kind: &mut StmtKind, name: Ident) {
     let slot = match kind {
         StmtKind::Timer(_, b) | StmtKind::Invoke(_, _, b) | StmtKind::Renew(_, _, b) => b,
+        StmtKind::TimerUntil(_, b) => b,
         StmtKind::Append(_, _, _, b) | StmtKind::FileIssue(_, _, b) => b,
         StmtKind::Claim(_, _, b) | StmtKind::Finish(_, _, b) => b,
         StmtKind::Acquire(a) => &mut a.binding,
@@ -67,4 +68,26 @@ fn set_binding(kind: &mut StmtKind, name: Ident) {
         _ => return,
     };
     *slot = Some(name);
+}
+
+/// `invoke Child { input { order o } }` becomes `invoke Child { order o }`: the arguments of
+/// an invocation are keyed by the child's declared inputs (the public form), and LANGUAGE.md
+/// still shows the older `input { … }` wrapper, so both are accepted and lowered alike. An
+/// object is the wrapper only when its one field is `input`, holding an object literal, and
+/// the child declares no input named `input` (`wraps` says whether it does not).
+pub fn invoke_inputs(b: &mut Block, wraps: &dyn Fn(&str) -> bool) {
+    for s in &mut b.stmts {
+        match &mut s.kind {
+            StmtKind::Invoke(w, obj, _) if wraps(&w.name) => {
+                if let [(key, value)] = obj.fields.as_slice()
+                    && key.name == "input"
+                    && let ExprKind::Object(inner) = &value.kind
+                {
+                    *obj = inner.clone();
+                }
+            }
+            StmtKind::After(a) => invoke_inputs(&mut a.body, wraps),
+            _ => {}
+        }
+    }
 }

@@ -9,13 +9,18 @@
 //! which maps each one to the golden program under `tests/check/` that triggers it.
 
 mod coord;
+mod corners;
 mod cx;
 pub mod desugar;
+mod finite;
+pub mod instant;
 pub mod model;
 mod ops;
 mod rules;
 mod script;
+pub mod shape;
 pub mod suggest;
+mod tool;
 pub mod types;
 mod values;
 
@@ -31,15 +36,32 @@ use crate::syntax::ast::*;
 pub use model::Model as CheckedModel;
 
 /// Modules `use` may name.
-pub const STD_MODULES: &[&str] = &["std.coord", "std.tracker", "std.messaging", "std.script"];
+/// `std.agent` and `std.coercion` are ambient (LANGUAGE-AGENTS.md §1): accepted, never
+/// required, and they enable nothing this engine does not already run.
+pub const STD_MODULES: &[&str] = &[
+    "std.coord",
+    "std.tracker",
+    "std.messaging",
+    "std.script",
+    "std.agent",
+    "std.coercion",
+];
 
 /// Checks a program; `files[0]` is the root file. Rules in the returned model are desugared.
 pub fn check(files: &[File], root: Option<&str>) -> (Model, Vec<Diag>) {
     let mut diags = Vec::new();
     let mut m = model::build(files, root, &mut diags);
+    let takes_input_named_input: BTreeSet<String> = m
+        .workflows
+        .iter()
+        .filter(|w| w.inputs.iter().any(|i| i.name == "input"))
+        .map(|w| w.name.name.clone())
+        .collect();
+    let wraps = |child: &str| !takes_input_named_input.contains(child);
     for wf in &mut m.workflows {
         for (_, rule, _) in &mut wf.rules {
             rule.body = desugar::block(&rule.body);
+            desugar::invoke_inputs(&mut rule.body, &wraps);
         }
     }
     for f in files {
@@ -62,13 +84,14 @@ fn uses_and_tags(items: &[Item], diags: &mut Vec<Diag>) {
     for item in items {
         for tag in &item.tags {
             let allowed: &[&str] = match &item.kind {
-                ItemKind::Workflow(_) => &["service", "private"],
+                ItemKind::Workflow(_) => &["service", "private", "tool"],
                 ItemKind::Rule(_) => &["external", "service"],
                 _ => &[],
             };
             if !allowed.contains(&tag.name.as_str()) {
                 let msg = format!("tag `@{}` does not apply here", tag.name);
-                let help = "`@service` and `@private` tag workflows; `@external` tags rules";
+                let help =
+                    "`@service`, `@private` and `@tool` tag workflows; `@external` tags rules";
                 diags.push(Diag::error("decl.tag", tag.span, msg).help(help));
             }
         }
@@ -81,8 +104,8 @@ fn uses_and_tags(items: &[Item], diags: &mut Vec<Diag>) {
                     let help = suggest::help(
                         &name,
                         STD_MODULES.iter().copied(),
-                        "the modules are `std.coord`, `std.tracker`, `std.messaging` and \
-                         `std.script`",
+                        "the modules are `std.coord`, `std.tracker`, `std.messaging`, \
+                         `std.script`, `std.agent` and `std.coercion`",
                     );
                     diags.push(
                         Diag::error(
@@ -311,6 +334,7 @@ fn workflow(m: &Model, wf: &Wf, diags: &mut Vec<Diag>) -> Vec<(String, Span)> {
         cx.rule(rule, rule_service, *recovered);
         invokes.append(&mut cx.invokes);
     }
+    tool::check(wf, &invokes, diags);
     for a in &wf.asserts {
         let mut cx = Cx::new(m, wf, "assertion".into(), diags);
         let t = cx.infer(a, Implicit::None);
@@ -357,7 +381,9 @@ fn reaches_terminal(stmts: &[Stmt]) -> bool {
 fn recorded(stmts: &[Stmt], out: &mut BTreeSet<String>) {
     for s in stmts {
         match &s.kind {
-            StmtKind::Record(c, _) | StmtKind::Done(_, Some((c, _))) => {
+            StmtKind::Record(c, _)
+            | StmtKind::Done(_, Some((c, _)))
+            | StmtKind::RecordFrom(RecordFrom { class: c, .. }) => {
                 out.insert(c.name.clone());
             }
             StmtKind::After(a) => recorded(&a.body.stmts, out),

@@ -97,8 +97,7 @@ impl Cx<'_> {
                 Ty::Bool
             }
             BinOp::In | BinOp::NotIn => {
-                let lt = self.infer(l, imp);
-                self.membership(&lt, r, span, imp);
+                self.in_list(l, r, span, imp);
                 Ty::Bool
             }
             BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => {
@@ -119,8 +118,18 @@ impl Cx<'_> {
         }
     }
 
+    /// `l in r`: a string literal on the left is an ordinary string, not a one-value finite
+    /// domain (`"x" in ["a", "b"]` is a membership test, false at run time).
+    fn in_list(&mut self, l: &Expr, r: &Expr, span: Span, imp: Implicit<'_>) {
+        let lt = match (self.infer(l, imp), &l.kind) {
+            (Ty::Lit(_), ExprKind::Str(_)) => Ty::String,
+            (lt, _) => lt,
+        };
+        self.membership(&lt, r, span, imp);
+    }
+
     /// A single unbound name that is no class, enum or implicit field.
-    fn bare_unbound(&self, e: &Expr, imp: Implicit<'_>) -> bool {
+    pub(crate) fn bare_unbound(&self, e: &Expr, imp: Implicit<'_>) -> bool {
         let ExprKind::Path(segs) = &e.kind else {
             return false;
         };
@@ -266,6 +275,8 @@ impl Cx<'_> {
             for a in args {
                 self.infer(a, imp);
             }
+        } else if let Some(class) = self.unknown_class_arg(&args[0], imp) {
+            self.query(class, None, args[0].span);
         } else {
             let t = self.infer(&args[0], imp);
             self.collection_arg(&f.name, &t, args[0].span);
@@ -273,12 +284,25 @@ impl Cx<'_> {
         if f.name == "count" { Ty::Int } else { Ty::Bool }
     }
 
+    /// `count(Jobz)`: a bare capitalised name that is nothing in scope is read as a query of
+    /// the facts of a class, the way `count(Job)` is, so it is reported as an unknown fact
+    /// schema rather than an unknown name.
+    fn unknown_class_arg<'e>(&self, arg: &'e Expr, imp: Implicit<'_>) -> Option<&'e Ident> {
+        let ExprKind::Path(segs) = &arg.kind else {
+            return None;
+        };
+        let head = &segs[0];
+        let capitalised = head.name.starts_with(|c: char| c.is_ascii_uppercase());
+        (segs.len() == 1 && capitalised && self.bare_unbound(arg, imp)).then_some(head)
+    }
+
     fn collection_arg(&mut self, f: &str, t: &Ty, span: Span) {
+        // `count` counts the items of a collection; a string is text, not a collection (its
+        // emptiness is `empty(s)`), so only `exists` and `empty` take strings.
+        let strings = f != "count";
         let supported = |t: &Ty| {
-            matches!(
-                t,
-                Ty::Any | Ty::Array(_) | Ty::Map(_) | Ty::String | Ty::Lit(_) | Ty::Query(_)
-            )
+            matches!(t, Ty::Any | Ty::Array(_) | Ty::Map(_) | Ty::Query(_))
+                || (strings && matches!(t, Ty::String | Ty::Lit(_)))
         };
         match t {
             Ty::Optional(inner) if !supported(inner) => {
@@ -296,8 +320,13 @@ impl Cx<'_> {
                     "{} calls `{f}` with unsupported argument type `{t}`",
                     self.subject
                 );
-                let help = "pass an array, a map, a string, an optional, or a query such as \
-                            `Class where field == value`";
+                let help = if strings {
+                    "pass an array, a map, a string, an optional, or a query such as \
+                    `Class where field == value`"
+                } else {
+                    "`count` counts the items of an array, a map or a query such as \
+                    `Class where field == value`; test a string with `empty(s)`"
+                };
                 self.err("expr.argument_type", span, msg, help);
             }
             _ => {}
@@ -333,6 +362,8 @@ impl Cx<'_> {
                                     `status == \"open\"`"
                 );
                 self.err("query.non_boolean", g.span, msg, help);
+            } else {
+                self.satisfiable(g, Implicit::Query(&class.name));
             }
         }
         Ty::Query(class.name.clone())

@@ -39,7 +39,11 @@ impl Cx<'_> {
                 self.guard(g, imp);
             }
         }
-        self.block_checked(&rule.body);
+        self.rule_effects = rule.body.effect_names();
+        self.scopes.push(Vec::new());
+        self.block_statements(&rule.body);
+        self.deferred_afters();
+        self.scopes.pop();
         if muted {
             return;
         }
@@ -142,6 +146,29 @@ impl Cx<'_> {
 
     pub(crate) fn block_checked(&mut self, b: &Block) {
         self.scopes.push(Vec::new());
+        self.block_statements(b);
+        self.scopes.pop();
+    }
+
+    /// Checks `after x …` statements deferred because `x` is started in another block of
+    /// the rule. Each is checked as if it sat where `x` starts: it reads the names bound
+    /// there and the values of the `after` blocks on `x`'s chain, and nothing else.
+    fn deferred_afters(&mut self) {
+        while let Some((a, span)) = self.deferred.pop() {
+            let Some(i) = self.effects.iter().rposition(|e| e.name == a.target.name) else {
+                continue;
+            };
+            let mut bound = self.effects[i].bound.clone();
+            bound.push((a.target.name.clone(), Bind::Effect(i)));
+            let open = std::mem::replace(&mut self.open_afters, self.effects[i].chain.clone());
+            let scopes = std::mem::replace(&mut self.scopes, vec![bound]);
+            self.after(&a, span);
+            self.scopes = scopes;
+            self.open_afters = open;
+        }
+    }
+
+    fn block_statements(&mut self, b: &Block) {
         let mut indices = Vec::with_capacity(b.stmts.len());
         for s in &b.stmts {
             indices.push(self.declare_effect(s));
@@ -149,12 +176,13 @@ impl Cx<'_> {
         for (s, idx) in b.stmts.iter().zip(indices) {
             self.stmt(s, idx);
         }
-        self.scopes.pop();
     }
 
     fn declare_effect(&mut self, s: &Stmt) -> Option<usize> {
         let (kind, binding, until_ttl, target) = match &s.kind {
-            StmtKind::Timer(_, b) => (EffectKind::Timer, b, false, String::new()),
+            StmtKind::Timer(_, b) | StmtKind::TimerUntil(_, b) => {
+                (EffectKind::Timer, b, false, String::new())
+            }
             StmtKind::Invoke(w, _, b) => (EffectKind::Invoke, b, false, w.name.clone()),
             StmtKind::Acquire(a) => (
                 EffectKind::Acquire,
@@ -180,17 +208,32 @@ impl Cx<'_> {
         };
         let name = binding.as_ref().map_or(String::new(), |b| b.name.clone());
         let idx = self.effects.len();
+        let bound = self.scopes.iter().flatten().cloned().collect();
         self.effects.push(Effect {
             kind,
             name,
             span: s.span,
             until_ttl,
             target,
+            chain: self.open_afters.clone(),
+            bound,
+            result: self.result_type(s),
         });
         if let Some(b) = binding {
             self.bind(b, Bind::Effect(idx));
         }
         Some(idx)
+    }
+
+    /// The type a typed `exec … -> T` binds on success (its name errors are reported once,
+    /// by the `exec` check).
+    fn result_type(&self, s: &Stmt) -> Ty {
+        match &s.kind {
+            StmtKind::Exec(Exec {
+                result: Some(t), ..
+            }) => crate::check::model::resolve_type(self.m, t, &mut Vec::new()),
+            _ => Ty::Any,
+        }
     }
 
     pub(crate) fn requires_as(&mut self, word: &str, binding: &Option<Ident>, span: Span) {
@@ -207,10 +250,16 @@ impl Cx<'_> {
     fn stmt(&mut self, s: &Stmt, _effect: Option<usize>) {
         match &s.kind {
             StmtKind::Record(c, obj) => self.record(c, obj),
+            StmtKind::RecordFrom(r) => self.record_from(r),
+            StmtKind::Cancel(x) => self.cancel(x),
             StmtKind::Done(x, rec) => self.done(x, rec.as_ref()),
             StmtKind::Complete(n, payload) => self.terminal(n, payload, true),
             StmtKind::Fail(n, payload) => self.terminal(n, payload, false),
             StmtKind::Timer(_, b) => self.requires_as("timer", b, s.span),
+            StmtKind::TimerUntil(at, b) => {
+                self.requires_as("timer", b, s.span);
+                self.timer_until(at);
+            }
             StmtKind::Invoke(w, obj, b) => {
                 self.requires_as("invoke", b, s.span);
                 self.invoke(w, obj, s.span);
@@ -403,29 +452,19 @@ impl Cx<'_> {
             self.err("invoke.private", w.span, msg, help);
         }
         let mut given = Vec::new();
-        for (k, v) in &obj.fields {
-            let (true, ExprKind::Object(inputs)) = (k.name == "input", &v.kind) else {
-                let msg = format!("invoke of `{}` has unknown field `{}`", w.name, k.name);
-                self.err(
-                    "invoke.field",
-                    k.span,
-                    msg,
-                    "write `invoke Workflow { input { … } } as c`",
-                );
-                continue;
-            };
-            for (name, value) in &inputs.fields {
-                given.push(name.name.clone());
-                match child.inputs.iter().find(|i| i.name == name.name) {
-                    Some(input) => {
-                        self.value(value, &input.ty, &format!("{}.{}", w.name, name.name))
-                    }
-                    None => {
-                        let msg = format!("workflow `{}` has no input `{}`", w.name, name.name);
-                        let names = child.inputs.iter().map(|i| i.name.as_str());
-                        let help = suggest::help(&name.name, names, "pass only declared inputs");
-                        self.err("invoke.unknown_input", name.span, msg, help);
-                    }
+        for (name, value) in &obj.fields {
+            given.push(name.name.clone());
+            match child.inputs.iter().find(|i| i.name == name.name) {
+                Some(input) => self.value(value, &input.ty, &format!("{}.{}", w.name, name.name)),
+                None => {
+                    let msg = format!("workflow `{}` has no input `{}`", w.name, name.name);
+                    let names = child.inputs.iter().map(|i| i.name.as_str());
+                    let help = suggest::help(
+                        &name.name,
+                        names,
+                        "pass only declared inputs: `invoke Child { field value … }`",
+                    );
+                    self.err("invoke.unknown_input", name.span, msg, help);
                 }
             }
         }
@@ -435,7 +474,7 @@ impl Cx<'_> {
                     "invocation of `{}` is missing required input `{}`",
                     w.name, input.name
                 );
-                let help = format!("add `{} <{}>` to the `input` block", input.name, input.ty);
+                let help = format!("add `{} <{}>` to the invocation", input.name, input.ty);
                 self.err("invoke.missing_input", obj.span, msg, help);
             }
         }

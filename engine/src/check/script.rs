@@ -1,5 +1,6 @@
 //! `exec` (`use std.script`): a command run through the compute plane. The checks that
-//! need no run: the module is used, the effect is bound, argv is an array of strings, a
+//! need no run: the module is used, the effect is bound, argv is an array of strings or a
+//! command string without shell syntax, a result type names declared types, a
 //! literal cwd stays inside the workspace, env names and values are environment shaped,
 //! and the timeout is within the executor's bound.
 
@@ -30,6 +31,9 @@ impl Cx<'_> {
         }
         self.requires_as("exec", &x.binding, span);
         self.exec_argv(&x.argv);
+        if let Some(t) = &x.result {
+            crate::check::model::resolve_type(self.m, t, self.diags);
+        }
         if let Some(cwd) = &x.cwd {
             self.exec_cwd(cwd);
         }
@@ -58,6 +62,9 @@ impl Cx<'_> {
             return self.err("exec.argv", argv.span, msg, help);
         }
         let t = self.infer(argv, Implicit::None);
+        if let ExprKind::Str(s) = &argv.kind {
+            return self.exec_command(s, argv.span);
+        }
         let ok = match &t {
             Ty::Any => true,
             Ty::Array(item) => text_like(item),
@@ -65,11 +72,47 @@ impl Cx<'_> {
         };
         if !ok {
             let msg = format!(
-                "{} runs `exec` with a `{t}` argv, not an array of strings",
+                "{} runs `exec` with a `{t}` argv, not an array of strings or a command string",
                 self.subject
             );
             self.err("exec.argv", argv.span, msg, help);
         }
+    }
+
+    /// `exec "make all"`: the command splits into words without a shell; shell syntax, an
+    /// unclosed quote or no program at all is refused here (each `{{ path }}` stands for
+    /// one piece of a word, whatever its value).
+    fn exec_command(&mut self, s: &StrLit, span: Span) {
+        use crate::executor::command::{CommandError, Piece, split};
+        let pieces: Vec<Piece<'_>> = s
+            .parts
+            .iter()
+            .map(|p| match p {
+                StrPart::Lit(t) => Piece::Text(t),
+                StrPart::Path(_) => Piece::Value("value".into()),
+            })
+            .collect();
+        let (msg, help) = match split(&pieces) {
+            Ok(_) => return,
+            Err(CommandError::Empty) => (
+                format!("{} runs `exec` with an empty argv", self.subject),
+                "write `exec \"program arg\" as run`".to_string(),
+            ),
+            Err(CommandError::UnclosedQuote(q)) => (
+                format!("{} runs `exec` with an unclosed quote `{q}`", self.subject),
+                format!("close the quote: a quoted argument is `{q}…{q}`"),
+            ),
+            Err(CommandError::ShellSyntax(c)) => (
+                format!(
+                    "{} runs `exec` with shell syntax `{c}`; the command runs without a shell",
+                    self.subject
+                ),
+                "quote the character to pass it literally, or put the pipeline in a script \
+                 and run that: `exec \"./build.sh\" as run`"
+                    .to_string(),
+            ),
+        };
+        self.err("exec.argv", span, msg, help);
     }
 
     fn exec_cwd(&mut self, cwd: &Expr) {

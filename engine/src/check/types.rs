@@ -54,6 +54,8 @@ impl fmt::Display for Ty {
             Ty::Class(c) => write!(f, "{}", display_class(c)),
             Ty::Enum(e) => write!(f, "{e}"),
             Ty::Array(t) => write!(f, "{t}[]"),
+            // The public wording prints an optional class as `object?`, whatever the class.
+            Ty::Optional(t) if matches!(**t, Ty::Class(_)) => write!(f, "object?"),
             Ty::Optional(t) => write!(f, "{t}?"),
             Ty::Map(t) => write!(f, "map<{t}>"),
             Ty::Union(ms) => {
@@ -134,6 +136,7 @@ impl Ty {
     pub fn assignable_to(&self, slot: &Ty) -> bool {
         match (self, slot) {
             (Ty::Any, _) | (_, Ty::Any) => true,
+            (Ty::Optional(v), Ty::Optional(t)) => v.assignable_to(t),
             (v, Ty::Optional(t)) => *v == Ty::Null || v.assignable_to(t),
             (Ty::Optional(_), _) => false,
             (v, Ty::Union(ms)) => ms.iter().any(|m| v.assignable_to(m)),

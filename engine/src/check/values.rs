@@ -109,7 +109,7 @@ impl Cx<'_> {
             {
                 let variants = self.m.enums.get(en).cloned().unwrap_or_default();
                 if !variants.contains(&segs[0].name) {
-                    self.cannot_be(label, &segs[0].name, &variants, e);
+                    self.no_variant(en, &segs[0].name, &variants, e);
                 }
             }
             _ => {
@@ -117,7 +117,10 @@ impl Cx<'_> {
                 if let (Some(d), Some(v)) = (domain(self.m, ty), literal_of(e))
                     && !d.contains(&v)
                 {
-                    return self.cannot_be(label, &v, &d, e);
+                    return match ty {
+                        Ty::Enum(en) => self.no_variant(en, &v, &d, e),
+                        _ => self.cannot_be(label, &v, &d, e),
+                    };
                 }
                 if !t.assignable_to(ty) {
                     let msg = format!("field `{label}` expects `{ty}`");
@@ -126,6 +129,18 @@ impl Cx<'_> {
                 }
             }
         }
+    }
+
+    /// An enum literal (bare `Medium` or `"Medium"`) in a slot of enum type `en` that names
+    /// no variant: the public wording names the enum, not the field.
+    fn no_variant(&mut self, en: &str, v: &str, variants: &[String], e: &Expr) {
+        let msg = format!("enum `{en}` has no variant `{v}`");
+        let help = suggest::help(
+            v,
+            variants.iter().map(String::as_str),
+            format!("variants of `{en}` are {}", list(variants)),
+        );
+        self.err("type.unknown_variant", e.span, msg, help);
     }
 
     fn cannot_be(&mut self, label: &str, v: &str, allowed: &[String], e: &Expr) {

@@ -17,13 +17,18 @@ use serde_json::{Value, json};
 
 use super::client::{ExecutorClient, ExecutorError};
 use super::protocol::{ExecAnswer, ExecRequest, RefusalCode};
+use crate::check::shape::Shape;
 use crate::limits::{EXEC_ANSWER_MARGIN_MS, EXEC_BUSY_RETRY_MS, EXEC_STDERR_EVIDENCE_BYTES_MAX};
 use crate::runtime::effect::Terminal;
 pub use crate::runtime::effect::{BlockCategory, PolicyBlock};
 use crate::runtime::worker::Ran;
 
-/// The version of [`ExecArgs`] this engine writes and reads.
-pub const EXEC_ARGS_VERSION: u8 = 1;
+/// The version of [`ExecArgs`] this engine writes. Version 2 added `result`; a version 1
+/// row (no typed result) still reads.
+pub const EXEC_ARGS_VERSION: u8 = 2;
+
+/// The oldest version of [`ExecArgs`] this engine reads.
+pub const EXEC_ARGS_VERSION_MIN: u8 = 1;
 
 /// The arguments of an `exec` effect, as the stepper evaluated them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +44,9 @@ pub struct ExecArgs {
     pub env: BTreeMap<String, String>,
     /// The run's timeout.
     pub timeout_ms: u64,
+    /// `exec … -> Type`: the shape the run's stdout (JSON) must have.
+    #[serde(default)]
+    pub result: Option<Shape>,
 }
 
 impl ExecArgs {
@@ -46,7 +54,7 @@ impl ExecArgs {
     pub fn parse(args: &Value) -> Result<ExecArgs, String> {
         let parsed: ExecArgs = serde_json::from_value(args.clone())
             .map_err(|e| format!("malformed exec arguments: {e}"))?;
-        if parsed.v != EXEC_ARGS_VERSION {
+        if !(EXEC_ARGS_VERSION_MIN..=EXEC_ARGS_VERSION).contains(&parsed.v) {
             return Err(format!(
                 "exec arguments of version {} are unknown",
                 parsed.v
@@ -156,7 +164,34 @@ pub fn settle(answer: ExecAnswer, args: &ExecArgs, correlation_id: &str) -> (Ter
         output["reason"] = json!("exit_nonzero");
     }
     output["evidence"] = evidence;
-    (state, output)
+    typed_result(args.result.as_ref(), state, output)
+}
+
+/// `exec … -> Type`: a run that exited 0 completes only when its stdout is JSON of the
+/// type; the value goes to `output.value` (what `after x succeeds as v` binds). Otherwise
+/// the effect fails with the reason `result_type` and what did not fit, as evidence.
+fn typed_result(shape: Option<&Shape>, state: Terminal, mut output: Value) -> (Terminal, Value) {
+    let (Some(shape), Terminal::Completed) = (shape, state) else {
+        return (state, output);
+    };
+    let parsed = output["stdout"]
+        .as_str()
+        .ok_or_else(|| "the run has no stdout".to_string())
+        .and_then(|out| {
+            serde_json::from_str::<Value>(out).map_err(|e| format!("stdout is not JSON: {e}"))
+        })
+        .and_then(|v| shape.fits(&v).map(|()| v));
+    match parsed {
+        Ok(value) => {
+            output["value"] = value;
+            (Terminal::Completed, output)
+        }
+        Err(why) => {
+            output["error"] = json!(format!("the result does not fit its type: {why}"));
+            output["reason"] = json!("result_type");
+            (Terminal::Failed, output)
+        }
+    }
 }
 
 fn terminal(answer: ExecAnswer, args: &ExecArgs, correlation_id: String) -> Ran {
@@ -249,6 +284,7 @@ mod tests {
             cwd: None,
             env: BTreeMap::from([("TOKEN".to_string(), "s3cret".to_string())]),
             timeout_ms: 1_000,
+            result: None,
         }
     }
 
@@ -291,6 +327,42 @@ mod tests {
         };
         assert_eq!(state, Terminal::TimedOut);
         assert!(output["evidence"]["timeout_reason"].is_string());
+    }
+
+    #[test]
+    fn a_typed_result_completes_only_when_stdout_fits_its_type() {
+        let shape = Shape::Object {
+            name: "Report".into(),
+            fields: vec![("n".into(), Shape::Int)],
+        };
+        let typed = ExecArgs {
+            result: Some(shape),
+            ..args()
+        };
+        let exited = |stdout: &str| ExecAnswer::Exited {
+            exit_code: 0,
+            signal: None,
+            stdout: stdout.into(),
+            stderr: String::new(),
+            truncated: false,
+            duration_ms: 5,
+        };
+        let (state, output) = settle(exited(r#"{"n": 3}"#), &typed, "i/r1");
+        assert_eq!(
+            (state, output["value"].clone()),
+            (Terminal::Completed, json!({"n": 3}))
+        );
+        let (state, output) = settle(exited(r#"{"n": "three"}"#), &typed, "i/r1");
+        assert_eq!(
+            (state, output["reason"].clone()),
+            (Terminal::Failed, json!("result_type"))
+        );
+        assert_eq!(
+            output["error"],
+            json!("the result does not fit its type: $.n is a string, not an int")
+        );
+        let (state, _) = settle(exited("not json"), &typed, "i/r1");
+        assert_eq!(state, Terminal::Failed);
     }
 
     #[test]

@@ -20,6 +20,7 @@
 //! reads `WHIP_EXECUTOR_URL` and `WHIP_EXECUTOR_TOKEN` once and passes them in).
 
 pub mod client;
+pub mod command;
 pub mod effect;
 mod process;
 pub mod protocol;

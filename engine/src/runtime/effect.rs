@@ -114,6 +114,21 @@ pub enum EffectState {
 }
 
 impl EffectState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [EffectState; 11] = [
+        EffectState::Queued,
+        EffectState::Running,
+        EffectState::Completed,
+        EffectState::Failed,
+        EffectState::TimedOut,
+        EffectState::Cancelled,
+        EffectState::Blocked,
+        EffectState::BlockedByDependency,
+        EffectState::BlockedByCapacity,
+        EffectState::BlockedByCapability,
+        EffectState::BlockedByProfile,
+    ];
+
     /// The stable code (the row's `state`).
     pub fn code(self) -> &'static str {
         match self {
@@ -378,12 +393,16 @@ pub enum ContState {
     Dead,
 }
 
-/// `timer D`.
+/// `timer D` or `timer until T`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TimerArgs {
-    /// The delay the program wrote.
+    /// The delay the program wrote (0 for `timer until`).
     pub seconds: u64,
+    /// `timer until`: the instant it is due (ms since the epoch). Absent in rows written
+    /// before `timer until` existed, which were all `timer D`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ms: Option<u64>,
 }
 
 /// `acquire`: the lease as declared (owner, name, slots, ttl) and the program's key and

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::state::{Env, State};
-use crate::syntax::ast::{BinOp, Expr, ExprKind, ObjectLit, StrPart, UnOp};
+use crate::syntax::ast::{BinOp, Expr, ExprKind, Ident, ObjectLit, StrPart, UnOp};
 
 /// What an expression may read.
 pub(crate) struct Scope<'a> {
@@ -13,7 +13,7 @@ pub(crate) struct Scope<'a> {
 }
 
 impl Scope<'_> {
-    fn lookup(&self, path: &[String]) -> Value {
+    pub(crate) fn lookup(&self, path: &[String]) -> Value {
         let Some(first) = path.first() else {
             return Value::Null;
         };
@@ -95,41 +95,52 @@ impl Scope<'_> {
                 Value::Array(rows.map(|f| f.value.clone()).collect())
             }
             ExprKind::EffectQuery(kind, path, guard) => {
-                let binding = path.first().map(|p| p.name.clone());
-                let wanted = runtime_kind(&kind.name);
-                let rows = self.state.effects.values().filter(|x| {
-                    x.kind().code() == wanted
-                        && binding
-                            .as_ref()
-                            .is_none_or(|b| x.binding.as_ref() == Some(b))
-                });
-                let rows: Vec<Value> = rows
-                    .map(|x| {
-                        json!({"kind": x.kind(), "status": x.state, "state": x.state,
-                        "output": x.output, "binding": x.binding})
-                    })
-                    .filter(|row| match guard {
-                        None => true,
-                        Some(g) => {
-                            let mut env = self.env.clone();
-                            if let Value::Object(fields) = row {
-                                for (k, v) in fields {
-                                    env.values.insert(k.clone(), v.clone());
-                                }
-                            }
-                            truthy(
-                                &Scope {
-                                    env: &env,
-                                    state: self.state,
-                                }
-                                .eval(g),
-                            )
-                        }
-                    })
-                    .collect();
-                Value::Array(rows)
+                self.effect_rows(&kind.name, path, guard.as_deref())
             }
         }
+    }
+
+    /// `effect kind K [binding] [where …]`: the instance's effects of that kind as rows.
+    fn effect_rows(&self, kind: &str, path: &[Ident], guard: Option<&Expr>) -> Value {
+        let binding = path.first().map(|p| p.name.clone());
+        // The checker refused unknown kind names; a name it did not know selects nothing
+        // rather than some other kind's rows.
+        let wanted = crate::ir::effect_kind_code(kind);
+        let rows = self.state.effects.values().filter(|x| {
+            Some(x.kind().code()) == wanted
+                && binding
+                    .as_ref()
+                    .is_none_or(|b| x.binding.as_ref() == Some(b))
+        });
+        let rows: Vec<Value> = rows
+            .map(|x| {
+                json!({"kind": x.kind(), "status": x.state, "state": x.state,
+                "output": x.output, "binding": x.binding})
+            })
+            .filter(|row| match guard {
+                None => true,
+                Some(g) => {
+                    let mut env = self.env.clone();
+                    // `where status == completed`: a bare state name is that state.
+                    for state in super::effect::EffectState::ALL {
+                        env.values.insert(state.code().into(), json!(state.code()));
+                    }
+                    if let Value::Object(fields) = row {
+                        for (k, v) in fields {
+                            env.values.insert(k.clone(), v.clone());
+                        }
+                    }
+                    truthy(
+                        &Scope {
+                            env: &env,
+                            state: self.state,
+                        }
+                        .eval(g),
+                    )
+                }
+            })
+            .collect();
+        Value::Array(rows)
     }
 
     /// Evaluate an object literal into a JSON object.
@@ -252,16 +263,5 @@ pub(crate) fn text(v: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         other => other.to_string(),
-    }
-}
-
-/// The runtime's name of an effect kind as a program writes it (`file` is `file_issue`,
-/// `send` and `ask` are `message.send` and `message.ask`).
-fn runtime_kind(written: &str) -> &str {
-    match written {
-        "file" => "file_issue",
-        "send" => "message.send",
-        "ask" => "message.ask",
-        other => other,
     }
 }

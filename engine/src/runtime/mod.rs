@@ -878,3 +878,6 @@ fn commit_ops(version: u64, draft: &Draft) -> TxnOps {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod lang_tests;

@@ -156,6 +156,7 @@ pub(crate) fn is_effect(kind: &StmtKind) -> bool {
     matches!(
         kind,
         StmtKind::Timer(..)
+            | StmtKind::TimerUntil(..)
             | StmtKind::Invoke(..)
             | StmtKind::Acquire(..)
             | StmtKind::Release(..)

@@ -17,7 +17,7 @@ use super::state::{
 };
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, ROUNDS_PER_STEP_MAX, Result, now_ms};
 use crate::check::model::Wf;
-use crate::syntax::ast::{Block, Rule, Stmt, StmtKind, WhenKind};
+use crate::syntax::ast::{Block, RecordFrom, Rule, Stmt, StmtKind, WhenKind};
 
 /// Does an effect in `state` with `output` satisfy `after … predicate`?
 pub(crate) fn matches(predicate: &str, effect: &Effect) -> bool {
@@ -399,7 +399,8 @@ fn fire_cont(
     let output = effect.output.clone().unwrap_or(Value::Null);
     env.values.insert(after.target.name.clone(), output.clone());
     if let Some(b) = &after.binding {
-        env.values.insert(b.name.clone(), output);
+        env.values
+            .insert(b.name.clone(), bound_value(effect, output));
     }
     let origin = cont.id.clone();
     exec(
@@ -413,6 +414,15 @@ fn fire_cont(
         draft,
     );
     finish_firing(draft);
+}
+
+/// What `after x … as y` binds: the output, except that a typed `exec … -> T` that
+/// completed binds its result, the stdout parsed as a `T`.
+fn bound_value(effect: &Effect, output: Value) -> Value {
+    match (&effect.args, effect.state) {
+        (Args::Exec(a), EffectState::Completed) if a.result.is_some() => output["value"].clone(),
+        _ => output,
+    }
 }
 
 fn stmt_at<'a>(body: &'a Block, path: &[usize]) -> Option<&'a Stmt> {
@@ -549,13 +559,7 @@ fn exec(
     draft: &mut Draft,
 ) {
     let rule = &wf.rules[ri].1;
-    for stmt in &block.stmts {
-        if is_effect(&stmt.kind) {
-            let n = program.effect_number(&wf.name.name, ri, stmt.span.start as usize);
-            let stable = format!("{}/e{n}@{origin}", rule.name.name);
-            request_effect(wf, rule, stmt, stable, env, draft);
-        }
-    }
+    start_effects(program, wf, ri, block, env, origin, draft);
     for (i, stmt) in block.stmts.iter().enumerate() {
         match &stmt.kind {
             StmtKind::Record(class, obj) => {
@@ -566,6 +570,8 @@ fn exec(
                 .object(obj);
                 record(draft, &class.name, value);
             }
+            StmtKind::RecordFrom(r) => record_from(program, rule, r, env, draft),
+            StmtKind::Cancel(x) => cancel(env, x, draft),
             StmtKind::Done(x, then) => {
                 if let Some(id) = env.facts.get(&x.name)
                     && draft.state.facts.get(id).is_some_and(|f| f.live)
@@ -612,6 +618,51 @@ fn exec(
     }
 }
 
+/// Request the block's effects, then register every `after` of the rule that waits on one
+/// of them from outside the blocks that start it (a rule-level `after b` on a `b` started in
+/// another `after` block). Such an `after` runs with the bindings of the firing that started
+/// its effect: the `when` bindings and the values of the `after` blocks on that effect's
+/// chain (LANGUAGE-AGENTS.md §2, "values follow the chain"). It is registered whether or not
+/// the blocks around it ever ran: LANGUAGE.md is silent there, and waiting on the effect is
+/// what a user who wrote it there means.
+fn start_effects(
+    program: &Arc<Program>,
+    wf: &Wf,
+    ri: usize,
+    block: &Block,
+    env: &mut Env,
+    origin: &str,
+    draft: &mut Draft,
+) {
+    let rule = &wf.rules[ri].1;
+    let mut started = Vec::new();
+    for stmt in &block.stmts {
+        if is_effect(&stmt.kind) {
+            let n = program.effect_number(&wf.name.name, ri, stmt.span.start as usize);
+            let stable = format!("{}/e{n}@{origin}", rule.name.name);
+            request_effect((&program.model, wf), rule, stmt, stable, env, draft);
+            started.extend(stmt.kind.effect_binding().map(|b| b.name.clone()));
+        }
+    }
+    if started.is_empty() {
+        return;
+    }
+    for hoisted in rule.body.hoisted_afters() {
+        if !started.contains(&hoisted.target) {
+            continue;
+        }
+        let (Some(effect), Some(stmt)) = (
+            env.effects.get(&hoisted.target).cloned(),
+            stmt_at(&rule.body, &hoisted.path),
+        ) else {
+            continue;
+        };
+        if let StmtKind::After(after) = &stmt.kind {
+            register_after(program, (ri, hoisted.path), env, effect, after, draft);
+        }
+    }
+}
+
 /// Register the `after` continuation at `path` of rule `ri` on `effect`.
 fn register_after(
     program: &Program,
@@ -633,6 +684,91 @@ fn register_after(
         program: (program.version != draft.state.header.program).then(|| program.version.clone()),
     };
     draft.emit("after.registered", json!({"after": cont}));
+}
+
+/// `record C from x [{ … }]`. The checker proved a class-typed source fits; an untyped one
+/// (an effect's output) that is no object or lacks a required field fails the instance
+/// with the reason, rather than recording a fact its class does not describe.
+fn record_from(program: &Program, rule: &Rule, r: &RecordFrom, env: &Env, draft: &mut Draft) {
+    let scope = Scope {
+        env,
+        state: &draft.state,
+    };
+    let source = scope.eval(&r.source);
+    let overrides = r.overrides.as_ref().map(|o| scope.object(o));
+    let class = program.model.classes.get(&r.class.name);
+    match fact_from(class, source, overrides) {
+        Ok(value) => record(draft, &r.class.name, value),
+        Err(why) if !state::is_terminal(&draft.state.header.status) => {
+            let reason = format!(
+                "rule {} records {} from {why}",
+                rule.name.name, r.class.name
+            );
+            draft.emit(
+                "workflow.failed",
+                json!({"name": "error", "payload": reason, "reason": reason}),
+            );
+        }
+        Err(_) => {}
+    }
+}
+
+/// The fact `record C from source { overrides }` makes: each field of `C` from the
+/// overrides, else from the source; a required field found in neither is an error.
+fn fact_from(
+    class: Option<&crate::check::model::Class>,
+    source: Value,
+    overrides: Option<Value>,
+) -> std::result::Result<Value, String> {
+    let Some(class) = class else {
+        return Err("an undeclared class".into());
+    };
+    let Value::Object(source) = source else {
+        return Err(format!("a {} value, not an object", json_type(&source)));
+    };
+    let overrides = match overrides {
+        Some(Value::Object(o)) => o,
+        _ => serde_json::Map::new(),
+    };
+    let mut fact = serde_json::Map::new();
+    for (field, ty) in &class.fields {
+        match overrides.get(field).or_else(|| source.get(field)) {
+            Some(v) => {
+                fact.insert(field.clone(), v.clone());
+            }
+            None if ty.is_optional() => {}
+            None => return Err(format!("a value without required field `{field}`")),
+        }
+    }
+    Ok(Value::Object(fact))
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// `cancel x`: a queued or blocked effect is cancelled, a running one gets a cancel request
+/// (its run still records how it ends), a settled one is left alone.
+fn cancel(env: &Env, x: &crate::syntax::ast::Ident, draft: &mut Draft) {
+    let Some(id) = env.effects.get(&x.name) else {
+        return;
+    };
+    let Some(state) = draft.state.effects.get(id).map(|e| e.state) else {
+        return;
+    };
+    let event = match state {
+        s if s.settled() => return,
+        EffectState::Running => "effect.cancel_requested",
+        _ => "effect.cancelled",
+    };
+    draft.emit(event, json!({"id": id, "reason": "cancelled by rule"}));
 }
 
 fn record(draft: &mut Draft, class: &str, value: Value) {
@@ -742,8 +878,8 @@ fn invoke_args(
     obj: &crate::syntax::ast::ObjectLit,
     scope: &Scope<'_>,
 ) -> Args {
+    // The checker lowered an `input { … }` wrapper away: the object's keys are the inputs.
     let input = scope.object(obj);
-    let input = input.get("input").cloned().unwrap_or(input);
     Args::Invoke(InvokeArgs {
         workflow: w.name.clone(),
         input,
@@ -818,12 +954,22 @@ fn send_args<'s>(
 
 /// An `exec` effect's typed arguments: argv as text (empty when the value is not an array,
 /// which the worker fails), cwd, env values as text, the timeout.
-fn exec_args(x: &crate::syntax::ast::Exec, scope: &Scope<'_>) -> Args {
+fn exec_args(
+    model: &crate::check::model::Model,
+    x: &crate::syntax::ast::Exec,
+    scope: &Scope<'_>,
+) -> Args {
+    use crate::check::shape::Shape;
     use crate::executor::effect::{EXEC_ARGS_VERSION, ExecArgs};
-    let argv = match scope.eval(&x.argv) {
-        Value::Array(items) => items.iter().map(text).collect(),
-        _ => Vec::new(),
+    let argv = match command_argv(x, scope) {
+        Ok(argv) => argv,
+        Err(error) => return Args::refused(EffectKind::Exec, error),
     };
+    let result = x.result.as_ref().map(|t| {
+        // The checker reported an unknown name; here it resolves to any value.
+        let ty = crate::check::model::resolve_type(model, t, &mut Vec::new());
+        Shape::of(model, &ty)
+    });
     let env = x.env.as_ref().map_or_else(Default::default, |o| {
         let fields = o.fields.iter();
         fields
@@ -838,7 +984,55 @@ fn exec_args(x: &crate::syntax::ast::Exec, scope: &Scope<'_>) -> Args {
         timeout_ms: x
             .timeout
             .map_or(crate::limits::EXEC_TIMEOUT_MS_DEFAULT, |d| d.seconds * 1000),
+        result,
     })
+}
+
+/// An `exec`'s argv: an array's items, or a command string split into words without a
+/// shell ([`crate::executor::command`]), its `{{ path }}` values never split.
+fn command_argv(
+    x: &crate::syntax::ast::Exec,
+    scope: &Scope<'_>,
+) -> std::result::Result<Vec<String>, String> {
+    use crate::executor::command::{Piece, split};
+    use crate::syntax::ast::{ExprKind, StrPart};
+    let ExprKind::Str(s) = &x.argv.kind else {
+        return match scope.eval(&x.argv) {
+            Value::Array(items) => Ok(items.iter().map(text).collect()),
+            other => Err(format!("exec argv is {other}, not an array of strings")),
+        };
+    };
+    let pieces: Vec<Piece<'_>> = s
+        .parts
+        .iter()
+        .map(|p| match p {
+            StrPart::Lit(t) => Piece::Text(t),
+            StrPart::Path(path) => Piece::Value(text(&scope.lookup(path))),
+        })
+        .collect();
+    split(&pieces).map_err(|e| format!("exec command {:?}: {e}", s.value))
+}
+
+/// `timer until T`: due at the instant T names (a past one is due at once). A value that
+/// is no ISO-8601 instant (a `time` field holding something else) fails the effect with
+/// the reason, rather than firing at some default time.
+fn timer_until_args(at: &crate::syntax::ast::Expr, scope: &Scope<'_>) -> (u64, Args) {
+    let value = scope.eval(at);
+    match crate::check::instant::parse_ms(&text(&value)) {
+        Some(ms) => {
+            // An instant before 1970 is in the past like any other: due at once.
+            let due = u64::try_from(ms).unwrap_or(0);
+            let args = TimerArgs {
+                seconds: 0,
+                until_ms: Some(due),
+            };
+            (due, Args::Timer(args))
+        }
+        None => {
+            let error = format!("timer until {value}: not an ISO-8601 instant");
+            (0, Args::refused(EffectKind::Timer, error))
+        }
+    }
 }
 
 /// An `acquire`: the lease as declared, the key, the wait from `now`.
@@ -892,7 +1086,7 @@ fn upstream_args(
 }
 
 fn request_effect(
-    wf: &Wf,
+    (model, wf): (&crate::check::model::Model, &Wf),
     rule: &Rule,
     stmt: &Stmt,
     stable: String,
@@ -908,7 +1102,16 @@ fn request_effect(
     let (binding, args) = match &stmt.kind {
         StmtKind::Timer(d, b) => {
             not_before_ms = now + d.seconds * 1000;
-            (b, Args::Timer(TimerArgs { seconds: d.seconds }))
+            let args = TimerArgs {
+                seconds: d.seconds,
+                until_ms: None,
+            };
+            (b, Args::Timer(args))
+        }
+        StmtKind::TimerUntil(at, b) => {
+            let (due, args) = timer_until_args(at, &scope);
+            not_before_ms = due;
+            (b, args)
         }
         StmtKind::Invoke(w, obj, b) => (b, invoke_args(w, obj, &scope)),
         StmtKind::Acquire(a) => (&a.binding, acquire_args(wf, a, &scope, now)),
@@ -939,7 +1142,7 @@ fn request_effect(
         StmtKind::Claim(x, ttl, b) => (b, claim_args(x, *ttl, &scope)),
         StmtKind::Finish(x, obj, b) => (b, finish_args(&scope, x, obj.as_ref())),
         StmtKind::Send(m) => send_args(wf, m, &scope),
-        StmtKind::Exec(x) => (&x.binding, exec_args(x, &scope)),
+        StmtKind::Exec(x) => (&x.binding, exec_args(model, x, &scope)),
         _ => return,
     };
     let mut effect = Effect::queued(draft.next_id(1, "x"), stable, rule.name.name.clone(), args);
@@ -1008,5 +1211,56 @@ fn claim_args(
     match issue.clone().try_into() {
         Ok(issue) => Args::Claim(ClaimArgs { issue, ttl_ms }),
         Err(e) => Args::refused(EffectKind::Claim, format!("claim of `{}`: {e}", x.name)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::Span;
+    use crate::syntax::ast::Ident;
+
+    /// `cancel x` on an effect in each state: the event it appends (if any).
+    fn cancel_in(state: EffectState) -> (Vec<String>, EffectState, bool) {
+        let args = Args::decode(EffectKind::Exec, Value::Null);
+        let mut effect = Effect::queued("x000001".into(), "r/e1@0".into(), "r".into(), args);
+        effect.state = state;
+        let mut st = State::default();
+        st.effects.insert(effect.id.clone(), effect);
+        let mut env = Env::default();
+        env.effects.insert("x".into(), "x000001".into());
+        let x = Ident {
+            name: "x".into(),
+            span: Span::default(),
+        };
+        let mut draft = Draft::new(&st);
+        cancel(&env, &x, &mut draft);
+        let kinds = draft.events.iter().map(|e| e.kind.clone()).collect();
+        let after = &draft.state.effects["x000001"];
+        (kinds, after.state, after.cancel_requested)
+    }
+
+    #[test]
+    fn cancel_cancels_queued_and_blocked_requests_running_and_leaves_settled() {
+        use EffectState::{Blocked, Completed, Failed, Queued, Running};
+        for state in [Queued, Blocked] {
+            let (kinds, after, _) = cancel_in(state);
+            assert_eq!(
+                (kinds, after),
+                (vec!["effect.cancelled".into()], EffectState::Cancelled)
+            );
+        }
+        let (kinds, after, requested) = cancel_in(Running);
+        assert_eq!(kinds, ["effect.cancel_requested"]);
+        assert_eq!(
+            (after, requested),
+            (Running, true),
+            "a request, not a result"
+        );
+        for state in [Completed, Failed] {
+            let (kinds, after, _) = cancel_in(state);
+            assert!(kinds.is_empty(), "settled: no-op");
+            assert_eq!(after, state);
+        }
     }
 }

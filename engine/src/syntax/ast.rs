@@ -33,6 +33,8 @@ pub struct Item {
     pub span: Span,
     /// True when the parser had to recover inside this item (its checks are muted).
     pub recovered: bool,
+    /// `description "…"` written before it (metadata only).
+    pub description: Option<String>,
 }
 
 /// The kinds of item.
@@ -333,6 +335,12 @@ pub struct Stmt {
 pub enum StmtKind {
     /// `record Class { … }`
     Record(Ident, ObjectLit),
+    /// `record Class from x [{ … }]`: a fact of `Class` whose fields come from the object
+    /// `x`, with the fields of the optional object literal given over them.
+    RecordFrom(RecordFrom),
+    /// `cancel x`: cancel the effect bound as `x` (queued or blocked: cancelled; running: a
+    /// cancel request; settled: nothing).
+    Cancel(Ident),
     /// `done x [-> record Class {…}]`
     Done(Ident, Option<(Ident, ObjectLit)>),
     /// `complete NAME payload`
@@ -341,6 +349,9 @@ pub enum StmtKind {
     Fail(Ident, Expr),
     /// `timer D as t`
     Timer(Duration, Option<Ident>),
+    /// `timer until ("ISO-8601 instant" | time path) as t`: due at the instant (a past one
+    /// fires on the next pass).
+    TimerUntil(Expr, Option<Ident>),
     /// `invoke Workflow { input {…} } as c`
     Invoke(Ident, ObjectLit, Option<Ident>),
     /// `after x PREDICATE [as y] { … }`
@@ -371,8 +382,20 @@ pub enum StmtKind {
     Vote(Vote),
 }
 
-/// `exec ARGV [cwd DIR] [env { NAME value … }] [timeout D] as x`: a command run through the
-/// compute plane (`whip executor`) in the instance's workspace.
+/// `record Class from x [{ field value … }]`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecordFrom {
+    /// The class of the new fact.
+    pub class: Ident,
+    /// Where its fields come from: an object (a fact, an output, a nested value).
+    pub source: Expr,
+    /// Fields given over the source's.
+    pub overrides: Option<ObjectLit>,
+}
+
+/// `exec ARGV [cwd DIR] [env { NAME value … }] [timeout D] [-> Type] as x`: a command run
+/// through the compute plane (`whip executor`) in the instance's workspace. ARGV is an
+/// array of strings or one command string (split into words, no shell).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Exec {
     /// The program and its arguments: an array of strings.
@@ -383,6 +406,9 @@ pub struct Exec {
     pub env: Option<ObjectLit>,
     /// Kill the run after this long.
     pub timeout: Option<Duration>,
+    /// `-> Type`: the run's stdout is JSON of this type, the value `after x succeeds as v`
+    /// binds.
+    pub result: Option<TypeExpr>,
     /// `as x`
     pub binding: Option<Ident>,
 }
@@ -606,4 +632,87 @@ pub enum ExprKind {
     EffectQuery(Ident, Vec<Ident>, Option<Box<Expr>>),
     /// `m["k"]`: a map (or object) indexed by a string.
     Index(Box<Expr>, Box<Expr>),
+}
+
+impl StmtKind {
+    /// The `as x` binding of an effect statement (`None` for other statements, and for an
+    /// effect written without one).
+    pub fn effect_binding(&self) -> Option<&Ident> {
+        let binding = match self {
+            StmtKind::Timer(_, b) | StmtKind::Invoke(_, _, b) | StmtKind::Renew(_, _, b) => b,
+            StmtKind::TimerUntil(_, b) => b,
+            StmtKind::Append(_, _, _, b) | StmtKind::FileIssue(_, _, b) => b,
+            StmtKind::Claim(_, _, b) | StmtKind::Finish(_, _, b) => b,
+            StmtKind::Acquire(a) => &a.binding,
+            StmtKind::Consume(c) => &c.binding,
+            StmtKind::Exec(x) => &x.binding,
+            StmtKind::Vote(v) => &v.binding,
+            StmtKind::Send(x) => &x.binding,
+            _ => return None,
+        };
+        binding.as_ref()
+    }
+}
+
+/// An `after x …` whose effect `x` no enclosing block starts: it waits on an effect started
+/// inside another `after` block of the same rule (LANGUAGE-AGENTS.md §2: "`after x …` may
+/// sit in any block of the rule").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoistedAfter {
+    /// Statement indices from the rule body down to the `after` statement.
+    pub path: Vec<usize>,
+    /// The effect binding it waits on.
+    pub target: String,
+}
+
+impl Block {
+    /// The `after` statements of this rule body whose target no enclosing block binds.
+    pub fn hoisted_afters(&self) -> Vec<HoistedAfter> {
+        let mut out = Vec::new();
+        hoisted_in(self, &mut Vec::new(), &mut Vec::new(), &mut out);
+        out
+    }
+
+    /// Every effect binding started anywhere in this block, nested `after` blocks included.
+    pub fn effect_names(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in &self.stmts {
+            if let Some(b) = s.kind.effect_binding() {
+                out.push(b.name.clone());
+            }
+            if let StmtKind::After(a) = &s.kind {
+                out.extend(a.body.effect_names());
+            }
+        }
+        out
+    }
+}
+
+fn hoisted_in(
+    b: &Block,
+    path: &mut Vec<usize>,
+    bound: &mut Vec<String>,
+    out: &mut Vec<HoistedAfter>,
+) {
+    let mark = bound.len();
+    bound.extend(
+        b.stmts
+            .iter()
+            .filter_map(|s| s.kind.effect_binding().map(|i| i.name.clone())),
+    );
+    for (i, s) in b.stmts.iter().enumerate() {
+        let StmtKind::After(a) = &s.kind else {
+            continue;
+        };
+        path.push(i);
+        if !bound.contains(&a.target.name) {
+            out.push(HoistedAfter {
+                path: path.clone(),
+                target: a.target.name.clone(),
+            });
+        }
+        hoisted_in(&a.body, path, bound, out);
+        path.pop();
+    }
+    bound.truncate(mark);
 }

@@ -17,14 +17,32 @@ type R<T> = Result<T, Fail>;
 
 /// Words that start a top-level item.
 pub const ITEM_KEYWORDS: &[&str] = &[
-    "use", "include", "workflow", "input", "output", "failure", "class", "enum", "table", "assert",
-    "rule", "lease", "counter", "ledger", "tracker", "channel",
+    "use",
+    "include",
+    "workflow",
+    "input",
+    "output",
+    "failure",
+    "class",
+    "enum",
+    "table",
+    "assert",
+    "rule",
+    "lease",
+    "counter",
+    "ledger",
+    "tracker",
+    "channel",
+    "description",
 ];
+
+/// The declarations a `description "…"` may precede (LANGUAGE-AGENTS.md §1).
+const DESCRIBED: &[&str] = &["workflow", "rule", "table", "assert"];
 
 /// Words that start a rule-body statement.
 pub const STATEMENT_KEYWORDS: &[&str] = &[
     "record", "done", "complete", "fail", "timer", "invoke", "after", "then", "acquire", "release",
-    "renew", "consume", "append", "file", "claim", "finish", "send", "exec", "vote",
+    "renew", "consume", "append", "file", "claim", "finish", "send", "exec", "vote", "cancel",
 ];
 
 struct Parser<'a> {
@@ -277,6 +295,9 @@ impl Parser<'_> {
                 Tok::RBrace if block.is_some() => return items,
                 _ => {}
             }
+            if self.trailing_description() {
+                continue;
+            }
             let start = self.pos;
             self.recovered = false;
             self.current_name = None;
@@ -303,11 +324,14 @@ impl Parser<'_> {
 
     fn item(&mut self) -> R<Item> {
         let start = self.peek().span;
+        let description = self.description()?;
         let mut tags = Vec::new();
         while self.at(&Tok::At) {
             let at = self.bump().span;
-            let mut tag =
-                self.ident("a tag name", "tags are `@service`, `@external`, `@private`")?;
+            let mut tag = self.ident(
+                "a tag name",
+                "tags are `@service`, `@external`, `@private`, `@tool`",
+            )?;
             tag.span = at.to(tag.span);
             tags.push(tag);
         }
@@ -318,6 +342,14 @@ impl Parser<'_> {
             return Err(self.expected("a declaration", help));
         }
         let kw = self.text(self.peek()).to_string();
+        if let Some((_, span)) = &description
+            && !DESCRIBED.contains(&kw.as_str())
+        {
+            let msg = format!("description cannot be attached to {kw}");
+            let help = "a description goes right before a workflow, a rule, a table or an assert";
+            let d = Diag::error("syntax.description", *span, msg).help(help);
+            self.diags.push(d);
+        }
         let kind = match kw.as_str() {
             "use" => self.use_item()?,
             "include" => self.include_item()?,
@@ -349,7 +381,55 @@ impl Parser<'_> {
             kind,
             span,
             recovered: self.recovered,
+            description: description.map(|(text, _)| text),
         })
+    }
+
+    /// `description "…"` lines before a declaration: the last one is its description; an
+    /// earlier one, or one that nothing follows, is attached to no declaration.
+    fn description(&mut self) -> R<Option<(String, Span)>> {
+        let mut found: Option<(String, Span)> = None;
+        while self.at_kw("description") && matches!(self.peek_at(1).tok, Tok::Str(_)) {
+            let start = self.bump().span;
+            let t = self.bump().clone();
+            let Tok::Str(lit) = t.tok else {
+                unreachable!("peeked a string");
+            };
+            if let Some((_, earlier)) = found.replace((lit.value, start.to(t.span))) {
+                self.description_unattached(earlier);
+            }
+        }
+        Ok(found)
+    }
+
+    /// `description "…"` lines that end the file or a workflow block describe nothing:
+    /// reported and skipped, so the end is read as usual.
+    fn trailing_description(&mut self) -> bool {
+        let mut n = 0;
+        loop {
+            let t = self.peek_at(n);
+            let description = t.tok == Tok::Ident && self.text(t) == "description";
+            if !(description && matches!(self.peek_at(n + 1).tok, Tok::Str(_))) {
+                break;
+            }
+            n += 2;
+        }
+        if n == 0 || !matches!(self.peek_at(n).tok, Tok::Eof | Tok::RBrace) {
+            return false;
+        }
+        for _ in 0..n / 2 {
+            let start = self.bump().span;
+            let end = self.bump().span;
+            self.description_unattached(start.to(end));
+        }
+        true
+    }
+
+    fn description_unattached(&mut self, span: Span) {
+        let msg = "description is not attached to a declaration".to_string();
+        let help = "keep one `description \"…\"` line right before the declaration it describes";
+        let d = Diag::error("syntax.description", span, msg).help(help);
+        self.diags.push(d);
     }
 
     fn use_item(&mut self) -> R<ItemKind> {
@@ -815,7 +895,8 @@ impl Parser<'_> {
     fn stmt_body(&mut self, kw: &str) -> R<StmtKind> {
         let help = statement_help(kw);
         Ok(match kw {
-            "record" => StmtKind::Record(self.ident("a class name", help)?, self.object()?),
+            "record" => self.record(help)?,
+            "cancel" => StmtKind::Cancel(self.ident("an effect binding", help)?),
             "done" => {
                 let x = self.ident("a fact binding", help)?;
                 let rec = if self.eat(&Tok::Arrow) {
@@ -828,6 +909,7 @@ impl Parser<'_> {
             }
             "complete" => StmtKind::Complete(self.ident("a terminal name", help)?, self.expr()?),
             "fail" => StmtKind::Fail(self.ident("a terminal name", help)?, self.expr()?),
+            "timer" if self.eat_kw("until") => StmtKind::TimerUntil(self.expr()?, self.opt_as()?),
             "timer" => StmtKind::Timer(self.duration()?, self.opt_as()?),
             "invoke" => {
                 let w = self.item_name("a workflow name", help)?;
@@ -864,6 +946,25 @@ impl Parser<'_> {
                 StmtKind::Finish(x, fields, self.opt_as()?)
             }
         })
+    }
+
+    /// `record Class { … }` or `record Class from x [{ … }]`.
+    fn record(&mut self, help: &str) -> R<StmtKind> {
+        let class = self.ident("a class name", help)?;
+        if !self.eat_kw("from") {
+            return Ok(StmtKind::Record(class, self.object()?));
+        }
+        let source = self.expr()?;
+        let overrides = if self.at(&Tok::LBrace) {
+            Some(self.object()?)
+        } else {
+            None
+        };
+        Ok(StmtKind::RecordFrom(RecordFrom {
+            class,
+            source,
+            overrides,
+        }))
     }
 
     fn renew(&mut self, help: &str) -> R<StmtKind> {
@@ -905,11 +1006,17 @@ impl Parser<'_> {
                 _ => timeout = Some(self.duration()?),
             }
         }
+        let result = if self.eat(&Tok::Arrow) {
+            Some(self.type_expr()?)
+        } else {
+            None
+        };
         Ok(Exec {
             argv,
             cwd,
             env,
             timeout,
+            result,
             binding: self.opt_as()?,
         })
     }
@@ -1040,6 +1147,7 @@ impl Parser<'_> {
         let effect = self.stmt()?;
         let binding = match &effect.kind {
             StmtKind::Timer(_, b) | StmtKind::Invoke(_, _, b) | StmtKind::Renew(_, _, b) => b,
+            StmtKind::TimerUntil(_, b) => b,
             StmtKind::Append(_, _, _, b) | StmtKind::FileIssue(_, _, b) => b,
             StmtKind::Claim(_, _, b) | StmtKind::Finish(_, _, b) => b,
             StmtKind::Acquire(a) => &a.binding,
@@ -1073,17 +1181,18 @@ const DURATION_HELP: &str =
 
 const STATEMENT_HELP: &str = "statements are `record`, `done`, `complete`, `fail`, `timer`, \
                               `invoke`, `after`, `then`, `acquire`, `release`, `renew`, \
-                              `consume`, `append`, `file issue`, `claim`, `finish`, `send` and \
-                              `exec`";
+                              `consume`, `append`, `file issue`, `claim`, `finish`, `send`, \
+                              `exec`, `vote` and `cancel`";
 
 fn statement_help(kw: &str) -> &'static str {
     match kw {
-        "record" => "write `record Class { field value … }`",
+        "record" => "write `record Class { field value … }` or `record Class from x`",
+        "cancel" => "write `cancel x`, where `x` is an effect binding",
         "done" => "write `done x` or `done x -> record Class { … }`",
         "complete" => "write `complete result { field value … }` or `complete result value`",
         "fail" => "write `fail error { field value … }` or `fail error value`",
-        "timer" => "write `timer 5s as t`",
-        "invoke" => "write `invoke Workflow { input { … } } as child`",
+        "timer" => "write `timer 5s as t` or `timer until \"2026-01-01T09:00:00Z\" as t`",
+        "invoke" => "write `invoke Workflow { name value … } as child`, keyed by its inputs",
         "acquire" => "write `acquire lease for key.path [until ttl] [wait 30s] as slot`",
         "release" => "write `release slot`",
         "renew" => "write `renew slot [until 300s] as renewed`",
@@ -1093,7 +1202,7 @@ fn statement_help(kw: &str) -> &'static str {
         "claim" => "write `claim issue [ttl 10m] as claim`",
         "exec" => {
             "write `exec [\"program\", \"arg\"] [cwd \"dir\"] [env { NAME \"value\" }] \
-                   [timeout 10m] as run`"
+                   [timeout 10m] [-> Type] as run`"
         }
         "vote" => {
             "write `vote in \"team\" { title \"…\" options [\"a\", \"b\"] method \"irv\" } \
@@ -1416,7 +1525,10 @@ impl Parser<'_> {
         if self.at_kw("kind") && self.peek_at(1).tok == Tok::Ident {
             return self.effect_kind_query(start);
         }
-        let kind = self.ident("an effect kind", "write `effect kind [binding] [where …]`")?;
+        if !self.at(&Tok::Ident) {
+            self.ident("an effect kind", "write `effect kind [binding] [where …]`")?;
+        }
+        let kind = dotted_ident(self.path()?);
         let path = if self.at(&Tok::Ident) && !self.at_kw("where") {
             self.path()?
         } else {
@@ -1437,12 +1549,7 @@ impl Parser<'_> {
     /// `effect kind K[.K…] [where …]`: effects of a (possibly dotted) kind.
     fn effect_kind_query(&mut self, start: Span) -> R<Expr> {
         self.bump();
-        let parts = self.path()?;
-        let name: Vec<&str> = parts.iter().map(|p| p.name.as_str()).collect();
-        let kind = Ident {
-            name: name.join("."),
-            span: parts[0].span.to(parts[parts.len() - 1].span),
-        };
+        let kind = dotted_ident(self.path()?);
         let guard = if self.eat_kw("where") {
             Some(Box::new(self.expr()?))
         } else {
@@ -1567,5 +1674,14 @@ impl Parser<'_> {
             }
             _ => Err(self.expected("a type", help)),
         }
+    }
+}
+
+/// `lease.acquire` as one name spanning its parts (a path has at least one part).
+fn dotted_ident(parts: Vec<Ident>) -> Ident {
+    let name: Vec<&str> = parts.iter().map(|p| p.name.as_str()).collect();
+    Ident {
+        name: name.join("."),
+        span: parts[0].span.to(parts[parts.len() - 1].span),
     }
 }
