@@ -7,8 +7,9 @@
 //! entry), leader time stamping, the tick loop that proposes expiry, request forwarding to
 //! the leader, linearizable reads (read index), membership changes, heartbeats of many
 //! cells to one peer sent as one call (`heartbeats.rs`), a log line per role change
-//! (`role_log.rs`), the gRPC service ([`service`]) and a retrying typed client
-//! ([`client`]).
+//! (`role_log.rs`), the gRPC service ([`service`]), a retrying typed client ([`client`]),
+//! and carrying out the follow-ups board decided ([`follow`]: at once by the server that
+//! answered the request, and by a standalone cell's outbox executor).
 //!
 //! Invariants: a write is acknowledged only after its entry is fsynced on a quorum and
 //! applied; apply never reads a clock (the leader's stamp carries time); stamps never go

@@ -16,8 +16,11 @@
 //! - the routing client ([`client::MapRouter`]): a client that learned the routes (ranges,
 //!   cells, epochs, leaders) from any node sends each plain keyed write straight to the node
 //!   hosting the owning cell's leader, which serves it without forwarding;
-//! - [`admin`]: `fabric init`, `fabric status`, range moves and splits (freeze on the
-//!   source, copy, assign on the target with a fence floor, publish, drop);
+//! - [`admin`]: `fabric init`, `fabric status`, range moves and splits (copy while the
+//!   source serves and records changes, freeze, send the changes, assign on the target
+//!   with a fence floor, publish, drop);
+//! - the follow-up executor (`follow`): for every data cell a node leads, carries out what
+//!   board wrote to the cell's follow-up outbox and acknowledges it;
 //! - [`restore`]: a new fabric from `whip fabric backup` on empty nodes: each cell's voters
 //!   made from its snapshot (node ids, ranges and epochs kept, the meta cell's map
 //!   re-addressed before it starts), then the meta learners;

@@ -561,3 +561,98 @@ async fn register(client: &whip_cell::CellClient, agent: &str, token: &str) {
     };
     client.agent_register(request).await.expect("register");
 }
+
+/// The node leading `cell` now.
+fn leader_of(fabric: &Fabric, cell: u64) -> u64 {
+    (fabric.running().into_iter())
+        .find(|&id| fabric.node(id).leads(cell))
+        .expect("the cell has a leader")
+}
+
+/// Wait until `cell`'s follow-up outbox is empty, read through node `via`.
+pub(crate) async fn outbox_drained(fabric: &Fabric, via: u64, cell: u64) {
+    wait_for(
+        "the follow-up outbox to drain",
+        Duration::from_secs(20),
+        || {
+            let node = fabric.node(via);
+            async move {
+                let query = whip_board::Query::FollowUps {
+                    after_seq: 0,
+                    limit: 10,
+                };
+                matches!(
+                    node.read_cell(None, cell, query).await,
+                    Ok(whip_board::QueryResult::FollowUps(pending)) if pending.is_empty()
+                )
+            }
+        },
+    )
+    .await;
+}
+
+/// A dissolve applied through a node's router alone, as if the server that answered it died
+/// right after the apply: nothing carries its purge out inline. The purge waits in the team
+/// cell's outbox; that cell's leader is killed, and the executor of whichever node leads it
+/// next purges the fabric queue and acknowledges the follow-up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dissolve_whose_server_died_has_its_fabric_queue_purged_from_the_outbox() {
+    use whip_cell::service::Dispatch;
+    let mut fabric = Fabric::start(3, 4).await;
+    let c = lead(&fabric, 1).await;
+    create(&c, "orphan", 100).await;
+    post_many(&c, "orphan", 30).await;
+    let queue = whip_board::fabric_queue_team("orphan");
+    wait_for(
+        "30 tasks in the fabric queue",
+        Duration::from_secs(20),
+        || {
+            let (c, queue) = (&c, queue.clone());
+            async move {
+                let asked = pb::BoardStatsRequest { team: queue };
+                c.board_stats(asked).await.is_ok_and(|s| s.ready == 30)
+            }
+        },
+    )
+    .await;
+    let map = fabric.node(1).map().await.expect("map");
+    let team_cell = map.locate(route::team_point("orphan")).cell;
+    let leader = leader_of(&fabric, team_cell);
+    let survivor = (fabric.running().into_iter())
+        .find(|&id| id != leader)
+        .expect("3 nodes");
+    let dissolve = whip_board::Request::by(
+        whip_board::access::Caller::Agent("lead".into()),
+        Some("dissolve-orphan".into()),
+        whip_board::Command::TeamDissolve {
+            team: "orphan".into(),
+            caller: "lead".into(),
+        },
+    );
+    let outcome = (fabric.node(survivor).submit(dissolve).await).expect("dissolve");
+    assert!(
+        matches!(
+            outcome,
+            whip_board::Outcome::TeamDissolved { done: true, .. }
+        ),
+        "{outcome:?}"
+    );
+    fabric.kill(leader).await;
+    let c = fabric
+        .client_of(survivor)
+        .with_identity("lead", "lead-secret-token-0123456789-abcdefghij");
+    wait_for(
+        "the fabric queue to be purged",
+        Duration::from_secs(20),
+        || {
+            let (c, queue) = (&c, queue.clone());
+            async move {
+                let asked = pb::BoardStatsRequest { team: queue };
+                c.board_stats(asked).await.is_err()
+            }
+        },
+    )
+    .await;
+    outbox_drained(&fabric, survivor, team_cell).await;
+    fabric.shutdown().await;
+}

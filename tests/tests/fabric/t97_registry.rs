@@ -368,3 +368,73 @@ async fn revoking_a_subagent_revokes_the_agent_its_parent_enrolled() {
     assert_eq!(live(&alice, None).await.len(), 1);
     fabric.shutdown().await;
 }
+
+/// A work revoke applied through a node's router alone, as if the server that answered it
+/// died right after the apply: the identity revocation waits in the entry cell's outbox;
+/// that cell's leader is killed, and the next leader's executor revokes helper's token and
+/// takes it out of its team, then acknowledges the follow-ups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_revoke_whose_server_died_is_finished_from_the_outbox() {
+    use whip_cell::service::Dispatch;
+    let mut fabric = Fabric::start(3, 4).await;
+    let alice = agent(&fabric, 1, "alice").await;
+    enroll_helper(&fabric, &alice).await;
+    let root = alice.work_register(register("session", None)).await;
+    let root = root.unwrap().entry.unwrap().id;
+    let mut spawn = register("subagent", Some(&root));
+    spawn.owner = "helper".into();
+    let sub = alice.work_register(spawn).await.unwrap().entry.unwrap();
+    let revoke = whip_board::Command::WorkRevoke { id: sub.id.clone() };
+    let point = whip_board::route::command_point(&revoke).expect("keyed");
+    let map = fabric.node(1).map().await.expect("map");
+    let entry_cell = map.locate(point.expect("a point")).cell;
+    let leader = (fabric.running().into_iter())
+        .find(|&id| fabric.node(id).leads(entry_cell))
+        .expect("a leader");
+    let survivor = (fabric.running().into_iter())
+        .find(|&id| id != leader)
+        .expect("3 nodes");
+    let caller = whip_board::access::Caller::Agent("alice".into());
+    let request = whip_board::Request::by(caller, Some("revoke-sub".into()), revoke);
+    let outcome = fabric.node(survivor).submit(request).await.expect("revoke");
+    let named = whip_board::Outcome::WorkRevoked {
+        removed: 1,
+        agents: vec!["helper".into()],
+    };
+    assert_eq!(outcome, named);
+    fabric.kill(leader).await;
+    let helper = fabric
+        .client_of(survivor)
+        .with_identity("helper", token("helper"));
+    let helper = std::sync::Arc::new(helper);
+    whip_tests::wait_for(
+        "helper's token to be refused",
+        Duration::from_secs(20),
+        || {
+            let helper = helper.clone();
+            async move {
+                let list = helper.work_list(pb::WorkListRequest::default()).await;
+                matches!(list, Err(CellError::Unauthenticated(ref m)) if m.contains("revoked"))
+            }
+        },
+    )
+    .await;
+    let node = fabric.node(survivor);
+    whip_tests::wait_for(
+        "helper to leave crew",
+        Duration::from_secs(20),
+        || async move {
+            let team = whip_board::Query::Team {
+                team: "crew".into(),
+            };
+            let helper = "helper".to_string();
+            matches!(
+                node.read(team).await,
+                Ok(whip_board::QueryResult::Team(Some(view))) if !view.members.contains(&helper)
+            )
+        },
+    )
+    .await;
+    crate::t95_handoff::outbox_drained(&fabric, survivor, entry_cell).await;
+    fabric.shutdown().await;
+}
