@@ -348,18 +348,7 @@ async fn revoking_a_subagent_revokes_the_agent_its_parent_enrolled() {
         (2, vec!["helper".into()])
     );
     // Every node's verifier forgets within its cache TTL (1 s).
-    whip_tests::wait_for(
-        "helper's token to be refused",
-        Duration::from_secs(5),
-        || {
-            let helper = helper.clone();
-            async move {
-                let list = helper.work_list(pb::WorkListRequest::default()).await;
-                matches!(list, Err(CellError::Unauthenticated(ref m)) if m.contains("revoked"))
-            }
-        },
-    )
-    .await;
+    token_refused(&helper, Duration::from_secs(5)).await;
     alice
         .board_stats(crew())
         .await
@@ -407,18 +396,7 @@ async fn a_revoke_whose_server_died_is_finished_from_the_outbox() {
         .client_of(survivor)
         .with_identity("helper", token("helper"));
     let helper = std::sync::Arc::new(helper);
-    whip_tests::wait_for(
-        "helper's token to be refused",
-        Duration::from_secs(20),
-        || {
-            let helper = helper.clone();
-            async move {
-                let list = helper.work_list(pb::WorkListRequest::default()).await;
-                matches!(list, Err(CellError::Unauthenticated(ref m)) if m.contains("revoked"))
-            }
-        },
-    )
-    .await;
+    token_refused(&helper, Duration::from_secs(20)).await;
     let node = fabric.node(survivor);
     whip_tests::wait_for(
         "helper to leave crew",
@@ -437,4 +415,16 @@ async fn a_revoke_whose_server_died_is_finished_from_the_outbox() {
     .await;
     crate::t95_handoff::outbox_drained(&fabric, survivor, entry_cell).await;
     fabric.shutdown().await;
+}
+
+/// Wait until `helper`'s calls are refused as revoked, at most `within`.
+async fn token_refused(helper: &std::sync::Arc<CellClient>, within: Duration) {
+    whip_tests::wait_for("helper's token to be refused", within, || {
+        let helper = helper.clone();
+        async move {
+            let list = helper.work_list(pb::WorkListRequest::default()).await;
+            matches!(list, Err(CellError::Unauthenticated(ref m)) if m.contains("revoked"))
+        }
+    })
+    .await;
 }
