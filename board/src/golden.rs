@@ -141,6 +141,7 @@ macro_rules! stored_enums {
             Tier = crate::types::Tier,
             TaskState = crate::types::TaskState,
             BoardRefusal = crate::types::BoardRefusal,
+            AgentRefusal = crate::register::AgentRefusal,
             Role = crate::vote::Role,
             Ineligible = crate::vote::Ineligible,
             VoteRefusal = crate::vote::VoteRefusal,

@@ -70,6 +70,8 @@ pub mod path_glob;
 pub mod query;
 mod range;
 mod range_track;
+pub mod refusal;
+pub mod register;
 pub mod reservation;
 pub mod route;
 #[cfg(test)]
@@ -97,6 +99,8 @@ pub use query::{
     BoardStatsView, KvPage, MailboxMessage, MessageKind, Query, QueryResult, RangeView, TeamView,
 };
 pub use range::RangeRefusal;
+pub use refusal::RefusalCode;
+pub use register::AgentRefusal;
 pub use schedule::{ScheduleSpec, latest_due};
 pub use taskboard::{
     FABRIC_QUEUE_PREFIX, RESERVED_TEAM_PREFIX, TRACKER_TEAM_PREFIX, fabric_queue_team,
@@ -470,6 +474,10 @@ fn apply_work(
         Command::WorkQuotaAck { cell, version } => work::ack(txn, *cell, *version),
         Command::WorkQuotaInstall { quota, ttl_ms } => work::install(txn, now_ms, *quota, *ttl_ms),
         Command::AgentRevoke { agent, by } => revoke_agent(txn, stamp, agent, by),
+        Command::AgentRegister { agent, proof, salt } => {
+            let asked = register::Registration { agent, proof, salt };
+            register::register(txn, stamp, caller, &asked)
+        }
         Command::TeamLeaveAll { agent } => team::leave_all(txn, agent),
         other => unreachable!("{other:?} is not a registry command"),
     }

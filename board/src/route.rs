@@ -133,6 +133,11 @@ pub fn resource_point(id: &ResourceId) -> u64 {
     }
 }
 
+/// The point of the fabric queue of team `team` (where its tasks spill to).
+pub fn fabric_queue_point(team: &str) -> u64 {
+    team_point(&crate::taskboard::fabric_queue_team(team))
+}
+
 /// The point of a proposal: its team's.
 pub fn proposal_point(proposal: &str) -> Result<u64, String> {
     crate::vote::parse_id(proposal).map(|(team, _)| team_point(&team))
@@ -174,7 +179,9 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
         | Command::WorkSignal { id, .. }
         | Command::WorkScope { id, .. }
         | Command::WorkRevoke { id } => Some(work_point(crate::work::root_of(id))),
-        Command::AgentRevoke { agent, .. } => Some(kv_point(&crate::access::agent_key(agent))),
+        Command::AgentRevoke { agent, .. } | Command::AgentRegister { agent, .. } => {
+            Some(kv_point(&crate::access::agent_key(agent)))
+        }
         Command::MailSend { to: address, .. }
         | Command::MailAck { address, .. }
         | Command::MailGrant { address, .. }
@@ -192,9 +199,7 @@ pub fn command_point(command: &Command) -> Result<Option<u64>, String> {
         Command::PathsReserve { repo, .. } | Command::PathsRelease { repo, .. } => {
             Some(repo_point(repo))
         }
-        Command::FabricPurge { queue } => {
-            Some(team_point(&crate::taskboard::fabric_queue_team(queue)))
-        }
+        Command::FabricPurge { queue } => Some(fabric_queue_point(queue)),
         Command::EngineTxn {
             compares,
             puts,

@@ -646,6 +646,16 @@ pub enum Command {
         /// Who revokes it.
         by: String,
     },
+    /// Register agent `agent` for the request's caller (`crate::register`): the operator
+    /// registers, an agent enrolls another, an agent re-registering itself is a no-op.
+    AgentRegister {
+        /// The agent's name.
+        agent: String,
+        /// `register::token_proof` of its token (the token never enters the log).
+        proof: [u8; 32],
+        /// A fresh salt for its record.
+        salt: [u8; 32],
+    },
     /// Remove `agent` from every team this cell keeps (after its identity was revoked).
     TeamLeaveAll {
         /// The agent.
@@ -924,6 +934,7 @@ crate::codes::stable_codes! {
         69 => RangeClear,
         70 => RangePatch,
         71 => FollowUpDone,
+        72 => AgentRegister,
     }
 }
 
@@ -1351,6 +1362,18 @@ pub enum Outcome {
         /// Whether its token stopped working.
         revoked: bool,
     },
+    /// An agent's identity record was written (`created`), or held it already.
+    AgentRegistered {
+        /// The agent.
+        agent: String,
+        /// Whether this registration wrote the record.
+        created: bool,
+    },
+    /// A registration was refused (`crate::register`).
+    AgentRefused {
+        /// Why.
+        refusal: crate::register::AgentRefusal,
+    },
     /// An agent left every team of this cell.
     TeamsLeft {
         /// Teams it left.
@@ -1580,6 +1603,8 @@ crate::codes::stable_codes! {
         85 => PathsRefused,
         86 => RangeTracked,
         87 => FollowUpDone,
+        88 => AgentRegistered,
+        89 => AgentRefused,
     }
 }
 
@@ -2009,6 +2034,7 @@ impl Command {
             | Command::WorkQuotaAck { .. }
             | Command::WorkQuotaInstall { .. }
             | Command::AgentRevoke { .. }
+            | Command::AgentRegister { .. }
             | Command::TeamLeaveAll { .. } => Family::Work,
             Command::HandoffSend { .. }
             | Command::HandoffAck { .. }
@@ -2032,23 +2058,29 @@ impl Command {
 }
 
 impl BoardRefusal {
+    /// The refusal's wire code (what a client matches on).
+    pub fn refusal_code(&self) -> crate::refusal::RefusalCode {
+        use crate::refusal::RefusalCode;
+        match self {
+            BoardRefusal::UnknownTeam { .. } => RefusalCode::UnknownTeam,
+            BoardRefusal::TeamExists { .. } => RefusalCode::TeamExists,
+            BoardRefusal::NotMember { .. } => RefusalCode::NotMember,
+            BoardRefusal::NotSupervisor { .. } => RefusalCode::NotSupervisor,
+            BoardRefusal::UnknownTask { .. } => RefusalCode::UnknownTask,
+            BoardRefusal::NotClaimed { .. } => RefusalCode::NotClaimed,
+            BoardRefusal::StaleFence { .. } => RefusalCode::StaleFence,
+            BoardRefusal::ClaimExpired { .. } => RefusalCode::ClaimExpired,
+            BoardRefusal::BoardFull { .. } => RefusalCode::BoardFull,
+            BoardRefusal::NotDead { .. } => RefusalCode::NotDead,
+            BoardRefusal::NotLocal { .. } => RefusalCode::NotLocal,
+            BoardRefusal::NotReady { .. } => RefusalCode::NotReady,
+            BoardRefusal::Taken { .. } => RefusalCode::Taken,
+        }
+    }
+
     /// A stable snake_case name of the refusal (the wire's `refusal` field).
     pub fn code(&self) -> &'static str {
-        match self {
-            BoardRefusal::UnknownTeam { .. } => "unknown_team",
-            BoardRefusal::TeamExists { .. } => "team_exists",
-            BoardRefusal::NotMember { .. } => "not_member",
-            BoardRefusal::NotSupervisor { .. } => "not_supervisor",
-            BoardRefusal::UnknownTask { .. } => "unknown_task",
-            BoardRefusal::NotClaimed { .. } => "not_claimed",
-            BoardRefusal::StaleFence { .. } => "stale_fence",
-            BoardRefusal::ClaimExpired { .. } => "claim_expired",
-            BoardRefusal::BoardFull { .. } => "board_full",
-            BoardRefusal::NotDead { .. } => "not_dead",
-            BoardRefusal::NotLocal { .. } => "not_local",
-            BoardRefusal::NotReady { .. } => "not_ready",
-            BoardRefusal::Taken { .. } => "taken",
-        }
+        self.refusal_code().as_str()
     }
 }
 

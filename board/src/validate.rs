@@ -441,7 +441,9 @@ fn work(command: &Command) -> Result<(), String> {
         Command::WorkQuotaLend { ttl_ms, .. } | Command::WorkQuotaInstall { ttl_ms, .. } => {
             work_ttl(*ttl_ms)
         }
-        Command::TeamLeaveAll { agent } => crate::access::check_agent_name(agent),
+        Command::TeamLeaveAll { agent } | Command::AgentRegister { agent, .. } => {
+            crate::access::check_agent_name(agent)
+        }
         Command::AgentRevoke { agent, by } => {
             crate::access::check_agent_name(agent)?;
             match by == crate::access::OPERATOR_REVOKER {

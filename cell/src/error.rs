@@ -45,6 +45,16 @@ pub enum CellError {
     /// superseded (it took the change over): this driver must stop. Retrying will not help.
     #[error("{0}")]
     Superseded(String),
+    /// The core refused the call for a reason the client may act on (a name held by
+    /// another token, an unknown team): `code` is the typed reason, `message` for people.
+    /// Retrying will not help.
+    #[error("{message}")]
+    Refused {
+        /// The typed reason.
+        code: whip_board::RefusalCode,
+        /// What to print.
+        message: String,
+    },
 }
 
 impl CellError {
@@ -79,6 +89,9 @@ impl CellError {
             CellError::WrongRange { epoch } => {
                 pb::error_detail::Kind::WrongRange(pb::WrongRangeDetail { epoch: *epoch })
             }
+            CellError::Refused { code, .. } => pb::error_detail::Kind::Refused(pb::RefusedDetail {
+                code: code.as_str().to_string(),
+            }),
             _ => return None,
         };
         Some(pb::ErrorDetail { kind: Some(kind) })
@@ -90,9 +103,12 @@ impl From<CellError> for tonic::Status {
         let message = err.to_string();
         match &err {
             CellError::InvalidArgument(m) => tonic::Status::invalid_argument(m.clone()),
-            CellError::NotLeader { .. } | CellError::WrongRange { .. } => {
-                let code = match err {
+            CellError::NotLeader { .. }
+            | CellError::WrongRange { .. }
+            | CellError::Refused { .. } => {
+                let code = match &err {
                     CellError::NotLeader { .. } => tonic::Code::Unavailable,
+                    CellError::Refused { code, .. } => refused_status_code(*code),
                     _ => tonic::Code::FailedPrecondition,
                 };
                 let detail = err
@@ -124,6 +140,29 @@ pub(crate) fn from_detail(status: &tonic::Status) -> Option<CellError> {
             hint: (!d.leader_addr.is_empty()).then_some(d.leader_addr),
         }),
         pb::error_detail::Kind::WrongRange(d) => Some(CellError::WrongRange { epoch: d.epoch }),
+        // A code this build does not know (a newer server's) is not guessed at: the status
+        // code decides, as for a status without a detail.
+        pb::error_detail::Kind::Refused(d) => Some(CellError::Refused {
+            code: whip_board::RefusalCode::from_code(&d.code)?,
+            message: status.message().to_string(),
+        }),
+    }
+}
+
+/// The gRPC status code a refusal travels under (for clients that read only the code).
+fn refused_status_code(code: whip_board::RefusalCode) -> tonic::Code {
+    use whip_board::RefusalCode as R;
+    match code {
+        R::NameTaken | R::ReservedName | R::TeamExists | R::Taken => tonic::Code::AlreadyExists,
+        R::UnknownTeam | R::UnknownTask => tonic::Code::NotFound,
+        R::EnrollmentsExhausted | R::BoardFull => tonic::Code::ResourceExhausted,
+        R::NotMember | R::NotSupervisor => tonic::Code::PermissionDenied,
+        R::NotClaimed
+        | R::StaleFence
+        | R::ClaimExpired
+        | R::NotReady
+        | R::NotDead
+        | R::NotLocal => tonic::Code::FailedPrecondition,
     }
 }
 
@@ -162,6 +201,10 @@ mod tests {
             },
             CellError::NotLeader { hint: None },
             CellError::WrongRange { epoch: 42 },
+            CellError::Refused {
+                code: whip_board::RefusalCode::NameTaken,
+                message: "reworded by a proxy".into(),
+            },
         ] {
             let status = tonic::Status::from(err.clone());
             // Only the details carry the fields: a client never parses the message.

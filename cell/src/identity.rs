@@ -109,31 +109,29 @@ pub fn check_token(token: &str) -> Result<(), Status> {
     Ok(())
 }
 
-/// The stored form of a token: `v1:` + a random 32-byte salt (hex) + `:` + the blake3 hash
-/// keyed by that salt (hex), then `:name:` and the hex of the exact name (the record is
-/// keyed by the name's skeleton, `whip_board::access::agent_key`), then `:by:` and the
-/// enrolling agent for an agent another enrolled (it may revoke it). Two agents with one
-/// token store different records.
-pub fn token_record(agent: &str, token: &str, enrolled_by: Option<&str>) -> Vec<u8> {
+/// 32 random bytes for a record's salt.
+pub fn fresh_salt() -> [u8; 32] {
     use rand::RngCore;
     let mut salt = [0u8; 32];
     rand::rng().fill_bytes(&mut salt);
-    let hash = blake3::keyed_hash(&salt, token.as_bytes());
-    let salt_hex: String = salt.iter().map(|b| format!("{b:02x}")).collect();
-    let by = enrolled_by
-        .map(|by| format!("{}{by}", whip_board::access::ENROLLED_BY_MARK))
-        .unwrap_or_default();
-    let name: String = agent.bytes().map(|b| format!("{b:02x}")).collect();
-    let mark = whip_board::access::NAME_MARK;
-    format!("v1:{salt_hex}:{}{mark}{name}{by}", hash.to_hex()).into_bytes()
+    salt
 }
 
-/// Whether `token` matches the stored `record` (compared in constant time).
+/// Whether `token` matches the stored `record` (compared in constant time): a v2 record
+/// (`whip_board::register`) holds a hash of the token's proof; a v1 record, written before
+/// registration moved into the board, a hash of the token itself.
 pub fn token_matches(record: &[u8], token: &str) -> bool {
+    let proof = whip_board::register::token_proof(token);
+    if whip_board::register::proof_matches(record, &proof) {
+        return true;
+    }
     let Ok(text) = std::str::from_utf8(record) else {
         return false;
     };
-    let mut fields = text.strip_prefix("v1:").unwrap_or_default().split(':');
+    let Some(rest) = text.strip_prefix("v1:") else {
+        return false;
+    };
+    let mut fields = rest.split(':');
     let (Some(salt_hex), Some(hash_hex)) = (fields.next(), fields.next()) else {
         return false;
     };
@@ -339,6 +337,23 @@ impl Verifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn v2_records_and_records_written_before_them_both_verify_their_token_only() {
+        let token = agent_token("alice");
+        let proof = whip_board::register::token_proof(&token);
+        let v2 = whip_board::register::record("alice", &proof, &fresh_salt(), None);
+        assert!(token_matches(&v2, &token));
+        assert!(!token_matches(&v2, &agent_token("alice")));
+        // A v1 record, as the build before board-decided registration wrote it.
+        let salt = [3u8; 32];
+        let hash = blake3::keyed_hash(&salt, token.as_bytes()).to_hex();
+        let salt_hex: String = salt.iter().map(|b| format!("{b:02x}")).collect();
+        let v1 = format!("v1:{salt_hex}:{hash}:name:616c696365").into_bytes();
+        assert!(token_matches(&v1, &token));
+        assert!(!token_matches(&v1, &agent_token("alice")));
+        assert!(!token_matches(b"revoked:v1:00:00", &token));
+    }
 
     #[test]
     fn a_named_token_names_its_agent_and_passes_the_token_rules() {

@@ -11,6 +11,7 @@ fn error(e: CellError) -> FabricError {
     match e {
         CellError::InvalidArgument(m) => FabricError::Invalid(m),
         CellError::PermissionDenied(m) => FabricError::PermissionDenied(m),
+        CellError::Refused { code, message } => FabricError::Refused { code, message },
         CellError::Unauthenticated(m) => {
             FabricError::PermissionDenied(format!("not authenticated: {m}"))
         }
@@ -421,7 +422,7 @@ impl FabricClient for CellClient {
             .map_err(error)?;
         match Code::try_from(r.code) {
             Ok(Code::TeamCreated) => Ok(()),
-            _ => Err(FabricError::Invalid(r.message)),
+            _ => Err(FabricError::refused_in_band(&r.refusal, r.message)),
         }
     }
 
@@ -435,7 +436,7 @@ impl FabricClient for CellClient {
         let r = CellClient::board_post(self, request).await.map_err(error)?;
         match Code::try_from(r.code) {
             Ok(Code::TaskPosted) => Ok(r.task_id),
-            _ => Err(FabricError::Invalid(r.message)),
+            _ => Err(FabricError::refused_in_band(&r.refusal, r.message)),
         }
     }
 

@@ -79,8 +79,8 @@ pub use node::{Node, NodeConfig};
 pub use whip_board::query::{CounterView, KvEntry, KvPage, LeaseView, LedgerEntryView};
 pub use whip_board::work;
 pub use whip_board::{
-    Command, Outcome, Query, QueryResult, Reset, ResourceId, TRACKER_TEAM_PREFIX, TaskState,
-    TaskView,
+    Command, Outcome, Query, QueryResult, RefusalCode, Reset, ResourceId, TRACKER_TEAM_PREFIX,
+    TaskState, TaskView,
 };
 pub use whip_board::{access, mail, screen, tally, vote};
 
@@ -94,6 +94,33 @@ pub enum FabricError {
     /// The caller may not do this (reserved state, a server-only command, a credential it
     /// does not hold) or did not prove who it is; retrying will not help.
     PermissionDenied(String),
+    /// The core refused the call for a reason the caller may act on: match on `code`,
+    /// never on `message` (which is for people).
+    Refused {
+        /// The typed reason.
+        code: whip_board::RefusalCode,
+        /// What to print.
+        message: String,
+    },
+}
+
+impl FabricError {
+    /// A refusal the board answered in band (`refusal`), typed.
+    pub fn board_refused(refusal: &whip_board::BoardRefusal) -> FabricError {
+        FabricError::Refused {
+            code: refusal.refusal_code(),
+            message: refusal.to_string(),
+        }
+    }
+
+    /// A refusal a server answered in band: its wire `code` (typed when this build knows
+    /// it) and its message.
+    pub fn refused_in_band(code: &str, message: String) -> FabricError {
+        match whip_board::RefusalCode::from_code(code) {
+            Some(code) => FabricError::Refused { code, message },
+            None => FabricError::Invalid(message),
+        }
+    }
 }
 
 impl std::fmt::Display for FabricError {
@@ -102,6 +129,7 @@ impl std::fmt::Display for FabricError {
             FabricError::Invalid(m) => write!(f, "{m}"),
             FabricError::Unavailable(m) => write!(f, "fabric unavailable: {m}"),
             FabricError::PermissionDenied(m) => write!(f, "permission denied: {m}"),
+            FabricError::Refused { message, .. } => write!(f, "{message}"),
         }
     }
 }

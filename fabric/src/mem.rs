@@ -335,7 +335,7 @@ impl FabricClient for MemFabric {
         };
         match self.apply(command, String::new())? {
             Outcome::TeamCreated { .. } => Ok(()),
-            Outcome::BoardRefused { reason } => Err(FabricError::Invalid(reason.to_string())),
+            Outcome::BoardRefused { reason } => Err(FabricError::board_refused(&reason)),
             other => Err(unexpected(other)),
         }
     }
@@ -348,7 +348,7 @@ impl FabricClient for MemFabric {
         };
         match self.apply(command, key)? {
             Outcome::TaskPosted { task_id, .. } => Ok(task_id),
-            Outcome::BoardRefused { reason } => Err(FabricError::Invalid(reason.to_string())),
+            Outcome::BoardRefused { reason } => Err(FabricError::board_refused(&reason)),
             other => Err(unexpected(other)),
         }
     }

@@ -227,9 +227,7 @@ async fn spill_cell(
             continue;
         };
         let queue = task.team.clone();
-        let target = map
-            .locate(route::team_point(&whip_board::fabric_queue_team(&queue)))
-            .cell;
+        let target = map.locate(route::fabric_queue_point(&queue)).cell;
         let (settings, admitted) = match teams.get(&queue) {
             Some(team) => team.clone(),
             None => {

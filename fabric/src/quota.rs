@@ -244,7 +244,7 @@ impl Node {
             worker: worker.clone(),
         };
         let request = Request::server(suffixed(&claim.idempotency_key, "fabric"), command);
-        let point = whip_board::route::team_point(&whip_board::fabric_queue_team(team));
+        let point = whip_board::route::fabric_queue_point(team);
         match self.submit_at(point, request).await? {
             Outcome::BoardRefused {
                 reason: whip_board::BoardRefusal::UnknownTeam { .. },

@@ -111,7 +111,10 @@ pub(crate) async fn authenticate(global: &Global, session: Session) -> Result<Se
     let session = session.with_client(|client: CellClient| client.with_identity(&agent, &token));
     match session.client.agent_register(register).await {
         Ok(_) => {}
-        Err(CellError::Unavailable(m)) if m.contains("is taken") => {
+        Err(CellError::Refused {
+            code: whip_board::RefusalCode::NameTaken,
+            ..
+        }) => {
             return Err(anyhow!(
                 "agent {agent:?} is registered with another token than the one in {}",
                 match env_token() {

@@ -253,46 +253,28 @@ impl CellApi {
         }
     }
 
-    /// Write `agent`'s token hash unless the name is taken; true when created, false when
-    /// the same agent and token were registered before.
+    /// Register `agent` with `token` for `caller` (the operator, or the agent enrolling
+    /// it): board decides in one apply whether the name is free, held by the same token or
+    /// taken (`whip_board::register`); true when this call wrote the record. No idempotency
+    /// key: a retry of a lost answer finds the record and answers `false`.
     pub(super) async fn register(
         &self,
+        caller: &Caller,
         agent: &str,
         token: &str,
-        enrolled_by: Option<&str>,
     ) -> Result<bool, Status> {
-        let key = crate::identity::agent_key(agent);
-        let stored = match self.read_server(Query::KvGet { key: key.clone() }).await? {
-            QueryResult::Kv(Some(entry)) => Some(entry.value),
-            _ => None,
+        let command = Command::AgentRegister {
+            agent: agent.to_string(),
+            proof: whip_board::register::token_proof(token),
+            salt: crate::identity::fresh_salt(),
         };
-        if let Some(stored) = stored {
-            let name = whip_board::access::record_name(&stored);
-            if let Some(other) = name.filter(|name| name != agent) {
-                return Err(Status::already_exists(format!(
-                    "reserved_name: {agent:?} looks like the existing agent {other:?}"
-                )));
+        match self.submit(caller, String::new(), command).await? {
+            Outcome::AgentRegistered { created, .. } => Ok(created),
+            Outcome::AgentRefused { refusal } => Err(crate::CellError::Refused {
+                code: refusal.refusal_code(),
+                message: refusal.to_string(),
             }
-            return match crate::identity::token_matches(&stored, token) {
-                true => Ok(false),
-                false => Err(Status::already_exists(format!(
-                    "agent name {agent:?} is taken"
-                ))),
-            };
-        }
-        let put = Command::KvPut {
-            key,
-            value: crate::identity::token_record(agent, token, enrolled_by),
-            expect_version: Some(0),
-        };
-        match self
-            .submit_server(format!("agent-register/{agent}"), put)
-            .await?
-        {
-            Outcome::KvWritten { .. } => Ok(true),
-            Outcome::KvVersionMismatch { .. } => Err(Status::already_exists(format!(
-                "agent name {agent:?} is taken"
-            ))),
+            .into()),
             other => Err(Status::internal(format!("unexpected answer {other:?}"))),
         }
     }

@@ -1052,9 +1052,9 @@ impl cell_server::Cell for CellApi {
         req: GrpcRequest<pb::AgentRegisterRequest>,
     ) -> GrpcResult<pb::AgentRegisterResponse> {
         let principal = crate::tls::principal(req.extensions());
-        let enrolled_by = match principal.is_operator() && !req.get_ref().enroll {
-            true => None,
-            false => Some(
+        let caller = match principal.is_operator() && !req.get_ref().enroll {
+            true => Caller::Operator,
+            false => Caller::Agent(
                 self.verifier
                     .caller(
                         self.dispatch.as_ref(),
@@ -1071,29 +1071,29 @@ impl cell_server::Cell for CellApi {
             ),
         };
         let mut req = req.into_inner();
-        whip_board::access::check_new_agent_name(&req.agent, enrolled_by.is_none())
+        let by_operator = caller == Caller::Operator;
+        // Board decides again in the apply; asked first so a refused name costs no
+        // enrollment.
+        whip_board::access::check_new_agent_name(&req.agent, by_operator)
             .map_err(Status::invalid_argument)?;
-        if enrolled_by.as_deref() == Some(req.agent.as_str()) {
-            // An agent re-registering itself, proven by its own token: nothing to do.
-            return Ok(Response::new(pb::AgentRegisterResponse {
-                created: false,
-                token: String::new(),
-            }));
-        }
         let generated = req.token.is_empty();
         if generated {
             req.token = crate::identity::agent_token(&req.agent);
         }
         crate::identity::check_token(&req.token)?;
-        if let Some(parent) = &enrolled_by {
+        if let Caller::Agent(parent) = &caller
+            && *parent != req.agent
+        {
             self.charge_enrollment(parent).await?;
         }
-        let created = self
-            .register(&req.agent, &req.token, enrolled_by.as_deref())
-            .await?;
+        let created = self.register(&caller, &req.agent, &req.token).await?;
         Ok(Response::new(pb::AgentRegisterResponse {
             created,
-            token: if generated { req.token } else { String::new() },
+            token: if generated && created {
+                req.token
+            } else {
+                String::new()
+            },
         }))
     }
 

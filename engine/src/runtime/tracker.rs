@@ -466,7 +466,10 @@ impl<F: FabricClient> Engine<F> {
                 .board_post(team.to_string(), body.clone(), idem.to_string())
                 .await;
             match posted {
-                Err(whip_fabric::FabricError::Invalid(m)) if m.contains("is unknown") => {
+                Err(whip_fabric::FabricError::Refused {
+                    code: whip_fabric::RefusalCode::UnknownTeam,
+                    ..
+                }) => {
                     self.stored.lock().expect("stored lock").remove(&known);
                 }
                 other => return Ok(other?),

@@ -62,6 +62,14 @@ impl From<CellError> for Refusal {
             CellError::Unauthenticated(m) => coded("not_authenticated", m),
             CellError::NotFound(m) => coded("not_found", m),
             CellError::Superseded(m) => Refusal::new("superseded", m.clone()),
+            // Typed: the code travelled as a status detail, not in the text.
+            CellError::Refused { code, message } => {
+                let prefix = format!("{code}: ");
+                Refusal::new(
+                    code.as_str(),
+                    message.strip_prefix(&prefix).unwrap_or(message),
+                )
+            }
             CellError::Fatal(m) => Refusal::new("fatal", m.clone()),
             CellError::WrongRange { .. } => Refusal::new("wrong_range", err.to_string()),
             CellError::NotLeader { .. } | CellError::Unavailable(_) => {

@@ -58,10 +58,7 @@ async fn anonymous_callers_cannot_register_and_agents_enroll_within_a_limit() {
             .unwrap()
             .created
     );
-    let stolen = alice
-        .agent_register(register("bob", "another-token-0123456789abcdefghijkl"))
-        .await;
-    assert!(stolen.is_err(), "{stolen:?}");
+    a_taken_name_is_refused_typed_and_unchanged(&dev, &alice, &bob_client).await;
     // Alice's enrollments are counted: the hundred-and-first in an hour is refused.
     let mut refusal = None;
     for i in 0..110 {
@@ -100,4 +97,39 @@ async fn weak_tokens_and_lookalike_names_are_refused() {
         );
     }
     still_serving(&operator).await;
+}
+
+/// Alice tries to register bob's name with another token: refused with a typed
+/// `name_taken`, and bob's record is untouched (his token proves him, the other does not).
+async fn a_taken_name_is_refused_typed_and_unchanged(
+    dev: &whip_tests::DevCell,
+    alice: &CellClient,
+    bob_client: &CellClient,
+) {
+    let stolen = alice
+        .agent_register(register("bob", "another-token-0123456789abcdefghijkl"))
+        .await;
+    match stolen {
+        Err(CellError::Refused { code, .. }) => {
+            assert_eq!(code, whip_board::RefusalCode::NameTaken)
+        }
+        other => panic!("expected a typed name_taken refusal, got {other:?}"),
+    }
+    let impostor = CellClient::connect_with(&[dev.member(2)], &anonymous())
+        .unwrap()
+        .with_identity("bob", "another-token-0123456789abcdefghijkl");
+    let forged = impostor
+        .team_create(pb::TeamCreateRequest {
+            team: "not-bobs".into(),
+            ..Default::default()
+        })
+        .await;
+    assert!(forged.is_err(), "{forged:?}");
+    assert!(
+        !bob_client
+            .agent_register(register("bob", TOKEN))
+            .await
+            .unwrap()
+            .created
+    );
 }
