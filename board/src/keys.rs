@@ -142,16 +142,20 @@ pub(crate) const FOLLOW_UP: u8 = b'2';
 /// The follow-up outbox's next sequence number: one row (cell-local).
 pub(crate) const FOLLOW_HEAD: u8 = b'3';
 
+/// The time floor of this cell (raised when a range arrives from another cell whose clock
+/// was ahead, `crate::range::shift`): one row (cell-local).
+pub(crate) const TIME_FLOOR: u8 = b'4';
+
 /// Every family above: a row of any other first byte is no row of this state machine.
 #[rustfmt::skip]
-pub(crate) const FAMILIES: [u8; 55] = [
+pub(crate) const FAMILIES: [u8; 56] = [
     KV, LEASE, HOLDER, COUNTER, LEDGER_HEAD, LEDGER_ENTRY, IDEMPOTENCY, DEADLINE, OUTBOX,
     OUTBOX_ITEM, INBOX, ALARM, ALARM_HEAD, RANGE, FENCE_OFFSET, FABRIC_MODE, ELECTION, SCHEDULE,
     TEAM, TASK, READY, CLAIM, MAIL_HEAD, MAIL, MBOX_HEAD, MBOX_MSG, CELL_TASK, CELL_READY,
     CELL_CLAIM, CELL_BOARD, WORK_ENTRY, WORK_CELL, WORK_LIMITS, WORK_AUDIT, WORK_GRANT,
     ALARM_CAUSE, VOTE_TEAM, PROPOSAL, BALLOT, ENGINE, INSTANCE_OWNER, META_MODE,
     WORK_OWNER, WATCH_EVENT, WATCH_META, ADMIN_FENCE, KV_ATTACH, KV_LEASED, PATH_RESERVATION,
-    PATH_HOLDER, PATH_REPO, RANGE_TRACK, RANGE_CHANGED, FOLLOW_UP, FOLLOW_HEAD,
+    PATH_HOLDER, PATH_REPO, RANGE_TRACK, RANGE_CHANGED, FOLLOW_UP, FOLLOW_HEAD, TIME_FLOOR,
 ];
 
 /// Append `s` escaped but without its terminator (a prefix of every longer string's form).

@@ -511,15 +511,18 @@ fn apply_range(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
             epoch,
             fence_above,
         } => {
-            let range = RangeView {
-                start: *start,
-                last: *last,
-                epoch: *epoch,
-                frozen: false,
-                to_cell: 0,
-                until_ms: 0,
-            };
-            range::assign(txn, stamp, range, *fence_above)
+            let range = range::assigned(*start, *last, *epoch);
+            range::assign(txn, stamp, range, (*fence_above, 0))
+        }
+        Command::RangeAssignAt {
+            start,
+            last,
+            epoch,
+            fence_above,
+            time_above_ms,
+        } => {
+            let range = range::assigned(*start, *last, *epoch);
+            range::assign(txn, stamp, range, (*fence_above, *time_above_ms))
         }
         Command::RangeFreeze { start, last, epoch } => {
             range::freeze(txn, stamp, *start, *last, *epoch)
@@ -566,6 +569,7 @@ fn is_fenced_step(step: &Command) -> bool {
         Command::RangeFreezeTo { .. }
             | Command::RangeImport { .. }
             | Command::RangeAssign { .. }
+            | Command::RangeAssignAt { .. }
             | Command::RangeDrop { .. }
             | Command::RangeSplit { .. }
             | Command::RangeTrack { .. }

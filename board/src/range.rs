@@ -207,12 +207,30 @@ pub(crate) fn serves(serving: &Option<Vec<RangeView>>, point: u64) -> bool {
         .is_none_or(|rows| containing(rows, point).is_some())
 }
 
-/// The stamp commands see: its index raised by this cell's fence offset.
+/// The stamp commands see: its index raised by this cell's fence offset, its time by the
+/// cell's time floor. A range that arrives from another cell brings the time of its
+/// freeze there ([`assign`]): the source's leader clock may run ahead of this one's, and
+/// the range's stamps, like its fences, must never go back (found by `whip chaos`, seed
+/// 30, with clock jumps and moves: a lease granted after a move carried an earlier time
+/// than one granted before it).
 pub(crate) fn shift(txn: &impl Txn, stamp: Stamp) -> Stamp {
     let offset = offset(txn);
     Stamp {
         index: stamp.index + offset,
+        time_ms: stamp.time_ms.max(time_floor(txn)),
         ..stamp
+    }
+}
+
+fn time_floor(txn: &impl Txn) -> u64 {
+    txn.get(&[keys::TIME_FLOOR])
+        .map_or(0, |bytes| decode(&bytes))
+}
+
+/// Raise the time floor to `time_ms` (never lower it).
+fn raise_time_floor(txn: &mut impl Txn, time_ms: u64) {
+    if time_ms > time_floor(txn) {
+        txn.put(&[keys::TIME_FLOOR], &encode(&time_ms));
     }
 }
 
@@ -231,12 +249,25 @@ fn raise_floor(txn: &mut impl Txn, stamp: Stamp, fence_above: u64) {
     txn.put(&[FENCE_OFFSET], &encode(&raised));
 }
 
-/// Take ownership of `[start, last]` at `epoch`; fences from now on exceed `fence_above`.
+/// The row of a range assigned to this cell: serving, not frozen.
+pub(crate) fn assigned(start: u64, last: u64, epoch: u64) -> RangeView {
+    RangeView {
+        start,
+        last,
+        epoch,
+        frozen: false,
+        to_cell: 0,
+        until_ms: 0,
+    }
+}
+
+/// Take ownership of `[start, last]` at `epoch`; fences from now on exceed `fence_above`,
+/// and stamps are at least `time_above_ms` (`above`).
 pub(crate) fn assign(
     txn: &mut impl Txn,
     stamp: Stamp,
     range: RangeView,
-    fence_above: u64,
+    (fence_above, time_above_ms): (u64, u64),
 ) -> Outcome {
     if range.start > range.last || range.epoch == 0 {
         return invalid(format!(
@@ -272,6 +303,7 @@ pub(crate) fn assign(
         return invalid(format!("cell owns {RANGES_PER_CELL_MAX} ranges, the limit"));
     }
     raise_floor(txn, stamp, fence_above);
+    raise_time_floor(txn, time_above_ms);
     put_row(
         txn,
         &RangeView {
@@ -322,9 +354,10 @@ pub(crate) fn freeze(
 }
 
 fn frozen(stamp: Stamp, epoch: u64) -> Outcome {
-    Outcome::RangeFrozen {
+    Outcome::RangeFrozenAt {
         epoch,
         fence_high: stamp.fence(),
+        time_ms: stamp.time_ms,
     }
 }
 
@@ -447,15 +480,16 @@ pub(crate) fn split(txn: &mut impl Txn, start: u64, last: u64, at: u64, epoch: u
 /// counts, limits, audit, grants and owner counts; the cell-tier board; range rows, the
 /// fence offset, the modes and the admin fence; handoff channels and alarms; the watch
 /// history (`crate::watch`); a move's record of changes (`crate::range_track`); the
-/// follow-up outbox (`crate::next`).
+/// follow-up outbox (`crate::next`); the time floor.
 #[rustfmt::skip]
-const CELL_OWN: [u8; 26] = [
+const CELL_OWN: [u8; 27] = [
     keys::WORK_CELL, keys::WORK_LIMITS, keys::WORK_AUDIT, keys::WORK_GRANT, keys::WORK_OWNER,
     keys::CELL_TASK, keys::CELL_READY, keys::CELL_CLAIM, keys::CELL_BOARD,
     keys::RANGE, keys::FENCE_OFFSET, keys::FABRIC_MODE, keys::META_MODE, keys::ADMIN_FENCE,
     keys::OUTBOX, keys::OUTBOX_ITEM, keys::INBOX, keys::ALARM, keys::ALARM_HEAD,
     keys::ALARM_CAUSE, keys::WATCH_EVENT, keys::WATCH_META,
     keys::RANGE_TRACK, keys::RANGE_CHANGED, keys::FOLLOW_UP, keys::FOLLOW_HEAD,
+    keys::TIME_FLOOR,
 ];
 
 /// The point of a stored row, or `None` for rows that belong to the cell itself
@@ -846,16 +880,109 @@ mod tests {
             to_cell: 0,
             until_ms: 0,
         };
-        let first = assign(&mut txn, stamp(1), view(0x10, 0x1f, 5), 0);
+        let first = assign(&mut txn, stamp(1), view(0x10, 0x1f, 5), (0, 0));
         assert_eq!(first, Outcome::RangeAssigned { epoch: 5 });
-        let retried = assign(&mut txn, stamp(2), view(0x10, 0x1f, 7), 0);
+        let retried = assign(&mut txn, stamp(2), view(0x10, 0x1f, 7), (0, 0));
         assert_eq!(retried, Outcome::RangeAssigned { epoch: 7 });
         assert_eq!(rows(&txn), vec![view(0x10, 0x1f, 7)]);
-        let stale = assign(&mut txn, stamp(3), view(0x10, 0x1f, 6), 0);
+        let stale = assign(&mut txn, stamp(3), view(0x10, 0x1f, 6), (0, 0));
         assert!(matches!(stale, Outcome::Invalid { .. }), "{stale:?}");
-        let overlap = assign(&mut txn, stamp(4), view(0x18, 0x2f, 9), 0);
+        let overlap = assign(&mut txn, stamp(4), view(0x18, 0x2f, 9), (0, 0));
         assert!(matches!(overlap, Outcome::Invalid { .. }), "{overlap:?}");
         assert_eq!(rows(&txn), vec![view(0x10, 0x1f, 7)], "nothing changed");
+    }
+
+    /// A range moved from a cell whose clock ran ahead keeps its time: the target's stamps
+    /// are at least the freeze's time at the source (`shift`), so a lease granted after the
+    /// move never carries an earlier time than one granted before it.
+    #[test]
+    fn a_moved_range_stamps_no_earlier_than_its_freeze_at_the_source() {
+        let lease = |holder: &str| Command::LeaseAcquire {
+            lease: ResourceId {
+                owner: "o".into(),
+                name: "deploy".into(),
+                key: "prod".into(),
+            },
+            holder: holder.into(),
+            slots: 2,
+            ttl_ms: 1_000,
+            wait_ms: 0,
+        };
+        let at_epoch = |txn: &mut MemTxn, index, time_ms, epoch, command| {
+            let mut request = Request::server(None, command);
+            request.epoch = epoch;
+            let stamp = Stamp {
+                index,
+                position: 0,
+                time_ms,
+            };
+            crate::apply(txn, stamp, &request).outcome
+        };
+        let (mut source, mut target) = (MemTxn::default(), MemTxn::default());
+        let whole = |epoch| Command::RangeAssign {
+            start: 0,
+            last: u64::MAX,
+            epoch,
+            fence_above: 0,
+        };
+        run(&mut source, 1, 9_000, whole(1));
+        let before = at_epoch(&mut source, 2, 9_000, 1, lease("a"));
+        assert!(matches!(
+            before,
+            Outcome::LeaseHeld {
+                expires_at_ms: 10_000,
+                ..
+            }
+        ));
+        let freeze = Command::RangeFreezeTo {
+            start: 0,
+            last: u64::MAX,
+            epoch: 2,
+            to_cell: 3,
+        };
+        let Outcome::RangeFrozenAt {
+            fence_high,
+            time_ms,
+            ..
+        } = run(&mut source, 3, 9_500, freeze)
+        else {
+            panic!("the freeze answers its fence and time");
+        };
+        assert_eq!(time_ms, 9_500);
+        // The target's leader clock is 8 s behind the source's.
+        let assign = Command::RangeAssignAt {
+            start: 0,
+            last: u64::MAX,
+            epoch: 2,
+            fence_above: fence_high,
+            time_above_ms: time_ms,
+        };
+        assert_eq!(
+            run(&mut target, 1, 1_500, assign),
+            Outcome::RangeAssigned { epoch: 2 }
+        );
+        let after = at_epoch(&mut target, 2, 1_500, 2, lease("b"));
+        let Outcome::LeaseHeld {
+            fence,
+            expires_at_ms,
+            ..
+        } = after
+        else {
+            panic!("{after:?}");
+        };
+        assert!(fence > fence_high, "fences grow across the move");
+        assert_eq!(
+            expires_at_ms, 10_500,
+            "stamped at the floor, not the target's clock"
+        );
+        let later = at_epoch(&mut target, 3, 12_000, 2, lease("c"));
+        assert!(matches!(
+            later,
+            Outcome::LeaseHeld {
+                expires_at_ms: 13_000,
+                ..
+            }
+        ));
     }
 
     /// A `Tick` leaves a frozen range alone: its lease holder's expiry waits for the range's
@@ -902,7 +1029,7 @@ mod tests {
         };
         let frozen_at = run(&mut frozen, 3, 1_500, fenced(7, freeze));
         assert!(
-            matches!(frozen_at, Outcome::RangeFrozen { .. }),
+            matches!(frozen_at, Outcome::RangeFrozenAt { .. }),
             "{frozen_at:?}"
         );
         tick(&mut frozen, 4);
@@ -942,11 +1069,11 @@ mod tests {
         run(&mut txn, 1, 1_000, assign);
         let first = run(&mut txn, 2, 1_000, fenced(7, freeze_to(2, 3)));
         assert!(
-            matches!(first, Outcome::RangeFrozen { epoch: 2, .. }),
+            matches!(first, Outcome::RangeFrozenAt { epoch: 2, .. }),
             "{first:?}"
         );
         let renewed = run(&mut txn, 3, 2_000, fenced(7, freeze_to(2, 3)));
-        assert!(matches!(renewed, Outcome::RangeFrozen { epoch: 2, .. }));
+        assert!(matches!(renewed, Outcome::RangeFrozenAt { epoch: 2, .. }));
         let held_until = 2_000 + RANGE_FREEZE_MS;
         assert_eq!(rows(&txn)[0].until_ms, held_until);
         let early = run(&mut txn, 4, held_until - 1, fenced(9, freeze_to(3, 3)));
@@ -956,7 +1083,7 @@ mod tests {
         assert_eq!(early, Outcome::RangeRefused { refusal });
         let taken = run(&mut txn, 5, held_until, fenced(9, freeze_to(3, 2)));
         assert!(
-            matches!(taken, Outcome::RangeFrozen { epoch: 3, .. }),
+            matches!(taken, Outcome::RangeFrozenAt { epoch: 3, .. }),
             "{taken:?}"
         );
         let row = rows(&txn)[0];

@@ -432,7 +432,7 @@ mod tests {
             };
             assert!(matches!(
                 run_at(&mut src, index, freeze, 0),
-                Outcome::RangeFrozen { .. }
+                Outcome::RangeFrozenAt { .. }
             ));
             let record = src.map.clone();
             assert_eq!(

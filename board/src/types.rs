@@ -228,6 +228,21 @@ pub enum Command {
         /// Fences granted from now on exceed this.
         fence_above: u64,
     },
+    /// `RangeAssign` at the end of a move: also raises the cell's time floor to the time of
+    /// the range's freeze at its source (`crate::range::shift`), so the range's stamps never
+    /// go back when the target's clock is behind the source's.
+    RangeAssignAt {
+        /// First point of the range.
+        start: u64,
+        /// Last point of the range (inclusive).
+        last: u64,
+        /// The range's epoch (> 0).
+        epoch: u64,
+        /// Fences granted from now on exceed this.
+        fence_above: u64,
+        /// Stamps from now on are at least this (the source's `RangeFrozenAt.time_ms`).
+        time_above_ms: u64,
+    },
     /// Stop serving owned range `[start, last]` and move it to `epoch` (a move begins).
     RangeFreeze {
         /// First point.
@@ -791,7 +806,7 @@ pub enum Command {
         /// Its sequence number.
         seq: u64,
     },
-    /// One range step (`RangeFreezeTo`, `RangeImport`, `RangeAssign`, `RangeDrop`,
+    /// One range step (`RangeFreezeTo`, `RangeImport`, `RangeAssign[At]`, `RangeDrop`,
     /// `RangeSplit`, `RangeTrack`, `RangeClear`, `RangePatch`) of the driver holding the
     /// range-admin lease granted at `fence`: refused `superseded` once the cell ran a step of
     /// a later holder.
@@ -935,6 +950,7 @@ crate::codes::stable_codes! {
         70 => RangePatch,
         71 => FollowUpDone,
         72 => AgentRegister,
+        73 => RangeAssignAt,
     }
 }
 
@@ -1071,7 +1087,19 @@ pub enum Outcome {
         /// The range's epoch.
         epoch: u64,
     },
+    /// A range is frozen at `epoch`; every fence this cell granted is below `fence_high`,
+    /// and every stamp time is at most `time_ms` (what freezes answer now; `RangeFrozen` is
+    /// kept for answers recorded before).
+    RangeFrozenAt {
+        /// The new epoch.
+        epoch: u64,
+        /// The cell's high-water fence.
+        fence_high: u64,
+        /// The freeze's stamp time.
+        time_ms: u64,
+    },
     /// A range is frozen at `epoch`; every fence this cell granted is below `fence_high`.
+    /// (Answers of builds before `RangeFrozenAt`.)
     RangeFrozen {
         /// The new epoch.
         epoch: u64,
@@ -1605,6 +1633,7 @@ crate::codes::stable_codes! {
         87 => FollowUpDone,
         88 => AgentRegistered,
         89 => AgentRefused,
+        90 => RangeFrozenAt,
     }
 }
 
@@ -1999,7 +2028,8 @@ impl Command {
             | Command::CounterConsume { .. }
             | Command::LedgerAppend { .. } => Family::Primitive,
             Command::Tick => Family::Tick,
-            Command::RangeAssign { .. } | Command::RangeFreeze { .. }
+            Command::RangeAssign { .. } | Command::RangeAssignAt { .. }
+            | Command::RangeFreeze { .. }
             | Command::RangeSplit { .. } | Command::RangeImport { .. }
             | Command::RangeDrop { .. } | Command::MetaCellMark
             | Command::RangeFreezeTo { .. } | Command::RangeTrack { .. }

@@ -513,7 +513,7 @@ impl<'a> AdminLease<'a> {
             .submit_cell(None, hold.cell, Request::server(None, fenced))
             .await
         {
-            Ok(Outcome::RangeFrozen { .. }) => Ok(()),
+            Ok(Outcome::RangeFrozenAt { .. }) => Ok(()),
             Err(e @ CellError::Superseded(_)) => Err(e),
             other => {
                 tracing::warn!(answer = ?other, cell = hold.cell, "renewing a move's freeze");
@@ -671,7 +671,7 @@ pub(crate) async fn run_move(
         epoch,
         to_cell,
     };
-    let fence_high = freeze(lease, &map, hold).await?;
+    let (fence_high, frozen_at_ms) = freeze(lease, &map, hold).await?;
     lease.hold(Some(hold));
     report.phase(RangePhase::Copying);
     crate::test_hooks::hold(RangePhase::Copying).await;
@@ -682,11 +682,12 @@ pub(crate) async fn run_move(
         ..range
     };
     report.phase(RangePhase::Assigning);
-    let assign = Command::RangeAssign {
+    let assign = Command::RangeAssignAt {
         start,
         last,
         epoch,
         fence_above: fence_high,
+        time_above_ms: frozen_at_ms,
     };
     match lease.step(&map, to_cell, step("assign"), assign).await? {
         Outcome::RangeAssigned { .. } => {}
@@ -882,8 +883,12 @@ fn check_target(map: &FabricMap, range: RangeEntry, to_cell: u64) -> Result<(), 
 
 /// Freeze the move's range on its source; a stalled move's freeze still held is waited
 /// out (at most `RANGE_FREEZE_MS` past the stalled driver's last renewal, plus slack). The
-/// source's fence high-water mark.
-async fn freeze(lease: &AdminLease<'_>, map: &FabricMap, hold: Hold) -> Result<u64, CellError> {
+/// source's fence high-water mark and the freeze's stamp time there.
+async fn freeze(
+    lease: &AdminLease<'_>,
+    map: &FabricMap,
+    hold: Hold,
+) -> Result<(u64, u64), CellError> {
     let freeze = Command::RangeFreezeTo {
         start: hold.start,
         last: hold.last,
@@ -898,7 +903,11 @@ async fn freeze(lease: &AdminLease<'_>, map: &FabricMap, hold: Hold) -> Result<u
             hold.start, hold.epoch
         );
         match lease.step(map, hold.cell, key, freeze.clone()).await? {
-            Outcome::RangeFrozen { fence_high, .. } => return Ok(fence_high),
+            Outcome::RangeFrozenAt {
+                fence_high,
+                time_ms,
+                ..
+            } => return Ok((fence_high, time_ms)),
             Outcome::RangeRefused { refusal } if tokio::time::Instant::now() < deadline => {
                 tracing::debug!(%refusal, "waiting out a stalled move's freeze");
                 tokio::time::sleep(Duration::from_millis(limits::FREEZE_WAIT_STEP_MS)).await;
