@@ -43,6 +43,10 @@ pub(crate) enum EffectKind {
     Exec,
     /// `vote in TEAM { … } closes D`.
     Vote,
+    /// `tell AGENT … "prompt"` (`agent.tell`).
+    Tell,
+    /// `coerce NAME(…)` (`schema.coerce`).
+    Coerce,
 }
 
 impl EffectKind {
