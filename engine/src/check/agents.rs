@@ -218,6 +218,9 @@ impl Cx<'_> {
             if segs.len() == 1 && self.m.agents.contains_key(&head.name) {
                 return vec![head.name.clone()];
             }
+            if self.m.poisoned.contains(&head.name) {
+                return Vec::new();
+            }
             if segs.len() == 1 {
                 let msg = format!("{} tells unknown agent `{}`", self.subject, head.name);
                 let names = self.m.agents.keys().map(String::as_str);

@@ -84,7 +84,11 @@ impl Cx<'_> {
                 (Pattern::Name(n), Domain::Optional) if n == "None" => "None".into(),
                 (Pattern::Some(_), Domain::Optional) => "Some".into(),
                 (p, _) => {
-                    let msg = format!("{} case pattern cannot be `{}`", self.subject, p.text());
+                    let shown = match p {
+                        Pattern::Str(s) => s.clone(),
+                        p => p.text(),
+                    };
+                    let msg = format!("{} case pattern cannot be `{shown}`", self.subject);
                     let help = format!("the patterns here are {}", allowed(domain));
                     self.err("case.pattern", arm.span, msg, help);
                     continue;

@@ -240,6 +240,11 @@ impl Parser<'_> {
                     _ => Pattern::Name(word),
                 }
             }
+            // A number matches nothing a case can match; the checker says so.
+            Tok::Int(_) | Tok::Float(_) => {
+                self.bump();
+                Pattern::Name(self.text(&t).to_string())
+            }
             _ => return Err(self.expected("a case pattern", CASE_HELP)),
         };
         let binding = self.opt_as()?;
