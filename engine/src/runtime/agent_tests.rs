@@ -532,3 +532,40 @@ async fn an_unregistered_profile_blocks_the_turn_without_failing_it() {
     let block = turn.policy_block.as_ref().expect("the reason");
     assert_eq!(block.detail, "profile `root-shell` is not registered");
 }
+
+#[tokio::test]
+async fn a_turn_cut_off_mid_run_is_never_run_again_and_recovers_as_uncertain() {
+    let fabric = Arc::new(MemFabric::new());
+    let held = Arc::new(Held::new());
+    let config = EngineConfig {
+        concurrency: 1,
+        run_lease_ms: 1,
+    };
+    let a = Engine::new(fabric.clone())
+        .with_provider(held.clone())
+        .with_config(config);
+    let p = a.add_program(program(WRITER, None));
+    let id = a.start(&p, None, Value::Null, None, None).await.unwrap();
+    a.step(&id).await.unwrap();
+    // The worker claims the turn and is cut off inside it (its pass never finishes).
+    let cut = async {
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(50), a.work(&id)).await;
+    };
+    cut.await;
+    let st = a.load(&id).await.unwrap().state;
+    assert_eq!(
+        st.effects.values().next().map(|x| x.state),
+        Some(EffectState::Running)
+    );
+    // Its run lease lapsed: another worker does not run it again.
+    let b = Engine::new(fabric.clone()).with_provider(Arc::new(FixtureProvider::default()));
+    b.add_program(program(WRITER, None));
+    b.work(&id).await.unwrap();
+    let st = b.load(&id).await.unwrap().state;
+    assert_eq!(st.runs.len(), 1, "one run only");
+    let recovery = b.recover(&id).await.unwrap();
+    assert_eq!(recovery.runs[0].resolution, recover::Resolution::Uncertain);
+    let st = b.load(&id).await.unwrap().state;
+    assert_eq!(st.header.status, "failed", "the rule's `fails` branch ran");
+    assert!(st.facts.values().any(|f| f.class == "agent.turn.failed"));
+}
