@@ -259,17 +259,9 @@ impl Cx<'_> {
     pub(crate) fn prompt(&mut self, s: &StrLit, span: Span) {
         for part in &s.parts {
             let StrPart::Path(p) = part else { continue };
-            if self.lookup(&p[0]).is_none() {
-                continue;
+            if self.lookup(&p[0]).is_some() {
+                self.template_path(p, span, Implicit::None);
             }
-            let segs: Vec<Ident> = p
-                .iter()
-                .map(|n| Ident {
-                    name: n.clone(),
-                    span,
-                })
-                .collect();
-            self.path(&segs, span, Implicit::None);
         }
     }
 

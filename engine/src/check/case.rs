@@ -108,19 +108,32 @@ impl Cx<'_> {
             }
             covered.push(value);
         }
-        let missing: Vec<String> = values(domain)
-            .into_iter()
-            .filter(|v| !covered.contains(v))
-            .collect();
-        if !wildcard && !missing.is_empty() {
-            let msg = format!(
-                "{} has non-exhaustive case; missing {}",
-                self.subject,
-                missing.join(", ")
-            );
-            let help = "add an arm for each missing value, or a `_ => { … }` arm";
-            self.err("case.non_exhaustive", arm_span(c), msg, help);
+        let all = values(domain);
+        let missing = all
+            .iter()
+            .map(String::as_str)
+            .filter(|v| !covered.iter().any(|c| c == v));
+        if !wildcard {
+            self.non_exhaustive(c, "case", missing.collect());
         }
+    }
+
+    /// `R has non-exhaustive [terminal-output] case; missing a, b` when anything is missing.
+    fn non_exhaustive(&mut self, c: &Case, what: &str, missing: Vec<&str>) {
+        if missing.is_empty() {
+            return;
+        }
+        let msg = format!(
+            "{} has non-exhaustive {what}; missing {}",
+            self.subject,
+            missing.join(", ")
+        );
+        let help = "add an arm for each missing one, or a `_ => { … }` arm";
+        let code = match what {
+            "case" => "case.non_exhaustive",
+            _ => "case.terminal_exhaustive",
+        };
+        self.err(code, c.scrutinee.span, msg, help);
     }
 
     /// `case x { Completed as v … Failed as f … TimedOut as t … Cancelled as c … }` on the
@@ -165,19 +178,12 @@ impl Cx<'_> {
                 covered.push(known);
             }
         }
-        let missing: Vec<&str> = TERMINAL_TAGS
+        let missing = TERMINAL_TAGS
             .iter()
             .copied()
-            .filter(|t| !covered.contains(t))
-            .collect();
-        if !wildcard && !missing.is_empty() {
-            let msg = format!(
-                "{} has non-exhaustive terminal-output case; missing {}",
-                self.subject,
-                missing.join(", ")
-            );
-            let help = "add an arm for each missing outcome, or a `_ => { … }` arm";
-            self.err("case.terminal_exhaustive", arm_span(c), msg, help);
+            .filter(|t| !covered.contains(t));
+        if !wildcard {
+            self.non_exhaustive(c, "terminal-output case", missing.collect());
         }
         self.arms(c, &Ty::Any, Some(i));
     }
@@ -225,9 +231,4 @@ fn values(domain: &Domain) -> Vec<String> {
 
 fn allowed(domain: &Domain) -> String {
     crate::check::cx::list(&values(domain))
-}
-
-/// Where a missing-arm diagnostic points: the scrutinee.
-fn arm_span(c: &Case) -> Span {
-    c.scrutinee.span
 }

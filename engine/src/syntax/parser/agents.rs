@@ -283,23 +283,20 @@ impl Parser<'_> {
 
     /// `["a", "b"]`
     fn string_list(&mut self, help: &str) -> R<Vec<(String, Span)>> {
-        self.expect(Tok::LBracket, "`[`", help)?;
-        let mut out = Vec::new();
-        while !self.eat(&Tok::RBracket) {
-            out.push(self.string("a quoted name", help)?);
-            if !self.eat(&Tok::Comma) && !self.at(&Tok::RBracket) {
-                return Err(self.expected("`,` or `]`", help));
-            }
-        }
-        Ok(out)
+        self.list(help, |p| p.string("a quoted name", help))
     }
 
     /// `[A, B]`
     fn name_list(&mut self, help: &str) -> R<Vec<Ident>> {
+        self.list(help, |p| p.item_name("a workflow name", help))
+    }
+
+    /// `[item, …]`, commas between the items.
+    fn list<T>(&mut self, help: &str, mut item: impl FnMut(&mut Self) -> R<T>) -> R<Vec<T>> {
         self.expect(Tok::LBracket, "`[`", help)?;
         let mut out = Vec::new();
         while !self.eat(&Tok::RBracket) {
-            out.push(self.item_name("a workflow name", help)?);
+            out.push(item(self)?);
             if !self.eat(&Tok::Comma) && !self.at(&Tok::RBracket) {
                 return Err(self.expected("`,` or `]`", help));
             }
