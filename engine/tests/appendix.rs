@@ -599,6 +599,10 @@ const TABLE: &[Row] = &[
         "rule `⟨r⟩` has non-exhaustive terminal-output case; missing ⟨tags⟩",
         "invalid/case_errors",
     ),
+    error(
+        "`⟨X⟩` is outside the whip fabric subset",
+        "invalid/outside_subset",
+    ),
     // Appendix: warnings.
     warning(
         "effect `⟨b⟩`'s failure is unhandled in rule `⟨r⟩`; if it fails or times out, the \

@@ -29,6 +29,14 @@ async fn run_as(text: &str, root: Option<&str>, forced: Option<Forced>) -> (Stat
     let p = e.add_program(program(text, root));
     let report = e.run(&p, Value::Null, true).await.expect("the run");
     let state = e.load(&report.id).await.expect("the instance").state;
+    // Every run's lifecycle conforms, and its rows are the projection of its log.
+    let events = e.events(&report.id).await.expect("the log");
+    assert_eq!(trace::check(&events), None, "{events:#?}");
+    assert_eq!(
+        State::rebuild(&events),
+        state,
+        "rows are the log's projection"
+    );
     (state, report)
 }
 
@@ -512,6 +520,7 @@ async fn two_workers_racing_on_one_instance_run_at_most_capacity_turns() {
     let most = held.most.load(std::sync::atomic::Ordering::SeqCst);
     assert!(most <= 2, "{most} turns ran at once");
     let events = a.events(&id).await.unwrap();
+    assert_eq!(trace::check(&events), None, "the lifecycle conforms");
     assert!(events.iter().any(|e| e.kind == "effect.blocked"));
     assert_eq!(
         events
@@ -568,4 +577,5 @@ async fn a_turn_cut_off_mid_run_is_never_run_again_and_recovers_as_uncertain() {
     let st = b.load(&id).await.unwrap().state;
     assert_eq!(st.header.status, "failed", "the rule's `fails` branch ran");
     assert!(st.facts.values().any(|f| f.class == "agent.turn.failed"));
+    assert_eq!(trace::check(&b.events(&id).await.unwrap()), None);
 }

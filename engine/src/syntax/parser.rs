@@ -373,6 +373,10 @@ impl Parser<'_> {
             "channel" => ItemKind::Channel(self.channel()?),
             "agent" => ItemKind::Agent(self.agent()?),
             "coerce" => ItemKind::Coerce(self.coerce_decl()?),
+            "harness" | "prompt" | "decide" => {
+                let word = self.ident("a declaration", help)?;
+                return Err(self.outside(&word));
+            }
             _ => {
                 let msg = format!("unknown declaration `{kw}`");
                 let help = match crate::check::suggest::best(&kw, ITEM_KEYWORDS.iter().copied()) {
@@ -905,6 +909,10 @@ impl Parser<'_> {
         }
         if kw == "then" {
             return self.then_stmt();
+        }
+        if matches!(kw.as_str(), "prompt" | "decide" | "harness") {
+            let word = self.ident("a statement", STATEMENT_HELP)?;
+            return Err(self.outside(&word));
         }
         if !STATEMENT_KEYWORDS.contains(&kw.as_str()) {
             let msg = format!("unknown rule body statement `{kw}`");

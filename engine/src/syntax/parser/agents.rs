@@ -13,6 +13,24 @@ const TELL_HELP: &str =
     "write `tell agent [as turn] [timeout 10m] [requires [\"capability\"]] \"prompt\"`";
 const CASE_HELP: &str = "write `case path { pattern [as y] [where guard] => { … } … }`";
 
+/// Words of the public language this engine refuses (LANGUAGE-AGENTS.md §1): agent fields,
+/// `tell` modifiers, items and statements outside the whip fabric subset.
+pub(super) const OUTSIDE_SUBSET: &[&str] = &[
+    "using",
+    "delegated",
+    "harness",
+    "compaction",
+    "settings",
+    "thread",
+    "requires",
+    "with",
+    "on",
+    "prompt",
+    "decide",
+];
+
+const OUTSIDE_HELP: &str = "whip fabric runs the subset of WhippleScript its language pages                             describe; write the program without it";
+
 /// The fields an `agent` block may give.
 const AGENT_FIELDS: &[&str] = &[
     "provider",
@@ -56,6 +74,9 @@ impl Parser<'_> {
             "tools" => d.tools = self.name_list(AGENT_HELP)?,
             "capabilities" => d.capabilities = self.string_list(AGENT_HELP)?,
             "skills" => d.skills = self.string_list(AGENT_HELP)?,
+            other if OUTSIDE_SUBSET.contains(&other) => {
+                return Err(self.outside(&field));
+            }
             other => {
                 let msg = format!("unknown agent field `{other}` on agent `{}`", d.name.name);
                 let hint = crate::check::suggest::help(
@@ -170,6 +191,15 @@ impl Parser<'_> {
             } else if self.at_kw("requires") && !self.peek().nl_before {
                 self.bump();
                 tell.requires = self.string_list(TELL_HELP)?;
+            } else if self.at_kw("with") && !self.peek().nl_before {
+                // Reported, then read past, so the tell (and its binding) still stands.
+                let word = self.ident("`with`", TELL_HELP)?;
+                self.outside(&word);
+                self.object()?;
+            } else if self.at_kw("on") && !self.peek().nl_before {
+                let word = self.ident("`on`", TELL_HELP)?;
+                self.outside(&word);
+                self.ident("`stream`", TELL_HELP)?;
             } else {
                 return Ok(());
             }
@@ -266,6 +296,12 @@ impl Parser<'_> {
     }
 
     // ---- small pieces -------------------------------------------------------------------
+
+    /// "`X` is outside the whip fabric subset", at `word`.
+    pub(super) fn outside(&mut self, word: &Ident) -> super::Fail {
+        let msg = format!("`{}` is outside the whip fabric subset", word.name);
+        self.fail_at(word.span, "syntax.outside_subset", msg, OUTSIDE_HELP)
+    }
 
     fn str_lit(&mut self, what: &str, help: &str) -> R<StrLit> {
         let t = self.peek().clone();
