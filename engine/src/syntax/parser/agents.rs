@@ -29,7 +29,8 @@ pub(super) const OUTSIDE_SUBSET: &[&str] = &[
     "decide",
 ];
 
-const OUTSIDE_HELP: &str = "whip fabric runs the subset of WhippleScript its language pages                             describe; write the program without it";
+const OUTSIDE_HELP: &str = "whip fabric runs the subset of WhippleScript its language pages \
+                            describe; write the program without it";
 
 /// The fields an `agent` block may give.
 const AGENT_FIELDS: &[&str] = &[
