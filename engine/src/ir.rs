@@ -16,6 +16,9 @@ pub struct Program {
     pub root: Option<String>,
     /// Every workflow (children included).
     pub workflows: Vec<Workflow>,
+    /// Declared agents (`provider=… profile=… capacity=…`) and coerce functions, as
+    /// resources owned by the program.
+    pub agents: Vec<Resource>,
 }
 
 /// A lowered workflow.
@@ -137,6 +140,13 @@ pub enum Node {
         /// The continuation.
         body: Vec<Node>,
     },
+    /// `case PATH { … }`: the first arm that matches runs.
+    Case {
+        /// The scrutinee in source form.
+        scrutinee: String,
+        /// Each arm: its pattern (with `as y` and `where …` as written) and its body.
+        arms: Vec<(String, Vec<Node>)>,
+    },
 }
 
 /// Lowers a checked model.
@@ -144,7 +154,33 @@ pub fn lower(m: &Model) -> Program {
     Program {
         root: m.root.map(|i| m.workflows[i].name.name.clone()),
         workflows: m.workflows.iter().map(workflow).collect(),
+        agents: agent_resources(m),
     }
+}
+
+fn agent_resources(m: &Model) -> Vec<Resource> {
+    let mut out = Vec::new();
+    for (name, a) in &m.agents {
+        let mut params = vec![
+            ("provider".to_string(), a.provider.clone()),
+            ("profile".to_string(), a.profile.clone()),
+            ("capacity".to_string(), a.capacity.to_string()),
+        ];
+        let tools: Vec<&str> = a.decl.tools.iter().map(|t| t.name.as_str()).collect();
+        if !tools.is_empty() {
+            params.push(("tools".into(), tools.join(",")));
+        }
+        out.push(resource("agent", name, "program", params));
+    }
+    for (name, c) in &m.coerces {
+        let params: Vec<String> = c.params.iter().map(|(p, t)| format!("{p} {t}")).collect();
+        let params = vec![
+            ("params".to_string(), params.join(",")),
+            ("output".to_string(), c.output.to_string()),
+        ];
+        out.push(resource("coerce", name, "program", params));
+    }
+    out
 }
 
 fn terminal_list(list: &[crate::check::model::Terminal]) -> Vec<String> {
@@ -278,6 +314,8 @@ fn rule(tags: &[String], r: &Rule) -> RulePlan {
                 WhenKind::ReadyIssue(t) => format!("ready issue in {}", t.name),
                 WhenKind::Runtime(p) => format!("runtime {}", dotted(p)),
                 WhenKind::Message(c) => format!("message from {}", c.name),
+                WhenKind::CompletedTurn(a) => format!("completed turn of {}", a.name),
+                WhenKind::Available(p) => format!("available {}", dotted(p)),
             },
             binding: w.binding.as_ref().map(|b| b.name.clone()),
             guards: Vec::new(),
@@ -321,8 +359,11 @@ fn done_bindings(stmts: &[Stmt], out: &mut BTreeSet<String>) {
             StmtKind::Done(x, _) => {
                 out.insert(x.name.clone());
             }
-            StmtKind::After(a) => done_bindings(&a.body.stmts, out),
-            _ => {}
+            k => {
+                for b in k.child_blocks() {
+                    done_bindings(&b.stmts, out);
+                }
+            }
         }
     }
 }
@@ -359,6 +400,7 @@ fn effect_ids(nodes: &[Node], out: &mut Vec<(String, String)>) {
                 ..
             } => out.push((b.clone(), id.clone())),
             Node::After { body, .. } => effect_ids(body, out),
+            Node::Case { arms, .. } => arms.iter().for_each(|(_, body)| effect_ids(body, out)),
             _ => {}
         }
     }
@@ -380,6 +422,11 @@ fn resolve_hoisted(nodes: &mut [Node], started: &[(String, String)]) {
                 *upstream = id.clone();
             }
             resolve_hoisted(body, started);
+        }
+        if let Node::Case { arms, .. } = n {
+            for (_, body) in arms {
+                resolve_hoisted(body, started);
+            }
         }
     }
 }
@@ -437,6 +484,17 @@ fn lower_block(
                     body: lower_block(rule, &a.body.stmts, counter, ids),
                 }
             }
+            StmtKind::Case(c) => Node::Case {
+                scrutinee: expr(&c.scrutinee),
+                arms: c
+                    .arms
+                    .iter()
+                    .map(|arm| {
+                        let body = lower_block(rule, &arm.body.stmts, counter, ids);
+                        (arm_text(arm), body)
+                    })
+                    .collect(),
+            },
             _ => continue,
         });
     }
@@ -478,6 +536,18 @@ fn lower_statement(s: &Stmt) -> Option<Node> {
     })
 }
 
+/// A case arm's head as written: pattern, `as y`, `where …`.
+fn arm_text(arm: &CaseArm) -> String {
+    let mut t = arm.pattern.text();
+    if let Some(b) = &arm.binding {
+        let _ = write!(t, " as {}", b.name);
+    }
+    if let Some(g) = &arm.guard {
+        let _ = write!(t, " where {}", expr(g));
+    }
+    t
+}
+
 fn fact(op: &str, detail: String) -> Node {
     Node::Fact {
         op: op.into(),
@@ -486,6 +556,9 @@ fn fact(op: &str, detail: String) -> Node {
 }
 
 fn effect_parts(k: &StmtKind) -> Option<(String, Option<String>, String)> {
+    if let Some(parts) = agent_effect_parts(k) {
+        return Some(parts);
+    }
     let b = |x: &Option<Ident>| x.as_ref().map(|i| i.name.clone());
     Some(match k {
         StmtKind::Timer(d, x) => ("timer".into(), b(x), duration(d.seconds)),
@@ -553,6 +626,37 @@ fn effect_parts(k: &StmtKind) -> Option<(String, Option<String>, String)> {
     })
 }
 
+/// The parts of a `tell` (`agent.tell`) or a `coerce` call (`schema.coerce`).
+fn agent_effect_parts(k: &StmtKind) -> Option<(String, Option<String>, String)> {
+    let b = |x: &Option<Ident>| x.as_ref().map(|i| i.name.clone());
+    Some(match k {
+        StmtKind::Tell(t) => ("agent.tell".into(), b(&t.binding), tell_detail(t)),
+        StmtKind::Coerce(c) => {
+            let args: Vec<String> = c.args.iter().map(expr).collect();
+            let mut d = format!("{}({})", c.function.name, args.join(", "));
+            if let Some(t) = c.timeout {
+                let _ = write!(d, " timeout {}", duration(t.seconds));
+            }
+            ("schema.coerce".into(), b(&c.binding), d)
+        }
+        _ => return None,
+    })
+}
+
+/// A `tell`'s target, modifiers and prompt in source form.
+fn tell_detail(t: &Tell) -> String {
+    let mut d = expr(&t.target);
+    if let Some(x) = t.timeout {
+        let _ = write!(d, " timeout {}", duration(x.seconds));
+    }
+    if !t.requires.is_empty() {
+        let names: Vec<String> = t.requires.iter().map(|(c, _)| format!("{c:?}")).collect();
+        let _ = write!(d, " requires [{}]", names.join(", "));
+    }
+    let _ = write!(d, " {:?}", t.prompt.value);
+    d
+}
+
 /// `exec`'s clauses in source form.
 fn exec_detail(x: &Exec) -> String {
     let mut d = expr(&x.argv);
@@ -580,6 +684,10 @@ fn type_text(t: &TypeExpr) -> String {
         TypeKind::Optional(i) => format!("{}?", type_text(i)),
         TypeKind::Map(i) => format!("map<{}>", type_text(i)),
         TypeKind::Union(ms) => ms.iter().map(type_text).collect::<Vec<_>>().join(" | "),
+        TypeKind::AgentRef(agents) => {
+            let names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
+            format!("AgentRef<{}>", names.join(" | "))
+        }
     }
 }
 
@@ -672,6 +780,10 @@ impl Program {
     /// The text `whip check --explain` prints.
     pub fn explain(&self) -> String {
         let mut out = String::new();
+        for r in &self.agents {
+            let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let _ = writeln!(out, "{} {} {}", r.kind, r.name, params.join(" "));
+        }
         for wf in &self.workflows {
             let root = if self.root.as_deref() == Some(&wf.name) {
                 " (root)"
@@ -776,6 +888,13 @@ fn explain_nodes(out: &mut String, nodes: &[Node], indent: usize) {
                 let _ = writeln!(out, "{pad}after {upstream} ({target}) {predicate}{b}{t}");
                 explain_nodes(out, body, indent + 2);
             }
+            Node::Case { scrutinee, arms } => {
+                let _ = writeln!(out, "{pad}case {scrutinee}");
+                for (pattern, body) in arms {
+                    let _ = writeln!(out, "{pad}  arm {pattern}");
+                    explain_nodes(out, body, indent + 4);
+                }
+            }
         }
     }
 }
@@ -784,8 +903,8 @@ fn explain_nodes(out: &mut String, nodes: &[Node], indent: usize) {
 /// the rows it selects. Programs of the public language write dotted kinds (`lease.acquire`,
 /// `timer.wait`); our own short names (`acquire`, `timer`) keep working. Several names may
 /// select the same rows: a lease release and a tracker claim's release are one runtime kind.
-/// The agent kinds (`agent.tell`, `schema.coerce`, `capability.call`) are known names whose
-/// statements this engine does not run yet, so their queries select nothing.
+/// `capability.call` is a known name whose statement (`send` on a messaging provider) this
+/// engine does not run yet, so its queries select nothing.
 pub const EFFECT_KIND_NAMES: &[(&str, &str)] = &[
     ("timer", "timer"),
     ("timer.wait", "timer"),

@@ -10,9 +10,16 @@
 //! An effect that cannot run yet is blocked, never failed: before a worker claims anything,
 //! [`runtime::gate`] decides every block (the effect it depends on has not settled, the
 //! compute plane's binding is broken, the work registry has no room for a child or its
-//! policy refuses it). Each block is recorded once as an `effect.blocked` event with its
-//! state and `policy_block: {category, detail}` ([`runtime::effect::BlockCategory`], stored
-//! by stable code), and a later pass lifts it by itself once the cause is gone.
+//! policy refuses it, an agent's profile is not registered). Each block is recorded once as
+//! an `effect.blocked` event with its state and `policy_block: {category, detail}`
+//! ([`runtime::effect::BlockCategory`], stored by stable code), and a later pass lifts it by
+//! itself once the cause is gone.
+//!
+//! Agent turns (`agent.tell`) and coercions (`schema.coerce`) run through one provider trait
+//! ([`runtime::provider::Provider`]; the deterministic fixture is the default). An agent's
+//! capacity is held where a turn starts: the worker's claim counts the instance's running
+//! turns of the agent in the same guarded commit that starts one ([`runtime::agent`]), so
+//! workers on any number of nodes run at most that many at once.
 //!
 //! The front end is a pipeline of pure functions over text:
 //! [`syntax`] (lexer and parser to a typed AST with byte spans) → [`check`] (every static

@@ -139,3 +139,29 @@ pub const ADMISSION_TRIES_KEPT_MAX: usize = 65_536;
 /// How deep a typed `exec` result's shape follows nested classes; deeper (or recursive)
 /// classes are checked as any value.
 pub const RESULT_SHAPE_DEPTH_MAX: usize = 16;
+
+// ---- agents and coercion (LANGUAGE-AGENTS.md) --------------------------------------------
+
+/// Turns of an agent that declares no `capacity` running at once per instance.
+pub const AGENT_CAPACITY_DEFAULT: u32 = 1;
+/// The profile of an agent that declares none.
+pub const AGENT_PROFILE_DEFAULT: &str = "no-repo";
+/// The provider kind of an agent that declares none (our harness).
+pub const AGENT_PROVIDER_DEFAULT: &str = "owned";
+/// The profiles registered with this engine; a turn of an agent on another one is blocked
+/// (`blocked_by_profile`) until it is registered.
+pub const AGENT_PROFILES_REGISTERED: &[&str] = &[
+    "no-repo",
+    "repo-reader",
+    "repo-writer",
+    "internet-research",
+    "issue-triager",
+    "release-operator",
+    "permissive",
+];
+/// Longest rendered prompt an `agent.tell` or `schema.coerce` effect carries, in bytes (the
+/// tail is cut).
+pub const PROMPT_BYTES_MAX: usize = 256 * 1024;
+/// How deep the fixture provider builds a value of a nested class for a `coerce` (deeper
+/// fields are left out, as a recursive class would never end).
+pub const FIXTURE_VALUE_DEPTH_MAX: usize = 16;

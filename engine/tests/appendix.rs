@@ -459,6 +459,150 @@ const TABLE: &[Row] = &[
          not consume external signals",
         "invalid/tool_workflow",
     ),
+    error("rule `⟨r⟩` tells unknown agent `⟨a⟩`", "invalid/agent_tell"),
+    error(
+        "rule `⟨r⟩` uses a string literal as a tell target",
+        "invalid/agent_tell",
+    ),
+    error(
+        "rule `⟨r⟩` uses non-AgentRef dynamic tell target `⟨p⟩`",
+        "invalid/agent_tell",
+    ),
+    error(
+        "rule `⟨r⟩` has unknown binding `⟨b⟩` in tell target `⟨p⟩`",
+        "invalid/agent_tell",
+    ),
+    error(
+        "rule `⟨r⟩` checks unknown agent `⟨a⟩`",
+        "invalid/agent_tell",
+    ),
+    error(
+        "rule `⟨r⟩` checks availability for non-AgentRef `⟨p⟩`",
+        "invalid/agent_tell",
+    ),
+    error(
+        "rule `⟨r⟩` tells agent `⟨a⟩` requiring undeclared capability `⟨c⟩`",
+        "invalid/agent_tell",
+    ),
+    error(
+        "unknown agent field `⟨f⟩` on agent `⟨a⟩`",
+        "invalid/agent_unknown_field",
+    ),
+    error(
+        "agent `⟨a⟩` declares provider more than once",
+        "invalid/agent_declarations",
+    ),
+    error(
+        "agent `⟨a⟩` capacity must be greater than zero",
+        "invalid/agent_declarations",
+    ),
+    error(
+        "agent `⟨a⟩` attaches skill `⟨s⟩` more than once",
+        "invalid/agent_declarations",
+    ),
+    error(
+        "agent `⟨a⟩` declares capability `⟨c⟩` more than once",
+        "invalid/agent_declarations",
+    ),
+    error(
+        "agent `⟨a⟩` grants tool `⟨w⟩` more than once",
+        "invalid/agent_declarations",
+    ),
+    error(
+        "agent `⟨a⟩` uses unknown provider kind `⟨k⟩`: no known package manifest contributes \
+         it (missing package)",
+        "invalid/agent_declarations",
+    ),
+    error(
+        "agent `⟨a⟩` is granted `⟨w⟩`: `⟨w⟩` is not a workflow in this program",
+        "invalid/agent_declarations",
+    ),
+    error(
+        "agent `⟨a⟩` is granted `⟨w⟩`: `⟨w⟩` is not tagged `@tool`",
+        "invalid/agent_declarations",
+    ),
+    error(
+        "rule `⟨r⟩` can never fire: no rule creates an agent turn",
+        "invalid/agent_never_fires",
+    ),
+    error(
+        "AgentRef references unknown agent `⟨a⟩`",
+        "invalid/agent_declarations",
+    ),
+    error(
+        "AgentRef lists agent `⟨a⟩` more than once",
+        "invalid/agent_declarations",
+    ),
+    error(
+        "field `⟨C.f⟩` expects an AgentRef value, not string `⟨v⟩`",
+        "invalid/agent_declarations",
+    ),
+    error(
+        "field `⟨C.f⟩` cannot reference agent `⟨v⟩`",
+        "invalid/agent_declarations",
+    ),
+    error("AgentRef has no agent `⟨v⟩`", "invalid/agent_declarations"),
+    error("unknown schema reference `⟨T⟩`", "invalid/coerce_errors"),
+    error(
+        "unknown coerce field `⟨f⟩` on coerce `⟨n⟩`",
+        "invalid/coerce_unknown_field",
+    ),
+    error(
+        "coerce `⟨n⟩` declares parameter `⟨p⟩` more than once",
+        "invalid/coerce_errors",
+    ),
+    error(
+        "rule `⟨r⟩` calls unknown coerce function `⟨n⟩`",
+        "invalid/coerce_errors",
+    ),
+    error(
+        "rule `⟨r⟩` calls coerce `⟨n⟩` with ⟨k⟩ argument(s), expected ⟨m⟩",
+        "invalid/coerce_errors",
+    ),
+    error(
+        "rule `⟨r⟩` has unknown binding `⟨b⟩` in coerce `⟨n⟩` argument",
+        "invalid/coerce_errors",
+    ),
+    error(
+        "field `coerce `⟨n⟩`.⟨p⟩` expects `⟨type⟩`",
+        "invalid/coerce_errors",
+    ),
+    error(
+        "rule `⟨r⟩` has non-exhaustive case; missing ⟨v⟩",
+        "invalid/case_errors",
+    ),
+    error(
+        "rule `⟨r⟩` case pattern cannot be `⟨v⟩`",
+        "invalid/case_errors",
+    ),
+    error(
+        "rule `⟨r⟩` cannot pattern-match this scrutinee type",
+        "invalid/case_errors",
+    ),
+    error(
+        "rule `⟨r⟩` has case scrutinee `⟨s⟩` that is not a typed path",
+        "invalid/case_errors",
+    ),
+    error(
+        "rule `⟨r⟩` has duplicate unguarded case pattern `⟨p⟩`",
+        "invalid/case_errors",
+    ),
+    error(
+        "rule `⟨r⟩` has malformed terminal-output case pattern `⟨p⟩`",
+        "invalid/case_errors",
+    ),
+    error(
+        "rule `⟨r⟩` terminal-output case pattern cannot be `⟨t⟩`",
+        "invalid/case_errors",
+    ),
+    error(
+        "rule `⟨r⟩` has non-exhaustive terminal-output case; missing ⟨tags⟩",
+        "invalid/case_errors",
+    ),
+    error(
+        "`⟨X⟩` is outside the whip fabric subset",
+        "invalid/outside_subset",
+    ),
     // Appendix: warnings.
     warning(
         "effect `⟨b⟩`'s failure is unhandled in rule `⟨r⟩`; if it fails or times out, the \

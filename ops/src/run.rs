@@ -149,10 +149,52 @@ pub(crate) struct StartArgs {
     input: Option<String>,
 }
 
+/// The provider that runs agent turns and coercions (`agent.tell`, `schema.coerce`).
+#[derive(Args, Debug, Clone, Copy)]
+pub(crate) struct ProviderArgs {
+    /// The provider (the deterministic fixture; `owned` agents run on it too).
+    #[arg(long, value_enum, default_value_t = ProviderChoice::Fixture)]
+    provider: ProviderChoice,
+    /// Force every provider effect to fail.
+    #[arg(long, conflicts_with_all = ["timeout", "cancel"])]
+    fail: bool,
+    /// Force every provider effect to time out.
+    #[arg(long, conflicts_with = "cancel")]
+    timeout: bool,
+    /// Force every provider effect to be cancelled.
+    #[arg(long)]
+    cancel: bool,
+}
+
+/// The providers `--provider` names.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ProviderChoice {
+    /// In process, no subprocess, the same answer every time (LANGUAGE-AGENTS.md §4.1).
+    Fixture,
+}
+
+impl ProviderArgs {
+    /// The provider these flags choose.
+    fn provider(self) -> Arc<dyn whip_engine::runtime::provider::Provider> {
+        use whip_engine::runtime::provider::{FixtureProvider, Forced};
+        let forced = match (self.fail, self.timeout, self.cancel) {
+            (true, _, _) => Some(Forced::Fail),
+            (_, true, _) => Some(Forced::Timeout),
+            (_, _, true) => Some(Forced::Cancel),
+            _ => None,
+        };
+        match self.provider {
+            ProviderChoice::Fixture => Arc::new(FixtureProvider::new(forced)),
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
     start: StartArgs,
+    #[command(flatten)]
+    providers: ProviderArgs,
     /// Sleep until the next timer or lease-wait deadline and continue until terminal.
     #[arg(long)]
     wait: bool,
@@ -210,6 +252,8 @@ pub(crate) struct WorkerArgs {
     /// With `--all`: stop after this long (e.g. 30s).
     #[arg(long)]
     duration: Option<String>,
+    #[command(flatten)]
+    providers: ProviderArgs,
 }
 
 /// `whip ledger NAME [--partition P]` (the view) next to `whip ledger append|list`.
@@ -251,7 +295,10 @@ pub(crate) async fn run(global: &Global, cmd: EngineCommand) -> Result<ExitCode>
         session(global).await?
     };
     let session = crate::agent::act_as_flag(global, session).await?;
-    let engine = engine(global, &session.client);
+    let mut engine = engine(global, &session.client);
+    if let EngineCommand::Worker(args) = &cmd {
+        engine = engine.with_provider(args.providers.provider());
+    }
     let result = dispatch(global, &engine, cmd).await;
     session.close().await;
     result
@@ -295,7 +342,8 @@ async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let (program, input) = load_program(&args.start)?;
     let source = program.source.clone();
     let mut session = crate::agent::act_as_flag(global, session(global).await?).await?;
-    let mut engine = engine(global, &session.client);
+    let provider = args.providers.provider();
+    let mut engine = engine(global, &session.client).with_provider(provider.clone());
     let started = engine.add_program(program);
     let id = whip_engine::runtime::fresh_id("ins_");
     let mut reconnects = 0;
@@ -313,7 +361,7 @@ async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
                 reconnects += 1;
                 session.close().await;
                 session = session_retry(global).await?;
-                engine = self::engine(global, &session.client);
+                engine = self::engine(global, &session.client).with_provider(provider.clone());
                 engine.add_program(Program::check(source.clone()).map_err(|e| anyhow!("{e}"))?);
             }
             Err(e) => {
@@ -336,7 +384,7 @@ async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
                 session.close().await;
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 session = session_retry(global).await?;
-                engine = self::engine(global, &session.client);
+                engine = self::engine(global, &session.client).with_provider(provider.clone());
                 let program = Program::check(source.clone()).map_err(|e| anyhow!("{e}"))?;
                 engine.add_program(program);
             }

@@ -111,9 +111,9 @@ impl Cx<'_> {
         self.scopes.pop();
     }
 
-    fn output_type(&self, i: usize, pred: &str) -> Ty {
+    pub(crate) fn output_type(&self, i: usize, pred: &str) -> Ty {
         let e = &self.effects[i];
-        if e.kind == EffectKind::Exec && pred == "succeeds" {
+        if matches!(e.kind, EffectKind::Exec | EffectKind::Coerce) && pred == "succeeds" {
             return e.result.clone();
         }
         if e.kind != EffectKind::Invoke {
@@ -506,6 +506,8 @@ impl Cx<'_> {
                     | EffectKind::Send
                     | EffectKind::Ask
                     | EffectKind::Exec
+                    | EffectKind::Tell
+                    | EffectKind::Coerce
             );
             if !observable || e.name.is_empty() || e.kind.is_coordination() {
                 continue;
@@ -546,8 +548,10 @@ fn records_class(stmts: &[Stmt], class: &str) -> bool {
         StmtKind::Record(c, _)
         | StmtKind::Done(_, Some((c, _)))
         | StmtKind::RecordFrom(RecordFrom { class: c, .. }) => c.name == class,
-        StmtKind::After(a) => records_class(&a.body.stmts, class),
-        _ => false,
+        k => k
+            .child_blocks()
+            .into_iter()
+            .any(|b| records_class(&b.stmts, class)),
     })
 }
 
@@ -555,8 +559,10 @@ fn releases_or_ends(stmts: &[Stmt], name: &str) -> bool {
     stmts.iter().any(|s| match &s.kind {
         StmtKind::Release(x) => x.name == name,
         StmtKind::Complete(..) | StmtKind::Fail(..) => true,
-        StmtKind::After(a) => releases_or_ends(&a.body.stmts, name),
-        _ => false,
+        k => k
+            .child_blocks()
+            .into_iter()
+            .any(|b| releases_or_ends(&b.stmts, name)),
     })
 }
 
@@ -586,6 +592,8 @@ fn kind_word(kind: EffectKind) -> &'static str {
         EffectKind::Ask => "send … ask",
         EffectKind::Exec => "exec",
         EffectKind::Vote => "vote",
+        EffectKind::Tell => "tell",
+        EffectKind::Coerce => "coerce",
     }
 }
 

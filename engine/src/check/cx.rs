@@ -43,6 +43,10 @@ pub(crate) enum EffectKind {
     Exec,
     /// `vote in TEAM { … } closes D`.
     Vote,
+    /// `tell AGENT … "prompt"` (`agent.tell`).
+    Tell,
+    /// `coerce NAME(…)` (`schema.coerce`).
+    Coerce,
 }
 
 impl EffectKind {
@@ -306,16 +310,21 @@ impl<'a> Cx<'a> {
     fn template(&mut self, s: &StrLit, span: Span, imp: Implicit<'_>) {
         for part in &s.parts {
             if let StrPart::Path(p) = part {
-                let segs: Vec<Ident> = p
-                    .iter()
-                    .map(|n| Ident {
-                        name: n.clone(),
-                        span,
-                    })
-                    .collect();
-                self.path(&segs, span, imp);
+                self.template_path(p, span, imp);
             }
         }
+    }
+
+    /// One `{{ a.b }}` of a string, resolved as a path at the string's span.
+    pub(crate) fn template_path(&mut self, p: &[String], span: Span, imp: Implicit<'_>) -> Ty {
+        let segs: Vec<Ident> = p
+            .iter()
+            .map(|n| Ident {
+                name: n.clone(),
+                span,
+            })
+            .collect();
+        self.path(&segs, span, imp)
     }
 
     /// Resolves a path: a binding, a bare field of the implicit class, a class (a query of

@@ -49,6 +49,16 @@ fn stmts(list: &[Stmt]) -> Vec<Stmt> {
                     span: s.span,
                 });
             }
+            StmtKind::Case(c) => {
+                let mut c = c.clone();
+                for arm in &mut c.arms {
+                    arm.body = block(&arm.body);
+                }
+                out.push(Stmt {
+                    kind: StmtKind::Case(c),
+                    span: s.span,
+                });
+            }
             _ => out.push(s.clone()),
         }
     }
@@ -56,18 +66,52 @@ fn stmts(list: &[Stmt]) -> Vec<Stmt> {
 }
 
 fn set_binding(kind: &mut StmtKind, name: Ident) {
-    let slot = match kind {
-        StmtKind::Timer(_, b) | StmtKind::Invoke(_, _, b) | StmtKind::Renew(_, _, b) => b,
-        StmtKind::TimerUntil(_, b) => b,
-        StmtKind::Append(_, _, _, b) | StmtKind::FileIssue(_, _, b) => b,
-        StmtKind::Claim(_, _, b) | StmtKind::Finish(_, _, b) => b,
-        StmtKind::Acquire(a) => &mut a.binding,
-        StmtKind::Consume(c) => &mut c.binding,
-        StmtKind::Exec(x) => &mut x.binding,
-        StmtKind::Vote(v) => &mut v.binding,
-        _ => return,
-    };
-    *slot = Some(name);
+    if let Some(slot) = kind.effect_binding_mut() {
+        *slot = Some(name);
+    }
+}
+
+/// A bare agent name written as a value (`owner bob` in a row of a class whose `owner` is an
+/// `AgentRef`) becomes the string `"bob"`, which is what the value is at run time. Done after
+/// the checks, which read the bare name (and report a name that is no agent of the type).
+pub fn agent_values(b: &mut Block, agents: &dyn Fn(&str) -> bool) {
+    for s in &mut b.stmts {
+        match &mut s.kind {
+            StmtKind::Record(_, o) | StmtKind::Done(_, Some((_, o))) => object_values(o, agents),
+            StmtKind::Invoke(_, o, _) => object_values(o, agents),
+            StmtKind::Complete(_, e) | StmtKind::Fail(_, e) => expr_values(e, agents),
+            StmtKind::After(a) => agent_values(&mut a.body, agents),
+            StmtKind::Case(c) => {
+                for arm in &mut c.arms {
+                    agent_values(&mut arm.body, agents);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// [`agent_values`] in the fields of one object literal (a table row, a record).
+pub fn object_values(o: &mut ObjectLit, agents: &dyn Fn(&str) -> bool) {
+    for (_, v) in &mut o.fields {
+        expr_values(v, agents);
+    }
+}
+
+fn expr_values(e: &mut Expr, agents: &dyn Fn(&str) -> bool) {
+    match &mut e.kind {
+        ExprKind::Path(segs) if segs.len() == 1 && agents(&segs[0].name) => {
+            let name = segs[0].name.clone();
+            e.kind = ExprKind::Str(StrLit {
+                value: name.clone(),
+                parts: vec![StrPart::Lit(name)],
+                content_type: None,
+            });
+        }
+        ExprKind::Object(o) => object_values(o, agents),
+        ExprKind::Array(items) => items.iter_mut().for_each(|i| expr_values(i, agents)),
+        _ => {}
+    }
 }
 
 /// `invoke Child { input { order o } }` becomes `invoke Child { order o }`: the arguments of
@@ -87,6 +131,11 @@ pub fn invoke_inputs(b: &mut Block, wraps: &dyn Fn(&str) -> bool) {
                 }
             }
             StmtKind::After(a) => invoke_inputs(&mut a.body, wraps),
+            StmtKind::Case(c) => {
+                for arm in &mut c.arms {
+                    invoke_inputs(&mut arm.body, wraps);
+                }
+            }
             _ => {}
         }
     }

@@ -8,6 +8,8 @@
 //! The words of every diagnostic the language page lists are pinned by `tests/appendix.rs`,
 //! which maps each one to the golden program under `tests/check/` that triggers it.
 
+mod agents;
+mod case;
 mod coord;
 mod corners;
 mod cx;
@@ -69,15 +71,40 @@ pub fn check(files: &[File], root: Option<&str>) -> (Model, Vec<Diag>) {
         collect_uses(&f.items, &mut m.uses);
     }
     declarations(&m, files, &mut diags);
+    agents::declarations(&m, &mut diags);
     let mut edges: BTreeMap<String, Vec<(String, Span)>> = BTreeMap::new();
     for wf in &m.workflows {
         let invokes = workflow(&m, wf, &mut diags);
         edges.insert(wf.name.name.clone(), invokes);
     }
     recursion(&edges, &mut diags);
+    agent_values(&mut m);
     diags.sort_by_key(|d| (d.span.file, d.span.start, d.span.end));
     diags.dedup();
     (m, diags)
+}
+
+/// Bare agent names written as values become strings in the model the runtime reads (a
+/// binding of the same name shadows the agent and stays a path).
+fn agent_values(m: &mut Model) {
+    let agents: BTreeSet<String> = m.agents.keys().cloned().collect();
+    let is_agent = |n: &str| agents.contains(n);
+    for wf in &mut m.workflows {
+        for t in &mut wf.tables {
+            for row in &mut t.rows {
+                desugar::object_values(row, &is_agent);
+            }
+        }
+        for (_, rule, _) in &mut wf.rules {
+            let bound: BTreeSet<String> = rule
+                .whens
+                .iter()
+                .filter_map(|w| w.binding.as_ref().map(|b| b.name.clone()))
+                .collect();
+            let free = |n: &str| is_agent(n) && !bound.contains(n);
+            desugar::agent_values(&mut rule.body, &free);
+        }
+    }
 }
 
 fn uses_and_tags(items: &[Item], diags: &mut Vec<Diag>) {
@@ -367,14 +394,17 @@ fn workflow(m: &Model, wf: &Wf, diags: &mut Vec<Diag>) -> Vec<(String, Span)> {
         diags.push(Diag::error("workflow.no_terminal", wf.name.span, msg).help(help));
     }
     producers(m, wf, diags);
+    agents::turn_waiters(wf, diags);
     invokes
 }
 
 fn reaches_terminal(stmts: &[Stmt]) -> bool {
     stmts.iter().any(|s| match &s.kind {
         StmtKind::Complete(..) | StmtKind::Fail(..) => true,
-        StmtKind::After(a) => reaches_terminal(&a.body.stmts),
-        _ => false,
+        k => k
+            .child_blocks()
+            .into_iter()
+            .any(|b| reaches_terminal(&b.stmts)),
     })
 }
 
@@ -386,8 +416,11 @@ fn recorded(stmts: &[Stmt], out: &mut BTreeSet<String>) {
             | StmtKind::RecordFrom(RecordFrom { class: c, .. }) => {
                 out.insert(c.name.clone());
             }
-            StmtKind::After(a) => recorded(&a.body.stmts, out),
-            _ => {}
+            k => {
+                for b in k.child_blocks() {
+                    recorded(&b.stmts, out);
+                }
+            }
         }
     }
 }

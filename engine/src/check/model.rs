@@ -91,6 +91,34 @@ pub struct Model {
     pub poisoned: BTreeSet<String>,
     /// The modules the program's files `use` (`std.script`, …).
     pub uses: BTreeSet<String>,
+    /// Declared agents by name (program-wide, wherever declared).
+    pub agents: BTreeMap<String, Agent>,
+    /// Declared coerce functions by name (program-wide).
+    pub coerces: BTreeMap<String, Coerce>,
+}
+
+/// A declared agent with the language's defaults written in.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    /// The declaration as written.
+    pub decl: AgentDecl,
+    /// Its provider kind (the first `provider`, or `owned`).
+    pub provider: String,
+    /// Its profile (or `no-repo`).
+    pub profile: String,
+    /// Turns of it that run at once per instance (at least 1).
+    pub capacity: u32,
+}
+
+/// A declared coerce function with its types resolved.
+#[derive(Debug, Clone)]
+pub struct Coerce {
+    /// The declaration as written.
+    pub decl: CoerceDecl,
+    /// Its parameters' names and types.
+    pub params: Vec<(String, Ty)>,
+    /// The type of its answer.
+    pub output: Ty,
 }
 
 impl Model {
@@ -129,7 +157,14 @@ pub(crate) fn build(files: &[File], root: Option<&str>, diags: &mut Vec<Diag>) -
         .chain(m.workflows.iter().flat_map(|w| w.items.iter()))
         .cloned()
         .collect();
+    for item in &all {
+        if let ItemKind::Agent(d) = &item.kind {
+            m.agents
+                .insert(d.name.name.clone(), crate::check::agents::declared(d));
+        }
+    }
     declare_types(&all, &mut m, diags);
+    crate::check::agents::declare_coerces(&all, &mut m, diags);
     let (global_decls, global_rest): (Vec<Item>, Vec<Item>) =
         global.into_iter().partition(|i| is_resource(&i.kind));
     if let Some(target) = m.root.or(if m.workflows.is_empty() {
@@ -317,6 +352,7 @@ pub(crate) fn resolve_type(m: &Model, t: &TypeExpr, diags: &mut Vec<Diag>) -> Ty
         TypeKind::Optional(i) => Ty::Optional(Box::new(resolve_type(m, i, diags))),
         TypeKind::Map(i) => Ty::Map(Box::new(resolve_type(m, i, diags))),
         TypeKind::Union(ms) => Ty::Union(ms.iter().map(|i| resolve_type(m, i, diags)).collect()),
+        TypeKind::AgentRef(agents) => crate::check::agents::agent_ref(m, agents, diags),
     }
 }
 

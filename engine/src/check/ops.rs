@@ -11,6 +11,7 @@ pub(crate) fn domain(m: &crate::check::model::Model, t: &Ty) -> Option<Vec<Strin
     match t {
         Ty::Enum(e) => m.enums.get(e).cloned(),
         Ty::Lit(s) => Some(vec![s.clone()]),
+        Ty::AgentRef(agents) => Some(agents.clone()),
         Ty::Optional(inner) => domain(m, inner),
         Ty::Union(ms) => {
             let mut out = Vec::new();

@@ -18,6 +18,14 @@ pub(crate) const RUNTIME_FACTS: &[&str] = &[
     "workflow.failed",
     "issue.filed",
     "issue.closed",
+    "agent.turn.completed",
+    "agent.turn.failed",
+    "agent.turn.timed_out",
+    "agent.turn.cancelled",
+    "schema.coerce.succeeded",
+    "schema.coerce.failed",
+    "schema.coerce.timed_out",
+    "capability.call.succeeded",
 ];
 
 /// Prefixes of in-turn observations: evidence, never matchable.
@@ -75,6 +83,14 @@ impl Cx<'_> {
                 self.channel(c);
                 Some(Bind::Runtime)
             }
+            WhenKind::CompletedTurn(_) => {
+                self.agent_when(&w.kind);
+                Some(Bind::Runtime)
+            }
+            WhenKind::Available(_) => {
+                self.agent_when(&w.kind);
+                None
+            }
         };
         if let (Some(b), Some(name)) = (bind, &w.binding) {
             self.bind(name, b);
@@ -84,6 +100,9 @@ impl Cx<'_> {
     fn runtime_fact(&mut self, path: &[Ident], span: Span) {
         let name: Vec<&str> = path.iter().map(|p| p.name.as_str()).collect();
         let name = name.join(".");
+        if RUNTIME_FACTS.contains(&name.as_str()) {
+            return;
+        }
         if EVIDENCE_PREFIXES.contains(&path[0].name.as_str()) {
             let msg = format!(
                 "{} matches evidence-only fact `{name}`: in-turn observations are evidence, not \
@@ -204,6 +223,13 @@ impl Cx<'_> {
             StmtKind::Send(x) => (send_kind(x), &x.binding, false, x.channel.name.clone()),
             StmtKind::Exec(x) => (EffectKind::Exec, &x.binding, false, String::new()),
             StmtKind::Vote(v) => (EffectKind::Vote, &v.binding, false, String::new()),
+            StmtKind::Tell(t) => (EffectKind::Tell, &t.binding, false, String::new()),
+            StmtKind::Coerce(c) => (
+                EffectKind::Coerce,
+                &c.binding,
+                false,
+                c.function.name.clone(),
+            ),
             _ => return None,
         };
         let name = binding.as_ref().map_or(String::new(), |b| b.name.clone());
@@ -232,6 +258,11 @@ impl Cx<'_> {
             StmtKind::Exec(Exec {
                 result: Some(t), ..
             }) => crate::check::model::resolve_type(self.m, t, &mut Vec::new()),
+            StmtKind::Coerce(c) => self
+                .m
+                .coerces
+                .get(&c.function.name)
+                .map_or(Ty::Any, |f| f.output.clone()),
             _ => Ty::Any,
         }
     }
@@ -297,6 +328,9 @@ impl Cx<'_> {
             StmtKind::Send(x) => self.send(x, s.span),
             StmtKind::Exec(x) => self.exec(x, s.span),
             StmtKind::Vote(v) => self.vote(v, s.span),
+            StmtKind::Tell(t) => self.tell(t, s.span),
+            StmtKind::Coerce(c) => self.coerce_call(c, s.span),
+            StmtKind::Case(c) => self.case(c),
         }
     }
 

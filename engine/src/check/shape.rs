@@ -15,8 +15,10 @@ use crate::limits::RESULT_SHAPE_DEPTH_MAX;
 pub enum Shape {
     /// Anything (also a class nested deeper than [`RESULT_SHAPE_DEPTH_MAX`]).
     Any,
-    /// A string (also `time`).
+    /// A string.
     String,
+    /// An ISO-8601 instant (`time`), as a string.
+    Time,
     /// An integer (also `duration`, in seconds).
     Int,
     /// A number.
@@ -83,6 +85,7 @@ impl Shape {
             (Shape::Optional { .. }, Value::Null) => true,
             (Shape::Optional { inner }, v) => return inner.fits_at(v, at),
             (Shape::String, Value::String(_)) | (Shape::Bool, Value::Bool(_)) => true,
+            (Shape::Time, Value::String(s)) => crate::check::instant::parse_ms(s).is_some(),
             (Shape::Int, Value::Number(n)) => n.is_i64() || n.is_u64(),
             (Shape::Float, Value::Number(_)) => true,
             (Shape::Literal { value }, Value::String(s)) => s == value,
@@ -121,6 +124,7 @@ impl Shape {
         match self {
             Shape::Any => "any value".into(),
             Shape::String => "a string".into(),
+            Shape::Time => "an ISO-8601 instant".into(),
             Shape::Int => "an int".into(),
             Shape::Float => "a number".into(),
             Shape::Bool => "a bool".into(),
@@ -136,11 +140,55 @@ impl Shape {
     }
 }
 
+impl Shape {
+    /// The JSON Schema of this shape (what `{{ ctx.output_format }}` shows a model).
+    pub fn json_schema(&self) -> Value {
+        use serde_json::json;
+        match self {
+            Shape::Any => json!({}),
+            Shape::String => json!({"type": "string"}),
+            Shape::Time => json!({"type": "string", "format": "date-time"}),
+            Shape::Int => json!({"type": "integer"}),
+            Shape::Float => json!({"type": "number"}),
+            Shape::Bool => json!({"type": "boolean"}),
+            Shape::Null => json!({"type": "null"}),
+            Shape::Literal { value } => json!({"const": value}),
+            Shape::Enum { variants, .. } => json!({"type": "string", "enum": variants}),
+            Shape::Array { item } => json!({"type": "array", "items": item.json_schema()}),
+            Shape::Map { value } => {
+                json!({"type": "object", "additionalProperties": value.json_schema()})
+            }
+            Shape::Optional { inner } => json!({"anyOf": [inner.json_schema(), {"type": "null"}]}),
+            Shape::Union { members } => {
+                let members: Vec<Value> = members.iter().map(Shape::json_schema).collect();
+                json!({ "anyOf": members })
+            }
+            Shape::Object { fields, .. } => {
+                let mut properties = serde_json::Map::new();
+                let mut required = Vec::new();
+                for (name, shape) in fields {
+                    properties.insert(name.clone(), shape.json_schema());
+                    if !matches!(shape, Shape::Optional { .. } | Shape::Any | Shape::Null) {
+                        required.push(name.clone());
+                    }
+                }
+                json!({"type": "object", "properties": properties, "required": required,
+                    "additionalProperties": false})
+            }
+        }
+    }
+}
+
 fn shape_at(m: &Model, ty: &Ty, depth: usize) -> Shape {
     let boxed = |t: &Ty| Box::new(shape_at(m, t, depth));
     match ty {
         Ty::Any | Ty::Query(_) => Shape::Any,
-        Ty::String | Ty::Time => Shape::String,
+        Ty::String => Shape::String,
+        Ty::Time => Shape::Time,
+        Ty::AgentRef(agents) => Shape::Enum {
+            name: "AgentRef".into(),
+            variants: agents.clone(),
+        },
         Ty::Int | Ty::Duration => Shape::Int,
         Ty::Float => Shape::Float,
         Ty::Bool => Shape::Bool,

@@ -37,6 +37,8 @@ pub enum Ty {
     Union(Vec<Ty>),
     /// A query over live facts of a class (or over effects).
     Query(String),
+    /// `AgentRef<a | b>`: the name of one of these agents (a finite domain).
+    AgentRef(Vec<String>),
 }
 
 impl fmt::Display for Ty {
@@ -63,6 +65,7 @@ impl fmt::Display for Ty {
                 write!(f, "{}", parts.join(" | "))
             }
             Ty::Query(c) => write!(f, "query {}", display_class(c)),
+            Ty::AgentRef(agents) => write!(f, "AgentRef<{}>", agents.join(" | ")),
         }
     }
 }
@@ -100,7 +103,10 @@ impl Ty {
     }
 
     fn is_stringish(&self) -> bool {
-        matches!(self, Ty::String | Ty::Lit(_) | Ty::Enum(_))
+        matches!(
+            self,
+            Ty::String | Ty::Lit(_) | Ty::Enum(_) | Ty::AgentRef(_)
+        )
     }
 
     fn is_numeric(&self) -> bool {
@@ -147,6 +153,10 @@ impl Ty {
             (Ty::Lit(v), Ty::Lit(s)) => v == s,
             (Ty::Lit(_), Ty::Enum(_)) => true,
             (Ty::Lit(_) | Ty::String, Ty::Time) => true,
+            (Ty::Lit(v), Ty::AgentRef(agents)) => agents.contains(v),
+            (Ty::String, Ty::AgentRef(_)) => true,
+            (Ty::AgentRef(v), Ty::AgentRef(s)) => v.iter().all(|a| s.contains(a)),
+            (Ty::AgentRef(_), Ty::String) => true,
             (Ty::Array(v), Ty::Array(s)) | (Ty::Map(v), Ty::Map(s)) => v.assignable_to(s),
             (v, s) => v == s,
         }

@@ -104,6 +104,19 @@ impl Cx<'_> {
                     self.value(item, el, label);
                 }
             }
+            (ExprKind::Path(segs), Ty::AgentRef(agents))
+                if segs.len() == 1 && self.lookup(&segs[0].name).is_none() =>
+            {
+                self.agent_value(label, &segs[0].name, agents, e);
+            }
+            (ExprKind::Str(s), Ty::AgentRef(_)) if literal_of(e).is_some() => {
+                let msg = format!(
+                    "field `{label}` expects an AgentRef value, not string `{}`",
+                    s.value
+                );
+                let help = format!("write the agent's name bare: `{}`", s.value);
+                self.err("value.agent_ref", e.span, msg, help);
+            }
             (ExprKind::Path(segs), Ty::Enum(en))
                 if segs.len() == 1 && self.lookup(&segs[0].name).is_none() =>
             {
@@ -141,6 +154,22 @@ impl Cx<'_> {
             format!("variants of `{en}` are {}", list(variants)),
         );
         self.err("type.unknown_variant", e.span, msg, help);
+    }
+
+    /// A bare agent name in an `AgentRef` slot: one of the type's agents.
+    fn agent_value(&mut self, label: &str, v: &str, agents: &[String], e: &Expr) {
+        if agents.iter().any(|a| a == v) {
+            return;
+        }
+        let help = format!("the agents are {}", list(agents));
+        if self.m.agents.contains_key(v) {
+            let msg = format!("field `{label}` cannot reference agent `{v}`");
+            self.err("value.agent_ref", e.span, msg, help);
+        } else {
+            let msg = format!("AgentRef has no agent `{v}`");
+            let help = suggest::help(v, agents.iter().map(String::as_str), help);
+            self.err("value.agent_ref", e.span, msg, help);
+        }
     }
 
     fn cannot_be(&mut self, label: &str, v: &str, allowed: &[String], e: &Expr) {

@@ -51,6 +51,12 @@ pub enum EffectKind {
     Vote,
     /// `exec [argv]` through the compute plane.
     Exec,
+    /// `tell AGENT … PROMPT`: an agent turn run by a provider.
+    #[serde(rename = "agent.tell")]
+    AgentTell,
+    /// `coerce NAME(…)`: a typed model call run by a provider.
+    #[serde(rename = "schema.coerce")]
+    SchemaCoerce,
 }
 
 impl EffectKind {
@@ -71,6 +77,8 @@ impl EffectKind {
             EffectKind::MessageAsk => "message.ask",
             EffectKind::Vote => "vote",
             EffectKind::Exec => "exec",
+            EffectKind::AgentTell => "agent.tell",
+            EffectKind::SchemaCoerce => "schema.coerce",
         }
     }
 }
@@ -169,7 +177,7 @@ impl EffectState {
         )
     }
 
-    /// Failed or timed out: what `retry` takes and `fails` branches react to unobserved.
+    /// Failed or timed out: what `retry` takes.
     pub fn unsuccessful(self) -> bool {
         matches!(self, EffectState::Failed | EffectState::TimedOut)
     }
@@ -697,6 +705,10 @@ pub enum Args {
     Vote(VoteArgs),
     /// [`EffectKind::Exec`].
     Exec(ExecArgs),
+    /// [`EffectKind::AgentTell`].
+    AgentTell(crate::runtime::agent::TellArgs),
+    /// [`EffectKind::SchemaCoerce`].
+    SchemaCoerce(crate::runtime::agent::CoerceArgs),
     /// Arguments that do not decode for their kind: the effect fails when it runs.
     Malformed(Malformed),
 }
@@ -723,6 +735,8 @@ impl Args {
             EffectKind::MessageAsk => decoded(&raw).map(Args::MessageAsk),
             EffectKind::Vote => decoded(&raw).map(Args::Vote),
             EffectKind::Exec => ExecArgs::parse(&raw).map(Args::Exec),
+            EffectKind::AgentTell => decoded(&raw).map(Args::AgentTell),
+            EffectKind::SchemaCoerce => decoded(&raw).map(Args::SchemaCoerce),
         };
         typed.unwrap_or_else(|error| {
             Args::Malformed(Malformed {
@@ -759,6 +773,8 @@ impl Args {
             Args::MessageAsk(_) => EffectKind::MessageAsk,
             Args::Vote(_) => EffectKind::Vote,
             Args::Exec(_) => EffectKind::Exec,
+            Args::AgentTell(_) => EffectKind::AgentTell,
+            Args::SchemaCoerce(_) => EffectKind::SchemaCoerce,
             Args::Malformed(m) => m.kind,
         }
     }
@@ -781,6 +797,8 @@ impl Args {
             Args::MessageSend(a) | Args::MessageAsk(a) => value(a),
             Args::Vote(a) => value(a),
             Args::Exec(a) => value(a),
+            Args::AgentTell(a) => value(a),
+            Args::SchemaCoerce(a) => value(a),
             Args::Malformed(m) => m.raw.clone(),
         }
     }

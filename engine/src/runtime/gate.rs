@@ -20,9 +20,10 @@
 //! the parent instance changed since, or after [`ADMISSION_RETRY_MS`], not on every pass, so
 //! a long block does not flood the registry's audit ledger.
 //!
-//! Profiles and capabilities have their states and categories, but no effect of this
-//! language names one (they come with agent declarations, which are not built), so no gate
-//! produces them.
+//! - **Profile** (schedule time, `agent.tell`): a turn of an agent whose profile is not
+//!   registered is `blocked_by_profile` ([`super::agent::profile_block`]).
+//! - **Capacity** (`agent.tell`): decided inside the claim's guarded commit, not here
+//!   ([`super::agent::capacity_block`]), so the count and the start are one transaction.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -116,7 +117,8 @@ impl<F: FabricClient> Engine<F> {
         let mut blocks = Vec::new();
         let mut open = Vec::new();
         for id in ids {
-            match dependency_block(&st.effects[&id], st) {
+            let e = &st.effects[&id];
+            match dependency_block(e, st).or_else(|| super::agent::profile_block(e)) {
                 Some(block) => blocks.push((id, block)),
                 None => open.push(id),
             }
@@ -234,10 +236,8 @@ impl<F: FabricClient> Engine<F> {
                 if moved_on || known {
                     continue;
                 }
-                draft.emit(
-                    "effect.blocked",
-                    json!({"id": id, "state": block.state(), "policy_block": block}),
-                );
+                let e = e.clone();
+                block_in(&mut draft, &e, block);
             }
             if draft.events.is_empty() || self.commit(loaded, draft).await? {
                 return Ok(());
@@ -246,6 +246,18 @@ impl<F: FabricClient> Engine<F> {
         }
         Ok(())
     }
+}
+
+/// Record `block` of effect `e` in `draft` as an `effect.blocked` event, unless `e` is
+/// already blocked for that reason (a block is recorded once, when first observed).
+pub(crate) fn block_in(draft: &mut Draft, e: &Effect, block: &PolicyBlock) {
+    if e.state == block.state() && e.policy_block.as_ref() == Some(block) {
+        return;
+    }
+    draft.emit(
+        "effect.blocked",
+        json!({"id": e.id, "state": block.state(), "policy_block": block}),
+    );
 }
 
 /// The key of an effect's admission tries in this process.

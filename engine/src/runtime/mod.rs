@@ -18,12 +18,14 @@
 //! steppers (or a stepper and a worker) racing on one instance cannot both commit: the
 //! loser re-reads and tries again.
 
+pub mod agent;
 mod cut;
 pub mod effect;
 mod eval;
 pub mod gate;
 mod mail;
 pub mod program;
+pub mod provider;
 pub mod recover;
 pub mod revise;
 pub mod state;
@@ -260,6 +262,8 @@ pub struct Engine<F: FabricClient> {
     /// When this process last asked the registry to admit a blocked child, per
     /// `instance/effect`, and the instance's last event then (see [`gate`]).
     admission_tries: Arc<Mutex<HashMap<String, (std::time::Instant, u64)>>>,
+    /// What runs agent turns and coercions (the fixture unless given).
+    provider: Arc<dyn provider::Provider>,
 }
 
 impl<F: FabricClient> Engine<F> {
@@ -277,6 +281,7 @@ impl<F: FabricClient> Engine<F> {
             owners: Arc::default(),
             executor: crate::executor::ExecutorClient::new(None),
             admission_tries: Arc::default(),
+            provider: Arc::new(provider::FixtureProvider::default()),
         }
     }
 
@@ -318,6 +323,7 @@ impl<F: FabricClient> Engine<F> {
             owners: self.owners.clone(),
             executor: self.executor.clone(),
             admission_tries: self.admission_tries.clone(),
+            provider: self.provider.clone(),
         }))
     }
 
@@ -331,6 +337,13 @@ impl<F: FabricClient> Engine<F> {
     /// configured, so an `exec` effect is blocked with `provider_config`).
     pub fn with_executor(mut self, config: Option<crate::executor::ExecutorConfig>) -> Self {
         self.executor = crate::executor::ExecutorClient::new(config);
+        self
+    }
+
+    /// The same engine with `provider` running its agent turns and coercions (the
+    /// deterministic fixture unless given).
+    pub fn with_provider(mut self, provider: Arc<dyn provider::Provider>) -> Self {
+        self.provider = provider;
         self
     }
 
@@ -881,3 +894,6 @@ mod tests;
 
 #[cfg(test)]
 mod lang_tests;
+
+#[cfg(test)]
+mod agent_tests;

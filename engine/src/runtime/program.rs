@@ -145,8 +145,8 @@ fn number(stmts: &[Stmt], counter: &mut usize, out: &mut BTreeMap<usize, usize>)
         }
     }
     for s in stmts {
-        if let StmtKind::After(a) = &s.kind {
-            number(&a.body.stmts, counter, out);
+        for b in s.kind.child_blocks() {
+            number(&b.stmts, counter, out);
         }
     }
 }
@@ -169,5 +169,7 @@ pub(crate) fn is_effect(kind: &StmtKind) -> bool {
             | StmtKind::Send(..)
             | StmtKind::Exec(..)
             | StmtKind::Vote(..)
+            | StmtKind::Tell(..)
+            | StmtKind::Coerce(..)
     )
 }

@@ -132,9 +132,10 @@ impl<F: FabricClient> Engine<F> {
     /// How to resolve stopped run `run` of effect `e`.
     async fn resolve(&self, id: &str, e: &Effect, run: &str) -> Result<(Resolution, Option<Ran>)> {
         let Args::Exec(args) = &e.args else {
-            // A coordination effect runs again under its own idempotency key; a malformed
-            // exec row fails when it runs.
-            if e.kind() == EffectKind::Exec {
+            // A coordination effect (and a coercion) runs again under its own idempotency
+            // key; a malformed exec row fails when it runs; an agent turn cut off may have
+            // had its effect, and no provider can be asked (LANGUAGE-AGENTS.md §3).
+            if matches!(e.kind(), EffectKind::Exec | EffectKind::AgentTell) {
                 return Ok((Resolution::Uncertain, Some(uncertain())));
             }
             return Ok((Resolution::Requeued, None));
@@ -172,5 +173,6 @@ fn emit_resolution(draft: &mut Draft, e: &Effect, run: &str, r: Resolution, ran:
             "effect.terminal",
             json!({"id": e.id, "run": run, "state": state, "output": output}),
         );
+        super::agent::settled(draft, &e.id);
     }
 }

@@ -27,7 +27,9 @@ pub(crate) fn matches(predicate: &str, effect: &Effect) -> bool {
         .and_then(|o| o.get("outcome"))
         .and_then(Value::as_str);
     match predicate {
-        "succeeds" | "completes" => effect.state == EffectState::Completed,
+        "succeeds" => effect.state == EffectState::Completed,
+        // `completes` observes the effect settling, whichever way.
+        "completes" => effect.state.settled(),
         "fails" => effect.state == EffectState::Failed,
         "times" | "times out" | "times_out" => effect.state == EffectState::TimedOut,
         "cancelled" => effect.state == EffectState::Cancelled,
@@ -299,7 +301,7 @@ pub(crate) fn round_with(
         if settled_cont(program, wf, ri, None, st, &mut draft) {
             return Some(draft);
         }
-        if let Some((key, ids, env)) = next_combination(ri, rule, &draft.state) {
+        if let Some((key, ids, env)) = next_combination(&program.model, ri, rule, &draft.state) {
             let firing = Firing {
                 key: key.clone(),
                 rule: rule.name.name.clone(),
@@ -360,7 +362,12 @@ fn settled_cont(
 
 fn unhandled_failure(wf: &Wf, st: &State) -> Option<String> {
     for e in st.effects.values() {
-        if !e.state.unsuccessful() {
+        // An agent turn or a coercion that timed out is no failure (`fails` matches
+        // `failed` only): an unobserved one leaves the instance running.
+        let agent = matches!(e.kind(), EffectKind::AgentTell | EffectKind::SchemaCoerce);
+        let failure =
+            e.state == EffectState::Failed || (e.state == EffectState::TimedOut && !agent);
+        if !failure {
             continue;
         }
         let observed = st
@@ -389,7 +396,7 @@ fn fire_cont(
         "rule.committed",
         json!({"rule": rule.name.name, "after": cont.id, "effect": effect.id}),
     );
-    let Some(stmt) = stmt_at(&rule.body, &cont.path) else {
+    let Some(stmt) = rule.body.stmt_at(&cont.path) else {
         return;
     };
     let StmtKind::After(after) = &stmt.kind else {
@@ -399,8 +406,9 @@ fn fire_cont(
     let output = effect.output.clone().unwrap_or(Value::Null);
     env.values.insert(after.target.name.clone(), output.clone());
     if let Some(b) = &after.binding {
-        env.values
-            .insert(b.name.clone(), bound_value(effect, output));
+        let value = super::agent::bound(effect, &cont.predicate)
+            .unwrap_or_else(|| bound_value(effect, output));
+        env.values.insert(b.name.clone(), value);
     }
     let origin = cont.id.clone();
     exec(
@@ -422,18 +430,6 @@ fn bound_value(effect: &Effect, output: Value) -> Value {
     match (&effect.args, effect.state) {
         (Args::Exec(a), EffectState::Completed) if a.result.is_some() => output["value"].clone(),
         _ => output,
-    }
-}
-
-fn stmt_at<'a>(body: &'a Block, path: &[usize]) -> Option<&'a Stmt> {
-    let (first, rest) = path.split_first()?;
-    let stmt = body.stmts.get(*first)?;
-    if rest.is_empty() {
-        return Some(stmt);
-    }
-    match &stmt.kind {
-        StmtKind::After(a) => stmt_at(&a.body, rest),
-        _ => None,
     }
 }
 
@@ -463,6 +459,18 @@ fn cancel_queued(draft: &mut Draft) {
 /// What one `when` line draws from: live facts of its class, ready issues, runtime facts,
 /// or the messages that arrived on a channel.
 fn when_source(kind: &WhenKind, st: &State) -> Vec<(String, Value)> {
+    if let WhenKind::CompletedTurn(a) = kind {
+        return st
+            .live("agent.turn.completed")
+            .filter(|f| f.value["agent"] == json!(a.name))
+            .map(|f| (f.id.clone(), f.value.clone()))
+            .collect();
+    }
+    if let WhenKind::Available(path) = kind {
+        // A gate, not a source: checked once the combination's bindings are known.
+        let names: Vec<&str> = path.iter().map(|p| p.name.as_str()).collect();
+        return vec![(format!("available:{}", names.join(".")), Value::Null)];
+    }
     let live = |class: &str| -> Vec<(String, Value)> {
         st.live(class)
             .map(|f| (f.id.clone(), f.value.clone()))
@@ -481,12 +489,18 @@ fn when_source(kind: &WhenKind, st: &State) -> Vec<(String, Value)> {
             .filter(|f| f.value["channel"] == json!(c.name))
             .map(|f| (f.id.clone(), f.value.clone()))
             .collect(),
+        WhenKind::CompletedTurn(_) | WhenKind::Available(_) => Vec::new(),
     }
 }
 
 /// The first combination of live facts (in fact order) that passes every guard and has
 /// not fired yet.
-fn next_combination(ri: usize, rule: &Rule, st: &State) -> Option<(String, Vec<String>, Env)> {
+fn next_combination(
+    m: &crate::check::model::Model,
+    ri: usize,
+    rule: &Rule,
+    st: &State,
+) -> Option<(String, Vec<String>, Env)> {
     let sources: Vec<Vec<(String, Value)>> = rule
         .whens
         .iter()
@@ -525,7 +539,7 @@ fn next_combination(ri: usize, rule: &Rule, st: &State) -> Option<(String, Vec<S
                 .iter()
                 .filter_map(|w| w.guard.as_ref())
                 .all(|g| truthy(&scope.eval(g)));
-            if pass {
+            if pass && available(m, rule, &env, st) {
                 return Some((key, ids, env));
             }
         }
@@ -543,6 +557,44 @@ fn next_combination(ri: usize, rule: &Rule, st: &State) -> Option<(String, Vec<S
             pick[at] = 0;
         }
     }
+}
+
+/// `complete NAME payload` or `fail NAME payload` (the first terminal wins).
+fn terminal(rule: &Rule, stmt: &Stmt, env: &Env, draft: &mut Draft) {
+    let (StmtKind::Complete(name, payload) | StmtKind::Fail(name, payload)) = &stmt.kind else {
+        return;
+    };
+    if state::is_terminal(&draft.state.header.status) {
+        return;
+    }
+    let payload = Scope {
+        env,
+        state: &draft.state,
+    }
+    .eval(payload);
+    let kind = if matches!(stmt.kind, StmtKind::Complete(..)) {
+        "workflow.completed"
+    } else {
+        "workflow.failed"
+    };
+    draft.emit(
+        kind,
+        json!({"name": name.name, "payload": payload, "rule": rule.name.name}),
+    );
+}
+
+/// Every `when … is available` line of `rule` holds with the bindings `env`.
+fn available(m: &crate::check::model::Model, rule: &Rule, env: &Env, st: &State) -> bool {
+    rule.whens.iter().all(|w| {
+        let WhenKind::Available(path) = &w.kind else {
+            return true;
+        };
+        let Some(agent) = super::agent::available_agent(m, path, env, st) else {
+            return false;
+        };
+        let capacity = m.agents.get(&agent).map_or(0, |a| a.capacity);
+        super::agent::available(st, &agent, capacity)
+    })
 }
 
 /// Execute a block: effects first (so `after` can name them), then facts, terminals and
@@ -587,31 +639,21 @@ fn exec(
                     record(draft, &class.name, value);
                 }
             }
-            StmtKind::Complete(name, payload) | StmtKind::Fail(name, payload) => {
-                if state::is_terminal(&draft.state.header.status) {
-                    continue;
-                }
-                let payload = Scope {
-                    env,
-                    state: &draft.state,
-                }
-                .eval(payload);
-                let kind = if matches!(stmt.kind, StmtKind::Complete(..)) {
-                    "workflow.completed"
-                } else {
-                    "workflow.failed"
-                };
-                draft.emit(
-                    kind,
-                    json!({"name": name.name, "payload": payload, "rule": rule.name.name}),
-                );
-            }
+            StmtKind::Complete(..) | StmtKind::Fail(..) => terminal(rule, stmt, env, draft),
             StmtKind::After(after) => {
                 let Some(effect) = env.effects.get(&after.target.name).cloned() else {
                     continue;
                 };
                 let at = [path, &[i]].concat();
                 register_after(program, (ri, at), env, effect, after, draft);
+            }
+            StmtKind::Case(c) => {
+                let Some((arm, mut arm_env)) = case_arm(c, env, &draft.state) else {
+                    continue;
+                };
+                let at = [path, &[i, arm]].concat();
+                let body = &c.arms[arm].body;
+                exec(program, wf, ri, &at, body, &mut arm_env, origin, draft);
             }
             _ => {}
         }
@@ -653,7 +695,7 @@ fn start_effects(
         }
         let (Some(effect), Some(stmt)) = (
             env.effects.get(&hoisted.target).cloned(),
-            stmt_at(&rule.body, &hoisted.path),
+            rule.body.stmt_at(&hoisted.path),
         ) else {
             continue;
         };
@@ -769,6 +811,64 @@ fn cancel(env: &Env, x: &crate::syntax::ast::Ident, draft: &mut Draft) {
         _ => "effect.cancelled",
     };
     draft.emit(event, json!({"id": id, "reason": "cancelled by rule"}));
+    super::agent::settled(draft, id);
+}
+
+/// The arm of `case` that runs with the bindings `env`, and the bindings it runs with: the
+/// first whose pattern matches and whose guard holds. On an effect binding (the
+/// terminal-output form), the patterns are the tags of how it settled.
+fn case_arm(c: &crate::syntax::ast::Case, env: &Env, st: &State) -> Option<(usize, Env)> {
+    use crate::syntax::ast::{ExprKind, Pattern};
+    let effect = match &c.scrutinee.kind {
+        ExprKind::Path(segs) if segs.len() == 1 => env
+            .effects
+            .get(&segs[0].name)
+            .and_then(|id| st.effects.get(id)),
+        _ => None,
+    };
+    let value = Scope { env, state: st }.eval(&c.scrutinee);
+    for (i, arm) in c.arms.iter().enumerate() {
+        let mut arm_env = env.clone();
+        let bound = match (&arm.pattern, effect) {
+            (Pattern::Wildcard, _) => Some(value.clone()),
+            (Pattern::Name(tag), Some(e)) => {
+                (super::agent::tag(e.state) == Some(tag)).then(|| terminal_value(e, tag))
+            }
+            (_, Some(_)) => None,
+            (Pattern::Str(s), None) => (value == json!(s)).then(|| value.clone()),
+            (Pattern::Bool(b), None) => (value == json!(b)).then(|| value.clone()),
+            (Pattern::Name(n), None) if n == "None" => value.is_null().then_some(Value::Null),
+            (Pattern::Name(n), None) => (value == json!(n)).then(|| value.clone()),
+            (Pattern::Some(x), None) => (!value.is_null()).then(|| {
+                arm_env.values.insert(x.name.clone(), value.clone());
+                value.clone()
+            }),
+        };
+        let Some(bound) = bound else { continue };
+        if let Some(b) = &arm.binding {
+            arm_env.values.insert(b.name.clone(), bound);
+        }
+        let holds = arm.guard.as_ref().is_none_or(|g| {
+            truthy(
+                &Scope {
+                    env: &arm_env,
+                    state: st,
+                }
+                .eval(g),
+            )
+        });
+        if holds {
+            return Some((i, arm_env));
+        }
+    }
+    None
+}
+
+/// What a terminal-output arm `TAG as v` binds: what the matching `after` predicate binds.
+fn terminal_value(e: &Effect, tag: &str) -> Value {
+    let predicate = super::agent::tag_predicate(tag);
+    super::agent::bound(e, predicate)
+        .unwrap_or_else(|| bound_value(e, e.output.clone().unwrap_or(Value::Null)))
 }
 
 fn record(draft: &mut Draft, class: &str, value: Value) {
@@ -1126,23 +1226,16 @@ fn request_effect(
         StmtKind::Consume(c) => (&c.binding, consume_args(wf, c, &scope)),
         StmtKind::Vote(v) => (&v.binding, vote_args(v, &scope)),
         StmtKind::Append(class, obj, ledger, b) => (b, append_args(wf, class, obj, ledger, &scope)),
-        StmtKind::FileIssue(t, obj, b) => {
-            let owner = wf.trackers.get(&t.name).map_or_else(
-                || crate::limits::TRACKER_OWNER_DEFAULT.to_string(),
-                |r| r.owner.clone(),
-            );
-            let issue = scope.object(obj);
-            let args = FileIssueArgs {
-                tracker: t.name.clone(),
-                owner,
-                issue,
-            };
-            (b, Args::FileIssue(args))
-        }
+        StmtKind::FileIssue(t, obj, b) => (b, file_issue_args(wf, t, obj, &scope)),
         StmtKind::Claim(x, ttl, b) => (b, claim_args(x, *ttl, &scope)),
         StmtKind::Finish(x, obj, b) => (b, finish_args(&scope, x, obj.as_ref())),
         StmtKind::Send(m) => send_args(wf, m, &scope),
         StmtKind::Exec(x) => (&x.binding, exec_args(model, x, &scope)),
+        StmtKind::Tell(t) => (
+            &t.binding,
+            super::agent::tell_args(model, &rule.name.name, t, &scope),
+        ),
+        StmtKind::Coerce(c) => (&c.binding, super::agent::coerce_args(model, c, &scope)),
         _ => return,
     };
     let mut effect = Effect::queued(draft.next_id(1, "x"), stable, rule.name.name.clone(), args);
@@ -1153,6 +1246,25 @@ fn request_effect(
         env.effects.insert(b.clone(), effect.id.clone());
     }
     draft.emit("effect.requested", json!({"effect": effect}));
+}
+
+/// A `file issue into TRACKER {…}`: the tracker's owner (the builtin shared tracker when
+/// the workflow does not declare it) and the issue's fields.
+fn file_issue_args(
+    wf: &Wf,
+    t: &crate::syntax::ast::Ident,
+    obj: &crate::syntax::ast::ObjectLit,
+    scope: &Scope<'_>,
+) -> Args {
+    let owner = wf.trackers.get(&t.name).map_or_else(
+        || crate::limits::TRACKER_OWNER_DEFAULT.to_string(),
+        |r| r.owner.clone(),
+    );
+    Args::FileIssue(FileIssueArgs {
+        tracker: t.name.clone(),
+        owner,
+        issue: scope.object(obj),
+    })
 }
 
 /// The effect a `release`, `renew` or `finish` acts on, while it has not settled: the new

@@ -100,8 +100,10 @@ fn ready(e: &Effect, now: u64) -> bool {
         // A run whose lease ran out (its worker died) may be reclaimed, but not an `exec`:
         // it is not idempotent, so it waits for `whip recover`.
         EffectState::Running => {
-            !matches!(e.kind(), EffectKind::Invoke | EffectKind::Exec)
-                && e.run.as_ref().is_some_and(|(_, until)| *until <= now)
+            !matches!(
+                e.kind(),
+                EffectKind::Invoke | EffectKind::Exec | EffectKind::AgentTell
+            ) && e.run.as_ref().is_some_and(|(_, until)| *until <= now)
         }
         _ => false,
     }
@@ -250,6 +252,11 @@ impl<F: FabricClient> Engine<F> {
                 if !ready(&effect, now) {
                     continue;
                 }
+                // The capacity count and the start are one guarded commit (see `agent`).
+                if let Some(block) = super::agent::capacity_block(&effect, &draft.state) {
+                    super::gate::block_in(&mut draft, &effect, &block);
+                    continue;
+                }
                 let run = draft.next_id(3, "r");
                 let until = lease_until(&effect, now, self.config.run_lease_ms);
                 let mut started = json!({"id": id, "run": run, "worker": self.worker_id,
@@ -306,6 +313,7 @@ impl<F: FabricClient> Engine<F> {
                             "effect.terminal",
                             json!({"id": effect.id, "run": run, "state": state, "output": output}),
                         );
+                        super::agent::settled(&mut draft, &effect.id);
                     }
                     Ran::Waiting { not_before_ms } => draft.emit(
                         "effect.waiting",
@@ -541,6 +549,16 @@ impl<F: FabricClient> Engine<F> {
             Args::Append(a) => self.execute_append(a, ins, idem).await?,
             Args::Vote(a) => self.execute_vote(e, a, &idem).await?,
             Args::Invoke(a) => self.execute_invoke((header, e), a, admitted).await?,
+            Args::AgentTell(t) => {
+                let ids = super::provider::RunIds { effect: &e.id, run };
+                let outcome = within(t.timeout_ms, self.provider.tell(t)).await;
+                super::provider::turn_ran(t, &ids, outcome)
+            }
+            Args::SchemaCoerce(c) => {
+                let ids = super::provider::RunIds { effect: &e.id, run };
+                let outcome = within(c.timeout_ms, self.provider.coerce(c)).await;
+                super::provider::coerce_ran(c, &ids, outcome)
+            }
             // A timer completes at its claim; one that reaches here was claimed elsewhere.
             Args::Timer(_) => Ran::completed(json!({"outcome": "fired"})),
             Args::Malformed(m) => Ran::refused("malformed_args", m.error.clone()),
@@ -620,6 +638,22 @@ impl<F: FabricClient> Engine<F> {
             Err(err) => Err(err),
         };
         tracker_ran(claimed)
+    }
+}
+
+/// A provider's answer, or `timed_out` once `timeout_ms` (the program's `timeout D`) passed.
+async fn within(
+    timeout_ms: Option<u64>,
+    call: futures::future::BoxFuture<'_, super::provider::ProviderOutcome>,
+) -> super::provider::ProviderOutcome {
+    let Some(ms) = timeout_ms else {
+        return call.await;
+    };
+    match tokio::time::timeout(std::time::Duration::from_millis(ms), call).await {
+        Ok(outcome) => outcome,
+        Err(_) => super::provider::ProviderOutcome::TimedOut {
+            summary: format!("timed out after {}", crate::ir::duration(ms / 1000)),
+        },
     }
 }
 

@@ -68,6 +68,46 @@ pub enum ItemKind {
     Tracker(TrackerDecl),
     /// `channel NAME { provider fabric [to …] }`
     Channel(ChannelDecl),
+    /// `agent NAME [{ … }]`
+    Agent(AgentDecl),
+    /// `coerce NAME(p Type, …) -> Type "prompt"`
+    Coerce(CoerceDecl),
+}
+
+/// `agent NAME [{ provider KIND; profile "P"; capacity N; tools [..]; capabilities [..];
+/// skills [..] }]`: an agent turns are told to. A bare `agent NAME` is complete.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentDecl {
+    /// Its name.
+    pub name: Ident,
+    /// `provider KIND` (each one written, so a second is reported).
+    pub providers: Vec<Ident>,
+    /// `profile "P"`.
+    pub profile: Option<(String, Span)>,
+    /// `capacity N`.
+    pub capacity: Option<IntLit>,
+    /// `tools [W, …]`: `@tool` workflows granted to its turns.
+    pub tools: Vec<Ident>,
+    /// `capabilities ["c", …]`.
+    pub capabilities: Vec<(String, Span)>,
+    /// `skills ["s", …]`.
+    pub skills: Vec<(String, Span)>,
+}
+
+/// `coerce NAME(p Type, …) -> Type (STRING | { [provider NAME] prompt STRING })`: a typed
+/// call to a model whose answer is checked against the output type.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CoerceDecl {
+    /// Its name.
+    pub name: Ident,
+    /// Its parameters (`name Type`, no colon).
+    pub params: Vec<FieldDecl>,
+    /// The type of its answer.
+    pub output: TypeExpr,
+    /// `provider NAME` of the block form.
+    pub provider: Option<Ident>,
+    /// The prompt template.
+    pub prompt: StrLit,
 }
 
 /// A workflow declaration.
@@ -174,6 +214,8 @@ pub enum TypeKind {
     Map(Box<TypeExpr>),
     /// `A | B`
     Union(Vec<TypeExpr>),
+    /// `AgentRef<a | b>`: one of the declared agents named.
+    AgentRef(Vec<Ident>),
 }
 
 /// `table name as Class [ {…} … ]`
@@ -310,6 +352,11 @@ pub enum WhenKind {
     Runtime(Vec<Ident>),
     /// `when message from CHANNEL`
     Message(Ident),
+    /// `when AGENT completed turn`: an `agent.turn.completed` fact of that agent.
+    CompletedTurn(Ident),
+    /// `when AGENT is available` or `when PATH is available` (PATH an `AgentRef`): the
+    /// agent's unsettled turns of this instance are fewer than its capacity.
+    Available(Vec<Ident>),
 }
 
 /// `{ statement* }`
@@ -380,6 +427,92 @@ pub enum StmtKind {
     Exec(Exec),
     /// `vote in TEAM { title … options […] … } closes D as v`
     Vote(Vote),
+    /// `tell TARGET [as x] [timeout D] [requires [..]] PROMPT`
+    Tell(Tell),
+    /// `coerce NAME(expr, …) [as x] [timeout D]`
+    Coerce(CoerceCall),
+    /// `case PATH { PATTERN [as y] [where expr] => { … } … }`
+    Case(Case),
+}
+
+/// `tell TARGET MOD* PROMPT MOD*`: an agent turn (`agent.tell`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tell {
+    /// An agent name or an `AgentRef` path.
+    pub target: Expr,
+    /// The prompt template.
+    pub prompt: StrLit,
+    /// `timeout D`: a longer turn ends `timed_out`.
+    pub timeout: Option<Duration>,
+    /// `requires ["c", …]`: capabilities the agent must declare.
+    pub requires: Vec<(String, Span)>,
+    /// `as x`
+    pub binding: Option<Ident>,
+}
+
+/// `coerce NAME(expr, …) [as x] [timeout D]` (`schema.coerce`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CoerceCall {
+    /// The coerce declaration called.
+    pub function: Ident,
+    /// Its arguments, in parameter order.
+    pub args: Vec<Expr>,
+    /// `timeout D`
+    pub timeout: Option<Duration>,
+    /// `as x`
+    pub binding: Option<Ident>,
+}
+
+/// `case PATH { arm … }`: the first arm whose pattern matches and whose guard holds runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Case {
+    /// What is matched.
+    pub scrutinee: Expr,
+    /// The arms in order.
+    pub arms: Vec<CaseArm>,
+}
+
+/// `PATTERN [as y] [where expr] => { … }`
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CaseArm {
+    /// What it matches.
+    pub pattern: Pattern,
+    /// `as y`
+    pub binding: Option<Ident>,
+    /// `where expr`
+    pub guard: Option<Expr>,
+    /// The block.
+    pub body: Block,
+    /// The pattern (up to `=>`).
+    pub span: Span,
+}
+
+/// A case pattern.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Pattern {
+    /// `_` or `default`: anything.
+    Wildcard,
+    /// `"merge"`
+    Str(String),
+    /// `true` / `false`
+    Bool(bool),
+    /// A name: an enum variant, an agent, `None`, or a terminal tag (`Completed`, …).
+    Name(String),
+    /// `Some x`: an optional that holds a value, bound as `x`.
+    Some(Ident),
+}
+
+impl Pattern {
+    /// The pattern as written.
+    pub fn text(&self) -> String {
+        match self {
+            Pattern::Wildcard => "_".into(),
+            Pattern::Str(s) => format!("{s:?}"),
+            Pattern::Bool(b) => b.to_string(),
+            Pattern::Name(n) => n.clone(),
+            Pattern::Some(x) => format!("Some {}", x.name),
+        }
+    }
 }
 
 /// `record Class from x [{ field value … }]`
@@ -648,9 +781,39 @@ impl StmtKind {
             StmtKind::Exec(x) => &x.binding,
             StmtKind::Vote(v) => &v.binding,
             StmtKind::Send(x) => &x.binding,
+            StmtKind::Tell(t) => &t.binding,
+            StmtKind::Coerce(c) => &c.binding,
             _ => return None,
         };
         binding.as_ref()
+    }
+
+    /// The binding slot of an effect statement (`None` for other statements).
+    pub fn effect_binding_mut(&mut self) -> Option<&mut Option<Ident>> {
+        Some(match self {
+            StmtKind::Timer(_, b) | StmtKind::Invoke(_, _, b) | StmtKind::Renew(_, _, b) => b,
+            StmtKind::TimerUntil(_, b) => b,
+            StmtKind::Append(_, _, _, b) | StmtKind::FileIssue(_, _, b) => b,
+            StmtKind::Claim(_, _, b) | StmtKind::Finish(_, _, b) => b,
+            StmtKind::Acquire(a) => &mut a.binding,
+            StmtKind::Consume(c) => &mut c.binding,
+            StmtKind::Exec(x) => &mut x.binding,
+            StmtKind::Vote(v) => &mut v.binding,
+            StmtKind::Send(x) => &mut x.binding,
+            StmtKind::Tell(t) => &mut t.binding,
+            StmtKind::Coerce(c) => &mut c.binding,
+            _ => return None,
+        })
+    }
+
+    /// The blocks nested in this statement, in order: an `after`'s body, or each arm of a
+    /// `case`. Walkers descend through these (and the effect numbering follows this order).
+    pub fn child_blocks(&self) -> Vec<&Block> {
+        match self {
+            StmtKind::After(a) => vec![&a.body],
+            StmtKind::Case(c) => c.arms.iter().map(|arm| &arm.body).collect(),
+            _ => Vec::new(),
+        }
     }
 }
 
@@ -659,7 +822,8 @@ impl StmtKind {
 /// sit in any block of the rule").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HoistedAfter {
-    /// Statement indices from the rule body down to the `after` statement.
+    /// Statement indices from the rule body down to the `after` statement; a `case` adds
+    /// its statement index and then the arm's index.
     pub path: Vec<usize>,
     /// The effect binding it waits on.
     pub target: String,
@@ -680,11 +844,23 @@ impl Block {
             if let Some(b) = s.kind.effect_binding() {
                 out.push(b.name.clone());
             }
-            if let StmtKind::After(a) = &s.kind {
-                out.extend(a.body.effect_names());
+            for b in s.kind.child_blocks() {
+                out.extend(b.effect_names());
             }
         }
         out
+    }
+
+    /// The statement at `path` (see [`Block::hoisted_afters`] for the path's form).
+    pub fn stmt_at(&self, path: &[usize]) -> Option<&Stmt> {
+        let (first, rest) = path.split_first()?;
+        let stmt = self.stmts.get(*first)?;
+        match (&stmt.kind, rest) {
+            (_, []) => Some(stmt),
+            (StmtKind::After(a), rest) => a.body.stmt_at(rest),
+            (StmtKind::Case(c), [arm, rest @ ..]) => c.arms.get(*arm)?.body.stmt_at(rest),
+            _ => None,
+        }
     }
 }
 
@@ -701,17 +877,26 @@ fn hoisted_in(
             .filter_map(|s| s.kind.effect_binding().map(|i| i.name.clone())),
     );
     for (i, s) in b.stmts.iter().enumerate() {
-        let StmtKind::After(a) = &s.kind else {
-            continue;
-        };
         path.push(i);
-        if !bound.contains(&a.target.name) {
-            out.push(HoistedAfter {
-                path: path.clone(),
-                target: a.target.name.clone(),
-            });
+        match &s.kind {
+            StmtKind::After(a) => {
+                if !bound.contains(&a.target.name) {
+                    out.push(HoistedAfter {
+                        path: path.clone(),
+                        target: a.target.name.clone(),
+                    });
+                }
+                hoisted_in(&a.body, path, bound, out);
+            }
+            StmtKind::Case(c) => {
+                for (j, arm) in c.arms.iter().enumerate() {
+                    path.push(j);
+                    hoisted_in(&arm.body, path, bound, out);
+                    path.pop();
+                }
+            }
+            _ => {}
         }
-        hoisted_in(&a.body, path, bound, out);
         path.pop();
     }
     bound.truncate(mark);

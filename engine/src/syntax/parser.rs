@@ -9,6 +9,8 @@ use crate::limits;
 use crate::syntax::ast::*;
 use crate::syntax::lexer::{Tok, Token};
 
+mod agents;
+
 /// A failure that was already reported.
 #[derive(Debug)]
 struct Fail;
@@ -34,6 +36,8 @@ pub const ITEM_KEYWORDS: &[&str] = &[
     "tracker",
     "channel",
     "description",
+    "agent",
+    "coerce",
 ];
 
 /// The declarations a `description "…"` may precede (LANGUAGE-AGENTS.md §1).
@@ -43,6 +47,7 @@ const DESCRIBED: &[&str] = &["workflow", "rule", "table", "assert"];
 pub const STATEMENT_KEYWORDS: &[&str] = &[
     "record", "done", "complete", "fail", "timer", "invoke", "after", "then", "acquire", "release",
     "renew", "consume", "append", "file", "claim", "finish", "send", "exec", "vote", "cancel",
+    "tell", "coerce", "case",
 ];
 
 struct Parser<'a> {
@@ -366,6 +371,12 @@ impl Parser<'_> {
             "lease" | "counter" | "ledger" => self.resource(&kw)?,
             "tracker" => ItemKind::Tracker(self.tracker()?),
             "channel" => ItemKind::Channel(self.channel()?),
+            "agent" => ItemKind::Agent(self.agent()?),
+            "coerce" => ItemKind::Coerce(self.coerce_decl()?),
+            "harness" | "prompt" | "decide" => {
+                let word = self.ident("a declaration", help)?;
+                return Err(self.outside(&word));
+            }
             _ => {
                 let msg = format!("unknown declaration `{kw}`");
                 let help = match crate::check::suggest::best(&kw, ITEM_KEYWORDS.iter().copied()) {
@@ -795,13 +806,7 @@ impl Parser<'_> {
             WhenKind::Runtime(path)
         } else {
             let id = self.ident("a class, a tracker, `started` or `fact`", help)?;
-            if self.eat_kw("has") {
-                self.expect_kw("ready", help)?;
-                self.expect_kw("issue", help)?;
-                WhenKind::ReadyIssue(id)
-            } else {
-                WhenKind::Fact(id)
-            }
+            self.when_named(id, help)?
         };
         let binding = self.opt_as()?;
         let guard = if self.eat_kw("where") {
@@ -815,6 +820,35 @@ impl Parser<'_> {
             guard,
             span: start.to(self.prev_span()),
         })
+    }
+
+    /// What follows the first name of a `when` line: `has ready issue`, `completed turn`,
+    /// `[.field…] is available`, or nothing (a class).
+    fn when_named(&mut self, id: Ident, help: &str) -> R<WhenKind> {
+        if self.eat_kw("has") {
+            self.expect_kw("ready", help)?;
+            self.expect_kw("issue", help)?;
+            return Ok(WhenKind::ReadyIssue(id));
+        }
+        if self.at_kw("completed") && self.text(self.peek_at(1)) == "turn" {
+            self.bump();
+            self.bump();
+            return Ok(WhenKind::CompletedTurn(id));
+        }
+        let mut path = vec![id];
+        while self.at(&Tok::Dot) && self.peek_at(1).tok == Tok::Ident {
+            self.bump();
+            path.push(self.ident("a field name", help)?);
+        }
+        if self.at_kw("is") && self.text(self.peek_at(1)) == "available" {
+            self.bump();
+            self.bump();
+            return Ok(WhenKind::Available(path));
+        }
+        if path.len() > 1 {
+            return Err(self.expected("`is available`", help));
+        }
+        Ok(WhenKind::Fact(path.remove(0)))
     }
 
     fn opt_as(&mut self) -> R<Option<Ident>> {
@@ -876,6 +910,10 @@ impl Parser<'_> {
         if kw == "then" {
             return self.then_stmt();
         }
+        if matches!(kw.as_str(), "prompt" | "decide" | "harness") {
+            let word = self.ident("a statement", STATEMENT_HELP)?;
+            return Err(self.outside(&word));
+        }
         if !STATEMENT_KEYWORDS.contains(&kw.as_str()) {
             let msg = format!("unknown rule body statement `{kw}`");
             let help = match crate::check::suggest::best(&kw, STATEMENT_KEYWORDS.iter().copied()) {
@@ -936,6 +974,9 @@ impl Parser<'_> {
             "send" => StmtKind::Send(self.send()?),
             "exec" => StmtKind::Exec(self.exec()?),
             "vote" => StmtKind::Vote(self.vote()?),
+            "tell" => StmtKind::Tell(self.tell()?),
+            "coerce" => StmtKind::Coerce(self.coerce_call()?),
+            "case" => StmtKind::Case(self.case()?),
             _ => {
                 let x = self.ident("a claim binding", help)?;
                 let fields = if self.at(&Tok::LBrace) {
@@ -1145,19 +1186,14 @@ impl Parser<'_> {
         self.expect(Tok::LArrow, "`<-`", help)?;
         let effect_kw = self.peek().clone();
         let effect = self.stmt()?;
-        let binding = match &effect.kind {
-            StmtKind::Timer(_, b) | StmtKind::Invoke(_, _, b) | StmtKind::Renew(_, _, b) => b,
-            StmtKind::TimerUntil(_, b) => b,
-            StmtKind::Append(_, _, _, b) | StmtKind::FileIssue(_, _, b) => b,
-            StmtKind::Claim(_, _, b) | StmtKind::Finish(_, _, b) => b,
-            StmtKind::Acquire(a) => &a.binding,
-            StmtKind::Consume(c) => &c.binding,
-            StmtKind::Exec(x) => &x.binding,
-            StmtKind::Vote(v) => &v.binding,
+        let effectful = !matches!(effect.kind, StmtKind::Send(_));
+        let mut probe = effect.kind.clone();
+        let binding = match probe.effect_binding_mut() {
+            Some(b) if effectful => b,
             _ => {
                 let msg = format!("`then` step `{}` is not an effect", name.name);
                 let help = "a `then` step runs an effect: timer, invoke, acquire, consume, \
-                            renew, append, file issue, claim, finish or exec";
+                            renew, append, file issue, claim, finish, exec, tell or coerce";
                 return Err(self.fail_at(effect_kw.span, "syntax.then", msg, help));
             }
         };
@@ -1176,13 +1212,15 @@ impl Parser<'_> {
     }
 }
 
+const AGENT_REF_HELP: &str = "write `AgentRef<alice | bob>`, naming declared agents";
+
 const DURATION_HELP: &str =
     "a duration is a whole number above zero with a unit `s`, `m`, `h` or `d`, such as `30s`";
 
 const STATEMENT_HELP: &str = "statements are `record`, `done`, `complete`, `fail`, `timer`, \
                               `invoke`, `after`, `then`, `acquire`, `release`, `renew`, \
                               `consume`, `append`, `file issue`, `claim`, `finish`, `send`, \
-                              `exec`, `vote` and `cancel`";
+                              `exec`, `vote`, `cancel`, `tell`, `coerce` and `case`";
 
 fn statement_help(kw: &str) -> &'static str {
     match kw {
@@ -1204,6 +1242,9 @@ fn statement_help(kw: &str) -> &'static str {
             "write `exec [\"program\", \"arg\"] [cwd \"dir\"] [env { NAME \"value\" }] \
                    [timeout 10m] [-> Type] as run`"
         }
+        "tell" => "write `tell agent [as turn] [timeout 10m] [requires [\"c\"]] \"prompt\"`",
+        "coerce" => "write `coerce name(argument, …) as value [timeout 1m]`",
+        "case" => "write `case path { pattern [as y] [where guard] => { … } … }`",
         "vote" => {
             "write `vote in \"team\" { title \"…\" options [\"a\", \"b\"] method \"irv\" } \
              closes 10m as v`"
@@ -1661,6 +1702,19 @@ impl Parser<'_> {
                 let close = self.expect(Tok::Gt, "`>`", help)?;
                 Ok(TypeExpr {
                     kind: TypeKind::Map(Box::new(inner)),
+                    span: t.span.to(close),
+                })
+            }
+            Tok::Ident if self.text(&t) == "AgentRef" && self.peek_at(1).tok == Tok::Lt => {
+                self.bump();
+                self.bump();
+                let mut agents = vec![self.ident("an agent name", AGENT_REF_HELP)?];
+                while self.eat(&Tok::Pipe) {
+                    agents.push(self.ident("an agent name", AGENT_REF_HELP)?);
+                }
+                let close = self.expect(Tok::Gt, "`>`", AGENT_REF_HELP)?;
+                Ok(TypeExpr {
+                    kind: TypeKind::AgentRef(agents),
                     span: t.span.to(close),
                 })
             }
