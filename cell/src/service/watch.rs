@@ -64,6 +64,11 @@ pub(super) async fn watch_loop(
     (tx, _slot): (Sender, StreamSlot),
 ) {
     let mut applied = member.applied_signal();
+    // The first page was read before this subscription: an apply between that read and
+    // now would be marked seen already and never wake the loop (found by the Python
+    // client's watch test: a put right after the watch opened was never sent). Count it
+    // as unseen, so the first wait reads once more.
+    applied.mark_changed();
     let cell = member.cell_id();
     let mut from = req.from_revision;
     let mut page = first;
