@@ -892,12 +892,9 @@ mod tests {
         assert_eq!(rows(&txn), vec![view(0x10, 0x1f, 7)], "nothing changed");
     }
 
-    /// A range moved from a cell whose clock ran ahead keeps its time: the target's stamps
-    /// are at least the freeze's time at the source (`shift`), so a lease granted after the
-    /// move never carries an earlier time than one granted before it.
-    #[test]
-    fn a_moved_range_stamps_no_earlier_than_its_freeze_at_the_source() {
-        let lease = |holder: &str| Command::LeaseAcquire {
+    /// A two-slot acquire of one lease by `holder`, 1 s to live.
+    fn lease(holder: &str) -> Command {
+        Command::LeaseAcquire {
             lease: ResourceId {
                 owner: "o".into(),
                 name: "deploy".into(),
@@ -907,17 +904,32 @@ mod tests {
             slots: 2,
             ttl_ms: 1_000,
             wait_ms: 0,
+        }
+    }
+
+    /// Apply `command` as a server request routed at `epoch`.
+    fn at_epoch(
+        txn: &mut MemTxn,
+        index: u64,
+        time_ms: u64,
+        epoch: u64,
+        command: Command,
+    ) -> Outcome {
+        let mut request = Request::server(None, command);
+        request.epoch = epoch;
+        let stamp = Stamp {
+            index,
+            position: 0,
+            time_ms,
         };
-        let at_epoch = |txn: &mut MemTxn, index, time_ms, epoch, command| {
-            let mut request = Request::server(None, command);
-            request.epoch = epoch;
-            let stamp = Stamp {
-                index,
-                position: 0,
-                time_ms,
-            };
-            crate::apply(txn, stamp, &request).outcome
-        };
+        crate::apply(txn, stamp, &request).outcome
+    }
+
+    /// A range moved from a cell whose clock ran ahead keeps its time: the target's stamps
+    /// are at least the freeze's time at the source (`shift`), so a lease granted after the
+    /// move never carries an earlier time than one granted before it.
+    #[test]
+    fn a_moved_range_stamps_no_earlier_than_its_freeze_at_the_source() {
         let (mut source, mut target) = (MemTxn::default(), MemTxn::default());
         let whole = |epoch| Command::RangeAssign {
             start: 0,

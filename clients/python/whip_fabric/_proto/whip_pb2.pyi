@@ -689,12 +689,14 @@ class StatusResponse(_message.Message):
     def __init__(self, id: _Optional[int] = ..., leader: _Optional[int] = ..., term: _Optional[int] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., last_log_index: _Optional[int] = ..., last_applied: _Optional[int] = ..., state: _Optional[str] = ..., storage: _Optional[str] = ..., raft_refused: _Optional[int] = ..., stages: _Optional[_Iterable[_Union[StageLatency, _Mapping]]] = ...) -> None: ...
 
 class ErrorDetail(_message.Message):
-    __slots__ = ("not_leader", "wrong_range")
+    __slots__ = ("not_leader", "wrong_range", "refused")
     NOT_LEADER_FIELD_NUMBER: _ClassVar[int]
     WRONG_RANGE_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     not_leader: NotLeaderDetail
     wrong_range: WrongRangeDetail
-    def __init__(self, not_leader: _Optional[_Union[NotLeaderDetail, _Mapping]] = ..., wrong_range: _Optional[_Union[WrongRangeDetail, _Mapping]] = ...) -> None: ...
+    refused: RefusedDetail
+    def __init__(self, not_leader: _Optional[_Union[NotLeaderDetail, _Mapping]] = ..., wrong_range: _Optional[_Union[WrongRangeDetail, _Mapping]] = ..., refused: _Optional[_Union[RefusedDetail, _Mapping]] = ...) -> None: ...
 
 class NotLeaderDetail(_message.Message):
     __slots__ = ("leader_addr",)
@@ -707,6 +709,12 @@ class WrongRangeDetail(_message.Message):
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     def __init__(self, epoch: _Optional[int] = ...) -> None: ...
+
+class RefusedDetail(_message.Message):
+    __slots__ = ("code",)
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    def __init__(self, code: _Optional[str] = ...) -> None: ...
 
 class StageLatency(_message.Message):
     __slots__ = ("stage", "count", "p50_us", "p90_us", "p99_us", "max_us")
