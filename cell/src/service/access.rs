@@ -184,18 +184,21 @@ impl CellApi {
 }
 
 /// A read the board refused, as a gRPC error with the refusal's code in its message.
-pub(super) fn read_refused(refusal: whip_board::query::ReadRefusal) -> Status {
-    use whip_board::BoardRefusal;
+pub(crate) fn read_refused(refusal: whip_board::query::ReadRefusal) -> Status {
     use whip_board::access::AccessRefusal;
     use whip_board::query::ReadRefusal;
     let message = refusal.to_string();
     match refusal {
         ReadRefusal::Access(AccessRefusal::Anonymous) => Status::unauthenticated(message),
         ReadRefusal::Access(_) => Status::permission_denied(message),
-        ReadRefusal::Board {
-            refusal: BoardRefusal::UnknownTeam { .. },
-        } => Status::not_found(message),
-        ReadRefusal::Board { .. } | ReadRefusal::Mail { .. } => Status::permission_denied(message),
+        // Typed: the client matches the code (`unknown_team` travels as not found,
+        // `not_member` as permission denied), never the message.
+        ReadRefusal::Board { refusal } => crate::CellError::Refused {
+            code: refusal.refusal_code(),
+            message,
+        }
+        .into(),
+        ReadRefusal::Mail { .. } => Status::permission_denied(message),
     }
 }
 

@@ -1,7 +1,14 @@
 //! The gRPC face of a cell member: the typed client API (`whip.v1.Cell`), the admin API and
 //! the Raft transport, all on one port. This file holds the client API's handlers; `access`
-//! decides who may act on a board, `streams` serves signals and election observers, `raft`
-//! the admin API and Raft transport.
+//! proves callers and maps board refusals to statuses, `raft` the admin API and Raft
+//! transport.
+//!
+//! A handler only translates: decode, build the `Request` with the proven caller, submit
+//! or read once through the dispatch, encode the answer. It holds no loop (a stream's
+//! later answers come from `crate::push`, accepting connections from `crate::listen`),
+//! reads no wall clock, and decides nothing board decides. One handler still writes twice:
+//! an enrollment charges the enrolling agent's hourly count (a counter on its own cell)
+//! before the registration's apply.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,21 +20,21 @@ use whip_proto::v1 as pb;
 use whip_proto::v1::{admin_server, cell_server, raft_server};
 
 mod access;
-pub mod incoming;
 mod mail;
 mod paths;
 mod raft;
-mod streams;
 mod vote;
 mod wait;
-mod watch;
 mod work;
 
+use crate::listen as incoming;
+use crate::push::streams::{self, observe_loop, signal_loop};
+use crate::push::watch;
+pub(crate) use access::read_refused;
 use access::task_team;
 pub use access::{ENGINE_CALLER, signal_ledger};
 pub use raft::AdminApi;
 use raft::RaftApi;
-use streams::{observe_loop, signal_loop};
 
 use crate::convert;
 use crate::direct::Direct;

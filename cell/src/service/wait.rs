@@ -13,8 +13,9 @@ use tonic::{Response, Status};
 use whip_board::route;
 use whip_proto::v1 as pb;
 
-use super::{CellApi, GrpcRequest, GrpcResult, mail, streams};
+use super::{CellApi, GrpcRequest, GrpcResult, mail};
 use crate::limits::WAIT_APPLIED_MAX_MS;
+use crate::push::streams;
 
 /// The routing point of a wait's subject.
 fn subject_point(subject: Option<pb::wait_applied_request::Subject>) -> Result<u64, Status> {
@@ -55,18 +56,8 @@ impl CellApi {
         };
         let timeout = Duration::from_millis(req.timeout_ms.min(WAIT_APPLIED_MAX_MS));
         let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let index = *applied.borrow_and_update();
-            if req.after_index == 0 || index > req.after_index {
-                return Ok(answer(index));
-            }
-            tokio::select! {
-                changed = applied.changed() => if changed.is_err() {
-                    return Err(Status::unavailable("the cell's member stopped"));
-                },
-                () = tokio::time::sleep_until(deadline) => return Ok(answer(index)),
-            }
-        }
+        let index = crate::push::applied_past(&mut applied, req.after_index, deadline).await?;
+        Ok(answer(index))
     }
 }
 

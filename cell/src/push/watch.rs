@@ -13,11 +13,11 @@ use whip_board::watch::{EventKind, KvEvent, WatchPage};
 use whip_board::{Query, QueryResult};
 use whip_proto::v1 as pb;
 
-use super::access;
 use super::streams::StreamSlot;
 use crate::error::CellError;
 use crate::limits::WATCH_PROGRESS_MS;
 use crate::runtime::Cell;
+use crate::service::read_refused;
 
 type Sender = tokio::sync::mpsc::Sender<Result<pb::WatchResponse, Status>>;
 
@@ -38,7 +38,7 @@ async fn read(
     };
     match member.local_query(query).await.map_err(Status::from)? {
         QueryResult::KvEvents(page) => Ok(page),
-        QueryResult::Refused(refusal) => Err(access::read_refused(refusal)),
+        QueryResult::Refused(refusal) => Err(read_refused(refusal)),
         other => Err(Status::from(CellError::Fatal(format!(
             "a watch read answered {other:?}"
         )))),
@@ -46,7 +46,7 @@ async fn read(
 }
 
 /// The first read, made before the stream opens so that a refusal is the call's error.
-pub(super) async fn first_page(
+pub(crate) async fn first_page(
     member: &Cell,
     caller: &Caller,
     req: &pb::WatchRequest,
@@ -56,7 +56,7 @@ pub(super) async fn first_page(
 
 /// Send `first`, then every later page after each apply, until the caller hangs up, the
 /// history is compacted past the cursor or the key's range leaves this cell.
-pub(super) async fn watch_loop(
+pub(crate) async fn watch_loop(
     member: Cell,
     caller: Caller,
     req: pb::WatchRequest,

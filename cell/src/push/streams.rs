@@ -7,7 +7,7 @@ use tonic::Status;
 use whip_board::{Query, route};
 use whip_proto::v1 as pb;
 
-use super::{Dispatch, signal_ledger};
+use crate::service::{Dispatch, signal_ledger};
 use crate::{convert, limits};
 
 /// Open server streams and waits, per server and per caller: each reads the state machine
@@ -18,7 +18,7 @@ pub(crate) struct StreamSlots {
 }
 
 /// One open stream's slot, given back when the stream ends.
-pub(super) struct StreamSlot {
+pub(crate) struct StreamSlot {
     slots: Arc<StreamSlots>,
     caller: String,
 }
@@ -27,7 +27,7 @@ impl StreamSlots {
     /// A slot for a stream of `caller` (an agent, or the peer address of an anonymous
     /// caller); refused past [`limits::STREAMS_MAX`] on this server or
     /// [`limits::STREAMS_PER_CALLER_MAX`] for the caller.
-    pub(super) fn take(self: &Arc<Self>, caller: String) -> Result<StreamSlot, Status> {
+    pub(crate) fn take(self: &Arc<Self>, caller: String) -> Result<StreamSlot, Status> {
         let mut open = self.open.lock().expect("stream slots lock");
         let mine = open.1.get(&caller).copied().unwrap_or(0);
         if open.0 >= limits::STREAMS_MAX || mine >= limits::STREAMS_PER_CALLER_MAX {
@@ -61,7 +61,7 @@ impl Drop for StreamSlot {
 }
 
 /// Who holds a stream: the proven agent, else the caller's address.
-pub(super) fn stream_caller<T>(agent: Option<&str>, req: &tonic::Request<T>) -> String {
+pub(crate) fn stream_caller<T>(agent: Option<&str>, req: &tonic::Request<T>) -> String {
     match (agent, req.remote_addr()) {
         (Some(agent), _) => format!("agent {agent}"),
         (None, Some(addr)) => format!("address {}", addr.ip()),
@@ -70,7 +70,7 @@ pub(super) fn stream_caller<T>(agent: Option<&str>, req: &tonic::Request<T>) -> 
 }
 
 /// Send every signal after `after_seq`, then each new one, until the subscriber hangs up.
-pub(super) async fn signal_loop(
+pub(crate) async fn signal_loop(
     dispatch: Arc<dyn Dispatch>,
     req: pb::SignalSubscribeRequest,
     tx: tokio::sync::mpsc::Sender<Result<pb::LedgerEntry, Status>>,
@@ -247,7 +247,7 @@ fn leader_key(answer: &pb::LeaderResponse) -> Option<(&str, u64, &[String])> {
 }
 
 /// Send the group's leader, then each change, until the observer hangs up.
-pub(super) async fn observe_loop(
+pub(crate) async fn observe_loop(
     watches: Arc<Watches>,
     dispatch: Arc<dyn Dispatch>,
     group: String,
