@@ -186,3 +186,14 @@ pub(crate) async fn raw_call(
 ) -> Result<pb::Blob, tonic::Status> {
     whip_tests::raw_unary(addr, transport, path, body).await
 }
+
+/// Whether `answer` is the typed `not_member` refusal (a status detail, not message text).
+pub(crate) fn is_not_member<T>(answer: &Result<T, whip_cell::CellError>) -> bool {
+    matches!(
+        answer,
+        Err(whip_cell::CellError::Refused {
+            code: whip_board::RefusalCode::NotMember,
+            ..
+        })
+    )
+}
