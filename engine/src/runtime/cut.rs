@@ -122,7 +122,7 @@ impl<F: FabricClient> Engine<F> {
                 return invalid(format!("instance {id} already has a cut {name}"));
             }
             let files = self.files_checkpoint(&loaded.state, &name).await?;
-            let mut draft = Draft::new(&loaded.state);
+            let mut draft = Draft::new(&loaded.state, super::now_ms());
             let cut = emit_checkpoint(&mut draft, &name, false, files);
             if self.commit(&mut loaded, draft).await? {
                 return Ok(Checkpointed { cut });
@@ -175,7 +175,7 @@ impl<F: FabricClient> Engine<F> {
                 }
             };
             files = Some((auto_name.clone(), auto_files.clone()));
-            let mut draft = Draft::new(&head);
+            let mut draft = Draft::new(&head, super::now_ms());
             let auto = emit_checkpoint(&mut draft, &auto_name, true, auto_files);
             draft.emit(
                 "context.restored",

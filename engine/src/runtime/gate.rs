@@ -226,7 +226,7 @@ impl<F: FabricClient> Engine<F> {
         blocks: &[(String, PolicyBlock)],
     ) -> Result<()> {
         for _ in 0..CONFLICT_RETRIES_MAX {
-            let mut draft = Draft::new(&loaded.state);
+            let mut draft = Draft::new(&loaded.state, super::now_ms());
             for (id, block) in blocks {
                 let Some(e) = draft.state.effects.get(id) else {
                     continue;

@@ -59,7 +59,7 @@ impl<F: FabricClient> Engine<F> {
         };
         let mut committed = None;
         for _ in 0..CONFLICT_RETRIES_MAX {
-            let mut draft = Draft::new(&loaded.state);
+            let mut draft = Draft::new(&loaded.state, now_ms());
             admit(wf, &mut draft, &mail);
             if draft.events.is_empty() {
                 committed = Some(0);
@@ -155,7 +155,7 @@ impl<F: FabricClient> Engine<F> {
         if !first {
             return Ok(0);
         }
-        let mut draft = Draft::new(&loaded.state);
+        let mut draft = Draft::new(&loaded.state, now_ms());
         draft.emit(
             "mail.drain_failed",
             json!({"mailbox": address.code(), "error": error}),

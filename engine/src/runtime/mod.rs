@@ -207,14 +207,16 @@ pub(crate) struct Draft {
 }
 
 impl Draft {
-    pub(crate) fn new(state: &State) -> Draft {
+    /// A draft on `state` whose events are stamped `at_ms` (time is the caller's input:
+    /// the runtime reads the clock where it starts a step, not here).
+    pub(crate) fn new(state: &State, at_ms: u64) -> Draft {
         let mut state = state.clone();
         state.dirty.clear();
         state.removed.clear();
         Draft {
             state,
             events: Vec::new(),
-            at_ms: now_ms(),
+            at_ms,
         }
     }
 
@@ -570,7 +572,7 @@ impl<F: FabricClient> Engine<F> {
             created_ms: now_ms(),
             ..Header::default()
         };
-        let mut draft = Draft::new(&State::default());
+        let mut draft = Draft::new(&State::default(), 1_000);
         draft.emit(
             "external.started",
             json!({"header": header, "input": input}),

@@ -98,7 +98,7 @@ impl<F: FabricClient> Engine<F> {
     pub async fn recover(&self, id: &str) -> Result<Recovery> {
         for _ in 0..CONFLICT_RETRIES_MAX {
             let mut loaded = self.load(id).await?;
-            let mut draft = Draft::new(&loaded.state);
+            let mut draft = Draft::new(&loaded.state, now_ms());
             let mut runs = Vec::new();
             for e in stopped(&loaded.state.effects, now_ms()) {
                 let run = e.run.clone().map(|(r, _)| r).unwrap_or_default();

@@ -370,7 +370,7 @@ impl<F: FabricClient> Engine<F> {
                 return Ok(revision);
             };
             self.store_program(&candidate).await?;
-            let mut draft = Draft::new(st);
+            let mut draft = Draft::new(st, super::now_ms());
             let rekey = rekeyed(st, root);
             emit_activation(&mut draft, &revision, &rekey, policy);
             if self.commit(&mut loaded, draft).await? {

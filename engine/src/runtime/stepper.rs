@@ -172,7 +172,7 @@ impl<F: FabricClient> Engine<F> {
         }
         let issues = self.filed_issues(&loaded.state).await?;
         for _ in 0..CONFLICT_RETRIES_MAX {
-            let mut draft = Draft::new(&loaded.state);
+            let mut draft = Draft::new(&loaded.state, now_ms());
             issue_facts(&mut draft, &issues, now);
             if draft.events.is_empty() {
                 return Ok(0);
@@ -280,7 +280,7 @@ pub(crate) fn round_with(
     pinned: &[Pinned<'_>],
     st: &State,
 ) -> Option<Draft> {
-    let mut draft = Draft::new(st);
+    let mut draft = Draft::new(st, now_ms());
     // A settled failure nobody observes fails the instance.
     if let Some(reason) = unhandled_failure(wf, st) {
         draft.emit(
@@ -1345,7 +1345,7 @@ mod tests {
             name: "x".into(),
             span: Span::default(),
         };
-        let mut draft = Draft::new(&st);
+        let mut draft = Draft::new(&st, now_ms());
         cancel(&env, &x, &mut draft);
         let kinds = draft.events.iter().map(|e| e.kind.clone()).collect();
         let after = &draft.state.effects["x000001"];

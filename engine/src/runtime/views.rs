@@ -306,7 +306,7 @@ impl<F: FabricClient> Engine<F> {
             if !legal {
                 return invalid(format!("cannot transition instance from {from} to {to}"));
             }
-            let mut draft = Draft::new(&loaded.state);
+            let mut draft = Draft::new(&loaded.state, now_ms());
             draft.emit(
                 "instance.transitioned",
                 json!({"from": from, "to": to, "by": "operator"}),
@@ -357,7 +357,7 @@ impl<F: FabricClient> Engine<F> {
                     e.state
                 ));
             }
-            let mut draft = Draft::new(&loaded.state);
+            let mut draft = Draft::new(&loaded.state, now_ms());
             draft.emit(
                 "effect.retried",
                 json!({"id": effect, "attempt": e.attempt + 1, "by": "operator"}),

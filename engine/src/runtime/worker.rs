@@ -242,7 +242,7 @@ impl<F: FabricClient> Engine<F> {
     ) -> Result<(Vec<(Effect, String)>, usize)> {
         for _ in 0..CONFLICT_RETRIES_MAX {
             let now = now_ms();
-            let mut draft = Draft::new(&loaded.state);
+            let mut draft = Draft::new(&loaded.state, now_ms());
             let mut claimed = Vec::new();
             let mut fired = 0;
             for id in ids {
@@ -296,7 +296,7 @@ impl<F: FabricClient> Engine<F> {
             return Ok(0);
         }
         for _ in 0..CONFLICT_RETRIES_MAX {
-            let mut draft = Draft::new(&loaded.state);
+            let mut draft = Draft::new(&loaded.state, now_ms());
             let mut settled = 0;
             for (effect, run, ran) in &results {
                 let current = draft.state.effects.get(&effect.id);
