@@ -63,6 +63,11 @@ pub(crate) async fn follow_loop(inner: Weak<Inner>) {
                     tracing::info!(cell, done, "follow-ups carried out");
                     empty_at.remove(&cell);
                 }
+                // A cell without a quorum or a leader is retried next round without a
+                // warning per round (200 ms); anything else is worth one.
+                Err(e @ (CellError::Unavailable(_) | CellError::NotLeader { .. })) => {
+                    tracing::debug!(cell, error = %e, "carrying out follow-ups, retrying")
+                }
                 Err(e) => tracing::warn!(cell, error = %e, "carrying out follow-ups"),
             }
         }

@@ -13,6 +13,7 @@
 
 pub mod check;
 pub mod disk;
+pub mod follow;
 pub mod history;
 pub mod invariants;
 pub mod linear;

@@ -40,6 +40,9 @@ pub enum Workload {
     Vote,
     /// Writers put numbered values under a prefix while one watcher follows it.
     Watch,
+    /// Applies whose follow-ups run from the outbox: revokes of enrolled helpers' entries
+    /// and team dissolves (see [`super::follow`]).
+    Follow,
 }
 
 impl Workload {
@@ -55,9 +58,10 @@ impl Workload {
             "mail" => Ok(Workload::Mail),
             "watch" => Ok(Workload::Watch),
             "vote" => Ok(Workload::Vote),
+            "follow" => Ok(Workload::Follow),
             other => Err(format!(
                 "unknown workload {other:?} (cas, lease, counter, ledger, board, registry, mail, \
-                 vote, watch)"
+                 vote, watch, follow)"
             )),
         }
     }
@@ -74,6 +78,7 @@ impl Workload {
             Workload::Mail => "mail",
             Workload::Vote => "vote",
             Workload::Watch => "watch",
+            Workload::Follow => "follow",
         }
     }
 
@@ -81,7 +86,7 @@ impl Workload {
     /// one fixed group each (see [`super::mail`], [`super::vote`], [`super::watch`]).
     pub fn workers(self, concurrency: usize) -> usize {
         match self {
-            Workload::Mail | Workload::Vote | Workload::Watch => 1,
+            Workload::Mail | Workload::Vote | Workload::Watch | Workload::Follow => 1,
             _ => concurrency,
         }
     }
@@ -285,6 +290,7 @@ pub async fn run_worker(workload: Workload, shared: Shared, seed: u64) -> Result
         Workload::Mail => return super::mail::run_team(shared, seed).await,
         Workload::Vote => return super::vote::run_team(shared, seed).await,
         Workload::Watch => return super::watch::run(shared, seed).await,
+        Workload::Follow => return super::follow::run(shared, seed).await,
         _ => {}
     }
     let mut worker = Worker::new(shared, seed)?;
@@ -296,7 +302,7 @@ pub async fn run_worker(workload: Workload, shared: Shared, seed: u64) -> Result
             Workload::Ledger => ledger_round(&mut worker).await,
             Workload::Board => board_round(&mut worker).await,
             Workload::Registry => super::registry::registry_round(&mut worker).await,
-            Workload::Mail | Workload::Vote | Workload::Watch => {
+            Workload::Mail | Workload::Vote | Workload::Watch | Workload::Follow => {
                 unreachable!("a group workload runs on its own")
             }
         }
@@ -636,6 +642,9 @@ pub async fn final_reads(
     super::mail::final_mail(recorder, process, &client, ops).await;
     super::watch::final_watch(recorder, process, ops).await;
     super::vote::final_votes(recorder, process, addrs, ops).await;
+    if ops.iter().any(|o| o.key == super::follow::FOLLOW_KEY) {
+        super::follow::final_follow(recorder, process, addrs, ops).await;
+    }
     let mut partitions: Vec<String> = ops
         .iter()
         .filter(|o| o.f == "append")

@@ -12,6 +12,7 @@ mod t50_history;
 mod t60_board;
 mod t70_registry;
 mod t80_mail;
+mod t85_follow;
 mod t90_harness;
 mod t90_nemesis;
 

@@ -157,6 +157,47 @@ fn ranges_split_and_move_under_kills_and_pauses() {
     assert!(!run.named("kill").is_empty() || !run.named("pause").is_empty());
 }
 
+/// The `follow` workload on a fabric under kills: helpers are enrolled, some of their
+/// entries revoked, teams dissolved, and after the run every acknowledged revoke's helper
+/// is refused (the follow-ups ran from the outbox, whichever node died), every other
+/// helper still proves itself (the checker, `follow::check_follow`).
+#[test]
+fn follow_ups_finish_under_kills() {
+    if !can_run() {
+        return;
+    }
+    let run = chaos(
+        "follow",
+        7,
+        &[
+            "--nodes",
+            "3",
+            "--fabric-cells",
+            "4",
+            "--nemesis",
+            "kill,partition",
+            "--workload",
+            "follow",
+        ],
+    );
+    let history = std::fs::read_to_string(run.out.join("history.jsonl")).expect("history");
+    let lines: Vec<Value> = (history.lines())
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let count = |f: &str, kind: &str| {
+        (lines.iter())
+            .filter(|l| l["f"] == f && l["type"] == kind)
+            .count()
+    };
+    assert!(count("revoke", "ok") > 0, "no revoke was acknowledged");
+    assert!(count("dissolve", "ok") > 0, "no dissolve was acknowledged");
+    let refused = (lines.iter())
+        .filter(|l| l["f"] == "final" && l["type"] == "ok" && l["value"]["accepted"] == false)
+        .count();
+    assert!(refused > 0, "no helper was probed as refused");
+    assert!(!run.named("kill").is_empty(), "no node was killed");
+}
+
 #[test]
 fn kills_aim_at_the_node_leading_the_most_data_cells() {
     if !can_run() {
