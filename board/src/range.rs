@@ -872,14 +872,7 @@ mod tests {
             position: 0,
             time_ms: 1,
         };
-        let view = |start, last, epoch| RangeView {
-            start,
-            last,
-            epoch,
-            frozen: false,
-            to_cell: 0,
-            until_ms: 0,
-        };
+        let view = assigned;
         let first = assign(&mut txn, stamp(1), view(0x10, 0x1f, 5), (0, 0));
         assert_eq!(first, Outcome::RangeAssigned { epoch: 5 });
         let retried = assign(&mut txn, stamp(2), view(0x10, 0x1f, 7), (0, 0));

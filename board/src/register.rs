@@ -58,23 +58,18 @@ pub fn record(
 /// Whether the v2 `record` was written for `proof` (false for a v1, revoked or malformed
 /// record). Compared in constant time.
 pub fn proof_matches(record: &[u8], proof: &[u8; 32]) -> bool {
-    let Some(text) = std::str::from_utf8(record).ok() else {
-        return false;
-    };
-    let Some(rest) = text.strip_prefix(RECORD_V2) else {
-        return false;
-    };
+    salted_hash(record, RECORD_V2)
+        .is_some_and(|(salt, stored)| blake3::keyed_hash(salt.as_bytes(), proof) == stored)
+}
+
+/// The salt and the stored hash of an identity `record` written in format `version`
+/// (`"v1:"`, `"v2:"`); `None` for a record of another format, revoked or malformed.
+pub fn salted_hash(record: &[u8], version: &str) -> Option<(blake3::Hash, blake3::Hash)> {
+    let rest = std::str::from_utf8(record).ok()?.strip_prefix(version)?;
     let mut fields = rest.split(':');
-    let (Some(salt_hex), Some(hash_hex)) = (fields.next(), fields.next()) else {
-        return false;
-    };
-    let (Ok(salt), Ok(stored)) = (
-        blake3::Hash::from_hex(salt_hex),
-        blake3::Hash::from_hex(hash_hex),
-    ) else {
-        return false;
-    };
-    blake3::keyed_hash(salt.as_bytes(), proof) == stored
+    let (salt_hex, hash_hex) = (fields.next()?, fields.next()?);
+    let salt = blake3::Hash::from_hex(salt_hex).ok()?;
+    Some((salt, blake3::Hash::from_hex(hash_hex).ok()?))
 }
 
 /// Why a registration was refused.

@@ -125,23 +125,9 @@ pub fn token_matches(record: &[u8], token: &str) -> bool {
     if whip_board::register::proof_matches(record, &proof) {
         return true;
     }
-    let Ok(text) = std::str::from_utf8(record) else {
-        return false;
-    };
-    let Some(rest) = text.strip_prefix("v1:") else {
-        return false;
-    };
-    let mut fields = rest.split(':');
-    let (Some(salt_hex), Some(hash_hex)) = (fields.next(), fields.next()) else {
-        return false;
-    };
-    let (Ok(salt), Ok(stored)) = (
-        blake3::Hash::from_hex(salt_hex),
-        blake3::Hash::from_hex(hash_hex),
-    ) else {
-        return false;
-    };
-    blake3::keyed_hash(salt.as_bytes(), token.as_bytes()) == stored
+    whip_board::register::salted_hash(record, "v1:").is_some_and(|(salt, stored)| {
+        blake3::keyed_hash(salt.as_bytes(), token.as_bytes()) == stored
+    })
 }
 
 /// Refuse agent names outside the documented set ([`whip_board::access::check_agent_name`]).
