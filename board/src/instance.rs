@@ -284,11 +284,7 @@ mod tests {
     use crate::txn::MemTxn;
 
     fn stamp(index: u64) -> Stamp {
-        Stamp {
-            index,
-            position: 0,
-            time_ms: 1,
-        }
+        crate::testkit::stamp_at(index, 1)
     }
 
     fn put(key: &str, value: &str) -> (Vec<u8>, Vec<u8>) {

@@ -317,11 +317,7 @@ mod tests {
     use crate::txn::MemTxn;
 
     fn stamp(index: u64) -> Stamp {
-        Stamp {
-            index,
-            position: 0,
-            time_ms: 0,
-        }
+        crate::testkit::stamp_at(index, 0)
     }
 
     /// A restore's rewrite changes the value and keeps the version; a missing key changes

@@ -302,11 +302,7 @@ mod tests {
     use crate::txn::MemTxn;
 
     fn stamp(index: u64) -> Stamp {
-        Stamp {
-            index,
-            position: 0,
-            time_ms: 1_000,
-        }
+        crate::testkit::stamp_at(index, 1_000)
     }
 
     fn compare(key: &str, target: CompareTarget, op: CompareOp) -> Compare {

@@ -255,11 +255,7 @@ mod tests {
     use crate::types::BoardSettings;
 
     fn stamp(index: u64) -> Stamp {
-        Stamp {
-            index,
-            position: 0,
-            time_ms: 1_000 * index,
-        }
+        crate::testkit::stamp_at(index, 1_000 * index)
     }
 
     fn by_sup(key: Option<&str>, command: Command) -> Request {

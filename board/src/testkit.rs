@@ -41,3 +41,12 @@ impl Store {
         self.by(Caller::Server, time_ms, Command::Tick)
     }
 }
+
+/// The stamp of log index `index` at `time_ms`, first in its batch.
+pub(crate) fn stamp_at(index: u64, time_ms: u64) -> Stamp {
+    Stamp {
+        index,
+        position: 0,
+        time_ms,
+    }
+}
