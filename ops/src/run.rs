@@ -11,6 +11,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use whip_cell::CellClient;
+use whip_engine::runtime::state::Status;
 use whip_engine::runtime::{Engine, InstanceRow, Owner, Program, RunReport, RuntimeError, State};
 use whip_fabric::FabricClient;
 
@@ -227,14 +228,13 @@ enum InstanceStatus {
 }
 
 impl InstanceStatus {
-    fn code(self) -> &'static str {
-        use whip_engine::runtime::state;
+    fn status(self) -> Status {
         match self {
-            InstanceStatus::Running => state::RUNNING,
-            InstanceStatus::Paused => state::PAUSED,
-            InstanceStatus::Completed => state::COMPLETED,
-            InstanceStatus::Failed => state::FAILED,
-            InstanceStatus::Cancelled => state::CANCELLED,
+            InstanceStatus::Running => Status::Running,
+            InstanceStatus::Paused => Status::Paused,
+            InstanceStatus::Completed => Status::Completed,
+            InstanceStatus::Failed => Status::Failed,
+            InstanceStatus::Cancelled => Status::Cancelled,
         }
     }
 }
@@ -441,9 +441,9 @@ async fn dispatch(global: &Global, engine: &Eng, cmd: EngineCommand) -> Result<E
         EngineCommand::Diagnostics { id } => diagnostics(global, engine, &id).await,
         EngineCommand::Trace { id, check } => trace(global, engine, &id, check).await,
         EngineCommand::Evidence(args) => evidence(global, engine, args).await,
-        EngineCommand::Pause { id } => transition(global, engine, &id, "paused").await,
-        EngineCommand::Resume { id } => transition(global, engine, &id, "running").await,
-        EngineCommand::Cancel { id } => transition(global, engine, &id, "cancelled").await,
+        EngineCommand::Pause { id } => transition(global, engine, &id, Status::Paused).await,
+        EngineCommand::Resume { id } => transition(global, engine, &id, Status::Running).await,
+        EngineCommand::Cancel { id } => transition(global, engine, &id, Status::Cancelled).await,
         EngineCommand::Message {
             id,
             channel,
@@ -518,7 +518,7 @@ fn print_run(global: &Global, r: &RunReport) -> ExitCode {
             output::line(&line);
         }
     }
-    if r.status == "failed" {
+    if r.status == Status::Failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
@@ -606,7 +606,7 @@ async fn worker(global: &Global, engine: &Eng, args: WorkerArgs) -> Result<ExitC
 async fn selected(engine: &Eng, args: &InstancesArgs) -> Result<Vec<InstanceRow>> {
     let mut rows = engine.instances().await.map_err(engine_error)?;
     if let Some(status) = args.status {
-        rows.retain(|r| r.status == status.code());
+        rows.retain(|r| r.status == status.status());
     }
     if let Some(workflow) = &args.workflow {
         rows.retain(|r| &r.workflow == workflow);
@@ -812,7 +812,7 @@ fn diagnostic_line(e: &whip_engine::runtime::state::Effect) -> String {
     line
 }
 
-async fn transition(global: &Global, engine: &Eng, id: &str, to: &str) -> Result<ExitCode> {
+async fn transition(global: &Global, engine: &Eng, id: &str, to: Status) -> Result<ExitCode> {
     let seq = engine.transition(id, to).await.map_err(engine_error)?;
     let text = format!("{id} updated at event #{seq}");
     print(
@@ -961,7 +961,7 @@ pub(crate) async fn bench_engine(
                     continue;
                 }
                 match report {
-                    Ok(r) if r.status == "completed" => {
+                    Ok(r) if r.status == Status::Completed => {
                         completed += 1;
                         latencies.push(started.elapsed().as_micros() as u64);
                     }

@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use super::Draft;
 use super::effect::{Args, BlockCategory, EffectKind, EffectState, PolicyBlock};
 use super::eval::{Scope, text};
-use super::state::{Effect, Env, Fact, State};
+use super::state::{Effect, Env, EventKind, Fact, State};
 use crate::check::model::Model;
 use crate::check::shape::Shape;
 use crate::syntax::ast::{CoerceCall, ExprKind, Ident, StrLit, StrPart, Tell};
@@ -328,23 +328,28 @@ pub(crate) fn settled(draft: &mut Draft, id: &str) {
     }
     let fact = Fact {
         id: draft.next_id(0, "f"),
-        class: class.to_string(),
+        class: class.code().to_string(),
         value: Value::Object(value.clone()),
         live: true,
     };
-    draft.emit("fact.derived", json!({"fact": fact, "source": "effect"}));
+    draft.emit(
+        EventKind::FactDerived,
+        json!({"fact": fact, "source": "effect"}),
+    );
     draft.emit(class, Value::Object(value));
 }
 
-fn fact_class(kind: EffectKind, state: EffectState) -> Option<&'static str> {
+/// The runtime fact (and event) a settled agent turn or coercion derives: its class is the
+/// event kind's code.
+fn fact_class(kind: EffectKind, state: EffectState) -> Option<EventKind> {
     Some(match (kind, state) {
-        (EffectKind::AgentTell, EffectState::Completed) => "agent.turn.completed",
-        (EffectKind::AgentTell, EffectState::Failed) => "agent.turn.failed",
-        (EffectKind::AgentTell, EffectState::TimedOut) => "agent.turn.timed_out",
-        (EffectKind::AgentTell, EffectState::Cancelled) => "agent.turn.cancelled",
-        (EffectKind::SchemaCoerce, EffectState::Completed) => "schema.coerce.succeeded",
-        (EffectKind::SchemaCoerce, EffectState::Failed) => "schema.coerce.failed",
-        (EffectKind::SchemaCoerce, EffectState::TimedOut) => "schema.coerce.timed_out",
+        (EffectKind::AgentTell, EffectState::Completed) => EventKind::AgentTurnCompleted,
+        (EffectKind::AgentTell, EffectState::Failed) => EventKind::AgentTurnFailed,
+        (EffectKind::AgentTell, EffectState::TimedOut) => EventKind::AgentTurnTimedOut,
+        (EffectKind::AgentTell, EffectState::Cancelled) => EventKind::AgentTurnCancelled,
+        (EffectKind::SchemaCoerce, EffectState::Completed) => EventKind::CoerceSucceeded,
+        (EffectKind::SchemaCoerce, EffectState::Failed) => EventKind::CoerceFailed,
+        (EffectKind::SchemaCoerce, EffectState::TimedOut) => EventKind::CoerceTimedOut,
         _ => return None,
     })
 }

@@ -12,7 +12,9 @@ use whip_fabric::MemFabric;
 
 use super::effect::{Args, EffectKind, EffectState};
 use super::provider::{FixtureProvider, Forced};
+use super::state::EventKind;
 use super::*;
+use crate::runtime::state::Status;
 
 fn program(text: &str, root: Option<&str>) -> Program {
     Program::check(Source {
@@ -75,7 +77,7 @@ rule go
 async fn chain_merges_and_a_failed_coercion_takes_the_fails_branch() {
     let (st, r) = run(CHAIN, None).await;
     assert_eq!(
-        (r.status.as_str(), payload(&r)),
+        (r.status.code(), payload(&r)),
         ("completed", json!({"note": "merged"}))
     );
     let coerce = st
@@ -134,14 +136,14 @@ async fn a_bare_agent_is_owned_and_each_forced_terminal_ends_as_the_spec_says() 
     assert_eq!(t.prompt_content_type.as_deref(), Some("markdown"));
     assert_eq!((t.profile.as_str(), t.capacity), ("no-repo", 1));
     let (_, r) = run(WRITER, Some(Forced::Fail)).await;
-    assert_eq!(r.status, "failed");
+    assert_eq!(r.status, Status::Failed);
     assert_eq!(
         payload(&r),
         json!({"reason": "owned failed with exit code Some(42)"})
     );
     for forced in [Forced::Timeout, Forced::Cancel] {
         let (st, r) = run(WRITER, Some(forced)).await;
-        assert_eq!(r.status, "running", "{forced:?}: idle, not failed");
+        assert_eq!(r.status, Status::Running, "{forced:?}: idle, not failed");
         let settled = st
             .effects
             .values()
@@ -307,7 +309,7 @@ async fn availability_gates_one_turn_at_a_time_and_all_three_rows_are_written() 
     assert_eq!(tells(&st), 1, "the first step queues one tell");
     let r = e.drive(&id, true).await.unwrap();
     assert_eq!(
-        (r.status.as_str(), payload(&r)),
+        (r.status.code(), payload(&r)),
         ("completed", json!({"n": 3}))
     );
     let st = e.load(&id).await.unwrap().state;
@@ -521,11 +523,11 @@ async fn two_workers_racing_on_one_instance_run_at_most_capacity_turns() {
     assert!(most <= 2, "{most} turns ran at once");
     let events = a.events(&id).await.unwrap();
     assert_eq!(trace::check(&events), None, "the lifecycle conforms");
-    assert!(events.iter().any(|e| e.kind == "effect.blocked"));
+    assert!(events.iter().any(|e| e.kind == EventKind::EffectBlocked));
     assert_eq!(
         events
             .iter()
-            .filter(|e| e.kind == "agent.turn.completed")
+            .filter(|e| e.kind == EventKind::AgentTurnCompleted)
             .count(),
         4
     );
@@ -535,7 +537,7 @@ async fn two_workers_racing_on_one_instance_run_at_most_capacity_turns() {
 async fn an_unregistered_profile_blocks_the_turn_without_failing_it() {
     let text = WRITER.replace("agent writer", "agent writer { profile \"root-shell\" }");
     let (st, r) = run_as(&text, None, None).await;
-    assert_eq!(r.status, "running");
+    assert_eq!(r.status, Status::Running);
     let turn = st.effects.values().next().expect("the turn");
     assert_eq!(turn.state, EffectState::BlockedByProfile);
     let block = turn.policy_block.as_ref().expect("the reason");
@@ -575,7 +577,11 @@ async fn a_turn_cut_off_mid_run_is_never_run_again_and_recovers_as_uncertain() {
     let recovery = b.recover(&id).await.unwrap();
     assert_eq!(recovery.runs[0].resolution, recover::Resolution::Uncertain);
     let st = b.load(&id).await.unwrap().state;
-    assert_eq!(st.header.status, "failed", "the rule's `fails` branch ran");
+    assert_eq!(
+        st.header.status,
+        Status::Failed,
+        "the rule's `fails` branch ran"
+    );
     assert!(st.facts.values().any(|f| f.class == "agent.turn.failed"));
     assert_eq!(trace::check(&b.events(&id).await.unwrap()), None);
 }

@@ -17,7 +17,7 @@
 use serde_json::json;
 use whip_fabric::FabricClient;
 
-use super::state::{self, Cut, Effect, EffectKind, EffectState, State, WorkspaceDigest};
+use super::state::{Cut, Effect, EffectKind, EffectState, EventKind, State, WorkspaceDigest};
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, Result, invalid};
 use crate::limits::EXECUTOR_ID_BYTES_MAX;
 
@@ -54,7 +54,7 @@ fn check_cut_id(id: &str) -> Result<()> {
 
 fn refuse_terminal(st: &State, verb: &str) -> Result<()> {
     let h = &st.header;
-    if state::is_terminal(&h.status) {
+    if h.status.is_terminal() {
         return invalid(format!(
             "instance {} is {}; a terminal instance cannot be {verb}",
             h.id, h.status
@@ -82,7 +82,7 @@ fn emit_checkpoint(
         auto,
     };
     draft.emit(
-        "context.checkpoint",
+        EventKind::ContextCheckpoint,
         json!({"cut": cut, "facts": facts, "effects": effects, "by": "operator"}),
     );
     draft.state.cuts[&cut.id].clone()
@@ -178,7 +178,7 @@ impl<F: FabricClient> Engine<F> {
             let mut draft = Draft::new(&head, super::now_ms());
             let auto = emit_checkpoint(&mut draft, &auto_name, true, auto_files);
             draft.emit(
-                "context.restored",
+                EventKind::ContextRestored,
                 json!({"cut": cut, "cut_seq": target.seq, "auto_checkpoint": auto.id,
                     "files": target.files, "by": "operator"}),
             );

@@ -32,7 +32,7 @@ use serde_json::json;
 use whip_fabric::{FabricClient, WorkAnswer};
 
 use super::effect::{Args, BlockCategory, Held, PolicyBlock, Upstream};
-use super::state::{Effect, EffectKind, EffectState, State};
+use super::state::{Effect, EffectKind, EffectState, EventKind, State};
 use super::worker::child_id;
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, Result, fresh_id};
 use crate::limits::{ADMISSION_RETRY_MS, ADMISSION_TRIES_KEPT_MAX};
@@ -255,7 +255,7 @@ pub(crate) fn block_in(draft: &mut Draft, e: &Effect, block: &PolicyBlock) {
         return;
     }
     draft.emit(
-        "effect.blocked",
+        EventKind::EffectBlocked,
         json!({"id": e.id, "state": block.state(), "policy_block": block}),
     );
 }

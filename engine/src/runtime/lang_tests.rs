@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use whip_fabric::MemFabric;
 
 use super::effect::EffectState;
+use super::state::EventKind;
 use super::*;
+use crate::runtime::state::Status;
 
 fn program(text: &str) -> Program {
     Program::check(Source {
@@ -67,7 +69,7 @@ failure error { reason string }
 #[tokio::test]
 async fn dotted_effect_kinds_select_the_same_rows_as_short_ones() {
     let (_, r) = run(DOTTED_KINDS).await;
-    assert_eq!(r.status, "completed", "{r:?}");
+    assert_eq!(r.status, Status::Completed, "{r:?}");
     assert_eq!(payload(&r), json!({"held": 1, "timers": 0, "short": 1}));
 }
 
@@ -127,7 +129,7 @@ async fn invoke_arguments_are_keyed_by_the_childs_inputs() {
     let e = Engine::new(Arc::new(MemFabric::new()));
     let p = e.add_program(p);
     let r = e.run(&p, Value::Null, false).await.expect("the run");
-    assert_eq!(r.status, "completed", "{r:?}");
+    assert_eq!(r.status, Status::Completed, "{r:?}");
     // o1 by the unwrapped form (7 + 1), o2 by the `input { … }` wrapper (9 + 2).
     assert_eq!(payload(&r), json!({"order": "o1+o2", "charged": 19}));
 }
@@ -157,7 +159,7 @@ rule go when Job as j => {
 #[tokio::test]
 async fn a_rule_level_after_waits_on_an_effect_started_in_another_after_block() {
     let (_, r) = run(AFTER_SCOPE).await;
-    assert_eq!(r.status, "completed", "{r:?}");
+    assert_eq!(r.status, Status::Completed, "{r:?}");
     assert_eq!(payload(&r)["note"], json!("after a"));
     assert_eq!(
         payload(&r)["seen"],
@@ -192,7 +194,7 @@ async fn cancel_cancels_a_queued_effect_and_leaves_a_settled_one_alone() {
     let events = e.events(&r.id).await.expect("events");
     let cancels: Vec<&Value> = events
         .iter()
-        .filter(|ev| ev.kind == "effect.cancelled")
+        .filter(|ev| ev.kind == EventKind::EffectCancelled)
         .map(|ev| &ev.data)
         .collect();
     assert_eq!(cancels.len(), 1, "only the queued timer: {cancels:?}");
@@ -241,7 +243,7 @@ async fn record_from_an_untyped_value_without_a_required_field_fails_the_instanc
          after m completes as o { record Copy from o }",
     );
     let (_, r) = run(&text).await;
-    assert_eq!(r.status, "failed", "{r:?}");
+    assert_eq!(r.status, Status::Failed, "{r:?}");
     assert_eq!(
         payload(&r),
         json!("rule go records Copy from a value without required field `id`")
@@ -295,14 +297,14 @@ async fn exec_runs_a_command_string_without_a_shell_and_types_its_result() {
     let text = EXEC_TYPED.replace("{{ 4 }}", "4");
     let p = e.add_program(program(&text));
     let r = e.run(&p, Value::Null, false).await.expect("the run");
-    assert_eq!(r.status, "completed", "{r:?}");
+    assert_eq!(r.status, Status::Completed, "{r:?}");
     // `'a b'` is one argument and `|` inside quotes is text: no shell ran the command.
     assert_eq!(payload(&r), json!({"n": 4, "words": "a b|c"}));
 
     let text = EXEC_TYPED.replace("{{ 4 }}", "four");
     let p = e.add_program(program(&text));
     let r = e.run(&p, Value::Null, false).await.expect("the run");
-    assert_eq!(r.status, "failed", "{r:?}");
+    assert_eq!(r.status, Status::Failed, "{r:?}");
     let reason = payload(&r)["reason"].clone();
     assert!(
         reason

@@ -20,7 +20,7 @@ use whip_fabric::mail::{Address, MailBody, MailType, MailView};
 use whip_fabric::{FabricClient, MailAnswer};
 
 use super::effect::{MailArgs, MailWord};
-use super::state::{Args, Effect, EffectKind, Fact, Header, State, Terminal};
+use super::state::{Args, Effect, EffectKind, EventKind, Fact, Header, State, Terminal};
 use super::worker::Ran;
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, Result, now_ms};
 use crate::check::model::Wf;
@@ -157,7 +157,7 @@ impl<F: FabricClient> Engine<F> {
         }
         let mut draft = Draft::new(&loaded.state, now_ms());
         draft.emit(
-            "mail.drain_failed",
+            EventKind::MailDrainFailed,
             json!({"mailbox": address.code(), "error": error}),
         );
         Ok(usize::from(
@@ -247,10 +247,13 @@ fn admit(wf: &Wf, draft: &mut Draft, mail: &[MailView]) {
             value: value.clone(),
             live: true,
         };
-        draft.emit("fact.derived", json!({"fact": fact, "source": "mail"}));
+        draft.emit(
+            EventKind::FactDerived,
+            json!({"fact": fact, "source": "mail"}),
+        );
         if let Some(ask) = asked.filter(|a| !a.state.settled() && m.kind == MailType::Reply) {
             draft.emit(
-                "effect.terminal",
+                EventKind::EffectTerminal,
                 json!({"id": ask.id, "run": Value::Null, "state": "completed",
                     "output": {"outcome": "replied", "reply": value}}),
             );

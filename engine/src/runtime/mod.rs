@@ -46,7 +46,7 @@ use whip_fabric::{FabricClient, FabricError, TxnOps, TxnResult};
 
 pub use cut::{Checkpointed, Restored};
 pub use program::{Program, Source};
-pub use state::{Event, State};
+pub use state::{Event, EventKind, State};
 pub use views::*;
 
 use state::{Fact, Header};
@@ -221,11 +221,32 @@ impl Draft {
     }
 
     /// Append an event and fold it.
-    pub(crate) fn emit(&mut self, kind: &str, data: Value) {
+    /// The first events of a new instance: its start, then its seed facts.
+    fn started(header: &Header, input: &Value, facts: Vec<(String, Value)>) -> Draft {
+        let mut draft = Draft::new(&State::default(), 1_000);
+        let start = json!({"header": header, "input": input});
+        draft.emit(EventKind::ExternalStarted, start);
+        for (class, value) in facts {
+            let id = draft.next_id(0, "f");
+            let fact = Fact {
+                id,
+                class,
+                value,
+                live: true,
+            };
+            draft.emit(
+                EventKind::FactDerived,
+                json!({"fact": fact, "source": "start"}),
+            );
+        }
+        draft
+    }
+
+    pub(crate) fn emit(&mut self, kind: EventKind, data: Value) {
         let ev = Event {
             seq: self.state.header.last_seq + 1,
             at_ms: self.at_ms,
-            kind: kind.to_string(),
+            kind,
             data,
         };
         self.state.apply(&ev);
@@ -566,26 +587,13 @@ impl<F: FabricClient> Engine<F> {
             work,
             workflow: wf.name.name.clone(),
             program: program.version.clone(),
-            status: state::RUNNING.into(),
+            status: state::Status::Running,
             input: input.clone(),
             parent: parent.clone(),
             created_ms: now_ms(),
             ..Header::default()
         };
-        let mut draft = Draft::new(&State::default(), 1_000);
-        draft.emit(
-            "external.started",
-            json!({"header": header, "input": input}),
-        );
-        for (class, value) in facts {
-            let fact = Fact {
-                id: draft.next_id(0, "f"),
-                class,
-                value,
-                live: true,
-            };
-            draft.emit("fact.derived", json!({"fact": fact, "source": "start"}));
-        }
+        let mut draft = Draft::started(&header, &input, facts);
         if step_first {
             // The first stepper round rides on the start's commit: one write fewer.
             if let Some(round) = stepper::round(program, wf, &draft.state) {
@@ -600,7 +608,7 @@ impl<F: FabricClient> Engine<F> {
         let ops = commit_ops(0, &draft);
         let idem = format!("{id}/start");
         match self.fabric.engine_txn(ops, idem).await? {
-            TxnResult::Committed { .. } if state::is_terminal(&draft.state.header.status) => {
+            TxnResult::Committed { .. } if draft.state.header.status.is_terminal() => {
                 // Finished in its first round: nothing to hold on to.
                 self.after_terminal_of(&draft.state).await?;
                 Ok(id)
@@ -883,7 +891,7 @@ fn commit_ops(version: u64, draft: &Draft) -> TxnOps {
     ops.puts
         .push((key(&["i/", &tagged]), index.to_string().into_bytes()));
     let work = key(&["w/", &tagged]);
-    if state::is_terminal(&h.status) || h.status == state::PAUSED {
+    if h.status.is_terminal() || h.status == state::Status::Paused {
         ops.deletes.push(work);
     } else {
         ops.puts.push((work, Vec::new()));

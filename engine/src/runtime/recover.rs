@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::json;
 use whip_fabric::FabricClient;
 
-use super::state::{Args, Effect, EffectKind, EffectState, Terminal};
+use super::state::{Args, Effect, EffectKind, EffectState, EventKind, Terminal};
 use super::worker::Ran;
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Result, invalid, now_ms};
 use crate::executor::protocol::RunRecord;
@@ -116,7 +116,7 @@ impl<F: FabricClient> Engine<F> {
             let changed = !draft.events.is_empty();
             if self.commit(&mut loaded, draft).await? {
                 let event = changed.then_some(loaded.state.header.last_seq);
-                if changed && loaded.state.header.status == super::state::RUNNING {
+                if changed && loaded.state.header.status == super::state::Status::Running {
                     self.step_loaded(&mut loaded).await?;
                 }
                 return Ok(Recovery {
@@ -163,14 +163,14 @@ fn emit_resolution(draft: &mut Draft, e: &Effect, run: &str, r: Resolution, ran:
     let diagnostic = (r == Resolution::Uncertain).then_some(RECOVERY_UNCERTAIN);
     if r != Resolution::StillRunning {
         draft.emit(
-            "effect.recovered",
+            EventKind::EffectRecovered,
             json!({"id": e.id, "run": run, "resolution": r, "diagnostic": diagnostic,
                 "by": "operator"}),
         );
     }
     if let Some(Ran::Terminal { state, output }) = ran {
         draft.emit(
-            "effect.terminal",
+            EventKind::EffectTerminal,
             json!({"id": e.id, "run": run, "state": state, "output": output}),
         );
         super::agent::settled(draft, &e.id);

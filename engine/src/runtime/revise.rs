@@ -17,7 +17,7 @@ use serde_json::json;
 use whip_fabric::FabricClient;
 
 use super::program::Program;
-use super::state::{self, Effect, EffectKind, EffectState, State};
+use super::state::{Effect, EffectKind, EffectState, EventKind, State};
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Result, invalid};
 use crate::check::model::Wf;
 use crate::check::types::Ty;
@@ -319,7 +319,7 @@ fn emit_activation(
         .chain(r.rules_added.iter().map(|n| format!("rule_added {n}")))
         .collect();
     draft.emit(
-        "workflow.revision_activated",
+        EventKind::RevisionActivated,
         json!({"from_program": r.from_program, "to_program": r.to_program,
             "from_epoch": r.from_epoch, "epoch": r.epoch, "policy": policy,
             "diagnostics": diagnostics, "rekey": rekey, "by": "operator"}),
@@ -331,14 +331,14 @@ fn emit_activation(
         if f.queued == "runs" {
             if policy == CancelPolicy::Running {
                 draft.emit(
-                    "effect.cancel_requested",
+                    EventKind::EffectCancelRequested,
                     json!({"id": f.effect, "reason": "revised (cancel running)"}),
                 );
             }
             continue;
         }
         draft.emit(
-            "effect.cancelled",
+            EventKind::EffectCancelled,
             json!({"id": f.effect, "reason": "revised (cancel queued)"}),
         );
     }
@@ -358,7 +358,7 @@ impl<F: FabricClient> Engine<F> {
         for _ in 0..CONFLICT_RETRIES_MAX {
             let mut loaded = self.load(id).await?;
             let st = &loaded.state;
-            if state::is_terminal(&st.header.status) {
+            if st.header.status.is_terminal() {
                 return invalid(format!(
                     "instance {id} is {}; a terminal instance cannot be revised",
                     st.header.status

@@ -14,20 +14,78 @@ pub use super::effect::{
     Args, BlockCategory, ContState, EffectKind, EffectState, PolicyBlock, RunState, Terminal,
 };
 
-/// Instance lifecycle states.
-pub const RUNNING: &str = "running";
-/// Paused: steps and new effect starts are refused until resumed.
-pub const PAUSED: &str = "paused";
-/// Terminal: a rule ran `complete`.
-pub const COMPLETED: &str = "completed";
-/// Terminal: a rule ran `fail` (or a failure went unobserved).
-pub const FAILED: &str = "failed";
-/// Terminal: an operator ran `cancel`.
-pub const CANCELLED: &str = "cancelled";
+/// An instance's lifecycle state.
+///
+/// Stored (the header row, the index row, `instance.transitioned` events) as its code:
+/// each variant names its code explicitly, so a renamed variant keeps its bytes
+/// (`status_codes_are_pinned` holds them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Status {
+    /// Stepping and running effects.
+    #[default]
+    #[serde(rename = "running")]
+    Running,
+    /// Steps and new effect starts are refused until resumed.
+    #[serde(rename = "paused")]
+    Paused,
+    /// Terminal: a rule ran `complete`.
+    #[serde(rename = "completed")]
+    Completed,
+    /// Terminal: a rule ran `fail` (or a failure went unobserved).
+    #[serde(rename = "failed")]
+    Failed,
+    /// Terminal: an operator ran `cancel`.
+    #[serde(rename = "cancelled")]
+    Cancelled,
+}
 
-/// True for completed, failed and cancelled.
-pub fn is_terminal(status: &str) -> bool {
-    matches!(status, COMPLETED | FAILED | CANCELLED)
+impl Status {
+    /// Every status, in lifecycle order.
+    pub const ALL: [Status; 5] = [
+        Status::Running,
+        Status::Paused,
+        Status::Completed,
+        Status::Failed,
+        Status::Cancelled,
+    ];
+
+    /// The stable code (what is stored and shown).
+    pub fn code(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::Paused => "paused",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    /// The status of `code`, if it is one.
+    pub fn from_code(code: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|s| s.code() == code)
+    }
+
+    /// True for completed, failed and cancelled.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Completed | Status::Failed | Status::Cancelled)
+    }
+
+    /// Whether an operator may move an instance from this status to `to` (`pause`,
+    /// `resume`, `cancel`).
+    pub fn may_become(self, to: Status) -> bool {
+        matches!(
+            (self, to),
+            (Status::Running, Status::Paused)
+                | (Status::Paused, Status::Running)
+                | (Status::Running | Status::Paused, Status::Cancelled)
+        )
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.code())
+    }
 }
 
 /// The instance header.
@@ -40,7 +98,7 @@ pub struct Header {
     /// Program version id (`pv_…`).
     pub program: String,
     /// Lifecycle status.
-    pub status: String,
+    pub status: Status,
     /// Revision epoch (0 until `revise`).
     pub epoch: u64,
     /// Creation time (ms).
@@ -323,6 +381,188 @@ pub struct Cut {
     pub auto: bool,
 }
 
+/// What one event of the log records.
+///
+/// Stored (every event row) and shown (`whip log`, `whip trace`) as its code: each variant
+/// names its code explicitly, so a renamed variant keeps its bytes (`event_kinds_are_pinned`
+/// holds them). A new kind takes a new code; a code is never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventKind {
+    /// The instance started: its header.
+    #[serde(rename = "external.started")]
+    ExternalStarted,
+    /// A fact was derived (by a rule, an effect's outcome or an observation).
+    #[serde(rename = "fact.derived")]
+    FactDerived,
+    /// A fact was consumed by `done`.
+    #[serde(rename = "fact.consumed")]
+    FactConsumed,
+    /// A rule's firing committed (its firing row, the `after` it ran).
+    #[serde(rename = "rule.committed")]
+    RuleCommitted,
+    /// An `after` continuation was registered.
+    #[serde(rename = "after.registered")]
+    AfterRegistered,
+    /// An `after` continuation was dropped: its effect settled another way.
+    #[serde(rename = "after.dropped")]
+    AfterDropped,
+    /// An `after` continuation waits again: its effect was retried.
+    #[serde(rename = "after.revived")]
+    AfterRevived,
+    /// An effect was requested.
+    #[serde(rename = "effect.requested")]
+    EffectRequested,
+    /// A run of an effect started.
+    #[serde(rename = "effect.run_started")]
+    EffectRunStarted,
+    /// An effect settled.
+    #[serde(rename = "effect.terminal")]
+    EffectTerminal,
+    /// An effect waits (a lease wait, a timer) until `not_before_ms`.
+    #[serde(rename = "effect.waiting")]
+    EffectWaiting,
+    /// An effect was blocked by policy.
+    #[serde(rename = "effect.blocked")]
+    EffectBlocked,
+    /// An effect was cancelled.
+    #[serde(rename = "effect.cancelled")]
+    EffectCancelled,
+    /// An operator moved a failed effect back to the queue.
+    #[serde(rename = "effect.retried")]
+    EffectRetried,
+    /// A running effect was asked to stop.
+    #[serde(rename = "effect.cancel_requested")]
+    EffectCancelRequested,
+    /// A worker's lost run of an effect was recovered.
+    #[serde(rename = "effect.recovered")]
+    EffectRecovered,
+    /// A checkpoint (`whip checkpoint`) was cut.
+    #[serde(rename = "context.checkpoint")]
+    ContextCheckpoint,
+    /// The instance was restored to a checkpoint.
+    #[serde(rename = "context.restored")]
+    ContextRestored,
+    /// A revision moved the instance to a new program version.
+    #[serde(rename = "workflow.revision_activated")]
+    RevisionActivated,
+    /// An operator paused, resumed or cancelled the instance.
+    #[serde(rename = "instance.transitioned")]
+    InstanceTransitioned,
+    /// A rule ran `complete`.
+    #[serde(rename = "workflow.completed")]
+    WorkflowCompleted,
+    /// A rule ran `fail`, or a failure went unobserved.
+    #[serde(rename = "workflow.failed")]
+    WorkflowFailed,
+    /// Draining the instance's inbox into facts failed.
+    #[serde(rename = "mail.drain_failed")]
+    MailDrainFailed,
+    /// An agent turn (`tell`) completed.
+    #[serde(rename = "agent.turn.completed")]
+    AgentTurnCompleted,
+    /// An agent turn failed.
+    #[serde(rename = "agent.turn.failed")]
+    AgentTurnFailed,
+    /// An agent turn timed out.
+    #[serde(rename = "agent.turn.timed_out")]
+    AgentTurnTimedOut,
+    /// An agent turn was cancelled.
+    #[serde(rename = "agent.turn.cancelled")]
+    AgentTurnCancelled,
+    /// A coercion succeeded.
+    #[serde(rename = "schema.coerce.succeeded")]
+    CoerceSucceeded,
+    /// A coercion failed.
+    #[serde(rename = "schema.coerce.failed")]
+    CoerceFailed,
+    /// A coercion timed out.
+    #[serde(rename = "schema.coerce.timed_out")]
+    CoerceTimedOut,
+}
+
+impl EventKind {
+    /// Every kind.
+    pub const ALL: [EventKind; 30] = [
+        EventKind::ExternalStarted,
+        EventKind::FactDerived,
+        EventKind::FactConsumed,
+        EventKind::RuleCommitted,
+        EventKind::AfterRegistered,
+        EventKind::AfterDropped,
+        EventKind::AfterRevived,
+        EventKind::EffectRequested,
+        EventKind::EffectRunStarted,
+        EventKind::EffectTerminal,
+        EventKind::EffectWaiting,
+        EventKind::EffectBlocked,
+        EventKind::EffectCancelled,
+        EventKind::EffectRetried,
+        EventKind::EffectCancelRequested,
+        EventKind::EffectRecovered,
+        EventKind::ContextCheckpoint,
+        EventKind::ContextRestored,
+        EventKind::RevisionActivated,
+        EventKind::InstanceTransitioned,
+        EventKind::WorkflowCompleted,
+        EventKind::WorkflowFailed,
+        EventKind::MailDrainFailed,
+        EventKind::AgentTurnCompleted,
+        EventKind::AgentTurnFailed,
+        EventKind::AgentTurnTimedOut,
+        EventKind::AgentTurnCancelled,
+        EventKind::CoerceSucceeded,
+        EventKind::CoerceFailed,
+        EventKind::CoerceTimedOut,
+    ];
+
+    /// The stable code (what is stored and shown).
+    pub fn code(self) -> &'static str {
+        match self {
+            EventKind::ExternalStarted => "external.started",
+            EventKind::FactDerived => "fact.derived",
+            EventKind::FactConsumed => "fact.consumed",
+            EventKind::RuleCommitted => "rule.committed",
+            EventKind::AfterRegistered => "after.registered",
+            EventKind::AfterDropped => "after.dropped",
+            EventKind::AfterRevived => "after.revived",
+            EventKind::EffectRequested => "effect.requested",
+            EventKind::EffectRunStarted => "effect.run_started",
+            EventKind::EffectTerminal => "effect.terminal",
+            EventKind::EffectWaiting => "effect.waiting",
+            EventKind::EffectBlocked => "effect.blocked",
+            EventKind::EffectCancelled => "effect.cancelled",
+            EventKind::EffectRetried => "effect.retried",
+            EventKind::EffectCancelRequested => "effect.cancel_requested",
+            EventKind::EffectRecovered => "effect.recovered",
+            EventKind::ContextCheckpoint => "context.checkpoint",
+            EventKind::ContextRestored => "context.restored",
+            EventKind::RevisionActivated => "workflow.revision_activated",
+            EventKind::InstanceTransitioned => "instance.transitioned",
+            EventKind::WorkflowCompleted => "workflow.completed",
+            EventKind::WorkflowFailed => "workflow.failed",
+            EventKind::MailDrainFailed => "mail.drain_failed",
+            EventKind::AgentTurnCompleted => "agent.turn.completed",
+            EventKind::AgentTurnFailed => "agent.turn.failed",
+            EventKind::AgentTurnTimedOut => "agent.turn.timed_out",
+            EventKind::AgentTurnCancelled => "agent.turn.cancelled",
+            EventKind::CoerceSucceeded => "schema.coerce.succeeded",
+            EventKind::CoerceFailed => "schema.coerce.failed",
+            EventKind::CoerceTimedOut => "schema.coerce.timed_out",
+        }
+    }
+
+    /// The kind of `code`, if it is one.
+    pub fn from_code(code: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| k.code() == code)
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
 /// One entry of the append-only event log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
@@ -330,8 +570,8 @@ pub struct Event {
     pub seq: u64,
     /// Wall time of the commit (ms).
     pub at_ms: u64,
-    /// `external.started`, `rule.committed`, `fact.derived`, …
-    pub kind: String,
+    /// What it records (`external.started`, `rule.committed`, `fact.derived`, …).
+    pub kind: EventKind,
     /// Kind-specific data.
     pub data: Value,
 }
@@ -370,53 +610,39 @@ impl State {
     /// Fold one event.
     pub fn apply(&mut self, ev: &Event) {
         let d = &ev.data;
-        match ev.kind.as_str() {
-            "external.started" => self.header = parse(&d["header"]),
-            "fact.derived" => {
-                let fact: Fact = parse(&d["fact"]);
-                self.header.next[0] += 1;
-                self.dirty.insert(format!("f/{}", fact.id));
-                self.facts.insert(fact.id.clone(), fact);
-            }
-            "fact.consumed" => {
+        match ev.kind {
+            EventKind::ExternalStarted => self.header = parse(&d["header"]),
+            EventKind::FactDerived => self.fact_derived(parse(&d["fact"])),
+            EventKind::FactConsumed => {
                 let id = d["id"].as_str().unwrap_or_default();
                 if let Some(f) = self.facts.get_mut(id) {
                     f.live = false;
                     self.dirty.insert(format!("f/{id}"));
                 }
             }
-            "rule.committed" => {
-                if let Some(firing) = d.get("firing").filter(|f| !f.is_null()) {
-                    let firing: Firing = parse(firing);
-                    self.dirty.insert(format!("k/{}", firing.key));
-                    self.firings.insert(firing.key.clone(), firing);
-                }
-                if let Some(id) = d["after"].as_str() {
-                    self.set_cont(id, ContState::Done);
-                }
-            }
-            "after.registered" => {
+            EventKind::RuleCommitted => self.rule_committed(ev),
+            EventKind::AfterRegistered => {
                 let cont: Cont = parse(&d["after"]);
                 self.header.next[2] += 1;
                 self.dirty.insert(format!("c/{}", cont.id));
                 self.conts.insert(cont.id.clone(), cont);
             }
-            "after.dropped" | "after.revived" => self.cont_event(ev),
-            "effect.requested" => {
+            EventKind::AfterDropped | EventKind::AfterRevived => self.cont_event(ev),
+            EventKind::EffectRequested => {
                 let effect: Effect = parse(&d["effect"]);
                 self.header.next[1] += 1;
                 self.dirty.insert(format!("x/{}", effect.id));
                 self.effects.insert(effect.id.clone(), effect);
             }
-            "effect.run_started" => self.run_started(ev),
-            "effect.terminal" => self.effect_terminal(ev),
-            "effect.waiting" => self.effect_waiting(ev),
-            "effect.blocked"
-            | "effect.cancelled"
-            | "effect.retried"
-            | "effect.cancel_requested"
-            | "effect.recovered" => self.effect_changed(ev),
-            "context.checkpoint" => {
+            EventKind::EffectRunStarted => self.run_started(ev),
+            EventKind::EffectTerminal => self.effect_terminal(ev),
+            EventKind::EffectWaiting => self.effect_waiting(ev),
+            EventKind::EffectBlocked
+            | EventKind::EffectCancelled
+            | EventKind::EffectRetried
+            | EventKind::EffectCancelRequested
+            | EventKind::EffectRecovered => self.effect_changed(ev),
+            EventKind::ContextCheckpoint => {
                 let cut = Cut {
                     seq: ev.seq,
                     ..parse(&d["cut"])
@@ -426,27 +652,50 @@ impl State {
             }
             // The rows of a restore are the cut's: [`State::rewind`] sets them, from the
             // log (see [`State::rebuild`]); the marker itself changes only the header.
-            "context.restored" => {}
-            "workflow.revision_activated" => self.revised(ev),
-            "instance.transitioned" => {
-                self.header.status = d["to"].as_str().unwrap_or(RUNNING).into();
-            }
-            "workflow.completed" | "workflow.failed" => {
-                let status = if ev.kind == "workflow.completed" {
-                    COMPLETED
-                } else {
-                    FAILED
-                };
-                self.header.status = status.into();
-                let name = d["name"].as_str().unwrap_or_default().to_string();
-                self.header.terminal = Some((name, d["payload"].clone()));
-                self.header.reason = d["reason"].as_str().map(str::to_string);
-            }
-            _ => {}
+            EventKind::ContextRestored => {}
+            EventKind::RevisionActivated => self.revised(ev),
+            EventKind::InstanceTransitioned => self.header.status = parse(&d["to"]),
+            EventKind::WorkflowCompleted => self.ended(Status::Completed, d),
+            EventKind::WorkflowFailed => self.ended(Status::Failed, d),
+            // Kept for the record (the trace, the operator), folding into no row.
+            EventKind::MailDrainFailed
+            | EventKind::AgentTurnCompleted
+            | EventKind::AgentTurnFailed
+            | EventKind::AgentTurnTimedOut
+            | EventKind::AgentTurnCancelled
+            | EventKind::CoerceSucceeded
+            | EventKind::CoerceFailed
+            | EventKind::CoerceTimedOut => {}
         }
         self.header.last_seq = ev.seq;
         self.header.updated_ms = ev.at_ms;
         self.dirty.insert("h".into());
+    }
+
+    fn fact_derived(&mut self, fact: Fact) {
+        self.header.next[0] += 1;
+        self.dirty.insert(format!("f/{}", fact.id));
+        self.facts.insert(fact.id.clone(), fact);
+    }
+
+    /// A rule's firing committed: its firing row, and the `after` it ran is done.
+    fn rule_committed(&mut self, ev: &Event) {
+        if let Some(firing) = ev.data.get("firing").filter(|f| !f.is_null()) {
+            let firing: Firing = parse(firing);
+            self.dirty.insert(format!("k/{}", firing.key));
+            self.firings.insert(firing.key.clone(), firing);
+        }
+        if let Some(id) = ev.data["after"].as_str() {
+            self.set_cont(id, ContState::Done);
+        }
+    }
+
+    /// A rule ran `complete` or `fail`: the instance is `status`, with its terminal.
+    fn ended(&mut self, status: Status, d: &Value) {
+        self.header.status = status;
+        let name = d["name"].as_str().unwrap_or_default().to_string();
+        self.header.terminal = Some((name, d["payload"].clone()));
+        self.header.reason = d["reason"].as_str().map(str::to_string);
     }
 
     /// A revision: later commits use the new version; pending continuations and unsettled
@@ -497,17 +746,17 @@ impl State {
         let Some(e) = self.effect_mut(d["id"].as_str().unwrap_or_default()) else {
             return;
         };
-        match ev.kind.as_str() {
-            "effect.blocked" => {
+        match ev.kind {
+            EventKind::EffectBlocked => {
                 e.state = parse(&d["state"]);
                 e.policy_block = Some(parse(&d["policy_block"]));
             }
-            "effect.cancelled" => {
+            EventKind::EffectCancelled => {
                 e.state = EffectState::Cancelled;
                 e.run = None;
                 e.policy_block = None;
             }
-            "effect.retried" => {
+            EventKind::EffectRetried => {
                 e.state = EffectState::Queued;
                 e.attempt = parse(&d["attempt"]);
                 e.output = None;
@@ -515,7 +764,7 @@ impl State {
                 e.pass = 0;
                 e.policy_block = None;
             }
-            "effect.recovered" => self.recovered(ev),
+            EventKind::EffectRecovered => self.recovered(ev),
             _ => e.cancel_requested = true,
         }
     }
@@ -529,8 +778,8 @@ impl State {
     /// An `after` continuation dropped (its effect settled another way) or revived (its
     /// effect was retried: every continuation on it waits for the new outcome).
     fn cont_event(&mut self, ev: &Event) {
-        let state = match ev.kind.as_str() {
-            "after.revived" => ContState::Pending,
+        let state = match ev.kind {
+            EventKind::AfterRevived => ContState::Pending,
             _ => ContState::Dead,
         };
         self.set_cont(ev.data["id"].as_str().unwrap_or_default(), state);
@@ -644,7 +893,7 @@ impl State {
         let mut state = State::default();
         for ev in events {
             state.apply(ev);
-            if ev.kind == "context.restored" {
+            if ev.kind == EventKind::ContextRestored {
                 let upto = ev.data["cut_seq"].as_u64().unwrap_or(0) as usize;
                 let past = State::rebuild(&events[..upto.min(events.len())]);
                 state.rewind(past);
@@ -732,5 +981,81 @@ impl State {
             "failed_effects": count(EffectState::Failed) + count(EffectState::TimedOut),
             "events": self.header.last_seq,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{EventKind, Status};
+
+    /// The stored codes of every status: a change here misreads every stored instance.
+    #[test]
+    fn status_codes_are_pinned() {
+        let stored: Vec<String> = (Status::ALL.iter())
+            .map(|s| serde_json::to_string(s).expect("encodes"))
+            .collect();
+        let pinned = [
+            "\"running\"",
+            "\"paused\"",
+            "\"completed\"",
+            "\"failed\"",
+            "\"cancelled\"",
+        ];
+        assert_eq!(stored, pinned);
+        for status in Status::ALL {
+            assert_eq!(
+                format!("\"{status}\""),
+                serde_json::to_string(&status).unwrap()
+            );
+            assert_eq!(Status::from_code(status.code()), Some(status));
+        }
+        assert_eq!(Status::from_code("Running"), None);
+        assert!(serde_json::from_str::<Status>("\"done\"").is_err());
+    }
+
+    /// The stored code of every event kind: a change here misreads every stored log.
+    #[test]
+    fn event_kinds_are_pinned() {
+        let pinned = [
+            "external.started",
+            "fact.derived",
+            "fact.consumed",
+            "rule.committed",
+            "after.registered",
+            "after.dropped",
+            "after.revived",
+            "effect.requested",
+            "effect.run_started",
+            "effect.terminal",
+            "effect.waiting",
+            "effect.blocked",
+            "effect.cancelled",
+            "effect.retried",
+            "effect.cancel_requested",
+            "effect.recovered",
+            "context.checkpoint",
+            "context.restored",
+            "workflow.revision_activated",
+            "instance.transitioned",
+            "workflow.completed",
+            "workflow.failed",
+            "mail.drain_failed",
+            "agent.turn.completed",
+            "agent.turn.failed",
+            "agent.turn.timed_out",
+            "agent.turn.cancelled",
+            "schema.coerce.succeeded",
+            "schema.coerce.failed",
+            "schema.coerce.timed_out",
+        ];
+        let stored: Vec<String> = (EventKind::ALL.iter())
+            .map(|k| serde_json::from_str(&serde_json::to_string(k).unwrap()).unwrap())
+            .collect();
+        assert_eq!(stored, pinned);
+        for kind in EventKind::ALL {
+            assert_eq!(kind.to_string(), kind.code());
+            assert_eq!(EventKind::from_code(kind.code()), Some(kind));
+        }
+        assert!(serde_json::from_str::<EventKind>("\"fact.invented\"").is_err());
     }
 }

@@ -13,7 +13,8 @@ use super::effect::{
 use super::eval::{Scope, text, truthy};
 use super::program::{Program, is_effect};
 use super::state::{
-    self, Args, Cont, ContState, Effect, EffectKind, EffectState, Env, Fact, Firing, State,
+    self, Args, Cont, ContState, Effect, EffectKind, EffectState, Env, EventKind, Fact, Firing,
+    State,
 };
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, ROUNDS_PER_STEP_MAX, Result, now_ms};
 use crate::check::model::Wf;
@@ -59,7 +60,7 @@ impl<F: FabricClient> Engine<F> {
             .map_err(super::RuntimeError::Invalid)?;
         let mut rounds = 0;
         let mut conflicts = 0;
-        if loaded.state.header.status == state::RUNNING {
+        if loaded.state.header.status == state::Status::Running {
             rounds += self.observe_trackers(wf, loaded).await?;
             rounds += self.drain_mail(wf, loaded).await?;
         }
@@ -72,13 +73,13 @@ impl<F: FabricClient> Engine<F> {
         }
         while rounds < ROUNDS_PER_STEP_MAX {
             let h = &loaded.state.header;
-            if h.status != state::RUNNING {
+            if h.status != state::Status::Running {
                 break;
             }
             let Some(draft) = round_with(&program, wf, &pinned, &loaded.state) else {
                 break;
             };
-            let terminal = state::is_terminal(&draft.state.header.status);
+            let terminal = draft.state.header.status.is_terminal();
             if self.commit(loaded, draft).await? {
                 rounds += 1;
                 if terminal {
@@ -259,7 +260,10 @@ fn issue_facts(draft: &mut Draft, issues: &[super::tracker::Issue], now: u64) {
                     value: issue.view(now),
                     live: true,
                 };
-                draft.emit("fact.derived", json!({"fact": fact, "source": "tracker"}));
+                draft.emit(
+                    EventKind::FactDerived,
+                    json!({"fact": fact, "source": "tracker"}),
+                );
             }
         }
     }
@@ -284,7 +288,7 @@ pub(crate) fn round_with(
     // A settled failure nobody observes fails the instance.
     if let Some(reason) = unhandled_failure(wf, st) {
         draft.emit(
-            "workflow.failed",
+            EventKind::WorkflowFailed,
             json!({"name": "error", "payload": reason, "reason": reason}),
         );
         cancel_queued(&mut draft);
@@ -307,7 +311,7 @@ pub(crate) fn round_with(
                 rule: rule.name.name.clone(),
             };
             draft.emit(
-                "rule.committed",
+                EventKind::RuleCommitted,
                 json!({"rule": rule.name.name, "firing": firing, "facts": ids}),
             );
             let mut env = env;
@@ -351,7 +355,7 @@ fn settled_cont(
             continue;
         }
         if !matches(&cont.predicate, effect) {
-            draft.emit("after.dropped", json!({"id": cont.id}));
+            draft.emit(EventKind::AfterDropped, json!({"id": cont.id}));
             continue;
         }
         fire_cont(program, wf, ri, rule, &cont, effect, draft);
@@ -393,7 +397,7 @@ fn fire_cont(
     draft: &mut Draft,
 ) {
     draft.emit(
-        "rule.committed",
+        EventKind::RuleCommitted,
         json!({"rule": rule.name.name, "after": cont.id, "effect": effect.id}),
     );
     let Some(stmt) = rule.body.stmt_at(&cont.path) else {
@@ -435,7 +439,7 @@ fn bound_value(effect: &Effect, output: Value) -> Value {
 
 /// A terminal in this firing cancels the instance's queued effects.
 fn finish_firing(draft: &mut Draft) {
-    if state::is_terminal(&draft.state.header.status) {
+    if draft.state.header.status.is_terminal() {
         cancel_queued(draft);
     }
 }
@@ -450,7 +454,7 @@ fn cancel_queued(draft: &mut Draft) {
         .collect();
     for id in queued {
         draft.emit(
-            "effect.cancelled",
+            EventKind::EffectCancelled,
             json!({"id": id, "reason": "instance terminal"}),
         );
     }
@@ -564,7 +568,7 @@ fn terminal(rule: &Rule, stmt: &Stmt, env: &Env, draft: &mut Draft) {
     let (StmtKind::Complete(name, payload) | StmtKind::Fail(name, payload)) = &stmt.kind else {
         return;
     };
-    if state::is_terminal(&draft.state.header.status) {
+    if draft.state.header.status.is_terminal() {
         return;
     }
     let payload = Scope {
@@ -573,9 +577,9 @@ fn terminal(rule: &Rule, stmt: &Stmt, env: &Env, draft: &mut Draft) {
     }
     .eval(payload);
     let kind = if matches!(stmt.kind, StmtKind::Complete(..)) {
-        "workflow.completed"
+        EventKind::WorkflowCompleted
     } else {
-        "workflow.failed"
+        EventKind::WorkflowFailed
     };
     draft.emit(
         kind,
@@ -628,7 +632,10 @@ fn exec(
                 if let Some(id) = env.facts.get(&x.name)
                     && draft.state.facts.get(id).is_some_and(|f| f.live)
                 {
-                    draft.emit("fact.consumed", json!({"id": id, "rule": rule.name.name}));
+                    draft.emit(
+                        EventKind::FactConsumed,
+                        json!({"id": id, "rule": rule.name.name}),
+                    );
                 }
                 if let Some((class, obj)) = then {
                     let value = Scope {
@@ -725,7 +732,7 @@ fn register_after(
         // A continuation registered by a pinned (older) version's rule stays on it.
         program: (program.version != draft.state.header.program).then(|| program.version.clone()),
     };
-    draft.emit("after.registered", json!({"after": cont}));
+    draft.emit(EventKind::AfterRegistered, json!({"after": cont}));
 }
 
 /// `record C from x [{ … }]`. The checker proved a class-typed source fits; an untyped one
@@ -741,13 +748,13 @@ fn record_from(program: &Program, rule: &Rule, r: &RecordFrom, env: &Env, draft:
     let class = program.model.classes.get(&r.class.name);
     match fact_from(class, source, overrides) {
         Ok(value) => record(draft, &r.class.name, value),
-        Err(why) if !state::is_terminal(&draft.state.header.status) => {
+        Err(why) if !draft.state.header.status.is_terminal() => {
             let reason = format!(
                 "rule {} records {} from {why}",
                 rule.name.name, r.class.name
             );
             draft.emit(
-                "workflow.failed",
+                EventKind::WorkflowFailed,
                 json!({"name": "error", "payload": reason, "reason": reason}),
             );
         }
@@ -807,8 +814,8 @@ fn cancel(env: &Env, x: &crate::syntax::ast::Ident, draft: &mut Draft) {
     };
     let event = match state {
         s if s.settled() => return,
-        EffectState::Running => "effect.cancel_requested",
-        _ => "effect.cancelled",
+        EffectState::Running => EventKind::EffectCancelRequested,
+        _ => EventKind::EffectCancelled,
     };
     draft.emit(event, json!({"id": id, "reason": "cancelled by rule"}));
     super::agent::settled(draft, id);
@@ -882,7 +889,7 @@ fn record(draft: &mut Draft, class: &str, value: Value) {
         value,
         live: true,
     };
-    draft.emit("fact.derived", json!({"fact": fact}));
+    draft.emit(EventKind::FactDerived, json!({"fact": fact}));
 }
 
 /// A lease as declared, with the language's defaults written in.
@@ -1245,7 +1252,7 @@ fn request_effect(
     if let Some(b) = &effect.binding {
         env.effects.insert(b.clone(), effect.id.clone());
     }
-    draft.emit("effect.requested", json!({"effect": effect}));
+    draft.emit(EventKind::EffectRequested, json!({"effect": effect}));
 }
 
 /// A `file issue into TRACKER {…}`: the tracker's owner (the builtin shared tracker when
@@ -1347,7 +1354,11 @@ mod tests {
         };
         let mut draft = Draft::new(&st, now_ms());
         cancel(&env, &x, &mut draft);
-        let kinds = draft.events.iter().map(|e| e.kind.clone()).collect();
+        let kinds = draft
+            .events
+            .iter()
+            .map(|e| e.kind.code().to_string())
+            .collect();
         let after = &draft.state.effects["x000001"];
         (kinds, after.state, after.cancel_requested)
     }

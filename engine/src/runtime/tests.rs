@@ -6,8 +6,10 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use whip_fabric::{FabricClient, MemFabric};
 
+use super::state::EventKind;
 use super::stepper::round;
 use super::*;
+use crate::runtime::state::Status;
 
 fn seed(name: &str) -> Program {
     let path = format!(
@@ -33,15 +35,15 @@ async fn seeds_behave_as_the_book_says() {
     let e = engine(&fabric);
     let ship = e.add_program(seed("seed_lease_ship"));
     let first = e.run(&ship, Value::Null, false).await.unwrap();
-    assert_eq!(first.status, "running");
+    assert_eq!(first.status, Status::Running);
     let second = e.run(&ship, Value::Null, false).await.unwrap();
     assert_eq!(
-        (second.status.as_str(), note(&second)),
+        (second.status.code(), note(&second)),
         ("completed", json!("skipped: deploy slot busy"))
     );
     let leases = fabric.lease_list(String::new()).await.unwrap();
     assert_eq!(leases[0].holders[0].holder, first.id);
-    e.transition(&first.id, "cancelled").await.unwrap();
+    e.transition(&first.id, Status::Cancelled).await.unwrap();
     assert!(
         fabric.lease_list(String::new()).await.unwrap().is_empty(),
         "cancel frees the lease"
@@ -74,7 +76,7 @@ async fn seeds_behave_as_the_book_says() {
         entries.iter().map(|e| e.seq).collect::<Vec<_>>(),
         vec![1, 2]
     );
-    let err = e.transition(&one.id, "paused").await.unwrap_err();
+    let err = e.transition(&one.id, Status::Paused).await.unwrap_err();
     assert_eq!(
         err.to_string(),
         "cannot transition instance from completed to paused"
@@ -110,14 +112,17 @@ async fn two_racing_steppers_cannot_both_commit() {
     );
     // The loser re-reads and finds the firing already committed.
     let events = a.events(&id).await.unwrap();
-    let firings = events.iter().filter(|e| e.kind == "rule.committed").count();
+    let firings = events
+        .iter()
+        .filter(|e| e.kind == EventKind::RuleCommitted)
+        .count();
     assert_eq!(firings, 1, "only the winner committed");
     // The loser's step goes on from the winner's commit: it fires the other job only.
     assert_eq!(b.step(&id).await.unwrap(), 1);
     let events = a.events(&id).await.unwrap();
     let keys: Vec<&Value> = events
         .iter()
-        .filter(|e| e.kind == "rule.committed")
+        .filter(|e| e.kind == EventKind::RuleCommitted)
         .map(|e| &e.data["firing"]["key"])
         .collect();
     assert_eq!(keys, vec![&json!("0:f000001"), &json!("0:f000002")]);
@@ -183,7 +188,7 @@ async fn a_reclaimed_run_does_not_append_twice() {
     // Another worker runs the effect: same idempotency key, so the cell answers the
     // recorded outcome and nothing is appended again.
     let r = e.drive(&id, false).await.unwrap();
-    assert_eq!(r.status, "completed");
+    assert_eq!(r.status, Status::Completed);
     let entries = fabric
         .ledger_list("local/Decisions".into(), "decisions".into(), None, 0, 0)
         .await
@@ -197,7 +202,7 @@ async fn tracker_backlog_files_claims_and_finishes_on_the_fabric() {
     let e = engine(&fabric);
     let backlog = e.add_program(seed("tracker_backlog"));
     let r = e.run(&backlog, Value::Null, false).await.unwrap();
-    assert_eq!((r.status.as_str(), note(&r)), ("completed", json!("done")));
+    assert_eq!((r.status.code(), note(&r)), ("completed", json!("done")));
     let issues = e.issues(Some("backlog")).await.unwrap();
     assert_eq!(issues.len(), 1);
     let issue = &issues[0];
@@ -343,7 +348,7 @@ rule grab
         Some(r.id.as_str()),
         "the instance holds the issue"
     );
-    e.transition(&r.id, state::CANCELLED).await.unwrap();
+    e.transition(&r.id, state::Status::Cancelled).await.unwrap();
     let back = e.issue_read(&filed.id).await.unwrap();
     assert!(back.ready(now_ms()), "released on cancel: {back:?}");
     assert_eq!(back.deliveries, 1);
@@ -375,14 +380,14 @@ async fn instances_are_registered_and_a_stop_cancels_them() {
     let e = engine(&fabric);
     let ship = e.add_program(seed("seed_lease_ship"));
     let first = e.run(&ship, Value::Null, false).await.unwrap();
-    assert_eq!(first.status, "running");
+    assert_eq!(first.status, Status::Running);
     let runs = live_runs(&fabric);
     assert_eq!(runs.len(), 1, "{runs:?}");
     let header = e.load(&first.id).await.unwrap().state.header;
     assert_eq!(header.work.as_deref(), Some(runs[0].id.as_str()));
     // A second run completes at once (the slot is busy) and leaves no entry behind.
     let second = e.run(&ship, Value::Null, false).await.unwrap();
-    assert_eq!(second.status, "completed");
+    assert_eq!(second.status, Status::Completed);
     assert_eq!(live_runs(&fabric).len(), 1);
     let stop = whip_fabric::Command::WorkSignal {
         id: runs[0].id.clone(),
@@ -394,7 +399,7 @@ async fn instances_are_registered_and_a_stop_cancels_them() {
     let other = engine(&fabric);
     other.work(&first.id).await.unwrap();
     let after = e.load(&first.id).await.unwrap().state.header;
-    assert_eq!(after.status, "cancelled");
+    assert_eq!(after.status, Status::Cancelled);
     assert!(
         live_runs(&fabric).is_empty(),
         "a cancelled instance leaves the registry"
@@ -415,7 +420,7 @@ async fn a_child_instance_is_registered_under_its_parent() {
     let shop = e.add_program(program);
     let input = json!({"order": {"id": "o-1", "amount": 5, "priority": "Normal"}});
     let run = e.run(&shop, input, false).await.unwrap();
-    assert_eq!(run.status, "running", "the child waits on its timer");
+    assert_eq!(run.status, Status::Running, "the child waits on its timer");
     let runs = live_runs(&fabric);
     assert_eq!(runs.len(), 2, "{runs:?}");
     let parent = runs
@@ -436,7 +441,7 @@ async fn a_child_instance_is_registered_under_its_parent() {
     let child_id = fabric_child_instance(&e, &run.id).await;
     other.work(&child_id).await.unwrap();
     let child_header = e.load(&child_id).await.unwrap().state.header;
-    assert_eq!(child_header.status, "cancelled");
+    assert_eq!(child_header.status, Status::Cancelled);
 }
 
 /// The instance id of `parent`'s one child.
@@ -506,7 +511,7 @@ async fn restore_rewinds_to_the_cut_releases_later_leases_and_folds_from_the_log
     let back = e.load(&id).await.unwrap().state;
     assert_eq!(back.facts, head.facts);
     assert_projection(&back, &State::rebuild(&e.events(&id).await.unwrap()));
-    e.transition(&id, "cancelled").await.unwrap();
+    e.transition(&id, Status::Cancelled).await.unwrap();
     let refused = e.checkpoint(&id, None).await.unwrap_err();
     assert!(
         refused.to_string().contains("terminal instance"),
@@ -575,7 +580,7 @@ async fn revise_keeps_old_work_on_its_version_and_new_commits_on_the_new() {
     let e = engine(&fabric);
     let v1 = e.add_program(job(JOB_V1));
     let r = e.run(&v1, Value::Null, false).await.unwrap();
-    assert_eq!(r.status, "running", "the timer waits");
+    assert_eq!(r.status, Status::Running, "the timer waits");
 
     let dry = e.revise(&r.id, job_v2(), None).await.unwrap();
     assert!(dry.compatible, "{:?}", dry.reasons);
@@ -619,7 +624,7 @@ async fn revise_keeps_old_work_on_its_version_and_new_commits_on_the_new() {
     );
     let done = e.drive(&r.id, true).await.unwrap();
     assert_eq!(
-        (done.status.as_str(), note(&done)),
+        (done.status.code(), note(&done)),
         ("completed", json!("v1"))
     );
     let st = e.load(&r.id).await.unwrap().state;
@@ -630,7 +635,7 @@ async fn revise_keeps_old_work_on_its_version_and_new_commits_on_the_new() {
     assert_eq!(super::trace::check(&events), None);
     let fired: Vec<_> = events
         .iter()
-        .filter(|e| e.kind == "rule.committed")
+        .filter(|e| e.kind == EventKind::RuleCommitted)
         .collect();
     assert_eq!(
         fired.len(),
@@ -708,7 +713,7 @@ async fn a_vote_waits_for_its_result_and_passes() {
     let e = engine(&fabric);
     let program = e.add_program(seed("vote_council"));
     let first = e.run(&program, Value::Null, false).await.unwrap();
-    assert_eq!(first.status, "running", "the proposal is open");
+    assert_eq!(first.status, Status::Running, "the proposal is open");
     let loaded = e.load(&first.id).await.unwrap();
     let effect = loaded.state.effects.values().next().unwrap().clone();
     let proposal = effect.output.as_ref().unwrap()["proposal"]
@@ -734,7 +739,7 @@ async fn a_vote_waits_for_its_result_and_passes() {
             .apply_as(Caller::Server, tick, String::new())
             .unwrap();
         let report = e.drive(&first.id, false).await.unwrap();
-        if report.status != "running" {
+        if report.status != Status::Running {
             break report;
         }
         assert!(
@@ -744,7 +749,7 @@ async fn a_vote_waits_for_its_result_and_passes() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
     assert_eq!(
-        (report.status.as_str(), note(&report)),
+        (report.status.code(), note(&report)),
         ("completed", json!("passed: ship"))
     );
 }
@@ -758,7 +763,7 @@ async fn a_vote_the_caller_may_not_open_fails() {
     let program = e.add_program(seed("vote_council"));
     let report = e.run(&program, Value::Null, false).await.unwrap();
     assert_eq!(
-        (report.status.as_str(), note(&report)),
+        (report.status.code(), note(&report)),
         ("completed", json!("the vote could not be held"))
     );
 }

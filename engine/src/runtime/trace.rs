@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use super::state::{EffectState, Event};
+use super::state::{EffectState, Event, EventKind};
 
 /// The first event that breaks a rule, and how.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,7 +57,7 @@ impl Walk {
                 ev.seq
             ));
         }
-        if i == 0 && ev.kind != "external.started" {
+        if i == 0 && ev.kind != EventKind::ExternalStarted {
             return Err(format!(
                 "the log starts with {} instead of external.started",
                 ev.kind
@@ -67,21 +67,29 @@ impl Walk {
             self.firing_at = None;
         }
         let after_terminal = matches!(
-            ev.kind.as_str(),
-            "rule.committed" | "fact.derived" | "effect.requested" | "effect.run_started"
+            ev.kind,
+            EventKind::RuleCommitted
+                | EventKind::FactDerived
+                | EventKind::EffectRequested
+                | EventKind::EffectRunStarted
         );
         if self.terminal && after_terminal {
             return Err(format!("{} after the instance's terminal", ev.kind));
         }
-        match ev.kind.as_str() {
-            "rule.committed" => self.firing_at = Some(ev.at_ms),
-            "effect.requested" if self.firing_at.is_none() => {
+        match ev.kind {
+            EventKind::RuleCommitted => self.firing_at = Some(ev.at_ms),
+            EventKind::EffectRequested if self.firing_at.is_none() => {
                 return Err("an effect requested outside a rule's commit".into());
             }
-            "workflow.completed" | "workflow.failed" => self.terminal = true,
-            "instance.transitioned" if ev.data["to"] == "cancelled" => self.terminal = true,
-            "effect.run_started" => self.run_started(ev)?,
-            "effect.terminal" | "effect.waiting" | "effect.cancelled" | "effect.retried" => {
+            EventKind::WorkflowCompleted | EventKind::WorkflowFailed => self.terminal = true,
+            EventKind::InstanceTransitioned if ev.data["to"] == "cancelled" => {
+                self.terminal = true;
+            }
+            EventKind::EffectRunStarted => self.run_started(ev)?,
+            EventKind::EffectTerminal
+            | EventKind::EffectWaiting
+            | EventKind::EffectCancelled
+            | EventKind::EffectRetried => {
                 let id = ev.data["id"].as_str().unwrap_or_default();
                 self.running.remove(id);
             }
@@ -158,7 +166,7 @@ mod tests {
         Event {
             seq,
             at_ms,
-            kind: kind.into(),
+            kind: EventKind::from_code(kind).expect("a known event kind"),
             data,
         }
     }

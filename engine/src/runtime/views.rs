@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use whip_fabric::{FabricClient, FabricError, LeaseRequest, Outcome, ResourceId};
 
-use super::state::{self, ContState, EffectKind, EffectState, PolicyBlock, State};
+use super::state::{self, ContState, EffectKind, EffectState, EventKind, PolicyBlock, State};
 use super::{Draft, Engine, Loaded, Result, invalid, key, now_ms};
 use crate::limits::WAIT_SLEEP_MS_MAX;
 
@@ -21,7 +21,7 @@ pub struct RunReport {
     /// Step and worker passes taken.
     pub iterations: usize,
     /// Final (or current) status.
-    pub status: String,
+    pub status: state::Status,
     /// Terminal name and payload, when terminal.
     pub terminal: Option<(String, Value)>,
     /// Why it failed, when no rule said so.
@@ -63,7 +63,7 @@ pub struct InstanceRow {
     /// `ins_…`
     pub id: String,
     /// Lifecycle status.
-    pub status: String,
+    pub status: state::Status,
     /// Workflow name.
     pub workflow: String,
     /// Program version.
@@ -122,7 +122,7 @@ impl<F: FabricClient> Engine<F> {
                     }
                 }
             }
-            if loaded.state.header.status != state::RUNNING {
+            if loaded.state.header.status != state::Status::Running {
                 break;
             }
             if progress {
@@ -146,7 +146,7 @@ impl<F: FabricClient> Engine<F> {
             id: h.id.clone(),
             workflow: h.workflow.clone(),
             iterations,
-            status: h.status.clone(),
+            status: h.status,
             terminal: h.terminal.clone(),
             reason: h.reason.clone(),
             blocked: blocked_effects(&loaded.state),
@@ -195,7 +195,7 @@ impl<F: FabricClient> Engine<F> {
         }
         for child in children {
             if let Ok(c) = self.load(child).await
-                && !state::is_terminal(&c.state.header.status)
+                && !c.state.header.status.is_terminal()
             {
                 let poll = now_ms() + 50;
                 next = Some(next.map_or(poll, |n| n.min(poll)));
@@ -293,25 +293,19 @@ impl<F: FabricClient> Engine<F> {
     }
 
     /// `pause`, `resume` or `cancel`: returns the event sequence of the transition.
-    pub async fn transition(&self, id: &str, to: &str) -> Result<u64> {
+    pub async fn transition(&self, id: &str, to: state::Status) -> Result<u64> {
         for _ in 0..super::CONFLICT_RETRIES_MAX {
             let mut loaded = self.load(id).await?;
-            let from = loaded.state.header.status.clone();
-            let legal = matches!(
-                (from.as_str(), to),
-                (state::RUNNING, state::PAUSED)
-                    | (state::PAUSED, state::RUNNING)
-                    | (state::RUNNING | state::PAUSED, state::CANCELLED)
-            );
-            if !legal {
+            let from = loaded.state.header.status;
+            if !from.may_become(to) {
                 return invalid(format!("cannot transition instance from {from} to {to}"));
             }
             let mut draft = Draft::new(&loaded.state, now_ms());
             draft.emit(
-                "instance.transitioned",
+                EventKind::InstanceTransitioned,
                 json!({"from": from, "to": to, "by": "operator"}),
             );
-            if to == state::CANCELLED {
+            if to == state::Status::Cancelled {
                 let open: Vec<String> = draft
                     .state
                     .effects
@@ -321,13 +315,13 @@ impl<F: FabricClient> Engine<F> {
                     .collect();
                 for e in open {
                     draft.emit(
-                        "effect.cancelled",
+                        EventKind::EffectCancelled,
                         json!({"id": e, "reason": "instance cancelled"}),
                     );
                 }
             }
             if self.commit(&mut loaded, draft).await? {
-                if to == state::CANCELLED {
+                if to == state::Status::Cancelled {
                     self.after_terminal_of(&loaded.state).await?;
                 }
                 return Ok(loaded.state.header.last_seq);
@@ -342,7 +336,7 @@ impl<F: FabricClient> Engine<F> {
     pub async fn retry(&self, id: &str, effect: &str) -> Result<u64> {
         for _ in 0..super::CONFLICT_RETRIES_MAX {
             let mut loaded: Loaded = self.load(id).await?;
-            if state::is_terminal(&loaded.state.header.status) {
+            if loaded.state.header.status.is_terminal() {
                 return invalid(format!(
                     "instance {id} is {}; its effects cannot be retried",
                     loaded.state.header.status
@@ -359,7 +353,7 @@ impl<F: FabricClient> Engine<F> {
             }
             let mut draft = Draft::new(&loaded.state, now_ms());
             draft.emit(
-                "effect.retried",
+                EventKind::EffectRetried,
                 json!({"id": effect, "attempt": e.attempt + 1, "by": "operator"}),
             );
             // The rule's continuations on the effect observe the new attempt's outcome:
@@ -372,7 +366,10 @@ impl<F: FabricClient> Engine<F> {
                 .map(|c| c.id.clone())
                 .collect();
             for cont in observers {
-                draft.emit("after.revived", json!({"id": cont, "effect": effect}));
+                draft.emit(
+                    EventKind::AfterRevived,
+                    json!({"id": cont, "effect": effect}),
+                );
             }
             if self.commit(&mut loaded, draft).await? {
                 return Ok(loaded.state.header.last_seq);

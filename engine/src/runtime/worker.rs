@@ -10,7 +10,7 @@ use whip_fabric::{AppendRequest, ConsumeRequest, FabricClient, LeaseRequest, Out
 
 use super::effect::{AppendArgs, ConsumeArgs, InvokeArgs, LeaseArgs, Upstream};
 use super::program::fnv64;
-use super::state::{self, Args, Effect, EffectKind, EffectState, Header, Terminal};
+use super::state::{self, Args, Effect, EffectKind, EffectState, EventKind, Header, Terminal};
 use super::{CONFLICT_RETRIES_MAX, Draft, Engine, Loaded, Result, key, now_ms};
 use crate::limits::LEASE_WAIT_POLL_MS;
 
@@ -141,7 +141,7 @@ impl<F: FabricClient> Engine<F> {
     /// One worker pass over a loaded instance (the copy is kept current).
     pub async fn work_loaded(&self, loaded: &mut Loaded) -> Result<Pass> {
         let mut pass = Pass::default();
-        if loaded.state.header.status != state::RUNNING {
+        if loaded.state.header.status != state::Status::Running {
             return Ok(pass);
         }
         if let Some(steered) = self.steered(loaded).await? {
@@ -210,7 +210,7 @@ impl<F: FabricClient> Engine<F> {
             whip_fabric::work::Signal::Pause => Ok(Some(Pass::default())),
             whip_fabric::work::Signal::Stop => {
                 let id = loaded.state.header.id.clone();
-                self.transition(&id, state::CANCELLED).await?;
+                self.transition(&id, state::Status::Cancelled).await?;
                 *loaded = self.load(&id).await?;
                 let mut pass = Pass::default();
                 pass.settled += 1;
@@ -265,11 +265,11 @@ impl<F: FabricClient> Engine<F> {
                 if let Some(args) = super::gate::settled_args(&effect, &draft.state) {
                     started["args"] = args.to_value();
                 }
-                draft.emit("effect.run_started", started);
+                draft.emit(EventKind::EffectRunStarted, started);
                 let effect = draft.state.effects[id].clone();
                 if effect.kind() == EffectKind::Timer {
                     draft.emit(
-                        "effect.terminal",
+                        EventKind::EffectTerminal,
                         json!({"id": id, "run": run, "state": "completed",
                             "output": {"outcome": "fired"}}),
                     );
@@ -310,18 +310,18 @@ impl<F: FabricClient> Engine<F> {
                     Ran::Terminal { state, output } => {
                         settled += 1;
                         draft.emit(
-                            "effect.terminal",
+                            EventKind::EffectTerminal,
                             json!({"id": effect.id, "run": run, "state": state, "output": output}),
                         );
                         super::agent::settled(&mut draft, &effect.id);
                     }
                     Ran::Waiting { not_before_ms } => draft.emit(
-                        "effect.waiting",
+                        EventKind::EffectWaiting,
                         json!({"id": effect.id, "run": run, "pass": effect.pass + 1,
                             "not_before_ms": not_before_ms}),
                     ),
                     Ran::Asked { sent, until_ms } => draft.emit(
-                        "effect.waiting",
+                        EventKind::EffectWaiting,
                         json!({"id": effect.id, "run": run, "pass": effect.pass + 1,
                             "not_before_ms": until_ms, "output": {"sent": sent}}),
                     ),
@@ -329,7 +329,7 @@ impl<F: FabricClient> Engine<F> {
                         proposal,
                         not_before_ms,
                     } => draft.emit(
-                        "effect.waiting",
+                        EventKind::EffectWaiting,
                         json!({"id": effect.id, "run": run, "pass": effect.pass + 1,
                             "not_before_ms": not_before_ms, "output": {"proposal": proposal}}),
                     ),
@@ -355,11 +355,11 @@ impl<F: FabricClient> Engine<F> {
         let h = serde_json::from_slice::<Header>(&entry.value).map_err(|e| {
             super::RuntimeError::Invalid(format!("child {child}: its header is unreadable: {e}"))
         })?;
-        if !state::is_terminal(&h.status) {
+        if !h.status.is_terminal() {
             return Ok(None);
         }
         let payload = h.terminal.map_or(Value::Null, |t| t.1);
-        let state = if h.status == state::COMPLETED {
+        let state = if h.status == state::Status::Completed {
             Terminal::Completed
         } else {
             Terminal::Failed

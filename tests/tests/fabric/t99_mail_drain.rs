@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use whip_board::route;
 use whip_cell::CellClient;
+use whip_engine::runtime::EventKind;
+use whip_engine::runtime::state::Status;
 use whip_engine::runtime::{Engine, Program};
 use whip_tests::fabric::Fabric;
 
@@ -83,10 +85,11 @@ async fn a_run_whose_mailbox_cell_is_down_still_steps_and_gets_the_mail_later_on
         "the step goes on without its mail: {stepped:?}"
     );
     let log = engine.events(&id).await.expect("log");
-    assert!(log.iter().any(|e| e.kind == "mail.drain_failed"), "{log:?}");
+    let drain_failed = |e: &whip_engine::runtime::Event| e.kind == EventKind::MailDrainFailed;
+    assert!(log.iter().any(drain_failed), "{log:?}");
     assert_eq!(
         engine.load(&id).await.unwrap().state.header.status,
-        "running"
+        Status::Running
     );
 
     for node in &kill {
@@ -97,13 +100,13 @@ async fn a_run_whose_mailbox_cell_is_down_still_steps_and_gets_the_mail_later_on
     loop {
         engine.step(&id).await.expect("step");
         let st = engine.load(&id).await.unwrap().state;
-        if st.header.status != "running" || tokio::time::Instant::now() > deadline {
+        if st.header.status != Status::Running || tokio::time::Instant::now() > deadline {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let st = engine.load(&id).await.unwrap().state;
-    assert_eq!(st.header.status, "completed", "{:?}", st.header);
+    assert_eq!(st.header.status, Status::Completed, "{:?}", st.header);
     let admitted = st
         .facts
         .values()
