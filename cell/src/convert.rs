@@ -448,6 +448,21 @@ pub(crate) fn task_pb(t: TaskView) -> pb::Task {
     }
 }
 
+/// The word an answer's code reads as (the `outcome` fields, the CLI's and the MCP tools'
+/// JSON): its name in lower case without its family, `WORK_ADMITTED` → `admitted`.
+pub fn outcome_word(code: Code) -> String {
+    let lower = code.as_str_name().to_ascii_lowercase();
+    match lower.split_once('_') {
+        Some((_, rest)) => rest.to_string(),
+        None => lower,
+    }
+}
+
+/// An answer's numbered code and its word, for the registry, mail, vote and path answers.
+pub(crate) fn answered(code: Code) -> (i32, String) {
+    (code as i32, outcome_word(code))
+}
+
 pub(crate) fn team_response(outcome: Outcome) -> Result<pb::TeamResponse, Status> {
     let mut r = pb::TeamResponse::default();
     match outcome {

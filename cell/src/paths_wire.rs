@@ -5,21 +5,25 @@
 use whip_board::Outcome;
 use whip_board::reservation::{PathConflict, PathGrant, ReservationView};
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
+
+use crate::convert::answered;
 
 /// A reserve's or release's outcome on the wire; `None` for an outcome of another family.
 pub fn response(outcome: Outcome) -> Option<pb::PathsResponse> {
     let mut r = pb::PathsResponse::default();
     match outcome {
         Outcome::PathsReserved { granted, conflicts } => {
-            r.outcome = "reserved".into();
+            (r.code, r.outcome) = answered(Code::PathsReserved);
             r.granted = granted.into_iter().map(grant_pb).collect();
             r.conflicts = conflicts.into_iter().map(conflict_pb).collect();
         }
         Outcome::PathsReleased { released, not_held } => {
-            (r.outcome, r.released, r.not_held) = ("released".into(), released, not_held);
+            (r.code, r.outcome) = answered(Code::PathsReleased);
+            (r.released, r.not_held) = (released, not_held);
         }
         Outcome::PathsRefused { refusal } => {
-            r.outcome = "refused".into();
+            (r.code, r.outcome) = answered(Code::PathsRefused);
             (r.refusal, r.message) = (refusal.code().into(), refusal.to_string());
         }
         _ => return None,

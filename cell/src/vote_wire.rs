@@ -9,6 +9,9 @@ use whip_board::vote::{
 };
 use whip_board::{Outcome, QueryResult};
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
+
+use crate::convert::answered;
 
 fn malformed(what: &str, value: &str) -> String {
     format!("the server answered an unknown {what} {value:?}")
@@ -44,8 +47,10 @@ pub fn rules(req: &pb::VoteOpenRequest) -> Result<Rules, String> {
 
 /// A refusal on the wire.
 pub fn refused(refusal: &VoteRefusal) -> pb::VoteResponse {
+    let (code, outcome) = answered(Code::VoteRefused);
     pb::VoteResponse {
-        outcome: "refused".into(),
+        code,
+        outcome,
         reason: refusal.code().into(),
         message: refusal.to_string(),
         ..Default::default()
@@ -56,26 +61,31 @@ pub fn refused(refusal: &VoteRefusal) -> pb::VoteResponse {
 pub fn response(outcome: Outcome) -> Option<pb::VoteResponse> {
     let mut r = pb::VoteResponse::default();
     match outcome {
-        Outcome::RoleSet { .. } => r.outcome = "set".into(),
+        Outcome::RoleSet { .. } => (r.code, r.outcome) = answered(Code::RoleSet),
         Outcome::VoteOpened {
             proposal,
             closes_at_ms,
             electorate,
         } => {
-            (r.outcome, r.proposal) = ("opened".into(), proposal);
+            (r.code, r.outcome) = answered(Code::VoteOpened);
+            r.proposal = proposal;
             (r.closes_at_ms, r.electorate) = (closes_at_ms, electorate);
         }
         Outcome::BallotAccepted {
             proposal,
             seq,
             closed,
-        } => (r.outcome, r.proposal, r.seq, r.closed) = ("accepted".into(), proposal, seq, closed),
+        } => {
+            (r.code, r.outcome) = answered(Code::VoteAccepted);
+            (r.proposal, r.seq, r.closed) = (proposal, seq, closed);
+        }
         Outcome::VoteClosed {
             proposal,
             outcome,
             winner,
         } => {
-            (r.outcome, r.proposal, r.closed) = ("closed".into(), proposal, true);
+            (r.code, r.outcome) = answered(Code::VoteClosed);
+            (r.proposal, r.closed) = (proposal, true);
             (r.result, r.winner) = (outcome.code().into(), winner);
         }
         Outcome::VoteRefused { refusal } => r = refused(&refusal),

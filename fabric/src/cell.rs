@@ -45,24 +45,20 @@ fn holder(h: pb::LeaseHolder) -> whip_board::LeaseHolder {
 }
 
 fn work_answer(r: pb::WorkResponse) -> FabricResult<WorkAnswer> {
-    Ok(match r.outcome.as_str() {
-        "admitted" => WorkAnswer::Admitted {
-            id: r.entry.map(|e| e.id).unwrap_or_default(),
+    Ok(match Code::try_from(r.code) {
+        Ok(Code::WorkAdmitted) => WorkAnswer::Admitted {
+            id: r.entry.map(|e| e.id).ok_or_else(|| code_error(r.code))?,
         },
-        "refused" => WorkAnswer::Refused {
+        Ok(Code::WorkRefused) => WorkAnswer::Refused {
             limit: r.limit,
             reason: r.reason,
         },
-        "renewed" => WorkAnswer::Renewed {
+        Ok(Code::WorkRenewed) => WorkAnswer::Renewed {
             signal: whip_board::work::Signal::parse(&r.signal)
                 .ok_or_else(|| FabricError::Unavailable(format!("signal {:?}", r.signal)))?,
         },
-        "revoked" => WorkAnswer::Revoked,
-        other => {
-            return Err(FabricError::Unavailable(format!(
-                "registry answered {other:?}"
-            )));
-        }
+        Ok(Code::WorkRevoked) => WorkAnswer::Revoked,
+        _ => return Err(code_error(r.code)),
     })
 }
 
@@ -572,17 +568,18 @@ impl FabricClient for CellClient {
             reply_to: body.reply_to.map(|a| a.code()),
         };
         let r = CellClient::mail_send(self, request).await.map_err(error)?;
-        match r.outcome.as_str() {
-            "delivered" => Ok(MailAnswer::Delivered {
+        match Code::try_from(r.code) {
+            Ok(Code::MailDelivered) => Ok(MailAnswer::Delivered {
                 id: r.id,
                 trust: whip_board::mail::Trust::parse(&r.trust).ok_or_else(|| {
                     FabricError::Unavailable(format!("the server answered trust {:?}", r.trust))
                 })?,
             }),
-            _ => Ok(MailAnswer::Refused {
+            Ok(Code::MailRefused) => Ok(MailAnswer::Refused {
                 reason: r.reason,
                 message: r.message,
             }),
+            _ => Err(code_error(r.code)),
         }
     }
 
@@ -631,15 +628,16 @@ impl FabricClient for CellClient {
     ) -> FabricResult<VoteAnswer> {
         let request = vote_request(team, rules, key);
         let r = CellClient::vote_open(self, request).await.map_err(error)?;
-        Ok(match r.outcome.as_str() {
-            "opened" => VoteAnswer::Opened {
+        Ok(match Code::try_from(r.code) {
+            Ok(Code::VoteOpened) => VoteAnswer::Opened {
                 proposal: r.proposal,
                 closes_at_ms: r.closes_at_ms,
             },
-            _ => VoteAnswer::Refused {
+            Ok(Code::VoteRefused) => VoteAnswer::Refused {
                 reason: r.reason,
                 message: r.message,
             },
+            _ => return Err(code_error(r.code)),
         })
     }
 

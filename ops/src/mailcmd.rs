@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use whip_cell::limits::WAIT_APPLIED_CALL_MS;
 use whip_cell::{CellClient, Waiter};
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
 use whip_proto::v1::wait_applied_request::Subject;
 
 use crate::Global;
@@ -237,7 +238,7 @@ async fn drain(global: &Global, c: &CellClient, address: String, limit: u32) -> 
             idempotency_key: String::new(),
         };
         let r = c.mail_ack(request).await?;
-        if r.outcome == "refused" {
+        if r.code() == Code::MailRefused {
             return Ok(refused(global, &r.reason, &r.message));
         }
     }
@@ -320,7 +321,7 @@ async fn released(global: &Global, c: &CellClient, id: String, deliver: bool) ->
 }
 
 fn answered(global: &Global, r: pb::MailResponse) -> ExitCode {
-    if r.outcome == "refused" {
+    if r.code() == Code::MailRefused {
         return refused(global, &r.reason, &r.message);
     }
     let value = json!({"outcome": r.outcome, "id": r.id, "removed": r.removed});
@@ -333,7 +334,7 @@ fn answered(global: &Global, r: pb::MailResponse) -> ExitCode {
 }
 
 fn sent(global: &Global, r: &pb::MailSendResponse) -> ExitCode {
-    if r.outcome == "refused" {
+    if r.code() == Code::MailRefused {
         return refused(global, &r.reason, &r.message);
     }
     let value = json!({"outcome": r.outcome, "id": r.id, "trust": r.trust});

@@ -15,6 +15,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 use whip_cell::{CellClient, paths_wire};
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
 
 use crate::Global;
 use crate::output::{self, Table, parse_duration_ms, time_text};
@@ -140,11 +141,11 @@ pub(crate) fn reservation_json(r: &pb::PathReservation) -> Value {
 
 /// A reserve's or release's answer as JSON (a refusal too: `outcome: refused`).
 pub(crate) fn response_json(r: &pb::PathsResponse) -> Value {
-    match r.outcome.as_str() {
-        "reserved" => json!({"outcome": "reserved",
+    match r.code() {
+        Code::PathsReserved => json!({"outcome": "reserved",
             "granted": r.granted.iter().map(grant_json).collect::<Vec<_>>(),
             "conflicts": r.conflicts.iter().map(conflict_json).collect::<Vec<_>>()}),
-        "released" => json!({"outcome": "released", "released": r.released,
+        Code::PathsReleased => json!({"outcome": "released", "released": r.released,
             "not_held": r.not_held}),
         _ => json!({"outcome": r.outcome, "refusal": r.refusal, "message": r.message}),
     }
@@ -192,10 +193,11 @@ async fn paths_on(global: &Global, c: &CellClient, cmd: PathsCommand) -> Result<
 }
 
 fn show_response(global: &Global, r: &pb::PathsResponse) -> Result<ExitCode> {
-    let ok = r.outcome != "refused" && r.conflicts.is_empty();
+    let refused = r.code() == Code::PathsRefused;
+    let ok = !refused && r.conflicts.is_empty();
     if global.json {
         output::json(&response_json(r));
-    } else if r.outcome == "refused" {
+    } else if refused {
         eprintln!("refused ({}): {}", r.refusal, r.message);
     } else {
         for g in &r.granted {

@@ -222,15 +222,8 @@ pub(crate) enum LedgerCommand {
 }
 
 pub(crate) fn code_name(code: i32) -> String {
-    let name = Code::try_from(code)
-        .map(|c| c.as_str_name())
-        .unwrap_or("UNKNOWN");
-    let lower = name.to_ascii_lowercase();
     // `lease_held` → `held`, `counter_over` → `over`, `kv_written` → `written`.
-    lower
-        .split_once('_')
-        .map(|(_, rest)| rest.to_string())
-        .unwrap_or(lower)
+    Code::try_from(code).map_or_else(|_| "unknown".into(), whip_cell::outcome_word)
 }
 
 fn print(global: &Global, value: Value, text: String) -> ExitCode {

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use whip_board::vote::ProposalView;
 use whip_cell::{CellClient, vote_wire};
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
 
 use crate::Global;
 use crate::output::{self, Table, parse_duration_ms, time_cell, time_text};
@@ -184,7 +185,7 @@ pub(crate) async fn role(
         idempotency_key: String::new(),
     };
     let r = c.team_role(request).await?;
-    if r.outcome == "refused" {
+    if r.code() == Code::VoteRefused {
         return Ok(refused(global, &r));
     }
     let value = json!({"outcome": "set", "team": team, "member": member, "role": role.code()});
@@ -214,9 +215,9 @@ fn print(global: &Global, value: Value, text: String) {
 
 /// The answer of an open, cast or close.
 fn answer(global: &Global, r: &pb::VoteResponse) -> ExitCode {
-    let (value, text) = match r.outcome.as_str() {
-        "refused" => return refused(global, r),
-        "opened" => (
+    let (value, text) = match r.code() {
+        Code::VoteRefused => return refused(global, r),
+        Code::VoteOpened => (
             json!({"proposal": r.proposal, "closes_at_ms": r.closes_at_ms,
                    "electorate": r.electorate}),
             format!(
@@ -226,7 +227,7 @@ fn answer(global: &Global, r: &pb::VoteResponse) -> ExitCode {
                 r.electorate
             ),
         ),
-        "accepted" => (
+        Code::VoteAccepted => (
             json!({"outcome": "accepted", "seq": r.seq, "closed": r.closed}),
             format!("ballot {} accepted", r.seq),
         ),

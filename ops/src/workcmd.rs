@@ -11,6 +11,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
 
 use crate::Global;
 use crate::connect::session;
@@ -104,8 +105,8 @@ fn entry_json(e: &pb::WorkEntry) -> Value {
 }
 
 fn answer_json(r: &pb::WorkResponse) -> Value {
-    match r.outcome.as_str() {
-        "admitted" => {
+    match r.code() {
+        Code::WorkAdmitted => {
             let entry = r.entry.clone().unwrap_or_default();
             json!({
                 "outcome": "admitted", "id": entry.id, "depth": entry.depth,
@@ -113,46 +114,46 @@ fn answer_json(r: &pb::WorkResponse) -> Value {
                 "owner": entry.owner, "class": entry.class, "expires_ms": entry.expires_ms,
             })
         }
-        "refused" => json!({
+        Code::WorkRefused => json!({
             "outcome": "refused", "limit": r.limit, "reason": r.reason,
             "max": r.max, "current": r.current,
         }),
-        "renewed" => json!({
+        Code::WorkRenewed => json!({
             "outcome": "renewed", "signal": r.signal, "reason": r.signal_reason,
             "expires_ms": r.expires_ms, "expires": time_text(r.expires_ms), "budget": r.budget,
         }),
-        "signalled" => json!({"outcome": "signalled", "signal": r.signal}),
-        "scoped" => json!({"outcome": "scoped", "class": r.class, "budget": r.budget}),
-        "revoked" => json!({
+        Code::WorkSignalled => json!({"outcome": "signalled", "signal": r.signal}),
+        Code::WorkScoped => json!({"outcome": "scoped", "class": r.class, "budget": r.budget}),
+        Code::WorkRevoked => json!({
             "outcome": "revoked", "removed": r.removed, "revoked_agents": r.revoked_agents,
         }),
-        other => json!({"outcome": other}),
+        _ => json!({"outcome": r.outcome, "code": r.code}),
     }
 }
 
 fn answer_text(r: &pb::WorkResponse) -> String {
-    match r.outcome.as_str() {
-        "admitted" => {
+    match r.code() {
+        Code::WorkAdmitted => {
             let entry = r.entry.clone().unwrap_or_default();
             format!(
                 "admitted {} (depth {}, peers {:?})",
                 entry.id, entry.depth, r.peers
             )
         }
-        "refused" => format!("refused by the {} limit: {}", r.limit, r.reason),
-        "renewed" => format!(
+        Code::WorkRefused => format!("refused by the {} limit: {}", r.limit, r.reason),
+        Code::WorkRenewed => format!(
             "{} ({}) until {}",
             r.signal,
             r.signal_reason,
             time_text(r.expires_ms)
         ),
-        "signalled" => format!("signal set to {}", r.signal),
-        "scoped" => format!("class {}, budget {:?}", r.class, r.budget),
-        "revoked" => format!(
+        Code::WorkSignalled => format!("signal set to {}", r.signal),
+        Code::WorkScoped => format!("class {}, budget {:?}", r.class, r.budget),
+        Code::WorkRevoked => format!(
             "{} entries removed, revoked {:?}",
             r.removed, r.revoked_agents
         ),
-        other => other.to_string(),
+        _ => format!("{} (code {})", r.outcome, r.code),
     }
 }
 

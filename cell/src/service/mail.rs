@@ -9,8 +9,10 @@ use whip_board::access::Caller;
 use whip_board::mail::{self, Address, MailBody, MailRefusal, MailType};
 use whip_board::{Command, Outcome, Query, QueryResult};
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
 
 use super::{CellApi, GrpcResult};
+use crate::convert::answered;
 
 /// The board's type for a wire type number; anything outside the closed set (or unset) is
 /// a decode failure, never passed through.
@@ -27,23 +29,40 @@ pub(super) fn address(text: &str) -> Result<Address, Status> {
     Address::parse(text).map_err(Status::invalid_argument)
 }
 
-fn refused(refusal: &MailRefusal) -> (String, String, String) {
-    ("refused".into(), refusal.code().into(), refusal.to_string())
+/// A refusal's code, word, reason and message.
+fn refused(refusal: &MailRefusal) -> (i32, String, String, String) {
+    let (code, word) = answered(Code::MailRefused);
+    (code, word, refusal.code().into(), refusal.to_string())
 }
 
 /// A mail outcome that is not a send's, on the wire.
 fn mail_response(outcome: Outcome) -> Result<pb::MailResponse, Status> {
     let mut r = pb::MailResponse::default();
     match outcome {
-        Outcome::MailAcked { removed, .. } => (r.outcome, r.removed) = ("acked".into(), removed),
+        Outcome::MailAcked { removed, .. } => {
+            (r.code, r.outcome) = answered(Code::MailAcked);
+            r.removed = removed;
+        }
         Outcome::MailGranted { allow, .. } => {
-            r.outcome = if allow { "granted" } else { "revoked" }.into();
+            let code = if allow {
+                Code::MailGranted
+            } else {
+                Code::MailRevoked
+            };
+            (r.code, r.outcome) = answered(code);
         }
         Outcome::MailReleased { id, delivered } => {
-            r.outcome = if delivered { "released" } else { "dropped" }.into();
+            let code = if delivered {
+                Code::MailReleased
+            } else {
+                Code::MailDropped
+            };
+            (r.code, r.outcome) = answered(code);
             r.id = id;
         }
-        Outcome::MailRefused { refusal } => (r.outcome, r.reason, r.message) = refused(&refusal),
+        Outcome::MailRefused { refusal } => {
+            (r.code, r.outcome, r.reason, r.message) = refused(&refusal);
+        }
         other => return Err(Status::internal(format!("unexpected answer {other:?}"))),
     }
     Ok(r)
@@ -83,10 +102,11 @@ impl CellApi {
         let mut r = pb::MailSendResponse::default();
         match self.submit(&caller, req.idempotency_key, command).await? {
             Outcome::MailDelivered { id, trust, .. } => {
-                (r.outcome, r.id, r.trust) = ("delivered".into(), id, trust.code().into());
+                (r.code, r.outcome) = answered(Code::MailDelivered);
+                (r.id, r.trust) = (id, trust.code().into());
             }
             Outcome::MailRefused { refusal } => {
-                (r.outcome, r.reason, r.message) = refused(&refusal)
+                (r.code, r.outcome, r.reason, r.message) = refused(&refusal)
             }
             other => return Err(Status::internal(format!("unexpected answer {other:?}"))),
         }

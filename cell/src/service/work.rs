@@ -11,6 +11,9 @@ use whip_board::work::{
 };
 use whip_board::{Command, Outcome, Query, QueryResult};
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
+
+use crate::convert::answered;
 
 use super::{CellApi, GrpcResult};
 
@@ -77,7 +80,7 @@ pub(crate) fn work_response(outcome: Outcome) -> Result<pb::WorkResponse, Status
     let mut r = pb::WorkResponse::default();
     match outcome {
         Outcome::WorkAdmitted { entry, peers } => {
-            r.outcome = "admitted".into();
+            (r.code, r.outcome) = answered(Code::WorkAdmitted);
             r.entry = Some(entry_pb(*entry));
             r.peers = peers;
         }
@@ -90,7 +93,7 @@ pub(crate) fn work_response(outcome: Outcome) -> Result<pb::WorkResponse, Status
                     ..
                 },
         } => {
-            r.outcome = "refused".into();
+            (r.code, r.outcome) = answered(Code::WorkRefused);
             r.limit = limit.code().into();
             r.max = max;
             r.current = current;
@@ -103,7 +106,7 @@ pub(crate) fn work_response(outcome: Outcome) -> Result<pb::WorkResponse, Status
             expires_ms,
             budget,
         } => {
-            r.outcome = "renewed".into();
+            (r.code, r.outcome) = answered(Code::WorkRenewed);
             r.signal = signal.code().into();
             r.signal_reason = reason.code().into();
             r.expires_ms = expires_ms;
@@ -114,16 +117,16 @@ pub(crate) fn work_response(outcome: Outcome) -> Result<pb::WorkResponse, Status
             class,
             budget,
         } => {
-            r.outcome = "scoped".into();
+            (r.code, r.outcome) = answered(Code::WorkScoped);
             r.class = class;
             r.budget = budget;
         }
         Outcome::WorkSignalled { id: _, signal } => {
-            r.outcome = "signalled".into();
+            (r.code, r.outcome) = answered(Code::WorkSignalled);
             r.signal = signal.code().into();
         }
         Outcome::WorkRevoked { removed, agents } => {
-            r.outcome = "revoked".into();
+            (r.code, r.outcome) = answered(Code::WorkRevoked);
             r.removed = removed;
             r.revoked_agents = agents;
         }

@@ -84,7 +84,7 @@ class Mail:
         if thread is not None:
             request.thread = thread
         answer = await self._t.unary("MailSend", request, pb.MailSendResponse)
-        if answer.outcome != "delivered":
+        if answer.code != pb.MAIL_DELIVERED:
             raise errors.error_for(answer.reason, answer.message)
         return answer.id
 
@@ -121,6 +121,6 @@ class Mail:
             idempotency_key=self._t.idempotency_key(),
         )
         answer = await self._t.unary("MailAck", request, pb.MailResponse)
-        if answer.outcome == "refused":
+        if answer.code == pb.MAIL_REFUSED:
             raise errors.error_for(answer.reason, answer.message)
         return answer.removed

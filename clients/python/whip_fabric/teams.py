@@ -81,7 +81,7 @@ class Teams:
 
 
 def _vote_checked(answer: pb.VoteResponse) -> pb.VoteResponse:
-    if answer.outcome == "refused":
+    if answer.code == pb.VOTE_REFUSED:
         raise errors.error_for(answer.reason, answer.message)
     return answer
 
@@ -208,7 +208,7 @@ class Work:
     async def admit(self, request: pb.WorkRegisterRequest) -> WorkEntry:
         """Register one entry (see :meth:`register` for the block)."""
         answer = await self._t.unary("WorkRegister", request, pb.WorkResponse)
-        if answer.outcome != "admitted":
+        if answer.code != pb.WORK_ADMITTED:
             raise OverLimit(
                 answer.reason or f"the {answer.limit} limit is reached",
                 limit=answer.limit, max=answer.max, current=answer.current,

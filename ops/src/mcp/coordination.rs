@@ -85,7 +85,7 @@ fn lease_json(r: &pb::LeaseResponse) -> Value {
 }
 
 fn voted(r: pb::VoteResponse) -> Answer {
-    if r.outcome == "refused" {
+    if r.code() == Code::VoteRefused {
         return Err(Refusal::answered(&r.reason, &r.message));
     }
     Ok(

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use whip_cell::Waiter;
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
 use whip_proto::v1::wait_applied_request::Subject;
 
 use super::Agent;
@@ -67,7 +68,7 @@ pub(super) fn page(messages: &[pb::MailMessage], budget: usize) -> (Vec<Value>, 
 }
 
 fn sent(r: pb::MailSendResponse) -> Answer {
-    if r.outcome == "refused" {
+    if r.code() == Code::MailRefused {
         return Err(Refusal::answered(&r.reason, &r.message));
     }
     Ok(json!({"outcome": r.outcome, "id": r.id, "trust": r.trust}))
@@ -155,7 +156,7 @@ impl Agent {
             idempotency_key: String::new(),
         };
         let r = self.client.mail_ack(request).await?;
-        if r.outcome == "refused" {
+        if r.code() == Code::MailRefused {
             return Err(Refusal::answered(&r.reason, &r.message));
         }
         Ok(json!({"outcome": r.outcome, "removed": r.removed}))

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
 
 use super::Agent;
 use super::answer::{Answer, Refusal, seconds_ms};
@@ -12,7 +13,7 @@ use super::params::{ReleasePaths, ReservePaths};
 use crate::paths::{reservation_json, response_json};
 
 fn answered(r: &pb::PathsResponse) -> Answer {
-    if r.outcome == "refused" {
+    if r.code() == Code::PathsRefused {
         return Err(Refusal::answered(&r.refusal, &r.message));
     }
     let mut value = response_json(r);

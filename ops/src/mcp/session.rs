@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
 
 use super::Agent;
 use super::answer::{Answer, Refusal};
@@ -74,7 +75,7 @@ impl Agent {
             ..Default::default()
         };
         let r = self.client.work_register(request).await?;
-        if r.outcome == "refused" {
+        if r.code() == Code::WorkRefused {
             return Err(Refusal::new("limit", r.reason));
         }
         let entry = entry_json(&r);

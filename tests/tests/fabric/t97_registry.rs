@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use whip_cell::{CellClient, CellError};
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
 use whip_tests::fabric::Fabric;
 
 const CEILING: u64 = 100;
@@ -93,7 +94,11 @@ async fn register_many(
 
 fn check_refusals(answers: &[pb::WorkResponse]) {
     for answer in answers.iter().filter(|a| a.outcome != "admitted") {
-        assert_eq!(answer.outcome, "refused", "{answer:?}");
+        assert_eq!(
+            (answer.code(), answer.outcome.as_str()),
+            (Code::WorkRefused, "refused"),
+            "{answer:?}"
+        );
         assert_eq!(answer.limit, "fabric", "{answer:?}");
         assert_eq!(answer.max, CEILING, "{answer:?}");
         assert!(answer.reason.contains("ceiling is 100"), "{answer:?}");
@@ -179,7 +184,11 @@ fn check_none_lost(listed: &[pb::WorkEntry], admitted: &[String], freed: &[Strin
 }
 
 fn refusal_limit(answer: &pb::WorkResponse) -> &str {
-    assert_eq!(answer.outcome, "refused", "{answer:?}");
+    assert_eq!(
+        (answer.code(), answer.outcome.as_str()),
+        (Code::WorkRefused, "refused"),
+        "{answer:?}"
+    );
     &answer.limit
 }
 
@@ -336,7 +345,11 @@ async fn revoking_a_subagent_revokes_the_agent_its_parent_enrolled() {
     let sub = alice.work_register(spawn).await.unwrap().entry.unwrap();
     assert_eq!(sub.owner, "helper");
     let below = helper.work_register(register("shell", Some(&sub.id))).await;
-    assert_eq!(below.unwrap().outcome, "admitted");
+    let below = below.unwrap();
+    assert_eq!(
+        (below.code(), below.outcome.as_str()),
+        (Code::WorkAdmitted, "admitted")
+    );
 
     let revoke = pb::WorkRevokeRequest {
         id: sub.id.clone(),

@@ -11,6 +11,7 @@ use std::time::Duration;
 use whip_board::mail::Address;
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
 use whip_tests::fabric::Fabric;
 
 const SENDERS: usize = 5;
@@ -69,7 +70,11 @@ async fn drain_all(client: &CellClient, address: &str, total: usize) -> Vec<(Str
         loop {
             match client.mail_ack(ack.clone()).await {
                 Ok(a) => {
-                    assert_eq!(a.outcome, "acked", "{a:?}");
+                    assert_eq!(
+                        (a.code(), a.outcome.as_str()),
+                        (Code::MailAcked, "acked"),
+                        "{a:?}"
+                    );
                     break;
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
@@ -179,7 +184,11 @@ async fn eve_to_bob(fabric: &Fabric, text: &str) -> (Vec<pb::MailMessage>, Vec<p
         ..Default::default()
     };
     let sent = eve.mail_send(request).await.unwrap();
-    assert_eq!(sent.outcome, "delivered", "{sent:?}");
+    assert_eq!(
+        (sent.code(), sent.outcome.as_str()),
+        (Code::MailDelivered, "delivered"),
+        "{sent:?}"
+    );
     let read = |quarantined| pb::MailInboxRequest {
         address: "agent:bob".into(),
         quarantined,

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use whip_board::{Query, QueryResult, route};
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
 use whip_tests::fabric::Fabric;
 
 use crate::agent;
@@ -46,7 +47,11 @@ async fn open(lead: &CellClient, duration_ms: u64) -> String {
         ..Default::default()
     };
     let opened = lead.vote_open(open).await.expect("open");
-    assert_eq!(opened.outcome, "opened", "{opened:?}");
+    assert_eq!(
+        (opened.code(), opened.outcome.as_str()),
+        (Code::VoteOpened, "opened"),
+        "{opened:?}"
+    );
     opened.proposal
 }
 
@@ -75,7 +80,8 @@ async fn senate(fabric: &Fabric, voters: &[String]) -> Vec<CellClient> {
             role: "coordinator".into(),
             ..Default::default()
         };
-        assert_eq!(lead.team_role(role).await.expect("role").outcome, "set");
+        let set = lead.team_role(role).await.expect("role");
+        assert_eq!((set.code(), set.outcome.as_str()), (Code::RoleSet, "set"));
     }
     clients
 }
@@ -109,7 +115,11 @@ async fn a_proposal_closing_during_a_leader_change_closes_once() {
             ..Default::default()
         };
         let answer = client.vote_cast(cast).await.expect("cast");
-        assert_eq!(answer.outcome, "accepted", "{answer:?}");
+        assert_eq!(
+            (answer.code(), answer.outcome.as_str()),
+            (Code::VoteAccepted, "accepted"),
+            "{answer:?}"
+        );
     }
     // Stop the team cell's leader just before the closing time, for past it.
     tokio::time::sleep(Duration::from_millis(3_500).saturating_sub(opened_at.elapsed())).await;

@@ -4,6 +4,7 @@
 
 use whip_cell::{CellClient, CellError};
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
 
 use crate::{anonymous, still_serving, target};
 
@@ -116,7 +117,11 @@ async fn one_agent_holds_at_most_its_share_of_a_cell() {
     let mut held = Vec::new();
     for _ in 0..2 {
         let admitted = hog.work_register(register("")).await.unwrap();
-        assert_eq!(admitted.outcome, "admitted", "{admitted:?}");
+        assert_eq!(
+            (admitted.code(), admitted.outcome.as_str()),
+            (Code::WorkAdmitted, "admitted"),
+            "{admitted:?}"
+        );
         held.push(admitted.entry.unwrap().id);
     }
     let third = hog.work_register(register("")).await.unwrap();
@@ -126,7 +131,11 @@ async fn one_agent_holds_at_most_its_share_of_a_cell() {
     );
     for someone in [&other, &operator] {
         let admitted = someone.work_register(register("")).await.unwrap();
-        assert_eq!(admitted.outcome, "admitted", "{admitted:?}");
+        assert_eq!(
+            (admitted.code(), admitted.outcome.as_str()),
+            (Code::WorkAdmitted, "admitted"),
+            "{admitted:?}"
+        );
     }
     let revoke = pb::WorkRevokeRequest {
         id: held[0].clone(),
@@ -134,7 +143,11 @@ async fn one_agent_holds_at_most_its_share_of_a_cell() {
     };
     hog.work_revoke(revoke).await.unwrap();
     let again = hog.work_register(register("")).await.unwrap();
-    assert_eq!(again.outcome, "admitted", "{again:?}");
+    assert_eq!(
+        (again.code(), again.outcome.as_str()),
+        (Code::WorkAdmitted, "admitted"),
+        "{again:?}"
+    );
     let live = operator
         .work_list(pb::WorkListRequest::default())
         .await

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use whip_cell::{CellClient, CellError};
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
 
 use crate::{anonymous, still_serving, target};
 
@@ -301,7 +302,10 @@ async fn nobody_but_the_reader_drains_and_nobody_but_the_authority_releases() {
     }
     assert!(stranger.mail_release(release.clone()).await.is_err());
     let released = operator.mail_release(release).await.unwrap();
-    assert_eq!(released.outcome, "released");
+    assert_eq!(
+        (released.code(), released.outcome.as_str()),
+        (Code::MailReleased, "released")
+    );
     still_serving(&operator).await;
 }
 
@@ -340,7 +344,11 @@ async fn the_recipient_drops_its_quarantine_and_the_sender_cannot() {
     let still = bob.mail_inbox(quarantine.clone()).await.unwrap().messages;
     assert_eq!(still, kept, "nothing changed");
     let dropped = bob.mail_release(drop).await.unwrap();
-    assert_eq!(dropped.outcome, "dropped", "{dropped:?}");
+    assert_eq!(
+        (dropped.code(), dropped.outcome.as_str()),
+        (Code::MailDropped, "dropped"),
+        "{dropped:?}"
+    );
     assert!(
         bob.mail_inbox(quarantine)
             .await

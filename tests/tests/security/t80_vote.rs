@@ -6,6 +6,7 @@
 
 use whip_cell::{CellClient, CellError};
 use whip_proto::v1 as pb;
+use whip_proto::v1::OutcomeCode as Code;
 
 use crate::{anonymous, still_serving, target};
 
@@ -83,7 +84,11 @@ async fn jury(lead: &CellClient, members: &[&str]) -> String {
         ..Default::default()
     };
     let opened = lead.vote_open(open).await.unwrap();
-    assert_eq!(opened.outcome, "opened", "{opened:?}");
+    assert_eq!(
+        (opened.code(), opened.outcome.as_str()),
+        (Code::VoteOpened, "opened"),
+        "{opened:?}"
+    );
     opened.proposal
 }
 

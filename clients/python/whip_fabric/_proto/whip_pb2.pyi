@@ -49,6 +49,27 @@ class OutcomeCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     KV_REFUSED: _ClassVar[OutcomeCode]
     KV_KEPT_ALIVE: _ClassVar[OutcomeCode]
     KV_TXN_DONE: _ClassVar[OutcomeCode]
+    WORK_ADMITTED: _ClassVar[OutcomeCode]
+    WORK_REFUSED: _ClassVar[OutcomeCode]
+    WORK_RENEWED: _ClassVar[OutcomeCode]
+    WORK_SIGNALLED: _ClassVar[OutcomeCode]
+    WORK_SCOPED: _ClassVar[OutcomeCode]
+    WORK_REVOKED: _ClassVar[OutcomeCode]
+    MAIL_DELIVERED: _ClassVar[OutcomeCode]
+    MAIL_REFUSED: _ClassVar[OutcomeCode]
+    MAIL_ACKED: _ClassVar[OutcomeCode]
+    MAIL_GRANTED: _ClassVar[OutcomeCode]
+    MAIL_REVOKED: _ClassVar[OutcomeCode]
+    MAIL_RELEASED: _ClassVar[OutcomeCode]
+    MAIL_DROPPED: _ClassVar[OutcomeCode]
+    ROLE_SET: _ClassVar[OutcomeCode]
+    VOTE_OPENED: _ClassVar[OutcomeCode]
+    VOTE_ACCEPTED: _ClassVar[OutcomeCode]
+    VOTE_CLOSED: _ClassVar[OutcomeCode]
+    VOTE_REFUSED: _ClassVar[OutcomeCode]
+    PATHS_RESERVED: _ClassVar[OutcomeCode]
+    PATHS_RELEASED: _ClassVar[OutcomeCode]
+    PATHS_REFUSED: _ClassVar[OutcomeCode]
 
 class KeySpace(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -118,6 +139,27 @@ BOARD_REFUSED: OutcomeCode
 KV_REFUSED: OutcomeCode
 KV_KEPT_ALIVE: OutcomeCode
 KV_TXN_DONE: OutcomeCode
+WORK_ADMITTED: OutcomeCode
+WORK_REFUSED: OutcomeCode
+WORK_RENEWED: OutcomeCode
+WORK_SIGNALLED: OutcomeCode
+WORK_SCOPED: OutcomeCode
+WORK_REVOKED: OutcomeCode
+MAIL_DELIVERED: OutcomeCode
+MAIL_REFUSED: OutcomeCode
+MAIL_ACKED: OutcomeCode
+MAIL_GRANTED: OutcomeCode
+MAIL_REVOKED: OutcomeCode
+MAIL_RELEASED: OutcomeCode
+MAIL_DROPPED: OutcomeCode
+ROLE_SET: OutcomeCode
+VOTE_OPENED: OutcomeCode
+VOTE_ACCEPTED: OutcomeCode
+VOTE_CLOSED: OutcomeCode
+VOTE_REFUSED: OutcomeCode
+PATHS_RESERVED: OutcomeCode
+PATHS_RELEASED: OutcomeCode
+PATHS_REFUSED: OutcomeCode
 KEY_SPACE_CLIENT: KeySpace
 KEY_SPACE_ENGINE: KeySpace
 KV_COMPARE_EQUAL: KvCompareOp
@@ -1193,7 +1235,7 @@ class WorkScopeRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., budget: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., **kwargs) -> None: ...
 
 class WorkResponse(_message.Message):
-    __slots__ = ("outcome", "entry", "peers", "limit", "reason", "max", "current", "signal", "signal_reason", "expires_ms", "removed", "revoked_agents", "budget")
+    __slots__ = ("outcome", "entry", "peers", "limit", "reason", "max", "current", "signal", "signal_reason", "expires_ms", "removed", "revoked_agents", "budget", "code")
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     ENTRY_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
@@ -1208,6 +1250,7 @@ class WorkResponse(_message.Message):
     REVOKED_AGENTS_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     CLASS_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
     outcome: str
     entry: WorkEntry
     peers: _containers.RepeatedScalarFieldContainer[str]
@@ -1221,7 +1264,8 @@ class WorkResponse(_message.Message):
     removed: int
     revoked_agents: _containers.RepeatedScalarFieldContainer[str]
     budget: int
-    def __init__(self, outcome: _Optional[str] = ..., entry: _Optional[_Union[WorkEntry, _Mapping]] = ..., peers: _Optional[_Iterable[str]] = ..., limit: _Optional[str] = ..., reason: _Optional[str] = ..., max: _Optional[int] = ..., current: _Optional[int] = ..., signal: _Optional[str] = ..., signal_reason: _Optional[str] = ..., expires_ms: _Optional[int] = ..., removed: _Optional[int] = ..., revoked_agents: _Optional[_Iterable[str]] = ..., budget: _Optional[int] = ..., **kwargs) -> None: ...
+    code: OutcomeCode
+    def __init__(self, outcome: _Optional[str] = ..., entry: _Optional[_Union[WorkEntry, _Mapping]] = ..., peers: _Optional[_Iterable[str]] = ..., limit: _Optional[str] = ..., reason: _Optional[str] = ..., max: _Optional[int] = ..., current: _Optional[int] = ..., signal: _Optional[str] = ..., signal_reason: _Optional[str] = ..., expires_ms: _Optional[int] = ..., removed: _Optional[int] = ..., revoked_agents: _Optional[_Iterable[str]] = ..., budget: _Optional[int] = ..., code: _Optional[_Union[OutcomeCode, str]] = ..., **kwargs) -> None: ...
 
 class WorkListRequest(_message.Message):
     __slots__ = ("parent", "limit")
@@ -1340,18 +1384,20 @@ class MailSendRequest(_message.Message):
     def __init__(self, to: _Optional[str] = ..., type: _Optional[_Union[MailType, str]] = ..., text: _Optional[str] = ..., payload: _Optional[str] = ..., in_reply_to: _Optional[str] = ..., thread: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., reply_to: _Optional[str] = ...) -> None: ...
 
 class MailSendResponse(_message.Message):
-    __slots__ = ("outcome", "id", "trust", "reason", "message")
+    __slots__ = ("outcome", "id", "trust", "reason", "message", "code")
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     TRUST_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
     outcome: str
     id: str
     trust: str
     reason: str
     message: str
-    def __init__(self, outcome: _Optional[str] = ..., id: _Optional[str] = ..., trust: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    code: OutcomeCode
+    def __init__(self, outcome: _Optional[str] = ..., id: _Optional[str] = ..., trust: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., code: _Optional[_Union[OutcomeCode, str]] = ...) -> None: ...
 
 class MailFinding(_message.Message):
     __slots__ = ("kind", "detail")
@@ -1453,18 +1499,20 @@ class MailReleaseRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., deliver: _Optional[bool] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class MailResponse(_message.Message):
-    __slots__ = ("outcome", "reason", "message", "removed", "id")
+    __slots__ = ("outcome", "reason", "message", "removed", "id", "code")
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     REMOVED_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
     outcome: str
     reason: str
     message: str
     removed: int
     id: str
-    def __init__(self, outcome: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., removed: _Optional[int] = ..., id: _Optional[str] = ...) -> None: ...
+    code: OutcomeCode
+    def __init__(self, outcome: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., removed: _Optional[int] = ..., id: _Optional[str] = ..., code: _Optional[_Union[OutcomeCode, str]] = ...) -> None: ...
 
 class TeamRoleRequest(_message.Message):
     __slots__ = ("team", "member", "role", "idempotency_key")
@@ -1521,7 +1569,7 @@ class VoteCloseRequest(_message.Message):
     def __init__(self, proposal: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class VoteResponse(_message.Message):
-    __slots__ = ("outcome", "proposal", "seq", "reason", "message", "closes_at_ms", "electorate", "result", "winner", "closed")
+    __slots__ = ("outcome", "proposal", "seq", "reason", "message", "closes_at_ms", "electorate", "result", "winner", "closed", "code")
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     PROPOSAL_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -1532,6 +1580,7 @@ class VoteResponse(_message.Message):
     RESULT_FIELD_NUMBER: _ClassVar[int]
     WINNER_FIELD_NUMBER: _ClassVar[int]
     CLOSED_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
     outcome: str
     proposal: str
     seq: int
@@ -1542,7 +1591,8 @@ class VoteResponse(_message.Message):
     result: str
     winner: str
     closed: bool
-    def __init__(self, outcome: _Optional[str] = ..., proposal: _Optional[str] = ..., seq: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., closes_at_ms: _Optional[int] = ..., electorate: _Optional[int] = ..., result: _Optional[str] = ..., winner: _Optional[str] = ..., closed: _Optional[bool] = ...) -> None: ...
+    code: OutcomeCode
+    def __init__(self, outcome: _Optional[str] = ..., proposal: _Optional[str] = ..., seq: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., closes_at_ms: _Optional[int] = ..., electorate: _Optional[int] = ..., result: _Optional[str] = ..., winner: _Optional[str] = ..., closed: _Optional[bool] = ..., code: _Optional[_Union[OutcomeCode, str]] = ...) -> None: ...
 
 class VoteRow(_message.Message):
     __slots__ = ("cells",)
@@ -1737,7 +1787,7 @@ class PathConflict(_message.Message):
     def __init__(self, path: _Optional[str] = ..., holder: _Optional[str] = ..., held: _Optional[str] = ..., exclusive: _Optional[bool] = ..., expires_at_ms: _Optional[int] = ...) -> None: ...
 
 class PathsResponse(_message.Message):
-    __slots__ = ("outcome", "granted", "conflicts", "released", "not_held", "refusal", "message")
+    __slots__ = ("outcome", "granted", "conflicts", "released", "not_held", "refusal", "message", "code")
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     GRANTED_FIELD_NUMBER: _ClassVar[int]
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
@@ -1745,6 +1795,7 @@ class PathsResponse(_message.Message):
     NOT_HELD_FIELD_NUMBER: _ClassVar[int]
     REFUSAL_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
     outcome: str
     granted: _containers.RepeatedCompositeFieldContainer[PathGrant]
     conflicts: _containers.RepeatedCompositeFieldContainer[PathConflict]
@@ -1752,7 +1803,8 @@ class PathsResponse(_message.Message):
     not_held: _containers.RepeatedScalarFieldContainer[str]
     refusal: str
     message: str
-    def __init__(self, outcome: _Optional[str] = ..., granted: _Optional[_Iterable[_Union[PathGrant, _Mapping]]] = ..., conflicts: _Optional[_Iterable[_Union[PathConflict, _Mapping]]] = ..., released: _Optional[_Iterable[str]] = ..., not_held: _Optional[_Iterable[str]] = ..., refusal: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    code: OutcomeCode
+    def __init__(self, outcome: _Optional[str] = ..., granted: _Optional[_Iterable[_Union[PathGrant, _Mapping]]] = ..., conflicts: _Optional[_Iterable[_Union[PathConflict, _Mapping]]] = ..., released: _Optional[_Iterable[str]] = ..., not_held: _Optional[_Iterable[str]] = ..., refusal: _Optional[str] = ..., message: _Optional[str] = ..., code: _Optional[_Union[OutcomeCode, str]] = ...) -> None: ...
 
 class PathsListRequest(_message.Message):
     __slots__ = ("repo", "mine", "limit")
