@@ -117,6 +117,29 @@ pub(crate) fn send(txn: &mut impl Txn, now_ms: u64, send: &Send<'_>) -> Outcome 
     Outcome::HandoffQueued { seq: send.seq }
 }
 
+/// Spill due cell-tier task `task_id` onto its team's fabric queue on this same cell, in one
+/// apply: off the cell tier, onto the queue, which admits the team's members (as a handoff
+/// would; the team's settings when it still exists, else the task's own).
+pub(crate) fn spill_local(
+    txn: &mut impl Txn,
+    now_ms: u64,
+    task_id: &str,
+    delivery_count: u32,
+) -> Outcome {
+    let (task, task_settings) =
+        match taskboard::take_for_handoff(txn, now_ms, task_id, delivery_count) {
+            Ok(taken) => taken,
+            Err(reason) => return Outcome::HandoffSkipped { reason },
+        };
+    let (settings, admitted) = match crate::team::load(txn, &task.team) {
+        Some(team) => (team.settings, team.members),
+        None => (task_settings, Vec::new()),
+    };
+    let task_id = taskboard::receive_fabric(txn, now_ms, &task.team, &task, settings, &admitted);
+    clear(txn, &task_cause(&task.id));
+    Outcome::HandoffAccepted { seq: 0, task_id }
+}
+
 /// The receiver applied (or already had) everything up to `seq`: forget those envelopes.
 pub(crate) fn ack(txn: &mut impl Txn, to_cell: u64, seq: u64) -> Outcome {
     let start = head_key(OUTBOX_ITEM, to_cell);

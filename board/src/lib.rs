@@ -94,7 +94,7 @@ pub mod work;
 pub use chain::HandoffRefusal;
 pub use idempotency::reused_reason as key_reused_reason;
 pub use kv::restore_rewrite;
-pub use next::{Applied, FollowUp, Next};
+pub use next::{Applied, FollowUp, Next, Then};
 pub use query::{
     BoardStatsView, KvPage, MailboxMessage, MessageKind, Query, QueryResult, RangeView, TeamView,
 };
@@ -621,6 +621,10 @@ fn apply_handoff(txn: &mut impl Txn, now_ms: u64, command: &Command) -> Outcome 
             };
             handoff::send(txn, now_ms, &send)
         }
+        Command::HandoffLocal {
+            task_id,
+            delivery_count,
+        } => handoff::spill_local(txn, now_ms, task_id, *delivery_count),
         Command::HandoffAck { to_cell, seq } => handoff::ack(txn, *to_cell, *seq),
         Command::HandoffReceive {
             from_cell,

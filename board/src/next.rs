@@ -248,6 +248,98 @@ pub(crate) fn done(txn: &mut impl Txn, seq: u64) -> Outcome {
     Outcome::FollowUpDone { seq, was_pending }
 }
 
+/// What whoever answers a request must do before it answers, decided by board from the
+/// request and the outcome its own cell gave: the in-request follow-ups.
+///
+/// Not durable, unlike [`FollowUp`]: the requester waits for the answer and retries the
+/// whole request (under its own key) when the answerer stops, so nothing is left undone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Then {
+    /// Claim from the team's fabric queue: `request` (the server vouching for the caller)
+    /// on the owner of `point`. Before: the team's own cell answered `BoardEmpty` in one
+    /// apply that found the caller a member and both of the team's tiers empty. A queue
+    /// nobody ever spilled to reads as empty ([`Then::settle`]).
+    ClaimFabricQueue {
+        /// Where the queue lives (`route::fabric_queue_point`).
+        point: u64,
+        /// The claim on the queue.
+        request: Request,
+    },
+    /// Run one quota round for the cell that refused (it asks the meta cell to lend it
+    /// more of the fabric ceiling), then submit `retry` on that cell once. Before: the cell
+    /// refused the registration for lack of its share of the ceiling, and the request was
+    /// a first try (`quota_retry`), so its refusal went unaudited.
+    QuotaRound {
+        /// The registration again, as a last try (audited whatever it answers).
+        retry: Request,
+    },
+}
+
+impl Then {
+    /// The answer the requester gets once this step answered `outcome`.
+    pub fn settle(&self, outcome: Outcome) -> Outcome {
+        match (self, outcome) {
+            (
+                Then::ClaimFabricQueue { .. },
+                Outcome::BoardRefused {
+                    reason: crate::BoardRefusal::UnknownTeam { .. },
+                },
+            ) => Outcome::BoardEmpty,
+            (_, outcome) => outcome,
+        }
+    }
+}
+
+/// Whether a request of `command` may oblige an in-request follow-up ([`then`]), so that
+/// its answerer keeps a copy of it.
+pub fn may_then(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::BoardClaim { .. } | Command::WorkRegister { .. }
+    )
+}
+
+/// The in-request follow-up `request` obliges once its cell answered `outcome`, if any:
+/// board's whole rule for steps across cells inside one request.
+pub fn then(request: &Request, outcome: &Outcome) -> Option<Then> {
+    match (&request.command, outcome) {
+        (
+            Command::BoardClaim {
+                team,
+                caller,
+                worker,
+            },
+            Outcome::BoardEmpty,
+        ) if crate::taskboard::has_fabric_queue(team) => {
+            let command = Command::BoardClaim {
+                team: crate::taskboard::fabric_queue_team(team),
+                caller: caller.clone(),
+                worker: worker.clone(),
+            };
+            Some(Then::ClaimFabricQueue {
+                point: crate::route::fabric_queue_point(team),
+                request: Request::server(suffixed(&request.idempotency_key, "fabric"), command),
+            })
+        }
+        (Command::WorkRegister { quota_retry, .. }, Outcome::WorkRefused { refusal })
+            if *quota_retry && crate::work::short_of_quota(refusal) =>
+        {
+            let mut retry = request.clone();
+            retry.idempotency_key = suffixed(&request.idempotency_key, "quota");
+            if let Command::WorkRegister { quota_retry, .. } = &mut retry.command {
+                *quota_retry = false;
+            }
+            Some(Then::QuotaRound { retry })
+        }
+        _ => None,
+    }
+}
+
+/// `key` with `/suffix` (a step's own idempotency key, derived from its request's).
+fn suffixed(key: &Option<String>, suffix: &str) -> Option<String> {
+    key.as_ref().map(|key| format!("{key}/{suffix}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,5 +468,91 @@ mod tests {
         let leave = FollowUp::LeaveAllTeams { agent: "a".into() };
         assert_eq!(follow_ups(&agent_revoke, &answer(true)), vec![leave]);
         assert!(follow_ups(&agent_revoke, &answer(false)).is_empty());
+    }
+
+    /// An empty claim on a user team goes on to its fabric queue (as the server, under a key
+    /// of its own), a queue nobody spilled to reads as empty; a claim on the queue itself,
+    /// or a refused one, goes nowhere.
+    #[test]
+    fn an_empty_claim_goes_on_to_the_fabric_queue() {
+        let claim = |team: &str| {
+            let command = Command::BoardClaim {
+                team: team.into(),
+                caller: "sup".into(),
+                worker: "w".into(),
+            };
+            by_sup(Some("k"), command)
+        };
+        let Some(step) = then(&claim("t"), &Outcome::BoardEmpty) else {
+            panic!("an empty claim on a user team goes on to its queue");
+        };
+        let queue = Command::BoardClaim {
+            team: crate::fabric_queue_team("t"),
+            caller: "sup".into(),
+            worker: "w".into(),
+        };
+        let expected = Then::ClaimFabricQueue {
+            point: crate::route::fabric_queue_point("t"),
+            request: Request::server(Some("k/fabric".into()), queue),
+        };
+        assert_eq!(step, expected);
+        let unknown = Outcome::BoardRefused {
+            reason: crate::BoardRefusal::UnknownTeam { team: "q".into() },
+        };
+        assert_eq!(step.settle(unknown), Outcome::BoardEmpty);
+        assert_eq!(step.settle(Outcome::BoardEmpty), Outcome::BoardEmpty);
+        assert_eq!(
+            then(&claim(&crate::fabric_queue_team("t")), &Outcome::BoardEmpty),
+            None
+        );
+        let member = crate::BoardRefusal::NotMember {
+            agent: "sup".into(),
+            team: "t".into(),
+        };
+        assert_eq!(
+            then(&claim("t"), &Outcome::BoardRefused { reason: member }),
+            None
+        );
+        assert!(may_then(&claim("t").command));
+        assert!(!may_then(&Command::FollowUpDone { seq: 1 }));
+    }
+
+    /// A first registration short of quota gets a round and one audited retry; a last try,
+    /// or a refusal by another limit, gets none.
+    #[test]
+    fn a_registration_short_of_quota_gets_one_round() {
+        let register = |quota_retry| {
+            let command = Command::WorkRegister {
+                root: "r".into(),
+                parent: None,
+                kind: crate::work::WorkKind::Run,
+                class: "default".into(),
+                ttl_ms: 1_000,
+                owner: None,
+                quota_retry,
+            };
+            by_sup(Some("k"), command)
+        };
+        let short = |limit| Outcome::WorkRefused {
+            refusal: crate::work::WorkRefusal::Limit {
+                limit,
+                max: 6,
+                current: 6,
+                detail: String::new(),
+            },
+        };
+        let fabric = short(crate::work::WorkLimit::Fabric);
+        let mut retry = register(false);
+        retry.idempotency_key = Some("k/quota".into());
+        assert_eq!(
+            then(&register(true), &fabric),
+            Some(Then::QuotaRound { retry })
+        );
+        assert_eq!(then(&register(false), &fabric), None);
+        assert_eq!(
+            then(&register(true), &short(crate::work::WorkLimit::Cell)),
+            None
+        );
+        assert!(may_then(&register(true).command));
     }
 }

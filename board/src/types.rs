@@ -489,6 +489,16 @@ pub enum Command {
         /// The task's delivery count when the envelope was sealed.
         delivery_count: u32,
     },
+    /// Spill due cell-tier task `task_id` onto its team's fabric queue when the queue lives
+    /// on this same cell: one apply takes it off the cell tier and puts it on the queue (no
+    /// envelope: no channel runs from a cell to itself). Answered `HandoffAccepted` with
+    /// sequence 0, or `HandoffSkipped` when the task changed or is not due.
+    HandoffLocal {
+        /// The task.
+        task_id: String,
+        /// The task's delivery count when the mover saw it.
+        delivery_count: u32,
+    },
     /// The receiver has everything up to `seq` on the channel to `to_cell`.
     HandoffAck {
         /// The receiving cell.
@@ -951,6 +961,7 @@ crate::codes::stable_codes! {
         71 => FollowUpDone,
         72 => AgentRegister,
         73 => RangeAssignAt,
+        74 => HandoffLocal,
     }
 }
 
@@ -1280,7 +1291,8 @@ pub enum Outcome {
         /// How many.
         dropped: u32,
     },
-    /// The envelope was applied: its task is on the fabric queue as `task_id`.
+    /// The envelope was applied: its task is on the fabric queue as `task_id` (sequence 0:
+    /// spilled within one cell, `Command::HandoffLocal`, with no envelope).
     HandoffAccepted {
         /// Its sequence.
         seq: u64,
@@ -2067,6 +2079,7 @@ impl Command {
             | Command::AgentRegister { .. }
             | Command::TeamLeaveAll { .. } => Family::Work,
             Command::HandoffSend { .. }
+            | Command::HandoffLocal { .. }
             | Command::HandoffAck { .. }
             | Command::HandoffReceive { .. }
             | Command::HandoffFailed { .. }

@@ -526,6 +526,7 @@ fn handoff(command: &Command, value_bytes_max: usize) -> Result<(), String> {
             name("task_id", task_id.len())?;
             value("envelope", envelope.len(), VALUE_BYTES_MAX + (64 << 10))
         }
+        Command::HandoffLocal { task_id, .. } => name("task_id", task_id.len()),
         Command::HandoffReceive { queue, task, .. } => {
             name("queue", queue.len())?;
             value("task", task.body.len(), VALUE_BYTES_MAX)
@@ -550,7 +551,9 @@ fn handoff(command: &Command, value_bytes_max: usize) -> Result<(), String> {
             value("handoff batch", bytes, HANDOFF_BATCH_BYTES_MAX)?;
             for item in commands {
                 match item {
-                    Command::HandoffSend { .. } | Command::HandoffReceive { .. } => {
+                    Command::HandoffSend { .. }
+                    | Command::HandoffLocal { .. }
+                    | Command::HandoffReceive { .. } => {
                         validate(item, value_bytes_max)?;
                     }
                     other => {

@@ -864,13 +864,17 @@ fn admit(txn: &mut impl Txn, stamp: Stamp, caller: &Caller, request: &Register<'
 }
 
 fn fabric_refusal(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::WorkRefused { refusal } if short_of_quota(refusal))
+}
+
+/// Whether `refusal` is for lack of this cell's share of the fabric ceiling (a quota
+/// round may lend it more).
+pub(crate) fn short_of_quota(refusal: &WorkRefusal) -> bool {
     matches!(
-        outcome,
-        Outcome::WorkRefused {
-            refusal: WorkRefusal::Limit {
-                limit: WorkLimit::Fabric,
-                ..
-            }
+        refusal,
+        WorkRefusal::Limit {
+            limit: WorkLimit::Fabric,
+            ..
         }
     )
 }

@@ -50,12 +50,14 @@ pub mod service;
 pub mod stages;
 pub mod status;
 pub mod storage;
+pub mod test_hooks;
 pub mod tls;
 pub mod types;
 pub mod vote_wire;
 
 pub use client::{CellClient, Waiter};
 pub use clock::ClockOffset;
+pub use convert::outcome_word;
 pub use disk_fault::{DiskFault, DiskFaults};
 pub use error::CellError;
 pub use runtime::{Cell, CellConfig};

@@ -222,12 +222,21 @@ async fn spill_cell(
         if task.spill_after_ms == 0 || spill_due(&task) > now {
             continue;
         }
+        let queue = task.team.clone();
+        let target = map.locate(route::fabric_queue_point(&queue)).cell;
+        if target == cell {
+            // The queue lives here: one apply moves the task, no envelope needed.
+            let local = Command::HandoffLocal {
+                task_id: task.id.clone(),
+                delivery_count: task.delivery_count,
+            };
+            batches.entry(cell).or_default().push(local);
+            continue;
+        }
         let Some(identity) = node.identity(cell)? else {
             record_keyless(node, cell, &task.id, recorded).await?;
             continue;
         };
-        let queue = task.team.clone();
-        let target = map.locate(route::fabric_queue_point(&queue)).cell;
         let (settings, admitted) = match teams.get(&queue) {
             Some(team) => team.clone(),
             None => {
@@ -268,8 +277,16 @@ async fn spill_cell(
         heads.insert(target, (seq + 1, hash));
         batch.push(send);
     }
-    // One write per channel: the cell queues the envelopes in order and stops at the first
-    // that does not continue its outbox (a stale guess of ours: the next round re-reads).
+    submit_batches(node, cell, batches).await
+}
+
+/// One write per channel: the cell queues the envelopes in order and stops at the first
+/// that does not continue its outbox (a stale guess of ours: the next round re-reads).
+async fn submit_batches(
+    node: &Node,
+    cell: u64,
+    batches: HashMap<u64, Vec<Command>>,
+) -> Result<(), CellError> {
     for (_, commands) in batches {
         match submit(node, cell, Command::HandoffBatch { commands }).await? {
             Outcome::HandoffBatch { .. } => {}

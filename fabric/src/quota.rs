@@ -1,5 +1,5 @@
-//! The router's steps that span cells: the fabric-queue step of a claim, the work
-//! registry's quotas of the fabric ceiling, and the registry's fabric-wide commands.
+//! The router's steps that span cells: the work registry's quotas of the fabric ceiling,
+//! and the registry's fabric-wide commands.
 //!
 //! Every decision is made by a cell's state machine: the team's cell decides membership
 //! and both of its tiers in one apply, the meta cell decides how much of the ceiling it
@@ -16,32 +16,20 @@
 
 use std::time::Duration;
 
-use whip_board::{Command, Outcome, Query, QueryResult, Request};
+use whip_board::{Command, Outcome, Query, QueryResult, Request, Then};
 use whip_cell::CellError;
 
 use crate::map::META_CELL;
 use crate::node::{Node, unexpected};
-
-/// A registration refused by the fabric ceiling (or this cell's share of it).
-fn quota_short(outcome: &Outcome) -> bool {
-    matches!(
-        outcome,
-        Outcome::WorkRefused {
-            refusal: whip_board::work::WorkRefusal::Limit {
-                limit: whip_board::work::WorkLimit::Fabric,
-                ..
-            }
-        }
-    )
-}
 
 fn suffixed(key: &Option<String>, suffix: &str) -> Option<String> {
     key.as_ref().map(|key| format!("{key}/{suffix}"))
 }
 
 impl Node {
-    /// Apply `request` on `cell`; a registration short of quota gets one quota round for
-    /// the cell and one more try (under its own idempotency key).
+    /// Apply `request` on `cell`, with the in-request step board decides there: a
+    /// registration short of quota gets one quota round for the cell and one more try
+    /// ([`Then::QuotaRound`]).
     pub(crate) async fn submit_owner(
         &self,
         cell: u64,
@@ -50,18 +38,16 @@ impl Node {
         let Command::WorkRegister { quota_retry, .. } = &mut request.command else {
             return self.submit_cell(None, cell, request).await;
         };
+        // A fabric node can run quota rounds, so a first refusal is not the last word.
         *quota_retry = true;
         let outcome = self.submit_cell(None, cell, request.clone()).await?;
-        if !quota_short(&outcome) {
-            return Ok(outcome);
+        match whip_board::next::then(&request, &outcome) {
+            Some(Then::QuotaRound { retry }) => {
+                self.quota_round_retrying(cell).await;
+                self.submit_cell(None, cell, retry).await
+            }
+            _ => Ok(outcome),
         }
-        self.quota_round_retrying(cell).await;
-        let mut retry = request;
-        retry.idempotency_key = suffixed(&retry.idempotency_key, "quota");
-        if let Command::WorkRegister { quota_retry, .. } = &mut retry.command {
-            *quota_retry = false;
-        }
-        self.submit_cell(None, cell, retry).await
     }
 
     /// A quota round for a refused registration, tried again while a cell it needs is
@@ -224,33 +210,6 @@ impl Node {
                 QueryResult::WorkEntries(entries)
             }
         })
-    }
-
-    /// The fabric tier of a claim: the team's cell answered `BoardEmpty` (it found the
-    /// caller a member and both its tiers empty in one apply), so claim from the team's
-    /// fabric queue as a server vouching for the caller. No queue reads as empty.
-    pub(crate) async fn claim_fabric_queue(&self, claim: &Request) -> Result<Outcome, CellError> {
-        let Command::BoardClaim {
-            team,
-            caller,
-            worker,
-        } = &claim.command
-        else {
-            return Ok(Outcome::BoardEmpty);
-        };
-        let command = Command::BoardClaim {
-            team: whip_board::fabric_queue_team(team),
-            caller: caller.clone(),
-            worker: worker.clone(),
-        };
-        let request = Request::server(suffixed(&claim.idempotency_key, "fabric"), command);
-        let point = whip_board::route::fabric_queue_point(team);
-        match self.submit_at(point, request).await? {
-            Outcome::BoardRefused {
-                reason: whip_board::BoardRefusal::UnknownTeam { .. },
-            } => Ok(Outcome::BoardEmpty),
-            outcome => Ok(outcome),
-        }
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use whip_board::query::{CounterView, LeaseView, LedgerEntryView};
 use whip_board::route;
-use whip_board::{Command, KvPage, Outcome, Query, QueryResult, Request};
+use whip_board::{Command, KvPage, Outcome, Query, QueryResult, Request, Then};
 use whip_cell::CellError;
 use whip_cell::direct::Direct;
 use whip_proto::v1 as pb;
@@ -50,15 +50,24 @@ impl Node {
         }
         let point = route::command_point(&request.command).map_err(CellError::InvalidArgument)?;
         match (point, &request.command) {
-            (Some(point), Command::BoardClaim { team, .. }) => {
-                let queue = whip_board::has_fabric_queue(team);
-                let outcome = self.submit_keyed(to, point, request.clone()).await?;
-                match outcome {
-                    Outcome::BoardEmpty if queue => self.claim_fabric_queue(&request).await,
-                    outcome => Ok(outcome),
+            (Some(point), _) => {
+                let kept = whip_board::next::may_then(&request.command).then(|| request.clone());
+                let outcome = self.submit_keyed(to, point, request).await?;
+                // A quota round was the owner's step (`submit_owner`); what is left is
+                // a claim's fabric tier, claimed by this server vouching for the caller.
+                let Some(step) = kept.and_then(|kept| whip_board::next::then(&kept, &outcome))
+                else {
+                    return Ok(outcome);
+                };
+                match &step {
+                    Then::ClaimFabricQueue { point, request } => {
+                        let answer = self.submit_at(*point, request.clone()).await?;
+                        whip_cell::test_hooks::crash_at("fabric_claim");
+                        Ok(step.settle(answer))
+                    }
+                    Then::QuotaRound { .. } => Ok(outcome),
                 }
             }
-            (Some(point), _) => self.submit_keyed(to, point, request).await,
             (None, _) if to.is_some() => Err(CellError::InvalidArgument(
                 "only a keyed command may name its cell; send this one without a route".into(),
             )),

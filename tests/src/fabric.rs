@@ -299,6 +299,31 @@ impl ProcessFabric {
         self.children[index] = Some(child);
     }
 
+    /// Set the environment node `id` runs with from its next [`ProcessFabric::spawn`].
+    pub fn set_node_env(&mut self, id: u64, env: &[(&str, &str)]) {
+        self.node_env[(id - 1) as usize] = (env.iter())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+
+    /// Wait up to `timeout` for node `id`'s process to exit by itself: its exit status, or
+    /// `None` while it still runs (or was never started).
+    pub async fn exited(&mut self, id: u64, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let slot = &mut self.children[(id - 1) as usize];
+        loop {
+            let status = slot.as_mut()?.try_wait().expect("wait for a node");
+            if let Some(status) = status {
+                *slot = None;
+                return Some(status);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// SIGKILL node `id`.
     pub fn kill(&mut self, id: u64) {
         kill_child(&mut self.children[(id - 1) as usize]);

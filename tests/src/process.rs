@@ -63,7 +63,9 @@ pub(crate) fn spawn_server(
         .unwrap_or_else(|e| panic!("spawn whip {kind} serve: {e}"))
 }
 
-/// The command line of [`spawn_server`], to adjust before spawning.
+/// The command line of [`spawn_server`], to adjust before spawning. With
+/// `WHIP_TEST_NODE_LOGS=DIR` set, each server's log goes to `DIR/KIND-ID.log` (appended,
+/// so a restart keeps what came before), for reading after a failed test; else nowhere.
 pub(crate) fn server_command(
     kind: &str,
     id: u64,
@@ -78,8 +80,19 @@ pub(crate) fn server_command(
         .arg(data)
         .args(extra)
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(log_sink(kind, id));
     command
+}
+
+fn log_sink(kind: &str, id: u64) -> Stdio {
+    let Some(dir) = std::env::var_os("WHIP_TEST_NODE_LOGS") else {
+        return Stdio::null();
+    };
+    let path = std::path::Path::new(&dir).join(format!("{kind}-{id}.log"));
+    let file = (std::fs::OpenOptions::new().create(true).append(true))
+        .open(&path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    Stdio::from(file)
 }
 
 /// SIGKILL the child in `slot`, if any, and reap it.

@@ -312,6 +312,9 @@ impl CellApi {
         let request = Request::by(caller.clone(), Some(key), command);
         let outcome = self.dispatch.submit(request.clone()).await?;
         let then = whip_board::next::follow_ups(&request, &outcome);
+        if !then.is_empty() {
+            crate::test_hooks::crash_at("follow_up");
+        }
         let mut sent = Vec::new();
         for (index, follow_up) in then.iter().enumerate() {
             let key = whip_board::next::follow_up_key(&request, None, index);

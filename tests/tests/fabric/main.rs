@@ -18,6 +18,7 @@ mod t90_boards;
 mod t92_rotate_certs;
 mod t93_backup;
 mod t95_handoff;
+mod t96_follow_crash;
 mod t97_registry;
 mod t98_mail;
 mod t99_mail_drain;

@@ -656,3 +656,56 @@ async fn a_dissolve_whose_server_died_has_its_fabric_queue_purged_from_the_outbo
     outbox_drained(&fabric, survivor, team_cell).await;
     fabric.shutdown().await;
 }
+
+/// With one data cell, every team's fabric queue lives on the team's own cell: its tasks
+/// spill there in one apply each (no channel runs from a cell to itself), once, and are
+/// claimed at the fabric tier.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tasks_spill_to_a_fabric_queue_on_their_own_cell() {
+    let fabric = Fabric::start(3, 1).await;
+    let c = lead(&fabric, 1).await;
+    create(&c, "alone", 100).await;
+    post_many(&c, "alone", 10).await;
+    let queue = whip_board::fabric_queue_team("alone");
+    let map = fabric.node(1).map().await.expect("map");
+    let cells = [route::team_point("alone"), route::team_point(&queue)].map(|p| map.locate(p).cell);
+    assert_eq!(cells[0], cells[1], "one data cell holds both");
+    wait_for(
+        "10 tasks to reach the fabric queue",
+        Duration::from_secs(20),
+        || {
+            let (c, queue) = (&c, queue.clone());
+            async move {
+                let request = pb::BoardStatsRequest { team: queue };
+                c.board_stats(request).await.is_ok_and(|s| s.ready == 10)
+            }
+        },
+    )
+    .await;
+    let s = stats(&c, "alone").await;
+    assert_eq!(
+        (s.ready, s.cell_ready),
+        (0, 0),
+        "nothing left below the fabric tier"
+    );
+    let mut seen = BTreeMap::new();
+    for _ in 0..10 {
+        let claim = pb::BoardClaimRequest {
+            team: "alone".into(),
+            worker: "w".into(),
+            ..Default::default()
+        };
+        let r = c.board_claim(claim).await.expect("claim");
+        assert_eq!(
+            (r.code, r.tier.as_str()),
+            (Code::TaskClaimed as i32, "fabric"),
+            "{r:?}"
+        );
+        *seen.entry(n_of(&r.task.expect("task"))).or_insert(0) += 1;
+    }
+    assert_eq!(seen.len(), 10);
+    assert!(seen.values().all(|&k| k == 1), "each task once");
+    let status = fabric.status(2).await;
+    assert!(status.alarms.is_empty(), "{:?}", status.alarms);
+    fabric.shutdown().await;
+}
