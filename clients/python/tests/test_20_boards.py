@@ -85,6 +85,14 @@ async def test_a_non_member_gets_not_member(servers: Servers, alice: whip_fabric
         await dave.close()
 
 
+async def test_a_refused_read_is_typed_by_its_code(alice: whip_fabric.Client) -> None:
+    """The server's refusal code travels in the status details; the client raises its
+    class at once (a refusal is not retried like an unreachable member)."""
+    with pytest.raises(errors.UnknownTeam) as caught:
+        await alice.board(unique("never-made")).stats()
+    assert caught.value.code == "unknown_team"
+
+
 async def test_lease_block_fences_and_contends(
     alice: whip_fabric.Client, bob: whip_fabric.Client
 ) -> None:

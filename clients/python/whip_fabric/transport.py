@@ -84,10 +84,21 @@ class _Failure(Exception):
     def wrong_range(self) -> bool:
         return self.detail is not None and self.detail.WhichOneof("kind") == "wrong_range"
 
+    def refusal(self) -> str | None:
+        """The stable refusal code the server put in the status details, if any."""
+        if self.detail is not None and self.detail.WhichOneof("kind") == "refused":
+            return self.detail.refused.code or None
+        return None
+
     def retryable(self) -> bool:
-        return self.code in RETRYABLE or self.detail is not None
+        """Unavailable, or sent to the wrong member or range; a refusal is final."""
+        routed = self.detail is not None and self.detail.WhichOneof("kind") != "refused"
+        return self.code in RETRYABLE or routed
 
     def error(self) -> errors.WhipError:
+        refusal = self.refusal()
+        if refusal is not None:
+            return errors.error_for(refusal, self.message)
         if self.code in RETRYABLE:
             return errors.Unavailable(self.message or self.code.name.lower())
         return errors.from_status(self.code, self.message)
