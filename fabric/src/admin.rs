@@ -27,7 +27,8 @@ fn invalid(message: impl Into<String>) -> CellError {
     CellError::InvalidArgument(message.into())
 }
 
-/// Retry `call` while the cell is unavailable (electing, moving leaders), up to `wait_ms`.
+/// Retry `call` while the cell is unavailable (electing, moving leaders, not hosted by the
+/// member asked), up to `wait_ms`.
 async fn retrying<T, F, Fut>(what: &str, wait_ms: u64, call: F) -> Result<T, CellError>
 where
     F: Fn() -> Fut,
@@ -37,9 +38,13 @@ where
     let mut backoff = Duration::from_millis(limits::ROUTE_BACKOFF_MIN_MS);
     loop {
         match call().await {
-            Err(e @ (CellError::Unavailable(_) | CellError::NotLeader { .. }))
-                if tokio::time::Instant::now() < deadline =>
-            {
+            // NotFound: the member asked does not host the cell now (a node starting or
+            // stopping, a route gone stale): another try may reach one that does.
+            Err(
+                e @ (CellError::Unavailable(_)
+                | CellError::NotLeader { .. }
+                | CellError::NotFound(_)),
+            ) if tokio::time::Instant::now() < deadline => {
                 tracing::debug!(what, error = %e, "retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_millis(limits::ROUTE_BACKOFF_MAX_MS));

@@ -53,7 +53,8 @@ pub struct Unrecovered {
     pub cell: u64,
     /// `leader-loss`, `meta-leader-loss`, `heal-catchup`, `member` (a voter change that did
     /// not go through) or `range-change` (a move or split
-    /// not done within its bound; `at_ms` is then the start of the mover).
+    /// with no progress for its bound, or not done within its cap; `at_ms` is then the
+    /// start of the mover).
     pub kind: String,
     /// When the fault or heal happened, ms since the run started.
     pub at_ms: u64,

@@ -3,7 +3,9 @@
 //! `Node/RangeMove`, the calls `whip fabric split|move` make). A fault may interrupt a
 //! change half-way, its range frozen on the source and served by no cell; the mover then
 //! runs it again through another node, as an operator would, until the range map shows it
-//! done. A change still not done long after the faults of its time were healed fails the run.
+//! done. A change that makes no progress for `STALL_MS` (no driver on any node reports a
+//! new phase or more rows copied), or is not done within `DONE_WITHIN_MS` at all, fails
+//! the run: a slow move of a large range is slow, not stuck, and its time is reported.
 
 use std::time::{Duration, Instant};
 
@@ -24,9 +26,12 @@ const ATTEMPT_TIMEOUT_MS: u64 = 20_000;
 const STATUS_TIMEOUT_MS: u64 = 5_000;
 /// Pause between attempts at one change, ms.
 const RETRY_PAUSE_MS: u64 = 500;
-/// A change not done this long after its first attempt fails the run, ms (faults hold at
-/// most seconds and the round heals them, so a change that cannot finish by then is stuck).
-const DONE_WITHIN_MS: u64 = 120_000;
+/// A change no driver moved on for this long fails the run, ms (faults hold at most seconds
+/// and the round heals them; a lost driver's lease lapses within 20 s, and the next one
+/// starts reporting at once).
+const STALL_MS: u64 = 120_000;
+/// A change not done this long after its first attempt fails the run however it moves, ms.
+const DONE_WITHIN_MS: u64 = 600_000;
 /// No split once the ring is cut into this many ranges: only moves then.
 const RANGES_MAX: usize = 24;
 
@@ -131,6 +136,7 @@ impl Mover {
     /// Run `change` until the map shows it done, through a random node each attempt.
     async fn complete(&mut self, change: Change) -> Result<(), String> {
         let begun = Instant::now();
+        let mut progress = Progress::new(begun);
         self.log.event("range-change", change.detail());
         for attempt in 1u64.. {
             let addr = self.addrs.choose(&mut self.rng).expect("nodes").clone();
@@ -154,11 +160,15 @@ impl Mover {
                 return Ok(());
             }
             let error = error.unwrap_or_default();
-            if took_ms > DONE_WITHIN_MS {
-                let detail = json!({ "change": change.detail(), "error": error });
+            progress.look(&self.addrs, change).await;
+            let stalled_ms = progress.stalled_ms();
+            if stalled_ms > STALL_MS || took_ms > DONE_WITHIN_MS {
+                let detail = json!({ "change": change.detail(), "error": error,
+                    "took_ms": took_ms, "stalled_ms": stalled_ms });
                 self.log.event("range-change-stuck", detail);
                 return Err(format!(
-                    "range change {} not done within {DONE_WITHIN_MS} ms: {error}",
+                    "range change {} stuck: no progress for {stalled_ms} ms ({took_ms} ms in \
+                     all; bounds {STALL_MS} and {DONE_WITHIN_MS} ms): {error}",
                     change.detail()
                 ));
             }
@@ -184,6 +194,56 @@ impl Mover {
             }
         }
         None
+    }
+}
+
+/// What the drivers of one change last reported, and when that last moved on.
+struct Progress {
+    seen: Vec<(String, String, u64)>,
+    moved_at: Instant,
+}
+
+impl Progress {
+    fn new(begun: Instant) -> Progress {
+        Progress {
+            seen: Vec::new(),
+            moved_at: begun,
+        }
+    }
+
+    /// Read every node's report of `change` (`Node/RangeProgress`); a new phase or more rows
+    /// on any node is progress.
+    async fn look(&mut self, addrs: &[String], change: Change) {
+        let start = match change {
+            Change::Split { start, .. } | Change::Move { start, .. } => start,
+        };
+        let mut now = Vec::new();
+        for addr in addrs {
+            let mut client = node_client(addr);
+            let call = client.range_progress(pb::RangeProgressRequest {});
+            let within = Duration::from_millis(STATUS_TIMEOUT_MS);
+            let Ok(Ok(answer)) = tokio::time::timeout(within, call).await else {
+                continue;
+            };
+            let reports = answer.into_inner().changes.into_iter();
+            now.extend(
+                reports
+                    .filter(|c| c.start == start)
+                    .map(|c| (addr.clone(), c.phase, c.rows)),
+            );
+        }
+        let moved = now.iter().any(|report| {
+            let before = self.seen.iter().find(|s| s.0 == report.0);
+            before.is_none_or(|b| b.1 != report.1 || b.2 < report.2)
+        });
+        if moved {
+            self.moved_at = Instant::now();
+        }
+        self.seen = now;
+    }
+
+    fn stalled_ms(&self) -> u64 {
+        self.moved_at.elapsed().as_millis() as u64
     }
 }
 
