@@ -403,9 +403,7 @@ async fn range_alarms(node: &Node, cell: u64, expected: &[pb::RangeInfo]) -> Vec
 pub(crate) struct AdminLease<'a> {
     node: &'a Node,
     holder: String,
-    /// The time to live each renewal asks for (longer while a move copies before its
-    /// freeze: [`AdminLease::set_ttl`]).
-    ttl_ms: std::sync::atomic::AtomicU64,
+    ttl_ms: u64,
     /// The grant's fence.
     pub(crate) fence: u64,
     /// The freeze this holder renews with the lease, while its move runs.
@@ -449,7 +447,7 @@ impl<'a> AdminLease<'a> {
             Outcome::LeaseHeld { fence, .. } => Ok(AdminLease {
                 node,
                 holder,
-                ttl_ms: std::sync::atomic::AtomicU64::new(ttl_ms),
+                ttl_ms,
                 fence,
                 hold: std::sync::Mutex::new(None),
             }),
@@ -468,10 +466,8 @@ impl<'a> AdminLease<'a> {
         &self,
         work: impl std::future::Future<Output = Result<T, CellError>>,
     ) -> Result<T, CellError> {
+        let every = Duration::from_millis((self.ttl_ms / 3).max(1));
         tokio::pin!(work);
-        // A third of the ordinary time to live, also while a longer one is asked for: the
-        // lease is always renewed in time for the shortest it may have.
-        let every = self.renewal_step();
         loop {
             tokio::select! {
                 result = &mut work => return result,
@@ -480,28 +476,11 @@ impl<'a> AdminLease<'a> {
         }
     }
 
-    fn ttl_ms(&self) -> u64 {
-        self.ttl_ms.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Ask for `ttl_ms` from the next renewal on.
-    fn set_ttl(&self, ttl_ms: u64) {
-        (self.ttl_ms).store(ttl_ms, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Shorten the lease to its ordinary time to live now, before a freeze: a driver that
-    /// stalls with a range frozen must lose the lease within the freeze's hold. A renewal
-    /// that finds the lease gone stops the move (nothing frozen yet).
-    async fn shorten(&self) -> Result<(), CellError> {
-        self.set_ttl(self.node.config().range_admin_lease_ttl_ms);
-        self.renew().await
-    }
-
     async fn renew(&self) -> Result<(), CellError> {
         let renew = Command::LeaseRenew {
             lease: admin_lease(),
             holder: self.holder.clone(),
-            ttl_ms: self.ttl_ms(),
+            ttl_ms: self.ttl_ms,
         };
         let renewal = self
             .node
@@ -570,10 +549,9 @@ impl<'a> AdminLease<'a> {
         }
     }
 
-    /// How long one step of a renewal may take, and how often the lease is renewed: a
-    /// third of its ordinary time to live.
+    /// How long one step of a renewal may take: a third of the lease's time to live.
     fn renewal_step(&self) -> Duration {
-        Duration::from_millis((self.node.config().range_admin_lease_ttl_ms / 3).max(1))
+        Duration::from_millis((self.ttl_ms / 3).max(1))
     }
 
     /// The node this lease is held from.
@@ -713,7 +691,8 @@ pub(crate) async fn run_move(
     let mut rows = 0;
     // A frozen source is a stalled move's: its copy before the freeze is done or not needed.
     if row.is_some_and(|r| !r.frozen) {
-        rows += precopy_held(lease, &map, range, to_cell, &step("pre"), &report).await?;
+        rows += precopy(lease, &map, range, to_cell, &step("pre"), &report).await?;
+        crate::test_hooks::hold(RangePhase::Precopying).await;
     }
     report.phase(RangePhase::Freezing);
     let (source, last) = (range.cell, range.last);
@@ -756,23 +735,6 @@ pub(crate) async fn run_move(
     lease.hold(None);
     tracing::info!(start, source, to_cell, epoch, rows, "range moved");
     Ok((moved, rows))
-}
-
-/// [`precopy`] under a longer lease (nothing is frozen yet), shortened again once done.
-async fn precopy_held(
-    lease: &AdminLease<'_>,
-    map: &FabricMap,
-    range: RangeEntry,
-    to_cell: u64,
-    key: &str,
-    report: &Reporting<'_>,
-) -> Result<u64, CellError> {
-    let config = lease.node.config();
-    lease.set_ttl((config.range_admin_precopy_ttl_ms).max(config.range_admin_lease_ttl_ms));
-    let rows = precopy(lease, map, range, to_cell, key, report).await?;
-    crate::test_hooks::hold(RangePhase::Precopying).await;
-    lease.shorten().await?;
-    Ok(rows)
 }
 
 /// Copy the range to `to_cell` while its source still serves it: the source first starts

@@ -19,13 +19,6 @@ pub const MOVE_PAGE_ROWS: u32 = 2_048;
 /// its last renewal, within the freeze's own hold (`whip_board::limits::RANGE_FREEZE_MS`),
 /// so the next holder can take its move over.
 pub const RANGE_ADMIN_LEASE_TTL_MS: u64 = 4_000;
-/// Time to live of the range-admin lease while a move copies before its freeze. Nothing is
-/// frozen then, so a driver that stalls only delays the next range change this long; a
-/// meta-cell election or a clock jump of a few seconds no longer costs a long copy its
-/// lease (each loss made the next driver start the copy over: the 30-minute chaos runs'
-/// stuck move). The move shortens the lease back to `RANGE_ADMIN_LEASE_TTL_MS` before it
-/// freezes, so a takeover of a frozen range still waits only that long.
-pub const RANGE_ADMIN_PRECOPY_TTL_MS: u64 = 20_000;
 /// How often a node looks for stalled moves on the data cells it leads (a frozen range
 /// whose freeze's hold has passed), to take them over.
 pub const STALLED_MOVE_LOOK_MS: u64 = 500;

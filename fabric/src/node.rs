@@ -44,9 +44,6 @@ pub struct NodeConfig {
     /// Time to live of the lease serializing range changes; renewed every third of it while
     /// a change runs (tests shorten it to show a slow move keeps it).
     pub range_admin_lease_ttl_ms: u64,
-    /// Time to live of that lease while a move copies before its freeze (nothing frozen
-    /// yet); never shorter than `range_admin_lease_ttl_ms`.
-    pub range_admin_precopy_ttl_ms: u64,
     /// How the node serves and reaches other nodes: TLS with its node credential, or
     /// plaintext on loopback behind `--insecure`.
     pub transport: whip_cell::tls::Transport,
@@ -71,7 +68,6 @@ impl NodeConfig {
             clock_offset: whip_cell::ClockOffset::default(),
             disk_faults: whip_cell::DiskFaults::default(),
             range_admin_lease_ttl_ms: limits::RANGE_ADMIN_LEASE_TTL_MS,
-            range_admin_precopy_ttl_ms: limits::RANGE_ADMIN_PRECOPY_TTL_MS,
             transport: whip_cell::tls::Transport::Insecure,
             work_quota_ttl_ms: limits::WORK_QUOTA_TTL_MS,
         }

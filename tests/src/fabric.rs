@@ -348,6 +348,21 @@ impl ProcessFabric {
         assert_eq!(sent, 0, "signal {signal} to node {id}");
     }
 
+    /// Make the nodes a fabric of `cells` data cells (`whip fabric init` through node 1),
+    /// panicking with the command's stderr if it fails.
+    pub fn init(&self, cells: u32) {
+        let mut args: Vec<String> = vec!["fabric".into(), "init".into(), "--cells".into()];
+        args.extend([cells.to_string(), "--cell".into(), self.addrs[0].clone()]);
+        args.extend(self.node_args());
+        let mut command = std::process::Command::new(crate::whip_binary());
+        if let Some(config) = &self.config_dir {
+            command.env("WHIP_CONFIG_DIR", config);
+        }
+        let out = command.args(&args).output().expect("run whip fabric init");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "whip fabric init: {stderr}");
+    }
+
     /// `--node ID=ADDR` arguments naming every node.
     pub fn node_args(&self) -> Vec<String> {
         self.addrs

@@ -367,6 +367,12 @@ async fn a_slow_move_keeps_the_admin_lease_and_refuses_a_second_change() {
     let moving = tokio::spawn(async move {
         whip_fabric::admin::move_range(&mover, first.start, second.cell).await
     });
+    // The splits begin once the move holds the lease (it reports from then on): under load
+    // a split could otherwise take the lease first and the move never start.
+    let reporting = || !whip_fabric::admin::range_progress(&node).changes.is_empty();
+    while !reporting() && !moving.is_finished() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let (mut refused_late, mut attempts) = (0, 0);
     let mut seen: Vec<pb::RangeChange> = Vec::new();
     let mut beside = None;

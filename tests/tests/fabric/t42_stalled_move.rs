@@ -19,7 +19,7 @@ use whip_cell::CellClient;
 use whip_proto::v1 as pb;
 use whip_proto::v1::node_client::NodeClient;
 use whip_tests::fabric::ProcessFabric;
-use whip_tests::{wait_for, whip_binary};
+use whip_tests::wait_for;
 
 /// Rows loaded into the moving range (a few pages of `MOVE_PAGE_ROWS`).
 const ROWS: usize = 8_000;
@@ -27,21 +27,6 @@ const ROWS: usize = 8_000;
 const LOADERS: usize = 16;
 /// Beyond the freeze's hold: the lease lapsing, the next look and the whole copy again.
 const TAKEOVER_BOUND_MS: u64 = 15_000;
-
-fn init(fabric: &ProcessFabric) {
-    let mut init: Vec<String> = ["fabric", "init", "--cells", "2", "--cell"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    init.push(fabric.addrs[0].clone());
-    init.extend(fabric.node_args());
-    let out = std::process::Command::new(whip_binary())
-        .args(&init)
-        .output()
-        .expect("init");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-}
 
 /// Keys whose points fall in `[start, last]`.
 fn keys_in(start: u64, last: u64, count: usize) -> Vec<String> {
@@ -113,7 +98,7 @@ async fn pause_in(fabric: &ProcessFabric, phase: &str) {
 /// (`WHIP_TEST_MOVE_HOLD`), a client, the first range and the other cell.
 async fn start_holding(hold: &str) -> (ProcessFabric, Arc<CellClient>, pb::RangeInfo, u64) {
     let fabric = ProcessFabric::start_with_node_env(3, 3, &[("WHIP_TEST_MOVE_HOLD", hold)]).await;
-    init(&fabric);
+    fabric.init(2);
     let client = Arc::new(CellClient::connect(&fabric.addrs).expect("client"));
     let first = status(&fabric.addrs[0]).await;
     let ranges: Vec<pb::RangeInfo> = first.cells.iter().flat_map(|c| c.ranges.clone()).collect();

@@ -35,21 +35,7 @@ fn candidate(name: &str, node: &str) -> Child {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn observers_see_the_withdrawal_and_the_next_leader() {
     let fabric = ProcessFabric::start(3).await;
-    let mut init: Vec<String> = ["fabric", "init", "--cells", "4", "--cell"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    init.push(fabric.addrs[0].clone());
-    init.extend(fabric.node_args());
-    let out = Command::new(whip_binary())
-        .args(&init)
-        .output()
-        .expect("init");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    fabric.init(4);
 
     let observer = CellClient::connect(&fabric.addrs[2..3]).expect("client");
     let mut changes = observer.observe("svc".into()).await.expect("observe");

@@ -16,31 +16,13 @@ use whip_cell::{CellClient, CellError};
 use whip_proto::v1 as pb;
 use whip_proto::v1::OutcomeCode as Code;
 use whip_tests::fabric::ProcessFabric;
-use whip_tests::{wait_for, whip_binary};
+use whip_tests::wait_for;
 
 /// The exit status of the crash hook.
 const CRASHED: i32 = 3;
 /// How long a follow-up may take once its deciding node died: a new leader's election and
 /// a few of the executor's looks.
 const FINISH_BOUND: Duration = Duration::from_secs(30);
-
-fn init(fabric: &ProcessFabric) {
-    let mut init: Vec<String> = ["fabric", "init", "--cells", "2", "--cell"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    init.push(fabric.addrs[0].clone());
-    init.extend(fabric.node_args());
-    let out = std::process::Command::new(whip_binary())
-        .args(&init)
-        .output()
-        .expect("init");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn token(agent: &str) -> String {
     format!("{agent}-secret-token-0123456789-abcdefghij")
@@ -253,7 +235,7 @@ async fn mid_fabric_claim(fabric: &mut ProcessFabric, lead: &CellClient) {
 async fn follow_ups_cut_short_by_a_crash_finish_once() {
     let crash_at = [("WHIP_TEST_CRASH_AT", "follow_up")];
     let mut fabric = ProcessFabric::start_with_node_env(3, 1, &crash_at).await;
-    init(&fabric);
+    fabric.init(2);
     let operator = CellClient::connect(&fabric.addrs[1..2]).expect("operator");
     let register = pb::AgentRegisterRequest {
         agent: "lead".into(),
