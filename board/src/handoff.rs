@@ -539,4 +539,38 @@ mod tests {
         clear(&mut txn, &task_cause("q-7"));
         assert!(alarms(&txn).is_empty(), "{:?}", alarms(&txn));
     }
+
+    /// `HandoffLocal` is the spill mover's: an agent, the operator or an anonymous caller
+    /// naming it is refused as server-only and the store is unchanged; a task that is not
+    /// on the cell tier is skipped for the server, never invented.
+    #[test]
+    fn only_a_server_spills_locally() {
+        let mut txn = MemTxn::default();
+        let stamp = crate::testkit::stamp_at(1, 1_000);
+        let command = crate::Command::HandoffLocal {
+            task_id: "t-1".into(),
+            delivery_count: 0,
+        };
+        let before = txn.clone();
+        let callers = [
+            crate::access::Caller::Agent("mallory".into()),
+            crate::access::Caller::Operator,
+            crate::access::Caller::Anonymous,
+        ];
+        for caller in callers {
+            let request = crate::Request::by(caller, Some("k".into()), command.clone());
+            let applied = crate::apply(&mut txn, stamp, &request);
+            assert!(
+                matches!(applied.outcome, Outcome::Forbidden { .. }),
+                "{applied:?}"
+            );
+        }
+        assert_eq!(txn, before, "a refused spill changes nothing");
+        let server = crate::Request::server(None, command);
+        let applied = crate::apply(&mut txn, stamp, &server);
+        assert!(
+            matches!(applied.outcome, Outcome::HandoffSkipped { .. }),
+            "{applied:?}"
+        );
+    }
 }
