@@ -20,41 +20,11 @@ use whip_proto::v1::node_server;
 
 use crate::limits;
 use crate::map::{FabricMap, MAP_KEY, META_CELL, RangeEntry};
-use crate::node::{Node, unexpected};
+use crate::node::{Node, retrying, unexpected};
 use crate::range_change::{RangeChange, RangeChangeKind, RangePhase, Reporting};
 
 fn invalid(message: impl Into<String>) -> CellError {
     CellError::InvalidArgument(message.into())
-}
-
-/// Retry `call` while the cell is unavailable (electing, moving leaders, not hosted by the
-/// member asked), up to `wait_ms`.
-async fn retrying<T, F, Fut>(what: &str, wait_ms: u64, call: F) -> Result<T, CellError>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T, CellError>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
-    let mut backoff = Duration::from_millis(limits::ROUTE_BACKOFF_MIN_MS);
-    loop {
-        match call().await {
-            // NotFound: the member asked does not host the cell now (a node starting or
-            // stopping, a route gone stale): another try may reach one that does.
-            Err(
-                e @ (CellError::Unavailable(_)
-                | CellError::NotLeader { .. }
-                | CellError::NotFound(_)),
-            ) if tokio::time::Instant::now() < deadline => {
-                tracing::debug!(what, error = %e, "retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_millis(limits::ROUTE_BACKOFF_MAX_MS));
-            }
-            // A superseded driver stops as such (its caller tells it from a failure).
-            Err(e @ CellError::Superseded(_)) => return Err(e),
-            Err(e) => return Err(CellError::Unavailable(format!("{what}: {e}"))),
-            ok => return ok,
-        }
-    }
 }
 
 /// Apply an internal command on `cell` (unrouted), retrying while it is unavailable.
@@ -66,12 +36,9 @@ async fn on_cell(
     command: Command,
 ) -> Result<Outcome, CellError> {
     let what = format!("cell {cell}");
-    retrying(&what, limits::INIT_WAIT_MS, || {
-        node.submit_cell(
-            Some(map),
-            cell,
-            Request::server(Some(key.clone()), command.clone()),
-        )
+    retrying(&what, limits::INIT_WAIT_MS, |via| {
+        let request = Request::server(Some(key.clone()), command.clone());
+        node.submit_cell_via(Some(map), cell, request, via)
     })
     .await
 }
@@ -196,7 +163,7 @@ pub(crate) async fn add_meta_learners(node: &Node, map: &FabricMap) -> Result<()
         if voters.contains(&id) {
             continue;
         }
-        retrying("meta learner", limits::INIT_WAIT_MS, || async {
+        retrying("meta learner", limits::INIT_WAIT_MS, |_| async {
             let meta = node
                 .hosted(META_CELL)
                 .ok_or_else(|| CellError::Fatal("meta cell not hosted".into()))?;
@@ -602,7 +569,12 @@ pub async fn move_range(
     to_cell: u64,
 ) -> Result<pb::RangeMoveResponse, CellError> {
     let lease = AdminLease::acquire(node).await?;
-    let result = lease.hold_while(move_locked(&lease, start, to_cell)).await;
+    let kind = RangeChangeKind::Move { to_cell };
+    let report = (node.inner.range_change).begin(start, kind, RangePhase::Preparing);
+    let result = lease
+        .hold_while(move_locked(&lease, start, to_cell, &report))
+        .await;
+    drop(report);
     lease.release().await;
     result
 }
@@ -611,6 +583,7 @@ async fn move_locked(
     lease: &AdminLease<'_>,
     start: u64,
     to_cell: u64,
+    report: &Reporting<'_>,
 ) -> Result<pb::RangeMoveResponse, CellError> {
     let (map, _) = lease.node.load_map().await?;
     let range = *map
@@ -627,7 +600,7 @@ async fn move_locked(
             epoch = row.epoch,
             "taking over a stalled range move"
         );
-        let (moved, rows) = run_move(lease, start, row.to_cell).await?;
+        let (moved, rows) = run_move(lease, start, row.to_cell, report).await?;
         if moved.cell == to_cell {
             return Ok(pb::RangeMoveResponse {
                 ranges: vec![range_info(&moved)],
@@ -635,7 +608,7 @@ async fn move_locked(
             });
         }
     }
-    let (moved, rows) = run_move(lease, start, to_cell).await?;
+    let (moved, rows) = run_move(lease, start, to_cell, report).await?;
     Ok(pb::RangeMoveResponse {
         ranges: vec![range_info(&moved)],
         rows,
@@ -649,8 +622,8 @@ pub(crate) async fn source_row(
     range: RangeEntry,
 ) -> Result<Option<RangeView>, CellError> {
     let what = format!("ranges of cell {}", range.cell);
-    let answer = retrying(&what, limits::INIT_WAIT_MS, || {
-        node.read_cell(Some(map), range.cell, Query::Ranges)
+    let answer = retrying(&what, limits::INIT_WAIT_MS, |via| {
+        node.read_cell_via(Some(map), range.cell, Query::Ranges, via)
     })
     .await?;
     let QueryResult::Ranges(rows) = answer else {
@@ -670,8 +643,10 @@ pub(crate) async fn run_move(
     lease: &AdminLease<'_>,
     start: u64,
     to_cell: u64,
+    report: &Reporting<'_>,
 ) -> Result<(RangeEntry, u64), CellError> {
     let node = lease.node;
+    report.retarget(RangeChangeKind::Move { to_cell }, RangePhase::Preparing);
     let (map, version) = node.load_map().await?;
     let range = *map
         .range_at(start)
@@ -682,16 +657,12 @@ pub(crate) async fn run_move(
     next.epoch_high = next.epoch_high.max(row.map_or(0, |r| r.epoch));
     let epoch = next.next_epoch();
     let version = publish(node, &next, version, lease.fence).await?;
-    let kind = RangeChangeKind::Move { to_cell };
-    let report = node
-        .inner
-        .range_change
-        .begin(start, kind, RangePhase::Precopying);
+    report.phase(RangePhase::Precopying);
     let step = |name: &str| format!("fabric-move/{start:x}/{epoch}/{name}");
     let mut rows = 0;
     // A frozen source is a stalled move's: its copy before the freeze is done or not needed.
     if row.is_some_and(|r| !r.frozen) {
-        rows += precopy(lease, &map, range, to_cell, &step("pre"), &report).await?;
+        rows += precopy(lease, &map, range, to_cell, &step("pre"), report).await?;
         crate::test_hooks::hold(RangePhase::Precopying).await;
     }
     report.phase(RangePhase::Freezing);
@@ -707,7 +678,7 @@ pub(crate) async fn run_move(
     lease.hold(Some(hold));
     report.phase(RangePhase::Copying);
     crate::test_hooks::hold(RangePhase::Copying).await;
-    rows += finish_copy(lease, &map, range, to_cell, &step("copy"), &report).await?;
+    rows += finish_copy(lease, &map, range, to_cell, &step("copy"), report).await?;
     let moved = RangeEntry {
         cell: to_cell,
         epoch,
@@ -731,7 +702,7 @@ pub(crate) async fn run_move(
     report.phase(RangePhase::Publishing);
     publish(node, &next, version, lease.fence).await?;
     report.phase(RangePhase::Dropping);
-    drop_copy(lease, &next, range, &step("drop"), &report).await?;
+    drop_copy(lease, &next, range, &step("drop"), report).await?;
     lease.hold(None);
     tracing::info!(start, source, to_cell, epoch, rows, "range moved");
     Ok((moved, rows))
@@ -793,7 +764,15 @@ async fn clear_and_copy(
     key_prefix: &str,
     report: &Reporting<'_>,
 ) -> Result<u64, CellError> {
-    clear_target(lease, map, range, to_cell, &format!("{key_prefix}/clear")).await?;
+    clear_target(
+        lease,
+        map,
+        range,
+        to_cell,
+        &format!("{key_prefix}/clear"),
+        report,
+    )
+    .await?;
     let import = format!("{key_prefix}/import");
     copy_rows(lease, map, range, to_cell, &import, report).await
 }
@@ -819,8 +798,8 @@ async fn send_changes(
             limit: limits::MOVE_PAGE_ROWS,
         };
         let what = format!("changes from cell {}", range.cell);
-        let answer = retrying(&what, limits::INIT_WAIT_MS, || {
-            node.read_cell(Some(map), range.cell, changes.clone())
+        let answer = retrying(&what, limits::INIT_WAIT_MS, |via| {
+            node.read_cell_via(Some(map), range.cell, changes.clone(), via)
         })
         .await?;
         let QueryResult::RangeChanges {
@@ -880,6 +859,7 @@ async fn clear_target(
     range: RangeEntry,
     to_cell: u64,
     key_prefix: &str,
+    report: &Reporting<'_>,
 ) -> Result<(), CellError> {
     for page in 0u64.. {
         let clear = Command::RangeClear {
@@ -891,7 +871,7 @@ async fn clear_target(
             .await?
         {
             Outcome::RangeDropped { done: true, .. } => return Ok(()),
-            Outcome::RangeDropped { .. } => {}
+            Outcome::RangeDropped { .. } => report.page(0),
             other => return Err(CellError::Fatal(format!("clear answered {other:?}"))),
         }
     }
@@ -993,8 +973,8 @@ async fn copy_rows(
             limit: limits::MOVE_PAGE_ROWS,
         };
         let what = format!("export from cell {}", range.cell);
-        let answer = retrying(&what, limits::INIT_WAIT_MS, || {
-            node.read_cell(Some(map), range.cell, export.clone())
+        let answer = retrying(&what, limits::INIT_WAIT_MS, |via| {
+            node.read_cell_via(Some(map), range.cell, export.clone(), via)
         })
         .await?;
         let QueryResult::RangeRows { rows, next } = answer else {

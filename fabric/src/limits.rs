@@ -12,6 +12,11 @@ pub const ROUTE_BACKOFF_MIN_MS: u64 = 10;
 pub const ROUTE_BACKOFF_MAX_MS: u64 = 200;
 /// How long `fabric init` waits for every cell to elect a leader and take its ranges.
 pub const INIT_WAIT_MS: u64 = 30_000;
+/// How long one try of a range change's step on a cell may take before the next try
+/// (through another voter) begins.
+pub const ADMIN_TRY_MS: u64 = 5_000;
+/// How long a range change's step retries before each warning that it still does.
+pub const ADMIN_RETRY_WARN_MS: u64 = 5_000;
 /// Rows copied per page when a range moves.
 pub const MOVE_PAGE_ROWS: u32 = 2_048;
 /// Time to live of the lease serializing range changes (renewed every third of it while a

@@ -21,6 +21,17 @@ use whip_proto::v1::Blob;
 use crate::limits;
 use crate::map::{FabricMap, MAP_KEY, META_CELL};
 
+/// Which member a call for one cell goes through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// This node's own member when it hosts the cell (it forwards to the leader), else
+    /// another voter.
+    Hosted,
+    /// Another voter, even when this node hosts the cell: for a retry after this node's
+    /// own member failed or did not answer in time.
+    Peer,
+}
+
 /// How to run a node.
 #[derive(Clone, Debug)]
 pub struct NodeConfig {
@@ -355,21 +366,10 @@ impl Node {
             key: MAP_KEY.to_vec(),
         };
         // The meta cell may be electing (its leader just died): retry for a while.
-        let deadline =
-            tokio::time::Instant::now() + Duration::from_millis(limits::META_READ_RETRY_MS);
-        let mut backoff = Duration::from_millis(limits::ROUTE_BACKOFF_MIN_MS);
-        let answer = loop {
-            match self.read_cell(None, META_CELL, query.clone()).await {
-                Err(CellError::Unavailable(_) | CellError::NotLeader { .. })
-                    if tokio::time::Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(backoff).await;
-                    backoff =
-                        (backoff * 2).min(Duration::from_millis(limits::ROUTE_BACKOFF_MAX_MS));
-                }
-                other => break other?,
-            }
-        };
+        let answer = retrying("the range map", limits::META_READ_RETRY_MS, |via| {
+            self.read_cell_via(None, META_CELL, query.clone(), via)
+        })
+        .await?;
         let entry = match answer {
             QueryResult::Kv(Some(entry)) => entry,
             QueryResult::Kv(None) => {
@@ -402,7 +402,20 @@ impl Node {
         cell: u64,
         request: Request,
     ) -> Result<whip_board::Outcome, CellError> {
-        if let Some(member) = self.hosted(cell) {
+        self.submit_cell_via(map, cell, request, Via::Hosted).await
+    }
+
+    /// [`Node::submit_cell`] through the member `via` names.
+    pub(crate) async fn submit_cell_via(
+        &self,
+        map: Option<&FabricMap>,
+        cell: u64,
+        request: Request,
+        via: Via,
+    ) -> Result<whip_board::Outcome, CellError> {
+        if via == Via::Hosted
+            && let Some(member) = self.hosted(cell)
+        {
             return member.submit(request).await;
         }
         let addr = self.remote_member(map, cell)?;
@@ -432,7 +445,20 @@ impl Node {
         cell: u64,
         query: Query,
     ) -> Result<QueryResult, CellError> {
-        if let Some(member) = self.hosted(cell) {
+        self.read_cell_via(map, cell, query, Via::Hosted).await
+    }
+
+    /// [`Node::read_cell`] through the member `via` names.
+    pub(crate) async fn read_cell_via(
+        &self,
+        map: Option<&FabricMap>,
+        cell: u64,
+        query: Query,
+        via: Via,
+    ) -> Result<QueryResult, CellError> {
+        if via == Via::Hosted
+            && let Some(member) = self.hosted(cell)
+        {
             return member.read(query).await;
         }
         let addr = self.remote_member(map, cell)?;
@@ -456,9 +482,17 @@ impl Node {
     }
 
     /// Where to send a call for `cell`, which this node does not host.
+    /// Never this node itself: a call that comes here goes through the hosted member.
     fn remote_member(&self, map: Option<&FabricMap>, cell: u64) -> Result<String, CellError> {
-        if let Some(hint) = self.inner.hints.lock().expect("hints lock").get(&cell) {
-            return Ok(hint.clone());
+        let hint = self
+            .inner
+            .hints
+            .lock()
+            .expect("hints lock")
+            .get(&cell)
+            .cloned();
+        if let Some(hint) = hint.filter(|addr| addr != self.addr()) {
+            return Ok(hint);
         }
         let cached;
         let map = match map {
@@ -480,8 +514,13 @@ impl Node {
             .cells
             .get(&cell)
             .ok_or_else(|| CellError::InvalidArgument(format!("cell {cell} does not exist")))?;
-        // Spread first attempts over the voters; a NotLeader answer names the leader.
-        let pick = voters[(rand_index() as usize) % voters.len()];
+        // Spread first attempts over the other voters; a NotLeader answer names the leader.
+        let others: Vec<u64> = voters.iter().copied().filter(|v| *v != self.id()).collect();
+        let Some(&pick) = others.get((rand_index() as usize) % others.len().max(1)) else {
+            return Err(CellError::Unavailable(format!(
+                "cell {cell} has no voter but this node"
+            )));
+        };
         map.addr(pick)
             .map(str::to_string)
             .ok_or_else(|| CellError::Fatal(format!("node {pick} has no address in the map")))
@@ -500,6 +539,62 @@ impl Node {
             _ => {}
         }
         err
+    }
+}
+
+/// Retry `call` while the cell is unavailable (electing, moving leaders, not hosted by the
+/// member asked), up to `wait_ms`. Each try is bounded by `ADMIN_TRY_MS`, and a try that
+/// failed or did not answer is followed by one through another voter, so a member of this
+/// node that cannot answer (cut off, removed, paused behind a stale leader) holds no change
+/// up. A retry that goes on for `ADMIN_RETRY_WARN_MS` says so, and again each as long.
+pub(crate) async fn retrying<T, F, Fut>(what: &str, wait_ms: u64, call: F) -> Result<T, CellError>
+where
+    F: Fn(Via) -> Fut,
+    Fut: std::future::Future<Output = Result<T, CellError>>,
+{
+    let begun = tokio::time::Instant::now();
+    let deadline = begun + Duration::from_millis(wait_ms);
+    let warn_every = Duration::from_millis(limits::ADMIN_RETRY_WARN_MS);
+    let mut warn_at = begun + warn_every;
+    let mut backoff = Duration::from_millis(limits::ROUTE_BACKOFF_MIN_MS);
+    let mut via = Via::Hosted;
+    loop {
+        let try_for = Duration::from_millis(limits::ADMIN_TRY_MS);
+        let answer = tokio::time::timeout(try_for, call(via))
+            .await
+            .unwrap_or_else(|_| {
+                Err(CellError::Unavailable(format!(
+                    "{via:?}: no answer in time"
+                )))
+            });
+        match answer {
+            // NotFound: the member asked does not host the cell now (a node starting or
+            // stopping, a route gone stale): another try may reach one that does.
+            Err(
+                e @ (CellError::Unavailable(_)
+                | CellError::NotLeader { .. }
+                | CellError::NotFound(_)),
+            ) if tokio::time::Instant::now() < deadline => {
+                let now = tokio::time::Instant::now();
+                if now >= warn_at {
+                    let waited_ms = (now - begun).as_millis() as u64;
+                    tracing::warn!(what, error = %e, waited_ms, "still retrying");
+                    warn_at = now + warn_every;
+                } else {
+                    tracing::debug!(what, error = %e, ?via, "retrying");
+                }
+                via = match via {
+                    Via::Hosted => Via::Peer,
+                    Via::Peer => Via::Hosted,
+                };
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(limits::ROUTE_BACKOFF_MAX_MS));
+            }
+            // A superseded driver stops as such (its caller tells it from a failure).
+            Err(e @ CellError::Superseded(_)) => return Err(e),
+            Err(e) => return Err(CellError::Unavailable(format!("{what}: {e}"))),
+            ok => return ok,
+        }
     }
 }
 

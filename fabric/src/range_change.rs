@@ -13,6 +13,9 @@ use whip_proto::v1 as pb;
 /// The steps of a range change, in order (a split is one step).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RangePhase {
+    /// The driver reads the range map and the source's row of the range, and reserves the
+    /// move's epoch in the map.
+    Preparing,
     /// Rows go to the target while the source still serves the range and records what
     /// changes meanwhile.
     Precopying,
@@ -34,6 +37,7 @@ impl RangePhase {
     /// The stable code on the wire.
     pub fn code(self) -> &'static str {
         match self {
+            RangePhase::Preparing => "preparing",
             RangePhase::Precopying => "precopying",
             RangePhase::Freezing => "freezing",
             RangePhase::Copying => "copying",
@@ -50,7 +54,8 @@ impl RangePhase {
     }
 
     /// Every phase.
-    pub const ALL: [RangePhase; 7] = [
+    pub const ALL: [RangePhase; 8] = [
+        RangePhase::Preparing,
         RangePhase::Precopying,
         RangePhase::Freezing,
         RangePhase::Copying,
@@ -156,7 +161,16 @@ impl Reporting<'_> {
         });
     }
 
-    /// One more page done, of `rows` rows copied (0 while dropping).
+    /// The change became `kind` (a move that first finishes a stalled one), now in `phase`.
+    pub(crate) fn retarget(&self, kind: RangeChangeKind, phase: RangePhase) {
+        self.update(|c| {
+            c.kind = kind;
+            c.phase = phase;
+            c.pages = 0;
+        });
+    }
+
+    /// One more page done, of `rows` rows copied (0 while dropping or clearing).
     pub(crate) fn page(&self, rows: u64) {
         self.update(|c| {
             c.pages += 1;
@@ -187,7 +201,13 @@ mod tests {
         assert_eq!(tracker.current(), None);
         {
             let move_to_3 = RangeChangeKind::Move { to_cell: 3 };
-            let report = tracker.begin(7, move_to_3, RangePhase::Freezing);
+            let report = tracker.begin(7, move_to_3, RangePhase::Preparing);
+            // A driver that first finishes a stalled move to cell 2 reports that move.
+            let move_to_2 = RangeChangeKind::Move { to_cell: 2 };
+            report.retarget(move_to_2, RangePhase::Preparing);
+            let now = tracker.current().expect("under way");
+            assert_eq!((now.kind, now.phase), (move_to_2, RangePhase::Preparing));
+            report.retarget(move_to_3, RangePhase::Freezing);
             report.phase(RangePhase::Copying);
             report.page(2_048);
             report.page(100);

@@ -127,7 +127,12 @@ async fn resolve(lease: &AdminLease<'_>, cell: u64, row: RangeView) -> Result<()
                 epoch = row.epoch,
                 "taking over a stalled range move"
             );
-            admin::run_move(lease, row.start, row.to_cell).await?;
+            let kind = RangeChangeKind::Move {
+                to_cell: row.to_cell,
+            };
+            let change = &node.inner.range_change;
+            let report = change.begin(row.start, kind, RangePhase::Preparing);
+            admin::run_move(lease, row.start, row.to_cell, &report).await?;
             Ok(())
         }
         // Another holder resolved it meanwhile, or the map cut the range: nothing to do.

@@ -4,8 +4,10 @@
 //! change half-way, its range frozen on the source and served by no cell; the mover then
 //! runs it again through another node, as an operator would, until the range map shows it
 //! done. A change that makes no progress for `STALL_MS` (no driver on any node reports a
-//! new phase or more rows copied), or is not done within `DONE_WITHIN_MS` at all, fails
-//! the run: a slow move of a large range is slow, not stuck, and its time is reported.
+//! new phase, more rows copied or more pages cleared or dropped), or is not done within
+//! `DONE_WITHIN_MS` at all, fails the run: a slow move of a large range is slow, not
+//! stuck, and its time is reported. A stuck change's event names what each driver last
+//! reported.
 
 use std::time::{Duration, Instant};
 
@@ -164,7 +166,7 @@ impl Mover {
             let stalled_ms = progress.stalled_ms();
             if stalled_ms > STALL_MS || took_ms > DONE_WITHIN_MS {
                 let detail = json!({ "change": change.detail(), "error": error,
-                    "took_ms": took_ms, "stalled_ms": stalled_ms });
+                    "took_ms": took_ms, "stalled_ms": stalled_ms, "drivers": progress.seen() });
                 self.log.event("range-change-stuck", detail);
                 return Err(format!(
                     "range change {} stuck: no progress for {stalled_ms} ms ({took_ms} ms in \
@@ -197,9 +199,12 @@ impl Mover {
     }
 }
 
+/// One node's report of a change: its address, phase, rows copied and pages done.
+type Report = (String, String, u64, u64);
+
 /// What the drivers of one change last reported, and when that last moved on.
 struct Progress {
-    seen: Vec<(String, String, u64)>,
+    seen: Vec<Report>,
     moved_at: Instant,
 }
 
@@ -229,17 +234,25 @@ impl Progress {
             now.extend(
                 reports
                     .filter(|c| c.start == start)
-                    .map(|c| (addr.clone(), c.phase, c.rows)),
+                    .map(|c| (addr.clone(), c.phase, c.rows, c.pages)),
             );
         }
         let moved = now.iter().any(|report| {
             let before = self.seen.iter().find(|s| s.0 == report.0);
-            before.is_none_or(|b| b.1 != report.1 || b.2 < report.2)
+            before.is_none_or(|b| b.1 != report.1 || b.2 < report.2 || b.3 < report.3)
         });
         if moved {
             self.moved_at = Instant::now();
         }
         self.seen = now;
+    }
+
+    /// The last reports, for the run's log.
+    fn seen(&self) -> serde_json::Value {
+        let reports = self.seen.iter().map(|(addr, phase, rows, pages)| {
+            json!({ "node": addr, "phase": phase, "rows": rows, "pages": pages })
+        });
+        serde_json::Value::Array(reports.collect())
     }
 
     fn stalled_ms(&self) -> u64 {
