@@ -137,6 +137,10 @@ pub(crate) const RANGE_TRACK: u8 = b'0';
 /// cell-local).
 pub(crate) const RANGE_CHANGED: u8 = b'1';
 
+/// How far a move's target holds a clean copy of the range recorded on this source
+/// (`crate::range_track`): one row (cell-local), forgotten with the record.
+pub(crate) const RANGE_COPIED: u8 = b'5';
+
 /// The follow-up outbox (`crate::next`): family, sequence number (cell-local).
 pub(crate) const FOLLOW_UP: u8 = b'2';
 /// The follow-up outbox's next sequence number: one row (cell-local).
@@ -148,7 +152,7 @@ pub(crate) const TIME_FLOOR: u8 = b'4';
 
 /// Every family above: a row of any other first byte is no row of this state machine.
 #[rustfmt::skip]
-pub(crate) const FAMILIES: [u8; 56] = [
+pub(crate) const FAMILIES: [u8; 57] = [
     KV, LEASE, HOLDER, COUNTER, LEDGER_HEAD, LEDGER_ENTRY, IDEMPOTENCY, DEADLINE, OUTBOX,
     OUTBOX_ITEM, INBOX, ALARM, ALARM_HEAD, RANGE, FENCE_OFFSET, FABRIC_MODE, ELECTION, SCHEDULE,
     TEAM, TASK, READY, CLAIM, MAIL_HEAD, MAIL, MBOX_HEAD, MBOX_MSG, CELL_TASK, CELL_READY,
@@ -156,6 +160,7 @@ pub(crate) const FAMILIES: [u8; 56] = [
     ALARM_CAUSE, VOTE_TEAM, PROPOSAL, BALLOT, ENGINE, INSTANCE_OWNER, META_MODE,
     WORK_OWNER, WATCH_EVENT, WATCH_META, ADMIN_FENCE, KV_ATTACH, KV_LEASED, PATH_RESERVATION,
     PATH_HOLDER, PATH_REPO, RANGE_TRACK, RANGE_CHANGED, FOLLOW_UP, FOLLOW_HEAD, TIME_FLOOR,
+    RANGE_COPIED,
 ];
 
 /// Append `s` escaped but without its terminator (a prefix of every longer string's form).

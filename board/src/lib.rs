@@ -547,14 +547,20 @@ fn apply_range(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
             last,
             to_cell,
         } => range_track::track(txn, *start, *last, *to_cell),
+        Command::RangeCopied {
+            start,
+            last,
+            to_cell,
+            after_key,
+        } => range_track::copied(txn, (*start, *last), *to_cell, after_key),
         Command::RangeClear { start, last } => range_track::clear(txn, *start, *last),
         Command::RangePatch { puts, deletes } => range_track::patch(txn, puts, deletes),
         Command::RangeFenced { fence, step } => match range::admit_fence(txn, *fence) {
             Err(refused) => refused,
             Ok(()) if is_fenced_step(step) => apply_range(txn, stamp, step),
             Ok(()) => Outcome::Invalid {
-                reason: "a fenced range step is a freeze, track, clear, import, patch, assign, \
-                         drop or split"
+                reason: "a fenced range step is a freeze, track, copied, clear, import, patch, \
+                         assign, drop or split"
                     .into(),
             },
         },
@@ -573,6 +579,7 @@ fn is_fenced_step(step: &Command) -> bool {
             | Command::RangeDrop { .. }
             | Command::RangeSplit { .. }
             | Command::RangeTrack { .. }
+            | Command::RangeCopied { .. }
             | Command::RangeClear { .. }
             | Command::RangePatch { .. }
     )
@@ -934,6 +941,7 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
         Query::Ranges
         | Query::RangeExport { .. }
         | Query::RangeChanges { .. }
+        | Query::RangeCopy { .. }
         | Query::FollowUps { .. } => query_cell(txn, query),
         Query::Team { .. }
         | Query::BoardTask { .. }
@@ -1030,6 +1038,7 @@ fn query_cell(txn: &impl Txn, query: &Query) -> QueryResult {
             after_key,
             limit,
         } => range_track::changes(txn, (*start, *last), after_key, list_cap(*limit)),
+        Query::RangeCopy { start, last } => range_track::copy_state(txn, (*start, *last)),
         Query::FollowUps { after_seq, limit } => {
             QueryResult::FollowUps(next::pending(txn, *after_seq, list_cap(*limit)))
         }

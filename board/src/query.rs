@@ -115,6 +115,14 @@ pub enum Query {
         /// Most rows returned.
         limit: u32,
     },
+    /// On a move's source: the target its record of `[start, last]` is for and how far
+    /// that target holds a clean copy (`Command::RangeCopied`).
+    RangeCopy {
+        /// First point.
+        start: u64,
+        /// Last point (inclusive).
+        last: u64,
+    },
     /// This cell's follow-up outbox after `after_seq` (`crate::next`).
     FollowUps {
         /// Only follow-ups with a greater sequence number.
@@ -348,6 +356,7 @@ crate::codes::stable_codes! {
         37 => PathsList,
         38 => RangeChanges,
         39 => FollowUps,
+        40 => RangeCopy,
     }
 }
 
@@ -439,6 +448,15 @@ pub enum QueryResult {
         /// The key after which the next page starts.
         next: Option<Vec<u8>>,
     },
+    /// A move's copy as its source records it (`Query::RangeCopy`).
+    RangeCopy {
+        /// The target of the cell's complete record of the range; `None`: no complete
+        /// record (none began, or it outgrew `RANGE_CHANGED_KEYS_MAX`).
+        to_cell: Option<u64>,
+        /// With a complete record: the last raw key the target holds a clean copy of
+        /// (empty: cleared, nothing copied yet); `None`: the target must be cleared first.
+        copied_after: Option<Vec<u8>>,
+    },
     /// Follow-ups still in the outbox, in sequence order (`Query::FollowUps`).
     FollowUps(Vec<crate::next::Next>),
     /// A team: `None` when it does not exist (or is dissolving).
@@ -522,6 +540,7 @@ crate::codes::stable_codes! {
         31 => Reservations,
         32 => RangeChanges,
         33 => FollowUps,
+        34 => RangeCopy,
     }
 }
 

@@ -482,14 +482,14 @@ pub(crate) fn split(txn: &mut impl Txn, start: u64, last: u64, at: u64, epoch: u
 /// history (`crate::watch`); a move's record of changes (`crate::range_track`); the
 /// follow-up outbox (`crate::next`); the time floor.
 #[rustfmt::skip]
-const CELL_OWN: [u8; 27] = [
+const CELL_OWN: [u8; 28] = [
     keys::WORK_CELL, keys::WORK_LIMITS, keys::WORK_AUDIT, keys::WORK_GRANT, keys::WORK_OWNER,
     keys::CELL_TASK, keys::CELL_READY, keys::CELL_CLAIM, keys::CELL_BOARD,
     keys::RANGE, keys::FENCE_OFFSET, keys::FABRIC_MODE, keys::META_MODE, keys::ADMIN_FENCE,
     keys::OUTBOX, keys::OUTBOX_ITEM, keys::INBOX, keys::ALARM, keys::ALARM_HEAD,
     keys::ALARM_CAUSE, keys::WATCH_EVENT, keys::WATCH_META,
     keys::RANGE_TRACK, keys::RANGE_CHANGED, keys::FOLLOW_UP, keys::FOLLOW_HEAD,
-    keys::TIME_FLOOR,
+    keys::TIME_FLOOR, keys::RANGE_COPIED,
 ];
 
 /// The point of a stored row, or `None` for rows that belong to the cell itself

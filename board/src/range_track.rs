@@ -14,6 +14,14 @@
 //! sending the record's rows again is harmless: a driver that stops mid-patch is finished
 //! by the next one sending the same rows.
 //!
+//! Resuming: a driver that stops mid-copy (killed, paused, its lease lost) leaves its
+//! record going on. The next driver's `RangeTrack` for the same range and target keeps a
+//! complete record instead of starting over, and the source keeps how far the target holds
+//! a clean copy (`Command::RangeCopied`, written after each page the target took), so the
+//! next driver copies on from there: the rows already there were read after the record
+//! began, which is all the argument above needs. Without that mark the target is cleared
+//! first (the mark of an empty key says it was).
+//!
 //! Bounds: the record holds at most `RANGE_CHANGED_KEYS_MAX` keys; past it the record is
 //! marked incomplete and the move copies the whole frozen range again, after deleting the
 //! target's copy (`Command::RangeClear`). Only one range change runs fabric-wide at a time,
@@ -26,7 +34,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{encode_versioned, versioned};
-use crate::keys::{RANGE_CHANGED, RANGE_TRACK};
+use crate::keys::{RANGE_CHANGED, RANGE_COPIED, RANGE_TRACK};
 use crate::limits::{RANGE_CHANGED_KEYS_MAX, RANGE_EXPORT_BYTES_MAX, RANGE_ROWS_PER_COMMAND_MAX};
 use crate::query::QueryResult;
 use crate::range;
@@ -70,7 +78,35 @@ fn changed_key(key: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Delete the record and every key it holds (at most `RANGE_CHANGED_KEYS_MAX`).
+/// How far the record's target holds a clean copy (see the module docs).
+#[derive(Serialize, Deserialize)]
+struct Copied {
+    /// The last raw key copied (empty: the target was cleared, nothing copied yet).
+    #[serde(with = "serde_bytes")]
+    after_key: Vec<u8>,
+}
+
+/// The encoding version of [`Copied`].
+const COPIED_VERSION: u8 = 1;
+
+fn read_copied(txn: &impl Txn) -> Option<Vec<u8>> {
+    let bytes = txn.get(&[RANGE_COPIED])?;
+    match versioned(&bytes) {
+        Some((COPIED_VERSION, body)) => {
+            let copied: Copied = postcard::from_bytes(body).expect("copy mark decodes");
+            Some(copied.after_key)
+        }
+        other => panic!("copy mark of unknown version {:?}", other.map(|v| v.0)),
+    }
+}
+
+/// The complete record of exactly `[start, last]`, if this cell keeps one.
+fn complete(txn: &impl Txn, (start, last): (u64, u64)) -> Option<Track> {
+    read_track(txn).filter(|t| t.start == start && t.last == last && !t.overflow)
+}
+
+/// Delete the record, its copy mark and every key it holds (at most
+/// `RANGE_CHANGED_KEYS_MAX`).
 fn forget(txn: &mut impl Txn) {
     let rows = txn.scan(
         &[RANGE_CHANGED],
@@ -80,11 +116,13 @@ fn forget(txn: &mut impl Txn) {
     for (key, _) in rows {
         txn.delete(&key);
     }
+    txn.delete(&[RANGE_COPIED]);
     txn.delete(&[RANGE_TRACK]);
 }
 
 /// Begin recording the changes of owned, serving range `[start, last]` for a move to
-/// `to_cell` (`Command::RangeTrack`); any earlier record is forgotten.
+/// `to_cell` (`Command::RangeTrack`). A complete record of the same range for the same
+/// target goes on, with its copy mark; any other record is forgotten.
 pub(crate) fn track(txn: &mut impl Txn, start: u64, last: u64, to_cell: u64) -> Outcome {
     let serving = range::rows(txn)
         .into_iter()
@@ -93,6 +131,9 @@ pub(crate) fn track(txn: &mut impl Txn, start: u64, last: u64, to_cell: u64) -> 
         None => return Outcome::RangeUnknown { start, last },
         Some(row) if row.frozen => return Outcome::WrongRange { epoch: row.epoch },
         Some(_) => {}
+    }
+    if complete(txn, (start, last)).is_some_and(|t| t.to_cell == to_cell) {
+        return Outcome::RangeTracked { to_cell };
     }
     forget(txn);
     let track = Track {
@@ -104,6 +145,37 @@ pub(crate) fn track(txn: &mut impl Txn, start: u64, last: u64, to_cell: u64) -> 
     };
     put_track(txn, &track);
     Outcome::RangeTracked { to_cell }
+}
+
+/// Mark that `to_cell` holds a clean copy of `[start, last]` through `after_key`
+/// (`Command::RangeCopied`): `RangeTracked` while the complete record for that target goes
+/// on, else `RangeUnknown` and nothing changes. The mark only moves forward.
+pub(crate) fn copied(
+    txn: &mut impl Txn,
+    (start, last): (u64, u64),
+    to_cell: u64,
+    after_key: &[u8],
+) -> Outcome {
+    if complete(txn, (start, last)).is_none_or(|t| t.to_cell != to_cell) {
+        return Outcome::RangeUnknown { start, last };
+    }
+    if read_copied(txn).is_none_or(|before| before.as_slice() < after_key) {
+        let copied = Copied {
+            after_key: after_key.to_vec(),
+        };
+        txn.put(&[RANGE_COPIED], &encode_versioned(COPIED_VERSION, &copied));
+    }
+    Outcome::RangeTracked { to_cell }
+}
+
+/// The target of the complete record of `[start, last]` and its copy mark
+/// (`Query::RangeCopy`).
+pub(crate) fn copy_state(txn: &impl Txn, range: (u64, u64)) -> QueryResult {
+    let to_cell = complete(txn, range).map(|t| t.to_cell);
+    QueryResult::RangeCopy {
+        to_cell,
+        copied_after: to_cell.and_then(|_| read_copied(txn)),
+    }
 }
 
 /// The record `crate::apply` must keep now: one whose range is owned here and serving.
@@ -194,9 +266,7 @@ pub(crate) fn changes(
     after_key: &[u8],
     limit: usize,
 ) -> QueryResult {
-    let complete = read_track(txn)
-        .filter(|t| t.start == start && t.last == last && !t.overflow)
-        .map(|t| t.to_cell);
+    let complete = complete(txn, (start, last)).map(|t| t.to_cell);
     let (mut puts, mut deletes, mut next) = (Vec::new(), Vec::new(), None);
     if complete.is_some() {
         let mut from = changed_key(after_key);
@@ -344,6 +414,17 @@ mod tests {
         }
     }
 
+    /// `count` client writes on `src`, chosen by the generator state `n`, from `index` on.
+    fn scribble(src: &mut MemTxn, n: &mut u64, index: &mut u64, count: u64) {
+        for _ in 0..count {
+            *n = n
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            *index += 1;
+            run_at(src, *index, client_write(*n >> 33), 1);
+        }
+    }
+
     fn export_all(txn: &MemTxn) -> Vec<(Vec<u8>, Vec<u8>)> {
         range::export(txn, WHOLE.0, WHOLE.1, &[], RANGE_ROWS_PER_COMMAND_MAX).0
     }
@@ -412,13 +493,7 @@ mod tests {
                 let (rows, next) = range::export(&src, WHOLE.0, WHOLE.1, &after, 2);
                 index += 1;
                 run_at(&mut dst, index, Command::RangeImport { rows }, 0);
-                for _ in 0..(seed % 4) {
-                    n = n
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    index += 1;
-                    run_at(&mut src, index, client_write(n >> 33), 1);
-                }
+                scribble(&mut src, &mut n, &mut index, seed % 4);
                 match next {
                     Some(key) => after = key,
                     None => break,
@@ -455,6 +530,126 @@ mod tests {
             assert!(matches!(refused, Outcome::WrongRange { .. }), "{refused:?}");
             assert_eq!(src.map, record, "the frozen source changed");
         }
+    }
+
+    fn copy_state(txn: &MemTxn) -> (Option<u64>, Option<Vec<u8>>) {
+        let query = Query::RangeCopy {
+            start: WHOLE.0,
+            last: WHOLE.1,
+        };
+        match crate::query(txn, 0, &query) {
+            QueryResult::RangeCopy {
+                to_cell,
+                copied_after,
+            } => (to_cell, copied_after),
+            other => panic!("copy state answered {other:?}"),
+        }
+    }
+
+    fn track_to(to_cell: u64) -> Command {
+        Command::RangeTrack {
+            start: WHOLE.0,
+            last: WHOLE.1,
+            to_cell,
+        }
+    }
+
+    fn mark(to_cell: u64, after_key: &[u8]) -> Command {
+        Command::RangeCopied {
+            start: WHOLE.0,
+            last: WHOLE.1,
+            to_cell,
+            after_key: after_key.to_vec(),
+        }
+    }
+
+    /// A driver that stopped half-way: the next one's track keeps the record and its copy
+    /// mark for the same target, copies on from the mark, and the target ends exact, for
+    /// every interleaving of client writes; a track to another target starts afresh.
+    #[test]
+    fn a_copy_resumed_from_its_mark_ends_exact() {
+        for seed in 0..20u64 {
+            let (mut src, mut dst, mut index) = (source(), MemTxn::default(), 2);
+            for n in 0..40 {
+                run_at(&mut src, index, client_write(n * 7 + seed), 1);
+                index += 1;
+            }
+            run_at(&mut src, index, track_to(2), 0);
+            assert_eq!(copy_state(&src), (Some(2), None), "no mark before a clear");
+            index += 1;
+            run_at(&mut src, index, mark(2, &[]), 0);
+            let (mut after, mut n) = (Vec::new(), 1_000 + seed);
+            for driver in 0..2 {
+                if driver == 1 {
+                    // The next driver: the same track keeps the record and the mark.
+                    index += 1;
+                    let kept = run_at(&mut src, index, track_to(2), 0);
+                    assert_eq!(kept, Outcome::RangeTracked { to_cell: 2 });
+                    let (to_cell, mark) = copy_state(&src);
+                    assert_eq!(to_cell, Some(2));
+                    after = mark.expect("the first driver's mark");
+                }
+                // The first driver stops after `seed % 3 + 1` pages.
+                for _ in 0..(if driver == 0 { seed % 3 + 1 } else { u64::MAX }) {
+                    let (rows, next) = range::export(&src, WHOLE.0, WHOLE.1, &after, 2);
+                    let Some((last_key, _)) = rows.last().cloned() else {
+                        break;
+                    };
+                    index += 1;
+                    run_at(&mut dst, index, Command::RangeImport { rows }, 0);
+                    index += 1;
+                    let marked = run_at(&mut src, index, mark(2, &last_key), 0);
+                    assert_eq!(marked, Outcome::RangeTracked { to_cell: 2 });
+                    scribble(&mut src, &mut n, &mut index, seed % 4);
+                    match next {
+                        Some(key) => after = key,
+                        None => break,
+                    }
+                }
+            }
+            index += 1;
+            let freeze = Command::RangeFreeze {
+                start: WHOLE.0,
+                last: WHOLE.1,
+                epoch: 2,
+            };
+            run_at(&mut src, index, freeze, 0);
+            assert_eq!(send_changes(&src, &mut dst, &mut index), Some(2));
+            assert_eq!(export_all(&dst), export_all(&src), "seed {seed}");
+        }
+    }
+
+    /// A mark only moves forward and only while its record goes on; a track to another
+    /// target forgets the record and its mark.
+    #[test]
+    fn a_copy_mark_follows_its_record() {
+        let mut src = source();
+        run_at(&mut src, 2, track_to(2), 0);
+        run_at(&mut src, 3, mark(2, b"m"), 0);
+        run_at(&mut src, 4, mark(2, b"c"), 0);
+        assert_eq!(copy_state(&src), (Some(2), Some(b"m".to_vec())));
+        let elsewhere = run_at(&mut src, 5, mark(3, b"z"), 0);
+        assert_eq!(
+            elsewhere,
+            Outcome::RangeUnknown {
+                start: WHOLE.0,
+                last: WHOLE.1
+            }
+        );
+        run_at(&mut src, 6, track_to(3), 0);
+        assert_eq!(
+            copy_state(&src),
+            (Some(3), None),
+            "a new record has no mark"
+        );
+        assert_eq!(
+            run_at(&mut src, 7, mark(2, b"z"), 0),
+            Outcome::RangeUnknown {
+                start: WHOLE.0,
+                last: WHOLE.1
+            }
+        );
+        assert_eq!(copy_state(&src), (Some(3), None));
     }
 
     /// Past `RANGE_CHANGED_KEYS_MAX` keys the record says it is incomplete (the move copies

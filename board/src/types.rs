@@ -782,8 +782,9 @@ pub enum Command {
     },
     /// Begin a move's copy of owned, serving range `[start, last]` to `to_cell` before the
     /// freeze: from now until the freeze the cell records every key of the range it changes
-    /// (`crate::range_track`), so the frozen range sends only those. Forgets any earlier
-    /// record of this cell.
+    /// (`crate::range_track`), so the frozen range sends only those. A complete record of
+    /// the same range for the same target goes on (a copy under it resumes); any other
+    /// record of this cell is forgotten.
     RangeTrack {
         /// First point.
         start: u64,
@@ -810,6 +811,21 @@ pub enum Command {
         /// Rows the source no longer holds.
         deletes: Vec<Vec<u8>>,
     },
+    /// On a move's source: the target `to_cell` now holds a clean copy of every row of
+    /// `[start, last]` up to raw key `after_key` (empty: it was cleared, nothing copied
+    /// yet), each read after the record began, so a later driver resumes the copy there.
+    /// Answers `RangeTracked` while that record goes on, else `RangeUnknown`.
+    RangeCopied {
+        /// First point.
+        start: u64,
+        /// Last point (inclusive).
+        last: u64,
+        /// The move's target cell.
+        to_cell: u64,
+        /// The last raw key the target holds a copy of.
+        #[serde(with = "serde_bytes")]
+        after_key: Vec<u8>,
+    },
     /// Acknowledge follow-up `seq` of this cell's outbox: it was carried out
     /// (`crate::next`; a server's own command, again a no-op).
     FollowUpDone {
@@ -817,7 +833,8 @@ pub enum Command {
         seq: u64,
     },
     /// One range step (`RangeFreezeTo`, `RangeImport`, `RangeAssign[At]`, `RangeDrop`,
-    /// `RangeSplit`, `RangeTrack`, `RangeClear`, `RangePatch`) of the driver holding the
+    /// `RangeSplit`, `RangeTrack`, `RangeCopied`, `RangeClear`, `RangePatch`) of the driver
+    /// holding the
     /// range-admin lease granted at `fence`: refused `superseded` once the cell ran a step of
     /// a later holder.
     RangeFenced {
@@ -962,6 +979,7 @@ crate::codes::stable_codes! {
         72 => AgentRegister,
         73 => RangeAssignAt,
         74 => HandoffLocal,
+        75 => RangeCopied,
     }
 }
 
@@ -2045,7 +2063,7 @@ impl Command {
             | Command::RangeSplit { .. } | Command::RangeImport { .. }
             | Command::RangeDrop { .. } | Command::MetaCellMark
             | Command::RangeFreezeTo { .. } | Command::RangeTrack { .. }
-            | Command::RangeClear { .. } | Command::RangePatch { .. }
+            | Command::RangeCopied { .. } | Command::RangeClear { .. } | Command::RangePatch { .. }
             | Command::RangeFenced { .. } => Family::Range,
             Command::Campaign { .. }
             | Command::Proclaim { .. }

@@ -20,6 +20,7 @@ use whip_proto::v1::node_server;
 
 use crate::limits;
 use crate::map::{FabricMap, MAP_KEY, META_CELL, RangeEntry};
+use crate::move_copy::Copying;
 use crate::node::{Node, retrying, unexpected};
 use crate::range_change::{RangeChange, RangeChangeKind, RangePhase, Reporting};
 
@@ -539,7 +540,7 @@ impl<'a> AdminLease<'a> {
     }
 
     /// Run range step `command` on `cell` under this lease's fence (see [`on_cell`]).
-    async fn step(
+    pub(crate) async fn step(
         &self,
         map: &FabricMap,
         cell: u64,
@@ -634,6 +635,41 @@ pub(crate) async fn source_row(
         .find(|r| r.start == range.start && r.last == range.last))
 }
 
+/// A move's start: the map it read, its range and the source's row of it, and the map
+/// with the move's fresh epoch reserved, published at `version`.
+struct Reserved {
+    map: std::sync::Arc<FabricMap>,
+    next: FabricMap,
+    version: u64,
+    range: RangeEntry,
+    row: Option<RangeView>,
+    epoch: u64,
+}
+
+/// Read the map and the source's row of the range at `start`, and reserve a fresh epoch
+/// for its move to `to_cell` in the map.
+async fn reserve(lease: &AdminLease<'_>, start: u64, to_cell: u64) -> Result<Reserved, CellError> {
+    let node = lease.node;
+    let (map, version) = node.load_map().await?;
+    let range = *map
+        .range_at(start)
+        .ok_or_else(|| invalid(format!("no range starts at {start:#x}")))?;
+    check_target(&map, range, to_cell)?;
+    let row = source_row(node, &map, range).await?;
+    let mut next = (*map).clone();
+    next.epoch_high = next.epoch_high.max(row.map_or(0, |r| r.epoch));
+    let epoch = next.next_epoch();
+    let version = publish(node, &next, version, lease.fence).await?;
+    Ok(Reserved {
+        map,
+        next,
+        version,
+        range,
+        row,
+        epoch,
+    })
+}
+
 /// Move the range at `start` to `to_cell` under `lease`: reserve a fresh epoch in the map
 /// (from then on no earlier driver's map write goes through), copy the range while its
 /// source still serves it (the source records what changes meanwhile), freeze it (waiting
@@ -647,22 +683,27 @@ pub(crate) async fn run_move(
 ) -> Result<(RangeEntry, u64), CellError> {
     let node = lease.node;
     report.retarget(RangeChangeKind::Move { to_cell }, RangePhase::Preparing);
-    let (map, version) = node.load_map().await?;
-    let range = *map
-        .range_at(start)
-        .ok_or_else(|| invalid(format!("no range starts at {start:#x}")))?;
-    check_target(&map, range, to_cell)?;
-    let row = source_row(node, &map, range).await?;
-    let mut next = (*map).clone();
-    next.epoch_high = next.epoch_high.max(row.map_or(0, |r| r.epoch));
-    let epoch = next.next_epoch();
-    let version = publish(node, &next, version, lease.fence).await?;
+    let Reserved {
+        map,
+        mut next,
+        version,
+        range,
+        row,
+        epoch,
+    } = reserve(lease, start, to_cell).await?;
     report.phase(RangePhase::Precopying);
     let step = |name: &str| format!("fabric-move/{start:x}/{epoch}/{name}");
     let mut rows = 0;
+    let copying = Copying {
+        lease,
+        map: &map,
+        range,
+        to_cell,
+        report,
+    };
     // A frozen source is a stalled move's: its copy before the freeze is done or not needed.
     if row.is_some_and(|r| !r.frozen) {
-        rows += precopy(lease, &map, range, to_cell, &step("pre"), report).await?;
+        rows += copying.precopy(&step("pre")).await?;
         crate::test_hooks::hold(RangePhase::Precopying).await;
     }
     report.phase(RangePhase::Freezing);
@@ -674,28 +715,18 @@ pub(crate) async fn run_move(
         epoch,
         to_cell,
     };
-    let (fence_high, frozen_at_ms) = freeze(lease, &map, hold).await?;
+    let frozen = freeze(lease, &map, hold).await?;
     lease.hold(Some(hold));
     report.phase(RangePhase::Copying);
     crate::test_hooks::hold(RangePhase::Copying).await;
-    rows += finish_copy(lease, &map, range, to_cell, &step("copy"), report).await?;
+    rows += copying.finish(&step("copy")).await?;
     let moved = RangeEntry {
         cell: to_cell,
         epoch,
         ..range
     };
     report.phase(RangePhase::Assigning);
-    let assign = Command::RangeAssignAt {
-        start,
-        last,
-        epoch,
-        fence_above: fence_high,
-        time_above_ms: frozen_at_ms,
-    };
-    match lease.step(&map, to_cell, step("assign"), assign).await? {
-        Outcome::RangeAssigned { .. } => {}
-        other => return Err(CellError::Fatal(format!("assign answered {other:?}"))),
-    }
+    assign(lease, &map, hold, frozen, step("assign")).await?;
     for r in next.ranges.iter_mut().filter(|r| r.start == start) {
         *r = moved;
     }
@@ -708,174 +739,27 @@ pub(crate) async fn run_move(
     Ok((moved, rows))
 }
 
-/// Copy the range to `to_cell` while its source still serves it: the source first starts
-/// recording the range's changes, the target deletes what an unfinished copy left, then
-/// every page goes over. The rows copied.
-async fn precopy(
+/// Assign the frozen range of `hold` to its target, with fences above the source's
+/// high-water mark and stamps no earlier than the freeze's (`frozen`, as [`freeze`]
+/// answered).
+async fn assign(
     lease: &AdminLease<'_>,
     map: &FabricMap,
-    range: RangeEntry,
-    to_cell: u64,
-    key_prefix: &str,
-    report: &Reporting<'_>,
-) -> Result<u64, CellError> {
-    let track = Command::RangeTrack {
-        start: range.start,
-        last: range.last,
-        to_cell,
-    };
-    let key = format!("{key_prefix}/track");
-    match lease.step(map, range.cell, key, track).await? {
-        Outcome::RangeTracked { .. } => {}
-        other => return Err(CellError::Fatal(format!("track answered {other:?}"))),
-    }
-    clear_and_copy(lease, map, range, to_cell, key_prefix, report).await
-}
-
-/// Bring the target level with the frozen source: send the changes the source recorded
-/// since the copy before the freeze, or, when it holds no complete record for this target
-/// (it outgrew its bound, or a move from before records began), copy the whole range
-/// again over a cleared target. The rows sent.
-async fn finish_copy(
-    lease: &AdminLease<'_>,
-    map: &FabricMap,
-    range: RangeEntry,
-    to_cell: u64,
-    key_prefix: &str,
-    report: &Reporting<'_>,
-) -> Result<u64, CellError> {
-    let sent = send_changes(lease, map, range, to_cell, key_prefix, report).await?;
-    if let Some(rows) = sent {
-        return Ok(rows);
-    }
-    // An earlier attempt assigned the range there (unpublished): it copied everything first.
-    if target_holds(lease.node, map, range, to_cell).await? {
-        return Ok(0);
-    }
-    clear_and_copy(lease, map, range, to_cell, key_prefix, report).await
-}
-
-/// Delete what an unfinished copy left on `to_cell`, then copy the whole range there.
-async fn clear_and_copy(
-    lease: &AdminLease<'_>,
-    map: &FabricMap,
-    range: RangeEntry,
-    to_cell: u64,
-    key_prefix: &str,
-    report: &Reporting<'_>,
-) -> Result<u64, CellError> {
-    clear_target(
-        lease,
-        map,
-        range,
-        to_cell,
-        &format!("{key_prefix}/clear"),
-        report,
-    )
-    .await?;
-    let import = format!("{key_prefix}/import");
-    copy_rows(lease, map, range, to_cell, &import, report).await
-}
-
-/// Send the frozen source's recorded changes to `to_cell`, page by page; `None` when the
-/// source holds no complete record of this range for that target.
-async fn send_changes(
-    lease: &AdminLease<'_>,
-    map: &FabricMap,
-    range: RangeEntry,
-    to_cell: u64,
-    key_prefix: &str,
-    report: &Reporting<'_>,
-) -> Result<Option<u64>, CellError> {
-    let node = lease.node;
-    let mut after = Vec::new();
-    let mut sent = 0u64;
-    for page in 0u64.. {
-        let changes = Query::RangeChanges {
-            start: range.start,
-            last: range.last,
-            after_key: after.clone(),
-            limit: limits::MOVE_PAGE_ROWS,
-        };
-        let what = format!("changes from cell {}", range.cell);
-        let answer = retrying(&what, limits::INIT_WAIT_MS, |via| {
-            node.read_cell_via(Some(map), range.cell, changes.clone(), via)
-        })
-        .await?;
-        let QueryResult::RangeChanges {
-            to_cell: recorded,
-            puts,
-            deletes,
-            next,
-        } = answer
-        else {
-            return Err(unexpected(&answer));
-        };
-        if recorded != Some(to_cell) {
-            return Ok(None);
-        }
-        let rows = (puts.len() + deletes.len()) as u64;
-        if rows > 0 {
-            let patch = Command::RangePatch { puts, deletes };
-            match lease
-                .step(map, to_cell, format!("{key_prefix}/patch/{page}"), patch)
-                .await?
-            {
-                Outcome::RangeImported { .. } => {}
-                other => return Err(CellError::Fatal(format!("patch answered {other:?}"))),
-            }
-            sent += rows;
-            report.page(rows);
-        }
-        match next {
-            Some(key) => after = key,
-            None => return Ok(Some(sent)),
-        }
-    }
-    unreachable!("the pages never run out")
-}
-
-/// Whether `to_cell` already owns exactly this range, serving (an earlier attempt of the
-/// same move assigned it there and stopped before publishing).
-async fn target_holds(
-    node: &Node,
-    map: &FabricMap,
-    range: RangeEntry,
-    to_cell: u64,
-) -> Result<bool, CellError> {
-    let target = RangeEntry {
-        cell: to_cell,
-        ..range
-    };
-    Ok(source_row(node, map, target)
-        .await?
-        .is_some_and(|row| !row.frozen))
-}
-
-/// Delete, on `to_cell`, what an unfinished copy of the range left there.
-async fn clear_target(
-    lease: &AdminLease<'_>,
-    map: &FabricMap,
-    range: RangeEntry,
-    to_cell: u64,
-    key_prefix: &str,
-    report: &Reporting<'_>,
+    hold: Hold,
+    (fence_high, frozen_at_ms): (u64, u64),
+    key: String,
 ) -> Result<(), CellError> {
-    for page in 0u64.. {
-        let clear = Command::RangeClear {
-            start: range.start,
-            last: range.last,
-        };
-        match lease
-            .step(map, to_cell, format!("{key_prefix}/{page}"), clear)
-            .await?
-        {
-            Outcome::RangeDropped { done: true, .. } => return Ok(()),
-            Outcome::RangeDropped { .. } => report.page(0),
-            other => return Err(CellError::Fatal(format!("clear answered {other:?}"))),
-        }
+    let assign = Command::RangeAssignAt {
+        start: hold.start,
+        last: hold.last,
+        epoch: hold.epoch,
+        fence_above: fence_high,
+        time_above_ms: frozen_at_ms,
+    };
+    match lease.step(map, hold.to_cell, key, assign).await? {
+        Outcome::RangeAssigned { .. } => Ok(()),
+        other => Err(CellError::Fatal(format!("assign answered {other:?}"))),
     }
-    unreachable!("the pages never run out")
 }
 
 fn check_target(map: &FabricMap, range: RangeEntry, to_cell: u64) -> Result<(), CellError> {
@@ -950,53 +834,6 @@ pub(crate) async fn drop_copy(
         }
     }
     Ok(())
-}
-
-/// Copy the range's rows from its cell to `to_cell`, page by page (before the freeze the
-/// source records what changes meanwhile; after it, nothing changes).
-async fn copy_rows(
-    lease: &AdminLease<'_>,
-    map: &FabricMap,
-    range: RangeEntry,
-    to_cell: u64,
-    key_prefix: &str,
-    report: &Reporting<'_>,
-) -> Result<u64, CellError> {
-    let node = lease.node;
-    let mut after = Vec::new();
-    let mut copied = 0u64;
-    for page in 0u64.. {
-        let export = Query::RangeExport {
-            start: range.start,
-            last: range.last,
-            after_key: after.clone(),
-            limit: limits::MOVE_PAGE_ROWS,
-        };
-        let what = format!("export from cell {}", range.cell);
-        let answer = retrying(&what, limits::INIT_WAIT_MS, |via| {
-            node.read_cell_via(Some(map), range.cell, export.clone(), via)
-        })
-        .await?;
-        let QueryResult::RangeRows { rows, next } = answer else {
-            return Err(unexpected(&answer));
-        };
-        if !rows.is_empty() {
-            let rows_in_page = rows.len() as u64;
-            copied += rows_in_page;
-            let import = Command::RangeImport { rows };
-            let key = format!("{key_prefix}/{page}");
-            match lease.step(map, to_cell, key, import).await? {
-                Outcome::RangeImported { .. } => {}
-                other => return Err(CellError::Fatal(format!("import answered {other:?}"))),
-            }
-            report.page(rows_in_page);
-        }
-        match next {
-            Some(key) => after = key,
-            None => break,
-        }
-    }
-    Ok(copied)
 }
 
 /// The range change `node` runs now, if any.

@@ -18,7 +18,9 @@
 //!   hosting the owning cell's leader, which serves it without forwarding;
 //! - [`admin`]: `fabric init`, `fabric status`, range moves and splits (copy while the
 //!   source serves and records changes, freeze, send the changes, assign on the target
-//!   with a fence floor, publish, drop);
+//!   with a fence floor, publish, drop); each step a bounded try, alternating between this
+//!   node's member and another voter; the copy itself (`move_copy`) resumes from the
+//!   source's mark when an earlier driver of the same move stopped half-way;
 //! - the follow-up executor (`follow`): for every data cell a node leads, carries out what
 //!   board wrote to the cell's follow-up outbox and acknowledges it;
 //! - [`restore`]: a new fabric from `whip fabric backup` on empty nodes: each cell's voters
@@ -58,6 +60,7 @@ pub mod identity;
 pub mod limits;
 pub mod map;
 mod mem;
+mod move_copy;
 mod mover;
 pub mod node;
 mod observe;

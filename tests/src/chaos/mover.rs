@@ -3,7 +3,10 @@
 //! `Node/RangeMove`, the calls `whip fabric split|move` make). A fault may interrupt a
 //! change half-way, its range frozen on the source and served by no cell; the mover then
 //! runs it again through another node, as an operator would, until the range map shows it
-//! done. A change that makes no progress for `STALL_MS` (no driver on any node reports a
+//! done. While an attempt runs, every node's progress report is read; the attempt is given
+//! up only when no driver moved on for `ATTEMPT_STALL_MS` (its node's admin service stops
+//! a move whose caller went away, and the next driver copies on from the source's mark).
+//! A change that makes no progress for `STALL_MS` (no driver on any node reports a
 //! new phase, more rows copied or more pages cleared or dropped), or is not done within
 //! `DONE_WITHIN_MS` at all, fails the run: a slow move of a large range is slow, not
 //! stuck, and its time is reported. A stuck change's event names what each driver last
@@ -22,8 +25,13 @@ use super::nemesis::EventLog;
 
 /// Quiet time between two range changes, ms (range).
 const QUIET_MS: (u64, u64) = (1_000, 3_000);
-/// One attempt at a change through one node, ms: a paused node never answers.
-const ATTEMPT_TIMEOUT_MS: u64 = 20_000;
+/// An attempt at a change through one node whose driver reported no progress for this
+/// long is given up (a paused or cut-off node never answers), ms. An attempt that moves on
+/// is never cut off: the node's admin service stops a move whose caller went away, and a
+/// large range's move takes longer than any fixed bound.
+const ATTEMPT_STALL_MS: u64 = 20_000;
+/// How often the drivers' progress is read while an attempt runs, ms.
+const LOOK_EVERY_MS: u64 = 2_000;
 /// A fabric status read through one node, ms.
 const STATUS_TIMEOUT_MS: u64 = 5_000;
 /// Pause between attempts at one change, ms.
@@ -142,12 +150,7 @@ impl Mover {
         self.log.event("range-change", change.detail());
         for attempt in 1u64.. {
             let addr = self.addrs.choose(&mut self.rng).expect("nodes").clone();
-            let within = Duration::from_millis(ATTEMPT_TIMEOUT_MS);
-            let error = match tokio::time::timeout(within, attempt_at(&addr, change)).await {
-                Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(e),
-                Err(_) => Some(format!("no answer within {ATTEMPT_TIMEOUT_MS} ms")),
-            };
+            let error = self.attempt(&addr, change, &mut progress).await;
             let done = error.is_none()
                 || self
                     .status()
@@ -179,6 +182,28 @@ impl Mover {
             tokio::time::sleep(Duration::from_millis(RETRY_PAUSE_MS)).await;
         }
         unreachable!("the attempts never run out")
+    }
+
+    /// One attempt at `change` through the node at `addr`, reading every node's progress
+    /// report while it runs: given up once no driver moved on for `ATTEMPT_STALL_MS`
+    /// since it began. The error, if it did not succeed.
+    async fn attempt(&self, addr: &str, change: Change, progress: &mut Progress) -> Option<String> {
+        let begun = Instant::now();
+        let call = attempt_at(addr, change);
+        tokio::pin!(call);
+        loop {
+            tokio::select! {
+                answer = &mut call => return answer.err(),
+                () = tokio::time::sleep(Duration::from_millis(LOOK_EVERY_MS)) => {}
+            }
+            progress.look(&self.addrs, change).await;
+            let quiet_ms = progress.moved_at.max(begun).elapsed().as_millis() as u64;
+            if quiet_ms > ATTEMPT_STALL_MS {
+                return Some(format!(
+                    "{addr}: no progress reported for {quiet_ms} ms (given up)"
+                ));
+            }
+        }
     }
 
     /// The fabric's status with the range map read from the meta cell (not a node's cached

@@ -7,7 +7,8 @@
 //!
 //! Before the freeze: the driver is SIGSTOPped once it copied the range while the source
 //! still serves it; the range keeps serving, keys change and go meanwhile, and a new move
-//! to the same target clears the stale copy first: no deleted key comes back.
+//! to the same target resumes from the source's mark of the copy instead of copying the
+//! range again, then sends what changed: no deleted key comes back.
 //!
 //! The driver's window is widened by the `test-hooks` feature's `WHIP_TEST_MOVE_HOLD`.
 
@@ -270,6 +271,13 @@ async fn a_move_stalled_before_its_freeze_leaves_the_range_serving_and_no_stale_
     // A new move from node 1 (once the stopped driver's lease lapses) to the same target.
     let moved = move_from(&fabric.addrs[0], range.start, to_cell).await;
     assert_eq!(moved.ranges.first().map(|r| r.cell), Some(to_cell));
+    // It copied on from the stopped driver's mark: what changed and the keys after the
+    // mark, not the whole range again.
+    assert!(
+        moved.rows < PRECOPY_ROWS as u64,
+        "the second move copied {} rows of {PRECOPY_ROWS}: it did not resume",
+        moved.rows
+    );
     fabric.resume(3);
     refused_as_superseded(moving).await;
 
