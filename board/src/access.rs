@@ -25,7 +25,7 @@
 //! answered only to nodes of the cluster). Only a server on its own behalf is
 //! [`Caller::Server`].
 
-use serde::{Deserialize, Serialize};
+pub use crate::vocab::access::{AccessRefusal, Caller};
 
 use crate::query::Query;
 use crate::types::{Command, Family};
@@ -54,35 +54,6 @@ pub const RESERVED_NAMES: [&str; 4] = ["operator", "server", "anonymous", "engin
 /// such a name, so no agent can squat another user's default.
 pub const CLI_NAME_PREFIX: &str = "cli-";
 
-/// Who a request acts for, as the server proved it.
-///
-/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
-/// variant takes the next unused code, and a code is never reused.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self")]
-pub enum Caller {
-    /// Nobody proven: no agent token, no operator or node certificate.
-    #[default]
-    Anonymous,
-    /// An agent, proven by its token.
-    Agent(String),
-    /// The operator (or the local user, or a node acting for a client), proven by its
-    /// certificate, acting for no agent.
-    Operator,
-    /// A server on its own behalf (its tick loop, fabric administration, handoffs, identity
-    /// registration after it checked the caller's credential).
-    Server,
-}
-
-crate::codes::stable_codes! {
-    Caller {
-        0 => Anonymous,
-        1 => Agent,
-        2 => Operator,
-        3 => Server,
-    }
-}
-
 impl Caller {
     /// How the audit ledger and refusals name the caller.
     pub fn name(&self) -> &str {
@@ -100,52 +71,6 @@ impl Caller {
             Caller::Agent(agent) => Some(agent),
             _ => None,
         }
-    }
-}
-
-/// Why a client request was refused before it ran.
-///
-/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
-/// variant takes the next unused code, and a code is never reused.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self")]
-pub enum AccessRefusal {
-    /// The key is reserved state.
-    Reserved {
-        /// The key, lossily as text.
-        key: String,
-    },
-    /// The command is sent only by nodes.
-    ServerOnly {
-        /// The command's name.
-        command: String,
-    },
-    /// The command is the operator's.
-    OperatorOnly {
-        /// The command's name.
-        command: String,
-    },
-    /// The caller is not proven and the command writes.
-    Anonymous,
-    /// The caller may not operate `what` (an engine instance, a written-once row).
-    NotAuthorized {
-        /// What was refused.
-        what: String,
-        /// Its owner, as the refusal names it.
-        owner: String,
-    },
-    /// The request reached the fabric's meta cell, which serves no client.
-    MetaCell,
-}
-
-crate::codes::stable_codes! {
-    AccessRefusal {
-        0 => Reserved,
-        1 => ServerOnly,
-        2 => OperatorOnly,
-        3 => Anonymous,
-        4 => NotAuthorized,
-        5 => MetaCell,
     }
 }
 

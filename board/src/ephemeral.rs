@@ -17,6 +17,7 @@
 //! `KV_LEASE_KEYS_MAX` keys are attached to one holder's slot of one lease. A put
 //! attached to a slot its holder does not hold live changes nothing.
 
+pub use crate::vocab::kv::{KvAttach, KvRefusal};
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{decode, encode, try_decode};
@@ -26,75 +27,6 @@ use crate::kv::{self, Space};
 use crate::limits::KV_LEASE_KEYS_MAX;
 use crate::txn::Txn;
 use crate::types::{Outcome, ResourceId, Stamp};
-
-/// What a `KvPutAttached` attaches its key to.
-///
-/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
-/// variant takes the next unused code, and a code is never reused.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self")]
-pub enum KvAttach {
-    /// Its own deadline, `ttl_ms` after the stamp (moved on by `KvKeepalive`).
-    Ttl {
-        /// Time to live from the stamp.
-        ttl_ms: u64,
-    },
-    /// `holder`'s slot of `lease`: the key is deleted in the apply that frees the slot.
-    Lease {
-        /// The lease.
-        lease: ResourceId,
-        /// The holder whose slot the key lives and dies with.
-        holder: String,
-    },
-}
-
-crate::codes::stable_codes! {
-    KvAttach {
-        0 => Ttl,
-        1 => Lease,
-    }
-}
-
-/// Why a command on an ephemeral key was refused; nothing changed.
-///
-/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
-/// variant takes the next unused code, and a code is never reused.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self")]
-pub enum KvRefusal {
-    /// The holder holds no live slot of the lease the put names.
-    LeaseNotHeld {
-        /// The lease.
-        lease: ResourceId,
-        /// The holder named.
-        holder: String,
-    },
-    /// The key to keep alive does not exist (or its deadline already passed).
-    KeyAbsent {
-        /// The key, lossily as text.
-        key: String,
-    },
-    /// The key to keep alive has no deadline of its own (a plain key, or one that lives
-    /// with a lease slot: renew the lease instead).
-    NoDeadline {
-        /// The key, lossily as text.
-        key: String,
-    },
-    /// The holder's slot already has the most keys attached.
-    LeaseKeysFull {
-        /// The bound (`KV_LEASE_KEYS_MAX`).
-        max: u32,
-    },
-}
-
-crate::codes::stable_codes! {
-    KvRefusal {
-        0 => LeaseNotHeld,
-        1 => KeyAbsent,
-        2 => NoDeadline,
-        3 => LeaseKeysFull,
-    }
-}
 
 impl KvRefusal {
     /// A stable snake_case code.

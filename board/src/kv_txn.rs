@@ -9,39 +9,12 @@
 //! it lets go of whatever the key was attached to. Keys whose deadline or lease ran out
 //! are settled first, so the transaction sees them absent.
 
-use serde::{Deserialize, Serialize};
+pub use crate::vocab::kv::{Compare, CompareOp, CompareTarget, TxnOp, TxnOpResult};
 
 use crate::kv::{self, Space};
 use crate::limits::{KV_TXN_BYTES_MAX, KV_TXN_GETS_MAX, KV_TXN_OPS_MAX};
-use crate::query::KvEntry;
 use crate::txn::Txn;
 use crate::types::{Outcome, Stamp};
-
-/// How a compare relates the key's current version or value to its operand.
-///
-/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
-/// variant takes the next unused code, and a code is never reused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self")]
-pub enum CompareOp {
-    /// Current `==` operand.
-    Equal,
-    /// Current `!=` operand.
-    NotEqual,
-    /// Current `<` operand (bytes compare lexicographically).
-    Less,
-    /// Current `>` operand.
-    Greater,
-}
-
-crate::codes::stable_codes! {
-    CompareOp {
-        0 => Equal,
-        1 => NotEqual,
-        2 => Less,
-        3 => Greater,
-    }
-}
 
 impl CompareOp {
     fn holds<T: Ord + ?Sized>(self, current: &T, operand: &T) -> bool {
@@ -54,114 +27,12 @@ impl CompareOp {
     }
 }
 
-/// What a compare reads of its key.
-///
-/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
-/// variant takes the next unused code, and a code is never reused.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self")]
-pub enum CompareTarget {
-    /// The key's version (its modification revision; 0 = absent).
-    Version(u64),
-    /// The key's value (an absent key fails every value compare).
-    Value(#[serde(with = "serde_bytes")] Vec<u8>),
-}
-
-crate::codes::stable_codes! {
-    CompareTarget {
-        0 => Version,
-        1 => Value,
-    }
-}
-
-/// One compare of a `KvTxnIf`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Compare {
-    /// The key.
-    #[serde(with = "serde_bytes")]
-    pub key: Vec<u8>,
-    /// What is compared, and the operand.
-    pub target: CompareTarget,
-    /// How.
-    pub op: CompareOp,
-}
-
-/// One operation of a branch.
-///
-/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
-/// variant takes the next unused code, and a code is never reused.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self")]
-pub enum TxnOp {
-    /// Write `value` under `key`.
-    Put {
-        /// The key.
-        #[serde(with = "serde_bytes")]
-        key: Vec<u8>,
-        /// The value.
-        #[serde(with = "serde_bytes")]
-        value: Vec<u8>,
-    },
-    /// Delete `key` (an absent key is left as it is).
-    Delete {
-        /// The key.
-        #[serde(with = "serde_bytes")]
-        key: Vec<u8>,
-    },
-    /// Read `key`.
-    Get {
-        /// The key.
-        #[serde(with = "serde_bytes")]
-        key: Vec<u8>,
-    },
-}
-
-crate::codes::stable_codes! {
-    TxnOp {
-        0 => Put,
-        1 => Delete,
-        2 => Get,
-    }
-}
-
 impl TxnOp {
     /// The key the operation names.
     pub fn key(&self) -> &[u8] {
         match self {
             TxnOp::Put { key, .. } | TxnOp::Delete { key } | TxnOp::Get { key } => key,
         }
-    }
-}
-
-/// The answer of one operation, in the order of its branch.
-///
-/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
-/// variant takes the next unused code, and a code is never reused.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self")]
-pub enum TxnOpResult {
-    /// The key was written at `version`.
-    Put {
-        /// Its new revision (the transaction's fence).
-        version: u64,
-    },
-    /// The key was deleted (`version` it had) or was absent (`version` 0).
-    Delete {
-        /// The revision it had; 0 when nothing was deleted.
-        version: u64,
-    },
-    /// The key's value and revision, if present.
-    Get {
-        /// The entry.
-        entry: Option<KvEntry>,
-    },
-}
-
-crate::codes::stable_codes! {
-    TxnOpResult {
-        0 => Put,
-        1 => Delete,
-        2 => Get,
     }
 }
 
@@ -299,6 +170,7 @@ pub(crate) fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::query::KvEntry;
     use crate::txn::MemTxn;
 
     fn stamp(index: u64) -> Stamp {

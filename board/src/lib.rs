@@ -87,6 +87,7 @@ mod time_text;
 pub mod txn;
 pub mod types;
 mod validate;
+mod vocab;
 pub mod vote;
 pub mod watch;
 pub mod work;

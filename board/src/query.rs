@@ -1,5 +1,6 @@
 //! Read-only views of the state machine (served after a linearizable read barrier).
 
+pub use crate::vocab::kv::KvEntry;
 use serde::{Deserialize, Serialize};
 
 use crate::types::{
@@ -209,7 +210,7 @@ pub enum Query {
     /// asked for by team.
     By {
         /// Who reads.
-        caller: crate::access::Caller,
+        caller: crate::vocab::access::Caller,
         /// The read.
         query: Box<Query>,
     },
@@ -240,7 +241,7 @@ pub enum Query {
     /// [`Query::By`]: only the mailbox's readers get them.
     MailInbox {
         /// The mailbox.
-        address: crate::mail::Address,
+        address: crate::vocab::mail::Address,
         /// Only messages with a greater sequence number.
         after_seq: u64,
         /// Most messages returned (capped by `limits::LIST_ROWS_MAX`).
@@ -369,7 +370,7 @@ crate::codes::stable_codes! {
 pub enum ReadRefusal {
     /// The caller may not read this at all (anonymous, reserved state).
     #[error("{0}")]
-    Access(crate::access::AccessRefusal),
+    Access(crate::vocab::access::AccessRefusal),
     /// The caller is not a member of the team whose board or blackboard this is.
     #[error("{}: {refusal}", refusal.code())]
     Board {
@@ -380,7 +381,7 @@ pub enum ReadRefusal {
     #[error("{}: {refusal}", refusal.code())]
     Mail {
         /// The mail refusal.
-        refusal: crate::mail::MailRefusal,
+        refusal: crate::vocab::mail::MailRefusal,
     },
 }
 
@@ -414,7 +415,7 @@ pub enum QueryResult {
     /// CAS keys of a range read, in key order, with their values and revisions.
     KvRange(KvPage),
     /// Changes of watched keys ([`Query::KvWatch`]).
-    KvEvents(crate::watch::WatchPage),
+    KvEvents(crate::vocab::watch::WatchPage),
     /// The live leader of an election group: `None` when it has none.
     ElectionLeader(Option<ElectionLeader>),
     /// Live election leaders in group order.
@@ -458,7 +459,7 @@ pub enum QueryResult {
         copied_after: Option<Vec<u8>>,
     },
     /// Follow-ups still in the outbox, in sequence order (`Query::FollowUps`).
-    FollowUps(Vec<crate::next::Next>),
+    FollowUps(Vec<crate::vocab::next::Next>),
     /// A team: `None` when it does not exist (or is dissolving).
     Team(Option<TeamView>),
     /// Tasks of a board list, dead-letter list or cell-tier list.
@@ -483,25 +484,25 @@ pub enum QueryResult {
     /// The read was refused.
     Refused(ReadRefusal),
     /// Work entries.
-    WorkEntries(Vec<crate::work::WorkEntryView>),
+    WorkEntries(Vec<crate::vocab::work::WorkEntryView>),
     /// Audit rows.
-    WorkAudit(Vec<crate::work::AuditView>),
+    WorkAudit(Vec<crate::vocab::work::AuditView>),
     /// A cell's live entries and quota.
-    WorkQuota(crate::work::QuotaView),
+    WorkQuota(crate::vocab::work::QuotaView),
     /// Admission limits.
-    WorkLimits(crate::work::WorkLimits),
+    WorkLimits(crate::vocab::work::WorkLimits),
     /// Mail in sequence order.
-    Mail(Vec<crate::mail::MailView>),
+    Mail(Vec<crate::vocab::mail::MailView>),
     /// A cell's gauges.
-    Gauges(crate::gauges::GaugesView),
+    Gauges(crate::vocab::gauges::GaugesView),
     /// One proposal, if it exists.
-    Proposal(Option<Box<crate::vote::ProposalView>>),
+    Proposal(Option<Box<crate::vocab::vote::ProposalView>>),
     /// Ballots in sequence order.
-    Ballots(Vec<crate::vote::BallotView>),
+    Ballots(Vec<crate::vocab::vote::BallotView>),
     /// Proposals, oldest first.
-    Proposals(Vec<crate::vote::ProposalView>),
+    Proposals(Vec<crate::vocab::vote::ProposalView>),
     /// Live path reservations, by repository, pattern, holder.
-    Reservations(Vec<crate::reservation::ReservationView>),
+    Reservations(Vec<crate::vocab::paths::ReservationView>),
 }
 
 crate::codes::stable_codes! {
@@ -559,16 +560,6 @@ pub struct RangeView {
     pub to_cell: u64,
     /// Until when (stamp ms) the frozen range's move holds it (0: no hold).
     pub until_ms: u64,
-}
-
-/// A CAS key's current value.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KvEntry {
-    /// The stored bytes.
-    #[serde(with = "serde_bytes")]
-    pub value: Vec<u8>,
-    /// Modification revision (the fence of the write that stored it).
-    pub version: u64,
 }
 
 /// One lease with its live holders and waiters.

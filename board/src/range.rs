@@ -14,6 +14,7 @@
 //! stamp's index before a command runs, raised on assignment so that every later fence is
 //! above the fences the source granted.
 
+pub use crate::vocab::range::RangeRefusal;
 use serde::{Deserialize, Serialize};
 
 use crate::access::{AccessRefusal, Caller};
@@ -694,37 +695,6 @@ pub(crate) fn drop_rows(txn: &mut impl Txn, start: u64, last: u64) -> Outcome {
         crate::range_track::forget_range(txn, start, last);
     }
     Outcome::RangeDropped { removed, done }
-}
-
-/// Why a range step was refused; nothing changed but the cell's admin floor.
-///
-/// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new
-/// variant takes the next unused code, and a code is never reused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-#[serde(remote = "Self")]
-pub enum RangeRefusal {
-    /// The step's driver holds a range-admin lease older than one whose steps this cell
-    /// already ran: another driver took its change over.
-    #[error("superseded: the step's admin fence {fence} is below this cell's {floor}")]
-    Superseded {
-        /// The step's fence.
-        fence: u64,
-        /// The highest fence this cell saw.
-        floor: u64,
-    },
-    /// The range is frozen by a move whose driver holds it until `until_ms`.
-    #[error("freeze held: the range's move holds it until {until_ms} ms")]
-    FreezeHeld {
-        /// When the hold ends (stamp ms).
-        until_ms: u64,
-    },
-}
-
-crate::codes::stable_codes! {
-    RangeRefusal {
-        0 => Superseded,
-        1 => FreezeHeld,
-    }
 }
 
 impl RangeRefusal {

@@ -16,7 +16,7 @@
 //!
 //! Never: store or compare the token itself, or decide from the shell's view of the record.
 
-use serde::{Deserialize, Serialize};
+pub use crate::vocab::agent::AgentRefusal;
 
 use crate::access;
 use crate::access::Caller;
@@ -70,35 +70,6 @@ pub fn salted_hash(record: &[u8], version: &str) -> Option<(blake3::Hash, blake3
     let (salt_hex, hash_hex) = (fields.next()?, fields.next()?);
     let salt = blake3::Hash::from_hex(salt_hex).ok()?;
     Some((salt, blake3::Hash::from_hex(hash_hex).ok()?))
-}
-
-/// Why a registration was refused.
-///
-/// Stored: every variant has a pinned code (`stable_codes!` after the enum).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-#[serde(remote = "Self")]
-pub enum AgentRefusal {
-    /// Another token holds the name.
-    #[error("agent name {agent:?} is taken")]
-    NameTaken {
-        /// The name asked for.
-        agent: String,
-    },
-    /// The name differs from an existing agent's only in ways people cannot see.
-    #[error("reserved_name: {agent:?} looks like the existing agent {existing:?}")]
-    ReservedName {
-        /// The name asked for.
-        agent: String,
-        /// The existing agent's name.
-        existing: String,
-    },
-}
-
-crate::codes::stable_codes! {
-    AgentRefusal {
-        0 => NameTaken,
-        1 => ReservedName,
-    }
 }
 
 impl AgentRefusal {

@@ -1,5 +1,6 @@
 //! Commands, outcomes and stamps: the public vocabulary of the state machine.
 
+pub use crate::vocab::lease::ResourceId;
 use serde::{Deserialize, Serialize};
 
 /// The leader's stamp on one command: where it sits in the log and what time it is.
@@ -30,17 +31,6 @@ impl Stamp {
         );
         (self.index << 16) | u64::from(self.position)
     }
-}
-
-/// Who a coordination resource belongs to, and its name: `local/Ship::deploy_slot/prod`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ResourceId {
-    /// `local/<Workflow>`, `shared`, or any caller-chosen namespace.
-    pub owner: String,
-    /// The declared resource name (lease, counter or ledger name).
-    pub name: String,
-    /// The key value (a lease key, a counter key, a ledger partition).
-    pub key: String,
 }
 
 /// When a counter's consumption resets.
@@ -82,19 +72,23 @@ pub struct Request {
     pub epoch: u64,
     /// Who the request acts for, as the server proved it ([`crate::access`]). Only
     /// [`Request::server`] sets `Server`.
-    pub caller: crate::access::Caller,
+    pub caller: crate::vocab::access::Caller,
 }
 
 impl Request {
     /// A request of the operator that is not routed (a standalone cell, or a command every
     /// cell runs).
     pub fn new(idempotency_key: Option<String>, command: Command) -> Self {
-        Request::by(crate::access::Caller::Operator, idempotency_key, command)
+        Request::by(
+            crate::vocab::access::Caller::Operator,
+            idempotency_key,
+            command,
+        )
     }
 
     /// A request for `caller`, as the server proved it.
     pub fn by(
-        caller: crate::access::Caller,
+        caller: crate::vocab::access::Caller,
         idempotency_key: Option<String>,
         command: Command,
     ) -> Self {
@@ -109,7 +103,11 @@ impl Request {
     /// A request a server makes on its own behalf (ticks, fabric administration, handoffs,
     /// identity rows): the only way to reach reserved state and server-only commands.
     pub fn server(idempotency_key: Option<String>, command: Command) -> Self {
-        Request::by(crate::access::Caller::Server, idempotency_key, command)
+        Request::by(
+            crate::vocab::access::Caller::Server,
+            idempotency_key,
+            command,
+        )
     }
 }
 
@@ -596,7 +594,7 @@ pub enum Command {
         /// The parent entry.
         parent: Option<String>,
         /// What the entry stands for.
-        kind: crate::work::WorkKind,
+        kind: crate::vocab::work::WorkKind,
         /// Its resource class.
         class: String,
         /// Its lease.
@@ -619,7 +617,7 @@ pub enum Command {
         /// The entry.
         id: String,
         /// The signal.
-        signal: crate::work::Signal,
+        signal: crate::vocab::work::Signal,
     },
     /// Change an entry's resource class and/or budget (its parent's or an ancestor's owner
     /// only).
@@ -639,7 +637,7 @@ pub enum Command {
     /// The operator changes the admission limits (sent to every cell).
     WorkLimitsSet {
         /// What changes.
-        update: crate::work::LimitsUpdate,
+        update: crate::vocab::work::LimitsUpdate,
     },
     /// On the meta cell: lend `cell` a quota of up to `want` entries of the ceiling.
     WorkQuotaLend {
@@ -660,7 +658,7 @@ pub enum Command {
     /// On a data cell: install a grant the meta cell lent it.
     WorkQuotaInstall {
         /// The grant.
-        quota: crate::work::Quota,
+        quota: crate::vocab::work::Quota,
         /// Its lease (bounds the expiry by this cell's clock too).
         ttl_ms: u64,
     },
@@ -690,25 +688,25 @@ pub enum Command {
     /// field.
     MailSend {
         /// The mailbox.
-        to: crate::mail::Address,
+        to: crate::vocab::mail::Address,
         /// Its type (a `notice` only from a server).
-        kind: crate::mail::MailType,
+        kind: crate::vocab::mail::MailType,
         /// What it says.
-        body: crate::mail::MailBody,
+        body: crate::vocab::mail::MailBody,
         /// The server's external validator's answer (set by the server that called it).
-        external: Option<crate::mail::ExternalScreen>,
+        external: Option<crate::vocab::mail::ExternalScreen>,
     },
     /// A reader took the mailbox's messages through `through_seq`.
     MailAck {
         /// The mailbox.
-        address: crate::mail::Address,
+        address: crate::vocab::mail::Address,
         /// The last sequence taken.
         through_seq: u64,
     },
     /// The mailbox's authority allows (or stops) `sender` directing it.
     MailGrant {
         /// The mailbox.
-        address: crate::mail::Address,
+        address: crate::vocab::mail::Address,
         /// The agent allowed or stopped.
         sender: String,
         /// Allow (`true`) or revoke.
@@ -717,7 +715,7 @@ pub enum Command {
     /// The mailbox's authority releases a quarantined message (`deliver`) or drops it.
     MailRelease {
         /// The mailbox.
-        address: crate::mail::Address,
+        address: crate::vocab::mail::Address,
         /// The message.
         seq: u64,
         /// Release it into the mailbox (`true`) or drop it.
@@ -730,14 +728,14 @@ pub enum Command {
         /// The member.
         member: String,
         /// Its role from now on.
-        role: crate::vote::Role,
+        role: crate::vocab::vote::Role,
     },
     /// A coordinator of the team (the request's caller) opens a proposal.
     VoteOpen {
         /// The team.
         team: String,
         /// Its rules, frozen from now on.
-        rules: crate::vote::Rules,
+        rules: crate::vocab::vote::Rules,
     },
     /// The request's caller casts a ballot: option names, one, a set or a ranking.
     VoteCast {
@@ -856,7 +854,7 @@ pub enum Command {
         /// The version the key must have (`Some(0)` = absent, `None` = any).
         expect_version: Option<u64>,
         /// What the key lives and dies with.
-        attach: crate::ephemeral::KvAttach,
+        attach: crate::vocab::kv::KvAttach,
     },
     /// Move the deadline of a key with its own deadline to `stamp + ttl_ms` (never earlier).
     KvKeepalive {
@@ -870,11 +868,11 @@ pub enum Command {
     /// else `failure`, in one apply.
     KvTxnIf {
         /// Compares on keys' versions or values.
-        compares: Vec<crate::kv_txn::Compare>,
+        compares: Vec<crate::vocab::kv::Compare>,
         /// Operations run when every compare holds.
-        success: Vec<crate::kv_txn::TxnOp>,
+        success: Vec<crate::vocab::kv::TxnOp>,
         /// Operations run otherwise.
-        failure: Vec<crate::kv_txn::TxnOp>,
+        failure: Vec<crate::vocab::kv::TxnOp>,
     },
     /// The request's caller reserves `paths` (patterns, `crate::path_glob`) of `repo` for
     /// `ttl_ms`, each granted or listed with its conflicts (`crate::reservation`).
@@ -1084,7 +1082,7 @@ pub enum Outcome {
     /// A client request touched reserved state or a server-only command; nothing changed.
     Forbidden {
         /// What was refused.
-        refusal: crate::access::AccessRefusal,
+        refusal: crate::vocab::access::AccessRefusal,
     },
     /// The command was refused as invalid; nothing changed.
     Invalid {
@@ -1348,21 +1346,21 @@ pub enum Outcome {
     /// A work entry was admitted.
     WorkAdmitted {
         /// The new entry.
-        entry: Box<crate::work::WorkEntryView>,
+        entry: Box<crate::vocab::work::WorkEntryView>,
         /// Its siblings' ids.
         peers: Vec<String>,
     },
     /// A registry command was refused.
     WorkRefused {
         /// Why.
-        refusal: crate::work::WorkRefusal,
+        refusal: crate::vocab::work::WorkRefusal,
     },
     /// An entry's lease was renewed (or, with `quota_lapsed`, could not be).
     WorkRenewed {
         /// The signal in force.
-        signal: crate::work::Signal,
+        signal: crate::vocab::work::Signal,
         /// Why that signal.
-        reason: crate::work::SignalReason,
+        reason: crate::vocab::work::SignalReason,
         /// When the lease lapses now.
         expires_ms: u64,
         /// The entry's budget, if its parent set one.
@@ -1382,7 +1380,7 @@ pub enum Outcome {
         /// The entry.
         id: String,
         /// Its signal.
-        signal: crate::work::Signal,
+        signal: crate::vocab::work::Signal,
     },
     /// An entry and its subtree were removed.
     WorkRevoked {
@@ -1394,12 +1392,12 @@ pub enum Outcome {
     /// The limits were set.
     WorkLimitsSet {
         /// The limits in force.
-        limits: crate::work::WorkLimits,
+        limits: crate::vocab::work::WorkLimits,
     },
     /// The meta cell lent a quota (its expiry in the meta cell's time).
     WorkQuotaLent {
         /// The grant.
-        quota: crate::work::Quota,
+        quota: crate::vocab::work::Quota,
     },
     /// The meta cell heard a cell installed a grant.
     WorkQuotaAcked {
@@ -1430,7 +1428,7 @@ pub enum Outcome {
     /// A registration was refused (`crate::register`).
     AgentRefused {
         /// Why.
-        refusal: crate::register::AgentRefusal,
+        refusal: crate::vocab::agent::AgentRefusal,
     },
     /// An agent left every team of this cell.
     TeamsLeft {
@@ -1444,12 +1442,12 @@ pub enum Outcome {
         /// Its sequence in the mailbox.
         seq: u64,
         /// How far the recipient may rely on it.
-        trust: crate::mail::Trust,
+        trust: crate::vocab::mail::Trust,
     },
     /// Mail was refused; nothing changed.
     MailRefused {
         /// Why.
-        refusal: crate::mail::MailRefusal,
+        refusal: crate::vocab::mail::MailRefusal,
     },
     /// A reader's messages were taken out of the mailbox.
     MailAcked {
@@ -1481,7 +1479,7 @@ pub enum Outcome {
         /// The member.
         member: String,
         /// Its role now.
-        role: crate::vote::Role,
+        role: crate::vocab::vote::Role,
     },
     /// A proposal was opened.
     VoteOpened {
@@ -1506,14 +1504,14 @@ pub enum Outcome {
         /// The proposal.
         proposal: String,
         /// How it ended.
-        outcome: crate::vote::VoteOutcome,
+        outcome: crate::vocab::vote::VoteOutcome,
         /// The winning option, when it passed.
         winner: Option<String>,
     },
     /// A vote command was refused; nothing changed.
     VoteRefused {
         /// Why.
-        refusal: crate::vote::VoteRefusal,
+        refusal: crate::vocab::vote::VoteRefusal,
     },
     /// The request's idempotency key holds, inside its window, the outcome of a different
     /// command or of another caller: nothing changed and the recorded outcome is not shown.
@@ -1526,12 +1524,12 @@ pub enum Outcome {
     /// A range step was refused; nothing changed but the cell's range-admin floor.
     RangeRefused {
         /// Why.
-        refusal: crate::range::RangeRefusal,
+        refusal: crate::vocab::range::RangeRefusal,
     },
     /// A command on an ephemeral key was refused; nothing changed.
     KvRefused {
         /// Why.
-        refusal: crate::ephemeral::KvRefusal,
+        refusal: crate::vocab::kv::KvRefusal,
     },
     /// A key's own deadline is now `expires_at_ms`; its value and revision are unchanged.
     KvKeptAlive {
@@ -1547,15 +1545,15 @@ pub enum Outcome {
         /// The fence of the transaction (the revision of every key it put).
         fence: u64,
         /// One answer per operation of the branch that ran, in order.
-        responses: Vec<crate::kv_txn::TxnOpResult>,
+        responses: Vec<crate::vocab::kv::TxnOpResult>,
     },
     /// A reserve's answer: the paths granted, and the reservations of others that kept the
     /// rest from being granted.
     PathsReserved {
         /// Paths granted (or renewed) to the caller.
-        granted: Vec<crate::reservation::PathGrant>,
+        granted: Vec<crate::vocab::paths::PathGrant>,
         /// Each path not granted, once per reservation it conflicts with.
-        conflicts: Vec<crate::reservation::PathConflict>,
+        conflicts: Vec<crate::vocab::paths::PathConflict>,
     },
     /// A release's answer.
     PathsReleased {
@@ -1567,7 +1565,7 @@ pub enum Outcome {
     /// A reserve or release was refused as a whole; nothing changed.
     PathsRefused {
         /// Why.
-        refusal: crate::reservation::PathRefusal,
+        refusal: crate::vocab::paths::PathRefusal,
     },
 }
 

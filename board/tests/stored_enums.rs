@@ -39,11 +39,16 @@ fn every_serde_enum_of_the_board_has_pinned_codes_and_golden_bytes() {
     let golden = std::fs::read_to_string(root.join("testdata/encoding/golden.txt"))
         .expect("golden file is readable");
     let mut found = Vec::new();
-    for entry in std::fs::read_dir(root.join("src")).expect("board/src") {
-        let path = entry.expect("entry").path();
-        if path.extension().is_some_and(|e| e == "rs") {
-            let text = std::fs::read_to_string(&path).expect("source is readable");
-            found.extend(serde_enums(&path.display().to_string(), &text));
+    let mut dirs = vec![root.join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("a source directory") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("source is readable");
+                found.extend(serde_enums(&path.display().to_string(), &text));
+            }
         }
     }
     assert!(found.len() >= 46, "found only {} serde enums", found.len());

@@ -188,3 +188,45 @@ fn functions_and_lines_stay_within_the_style_guide() {
     }
     assert!(problems.is_empty(), "tidy:\n{}", problems.join("\n"));
 }
+
+/// What `board/src/vocab` may name: other vocabulary and the leaf modules.
+const VOCAB_MAY_NAME: [&str; 6] = ["vocab", "codes", "limits", "refusal", "screen", "tally"];
+
+/// The planes' vocabulary (`board/src/vocab`) names no plane's module, `types` or `query`:
+/// they compose it, so a name back would close the import cycle the split cut.
+#[test]
+fn the_vocabulary_names_no_plane() {
+    let mut files = Vec::new();
+    sources(&workspace().join("board/src/vocab"), &mut files);
+    assert!(
+        files.len() >= 10,
+        "found only {} vocabulary files",
+        files.len()
+    );
+    let mut found = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("source is readable");
+        let mut in_block = false;
+        for (number, line) in text.lines().enumerate() {
+            let code = code_of(line, &mut in_block);
+            for (at, _) in code.match_indices("crate::") {
+                let module: String = code[at + 7..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !VOCAB_MAY_NAME.contains(&module.as_str()) {
+                    found.push(format!(
+                        "{}:{}: crate::{module}",
+                        file.display(),
+                        number + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "vocabulary names a plane:\n{}",
+        found.join("\n")
+    );
+}
