@@ -13,6 +13,10 @@
 //! [`apply`] is a pure function of the current bytes, a [`Stamp`] and a [`Request`];
 //! [`query`] reads.
 //!
+//! Layout: each plane's data (its refusals, views and the fields its commands carry) is in
+//! `vocab/`, which names no plane; [`types`] (`Command`, `Outcome`) and [`query`] compose
+//! that vocabulary; each plane's module holds its logic and re-exports its vocabulary.
+//!
 //! Invariants: replaying the same log over the same starting bytes yields byte-identical
 //! state; a lease grants a slot only while it has fewer live holders than its slots (a
 //! lowered `slots` keeps the holders it has until they release or expire, and grants
