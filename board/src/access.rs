@@ -1,34 +1,13 @@
-//! What a client may touch at all, decided before any command runs.
+//! Who acts, and the names that say whose state is whose: the [`Caller`] a server proved,
+//! agent names and their skeletons, the reserved key prefixes and server resources, and the
+//! team a key or an owner belongs to. Pure functions of names, with no plane's logic: every
+//! plane asks these, and what a client may touch at all is decided from them in
+//! [`crate::admit`].
 //!
-//! Two rules, both decided here and nowhere else:
-//! - **Reserved state.** Agent identities (`agents/…`) and the fabric's own rows (`fabric/…`:
-//!   the range map with the cells' public keys) are written only by servers on their own
-//!   behalf; no client KV command (`KvPut`, `KvDelete`, `KvTxn`) writes them, and no client
-//!   read (`KvGet`, `KvRange`) returns them. Client keys spelled like the engine's rows are
-//!   refused too; the engine's rows themselves are another family (`crate::instance`).
-//! - **Principal names.** [`check_new_agent_name`] refuses names that read as a principal
-//!   or (by [`name_skeleton`]) as another agent; identities are keyed by the skeleton.
-//! - **Server resources.** Counters, leases and ledgers whose owner starts with `~` (the
-//!   enrollment budget of each agent, `~enroll`) and every team's signal ledger
-//!   (`team/{team}`, `signals`) are reached only by servers, except that an agent appends
-//!   a signal signed with its own name (membership decided in apply).
-//! - **Server-only commands.** Ticks, range changes, handoffs, fabric-queue purges, quota
-//!   grants and identity revocations are sent by a node, never through the client API (a
-//!   server's claim on a fabric queue vouches for the member the team's cell found).
-//!
-//! - **No anonymous writes.** A request whose caller the server could not prove (no agent
-//!   token, no operator or node certificate) changes nothing: `anonymous_refused`.
-//!
-//! A request's [`Caller`] is set by the server that built it from the authenticated call
-//! (an agent's token, the operator's certificate), never from a request body; a forwarded
-//! request keeps the caller its first server proved (forwarding is a peer service,
-//! answered only to nodes of the cluster). Only a server on its own behalf is
-//! [`Caller::Server`].
+//! Must never: import a plane's module or `crate::types` (`crate::admit` composes them);
+//! every plane imports this one.
 
 pub use crate::vocab::access::{AccessRefusal, Caller};
-
-use crate::query::Query;
-use crate::types::{Command, Family};
 
 /// Key prefixes of reserved state: server rows kept as CAS keys (identities, the range
 /// map), and the names of the engine's rows and of server-made idempotency keys. The
@@ -296,242 +275,51 @@ pub const SIGNAL_LEDGER: &str = "signals";
 
 /// Whether the resource `owner`/`name` is a server resource.
 pub fn is_server_resource(owner: &str, name: &str) -> bool {
-    let team_server = name == SIGNAL_LEDGER || name == crate::vote::VOTE_LEDGER;
+    let team_server = name == SIGNAL_LEDGER || name == crate::vocab::vote::VOTE_LEDGER;
     owner.starts_with(SERVER_OWNER_PREFIX) || (owner.starts_with("team/") && team_server)
 }
 
-fn server_resource(owner: &str, name: &str) -> Result<(), AccessRefusal> {
-    if is_server_resource(owner, name) {
-        return Err(AccessRefusal::Reserved {
-            key: format!("{owner}/{name}"),
-        });
-    }
-    Ok(())
+/// The first character of every reserved team's name (fabric queues, trackers): no user
+/// team starts with it.
+pub const RESERVED_TEAM_PREFIX: char = '~';
+
+/// Whether `team` is a reserved team (a fabric queue's or a tracker's), not a user's.
+pub fn is_reserved_team(team: &str) -> bool {
+    team.starts_with(RESERVED_TEAM_PREFIX)
 }
 
-/// A scan whose prefix lies inside reserved state (`e/{ins…`, `agents/`) is refused; a
-/// wider scan runs and leaves the reserved rows out.
-fn reserved_scan(prefix: &[u8]) -> Result<(), AccessRefusal> {
-    match prefix.contains(&b'/') {
-        true => reserved(prefix),
-        false => Ok(()),
-    }
+/// Whether `team`'s work reaches a fabric queue of its name: a user team's spills there,
+/// and once its board is empty a claim falls back to it; a dissolve purges it. A reserved
+/// team has none (a fabric queue is the last tier; a tracker never spills).
+pub fn has_fabric_queue(team: &str) -> bool {
+    !is_reserved_team(team)
 }
 
-fn reserved(key: &[u8]) -> Result<(), AccessRefusal> {
-    if is_reserved(key) {
-        return Err(AccessRefusal::Reserved {
-            key: String::from_utf8_lossy(key).into_owned(),
-        });
-    }
-    Ok(())
+/// Names of the reserved teams holding the fabric tier: queue `Q`'s board is the team
+/// `~fabric/Q`, on the cell owning that name's point, so queues spread over cells. Tasks
+/// reach it only by a handoff from a cell tier; user teams cannot start with `~`.
+pub const FABRIC_QUEUE_PREFIX: &str = "~fabric/";
+
+/// Names of the reserved teams holding WhippleScript trackers (`~tracker/{owner}/{name}`).
+/// A tracker belongs to the store, not to an agent team: every registered agent may file
+/// into it and claim from it (the claimant is the instance or worker named in the
+/// command), done tasks (closed issues) are kept, a lapsed claim never dead-letters, and
+/// tasks never spill (claims name their task).
+pub const TRACKER_TEAM_PREFIX: &str = "~tracker/";
+
+/// Whether `team` is a tracker's reserved team.
+pub fn is_tracker_team(team: &str) -> bool {
+    team.starts_with(TRACKER_TEAM_PREFIX)
 }
 
-/// Whether a request of `caller` may run `command`.
-pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
-    match caller {
-        Caller::Server => return Ok(()),
-        Caller::Anonymous => return Err(AccessRefusal::Anonymous),
-        Caller::Agent(_) | Caller::Operator => {}
-    }
-    match command {
-        command if command.is_kv() => kv_keys(command),
-        // A member publishes a team signal as itself (membership is decided in apply,
-        // `crate::blackboard`); nobody signs another's name, and only the server announces
-        // a vote's result (topic `vote`).
-        Command::LedgerAppend {
-            ledger: id,
-            appended_by,
-            ..
-        } if id.name == SIGNAL_LEDGER
-            && team_of_owner(&id.owner).is_some()
-            && id.key != crate::vote::VOTE_SIGNAL_TOPIC
-            && caller.agent() == Some(appended_by.as_str()) =>
-        {
-            Ok(())
-        }
-        Command::LeaseAcquire { lease: id, .. }
-        | Command::LeaseRenew { lease: id, .. }
-        | Command::LeaseRelease { lease: id, .. }
-        | Command::CounterConsume { counter: id, .. }
-        | Command::LedgerAppend { ledger: id, .. } => server_resource(&id.owner, &id.name),
-        Command::FabricPurge { .. }
-        | Command::WorkQuotaLend { .. }
-        | Command::WorkQuotaAck { .. }
-        | Command::WorkQuotaInstall { .. }
-        | Command::AgentRevoke { .. }
-        | Command::TeamLeaveAll { .. } => server_only(command),
-        // A notice is a server's word; nobody sends one in its name.
-        Command::MailSend {
-            kind: crate::mail::MailType::Notice,
-            ..
-        } => server_only(command),
-        Command::WorkLimitsSet { .. } if *caller != Caller::Operator => {
-            Err(AccessRefusal::OperatorOnly {
-                command: command_name(command),
-            })
-        }
-        _ => match command.family() {
-            Family::Tick | Family::Range | Family::Handoff => server_only(command),
-            Family::Primitive
-            | Family::Coordination
-            | Family::Board
-            | Family::Work
-            | Family::Mail
-            | Family::Vote
-            | Family::Engine
-            | Family::Paths => Ok(()),
-        },
-    }
-}
-
-/// A client's CAS key command reaches no reserved key, and attaches to no server lease.
-fn kv_keys(command: &Command) -> Result<(), AccessRefusal> {
-    match command {
-        Command::KvPut { key, .. } | Command::KvDelete { key, .. } => reserved(key),
-        Command::KvTxn {
-            compares,
-            puts,
-            deletes,
-        } => {
-            let keys = compares.iter().map(|(k, _)| k);
-            let mut keys = keys
-                .chain(puts.iter().map(|(k, _)| k))
-                .chain(deletes.iter());
-            keys.try_for_each(|k| reserved(k))
-        }
-        Command::KvKeepalive { key, .. } => reserved(key),
-        // The key is the caller's to write, and the lease one a client may reach.
-        Command::KvPutAttached { key, attach, .. } => {
-            reserved(key)?;
-            match attach {
-                crate::ephemeral::KvAttach::Lease { lease, .. } => {
-                    server_resource(&lease.owner, &lease.name)
-                }
-                crate::ephemeral::KvAttach::Ttl { .. } => Ok(()),
-            }
-        }
-        Command::KvTxnIf {
-            compares,
-            success,
-            failure,
-        } => crate::kv_txn::keys(compares, success, failure).try_for_each(reserved),
-        other => unreachable!("{other:?} is not a CAS key command"),
-    }
-}
-
-fn command_name(command: &Command) -> String {
-    let debug = format!("{command:?}");
-    let name = debug
-        .split(|c: char| !c.is_alphanumeric())
-        .next()
-        .unwrap_or_default();
-    name.to_string()
-}
-
-fn server_only(command: &Command) -> Result<(), AccessRefusal> {
-    Err(AccessRefusal::ServerOnly {
-        command: command_name(command),
-    })
-}
-
-/// Whether `caller` may take a snapshot of a cell's whole state (`whip cell snapshot save`,
-/// `whip fabric backup`): the operator only. A snapshot holds every agent's state and the
-/// cell's signing key, so neither an agent nor an anonymous caller may, nor a server on its
-/// own behalf.
-pub fn admit_snapshot(caller: &Caller) -> Result<(), AccessRefusal> {
-    match caller {
-        Caller::Operator => Ok(()),
-        Caller::Anonymous => Err(AccessRefusal::Anonymous),
-        Caller::Agent(_) | Caller::Server => Err(AccessRefusal::OperatorOnly {
-            command: "snapshot_save".to_string(),
-        }),
-    }
-}
-
-/// Whether `caller` may read a fabric's routes (its range map and where each cell's leader
-/// is): any proven caller may, since every keyed request it sends names its cell and epoch
-/// anyway; an anonymous caller learns nothing about the fabric's layout.
-pub fn admit_routes(caller: &Caller) -> Result<(), AccessRefusal> {
-    match caller {
-        Caller::Anonymous => Err(AccessRefusal::Anonymous),
-        _ => Ok(()),
-    }
-}
-
-/// Whether `caller` may follow a cell's applies (a `Watch` stream, a `WaitApplied` wait):
-/// any proven caller, since a wait learns an apply index and a watch's events are filtered
-/// by [`admit_query`] like any read; an anonymous caller follows nothing.
-pub fn admit_follow(caller: &Caller) -> Result<(), AccessRefusal> {
-    match caller {
-        Caller::Anonymous => Err(AccessRefusal::Anonymous),
-        _ => Ok(()),
-    }
-}
-
-/// Whether a client `caller` may run `query`. An anonymous caller reads nothing; reads of
-/// single reserved keys are refused; a range read is allowed and its reserved rows are
-/// left out ([`is_reserved`]).
-pub fn admit_query(caller: &Caller, query: &Query) -> Result<(), AccessRefusal> {
-    if *caller == Caller::Anonymous {
-        return Err(AccessRefusal::Anonymous);
-    }
-    match query {
-        Query::KvGet { key } => reserved(key),
-        Query::KvRange { prefix, .. } => reserved_scan(prefix),
-        Query::KvWatch { key, prefix, .. } => match prefix {
-            true => reserved_scan(key),
-            false => reserved(key),
-        },
-        Query::LedgerList { owner, name, .. } => server_resource(owner, name),
-        _ => Ok(()),
-    }
+/// The reserved team of fabric queue `queue`.
+pub fn fabric_queue_team(queue: &str) -> String {
+    format!("{FABRIC_QUEUE_PREFIX}{queue}")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_a_proven_caller_follows_applies() {
-        assert_eq!(
-            admit_follow(&Caller::Anonymous),
-            Err(AccessRefusal::Anonymous)
-        );
-        for caller in [Caller::Operator, Caller::Server, Caller::Agent("a".into())] {
-            assert_eq!(admit_follow(&caller), Ok(()), "{caller:?}");
-        }
-    }
-
-    /// Every proven caller may read the routes; an anonymous one learns nothing.
-    #[test]
-    fn only_proven_callers_read_the_routes() {
-        assert_eq!(
-            admit_routes(&Caller::Anonymous),
-            Err(AccessRefusal::Anonymous)
-        );
-        for proven in [
-            Caller::Agent("alice".into()),
-            Caller::Operator,
-            Caller::Server,
-        ] {
-            assert_eq!(admit_routes(&proven), Ok(()), "{proven:?}");
-        }
-    }
-
-    /// Only the operator takes a snapshot; an agent's refusal is `operator_only`.
-    #[test]
-    fn only_the_operator_takes_a_snapshot() {
-        assert_eq!(admit_snapshot(&Caller::Operator), Ok(()));
-        assert_eq!(
-            admit_snapshot(&Caller::Anonymous),
-            Err(AccessRefusal::Anonymous)
-        );
-        for refused in [Caller::Agent("alice".into()), Caller::Server] {
-            let code = admit_snapshot(&refused).unwrap_err().code();
-            assert_eq!(code, "operator_only", "{refused:?}");
-        }
-    }
 
     /// The operator acts for any agent; an agent only for itself; nobody for a principal.
     #[test]
@@ -551,49 +339,5 @@ mod tests {
             let refusal = acting_for(&Caller::Operator, principal).unwrap_err();
             assert_eq!(refusal.code(), "not_authorized", "{principal:?}");
         }
-    }
-
-    fn put(key: &[u8]) -> Command {
-        Command::KvPut {
-            key: key.to_vec(),
-            value: b"x".to_vec(),
-            expect_version: None,
-        }
-    }
-
-    #[test]
-    fn clients_cannot_touch_reserved_state_or_send_server_commands() {
-        for key in [&b"agents/{alice}"[..], b"fabric/map", b"fabric/anything"] {
-            let refusal = admit(&Caller::Operator, &put(key)).unwrap_err();
-            assert_eq!(refusal.code(), "reserved");
-            assert!(admit(&Caller::Server, &put(key)).is_ok());
-            let read = admit_query(&Caller::Operator, &Query::KvGet { key: key.to_vec() });
-            assert_eq!(read.unwrap_err().code(), "reserved");
-        }
-        let txn = Command::KvTxn {
-            compares: Vec::new(),
-            puts: vec![(b"ok".to_vec(), b"1".to_vec())],
-            deletes: vec![b"agents/{bob}".to_vec()],
-        };
-        assert_eq!(
-            admit(&Caller::Operator, &txn).unwrap_err().code(),
-            "reserved"
-        );
-        assert!(admit(&Caller::Operator, &put(b"agentsx/ok")).is_ok());
-        let purge = Command::FabricPurge { queue: "q".into() };
-        for command in [Command::Tick, purge] {
-            let refusal = admit(&Caller::Operator, &command).unwrap_err();
-            assert_eq!(refusal.code(), "server_only", "{refusal}");
-            assert!(admit(&Caller::Server, &command).is_ok());
-        }
-        let anonymous = admit(&Caller::Anonymous, &put(b"plain")).unwrap_err();
-        assert_eq!(anonymous.code(), "anonymous_refused");
-        assert!(admit(&Caller::Agent("a".into()), &put(b"plain")).is_ok());
-        assert_eq!(
-            admit(&Caller::Operator, &Command::Tick)
-                .unwrap_err()
-                .to_string(),
-            "server_only: Tick is sent only by nodes of the cluster"
-        );
     }
 }

@@ -8,11 +8,10 @@
 //! behalf. The operator, who is nobody's member, does not.
 
 use crate::access::{Caller, team_of_key, team_of_owner};
-use crate::keys;
 use crate::query::Query;
 use crate::team;
 use crate::txn::Txn;
-use crate::types::{BoardRefusal, Command, Outcome, ResourceId, Stamp};
+use crate::types::{BoardRefusal, Command, Outcome, ResourceId};
 
 /// The teams whose blackboard `command` touches.
 fn teams_of(command: &Command) -> Vec<&str> {
@@ -24,19 +23,15 @@ fn teams_of(command: &Command) -> Vec<&str> {
             compares,
             puts,
             deletes,
-        } => compares
-            .iter()
-            .map(|(k, _)| k)
-            .chain(puts.iter().map(|(k, _)| k))
-            .chain(deletes)
-            .filter_map(|k| team_of_key(k))
+        } => crate::vocab::kv::plain_txn_keys(compares, puts, deletes)
+            .filter_map(team_of_key)
             .collect(),
         Command::KvKeepalive { key, .. } => team_of_key(key).into_iter().collect(),
         // A key attached to a team's lock needs a member for the key and for the lock.
         Command::KvPutAttached { key, attach, .. } => {
             let lease = match attach {
-                crate::ephemeral::KvAttach::Lease { lease, .. } => team_of_owner(&lease.owner),
-                crate::ephemeral::KvAttach::Ttl { .. } => None,
+                crate::vocab::kv::KvAttach::Lease { lease, .. } => team_of_owner(&lease.owner),
+                crate::vocab::kv::KvAttach::Ttl { .. } => None,
             };
             team_of_key(key).into_iter().chain(lease).collect()
         }
@@ -44,7 +39,7 @@ fn teams_of(command: &Command) -> Vec<&str> {
             compares,
             success,
             failure,
-        } => crate::kv_txn::keys(compares, success, failure)
+        } => crate::vocab::kv::keys(compares, success, failure)
             .filter_map(team_of_key)
             .collect(),
         Command::LeaseAcquire { lease: id, .. }
@@ -134,31 +129,4 @@ pub(crate) fn guard_read(
 /// through their team).
 pub(crate) fn listed(key: &[u8]) -> bool {
     team_of_key(key).is_none()
-}
-
-/// Delete up to `budget` blackboard rows of `team` and give back its locks' slots;
-/// returns the rows removed and whether none is left.
-pub(crate) fn purge(txn: &mut impl Txn, stamp: Stamp, team: &str, budget: usize) -> (u32, bool) {
-    let mut removed = 0usize;
-    for kind in crate::access::TEAM_ROW_PREFIXES {
-        let start = keys::kv(format!("{kind}{{{team}}}/").as_bytes());
-        let end = keys::prefix_end(&start);
-        for (key, _) in txn.scan(&start, &end, budget.saturating_sub(removed)) {
-            crate::kv::erase_row(txn, stamp, crate::kv::Space::Client, &key[1..]);
-            removed += 1;
-        }
-    }
-    let owner = format!("{}{team}", crate::access::TEAM_OWNER_PREFIX);
-    for view in crate::lease::list(txn, stamp.time_ms, &format!("{owner}/"), budget) {
-        let id: &ResourceId = &view.lease;
-        for holder in &view.holders {
-            crate::lease::release(txn, stamp, id, &holder.holder);
-            removed += 1;
-        }
-    }
-    let left = crate::access::TEAM_ROW_PREFIXES.iter().any(|kind| {
-        let start = keys::kv(format!("{kind}{{{team}}}/").as_bytes());
-        !txn.scan(&start, &keys::prefix_end(&start), 1).is_empty()
-    });
-    (u32::try_from(removed).unwrap_or(u32::MAX), !left)
 }

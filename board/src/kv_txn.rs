@@ -9,7 +9,7 @@
 //! it lets go of whatever the key was attached to. Keys whose deadline or lease ran out
 //! are settled first, so the transaction sees them absent.
 
-pub use crate::vocab::kv::{Compare, CompareOp, CompareTarget, TxnOp, TxnOpResult};
+pub use crate::vocab::kv::{Compare, CompareOp, CompareTarget, TxnOp, TxnOpResult, keys};
 
 use crate::kv::{self, Space};
 use crate::limits::{KV_TXN_BYTES_MAX, KV_TXN_GETS_MAX, KV_TXN_OPS_MAX};
@@ -25,25 +25,6 @@ impl CompareOp {
             CompareOp::Greater => current > operand,
         }
     }
-}
-
-impl TxnOp {
-    /// The key the operation names.
-    pub fn key(&self) -> &[u8] {
-        match self {
-            TxnOp::Put { key, .. } | TxnOp::Delete { key } | TxnOp::Get { key } => key,
-        }
-    }
-}
-
-/// Every key a transaction names: compares, then both branches.
-pub fn keys<'a>(
-    compares: &'a [Compare],
-    success: &'a [TxnOp],
-    failure: &'a [TxnOp],
-) -> impl Iterator<Item = &'a [u8]> {
-    let compared = compares.iter().map(|c| c.key.as_slice());
-    compared.chain(success.iter().chain(failure).map(TxnOp::key))
 }
 
 fn compare_holds(txn: &impl Txn, compare: &Compare) -> bool {

@@ -13,9 +13,17 @@
 //! [`apply`] is a pure function of the current bytes, a [`Stamp`] and a [`Request`];
 //! [`query`] reads.
 //!
-//! Layout: each plane's data (its refusals, views and the fields its commands carry) is in
-//! `vocab/`, which names no plane; [`types`] (`Command`, `Outcome`) and [`query`] compose
-//! that vocabulary; each plane's module holds its logic and re-exports its vocabulary.
+//! Layout, in layers (a tidy test holds that no import cycle is wider than three files):
+//! - each plane's data (its refusals, views and the fields its commands carry) is in
+//!   `vocab/`, which names no plane; [`types`] (`Command`, `Outcome`) and [`query`] compose
+//!   that vocabulary;
+//! - the names every plane asks: [`access`] (who acts, whose a key is), [`route`] (the
+//!   point of each name), `range_row` (what this cell serves), `team` (records and
+//!   membership), `deadline` (the due-time index);
+//! - the planes' logic, one module each, re-exporting its vocabulary;
+//! - what looks into every plane sits on top: [`admit`] (what a client may touch at all),
+//!   [`point_of`] (where each command and read runs), `range` (moving rows of every
+//!   family), `team_purge` (what goes with a team or an agent), and `apply` itself.
 //!
 //! Invariants: replaying the same log over the same starting bytes yields byte-identical
 //! state; a lease grants a slot only while it has fewer live holders than its slots (a
@@ -47,6 +55,7 @@
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod access;
+pub mod admit;
 mod blackboard;
 pub mod chain;
 mod codec;
@@ -71,8 +80,10 @@ pub mod mail;
 mod mailbox;
 pub mod next;
 pub mod path_glob;
+pub mod point_of;
 pub mod query;
 mod range;
+mod range_row;
 mod range_track;
 pub mod refusal;
 pub mod register;
@@ -85,6 +96,7 @@ pub mod screen;
 pub mod tally;
 mod taskboard;
 mod team;
+mod team_purge;
 #[cfg(test)]
 mod testkit;
 mod time_text;
@@ -158,13 +170,13 @@ fn apply_recorded(txn: &mut impl Txn, stamp: Stamp, request: &Request) -> Applie
     if let Err(reason) = valid.and_then(|()| validate(&request.command, VALUE_BYTES_MAX)) {
         return Applied::alone(Outcome::Invalid { reason });
     }
-    if let Err(refusal) = access::admit(&request.caller, &request.command) {
+    if let Err(refusal) = admit::admit(&request.caller, &request.command) {
         return Applied::alone(Outcome::Forbidden { refusal });
     }
     if let Err(refusal) = range::admit_meta(txn, &request.caller, &request.command) {
         return Applied::alone(Outcome::Forbidden { refusal });
     }
-    let point = match route::command_point(&request.command) {
+    let point = match point_of::command(&request.command) {
         Ok(point) => point,
         // A standalone cell runs transactions over any keys.
         Err(_) if range::serving(txn).is_none() => None,
@@ -483,7 +495,7 @@ fn apply_work(
             let asked = register::Registration { agent, proof, salt };
             register::register(txn, stamp, caller, &asked)
         }
-        Command::TeamLeaveAll { agent } => team::leave_all(txn, agent),
+        Command::TeamLeaveAll { agent } => team_purge::leave_all(txn, agent),
         other => unreachable!("{other:?} is not a registry command"),
     }
 }
@@ -752,7 +764,7 @@ fn apply_board(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
             caller,
             agent,
         } => team::join(txn, team, caller, agent),
-        Command::TeamDissolve { team, caller } => team::dissolve(txn, stamp, team, caller),
+        Command::TeamDissolve { team, caller } => team_purge::dissolve(txn, stamp, team, caller),
         Command::BoardPost { team, caller, body } => {
             taskboard::post(txn, now_ms, team, caller, body)
         }
@@ -774,7 +786,7 @@ fn apply_board(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
             task_id,
         } => taskboard::redrive(txn, now_ms, team, caller, task_id),
         Command::FabricPurge { queue } => {
-            team::purge_queue(txn, stamp, &taskboard::fabric_queue_team(queue))
+            team_purge::purge_queue(txn, stamp, &taskboard::fabric_queue_team(queue))
         }
         Command::BoardPostMany {
             team,
@@ -1110,7 +1122,7 @@ fn query_coordination(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult
 
 /// A client's read for `caller` (see [`Query::By`]).
 fn read_by(txn: &impl Txn, now_ms: u64, caller: &access::Caller, inner: &Query) -> QueryResult {
-    if let Err(refusal) = access::admit_query(caller, inner)
+    if let Err(refusal) = admit::admit_query(caller, inner)
         .and_then(|()| range::admit_meta_read(txn, caller, inner))
         .and_then(|()| match inner {
             Query::EngineGet { key } | Query::EngineRange { prefix: key, .. } => {
@@ -1247,7 +1259,7 @@ fn query_board(txn: &impl Txn, query: &Query) -> QueryResult {
 /// A router's read: refused unless this cell serves its point at `epoch`; list results keep
 /// only rows of served ranges (a frozen range's rows are already on their way elsewhere).
 fn routed(txn: &impl Txn, now_ms: u64, epoch: u64, inner: &Query) -> QueryResult {
-    if let Some(point) = route::query_point(inner)
+    if let Some(point) = point_of::query(inner)
         && let Err(Outcome::WrongRange { epoch }) = range::admit(txn, point, epoch)
     {
         return QueryResult::WrongRange { epoch };

@@ -204,7 +204,7 @@ pub enum Query {
     /// Alarms this cell raised (forks, broken chains, failed handoffs).
     Alarms,
     /// A client's `query` for the `caller` the server proved: refused (`Refused`) when the
-    /// caller may not read it ([`crate::access::admit_query`]: nobody anonymous, no
+    /// caller may not read it ([`crate::admit::admit_query`]: nobody anonymous, no
     /// reserved key; a team's board and blackboard for its members only), decided in the
     /// same snapshot as the read; scans leave out reserved rows and blackboard rows not
     /// asked for by team.

@@ -15,87 +15,26 @@
 //! above the fences the source granted.
 
 pub use crate::vocab::range::RangeRefusal;
-use serde::{Deserialize, Serialize};
 
 use crate::access::{AccessRefusal, Caller};
 use crate::codec::{decode, encode, encode_versioned, try_decode};
 use crate::deadline::Item;
-use crate::keys::{self, ADMIN_FENCE, FABRIC_MODE, FENCE_OFFSET, RANGE};
+use crate::keys::{self, ADMIN_FENCE, FABRIC_MODE, FENCE_OFFSET};
 use crate::limits::{
     RANGE_EXPORT_BYTES_MAX, RANGE_FREEZE_MS, RANGE_ROWS_PER_COMMAND_MAX, RANGE_SCAN_ROWS_MAX,
     RANGES_PER_CELL_MAX,
 };
 use crate::query::RangeView;
+use crate::range_row::{ROW_VERSION, Row, containing, row_key};
+pub(crate) use crate::range_row::{
+    changeable, in_fabric, is_meta, rows, serves, serves_unfrozen, serving,
+};
 use crate::route;
 use crate::txn::Txn;
 use crate::types::{Command, Outcome, Stamp};
 
-/// A range row as version 1 stored it (before moves recorded their target and deadline).
-#[derive(Serialize, Deserialize)]
-struct RowV1 {
-    last: u64,
-    epoch: u64,
-    frozen: bool,
-}
-
-/// A range row. A frozen row names the move's target cell and the time (stamp ms) until
-/// which its driver holds the freeze; past it the range-admin lease's next holder may take
-/// the move over (a freeze of version 1 names no target and holds no time).
-#[derive(Serialize, Deserialize)]
-struct Row {
-    last: u64,
-    epoch: u64,
-    frozen: bool,
-    to_cell: u64,
-    until_ms: u64,
-}
-
-/// The encoding version of [`Row`].
-const ROW_VERSION: u8 = 2;
-
 /// Raw stored rows.
 type Rows = Vec<(Vec<u8>, Vec<u8>)>;
-
-fn row_key(start: u64) -> Vec<u8> {
-    let mut out = vec![RANGE];
-    keys::push_u64(&mut out, start);
-    out
-}
-
-/// Every range row of this cell, in ring order.
-pub(crate) fn rows(txn: &impl Txn) -> Vec<RangeView> {
-    txn.scan(&[RANGE], &[RANGE + 1], RANGES_PER_CELL_MAX)
-        .into_iter()
-        .map(|(key, value)| {
-            let start = u64::from_be_bytes(key[1..9].try_into().expect("range key holds a u64"));
-            let row = read_row(&value);
-            RangeView {
-                start,
-                last: row.last,
-                epoch: row.epoch,
-                frozen: row.frozen,
-                to_cell: row.to_cell,
-                until_ms: row.until_ms,
-            }
-        })
-        .collect()
-}
-
-fn read_row(value: &[u8]) -> Row {
-    match crate::codec::versioned(value) {
-        Some((ROW_VERSION, body)) => postcard::from_bytes(body).expect("range row decodes"),
-        _ => {
-            let old: RowV1 = decode(value);
-            Row {
-                last: old.last,
-                epoch: old.epoch,
-                frozen: old.frozen,
-                to_cell: 0,
-                until_ms: 0,
-            }
-        }
-    }
-}
 
 fn put_row(txn: &mut impl Txn, view: &RangeView) {
     txn.put(&[FABRIC_MODE], &encode(&true));
@@ -107,21 +46,6 @@ fn put_row(txn: &mut impl Txn, view: &RangeView) {
         until_ms: view.until_ms,
     };
     txn.put(&row_key(view.start), &encode_versioned(ROW_VERSION, &row));
-}
-
-fn containing(rows: &[RangeView], point: u64) -> Option<&RangeView> {
-    rows.iter().find(|r| r.start <= point && point <= r.last)
-}
-
-/// Whether this cell is part of a fabric: it was assigned a range at least once. A cell
-/// that gave every range away serves nothing keyed (it must not fall back to standalone).
-pub(crate) fn in_fabric(txn: &impl Txn) -> bool {
-    txn.get(&[FABRIC_MODE]).is_some()
-}
-
-/// Whether this cell is the fabric's meta cell ([`mark_meta`]).
-pub(crate) fn is_meta(txn: &impl Txn) -> bool {
-    txn.get(&[keys::META_MODE]).is_some()
 }
 
 /// Mark this cell as the meta cell (fabric initialization; idempotent).
@@ -174,38 +98,6 @@ pub(crate) fn admit(txn: &impl Txn, point: u64, epoch: u64) -> Result<(), Outcom
         Some(r) => Err(Outcome::WrongRange { epoch: r.epoch }),
         None => Err(Outcome::WrongRange { epoch: 0 }),
     }
-}
-
-/// Rows owned and serving here, or `None` for a standalone cell (everything is served).
-pub(crate) fn serving(txn: &impl Txn) -> Option<Vec<RangeView>> {
-    if !in_fabric(txn) {
-        return None;
-    }
-    Some(rows(txn).into_iter().filter(|r| !r.frozen).collect())
-}
-
-/// Whether `point` lies in a range this cell serves, not frozen for a move (or the cell is
-/// standalone): a watch of a key follows it here until a move freezes its range.
-pub(crate) fn serves_unfrozen(txn: &impl Txn, point: u64) -> bool {
-    !in_fabric(txn) || containing(&rows(txn), point).is_some_and(|range| !range.frozen)
-}
-
-/// The ranges this cell owns and may change, none frozen for a move (`None`: a standalone
-/// cell, which changes everything): what a `Tick` may touch.
-pub(crate) fn changeable(txn: &impl Txn) -> Option<Vec<RangeView>> {
-    in_fabric(txn).then(|| {
-        rows(txn)
-            .into_iter()
-            .filter(|range| !range.frozen)
-            .collect()
-    })
-}
-
-/// Whether `point` lies in one of `serving` (or the cell is standalone).
-pub(crate) fn serves(serving: &Option<Vec<RangeView>>, point: u64) -> bool {
-    serving
-        .as_ref()
-        .is_none_or(|rows| containing(rows, point).is_some())
 }
 
 /// The stamp commands see: its index raised by this cell's fence offset, its time by the
@@ -499,7 +391,7 @@ pub(crate) fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
     let (&family, rest) = key.split_first()?;
     match family {
         // A key's attachment moves with the key; its lease index entry with the lease (on
-        // the key's cell, `route::command_point`).
+        // the key's cell, `point_of::command`).
         keys::KV | keys::KV_ATTACH => Some(route::kv_point(rest)),
         keys::KV_LEASED => {
             let (parts, _) = keys::split_first(rest, 3)?;

@@ -103,7 +103,7 @@ pub(crate) fn register(
         Caller::Operator | Caller::Server => None,
         Caller::Agent(own) if own == agent => return registered(agent, false),
         Caller::Agent(parent) => Some(parent.as_str()),
-        // `access::admit` refuses an anonymous caller before the apply.
+        // `admit::admit` refuses an anonymous caller before the apply.
         Caller::Anonymous => unreachable!("an anonymous registration was admitted"),
     };
     if let Err(reason) = access::check_new_agent_name(agent, enrolled_by.is_none()) {

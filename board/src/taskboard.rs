@@ -94,54 +94,10 @@ struct CellBoard {
     counts: Counts,
 }
 
-/// The first character of every reserved team's name (fabric queues, trackers): no user
-/// team starts with it.
-pub const RESERVED_TEAM_PREFIX: char = '~';
-
-/// Whether `team` is a reserved team (a fabric queue's or a tracker's), not a user's.
-pub fn is_reserved_team(team: &str) -> bool {
-    team.starts_with(RESERVED_TEAM_PREFIX)
-}
-
-/// Whether `team`'s work reaches a fabric queue of its name: a user team's spills there,
-/// and once its board is empty a claim falls back to it; a dissolve purges it. A reserved
-/// team has none (a fabric queue is the last tier; a tracker never spills).
-pub fn has_fabric_queue(team: &str) -> bool {
-    !is_reserved_team(team)
-}
-
-/// Names of the reserved teams holding the fabric tier: queue `Q`'s board is the team
-/// `~fabric/Q`, on the cell owning that name's point, so queues spread over cells. Tasks
-/// reach it only by a handoff from a cell tier; user teams cannot start with `~`.
-pub const FABRIC_QUEUE_PREFIX: &str = "~fabric/";
-
-/// Names of the reserved teams holding WhippleScript trackers (`~tracker/{owner}/{name}`).
-/// A tracker belongs to the store, not to an agent team: every registered agent may file
-/// into it and claim from it (the claimant is the instance or worker named in the
-/// command), done tasks (closed issues) are kept, a lapsed claim never dead-letters, and
-/// tasks never spill (claims name their task).
-pub const TRACKER_TEAM_PREFIX: &str = "~tracker/";
-
-/// Whether `team` is a tracker's reserved team.
-pub fn is_tracker_team(team: &str) -> bool {
-    team.starts_with(TRACKER_TEAM_PREFIX)
-}
-
-/// The settings every tracker board gets, whatever its creator asked for.
-pub(crate) fn tracker_settings() -> BoardSettings {
-    // Every setting is fixed: whoever creates a tracker's team first cannot give it hostile
-    // ones (a one-byte task limit, a one-millisecond claim window).
-    BoardSettings {
-        delivery_limit: u32::MAX,
-        spill_after_ms: 0,
-        ..BoardSettings::default()
-    }
-}
-
-/// The reserved team of fabric queue `queue`.
-pub fn fabric_queue_team(queue: &str) -> String {
-    format!("{FABRIC_QUEUE_PREFIX}{queue}")
-}
+pub use crate::access::{
+    FABRIC_QUEUE_PREFIX, RESERVED_TEAM_PREFIX, TRACKER_TEAM_PREFIX, fabric_queue_team,
+    has_fabric_queue, is_reserved_team, is_tracker_team,
+};
 
 /// The tier a task shows: local rows of a fabric queue's team are the fabric tier.
 fn shown_tier(team: &str, tier: Tier) -> Tier {

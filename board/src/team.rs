@@ -2,7 +2,7 @@
 //!
 //! Access is scoped by lineage: an agent may act on a team's board when it is a member of
 //! the team or of one of its ancestor teams. A tracker's reserved team
-//! ([`taskboard::TRACKER_TEAM_PREFIX`]) is open to every registered agent. The ancestors'
+//! ([`crate::access::TRACKER_TEAM_PREFIX`]) is open to every registered agent. The ancestors'
 //! members come in the create command (the server reads the parent chain, which may live
 //! on other cells), so they are a snapshot taken at creation. Identities are the `caller`
 //! the server resolved from the authenticated call, never a field the client chose.
@@ -15,12 +15,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::{decode, encode};
 use crate::keys::{self, TEAM};
-use crate::limits::{TEAM_DISSOLVE_ROWS_MAX, TEAM_MEMBERS_MAX};
-use crate::mailbox;
+use crate::limits::TEAM_MEMBERS_MAX;
 use crate::query::TeamView;
-use crate::taskboard;
 use crate::txn::Txn;
-use crate::types::{BoardRefusal, BoardSettings, Outcome, Stamp, TaskState};
+use crate::types::{BoardRefusal, BoardSettings, Outcome, TaskState};
+
+/// The settings every tracker board gets, whatever its creator asked for.
+pub(crate) fn tracker_settings() -> BoardSettings {
+    // Every setting is fixed: whoever creates a tracker's team first cannot give it hostile
+    // ones (a one-byte task limit, a one-millisecond claim window).
+    BoardSettings {
+        delivery_limit: u32::MAX,
+        spill_after_ms: 0,
+        ..BoardSettings::default()
+    }
+}
 
 /// Tasks of one board by state. `done` counts every completion, also pruned ones.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,7 +120,7 @@ pub(crate) fn member(txn: &impl Txn, team: &str, caller: &str) -> Result<Team, O
                 team: team.to_string(),
             })
         })?;
-    if !taskboard::is_tracker_team(team) && !record.admits(caller) {
+    if !crate::access::is_tracker_team(team) && !record.admits(caller) {
         return Err(refused(BoardRefusal::NotMember {
             agent: caller.to_string(),
             team: team.to_string(),
@@ -147,7 +156,7 @@ pub(crate) fn create(txn: &mut impl Txn, request: &Create<'_>) -> Outcome {
             team: request.parent.cloned().unwrap_or_default(),
         });
     }
-    let tracker = taskboard::is_tracker_team(request.team);
+    let tracker = crate::access::is_tracker_team(request.team);
     match load(txn, request.team) {
         Some(existing)
             if (tracker || existing.supervisor == request.caller) && !existing.dissolving =>
@@ -168,7 +177,7 @@ pub(crate) fn create(txn: &mut impl Txn, request: &Create<'_>) -> Outcome {
                 parent: request.parent.cloned(),
                 ancestors: request.ancestors.to_vec(),
                 settings: match tracker {
-                    true => taskboard::tracker_settings(),
+                    true => tracker_settings(),
                     false => request.settings,
                 },
                 last_seq: 0,
@@ -231,81 +240,6 @@ fn add_member(txn: &mut impl Txn, team: &str, record: &mut Team, agent: &str) ->
     joined
 }
 
-/// Remove `agent` from every team this cell keeps (members and ancestor snapshots): its
-/// identity was revoked. Examines at most `LIST_ROWS_MAX` teams.
-pub(crate) fn leave_all(txn: &mut impl Txn, agent: &str) -> Outcome {
-    let rows = txn.scan(&[TEAM], &[TEAM + 1], crate::limits::LIST_ROWS_MAX);
-    let mut teams = 0u32;
-    for (key, value) in rows {
-        let mut record: Team = decode(&value);
-        let before = record.members.len() + record.ancestors.len();
-        record.members.retain(|m| m != agent);
-        record.ancestors.retain(|m| m != agent);
-        if record.members.len() + record.ancestors.len() != before {
-            txn.put(&key, &encode(&record));
-            teams += 1;
-        }
-    }
-    crate::vote::forget(txn, agent);
-    Outcome::TeamsLeft { teams }
-}
-
-/// The supervisor dissolves the team: mark it, then delete at most
-/// `TEAM_DISSOLVE_ROWS_MAX` rows of its board and mailboxes; the record goes last.
-pub(crate) fn dissolve(txn: &mut impl Txn, stamp: Stamp, team: &str, caller: &str) -> Outcome {
-    let Some(mut record) = load(txn, team) else {
-        return refused(BoardRefusal::UnknownTeam {
-            team: team.to_string(),
-        });
-    };
-    if record.supervisor != caller {
-        return refused(BoardRefusal::NotSupervisor {
-            agent: caller.to_string(),
-            supervisor: record.supervisor,
-        });
-    }
-    purge_marked(txn, stamp, team, &mut record)
-}
-
-/// Dissolve fabric queue team `team` without a supervisor check (see
-/// `Command::FabricPurge`): the server checked the origin team's supervisor.
-pub(crate) fn purge_queue(txn: &mut impl Txn, stamp: Stamp, team: &str) -> Outcome {
-    let Some(mut record) = load(txn, team) else {
-        return refused(BoardRefusal::UnknownTeam {
-            team: team.to_string(),
-        });
-    };
-    purge_marked(txn, stamp, team, &mut record)
-}
-
-/// Mark the team dissolving, then delete at most `TEAM_DISSOLVE_ROWS_MAX` rows of its
-/// board, mailboxes and blackboard (giving back its locks); the record goes last.
-fn purge_marked(txn: &mut impl Txn, stamp: Stamp, team: &str, record: &mut Team) -> Outcome {
-    if !record.dissolving {
-        record.dissolving = true;
-        store(txn, team, record);
-    }
-    let (tasks, tasks_done) = taskboard::purge(txn, team, TEAM_DISSOLVE_ROWS_MAX);
-    let budget = TEAM_DISSOLVE_ROWS_MAX.saturating_sub(tasks as usize);
-    let (notices, notices_done) = mailbox::purge(txn, team, budget);
-    let budget = budget.saturating_sub(notices as usize);
-    let (team_mail, team_mail_done) = crate::mail::purge_team(txn, team, budget);
-    let budget = budget.saturating_sub(team_mail as usize);
-    let (mail, mail_done) = (notices + team_mail, notices_done && team_mail_done);
-    let (rows, rows_done) = crate::blackboard::purge(txn, stamp, team, budget);
-    let budget = budget.saturating_sub(rows as usize);
-    let (votes, votes_done) = crate::vote::purge_team(txn, team, budget);
-    let mail = mail + rows + votes;
-    let done = tasks_done && mail_done && rows_done && votes_done;
-    if done {
-        txn.delete(&keys::named(TEAM, team));
-    }
-    Outcome::TeamDissolved {
-        removed: tasks + mail + u32::from(done),
-        done,
-    }
-}
-
 /// The team as users see it: `None` when absent or dissolving.
 pub(crate) fn view(txn: &impl Txn, team: &str) -> Option<TeamView> {
     let record = load(txn, team).filter(|record| !record.dissolving)?;
@@ -321,7 +255,11 @@ pub(crate) fn view(txn: &impl Txn, team: &str) -> Option<TeamView> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::TEAM_DISSOLVE_ROWS_MAX;
+    use crate::taskboard;
+    use crate::team_purge::dissolve;
     use crate::txn::MemTxn;
+    use crate::types::Stamp;
 
     const STAMP: Stamp = Stamp {
         index: 9,

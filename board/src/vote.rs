@@ -53,12 +53,9 @@ use crate::limits::{
 use crate::tally::{self, Fraction, Round, Threshold};
 use crate::txn::Txn;
 use crate::types::{Command, Outcome, ResourceId, Stamp};
-use crate::{kv, ledger, range, route, team};
+use crate::{kv, ledger, range_row, route, team};
 
-/// The ledger of a team's vote results (owner `team/{team}`, partition: the proposal).
-pub const VOTE_LEDGER: &str = "votes";
-/// The topic of the team signal announcing a result.
-pub const VOTE_SIGNAL_TOPIC: &str = "vote";
+pub use crate::vocab::vote::{VOTE_LEDGER, VOTE_SIGNAL_TOPIC};
 
 impl Role {
     /// A stable code.
@@ -287,7 +284,7 @@ fn role_of(team: &team::Team, votes: &TeamVotes, agent: &str) -> Option<Role> {
 /// The agent's identity where this cell keeps it: registered and not revoked.
 fn identity(txn: &impl Txn, agent: &str) -> Result<(), Ineligible> {
     let key = access::agent_key(agent);
-    if !range::serves(&range::serving(txn), route::kv_point(&key)) {
+    if !range_row::serves(&range_row::serving(txn), route::kv_point(&key)) {
         // Another cell keeps it: the server's token check proved the caller, and a
         // revocation reaches this cell as `TeamLeaveAll`.
         return Ok(());

@@ -332,7 +332,7 @@ struct Liveness {
 
 impl Liveness {
     fn of(txn: &impl Txn, now_ms: u64) -> Liveness {
-        let fabric = crate::range::in_fabric(txn).then(|| {
+        let fabric = crate::range_row::in_fabric(txn).then(|| {
             let work = cell_work(txn);
             let live = work.quota.is_some_and(|quota| quota.expires_ms > now_ms);
             live.then_some(work.generation)
@@ -626,7 +626,7 @@ fn check_cell(
         return Err(limit(WorkLimit::Cell, class_max, in_class, detail));
     }
     let ceiling = limits.fabric_max;
-    if !crate::range::in_fabric(txn) {
+    if !crate::range_row::in_fabric(txn) {
         if work.live >= ceiling {
             let detail = format!("the ceiling is {ceiling} live entries and all are taken");
             return Err(limit(WorkLimit::Fabric, ceiling, work.live, detail));
@@ -1198,7 +1198,7 @@ pub(crate) fn quota_view(txn: &impl Txn) -> QuotaView {
         live: work.live,
         quota: work.quota,
         want,
-        in_fabric: crate::range::in_fabric(txn),
+        in_fabric: crate::range_row::in_fabric(txn),
     }
 }
 

@@ -793,7 +793,7 @@ impl Runner {
                 let idempotency_key = line.args.get("idem").map(|k| k.to_string());
                 // What a client may send goes as the operator; the rest as a server.
                 let operator = whip_board::access::Caller::Operator;
-                let caller = match whip_board::access::admit(&operator, &command) {
+                let caller = match whip_board::admit::admit(&operator, &command) {
                     Ok(()) => operator,
                     Err(_) => whip_board::access::Caller::Server,
                 };

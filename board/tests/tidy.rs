@@ -230,3 +230,228 @@ fn the_vocabulary_names_no_plane() {
         found.join("\n")
     );
 }
+
+/// The widest import cycle `board/src` may hold: the planes' logic layered over
+/// `access`, `route`, `range_row`, `team` and the vocabulary, with the few planes that
+/// truly call each other (a key and its lease, mail and work entries) in small knots.
+const BOARD_CYCLE_FILES_MAX: usize = 3;
+
+/// A board module's code with comments, literals and `#[cfg(test)]` modules taken out.
+fn module_code(text: &str) -> String {
+    let mut out = String::new();
+    let (mut in_block, mut test_attr, mut skip_depth) = (false, false, 0i64);
+    for line in text.lines() {
+        let code = code_of(line, &mut in_block);
+        let trimmed = code.trim();
+        if skip_depth > 0 {
+            skip_depth += depth_change(&code);
+            continue;
+        }
+        if trimmed == "#[cfg(test)]" {
+            test_attr = true;
+            continue;
+        }
+        if test_attr && trimmed.contains("mod ") && trimmed.ends_with('{') {
+            skip_depth = depth_change(&code);
+            test_attr = false;
+            continue;
+        }
+        test_attr = false;
+        out.push_str(&code);
+        out.push('\n');
+    }
+    out
+}
+
+fn depth_change(code: &str) -> i64 {
+    code.matches('{').count() as i64 - code.matches('}').count() as i64
+}
+
+/// The first segment of every `crate::` path in `code`, `crate::{a, b::c}` groups included.
+fn crate_modules(code: &str) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("crate::") {
+        let rest = &code[at + 7..];
+        if !rest.starts_with('{') {
+            found.push(ident(rest));
+            continue;
+        }
+        let (mut depth, mut item_start) = (0, 1);
+        for (i, c) in rest.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 1 => {
+                    found.push(ident(&rest[item_start..i]));
+                    item_start = i + 1;
+                }
+                _ => {}
+            }
+            if depth == 0 {
+                found.push(ident(&rest[item_start..i]));
+                break;
+            }
+        }
+    }
+    found.retain(|m| !m.is_empty() && m != "self");
+    found
+}
+
+/// The modules `lib.rs` declares under `#[cfg(test)]`.
+fn test_only_modules(lib: &str) -> Vec<String> {
+    let lines: Vec<&str> = lib.lines().map(str::trim).collect();
+    lines
+        .windows(2)
+        .filter(|pair| pair[0] == "#[cfg(test)]")
+        .filter_map(|pair| pair[1].strip_prefix("mod ")?.strip_suffix(';'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Board's module graph: each top-level module (a `vocab/` file counts as `vocab`) and the
+/// modules its code (not its tests) names.
+fn board_imports() -> BTreeMap<String, Vec<String>> {
+    let src = workspace().join("board/src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("lib.rs is readable");
+    let test_only = test_only_modules(&lib);
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut graph: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).expect("under src");
+        let first = relative.components().next().expect("a path");
+        let module = first
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_string();
+        if module == "lib" || test_only.contains(&module) {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("source is readable");
+        let names = graph.entry(module.clone()).or_default();
+        for name in crate_modules(&module_code(&text)) {
+            if name != module && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    let modules: Vec<String> = graph.keys().cloned().collect();
+    for names in graph.values_mut() {
+        names.retain(|name| modules.contains(name));
+    }
+    graph
+}
+
+/// The strongly connected components of `graph` (Tarjan), each a sorted list of modules.
+fn cycles(graph: &BTreeMap<String, Vec<String>>) -> Vec<Vec<String>> {
+    struct Walk<'a> {
+        graph: &'a BTreeMap<String, Vec<String>>,
+        index: BTreeMap<&'a str, (usize, usize)>,
+        stack: Vec<&'a str>,
+        found: Vec<Vec<String>>,
+    }
+    fn visit<'a>(walk: &mut Walk<'a>, at: &'a str) {
+        let order = walk.index.len();
+        walk.index.insert(at, (order, order));
+        walk.stack.push(at);
+        for next in &walk.graph[at] {
+            let low = match walk.index.get(next.as_str()) {
+                None => {
+                    visit(walk, next);
+                    walk.index[next.as_str()].1
+                }
+                Some(&(index, _)) if walk.stack.contains(&next.as_str()) => index,
+                Some(_) => continue,
+            };
+            let entry = walk.index.get_mut(at).expect("visited");
+            entry.1 = entry.1.min(low);
+        }
+        let (index, low) = walk.index[at];
+        if index == low {
+            let from = walk
+                .stack
+                .iter()
+                .position(|m| *m == at)
+                .expect("on the stack");
+            let mut component: Vec<String> = walk.stack.drain(from..).map(str::to_string).collect();
+            component.sort();
+            walk.found.push(component);
+        }
+    }
+    let mut walk = Walk {
+        graph,
+        index: BTreeMap::new(),
+        stack: Vec::new(),
+        found: Vec::new(),
+    };
+    for module in graph.keys() {
+        if !walk.index.contains_key(module.as_str()) {
+            visit(&mut walk, module);
+        }
+    }
+    walk.found.retain(|component| component.len() > 1);
+    walk.found
+}
+
+/// No import cycle in `board/src` is wider than [`BOARD_CYCLE_FILES_MAX`] files: planes
+/// sit above the names (`access`, `route`, `range_row`, `team`) they ask, and what looks
+/// into every plane (`admit`, `point_of`, `range`, `team_purge`) sits above them all.
+#[test]
+fn no_board_import_cycle_is_wider_than_three_files() {
+    let graph = board_imports();
+    assert!(
+        graph.len() >= 40,
+        "found only {} board modules",
+        graph.len()
+    );
+    assert!(
+        graph["range"].contains(&"work".to_string()),
+        "the import reader must see range's use of work: {:?}",
+        graph["range"]
+    );
+    let wide: Vec<String> = cycles(&graph)
+        .into_iter()
+        .filter(|component| component.len() > BOARD_CYCLE_FILES_MAX)
+        .map(|component| {
+            let edges: Vec<String> = component
+                .iter()
+                .map(|m| format!("  {m} -> {:?}", graph[m]))
+                .collect();
+            format!(
+                "{} files: {:?}\n{}",
+                component.len(),
+                component,
+                edges.join("\n")
+            )
+        })
+        .collect();
+    assert!(wide.is_empty(), "wide import cycles:\n{}", wide.join("\n"));
+}
+
+/// The cycle finder finds a knot and leaves a chain out (so the check above can fail).
+#[test]
+fn the_cycle_finder_sees_a_knot_and_not_a_chain() {
+    let graph: BTreeMap<String, Vec<String>> = [
+        ("a", vec!["b"]),
+        ("b", vec!["c"]),
+        ("c", vec!["a", "d"]),
+        ("d", vec![]),
+    ]
+    .into_iter()
+    .map(|(m, names)| (m.to_string(), names.into_iter().map(String::from).collect()))
+    .collect();
+    assert_eq!(cycles(&graph), vec![vec!["a", "b", "c"]]);
+    let source = concat!(
+        "use crate::{kv, x::{y, z}};\n",
+        "#[cfg(test)]\nmod tests {\n    use crate::q;\n}\n",
+    );
+    let code = module_code(source);
+    assert_eq!(crate_modules(&code), vec!["kv", "x"]);
+}

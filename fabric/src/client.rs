@@ -3,7 +3,7 @@
 //!
 //! [`MapRouter`] is a [`whip_cell::client::Router`]. On first use it asks any node for the
 //! routes (`Cell.Routes`: the map's ranges with their cells and epochs, and where each cell's
-//! leader is). Then each request's point ([`whip_board::route::command_point`]) is looked up
+//! leader is). Then each request's point ([`whip_board::point_of::command`]) is looked up
 //! in those ranges ([`whip_board::route::locate`], the map's own lookup) and sent to the
 //! leader's node, naming the cell and the epoch it saw. The board refuses an epoch its cell
 //! does not serve (`WrongRange`), so a stale map is caught where it matters; the router then
@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use whip_board::Command;
+use whip_board::point_of;
 use whip_board::route::{self, RangeEntry};
 use whip_cell::client::{Pick, Router};
 use whip_cell::direct::Direct;
@@ -163,7 +164,7 @@ impl MapRouter {
 #[tonic::async_trait]
 impl Router for MapRouter {
     async fn pick(&self, client: &CellClient, command: &Command) -> Option<Pick> {
-        let point = route::command_point(command).ok()??;
+        let point = point_of::command(command).ok()??;
         let table = self.table(client).await?;
         let range = *route::locate(&table.ranges, point);
         let leader = table

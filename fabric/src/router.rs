@@ -10,8 +10,8 @@
 
 use std::time::Duration;
 
+use whip_board::point_of;
 use whip_board::query::{CounterView, LeaseView, LedgerEntryView};
-use whip_board::route;
 use whip_board::{Command, KvPage, Outcome, Query, QueryResult, Request, Then};
 use whip_cell::CellError;
 use whip_cell::direct::Direct;
@@ -48,7 +48,7 @@ impl Node {
             let suffix = crate::node::unique_suffix();
             request.idempotency_key = Some(format!("n{}-{suffix}", self.id()));
         }
-        let point = route::command_point(&request.command).map_err(CellError::InvalidArgument)?;
+        let point = point_of::command(&request.command).map_err(CellError::InvalidArgument)?;
         match (point, &request.command) {
             (Some(point), _) => {
                 let kept = whip_board::next::may_then(&request.command).then(|| request.clone());
@@ -154,7 +154,7 @@ impl Node {
 
     /// Answer `query` from the cell owning its key, or gather a list from every data cell.
     pub async fn route_read(&self, query: Query) -> Result<QueryResult, CellError> {
-        if let Some(point) = route::query_point(&query) {
+        if let Some(point) = point_of::query(&query) {
             return self
                 .with_route(point, |node, cell, epoch| {
                     let routed = Query::Routed {
@@ -415,7 +415,10 @@ impl whip_cell::service::Dispatch for Node {
             (0, false) => {
                 // A watch opens after a key's range moved: read the map afresh.
                 self.invalidate_map();
-                self.map().await?.locate(route::kv_point(key)).cell
+                self.map()
+                    .await?
+                    .locate(whip_board::route::kv_point(key))
+                    .cell
             }
             (cell, _) => cell,
         };

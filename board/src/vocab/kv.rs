@@ -210,3 +210,33 @@ pub struct KvEntry {
     /// Modification revision (the fence of the write that stored it).
     pub version: u64,
 }
+
+impl TxnOp {
+    /// The key the operation names.
+    pub fn key(&self) -> &[u8] {
+        match self {
+            TxnOp::Put { key, .. } | TxnOp::Delete { key } | TxnOp::Get { key } => key,
+        }
+    }
+}
+
+/// Every key a transaction names: compares, then both branches.
+pub fn keys<'a>(
+    compares: &'a [Compare],
+    success: &'a [TxnOp],
+    failure: &'a [TxnOp],
+) -> impl Iterator<Item = &'a [u8]> {
+    let compared = compares.iter().map(|c| c.key.as_slice());
+    compared.chain(success.iter().chain(failure).map(TxnOp::key))
+}
+
+/// Every key a plain transaction (`Command::KvTxn`) names: compares, puts, deletes.
+pub(crate) fn plain_txn_keys<'a>(
+    compares: &'a [(Vec<u8>, u64)],
+    puts: &'a [(Vec<u8>, Vec<u8>)],
+    deletes: &'a [Vec<u8>],
+) -> impl Iterator<Item = &'a [u8]> {
+    let compared = compares.iter().map(|(key, _)| key.as_slice());
+    let put = puts.iter().map(|(key, _)| key.as_slice());
+    compared.chain(put).chain(deletes.iter().map(Vec::as_slice))
+}

@@ -4,6 +4,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::tally::{Fraction, Method, Round, Threshold};
 
+/// The ledger of a team's vote results (owner `team/{team}`, partition: the proposal).
+pub const VOTE_LEDGER: &str = "votes";
+/// The topic of the team signal announcing a result.
+pub const VOTE_SIGNAL_TOPIC: &str = "vote";
+
 /// What a member does in its team.
 ///
 /// Stored: every variant has a pinned code (`stable_codes!` after the enum); a new

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tonic::Status;
-use whip_board::{Query, route};
+use whip_board::{Query, point_of};
 use whip_proto::v1 as pb;
 
 use crate::service::{Dispatch, signal_ledger};
@@ -115,7 +115,7 @@ pub(crate) async fn signal_loop(
 
 /// The apply signal of this server's member of the cell answering `query`, if hosted here.
 async fn applied_for(dispatch: &Arc<dyn Dispatch>, query: &Query) -> Option<Applied> {
-    dispatch.applied_signal(route::query_point(query)?).await
+    dispatch.applied_signal(point_of::query(query)?).await
 }
 
 type Applied = tokio::sync::watch::Receiver<u64>;

@@ -674,7 +674,7 @@ impl cell_server::Cell for CellApi {
 
     async fn watch(&self, req: GrpcRequest<pb::WatchRequest>) -> GrpcResult<Self::WatchStream> {
         let caller = self.caller_of(&req).await?;
-        whip_board::access::admit_follow(&caller)
+        whip_board::admit::admit_follow(&caller)
             .map_err(|refusal| Status::unauthenticated(refusal.to_string()))?;
         let slot = (self.streams).take(streams::stream_caller(caller.agent(), &req))?;
         let req = req.into_inner();
@@ -1272,7 +1272,7 @@ impl cell_server::Cell for CellApi {
 
     async fn routes(&self, req: GrpcRequest<pb::RoutesRequest>) -> GrpcResult<pb::RoutesResponse> {
         let caller = self.caller_of(&req).await?;
-        whip_board::access::admit_routes(&caller)
+        whip_board::admit::admit_routes(&caller)
             .map_err(|refusal| Status::unauthenticated(refusal.to_string()))?;
         let reload = req.into_inner().reload;
         Ok(Response::new(self.dispatch.routes(reload).await?))

@@ -112,7 +112,7 @@ impl admin_server::Admin for AdminApi {
         &self,
         req: GrpcRequest<pb::SnapshotSaveRequest>,
     ) -> GrpcResult<Self::SnapshotSaveStream> {
-        whip_board::access::admit_snapshot(&snapshot_caller(&req)).map_err(
+        whip_board::admit::admit_snapshot(&snapshot_caller(&req)).map_err(
             |refusal| match refusal {
                 whip_board::access::AccessRefusal::Anonymous => {
                     Status::unauthenticated(refusal.to_string())

@@ -43,7 +43,7 @@ impl CellApi {
         req: GrpcRequest<pb::WaitAppliedRequest>,
     ) -> GrpcResult<pb::WaitAppliedResponse> {
         let caller = self.caller_of(&req).await?;
-        whip_board::access::admit_follow(&caller)
+        whip_board::admit::admit_follow(&caller)
             .map_err(|refusal| Status::unauthenticated(refusal.to_string()))?;
         let _slot = (self.streams).take(streams::stream_caller(caller.agent(), &req))?;
         let req = req.into_inner();

@@ -387,7 +387,7 @@ async fn a_revoke_whose_server_died_is_finished_from_the_outbox() {
     spawn.owner = "helper".into();
     let sub = alice.work_register(spawn).await.unwrap().entry.unwrap();
     let revoke = whip_board::Command::WorkRevoke { id: sub.id.clone() };
-    let point = whip_board::route::command_point(&revoke).expect("keyed");
+    let point = whip_board::point_of::command(&revoke).expect("keyed");
     let map = fabric.node(1).map().await.expect("map");
     let entry_cell = map.locate(point.expect("a point")).cell;
     let leader = (fabric.running().into_iter())
