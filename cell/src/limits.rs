@@ -66,6 +66,12 @@ pub const STORAGE_OPEN_BACKOFF_MIN_MS: u64 = 5;
 pub const STORAGE_OPEN_BACKOFF_MAX_MS: u64 = 1_000;
 /// Appends already queued that the log writer commits together in one durable commit.
 pub const LOG_GROUP_APPENDS_MAX: usize = 64;
+/// Segments of a node's log above which the oldest one's live entries (an idle cell that
+/// never purges pins it) are written again at the tail so the segment can go...
+pub const NODE_LOG_SEGMENTS_SOFT_MAX: usize = 8;
+/// ...when they are at most this many bytes (a commit never stalls on a bigger copy; a
+/// busy cell's entries leave by its own purges).
+pub const NODE_LOG_REWRITE_BYTES_MAX: u64 = 1 << 20;
 /// How often applying makes the state machine's store durable (between, the log covers it).
 pub const STATE_DURABLE_EVERY_MS: u64 = 1_000;
 /// Applied writes kept in memory before they go to the storage engine in one commit

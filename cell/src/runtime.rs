@@ -17,7 +17,7 @@ use crate::error::CellError;
 use crate::limits;
 use crate::network::{Network, Peers};
 use crate::stages::{Stage, Stages};
-use crate::storage::{LogStore, SmStore, StateMachineView, StorageKind, open_backend_with};
+use crate::storage::{LogStore, SmStore, StateMachineView, StorageKind, open_backend_on};
 use crate::types::{Batch, NodeId, Raft, decode, encode};
 
 fn raft_config(config: &CellConfig) -> openraft::Config {
@@ -77,6 +77,9 @@ pub struct CellConfig {
     /// Where the member's own gRPC server counts the calls it answers (members of one
     /// process may share one; a fabric node counts in its own instead).
     pub rpc_stats: crate::metrics::RpcStats,
+    /// The node's one log, when the node keeps every cell's log there (`--log node`);
+    /// `None`: the cell keeps its own.
+    pub node_log: Option<Arc<crate::storage::NodeLog>>,
 }
 
 impl CellConfig {
@@ -98,6 +101,7 @@ impl CellConfig {
             own_heartbeat: true,
             transport: crate::tls::Transport::Insecure,
             rpc_stats: crate::metrics::RpcStats::default(),
+            node_log: None,
         }
     }
 }
@@ -159,8 +163,9 @@ impl Cell {
         crate::backup::finish_pending(&config.data_dir, config.id, &config.advertise)
             .map_err(|e| fatal(&e))?;
         let faults = config.disk_faults.clone();
-        let backend =
-            open_backend_with(config.storage, &config.data_dir, faults).map_err(|e| fatal(&e))?;
+        let node_log = config.node_log.as_ref().map(|log| log.cell(config.cell_id));
+        let backend = open_backend_on(config.storage, &config.data_dir, faults, node_log)
+            .map_err(|e| fatal(&e))?;
         let stages = Arc::new(Stages::default());
         let log = LogStore::new(backend.clone(), stages.clone()).map_err(|e| fatal(&e))?;
         let sm = SmStore::open(backend, config.data_dir.clone())

@@ -10,7 +10,9 @@ use openraft::storage::{RaftLogStorage, RaftStateMachine};
 use openraft::testing::{StoreBuilder, Suite};
 use openraft::{Entry, EntryPayload, LogId, RaftSnapshotBuilder};
 use whip_board::{Command, MemTxn, Request, Reset, ResourceId, Stamp};
-use whip_cell::storage::{Backend, LogStore, SmStore, StorageKind, open_backend};
+use whip_cell::storage::{
+    Backend, LogStore, NodeLog, SmStore, StorageKind, open_backend, open_backend_on,
+};
 use whip_cell::types::{Batch, StorageError, TypeConfig};
 
 struct Builder(StorageKind);
@@ -31,6 +33,75 @@ impl StoreBuilder<TypeConfig, LogStore, SmStore, tempfile::TempDir> for Builder 
 #[test]
 fn openraft_suite_redb() {
     Suite::test_all(Builder(StorageKind::Redb)).expect("redb passes the openraft storage suite");
+}
+
+/// A cell whose log is its part of a node's one log, beside another cell's records.
+struct NodeLogBuilder;
+
+impl StoreBuilder<TypeConfig, LogStore, SmStore, tempfile::TempDir> for NodeLogBuilder {
+    async fn build(&self) -> Result<(tempfile::TempDir, LogStore, SmStore), StorageError> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let faults = whip_cell::DiskFaults::default();
+        let node_log = NodeLog::open(&dir.path().join("node-log"), faults.clone()).expect("log");
+        let neighbour: Vec<(u64, Vec<u8>)> = (1..50).map(|i| (i, vec![7u8; 40])).collect();
+        node_log
+            .cell(2)
+            .append(&neighbour)
+            .expect("a neighbour's entries");
+        let cell_dir = dir.path().join("cells/1");
+        let log = Some(node_log.cell(1));
+        let backend = open_backend_on(StorageKind::Redb, &cell_dir, faults, log).expect("open");
+        let sm = SmStore::open(backend.clone(), cell_dir).await?;
+        Ok((
+            dir,
+            LogStore::new(backend, Default::default()).expect("log writer"),
+            sm,
+        ))
+    }
+}
+
+#[test]
+fn openraft_suite_node_log() {
+    Suite::test_all(NodeLogBuilder).expect("the node log passes the openraft storage suite");
+}
+
+/// A cell directory made on the node log refuses to open with a log of its own (it would
+/// start empty and forget its vote); a replaced directory (a restore) starts the cell's
+/// part of the node log afresh.
+#[test]
+fn a_node_log_cell_keeps_to_the_node_log() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let faults = whip_cell::DiskFaults::default();
+    let node_dir = dir.path().join("node-log");
+    let cell_dir = dir.path().join("cells/1");
+    let open_on = |log: &std::sync::Arc<NodeLog>| {
+        open_backend_on(
+            StorageKind::Redb,
+            &cell_dir,
+            faults.clone(),
+            Some(log.cell(1)),
+        )
+        .expect("open on the node log")
+    };
+    {
+        let log = NodeLog::open(&node_dir, faults.clone()).expect("log");
+        let backend = open_on(&log);
+        backend.meta_put("vote", b"v".to_vec()).expect("vote");
+        backend.log_append(&[(1, b"e1".to_vec())]).expect("append");
+    }
+    let refused = open_backend(StorageKind::Redb, &cell_dir)
+        .err()
+        .expect("refused");
+    assert!(refused.to_string().contains("--log node"), "{refused}");
+    let log = NodeLog::open(&node_dir, faults.clone()).expect("log");
+    let backend = open_on(&log);
+    assert_eq!(backend.meta_get("vote").expect("meta"), Some(b"v".to_vec()));
+    assert_eq!(backend.log_last().expect("last").map(|(i, _)| i), Some(1));
+    drop(backend);
+    std::fs::remove_dir_all(&cell_dir).expect("replace the directory");
+    let backend = open_on(&log);
+    assert_eq!(backend.meta_get("vote").expect("meta"), None);
+    assert_eq!(backend.log_last().expect("last"), None);
 }
 
 #[test]

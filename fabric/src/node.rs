@@ -14,6 +14,7 @@ use std::time::Duration;
 use whip_board::{Query, QueryResult, Request};
 use whip_cell::network::Peers;
 use whip_cell::service::ServeError;
+use whip_cell::storage::{LogLayout, NODE_LOG_DIR, NodeLog};
 use whip_cell::types::{decode, encode};
 use whip_cell::{Cell, CellConfig, CellError, StorageKind};
 use whip_proto::v1::Blob;
@@ -43,6 +44,9 @@ pub struct NodeConfig {
     pub data_dir: PathBuf,
     /// Storage engine of every hosted cell.
     pub storage: StorageKind,
+    /// Where hosted cells keep their Raft logs: each its own, or one log for the node
+    /// (`data_dir/node-log`, group-committed across cells; `redb` storage only).
+    pub log: LogLayout,
     /// Raft heartbeat of hosted cells.
     pub heartbeat_ms: u64,
     /// Lower bound of the election timeout of hosted cells.
@@ -74,6 +78,7 @@ impl NodeConfig {
             advertise: advertise.into(),
             data_dir: data_dir.into(),
             storage: StorageKind::Redb,
+            log: LogLayout::Cell,
             heartbeat_ms: limits::NODE_HEARTBEAT_MS,
             election_timeout_min_ms: limits::NODE_ELECTION_TIMEOUT_MIN_MS,
             clock_offset: whip_cell::ClockOffset::default(),
@@ -105,6 +110,8 @@ pub(crate) struct Inner {
     rpc: whip_cell::metrics::RpcStats,
     /// The range change this node runs now (`Node/RangeProgress`).
     pub(crate) range_change: crate::range_change::Tracker,
+    /// The one log of every hosted cell (`LogLayout::Node`).
+    node_log: Option<Arc<NodeLog>>,
 }
 
 impl Inner {
@@ -129,8 +136,18 @@ impl Node {
         whip_cell::tls::private_dir(&config.data_dir)
             .and_then(|()| whip_cell::tls::private_dir(&cells_dir))
             .map_err(|e| fatal(&cells_dir, std::io::Error::other(e)))?;
+        let node_log = match config.log {
+            LogLayout::Node => {
+                let dir = config.data_dir.join(NODE_LOG_DIR);
+                let log = NodeLog::open(&dir, config.disk_faults.clone())
+                    .map_err(|e| fatal(&dir, std::io::Error::other(e)))?;
+                Some(log)
+            }
+            LogLayout::Cell => None,
+        };
         let node = Node {
             inner: Arc::new(Inner {
+                node_log,
                 peers: Peers::new(config.transport.clone()),
                 config,
                 cells: RwLock::new(BTreeMap::new()),
@@ -250,6 +267,7 @@ impl Node {
         config.own_heartbeat = false;
         // The node's server counts what its members forward (`whip_forwarded_requests`).
         config.rpc_stats = self.inner.rpc.clone();
+        config.node_log = self.inner.node_log.clone();
         let member = Cell::start_with_peers(config, self.inner.peers.clone()).await?;
         self.inner
             .cells

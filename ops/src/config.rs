@@ -280,6 +280,21 @@ pub(crate) mod storage_name {
     }
 }
 
+/// Where a node's cells keep their logs, as its name in files and JSON (`node`, `cell`).
+pub(crate) mod log_layout_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use whip_cell::storage::LogLayout;
+
+    pub(crate) fn serialize<S: Serializer>(layout: &LogLayout, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(layout.name())
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<LogLayout, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// The settings every server has. Each field is one setting: its flag, its environment
 /// variable and (the flag's name) its key in the config file.
 #[derive(clap::Args, Clone, Debug, Default, Serialize, serde::Deserialize)]

@@ -226,6 +226,14 @@ impl ProcessFabric {
             .await
     }
 
+    /// Like [`ProcessFabric::start`], every node running with `env` set.
+    pub async fn start_with_env(n: usize, env: &[(&str, &str)]) -> ProcessFabric {
+        let env: Vec<(String, String)> = (env.iter())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        ProcessFabric::start_configured(n, false, None, false, vec![env; n]).await
+    }
+
     /// Like [`ProcessFabric::start`], node `id` running with `env` set (a test hook of the
     /// `test-hooks` feature, which the test build turns on).
     pub async fn start_with_node_env(n: usize, id: u64, env: &[(&str, &str)]) -> ProcessFabric {

@@ -1,5 +1,7 @@
 //! Durable storage of a cell: one backend (redb or sled) holding the Raft log, the Raft
-//! metadata (vote, committed, purged) and the state machine's keyspace.
+//! metadata (vote, committed, purged) and the state machine's keyspace. With redb, the log
+//! may instead be the cell's part of its node's one log ([`NodeLog`], group-committed
+//! across every cell the node hosts).
 //!
 //! Both backends sit behind [`Backend`], so the openraft log store and state machine are one
 //! concrete type each (TRAPS.md 7) and both backends pass the same suites. Every backend call
@@ -11,6 +13,7 @@
 mod descriptors;
 mod log_store;
 mod log_writer;
+mod node_log;
 mod redb_backend;
 mod segment_log;
 mod sled_backend;
@@ -22,6 +25,7 @@ use std::sync::Arc;
 
 pub(crate) use descriptors::retries as open_retries;
 pub use log_store::LogStore;
+pub use node_log::{CellLog, NODE_LOG_DIR, NodeLog};
 pub use redb_backend::RedbBackend;
 pub use sled_backend::SledBackend;
 pub use state_machine::{Dump, SmStore, SnapshotBuilder, StateMachineView};
@@ -62,6 +66,39 @@ impl std::str::FromStr for StorageKind {
             "sled" => Ok(StorageKind::Sled),
             other => Err(format!(
                 "unknown storage {other:?}, expected redb, redb-log or sled"
+            )),
+        }
+    }
+}
+
+/// Where a node's cells keep their Raft logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LogLayout {
+    /// Each cell its own segment log under its data directory.
+    #[default]
+    Cell,
+    /// One group-committed log for every cell of the node ([`NodeLog`]).
+    Node,
+}
+
+impl LogLayout {
+    /// The name used on the command line and in status.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogLayout::Cell => "cell",
+            LogLayout::Node => "node",
+        }
+    }
+}
+
+impl std::str::FromStr for LogLayout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "cell" => Ok(LogLayout::Cell),
+            "node" => Ok(LogLayout::Node),
+            other => Err(format!(
+                "unknown log layout {other:?}, expected node or cell"
             )),
         }
     }
@@ -145,10 +182,22 @@ pub fn open_backend_with(
     dir: &Path,
     faults: crate::DiskFaults,
 ) -> BackendResult<Arc<dyn Backend>> {
+    open_backend_on(kind, dir, faults, None)
+}
+
+/// [`open_backend_with`], the Raft log kept in the node's one log when `node_log` is given
+/// and the directory has no log of its own (`redb` storage only: `redb-log` and `sled`
+/// keep their logs in their own files).
+pub fn open_backend_on(
+    kind: StorageKind,
+    dir: &Path,
+    faults: crate::DiskFaults,
+    node_log: Option<CellLog>,
+) -> BackendResult<Arc<dyn Backend>> {
     crate::tls::private_dir(dir).map_err(|e| BackendError::new("create data dir", e))?;
     descriptors::keep_reserve();
     let engine: Box<dyn Backend> = match kind {
-        StorageKind::Redb => Box::new(RedbBackend::open_with(dir, false, faults)?),
+        StorageKind::Redb => Box::new(RedbBackend::open_on(dir, false, faults, node_log)?),
         StorageKind::RedbLog => Box::new(RedbBackend::open(dir, true)?),
         StorageKind::Sled => Box::new(SledBackend::open(&dir.join("cell.sled"))?),
     };

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
+use super::node_log::CellLog;
 use super::segment_log::SegmentLog;
 use super::{Backend, BackendError, BackendResult, SmRead, WriteSet};
 use crate::disk_fault::DiskFaults;
@@ -34,12 +35,27 @@ enum LogFiles {
     Redb(Database),
     /// `log/`: preallocated segment files (the default for a new directory).
     Segments(SegmentLog),
+    /// This cell's records in its node's one log (`whip node serve --log node`).
+    Node(CellLog),
 }
 
 /// The directory of the segment log inside a data directory.
 const SEGMENT_DIR: &str = "log";
 /// The redb log file inside a data directory.
 const LOG_FILE: &str = "log.redb";
+/// The file that says a data directory's log is in its node's log: opening it with a log
+/// of its own would start an empty log and forget the member's vote.
+const NODE_LOG_MARK: &str = "log.node";
+
+/// Mark `dir` as keeping its log in the node's log, durably.
+fn mark_node_log(dir: &Path) -> BackendResult<()> {
+    let io = |context: &'static str| move |e: std::io::Error| BackendError::new(context, e);
+    let file = std::fs::File::create(dir.join(NODE_LOG_MARK)).map_err(io("mark node log"))?;
+    file.sync_all().map_err(io("mark node log"))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("mark node log"))
+}
 
 fn err(context: &'static str) -> impl Fn(redb::Error) -> BackendError {
     move |e| BackendError::new(context, e)
@@ -100,8 +116,37 @@ impl RedbBackend {
     /// [`RedbBackend::open`], the segment log's appends failing as `faults` says (a test
     /// switch; the redb log takes no faults).
     pub fn open_with(dir: &Path, redb_log: bool, faults: DiskFaults) -> BackendResult<Self> {
+        RedbBackend::open_on(dir, redb_log, faults, None)
+    }
+
+    /// [`RedbBackend::open_with`], the log in the node's one log (`node_log`) unless the
+    /// directory already keeps a log of its own (made before, or with `--log cell`).
+    pub fn open_on(
+        dir: &Path,
+        redb_log: bool,
+        faults: DiskFaults,
+        node_log: Option<CellLog>,
+    ) -> BackendResult<Self> {
         let existing_redb_log = dir.join(LOG_FILE).exists() && !dir.join(SEGMENT_DIR).exists();
-        let log = if redb_log || existing_redb_log {
+        let own_log = redb_log || dir.join(LOG_FILE).exists() || dir.join(SEGMENT_DIR).exists();
+        let marked = dir.join(NODE_LOG_MARK).exists();
+        let log = if let (Some(node_log), false) = (node_log, own_log) {
+            if !marked {
+                // Records of this cell without the mark: the directory was replaced (a
+                // restore) after they were written; they are not this directory's log.
+                if node_log.holds_any() {
+                    node_log.reset()?;
+                }
+                mark_node_log(dir)?;
+            }
+            LogFiles::Node(node_log)
+        } else if marked {
+            let what = format!(
+                "{}: this cell's log is in its node's log; start the node with --log node",
+                dir.display()
+            );
+            return Err(BackendError::new("open log", what));
+        } else if redb_log || existing_redb_log {
             let log = open_db(&dir.join(LOG_FILE))?;
             write(&log, true, "open log", |txn| {
                 txn.open_table(LOG)?;
@@ -126,6 +171,7 @@ impl Backend for RedbBackend {
         match &self.log {
             LogFiles::Redb(db) => redb_log::append(db, entries),
             LogFiles::Segments(log) => log.append(entries),
+            LogFiles::Node(log) => log.append(entries),
         }
     }
 
@@ -133,6 +179,7 @@ impl Backend for RedbBackend {
         match &self.log {
             LogFiles::Redb(db) => redb_log::range(db, from, to),
             LogFiles::Segments(log) => log.range(from, to),
+            LogFiles::Node(log) => log.range(from, to),
         }
     }
 
@@ -140,6 +187,7 @@ impl Backend for RedbBackend {
         match &self.log {
             LogFiles::Redb(db) => redb_log::last(db),
             LogFiles::Segments(log) => log.last(),
+            LogFiles::Node(log) => log.last(),
         }
     }
 
@@ -147,6 +195,7 @@ impl Backend for RedbBackend {
         match &self.log {
             LogFiles::Redb(db) => redb_log::truncate(db, from),
             LogFiles::Segments(log) => log.truncate(from),
+            LogFiles::Node(log) => log.truncate(from),
         }
     }
 
@@ -154,6 +203,7 @@ impl Backend for RedbBackend {
         match &self.log {
             LogFiles::Redb(db) => redb_log::purge(db, upto, meta),
             LogFiles::Segments(log) => log.purge(upto, meta),
+            LogFiles::Node(log) => log.purge(upto, meta),
         }
     }
 
@@ -161,6 +211,7 @@ impl Backend for RedbBackend {
         match &self.log {
             LogFiles::Redb(db) => redb_log::meta_get(db, name),
             LogFiles::Segments(log) => Ok(log.meta_get(name)),
+            LogFiles::Node(log) => Ok(log.meta_get(name)),
         }
     }
 
@@ -168,6 +219,7 @@ impl Backend for RedbBackend {
         match &self.log {
             LogFiles::Redb(db) => redb_log::meta_put(db, name, value),
             LogFiles::Segments(log) => log.meta_put(name, value),
+            LogFiles::Node(log) => log.meta_put(name, value),
         }
     }
 

@@ -100,11 +100,11 @@ struct Chain {
     last_crc: u32,
 }
 
-fn io(context: &'static str) -> impl Fn(std::io::Error) -> BackendError {
+pub(super) fn io(context: &'static str) -> impl Fn(std::io::Error) -> BackendError {
     move |e| BackendError::new(context, e)
 }
 
-fn segment_name(first: u64) -> String {
+pub(super) fn segment_name(first: u64) -> String {
     format!("{first:020}{SEGMENT_SUFFIX}")
 }
 
@@ -126,14 +126,14 @@ fn encode_record(prev: u32, index: u64, payload: &[u8], out: &mut Vec<u8>) -> u3
     sum
 }
 
-fn sync_dir(dir: &Path) -> BackendResult<()> {
+pub(super) fn sync_dir(dir: &Path) -> BackendResult<()> {
     opening("log directory", || File::open(dir))
         .and_then(|d| d.sync_all())
         .map_err(io("sync log directory"))
 }
 
 /// The bytes of `file` from `offset`, `len` long.
-fn read_at(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+pub(super) fn read_at(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
     let mut buf = vec![0u8; len];
     file.read_exact_at(&mut buf, offset)?;
     Ok(buf)
@@ -245,7 +245,31 @@ impl SegmentLog {
     }
 }
 
-fn list_segments(dir: &Path) -> BackendResult<Vec<u64>> {
+/// Create segment `first` under `dir`, preallocated to `capacity` bytes, durably (the file
+/// and its directory entry synced).
+pub(super) fn create_segment(
+    dir: &Path,
+    first: u64,
+    capacity: u64,
+) -> BackendResult<(File, PathBuf)> {
+    let path = dir.join(segment_name(first));
+    let create = || {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+    };
+    let file = opening("log segment", create).map_err(io("create log segment"))?;
+    rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, capacity)
+        .map_err(|e| BackendError::new("preallocate log segment", e))?;
+    file.sync_all().map_err(io("sync new log segment"))?;
+    sync_dir(dir)?;
+    Ok((file, path))
+}
+
+pub(super) fn list_segments(dir: &Path) -> BackendResult<Vec<u64>> {
     let mut firsts = Vec::new();
     let listing = opening("log directory", || std::fs::read_dir(dir));
     for entry in listing.map_err(io("list log segments"))? {
@@ -384,20 +408,7 @@ impl Segments {
             .saturating_mul(2)
             .clamp(limits::SEGMENT_BYTES_MIN, limits::SEGMENT_BYTES_MAX);
         let capacity = grown.max(bytes);
-        let path = self.dir.join(segment_name(first));
-        let create = || {
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&path)
-        };
-        let file = opening("log segment", create).map_err(io("create log segment"))?;
-        rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, capacity)
-            .map_err(|e| BackendError::new("preallocate log segment", e))?;
-        file.sync_all().map_err(io("sync new log segment"))?;
-        sync_dir(&self.dir)?;
+        let (file, path) = create_segment(&self.dir, first, capacity)?;
         self.segments
             .insert(first, Segment::empty(file, path, capacity));
         Ok(())

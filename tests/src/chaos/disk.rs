@@ -59,7 +59,8 @@ impl DiskKind {
     }
 }
 
-/// Every segment-log directory under `data` (`…/log` holding `*.seg` files).
+/// Every segment-log directory under `data` (a cell's `…/log` or a node's `node-log`, holding
+/// `*.seg` files: both write `len | crc | sequence` headers).
 fn log_dirs(data: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(data) else {
         return;
@@ -69,8 +70,10 @@ fn log_dirs(data: &Path, out: &mut Vec<PathBuf>) {
         if !path.is_dir() {
             continue;
         }
-        let has_segments =
-            path.file_name().is_some_and(|n| n == "log") && last_segment(&path).is_some();
+        let has_segments = path
+            .file_name()
+            .is_some_and(|n| n == "log" || n == "node-log")
+            && last_segment(&path).is_some();
         if has_segments {
             out.push(path);
         } else {

@@ -11,6 +11,7 @@ mod t30_singletons;
 mod t40_moves;
 mod t42_stalled_move;
 mod t50_node_kill;
+mod t51_node_log_kill;
 mod t60_elections;
 mod t70_schedules;
 mod t80_fail_open;
