@@ -41,12 +41,14 @@
 //! - one group commits at a time; reads take the index lock only, never wait for a sync.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use super::segment_log::{create_segment, io, list_segments, read_at, segment_name, sync_dir};
+use super::segment_log::{
+    create_segment, io, list_segments, open_segment, read_at, segment_name, sync_dir,
+};
 use super::{BackendError, BackendResult};
 use crate::disk_fault::DiskFaults;
 use crate::limits;
@@ -350,13 +352,7 @@ impl Files {
                 files.remove_from(first)?;
                 break;
             }
-            let path = dir.join(segment_name(first));
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)
-                .map_err(io("open node log segment"))?;
-            let capacity = file.metadata().map_err(io("stat node log segment"))?.len();
+            let (file, path, capacity) = open_segment(dir, first)?;
             let segment = Segment {
                 file: Arc::new(file),
                 path,
@@ -824,7 +820,10 @@ mod tests {
         let torn = body(3, &[7u8; 64]);
         encode_record(sum, seq + 1, Kind::Entry, 2, &torn, &mut group);
         group.truncate(whole + 30);
-        let file = OpenOptions::new().write(true).open(&segment).expect("open");
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&segment)
+            .expect("open");
         file.write_all_at(&group, end).expect("tear");
         let log = open(dir.path());
         assert_eq!(indexes(&log.cell(1)), vec![1, 2, 3, 4]);

@@ -160,13 +160,7 @@ impl SegmentLog {
                 segments.remove_from(first)?;
                 break;
             }
-            let path = dir.join(segment_name(first));
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)
-                .map_err(io("open log segment"))?;
-            let capacity = file.metadata().map_err(io("stat log segment"))?.len();
+            let (file, path, capacity) = open_segment(dir, first)?;
             segments
                 .segments
                 .insert(first, Segment::empty(file, path, capacity));
@@ -243,6 +237,18 @@ impl SegmentLog {
         s.meta.insert(name.to_string(), value);
         s.write_meta()
     }
+}
+
+/// Open the existing segment `first` under `dir`: the file, its path and its size.
+pub(super) fn open_segment(dir: &Path, first: u64) -> BackendResult<(File, PathBuf, u64)> {
+    let path = dir.join(segment_name(first));
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(io("open log segment"))?;
+    let capacity = file.metadata().map_err(io("stat log segment"))?.len();
+    Ok((file, path, capacity))
 }
 
 /// Create segment `first` under `dir`, preallocated to `capacity` bytes, durably (the file
