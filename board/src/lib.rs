@@ -559,25 +559,17 @@ fn apply_range(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
             epoch,
             to_cell,
         } => range::freeze_to(txn, stamp, (*start, *last), *epoch, *to_cell),
-        Command::RangeTrack {
-            start,
-            last,
-            to_cell,
-        } => range_track::track(txn, *start, *last, *to_cell),
-        Command::RangeCopied {
-            start,
-            last,
-            to_cell,
-            after_key,
-        } => range_track::copied(txn, (*start, *last), *to_cell, after_key),
-        Command::RangeClear { start, last } => range_track::clear(txn, *start, *last),
-        Command::RangePatch { puts, deletes } => range_track::patch(txn, puts, deletes),
+        Command::RangeTrack { .. }
+        | Command::RangeCopied { .. }
+        | Command::RangeDrained { .. }
+        | Command::RangeClear { .. }
+        | Command::RangePatch { .. } => range_track::apply(txn, command),
         Command::RangeFenced { fence, step } => match range::admit_fence(txn, *fence) {
             Err(refused) => refused,
             Ok(()) if is_fenced_step(step) => apply_range(txn, stamp, step),
             Ok(()) => Outcome::Invalid {
-                reason: "a fenced range step is a freeze, track, copied, clear, import, patch, \
-                         assign, drop or split"
+                reason: "a fenced range step is a freeze, track, copied, drained, clear, \
+                         import, patch, assign, drop or split"
                     .into(),
             },
         },
@@ -597,6 +589,7 @@ fn is_fenced_step(step: &Command) -> bool {
             | Command::RangeSplit { .. }
             | Command::RangeTrack { .. }
             | Command::RangeCopied { .. }
+            | Command::RangeDrained { .. }
             | Command::RangeClear { .. }
             | Command::RangePatch { .. }
     )
@@ -959,6 +952,7 @@ pub fn query(txn: &impl Txn, now_ms: u64, query: &Query) -> QueryResult {
         | Query::RangeExport { .. }
         | Query::RangeChanges { .. }
         | Query::RangeCopy { .. }
+        | Query::RangePending { .. }
         | Query::FollowUps { .. } => query_cell(txn, query),
         Query::Team { .. }
         | Query::BoardTask { .. }
@@ -1056,6 +1050,12 @@ fn query_cell(txn: &impl Txn, query: &Query) -> QueryResult {
             limit,
         } => range_track::changes(txn, (*start, *last), after_key, list_cap(*limit)),
         Query::RangeCopy { start, last } => range_track::copy_state(txn, (*start, *last)),
+        Query::RangePending {
+            start,
+            last,
+            after_key,
+            limit,
+        } => range_track::pending(txn, (*start, *last), after_key, list_cap(*limit)),
         Query::FollowUps { after_seq, limit } => {
             QueryResult::FollowUps(next::pending(txn, *after_seq, list_cap(*limit)))
         }

@@ -116,6 +116,20 @@ pub enum Query {
         /// Most rows returned.
         limit: u32,
     },
+    /// On a move's source before its freeze: a page of the rows of `[start, last]` its
+    /// record holds, as the cell holds them now, with the record's change count and size
+    /// (a catch-up sends them, then `Command::RangeDrained`).
+    RangePending {
+        /// First point.
+        start: u64,
+        /// Last point (inclusive).
+        last: u64,
+        /// Only changed keys greater than this (empty = from the start).
+        #[serde(with = "serde_bytes")]
+        after_key: Vec<u8>,
+        /// Most rows returned.
+        limit: u32,
+    },
     /// On a move's source: the target its record of `[start, last]` is for and how far
     /// that target holds a clean copy (`Command::RangeCopied`).
     RangeCopy {
@@ -358,6 +372,7 @@ crate::codes::stable_codes! {
         38 => RangeChanges,
         39 => FollowUps,
         40 => RangeCopy,
+        41 => RangePending,
     }
 }
 
@@ -445,6 +460,22 @@ pub enum QueryResult {
         /// Changed rows as the cell holds them now.
         puts: Vec<(Vec<u8>, Vec<u8>)>,
         /// Changed rows the cell no longer holds.
+        deletes: Vec<Vec<u8>>,
+        /// The key after which the next page starts.
+        next: Option<Vec<u8>>,
+    },
+    /// A page of a move's record on its source, before the freeze (`Query::RangePending`).
+    RangePending {
+        /// The target the record is for; `None` when the cell holds no complete record of
+        /// this range (none began, or it outgrew `RANGE_CHANGED_KEYS_MAX`).
+        to_cell: Option<u64>,
+        /// The record's change count when this page was read.
+        seq: u64,
+        /// How many keys the record holds.
+        changed: u32,
+        /// Recorded rows as the cell holds them now.
+        puts: Vec<(Vec<u8>, Vec<u8>)>,
+        /// Recorded rows the cell no longer holds.
         deletes: Vec<Vec<u8>>,
         /// The key after which the next page starts.
         next: Option<Vec<u8>>,
@@ -542,6 +573,7 @@ crate::codes::stable_codes! {
         32 => RangeChanges,
         33 => FollowUps,
         34 => RangeCopy,
+        35 => RangePending,
     }
 }
 

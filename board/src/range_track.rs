@@ -39,7 +39,7 @@ use crate::limits::{RANGE_CHANGED_KEYS_MAX, RANGE_EXPORT_BYTES_MAX, RANGE_ROWS_P
 use crate::query::QueryResult;
 use crate::range;
 use crate::txn::Txn;
-use crate::types::Outcome;
+use crate::types::{Command, Outcome};
 
 /// The record of one range's changes, on its source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,19 +51,54 @@ pub(crate) struct Track {
     changed: u32,
     /// More keys changed than the record holds: it is no longer complete.
     overflow: bool,
+    /// The record's change count: each recorded change takes the next one, and its key's
+    /// marker holds it, so a catch-up can tell which keys changed after it read them.
+    seq: u64,
 }
 
-/// The encoding version of [`Track`].
-const TRACK_VERSION: u8 = 1;
+/// [`Track`] as version 1 stored it (no change count: its markers are empty).
+#[derive(Deserialize)]
+struct TrackV1 {
+    start: u64,
+    last: u64,
+    to_cell: u64,
+    changed: u32,
+    overflow: bool,
+}
+
+/// The encoding versions of [`Track`]: 2 adds `seq` (1 is still read).
+const TRACK_VERSION_V1: u8 = 1;
+const TRACK_VERSION: u8 = 2;
 
 fn read_track(txn: &impl Txn) -> Option<Track> {
     let bytes = txn.get(&[RANGE_TRACK])?;
     match versioned(&bytes) {
         Some((TRACK_VERSION, body)) => Some(postcard::from_bytes(body).expect("track decodes")),
+        Some((TRACK_VERSION_V1, body)) => {
+            let v1: TrackV1 = postcard::from_bytes(body).expect("track v1 decodes");
+            Some(Track {
+                start: v1.start,
+                last: v1.last,
+                to_cell: v1.to_cell,
+                changed: v1.changed,
+                overflow: v1.overflow,
+                seq: 0,
+            })
+        }
         other => panic!(
             "range track row of unknown version {:?}",
             other.map(|v| v.0)
         ),
+    }
+}
+
+/// The change count a key's marker holds: when the record last saw the key change. A
+/// version-1 marker is empty and counts as changed last of all (a catch-up never drops it).
+fn marker_seq(value: &[u8]) -> u64 {
+    match <[u8; 8]>::try_from(value) {
+        Ok(bytes) => u64::from_be_bytes(bytes),
+        Err(_) if value.is_empty() => u64::MAX,
+        Err(_) => panic!("range change marker of {} bytes", value.len()),
     }
 }
 
@@ -120,6 +155,38 @@ fn forget(txn: &mut impl Txn) {
     txn.delete(&[RANGE_TRACK]);
 }
 
+/// Apply one step of a move's copy (`RangeTrack`, `RangeCopied`, `RangeDrained`,
+/// `RangeClear`, `RangePatch`).
+pub(crate) fn apply(txn: &mut impl Txn, command: &Command) -> Outcome {
+    match command {
+        Command::RangeTrack {
+            start,
+            last,
+            to_cell,
+        } => track(txn, *start, *last, *to_cell),
+        Command::RangeCopied {
+            start,
+            last,
+            to_cell,
+            after_key,
+        } => copied(txn, (*start, *last), *to_cell, after_key),
+        Command::RangeDrained {
+            start,
+            last,
+            to_cell,
+            after_key,
+            through_key,
+            upto_seq,
+        } => {
+            let keys = (after_key.as_slice(), through_key.as_slice());
+            drained(txn, (*start, *last), *to_cell, keys, *upto_seq)
+        }
+        Command::RangeClear { start, last } => clear(txn, *start, *last),
+        Command::RangePatch { puts, deletes } => patch(txn, puts, deletes),
+        other => unreachable!("{other:?} is not a step of a move's copy"),
+    }
+}
+
 /// Begin recording the changes of owned, serving range `[start, last]` for a move to
 /// `to_cell` (`Command::RangeTrack`). A complete record of the same range for the same
 /// target goes on, with its copy mark; any other record is forgotten.
@@ -135,6 +202,9 @@ pub(crate) fn track(txn: &mut impl Txn, start: u64, last: u64, to_cell: u64) -> 
     if complete(txn, (start, last)).is_some_and(|t| t.to_cell == to_cell) {
         return Outcome::RangeTracked { to_cell };
     }
+    // The change count goes on across records, so a catch-up's drop for an older record
+    // never matches a newer record's markers.
+    let seq = read_track(txn).map_or(0, |t| t.seq);
     forget(txn);
     let track = Track {
         start,
@@ -142,6 +212,7 @@ pub(crate) fn track(txn: &mut impl Txn, start: u64, last: u64, to_cell: u64) -> 
         to_cell,
         changed: 0,
         overflow: false,
+        seq,
     };
     put_track(txn, &track);
     Outcome::RangeTracked { to_cell }
@@ -218,16 +289,20 @@ impl<'t, T: Txn> Tracked<'t, T> {
         };
         let inside = range::row_point(key, value)
             .is_some_and(|point| track.start <= point && point <= track.last);
-        let marker = changed_key(key);
-        if !inside || self.inner.get(&marker).is_some() {
+        if !inside {
             return;
         }
-        if track.changed as usize >= RANGE_CHANGED_KEYS_MAX {
-            track.overflow = true;
-        } else {
+        let marker = changed_key(key);
+        if self.inner.get(&marker).is_none() {
+            if track.changed as usize >= RANGE_CHANGED_KEYS_MAX {
+                track.overflow = true;
+                put_track(self.inner, &track);
+                return;
+            }
             track.changed += 1;
-            self.inner.put(&marker, &[]);
         }
+        track.seq += 1;
+        self.inner.put(&marker, &track.seq.to_be_bytes());
         put_track(self.inner, &track);
     }
 }
@@ -267,35 +342,114 @@ pub(crate) fn changes(
     limit: usize,
 ) -> QueryResult {
     let complete = complete(txn, (start, last)).map(|t| t.to_cell);
-    let (mut puts, mut deletes, mut next) = (Vec::new(), Vec::new(), None);
-    if complete.is_some() {
-        let mut from = changed_key(after_key);
-        from.push(0);
-        let limit = limit.clamp(1, RANGE_ROWS_PER_COMMAND_MAX);
-        let markers = txn.scan(&from, &[RANGE_CHANGED + 1], limit + 1);
-        let mut bytes = 0usize;
-        for (index, (marker, _)) in markers.iter().enumerate() {
-            if index == limit || bytes >= RANGE_EXPORT_BYTES_MAX {
-                next = Some(markers[index - 1].0[1..].to_vec());
-                break;
-            }
-            let key = marker[1..].to_vec();
-            bytes += key.len();
-            match txn.get(&key) {
-                Some(value) => {
-                    bytes += value.len();
-                    puts.push((key, value));
-                }
-                None => deletes.push(key),
-            }
-        }
-    }
+    let Page {
+        puts,
+        deletes,
+        next,
+    } = match complete {
+        Some(_) => page(txn, after_key, limit),
+        None => Page::default(),
+    };
     QueryResult::RangeChanges {
         to_cell: complete,
         puts,
         deletes,
         next,
     }
+}
+
+/// A page of the record of `[start, last]` while the source may still serve the range
+/// (`Query::RangePending`): as [`changes`], with the record's change count and size read in
+/// the same snapshot, so a catch-up can drop exactly the markers it sent
+/// (`Command::RangeDrained`).
+pub(crate) fn pending(
+    txn: &impl Txn,
+    range: (u64, u64),
+    after_key: &[u8],
+    limit: usize,
+) -> QueryResult {
+    let record = complete(txn, range);
+    let Page {
+        puts,
+        deletes,
+        next,
+    } = match record {
+        Some(_) => page(txn, after_key, limit),
+        None => Page::default(),
+    };
+    QueryResult::RangePending {
+        to_cell: record.map(|t| t.to_cell),
+        seq: record.map_or(0, |t| t.seq),
+        changed: record.map_or(0, |t| t.changed),
+        puts,
+        deletes,
+        next,
+    }
+}
+
+/// One page of recorded keys, as the cell holds them now.
+#[derive(Default)]
+struct Page {
+    puts: Vec<(Vec<u8>, Vec<u8>)>,
+    deletes: Vec<Vec<u8>>,
+    next: Option<Vec<u8>>,
+}
+
+/// The recorded keys after `after_key`: at most `limit` rows and about
+/// `RANGE_EXPORT_BYTES_MAX` bytes.
+fn page(txn: &impl Txn, after_key: &[u8], limit: usize) -> Page {
+    let mut out = Page::default();
+    let mut from = changed_key(after_key);
+    from.push(0);
+    let limit = limit.clamp(1, RANGE_ROWS_PER_COMMAND_MAX);
+    let markers = txn.scan(&from, &[RANGE_CHANGED + 1], limit + 1);
+    let mut bytes = 0usize;
+    for (index, (marker, _)) in markers.iter().enumerate() {
+        if index == limit || bytes >= RANGE_EXPORT_BYTES_MAX {
+            out.next = Some(markers[index - 1].0[1..].to_vec());
+            break;
+        }
+        let key = marker[1..].to_vec();
+        bytes += key.len();
+        match txn.get(&key) {
+            Some(value) => {
+                bytes += value.len();
+                out.puts.push((key, value));
+            }
+            None => out.deletes.push(key),
+        }
+    }
+    out
+}
+
+/// Drop the markers of the keys in `(after_key, through_key]` whose last change the record
+/// counted at most `upto_seq` (`Command::RangeDrained`): a catch-up before the freeze read
+/// them at that count and the target took them, so it holds them unless they change again,
+/// and then their markers hold a later count and stay. At most
+/// `RANGE_ROWS_PER_COMMAND_MAX` markers per command. Answers `RangeTracked` while the
+/// complete record for `to_cell` goes on, else `RangeUnknown` and nothing changes.
+pub(crate) fn drained(
+    txn: &mut impl Txn,
+    (start, last): (u64, u64),
+    to_cell: u64,
+    (after_key, through_key): (&[u8], &[u8]),
+    upto_seq: u64,
+) -> Outcome {
+    let Some(mut track) = complete(txn, (start, last)).filter(|t| t.to_cell == to_cell) else {
+        return Outcome::RangeUnknown { start, last };
+    };
+    let mut from = changed_key(after_key);
+    from.push(0);
+    let mut end = changed_key(through_key);
+    end.push(0);
+    for (marker, value) in txn.scan(&from, &end, RANGE_ROWS_PER_COMMAND_MAX) {
+        if marker_seq(&value) <= upto_seq {
+            txn.delete(&marker);
+            track.changed = track.changed.saturating_sub(1);
+        }
+    }
+    put_track(txn, &track);
+    Outcome::RangeTracked { to_cell }
 }
 
 /// Write a frozen range's changes on the move's target (`Command::RangePatch`). Rows of the
@@ -467,6 +621,28 @@ mod tests {
         }
     }
 
+    /// A source after 40 client writes chosen by `seed` (at indexes 2 to 41).
+    fn written(seed: u64) -> MemTxn {
+        let mut src = source();
+        for n in 0..40 {
+            run_at(&mut src, 2 + n, client_write(n * 7 + seed), 1);
+        }
+        src
+    }
+
+    /// Freeze the whole ring on `src`, send its record to `dst`: they then hold the same.
+    fn freeze_and_send(src: &mut MemTxn, dst: &mut MemTxn, index: &mut u64, seed: u64) {
+        *index += 1;
+        let freeze = Command::RangeFreeze {
+            start: WHOLE.0,
+            last: WHOLE.1,
+            epoch: 2,
+        };
+        run_at(src, *index, freeze, 0);
+        assert_eq!(send_changes(src, dst, index), Some(2));
+        assert_eq!(export_all(dst), export_all(src), "seed {seed}");
+    }
+
     /// The protocol: record, copy page by page while clients keep writing, freeze, send the
     /// record. The target then holds exactly the source's rows, whatever the interleaving;
     /// the frozen source's record no longer grows.
@@ -569,11 +745,7 @@ mod tests {
     #[test]
     fn a_copy_resumed_from_its_mark_ends_exact() {
         for seed in 0..20u64 {
-            let (mut src, mut dst, mut index) = (source(), MemTxn::default(), 2);
-            for n in 0..40 {
-                run_at(&mut src, index, client_write(n * 7 + seed), 1);
-                index += 1;
-            }
+            let (mut src, mut dst, mut index) = (written(seed), MemTxn::default(), 42);
             run_at(&mut src, index, track_to(2), 0);
             assert_eq!(copy_state(&src), (Some(2), None), "no mark before a clear");
             index += 1;
@@ -607,15 +779,7 @@ mod tests {
                     }
                 }
             }
-            index += 1;
-            let freeze = Command::RangeFreeze {
-                start: WHOLE.0,
-                last: WHOLE.1,
-                epoch: 2,
-            };
-            run_at(&mut src, index, freeze, 0);
-            assert_eq!(send_changes(&src, &mut dst, &mut index), Some(2));
-            assert_eq!(export_all(&dst), export_all(&src), "seed {seed}");
+            freeze_and_send(&mut src, &mut dst, &mut index, seed);
         }
     }
 
@@ -712,6 +876,171 @@ mod tests {
             }
         }
         assert!(markers(&src).is_empty() && src.get(&[RANGE_TRACK]).is_none());
+    }
+
+    fn pend(txn: &MemTxn, after_key: Vec<u8>, limit: u32) -> QueryResult {
+        let query = Query::RangePending {
+            start: WHOLE.0,
+            last: WHOLE.1,
+            after_key,
+            limit,
+        };
+        crate::query(txn, 0, &query)
+    }
+
+    /// One catch-up round before the freeze, a few rows per page, with `writes` client
+    /// writes between its steps: each page goes to the target, then the source drops the
+    /// markers the page read. The record's size after the round.
+    fn catch_up(src: &mut MemTxn, dst: &mut MemTxn, index: &mut u64, n: &mut u64, writes: u64) {
+        let mut after = Vec::new();
+        loop {
+            let QueryResult::RangePending {
+                to_cell: Some(2),
+                seq,
+                puts,
+                deletes,
+                next,
+                ..
+            } = pend(src, after.clone(), 3)
+            else {
+                panic!("the record goes on");
+            };
+            let through = puts
+                .iter()
+                .map(|(key, _)| key)
+                .chain(deletes.iter())
+                .max()
+                .cloned();
+            *index += 1;
+            run_at(dst, *index, Command::RangePatch { puts, deletes }, 0);
+            scribble(src, n, index, writes);
+            if let Some(through_key) = through {
+                let drained = Command::RangeDrained {
+                    start: WHOLE.0,
+                    last: WHOLE.1,
+                    to_cell: 2,
+                    after_key: after.clone(),
+                    through_key,
+                    upto_seq: seq,
+                };
+                *index += 1;
+                let answer = run_at(src, *index, drained, 0);
+                assert_eq!(answer, Outcome::RangeTracked { to_cell: 2 });
+            }
+            match next {
+                Some(key) => after = key,
+                None => return,
+            }
+        }
+    }
+
+    fn record_size(txn: &MemTxn) -> u32 {
+        match pend(txn, Vec::new(), 1) {
+            QueryResult::RangePending { changed, .. } => changed,
+            other => panic!("pending answered {other:?}"),
+        }
+    }
+
+    /// Catch-up rounds before the freeze: whatever the interleaving of client writes, the
+    /// target ends exact after the frozen send, and a round with no writes meanwhile
+    /// leaves the record empty.
+    #[test]
+    fn a_catch_up_before_the_freeze_keeps_what_changed_since() {
+        for seed in 0..20u64 {
+            let (mut src, mut dst, mut index) = (written(seed), MemTxn::default(), 42);
+            run_at(&mut src, index, track_to(2), 0);
+            let mut n = 1_000 + seed;
+            let (rows, _) = range::export(&src, WHOLE.0, WHOLE.1, &[], 1 << 20);
+            index += 1;
+            run_at(&mut dst, index, Command::RangeImport { rows }, 0);
+            scribble(&mut src, &mut n, &mut index, 30);
+            for round in 0..3 {
+                catch_up(&mut src, &mut dst, &mut index, &mut n, (seed + round) % 3);
+            }
+            if seed % 2 == 0 {
+                catch_up(&mut src, &mut dst, &mut index, &mut n, 0);
+                assert_eq!(
+                    record_size(&src),
+                    0,
+                    "seed {seed}: a quiet round drains all"
+                );
+                assert_eq!(export_all(&dst), export_all(&src), "seed {seed}");
+                scribble(&mut src, &mut n, &mut index, 5);
+            }
+            freeze_and_send(&mut src, &mut dst, &mut index, seed);
+        }
+    }
+
+    /// A new record's change count goes on from the old one's: a late drop meant for the
+    /// old record keeps every marker of the new one.
+    #[test]
+    fn a_late_drop_keeps_a_newer_records_markers() {
+        let mut src = source();
+        run_at(&mut src, 2, track_to(2), 0);
+        let (mut n, mut index) = (7, 3);
+        scribble(&mut src, &mut n, &mut index, 20);
+        let QueryResult::RangePending { seq: old_seq, .. } = pend(&src, Vec::new(), 1) else {
+            panic!("pending answered another shape");
+        };
+        assert!(old_seq > 0);
+        index += 1;
+        run_at(&mut src, index, track_to(3), 0);
+        index += 1;
+        run_at(&mut src, index, track_to(2), 0);
+        scribble(&mut src, &mut n, &mut index, 20);
+        let before = record_size(&src);
+        assert!(before > 0);
+        let late = Command::RangeDrained {
+            start: WHOLE.0,
+            last: WHOLE.1,
+            to_cell: 2,
+            after_key: Vec::new(),
+            through_key: vec![0xff; 8],
+            upto_seq: old_seq,
+        };
+        index += 1;
+        assert_eq!(
+            run_at(&mut src, index, late, 0),
+            Outcome::RangeTracked { to_cell: 2 }
+        );
+        assert_eq!(record_size(&src), before);
+        let elsewhere = Command::RangeDrained {
+            start: WHOLE.0,
+            last: WHOLE.1,
+            to_cell: 3,
+            after_key: Vec::new(),
+            through_key: vec![0xff; 8],
+            upto_seq: u64::MAX,
+        };
+        index += 1;
+        let refused = run_at(&mut src, index, elsewhere, 0);
+        assert!(
+            matches!(refused, Outcome::RangeUnknown { .. }),
+            "{refused:?}"
+        );
+        assert_eq!(record_size(&src), before);
+    }
+
+    /// The record row's stored bytes are pinned, and version 1 (no change count) still
+    /// reads, its empty markers never dropped by a catch-up.
+    #[test]
+    fn the_record_row_is_pinned_and_version_one_reads() {
+        let track = Track {
+            start: 1,
+            last: 2,
+            to_cell: 3,
+            changed: 4,
+            overflow: false,
+            seq: 5,
+        };
+        let mut txn = MemTxn::default();
+        put_track(&mut txn, &track);
+        let bytes = txn.get(&[RANGE_TRACK]).expect("written");
+        assert_eq!(bytes, vec![2, 1, 2, 3, 4, 0, 5]);
+        txn.put(&[RANGE_TRACK], &[1, 1, 2, 3, 4, 0]);
+        assert_eq!(read_track(&txn), Some(Track { seq: 0, ..track }));
+        assert_eq!(marker_seq(&[]), u64::MAX);
+        assert_eq!(marker_seq(&7u64.to_be_bytes()), 7);
     }
 
     /// A client key's stored row, as a cell writes it.

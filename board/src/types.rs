@@ -824,6 +824,27 @@ pub enum Command {
         #[serde(with = "serde_bytes")]
         after_key: Vec<u8>,
     },
+    /// On a move's source, before its freeze: the target took the recorded keys of
+    /// `[start, last]` in `(after_key, through_key]` as the cell held them when its record
+    /// had counted `upto_seq` changes (`Query::RangePending`); drop the markers of those not
+    /// changed since (`crate::range_track::drained`). Answers `RangeTracked` while the
+    /// complete record for `to_cell` goes on, else `RangeUnknown`.
+    RangeDrained {
+        /// First point.
+        start: u64,
+        /// Last point (inclusive).
+        last: u64,
+        /// The move's target cell.
+        to_cell: u64,
+        /// Only keys greater than this (empty = from the start).
+        #[serde(with = "serde_bytes")]
+        after_key: Vec<u8>,
+        /// Only keys up to this one (inclusive).
+        #[serde(with = "serde_bytes")]
+        through_key: Vec<u8>,
+        /// The record's change count when the page was read.
+        upto_seq: u64,
+    },
     /// Acknowledge follow-up `seq` of this cell's outbox: it was carried out
     /// (`crate::next`; a server's own command, again a no-op).
     FollowUpDone {
@@ -831,10 +852,9 @@ pub enum Command {
         seq: u64,
     },
     /// One range step (`RangeFreezeTo`, `RangeImport`, `RangeAssign[At]`, `RangeDrop`,
-    /// `RangeSplit`, `RangeTrack`, `RangeCopied`, `RangeClear`, `RangePatch`) of the driver
-    /// holding the
-    /// range-admin lease granted at `fence`: refused `superseded` once the cell ran a step of
-    /// a later holder.
+    /// `RangeSplit`, `RangeTrack`, `RangeCopied`, `RangeDrained`, `RangeClear`, `RangePatch`)
+    /// of the driver holding the range-admin lease granted at `fence`: refused `superseded`
+    /// once the cell ran a step of a later holder.
     RangeFenced {
         /// The driver's range-admin lease fence.
         fence: u64,
@@ -978,6 +998,7 @@ crate::codes::stable_codes! {
         73 => RangeAssignAt,
         74 => HandoffLocal,
         75 => RangeCopied,
+        76 => RangeDrained,
     }
 }
 
@@ -2062,7 +2083,7 @@ impl Command {
             | Command::RangeDrop { .. } | Command::MetaCellMark
             | Command::RangeFreezeTo { .. } | Command::RangeTrack { .. }
             | Command::RangeCopied { .. } | Command::RangeClear { .. } | Command::RangePatch { .. }
-            | Command::RangeFenced { .. } => Family::Range,
+            | Command::RangeDrained { .. } | Command::RangeFenced { .. } => Family::Range,
             Command::Campaign { .. }
             | Command::Proclaim { .. }
             | Command::Resign { .. }

@@ -700,10 +700,12 @@ pub(crate) async fn run_move(
         range,
         to_cell,
         report,
+        rounds: Default::default(),
     };
     // A frozen source is a stalled move's: its copy before the freeze is done or not needed.
     if row.is_some_and(|r| !r.frozen) {
         rows += copying.precopy(&step("pre")).await?;
+        rows += copying.settle(&step("pre")).await?;
         crate::test_hooks::hold(RangePhase::Precopying).await;
     }
     report.phase(RangePhase::Freezing);

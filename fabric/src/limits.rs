@@ -19,6 +19,19 @@ pub const ADMIN_TRY_MS: u64 = 5_000;
 pub const ADMIN_RETRY_WARN_MS: u64 = 5_000;
 /// Rows copied per page when a range moves.
 pub const MOVE_PAGE_ROWS: u32 = 2_048;
+/// Keys a move's source record may hold when the range freezes: catch-up rounds before the
+/// freeze send the rest while the source still serves it, so the frozen send is one page.
+pub const MOVE_FROZEN_KEYS_MAX: u32 = MOVE_PAGE_ROWS;
+/// Catch-up rounds a move runs before its freeze; past them the freeze sends what is left,
+/// however much (writes outran the rounds).
+pub const MOVE_CATCH_UP_ROUNDS_MAX: u32 = 8;
+/// Keys the record may hold during the copy before the freeze before a catch-up round runs
+/// (half the record's bound, `whip_board::limits::RANGE_CHANGED_KEYS_MAX`), so a long copy
+/// of a busy range does not outgrow it.
+pub const MOVE_CATCH_UP_AT_KEYS: u32 = (whip_board::limits::RANGE_CHANGED_KEYS_MAX / 2) as u32;
+/// Copies before the freeze a move tries when its record outgrew its bound anyway; past
+/// them the frozen range is copied whole.
+pub const MOVE_PRECOPY_ATTEMPTS_MAX: u32 = 3;
 /// Time to live of the lease serializing range changes (renewed every third of it while a
 /// change runs, with the freeze of a move). A driver that stalls loses it this long after
 /// its last renewal, within the freeze's own hold (`whip_board::limits::RANGE_FREEZE_MS`),

@@ -10,8 +10,21 @@
 //! before a whole copy would (found by `whip chaos`, seed 30: moves of 23–68 s never
 //! finished while faults came every 5–10 s).
 //!
+//! Catching up before the freeze: a busy range changes while it is copied, and the record of
+//! a large one (found by `whip chaos`, seed 30: 248,444 rows) outgrew its bound, so the
+//! freeze copied the whole range again while clients waited 15–45 s. Now, during the copy
+//! and after it, the driver sends what the record holds while the source still serves the
+//! range (`Query::RangePending`, `Command::RangePatch`), and the source drops the markers of
+//! the keys that did not change again since the page was read (`Command::RangeDrained`).
+//! Rounds run until the record holds at most `MOVE_FROZEN_KEYS_MAX` keys, so the freeze
+//! sends about one page. A record that outgrew its bound anyway starts over with a fresh
+//! copy, a bounded number of times, before the freeze copies the whole range.
+//!
 //! Must never: write a row the target could hold from before the record began (without a
-//! mark the target is cleared first), or mark a page the target has not taken.
+//! mark the target is cleared first), mark a page the target has not taken, or drop a
+//! marker the target has not taken the key of.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use whip_board::{Command, Outcome, Query, QueryResult};
 use whip_cell::CellError;
@@ -34,6 +47,18 @@ pub(crate) struct Copying<'m> {
     pub(crate) to_cell: u64,
     /// The node's report of the change.
     pub(crate) report: &'m Reporting<'m>,
+    /// Catch-up rounds run so far (each round's steps take their own keys).
+    pub(crate) rounds: AtomicU64,
+}
+
+/// A page of a move's record on its source (`QueryResult::RangePending`).
+struct Pending {
+    /// The record's change count when the page was read.
+    seq: u64,
+    puts: Vec<(Vec<u8>, Vec<u8>)>,
+    deletes: Vec<Vec<u8>>,
+    /// The key after which the next page starts.
+    next: Option<Vec<u8>>,
 }
 
 /// Where a copy before the freeze starts.
@@ -71,6 +96,154 @@ impl Copying<'_> {
                     .await
             }
             Start::Afresh => self.clear_and_copy(key_prefix, true).await,
+        }
+    }
+
+    /// Before the freeze, after [`Copying::precopy`]: run catch-up rounds while the
+    /// source's record holds more than `MOVE_FROZEN_KEYS_MAX` keys (at most
+    /// `MOVE_CATCH_UP_ROUNDS_MAX`), and copy again while the record outgrew its bound (at
+    /// most `MOVE_PRECOPY_ATTEMPTS_MAX` copies in all). The rows sent.
+    pub(crate) async fn settle(&self, key_prefix: &str) -> Result<u64, CellError> {
+        let (mut rows, mut rounds, mut copies) = (0, 0, 1);
+        loop {
+            match self.record_size().await? {
+                Some(size) if size <= limits::MOVE_FROZEN_KEYS_MAX => return Ok(rows),
+                Some(_) if rounds < limits::MOVE_CATCH_UP_ROUNDS_MAX => {
+                    rounds += 1;
+                    rows += self.catch_up(key_prefix).await?;
+                }
+                None if copies < limits::MOVE_PRECOPY_ATTEMPTS_MAX => {
+                    copies += 1;
+                    tracing::info!(
+                        start = self.range.start,
+                        to_cell = self.to_cell,
+                        copies,
+                        "a range move's record outgrew its bound: copying again"
+                    );
+                    rows += self
+                        .precopy(&format!("{key_prefix}/again/{copies}"))
+                        .await?;
+                }
+                size => {
+                    tracing::info!(
+                        start = self.range.start,
+                        recorded = size,
+                        "a range move freezes with more changes than one page"
+                    );
+                    return Ok(rows);
+                }
+            }
+        }
+    }
+
+    /// How many keys the source's complete record of the range holds (`None`: it holds
+    /// no complete record for this target).
+    async fn record_size(&self) -> Result<Option<u32>, CellError> {
+        let query = self.pending_page(Vec::new(), 1);
+        let answer = self.read_source("record size", query).await?;
+        let QueryResult::RangePending {
+            to_cell, changed, ..
+        } = answer
+        else {
+            return Err(unexpected(&answer));
+        };
+        Ok((to_cell == Some(self.to_cell)).then_some(changed))
+    }
+
+    fn pending_page(&self, after_key: Vec<u8>, limit: u32) -> Query {
+        Query::RangePending {
+            start: self.range.start,
+            last: self.range.last,
+            after_key,
+            limit,
+        }
+    }
+
+    /// A page of the source's record after `after_key`, with the rows as it holds them
+    /// now; `None` when it holds no complete record of the range for this target.
+    async fn record_page(&self, after_key: Vec<u8>) -> Result<Option<Pending>, CellError> {
+        let query = self.pending_page(after_key, limits::MOVE_PAGE_ROWS);
+        let answer = self.read_source("recorded changes", query).await?;
+        let QueryResult::RangePending {
+            to_cell,
+            seq,
+            puts,
+            deletes,
+            next,
+            ..
+        } = answer
+        else {
+            return Err(unexpected(&answer));
+        };
+        Ok((to_cell == Some(self.to_cell)).then_some(Pending {
+            seq,
+            puts,
+            deletes,
+            next,
+        }))
+    }
+
+    /// One catch-up round while the source serves the range: each page of its record goes
+    /// to the target, then the source drops the markers of the page's keys that did not
+    /// change since it read them. Stops early when the record no longer goes on (the next
+    /// size check sees it). The rows sent.
+    async fn catch_up(&self, key_prefix: &str) -> Result<u64, CellError> {
+        let round = self.rounds.fetch_add(1, Ordering::Relaxed);
+        let (mut after, mut sent) = (Vec::new(), 0u64);
+        for page in 0u64.. {
+            let Some(Pending {
+                seq,
+                puts,
+                deletes,
+                next,
+            }) = self.record_page(after.clone()).await?
+            else {
+                return Ok(sent);
+            };
+            let through = (puts.iter().map(|(key, _)| key))
+                .chain(deletes.iter())
+                .max()
+                .cloned();
+            if let Some(through_key) = through {
+                let rows = (puts.len() + deletes.len()) as u64;
+                let key = format!("{key_prefix}/catch/{round}/{page}");
+                self.patch(format!("{key}/patch"), puts, deletes).await?;
+                let drained = Command::RangeDrained {
+                    start: self.range.start,
+                    last: self.range.last,
+                    to_cell: self.to_cell,
+                    after_key: after.clone(),
+                    through_key,
+                    upto_seq: seq,
+                };
+                match self.on_source(format!("{key}/drained"), drained).await? {
+                    Outcome::RangeTracked { .. } | Outcome::RangeUnknown { .. } => {}
+                    other => return Err(CellError::Fatal(format!("drained answered {other:?}"))),
+                }
+                sent += rows;
+                self.report.page(rows);
+            }
+            match next {
+                Some(key) => after = key,
+                None => return Ok(sent),
+            }
+        }
+        unreachable!("the pages never run out")
+    }
+
+    /// Write rows of the source on the target as the source holds them.
+    async fn patch(
+        &self,
+        key: String,
+        puts: Vec<(Vec<u8>, Vec<u8>)>,
+        deletes: Vec<Vec<u8>>,
+    ) -> Result<(), CellError> {
+        match self
+            .on_target(key, Command::RangePatch { puts, deletes })
+            .await?
+        {
+            Outcome::RangeImported { .. } => Ok(()),
+            other => Err(CellError::Fatal(format!("patch answered {other:?}"))),
         }
     }
 
@@ -124,37 +297,21 @@ impl Copying<'_> {
     /// Send the frozen source's recorded changes to the target, page by page; `None` when
     /// the source holds no complete record of this range for that target.
     async fn send_changes(&self, key_prefix: &str) -> Result<Option<u64>, CellError> {
-        let (range, mut after, mut sent) = (self.range, Vec::new(), 0u64);
+        let (mut after, mut sent) = (Vec::new(), 0u64);
         for page in 0u64.. {
-            let changes = Query::RangeChanges {
-                start: range.start,
-                last: range.last,
-                after_key: after.clone(),
-                limit: limits::MOVE_PAGE_ROWS,
-            };
-            let answer = self.read_source("changes", changes).await?;
-            let QueryResult::RangeChanges {
-                to_cell: recorded,
+            let Some(Pending {
                 puts,
                 deletes,
                 next,
-            } = answer
+                ..
+            }) = self.record_page(after.clone()).await?
             else {
-                return Err(unexpected(&answer));
-            };
-            if recorded != Some(self.to_cell) {
                 return Ok(None);
-            }
+            };
             let rows = (puts.len() + deletes.len()) as u64;
             if rows > 0 {
-                let patch = Command::RangePatch { puts, deletes };
-                match self
-                    .on_target(format!("{key_prefix}/patch/{page}"), patch)
-                    .await?
-                {
-                    Outcome::RangeImported { .. } => {}
-                    other => return Err(CellError::Fatal(format!("patch answered {other:?}"))),
-                }
+                self.patch(format!("{key_prefix}/patch/{page}"), puts, deletes)
+                    .await?;
                 sent += rows;
                 self.report.page(rows);
             }
@@ -230,6 +387,7 @@ impl Copying<'_> {
                 if marked {
                     self.mark(&format!("{key_prefix}/{page}/mark"), last_key)
                         .await?;
+                    copied += self.keep_small(key_prefix).await?;
                 }
                 copied += in_page;
                 self.report.page(in_page);
@@ -240,6 +398,16 @@ impl Copying<'_> {
             }
         }
         unreachable!("the pages never run out")
+    }
+
+    /// During the copy before the freeze: run a catch-up round once the record holds
+    /// `MOVE_CATCH_UP_AT_KEYS` keys, so a long copy of a busy range does not outgrow it.
+    /// The rows sent.
+    async fn keep_small(&self, key_prefix: &str) -> Result<u64, CellError> {
+        match self.record_size().await? {
+            Some(size) if size >= limits::MOVE_CATCH_UP_AT_KEYS => self.catch_up(key_prefix).await,
+            _ => Ok(0),
+        }
     }
 
     /// Mark on the source that the target holds a clean copy through `after_key`. A
