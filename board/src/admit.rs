@@ -87,11 +87,9 @@ pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
         | Command::CounterConsume { counter: id, .. }
         | Command::LedgerAppend { ledger: id, .. } => server_resource(&id.owner, &id.name),
         Command::FabricPurge { .. }
-        | Command::WorkQuotaLend { .. }
-        | Command::WorkQuotaAck { .. }
-        | Command::WorkQuotaInstall { .. }
         | Command::AgentRevoke { .. }
         | Command::TeamLeaveAll { .. } => server_only(command),
+        quota if quota.is_quota_step() => server_only(command),
         // A notice is a server's word; nobody sends one in its name.
         Command::MailSend {
             kind: crate::mail::MailType::Notice,

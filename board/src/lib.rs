@@ -485,9 +485,8 @@ fn apply_work(
             work::scope(txn, now_ms, caller, id, change)
         }
         Command::WorkLimitsSet { update } => work::set_limits(txn, now_ms, caller, update),
-        Command::WorkQuotaLend { cell, want, ttl_ms } => {
-            work::lend(txn, stamp, *cell, *want, *ttl_ms)
-        }
+        Command::WorkQuotaLend { .. } | Command::WorkQuotaAsk { .. } => lend(txn, stamp, command),
+        Command::WorkQuotaFloor { version } => work::floor(txn, *version),
         Command::WorkQuotaAck { cell, version } => work::ack(txn, *cell, *version),
         Command::WorkQuotaInstall { quota, ttl_ms } => work::install(txn, now_ms, *quota, *ttl_ms),
         Command::AgentRevoke { agent, by } => revoke_agent(txn, stamp, agent, by),
@@ -593,6 +592,25 @@ fn is_fenced_step(step: &Command) -> bool {
             | Command::RangeClear { .. }
             | Command::RangePatch { .. }
     )
+}
+
+/// The meta cell lends a cell a quota (`WorkQuotaLend`, or `WorkQuotaAsk` with the cell's
+/// live entries).
+fn lend(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
+    let (cell, ask) = match *command {
+        Command::WorkQuotaLend { cell, want, ttl_ms } => {
+            let live = 0;
+            (cell, work::Ask { want, live, ttl_ms })
+        }
+        Command::WorkQuotaAsk {
+            cell,
+            want,
+            live,
+            ttl_ms,
+        } => (cell, work::Ask { want, live, ttl_ms }),
+        ref other => unreachable!("{other:?} is not a lend"),
+    };
+    work::lend(txn, stamp, cell, ask)
 }
 
 /// Handoff commands (split from `apply_command` to keep each match short).

@@ -66,11 +66,8 @@ pub fn command(command: &Command) -> Result<Option<u64>, String> {
             Some(proposal_point(proposal)?)
         }
         // Cell-local: the router sends them to the cells they are for.
-        Command::WorkLimitsSet { .. }
-        | Command::WorkQuotaLend { .. }
-        | Command::WorkQuotaAck { .. }
-        | Command::WorkQuotaInstall { .. }
-        | Command::TeamLeaveAll { .. } => None,
+        Command::WorkLimitsSet { .. } | Command::TeamLeaveAll { .. } => None,
+        quota if quota.is_quota_step() => None,
         Command::PathsReserve { repo, .. } | Command::PathsRelease { repo, .. } => {
             Some(repo_point(repo))
         }

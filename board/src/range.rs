@@ -521,7 +521,7 @@ pub(crate) fn write_arrived(txn: &mut impl Txn, key: &[u8], value: &[u8]) {
         return txn.put(key, value);
     }
     if let Some(old) = txn.get(key) {
-        crate::work::departed(txn, &old);
+        crate::work::replaced(txn, &old);
     }
     let value = crate::work::arrived(txn, value);
     txn.put(key, &value);

@@ -648,6 +648,26 @@ pub enum Command {
         /// The grant's lease.
         ttl_ms: u64,
     },
+    /// On the meta cell: lend `cell` a quota of up to `want` entries of the ceiling, as
+    /// `WorkQuotaLend`, knowing it holds `live` entries (the grant counts for at least
+    /// that many until one that fits them is confirmed).
+    WorkQuotaAsk {
+        /// The borrowing cell.
+        cell: u64,
+        /// The quota it would like.
+        want: u64,
+        /// The live entries it holds.
+        live: u64,
+        /// The grant's lease.
+        ttl_ms: u64,
+    },
+    /// On a data cell a move takes work entries from, before the drop: refuse every grant
+    /// the meta cell lent at or before `version` (the lend of the move's target that
+    /// reported the entries it took).
+    WorkQuotaFloor {
+        /// The target's lend.
+        version: u64,
+    },
     /// On the meta cell: `cell` installed grant `version`.
     WorkQuotaAck {
         /// The cell.
@@ -999,6 +1019,8 @@ crate::codes::stable_codes! {
         74 => HandoffLocal,
         75 => RangeCopied,
         76 => RangeDrained,
+        77 => WorkQuotaAsk,
+        78 => WorkQuotaFloor,
     }
 }
 
@@ -1432,6 +1454,11 @@ pub enum Outcome {
         /// Live entries on the cell.
         live: u64,
     },
+    /// A cell refuses grants lent at or before `version` (`Command::WorkQuotaFloor`).
+    WorkQuotaFloored {
+        /// The version of the quota it holds now.
+        version: u64,
+    },
     /// An agent's identity was revoked (or not: `by` did not enroll it).
     AgentRevoked {
         /// The agent.
@@ -1683,6 +1710,7 @@ crate::codes::stable_codes! {
         88 => AgentRegistered,
         89 => AgentRefused,
         90 => RangeFrozenAt,
+        91 => WorkQuotaFloored,
     }
 }
 
@@ -2063,6 +2091,20 @@ impl Command {
         )
     }
 
+    /// A step of the work registry's quota rounds, which the server runs on the cells it
+    /// is for (`WorkQuotaLend`, `WorkQuotaAsk`, `WorkQuotaFloor`, `WorkQuotaAck`,
+    /// `WorkQuotaInstall`).
+    pub fn is_quota_step(&self) -> bool {
+        matches!(
+            self,
+            Command::WorkQuotaLend { .. }
+                | Command::WorkQuotaAsk { .. }
+                | Command::WorkQuotaFloor { .. }
+                | Command::WorkQuotaAck { .. }
+                | Command::WorkQuotaInstall { .. }
+        )
+    }
+
     /// The command's [`Family`].
     #[rustfmt::skip]
     pub(crate) fn family(&self) -> Family {
@@ -2109,8 +2151,8 @@ impl Command {
             | Command::WorkScope { .. }
             | Command::WorkRevoke { .. }
             | Command::WorkLimitsSet { .. }
-            | Command::WorkQuotaLend { .. }
-            | Command::WorkQuotaAck { .. }
+            | Command::WorkQuotaLend { .. } | Command::WorkQuotaAsk { .. }
+            | Command::WorkQuotaFloor { .. } | Command::WorkQuotaAck { .. }
             | Command::WorkQuotaInstall { .. }
             | Command::AgentRevoke { .. }
             | Command::AgentRegister { .. }

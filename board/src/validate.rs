@@ -438,9 +438,9 @@ fn work(command: &Command) -> Result<(), String> {
                 .try_for_each(|name| check_class(name))?;
             update.applied(&crate::work::WorkLimits::default()).check()
         }
-        Command::WorkQuotaLend { ttl_ms, .. } | Command::WorkQuotaInstall { ttl_ms, .. } => {
-            work_ttl(*ttl_ms)
-        }
+        Command::WorkQuotaLend { ttl_ms, .. }
+        | Command::WorkQuotaAsk { ttl_ms, .. }
+        | Command::WorkQuotaInstall { ttl_ms, .. } => work_ttl(*ttl_ms),
         Command::TeamLeaveAll { agent } | Command::AgentRegister { agent, .. } => {
             crate::access::check_agent_name(agent)
         }

@@ -1008,9 +1008,41 @@ pub(crate) fn arrived(txn: &mut impl Txn, value: &[u8]) -> Vec<u8> {
     encode(&entry)
 }
 
-/// A range move is taking an entry row away: keep the counts true.
+/// A row written again by a move replaces this entry: it stops counting (the new row is
+/// counted by [`arrived`]).
+pub(crate) fn replaced(txn: &mut impl Txn, value: &[u8]) {
+    uncount(txn, &decode(value));
+}
+
+/// A range move takes an entry row away (or a move's target deletes a stale copy): it
+/// stops counting, and its room leaves with it. The quota this cell holds shrinks by one,
+/// so the room comes back only with a grant the meta cell lends after the cell that took
+/// the entry reported it ([`floor`]).
 pub(crate) fn departed(txn: &mut impl Txn, value: &[u8]) {
     uncount(txn, &decode(value));
+    let mut work = cell_work(txn);
+    if let Some(quota) = work.quota.as_mut() {
+        quota.total = quota.total.saturating_sub(1);
+        store_cell_work(txn, &work);
+    }
+}
+
+/// Before a move drops this cell's copy of a range, its driver had the target report the
+/// entries it took (`Command::WorkQuotaAsk`, lent at `version`): refuse every grant the
+/// meta cell lent at or before `version`, which may count room those entries still take
+/// (`Command::WorkQuotaFloor`). A cell without a quota keeps a lapsed one at `version`
+/// (lapsed or none admit nothing and keep nothing live alike).
+pub(crate) fn floor(txn: &mut impl Txn, version: u64) -> Outcome {
+    let mut work = cell_work(txn);
+    let quota = work.quota.get_or_insert(Quota {
+        version,
+        total: 0,
+        expires_ms: 0,
+    });
+    quota.version = quota.version.max(version);
+    let version = quota.version;
+    store_cell_work(txn, &work);
+    Outcome::WorkQuotaFloored { version }
 }
 
 /// Change the limits (the operator's); a change past the hard bounds changes nothing.
@@ -1098,9 +1130,27 @@ fn audit_key(seq: u64) -> Vec<u8> {
     out
 }
 
+/// What a cell asks the meta cell for (`Command::WorkQuotaAsk`).
+pub(crate) struct Ask {
+    /// The quota it would like.
+    pub(crate) want: u64,
+    /// The live entries it holds (0 from a `WorkQuotaLend`, which did not say).
+    pub(crate) live: u64,
+    /// The grant's lease.
+    pub(crate) ttl_ms: u64,
+}
+
 /// The meta cell lends `cell` a quota of up to `want` entries for `ttl_ms`: never more
-/// than the ceiling minus what every other live grant holds.
-pub(crate) fn lend(txn: &mut impl Txn, stamp: Stamp, cell: u64, want: u64, ttl_ms: u64) -> Outcome {
+/// than the ceiling minus what every other live grant holds. A grant holds at least the
+/// live entries its cell reported: a move can bring a cell entries no grant of its own
+/// covers, and until a grant that fits them is confirmed they count here, so no other
+/// cell is lent their room.
+pub(crate) fn lend(txn: &mut impl Txn, stamp: Stamp, cell: u64, ask: Ask) -> Outcome {
+    let Ask {
+        want,
+        live: reported,
+        ttl_ms,
+    } = ask;
     let now_ms = stamp.time_ms;
     let ceiling = limits(txn).fabric_max;
     let grants = txn.scan(
@@ -1120,7 +1170,7 @@ pub(crate) fn lend(txn: &mut impl Txn, stamp: Stamp, cell: u64, want: u64, ttl_m
     }
     let total = want.min(ceiling.saturating_sub(others));
     let live = mine.expires_ms.saturating_add(WORK_QUOTA_SKEW_MS) > now_ms;
-    let held = if live { mine.held.max(total) } else { total };
+    let held = if live { mine.held.max(total) } else { total }.max(reported);
     let grant = Grant {
         version: stamp.fence(),
         total,

@@ -226,9 +226,15 @@ fn revoke_removes_the_subtree_and_names_the_agents_below() {
 /// A data cell of a fabric: assigned a range, so it admits only within its quota.
 fn fabric_cell() -> Cell {
     let mut cell = Cell::new();
+    assign(&mut cell, 0, u64::MAX);
+    cell
+}
+
+/// Give `cell` range `[start, last]` at epoch 1.
+fn assign(cell: &mut Cell, start: u64, last: u64) {
     let assign = Command::RangeAssign {
-        start: 0,
-        last: u64::MAX,
+        start,
+        last,
         epoch: 1,
         fence_above: 0,
     };
@@ -236,7 +242,6 @@ fn fabric_cell() -> Cell {
         cell.run(Caller::Server, assign),
         Outcome::RangeAssigned { .. }
     ));
-    cell
 }
 
 fn register_routed(cell: &mut Cell, agent: &str, root: &str) -> Outcome {
@@ -423,4 +428,144 @@ fn the_parent_scopes_and_budgets_its_children_within_the_class_room() {
             ("scope", "refused_cell")
         ]
     );
+}
+
+/// The first of `count` roots `w…` whose points fall in the upper half of the ring when
+/// `upper`, else in the lower half.
+fn roots_in(upper: bool, count: usize) -> Vec<String> {
+    (1u64..)
+        .map(|n| format!("w{n:016x}"))
+        .filter(|root| (whip_board::route::work_point(root) >= MID) == upper)
+        .take(count)
+        .collect()
+}
+
+const MID: u64 = 1 << 63;
+
+fn installed(cell: &mut Cell, quota: Quota) -> bool {
+    let install = Command::WorkQuotaInstall {
+        quota,
+        ttl_ms: 10_000,
+    };
+    match cell.run(Caller::Server, install) {
+        Outcome::WorkQuotaInstalled { installed, .. } => installed,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn live(cell: &Cell) -> usize {
+    match cell.read(Query::WorkList {
+        parent: None,
+        limit: 0,
+    }) {
+        QueryResult::WorkEntries(entries) => entries.len(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Cell 1 owns both halves of the ring (epoch 1); cell 2 owns nothing yet.
+fn two_halves() -> Cell {
+    let mut cell = Cell::new();
+    assign(&mut cell, 0, MID - 1);
+    assign(&mut cell, MID, u64::MAX);
+    cell
+}
+
+/// Move the upper half of the ring from `source` (cell 1) to `target` (cell 2) as a
+/// move's driver does: freeze, copy, the target reports its entries, floor, drop.
+fn move_upper_half(meta: &mut Cell, source: &mut Cell, target: &mut Cell) {
+    let freeze = Command::RangeFreeze {
+        start: MID,
+        last: u64::MAX,
+        epoch: 2,
+    };
+    assert!(matches!(
+        source.run(Caller::Server, freeze),
+        Outcome::RangeFrozenAt { .. }
+    ));
+    let export = Query::RangeExport {
+        start: MID,
+        last: u64::MAX,
+        after_key: Vec::new(),
+        limit: 0,
+    };
+    let QueryResult::RangeRows { rows, next: None } = source.read(export) else {
+        panic!("one page");
+    };
+    target.run(Caller::Server, Command::RangeImport { rows });
+    assert_eq!(live(target), 2, "the arrived entries live on the target");
+    let ask = Command::WorkQuotaAsk {
+        cell: 2,
+        want: 10,
+        live: 2,
+        ttl_ms: 10_000,
+    };
+    let Outcome::WorkQuotaLent { quota: reported } = meta.run(Caller::Server, ask) else {
+        panic!("the target's ask is lent");
+    };
+    assert_eq!(
+        reported.total, 0,
+        "the source still holds the whole ceiling"
+    );
+    let floor = Command::WorkQuotaFloor {
+        version: reported.version,
+    };
+    let floored = source.run(Caller::Server, floor);
+    assert_eq!(
+        floored,
+        Outcome::WorkQuotaFloored {
+            version: reported.version
+        }
+    );
+    let drop = Command::RangeDrop {
+        start: MID,
+        last: u64::MAX,
+    };
+    assert!(matches!(
+        source.run(Caller::Server, drop),
+        Outcome::RangeDropped { done: true, .. }
+    ));
+}
+
+/// A move takes live work entries to another cell (found by `whip chaos`: 8 live under a
+/// ceiling of 6). Their room leaves with them: the source's quota shrinks, a grant lent
+/// before the target reported them is refused, and a grant lent after counts them, so the
+/// fabric never holds more than its ceiling.
+#[test]
+fn a_move_takes_its_entries_room_along() {
+    let mut meta = Cell::new();
+    meta.limits(small_limits());
+    let (mut source, mut target) = (two_halves(), Cell::new());
+    assert!(installed(&mut source, lend(&mut meta, 1, 5)));
+    assert!(
+        installed(&mut target, lend(&mut meta, 2, 8)),
+        "a grant of 0"
+    );
+    let (low, high) = (roots_in(false, 4), roots_in(true, 2));
+    for root in low.iter().take(3).chain(&high) {
+        admitted_id(register_routed(&mut source, "alice", root));
+    }
+    let stale = lend(&mut meta, 1, 5);
+    move_upper_half(&mut meta, &mut source, &mut target);
+    assert_eq!((live(&source), live(&target)), (3, 2));
+    // The source admits nothing in the room the entries took along.
+    assert_eq!(
+        refused_limit(&register_routed(&mut source, "bob", &low[3])),
+        WorkLimit::Fabric
+    );
+    assert!(
+        !installed(&mut source, stale),
+        "a grant lent before the report"
+    );
+    let fresh = lend(&mut meta, 1, 5);
+    assert_eq!(
+        fresh.total, 3,
+        "the target's 2 live entries count at the meta cell"
+    );
+    assert!(installed(&mut source, fresh));
+    assert_eq!(
+        refused_limit(&register_routed(&mut source, "bob", &low[3])),
+        WorkLimit::Fabric
+    );
+    assert_eq!(live(&source) + live(&target), 5);
 }

@@ -825,6 +825,7 @@ pub(crate) async fn drop_copy(
     key_prefix: &str,
     report: &Reporting<'_>,
 ) -> Result<(), CellError> {
+    report_arrivals(lease.node, map, range, key_prefix).await?;
     let (start, last) = (range.start, range.last);
     for page in 0u64.. {
         let drop = Command::RangeDrop { start, last };
@@ -833,6 +834,41 @@ pub(crate) async fn drop_copy(
             Outcome::RangeDropped { done: true, .. } => break,
             Outcome::RangeDropped { .. } => report.page(0),
             other => return Err(CellError::Fatal(format!("drop answered {other:?}"))),
+        }
+    }
+    Ok(())
+}
+
+/// Before the source's copy of `range` is dropped: each cell that now owns part of it
+/// reports the work entries it holds to the meta cell (a quota round), and the source then
+/// refuses every grant lent before that report (`Command::WorkQuotaFloor`). The drop takes
+/// the moved entries' room from the source's quota (`whip_board::work::departed`), so
+/// that room is lent again only where the meta cell counts the entries (found by
+/// `whip chaos`: a registry of 8 live entries under a ceiling of 6).
+async fn report_arrivals(
+    node: &Node,
+    map: &FabricMap,
+    range: RangeEntry,
+    key_prefix: &str,
+) -> Result<(), CellError> {
+    let targets: std::collections::BTreeSet<u64> = (map.ranges.iter())
+        .filter(|r| r.start <= range.last && range.start <= r.last && r.cell != range.cell)
+        .map(|r| r.cell)
+        .collect();
+    for to in targets {
+        let what = format!("cell {to}'s report of the work entries it took");
+        let lent = retrying(&what, limits::INIT_WAIT_MS, |_via| {
+            node.quota_round(to, crate::quota::Round::Report)
+        })
+        .await?;
+        let Some(version) = lent else {
+            continue;
+        };
+        let floor = Command::WorkQuotaFloor { version };
+        let key = format!("{key_prefix}/floor/{to}");
+        match on_cell(node, map, range.cell, key, floor).await? {
+            Outcome::WorkQuotaFloored { .. } => {}
+            other => return Err(CellError::Fatal(format!("floor answered {other:?}"))),
         }
     }
     Ok(())

@@ -13,6 +13,11 @@
 //! on the cell (an older grant never replaces a newer one), then confirm it to the meta
 //! cell, which from then on counts the grant at its new size. A registration refused for
 //! lack of quota runs one round for its cell and tries once more.
+//!
+//! Each ask carries the cell's live entries (`Command::WorkQuotaAsk`): a move can bring a
+//! cell entries no grant of its own covers, and the meta cell counts them until a grant
+//! that fits them is confirmed. A move's driver runs a [`Round::Report`] for each target
+//! before it drops the source's copy (`crate::admin`'s `report_arrivals`).
 
 use std::time::Duration;
 
@@ -57,7 +62,7 @@ impl Node {
         let mut backoff = Duration::from_millis(crate::limits::ROUTE_BACKOFF_MIN_MS);
         for attempt in 1..=crate::limits::QUOTA_ROUND_TRIES {
             match self.quota_round(cell, Round::Short).await {
-                Ok(()) => return,
+                Ok(_) => return,
                 Err(e @ (CellError::Unavailable(_) | CellError::NotLeader { .. }))
                     if attempt < crate::limits::QUOTA_ROUND_TRIES =>
                 {
@@ -75,8 +80,9 @@ impl Node {
     }
 
     /// One quota round for data cell `cell` (see the module doc); rounds for one cell
-    /// from this node run one at a time.
-    pub async fn quota_round(&self, cell: u64, round: Round) -> Result<(), CellError> {
+    /// from this node run one at a time. The version of the grant the meta cell lent, or
+    /// `None` when the round had nothing to do.
+    pub async fn quota_round(&self, cell: u64, round: Round) -> Result<Option<u64>, CellError> {
         let lock = {
             let mut rounds = self.inner.quota_rounds.lock().expect("quota rounds lock");
             rounds.entry(cell).or_default().clone()
@@ -88,9 +94,15 @@ impl Node {
         };
         let ttl_ms = self.config().work_quota_ttl_ms;
         let Some(want) = round.want(&view) else {
-            return Ok(());
+            return Ok(None);
         };
-        let lend = Command::WorkQuotaLend { cell, want, ttl_ms };
+        let live = view.live;
+        let lend = Command::WorkQuotaAsk {
+            cell,
+            want,
+            live,
+            ttl_ms,
+        };
         let quota = match self.submit_meta(server(lend)).await? {
             Outcome::WorkQuotaLent { quota } => quota,
             other => return Err(CellError::Fatal(format!("unexpected outcome {other:?}"))),
@@ -109,7 +121,7 @@ impl Node {
             };
             self.submit_meta(server(ack)).await?;
         }
-        Ok(())
+        Ok(Some(quota.version))
     }
 
     /// Apply `request` on the meta cell, retrying while it elects a leader (at most
@@ -220,6 +232,9 @@ pub enum Round {
     Short,
     /// The periodic renewal: keep what the live entries need plus a chunk.
     Renew,
+    /// A move brought the cell entries: report them to the meta cell (as a renewal, but
+    /// only when the cell holds live entries).
+    Report,
 }
 
 impl Round {
@@ -236,8 +251,8 @@ impl Round {
                 held.max(view.live)
                     .saturating_add(whip_board::limits::WORK_QUOTA_CHUNK),
             ),
-            Round::Renew if view.live == 0 => None,
-            Round::Renew => Some(view.want),
+            Round::Renew | Round::Report if view.live == 0 => None,
+            Round::Renew | Round::Report => Some(view.want),
         }
     }
 }
