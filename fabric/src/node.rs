@@ -78,7 +78,7 @@ impl NodeConfig {
             advertise: advertise.into(),
             data_dir: data_dir.into(),
             storage: StorageKind::Redb,
-            log: LogLayout::Cell,
+            log: LogLayout::Node,
             heartbeat_ms: limits::NODE_HEARTBEAT_MS,
             election_timeout_min_ms: limits::NODE_ELECTION_TIMEOUT_MIN_MS,
             clock_offset: whip_cell::ClockOffset::default(),

@@ -41,10 +41,11 @@ pub(crate) struct NodeServe {
     #[arg(long, env = "WHIP_ELECTION_TIMEOUT_MS",
         default_value_t = fabric_limits::NODE_ELECTION_TIMEOUT_MIN_MS)]
     pub(crate) election_timeout_ms: u64,
-    /// Where hosted cells keep their Raft logs: `node` (one group-committed log for every
-    /// cell of the node, in DATA/node-log) or `cell` (each cell its own). A cell made with
-    /// its own log keeps it; a cell made on the node log refuses to start with `--log cell`.
-    #[arg(long = "log", env = "WHIP_NODE_LOG", default_value = "cell")]
+    /// Where hosted cells keep their Raft logs: `node` (the default: one group-committed
+    /// log for every cell of the node, in DATA/node-log) or `cell` (each cell its own, for
+    /// A/B runs). A cell made with its own log keeps it; a cell made on the node log
+    /// refuses to start with `--log cell`.
+    #[arg(long = "log", env = "WHIP_NODE_LOG", default_value = "node")]
     #[serde(with = "crate::config::log_layout_name")]
     pub(crate) log: whip_cell::storage::LogLayout,
 }

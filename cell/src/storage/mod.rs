@@ -75,9 +75,9 @@ impl std::str::FromStr for StorageKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum LogLayout {
     /// Each cell its own segment log under its data directory.
-    #[default]
     Cell,
-    /// One group-committed log for every cell of the node ([`NodeLog`]).
+    /// One group-committed log for every cell of the node ([`NodeLog`]): the default.
+    #[default]
     Node,
 }
 
