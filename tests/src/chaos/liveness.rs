@@ -223,14 +223,19 @@ impl Nemesis<'_> {
     ) {
         let owners = probe_cells(self.nodes, per_probe.len()).await;
         let mut per_cell: BTreeMap<u64, Option<u64>> = BTreeMap::new();
+        let mut unwritten: BTreeMap<u64, Vec<String>> = BTreeMap::new();
         for (probe, ms) in per_probe.iter().enumerate() {
-            let cell = match &owners {
+            let (cell, start) = match &owners {
                 Some(owners) => owners[probe],
                 // Without the routes, a probe is charged to the first cell lost.
-                None => lost_cells[0],
+                None => (lost_cells[0], None),
             };
             let slowest = per_cell.entry(cell).or_insert(Some(0));
             *slowest = slowest.zip(*ms).map(|(a, b)| a.max(b));
+            if ms.is_none() {
+                let range = start.map_or(String::new(), |s| format!(" (range {s:#x})"));
+                (unwritten.entry(cell).or_default()).push(format!("probe/leader/{probe}{range}"));
+            }
         }
         let recovered: BTreeMap<u64, u64> = (per_cell.iter())
             .filter(|(cell, _)| lost_cells.contains(cell))
@@ -247,10 +252,11 @@ impl Nemesis<'_> {
         let detail = json!({ "per_probe_ms": per_probe, "per_cell_ms": recovered });
         let Some(all) = all else {
             self.event("leader-loss-not-recovered", detail);
-            for (cell, _) in per_cell.into_iter().filter(|(_, ms)| ms.is_none()) {
+            for (cell, keys) in unwritten {
                 let why = format!(
-                    "no probe key of cell {cell} written within {} ms of losing node {lost}",
-                    self.timing.leader_loss_max_ms
+                    "no probe key of cell {cell} written within {} ms of losing node {lost}: {}",
+                    self.timing.leader_loss_max_ms,
+                    keys.join(", ")
                 );
                 self.unrecovered(cell, "leader-loss", injected, why);
             }
@@ -264,16 +270,18 @@ impl Nemesis<'_> {
     }
 }
 
-/// The cell owning each probe key (`probe/leader/<n>`): all cell 0 in a plain cell; in a
-/// fabric, by the routes a serving node answers (`None` if none answers).
-async fn probe_cells(nodes: &Nodes, probes: usize) -> Option<Vec<u64>> {
+/// The cell owning each probe key (`probe/leader/<n>`) and the start of its range: all
+/// cell 0 in a plain cell; in a fabric, by the routes a serving node answers (`None` if
+/// none answers).
+async fn probe_cells(nodes: &Nodes, probes: usize) -> Option<Vec<(u64, Option<u64>)>> {
     if nodes.fabric_cells() == 0 {
-        return Some(vec![0; probes]);
+        return Some(vec![(0, None); probes]);
     }
     let ranges = ranges_of(nodes).await?;
     let owner = |probe: usize| {
         let key = format!("probe/leader/{probe}");
-        route::locate(&ranges, route::kv_point(key.as_bytes())).cell
+        let range = route::locate(&ranges, route::kv_point(key.as_bytes()));
+        (range.cell, Some(range.start))
     };
     Some((0..probes).map(owner).collect())
 }
