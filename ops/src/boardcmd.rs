@@ -81,6 +81,17 @@ pub(crate) enum BoardCommand {
         /// board cell's applies; an interrupted wait claims nothing.
         #[arg(long, value_name = "DURATION")]
         wait: Option<String>,
+        /// First complete this task the worker holds (with `--fence`), in the same write
+        /// as the claim of the next: both outcomes are printed.
+        #[arg(long, value_name = "TASK_ID", requires = "fence",
+            conflicts_with_all = ["task_id", "window", "wait"])]
+        complete: Option<String>,
+        /// The fence of the task `--complete` names.
+        #[arg(long, requires = "complete")]
+        fence: Option<u64>,
+        /// The result of the task `--complete` names (JSON).
+        #[arg(long, requires = "complete", default_value = "null")]
+        result: String,
     },
     /// Complete a claimed task; refused (exit 1) when the fence is stale.
     Complete {
@@ -344,31 +355,7 @@ async fn board_on(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<
             };
             c.board_post(request).await?
         }
-        BoardCommand::Claim {
-            team,
-            worker,
-            task_id,
-            window,
-            wait,
-        } => {
-            let claim_ms = window
-                .map(|w| parse_duration_ms(&w).map_err(anyhow::Error::msg))
-                .transpose()?;
-            let wait_ms = wait
-                .map(|w| parse_duration_ms(&w).map_err(anyhow::Error::msg))
-                .transpose()?;
-            let request = pb::BoardClaimRequest {
-                team,
-                worker,
-                task_id: task_id.unwrap_or_default(),
-                claim_ms: claim_ms.unwrap_or(0),
-                idempotency_key: String::new(),
-            };
-            match wait_ms {
-                Some(wait_ms) => claim_waiting(c, request, wait_ms, true, &|_| {}).await?,
-                None => c.board_claim(request).await?,
-            }
-        }
+        cmd @ BoardCommand::Claim { .. } => return claim(global, c, cmd).await,
         BoardCommand::Release {
             team,
             task_id,
@@ -399,6 +386,104 @@ async fn board_on(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<
         other => return board_reads(global, c, other).await,
     };
     Ok(board_answer(global, &r, &asked))
+}
+
+/// `board claim`: the oldest ready task or a named one, waiting when asked, or with
+/// `--complete` the held task completed and the next claimed in one write.
+async fn claim(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<ExitCode> {
+    let r = match cmd {
+        BoardCommand::Claim {
+            team,
+            worker,
+            complete: Some(done),
+            fence,
+            result,
+            ..
+        } => {
+            let done = Finished {
+                task_id: done,
+                fence: fence.unwrap_or_default(),
+                result,
+            };
+            return complete_and_claim(global, c, team, worker, done).await;
+        }
+        BoardCommand::Claim {
+            team,
+            worker,
+            task_id,
+            window,
+            wait,
+            ..
+        } => {
+            let claim_ms = window
+                .map(|w| parse_duration_ms(&w).map_err(anyhow::Error::msg))
+                .transpose()?;
+            let wait_ms = wait
+                .map(|w| parse_duration_ms(&w).map_err(anyhow::Error::msg))
+                .transpose()?;
+            let request = pb::BoardClaimRequest {
+                team,
+                worker,
+                task_id: task_id.unwrap_or_default(),
+                claim_ms: claim_ms.unwrap_or(0),
+                idempotency_key: String::new(),
+            };
+            match wait_ms {
+                Some(wait_ms) => claim_waiting(c, request, wait_ms, true, &|_| {}).await?,
+                None => c.board_claim(request).await?,
+            }
+        }
+        _ => bail!("not a claim"),
+    };
+    Ok(board_answer(global, &r, &Asked(None, false)))
+}
+
+/// The task `board claim --complete` finishes.
+struct Finished {
+    task_id: String,
+    fence: u64,
+    result: String,
+}
+
+/// `board claim --complete`: complete one task and claim the next for `worker` in one
+/// write (`BoardCompleteAndClaim`), and print both outcomes: `{"completed": {...},
+/// "claimed": {...}}`. A refusal is the completion's (nothing was claimed) and exits 1.
+async fn complete_and_claim(
+    global: &Global,
+    c: &CellClient,
+    team: String,
+    worker: String,
+    done: Finished,
+) -> Result<ExitCode> {
+    let result = parse_json(&done.result, "--result")?;
+    let request = pb::BoardTaskRequest {
+        result: result.to_string().into_bytes(),
+        claim_next: true,
+        worker,
+        ..task_request(team, done.task_id.clone(), done.fence)
+    };
+    let r = c.board_complete(request).await?;
+    if Code::try_from(r.code) == Ok(Code::BoardRefused) {
+        return Ok(refused(global, &r.refusal, &r.message));
+    }
+    let completed = json!({"outcome": "completed", "task_id": done.task_id, "fence": done.fence});
+    let claimed = match Code::try_from(r.code) {
+        Ok(Code::TaskClaimed) => json!({"outcome": code_name(r.code),
+            "task": r.task.as_ref().map(task_json).unwrap_or(Value::Null),
+            "fence": r.fence, "deadline_ms": r.deadline_ms, "tier": r.tier}),
+        _ => json!({"outcome": "empty", "task": null, "fence": 0}),
+    };
+    let next = match r.task_id.is_empty() {
+        true => "no ready task".to_string(),
+        false => format!("claimed {} fence={}", r.task_id, r.fence),
+    };
+    let text = format!("completed {} (fence {}); {next}", done.task_id, done.fence);
+    print(
+        global,
+        json!({"completed": completed, "claimed": claimed}),
+        text,
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Claim, and while the board is empty wait up to `wait_ms` for a task, woken by the board

@@ -540,6 +540,120 @@ fn blackboard_structures_on_the_embedded_store() {
     assert_eq!(third["outcome"], "held");
 }
 
+/// A team `crew` with tasks crew-1 and crew-2 posted, crew-1 claimed by w1: its fence.
+fn crew_with_a_claim(d: &std::path::Path, creds: &std::path::Path) -> String {
+    let run = |args: &[&str]| whip_with_credentials(d, creds, args);
+    assert!(run(&["team", "create", "crew"]).status.success());
+    for job in 1..=2 {
+        let task = format!(r#"{{"job":{job}}}"#);
+        assert!(
+            run(&["board", "post", "crew", "--task", &task])
+                .status
+                .success()
+        );
+    }
+    let first = json_of(&run(&[
+        "board", "claim", "crew", "--worker", "w1", "--json",
+    ]));
+    first["fence"].as_u64().unwrap().to_string()
+}
+
+/// `board claim --complete ID --fence N --result JSON` (issue 35's contract): the held task
+/// completes and the next is claimed in one call, both outcomes printed.
+#[test]
+fn board_claim_completes_the_held_task_and_claims_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, creds) = (dir.path(), dir.path().join("credentials.json"));
+    let run = |args: &[&str]| whip_with_credentials(d, &creds, args);
+    let fence = crew_with_a_claim(d, &creds);
+    let both = json_of(&run(&[
+        "board",
+        "claim",
+        "crew",
+        "--worker",
+        "w1",
+        "--complete",
+        "crew-1",
+        "--fence",
+        &fence,
+        "--result",
+        r#"{"ok":true}"#,
+        "--json",
+    ]));
+    assert_eq!(both["completed"]["task_id"], "crew-1");
+    assert_eq!(both["completed"]["outcome"], "completed");
+    assert_eq!(both["claimed"]["task"]["id"], "crew-2");
+    let stats = json_of(&run(&["board", "stats", "crew", "--json"]));
+    assert_eq!(
+        (&stats["done"], &stats["claimed"]),
+        (&Value::from(1), &Value::from(1))
+    );
+    let done = json_of(&run(&[
+        "board", "list", "crew", "--state", "done", "--json",
+    ]));
+    assert!(done.to_string().contains("crew-1"), "{done}");
+    let fence = both["claimed"]["fence"].as_u64().unwrap().to_string();
+    let last = json_of(&run(&[
+        "board",
+        "claim",
+        "crew",
+        "--worker",
+        "w1",
+        "--complete",
+        "crew-2",
+        "--fence",
+        &fence,
+        "--json",
+    ]));
+    assert_eq!(last["claimed"]["task"], Value::Null, "nothing left: {last}");
+}
+
+/// `board claim --complete` with a stale fence is refused (exit 1) and claims nothing; it
+/// does not combine with `--task`.
+#[test]
+fn board_claim_complete_refuses_a_stale_fence_and_claims_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, creds) = (dir.path(), dir.path().join("credentials.json"));
+    let run = |args: &[&str]| whip_with_credentials(d, &creds, args);
+    crew_with_a_claim(d, &creds);
+    let stale = run(&[
+        "board",
+        "claim",
+        "crew",
+        "--worker",
+        "w1",
+        "--complete",
+        "crew-1",
+        "--fence",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(stale.status.code(), Some(1));
+    let refusal: Value = serde_json::from_slice(&stale.stdout).unwrap();
+    assert_eq!(refusal["reason"], "stale_fence");
+    let stats = json_of(&run(&["board", "stats", "crew", "--json"]));
+    assert_eq!(
+        (&stats["ready"], &stats["claimed"]),
+        (&Value::from(1), &Value::from(1))
+    );
+    let conflicting = run(&[
+        "board",
+        "claim",
+        "crew",
+        "--worker",
+        "w1",
+        "--complete",
+        "crew-1",
+        "--task",
+        "crew-2",
+    ]);
+    assert_eq!(
+        conflicting.status.code(),
+        Some(2),
+        "--complete conflicts with --task"
+    );
+}
+
 /// The board's interface contract on the embedded store: `team create`, `board post` →
 /// `{"task_id"}`, `board claim` → `{"task": {"id", "body"}, "fence"}`, a stale completion
 /// exits 1 with a typed reason, `board stats` → `{"ready","claimed","done","dead","tier"}`.
