@@ -3,7 +3,9 @@
 # each log layout in LOGS, then through one 3-voter cell, one after the other: `whip bench
 # cas` with 128 clients on 1024 keys, 5 s each.
 # Usage: scripts/bench-fabric.sh   (WHIP=path to the binary, default target/release/whip;
-#        CELLS="1 4 16" by default; LOGS="cell node" by default)
+#        CELLS="1 4 16" by default; LOGS="cell node" by default; PEER_BENCH=path to
+#        ../shared/tools/peer-bench's binary adds etcd 3.4, 3 members, at the same client
+#        and key counts when etcd is installed)
 # Prints one JSON line per configuration (`config`, `log`, `cells`, `nodes`, `clients`,
 # `ops_per_sec`, `requests_per_sec`, `p50_us`, `p99_us`), then each fabric's ratio to the
 # one cell on stderr.
@@ -59,14 +61,42 @@ $W bench cas --cell 127.0.0.1:7760,127.0.0.1:7761,127.0.0.1:7762 --clients 128 -
   --duration 5s --json 2>/dev/null | tail -1 > "$d/cell.json"
 kill $p; wait $p 2>/dev/null
 line cell cell 1 3 "$d/cell.json" | tee -a "$d/lines.jsonl"
+# The peer: etcd's compare-and-set transaction, 128 clients over the same 1,024 keys.
+peer=${PEER_BENCH:-}
+if [ -n "$peer" ] && command -v etcd >/dev/null; then
+  etcd3=../shared/tools/peer-bench/scripts/etcd3.sh
+  "$etcd3" start "$d/etcd" >&2
+  leader=$("$etcd3" leader "$d/etcd")
+  uptime >&2
+  "$peer" etcd-cas --endpoints "$leader" --clients 128 --keys 1024 --duration 5s \
+    2>/dev/null | tail -1 > "$d/etcd.json"
+  "$etcd3" stop "$d/etcd" >&2
+  python3 - "$d/etcd.json" <<'PY' | tee -a "$d/lines.jsonl"
+import json, sys
+b = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+print(json.dumps({"config": "etcd", "log": "etcd", "cells": 1, "nodes": 3,
+                  "clients": b["clients"], "ops_per_sec": b["ops_per_sec"],
+                  "requests_per_sec": None, "p50_us": b["p50_us"],
+                  "p99_us": b["p99_us"]}))
+PY
+fi
 # Each fabric's requests/s against the one cell's, on stderr (issue 34: >= 1.5x at 4 cells,
 # >= 1x at 16).
 python3 - "$d/lines.jsonl" >&2 <<'PY' || true
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
-cell = next(l for l in lines if l["config"] == "cell")["requests_per_sec"]
+cell = next(l for l in lines if l["config"] == "cell")
+etcd = next((l for l in lines if l["config"] == "etcd"), None)
 for l in lines:
     if l["config"] == "fabric":
-        r = l["requests_per_sec"]
-        print(f"fabric {l['cells']} cells, {l['log']} log: {r} / {cell} = {r / cell:.2f}x one cell")
+        r, c = l["requests_per_sec"], cell["requests_per_sec"]
+        print(f"fabric {l['cells']} cells, {l['log']} log: {r} / {c} = {r / c:.2f}x one cell")
+# Against etcd on commits (ops_per_sec): a refused whip CAS is a request, not a commit, and
+# etcd's peer-bench retries a refused transaction the same way.
+if etcd:
+    for l in lines:
+        if l["config"] != "etcd":
+            what = "one cell" if l["config"] == "cell" else f"fabric {l['cells']} cells, {l['log']} log"
+            o, e = l["ops_per_sec"], etcd["ops_per_sec"]
+            print(f"{what}: {o} / etcd {e} commits/s = {o / e:.2f}x etcd")
 PY
