@@ -207,8 +207,35 @@ pub fn admit_query(caller: &Caller, query: &Query) -> Result<(), AccessRefusal> 
             false => reserved(key),
         },
         Query::LedgerList { owner, name, .. } => server_resource(owner, name),
+        own if is_cell_bookkeeping(own) && *caller != Caller::Server => {
+            let debug = format!("{own:?}");
+            let name = debug.split(|c: char| !c.is_alphanumeric()).next();
+            Err(AccessRefusal::ServerOnly {
+                command: name.unwrap_or_default().to_string(),
+            })
+        }
         _ => Ok(()),
     }
+}
+
+/// A cell's own bookkeeping, which its servers read directly and no client reads: its
+/// ranges and whole rows of a range (a move's export and record), its outbox and alarms,
+/// its follow-ups. Refused inside a client's read whatever names it, so no request a
+/// client can build exports another team's rows.
+fn is_cell_bookkeeping(query: &Query) -> bool {
+    matches!(
+        query,
+        Query::Ranges
+            | Query::RangeExport { .. }
+            | Query::RangeChanges { .. }
+            | Query::RangeCopy { .. }
+            | Query::RangePending { .. }
+            | Query::FollowUps { .. }
+            | Query::OutboxHead { .. }
+            | Query::OutboxPending { .. }
+            | Query::OutboxChannels
+            | Query::Alarms
+    )
 }
 
 #[cfg(test)]
@@ -224,6 +251,54 @@ mod tests {
         for caller in [Caller::Operator, Caller::Server, Caller::Agent("a".into())] {
             assert_eq!(admit_follow(&caller), Ok(()), "{caller:?}");
         }
+    }
+
+    /// An agent or the operator who wraps a cell's bookkeeping in a read (a range's whole
+    /// rows, a move's record, the outbox) is refused, named; the server reads it.
+    #[test]
+    fn a_clients_read_of_a_cells_bookkeeping_is_refused() {
+        let export = Query::RangeExport {
+            start: 0,
+            last: u64::MAX,
+            after_key: Vec::new(),
+            limit: 0,
+        };
+        for caller in [Caller::Agent("mallory".into()), Caller::Operator] {
+            for query in [export.clone(), Query::Ranges, Query::OutboxChannels] {
+                let refused = admit_query(&caller, &query);
+                assert!(
+                    matches!(refused, Err(AccessRefusal::ServerOnly { .. })),
+                    "{caller:?} {query:?}: {refused:?}"
+                );
+            }
+        }
+        assert_eq!(
+            admit_query(&Caller::Server, &export),
+            Ok(()),
+            "the server reads it"
+        );
+        // Through the read itself: another team's row never comes back.
+        let mut txn = crate::txn::MemTxn::default();
+        let put = Command::KvPut {
+            key: b"alice-secret".to_vec(),
+            value: b"s3cret".to_vec(),
+            expect_version: None,
+        };
+        let stamp = crate::types::Stamp {
+            index: 1,
+            position: 0,
+            time_ms: 1,
+        };
+        crate::apply(&mut txn, stamp, &crate::types::Request::server(None, put));
+        let wrapped = Query::By {
+            caller: Caller::Agent("mallory".into()),
+            query: Box::new(export),
+        };
+        let answer = crate::query(&txn, 1, &wrapped);
+        assert!(
+            matches!(answer, crate::query::QueryResult::Refused(_)),
+            "{answer:?}"
+        );
     }
 
     /// Every proven caller may read the routes; an anonymous one learns nothing.
