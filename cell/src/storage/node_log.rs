@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::segment_log::{
-    create_segment, io, list_segments, open_segment, read_at, segment_name, sync_dir,
+    Loc, create_segment, io, list_segments, open_segment, read_at, segment_name, sync_dir,
 };
 use super::{BackendError, BackendResult};
 use crate::disk_fault::DiskFaults;
@@ -105,14 +105,6 @@ enum Op {
     Meta(String, Vec<u8>),
     Reset,
     Rewrite(Vec<(u64, Vec<u8>)>),
-}
-
-/// Where one entry's payload sits.
-#[derive(Clone, Copy, Debug)]
-struct Loc {
-    segment: u64,
-    offset: u64,
-    len: u32,
 }
 
 /// One segment file. Reads and the group's write share the file through the `Arc`.

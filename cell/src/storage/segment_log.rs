@@ -43,12 +43,13 @@ const META_FILE: &str = "meta";
 const META_TMP: &str = "meta.tmp";
 const SEGMENT_SUFFIX: &str = ".seg";
 
-/// Where one entry's record sits.
+/// Where one entry sits in a segment file: this log locates its record, the node log
+/// (`super::node_log`) its payload.
 #[derive(Clone, Copy, Debug)]
-struct Loc {
-    segment: u64,
-    offset: u64,
-    len: u32,
+pub(super) struct Loc {
+    pub(super) segment: u64,
+    pub(super) offset: u64,
+    pub(super) len: u32,
 }
 
 /// One segment file.

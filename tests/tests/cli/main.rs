@@ -558,6 +558,29 @@ fn crew_with_a_claim(d: &std::path::Path, creds: &std::path::Path) -> String {
     first["fence"].as_u64().unwrap().to_string()
 }
 
+/// `board claim crew --worker w1 --complete TASK --fence FENCE`, then `extra`, `--json`.
+fn claim_completing(
+    d: &std::path::Path,
+    creds: &std::path::Path,
+    (task, fence): (&str, &str),
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        "board",
+        "claim",
+        "crew",
+        "--worker",
+        "w1",
+        "--complete",
+        task,
+        "--fence",
+        fence,
+    ];
+    args.extend_from_slice(extra);
+    args.push("--json");
+    whip_with_credentials(d, creds, &args)
+}
+
 /// `board claim --complete ID --fence N --result JSON` (issue 35's contract): the held task
 /// completes and the next is claimed in one call, both outcomes printed.
 #[test]
@@ -566,20 +589,8 @@ fn board_claim_completes_the_held_task_and_claims_the_next() {
     let (d, creds) = (dir.path(), dir.path().join("credentials.json"));
     let run = |args: &[&str]| whip_with_credentials(d, &creds, args);
     let fence = crew_with_a_claim(d, &creds);
-    let both = json_of(&run(&[
-        "board",
-        "claim",
-        "crew",
-        "--worker",
-        "w1",
-        "--complete",
-        "crew-1",
-        "--fence",
-        &fence,
-        "--result",
-        r#"{"ok":true}"#,
-        "--json",
-    ]));
+    let result = ["--result", r#"{"ok":true}"#];
+    let both = json_of(&claim_completing(d, &creds, ("crew-1", &fence), &result));
     assert_eq!(both["completed"]["task_id"], "crew-1");
     assert_eq!(both["completed"]["outcome"], "completed");
     assert_eq!(both["claimed"]["task"]["id"], "crew-2");
@@ -593,18 +604,7 @@ fn board_claim_completes_the_held_task_and_claims_the_next() {
     ]));
     assert!(done.to_string().contains("crew-1"), "{done}");
     let fence = both["claimed"]["fence"].as_u64().unwrap().to_string();
-    let last = json_of(&run(&[
-        "board",
-        "claim",
-        "crew",
-        "--worker",
-        "w1",
-        "--complete",
-        "crew-2",
-        "--fence",
-        &fence,
-        "--json",
-    ]));
+    let last = json_of(&claim_completing(d, &creds, ("crew-2", &fence), &[]));
     assert_eq!(last["claimed"]["task"], Value::Null, "nothing left: {last}");
 }
 
@@ -614,39 +614,21 @@ fn board_claim_completes_the_held_task_and_claims_the_next() {
 fn board_claim_complete_refuses_a_stale_fence_and_claims_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (d, creds) = (dir.path(), dir.path().join("credentials.json"));
-    let run = |args: &[&str]| whip_with_credentials(d, &creds, args);
     crew_with_a_claim(d, &creds);
-    let stale = run(&[
-        "board",
-        "claim",
-        "crew",
-        "--worker",
-        "w1",
-        "--complete",
-        "crew-1",
-        "--fence",
-        "1",
-        "--json",
-    ]);
+    let stale = claim_completing(d, &creds, ("crew-1", "1"), &[]);
     assert_eq!(stale.status.code(), Some(1));
     let refusal: Value = serde_json::from_slice(&stale.stdout).unwrap();
     assert_eq!(refusal["reason"], "stale_fence");
-    let stats = json_of(&run(&["board", "stats", "crew", "--json"]));
+    let stats = json_of(&whip_with_credentials(
+        d,
+        &creds,
+        &["board", "stats", "crew", "--json"],
+    ));
     assert_eq!(
         (&stats["ready"], &stats["claimed"]),
         (&Value::from(1), &Value::from(1))
     );
-    let conflicting = run(&[
-        "board",
-        "claim",
-        "crew",
-        "--worker",
-        "w1",
-        "--complete",
-        "crew-1",
-        "--task",
-        "crew-2",
-    ]);
+    let conflicting = claim_completing(d, &creds, ("crew-1", "9"), &["--task", "crew-2"]);
     assert_eq!(
         conflicting.status.code(),
         Some(2),
