@@ -355,7 +355,8 @@ impl Copying<'_> {
 
     /// Copy the range's rows after raw key `after` from the source to the target, page by
     /// page, marking each page on the source when `marked` (before the freeze the source
-    /// records what changes meanwhile; after it, nothing changes).
+    /// records what changes meanwhile, and a copy whose record outgrew its bound stops
+    /// early; after the freeze, nothing changes).
     async fn copy_rows(
         &self,
         key_prefix: &str,
@@ -387,7 +388,12 @@ impl Copying<'_> {
                 if marked {
                     self.mark(&format!("{key_prefix}/{page}/mark"), last_key)
                         .await?;
-                    copied += self.keep_small(key_prefix).await?;
+                    let Some(sent) = self.keep_small(key_prefix).await? else {
+                        // The record outgrew its bound: this copy can no longer be
+                        // finished by it, and `settle` starts a fresh one.
+                        return Ok(copied + in_page);
+                    };
+                    copied += sent;
                 }
                 copied += in_page;
                 self.report.page(in_page);
@@ -402,17 +408,20 @@ impl Copying<'_> {
 
     /// During the copy before the freeze: run a catch-up round once the record holds
     /// `MOVE_CATCH_UP_AT_KEYS` keys, so a long copy of a busy range does not outgrow it.
-    /// The rows sent.
-    async fn keep_small(&self, key_prefix: &str) -> Result<u64, CellError> {
+    /// The rows sent; `None` when the record no longer goes on (it outgrew its bound).
+    async fn keep_small(&self, key_prefix: &str) -> Result<Option<u64>, CellError> {
         match self.record_size().await? {
-            Some(size) if size >= limits::MOVE_CATCH_UP_AT_KEYS => self.catch_up(key_prefix).await,
-            _ => Ok(0),
+            None => Ok(None),
+            Some(size) if size >= limits::MOVE_CATCH_UP_AT_KEYS => {
+                self.catch_up(key_prefix).await.map(Some)
+            }
+            Some(_) => Ok(Some(0)),
         }
     }
 
     /// Mark on the source that the target holds a clean copy through `after_key`. A
-    /// record that no longer goes on (it outgrew its bound) takes no mark: the copy goes
-    /// on, and the freeze finds the record incomplete and copies again.
+    /// record that no longer goes on (it outgrew its bound) takes no mark: the copy stops
+    /// after this page (`keep_small` sees it) and `settle` starts a fresh one.
     async fn mark(&self, key: &str, after_key: Vec<u8>) -> Result<(), CellError> {
         let copied = Command::RangeCopied {
             start: self.range.start,
