@@ -43,6 +43,8 @@ pub(crate) async fn follow_loop(inner: Weak<Inner>) {
     let every = Duration::from_millis(whip_cell::limits::FOLLOW_UP_LOOK_MS);
     // Per cell: the applied index at which its outbox was last found empty.
     let mut empty_at: HashMap<u64, u64> = HashMap::new();
+    // Per cell: when a failed round last warned (one warning per `FOLLOW_UP_WARN_MS`).
+    let mut warned_at: HashMap<u64, tokio::time::Instant> = HashMap::new();
     loop {
         tokio::time::sleep(every).await;
         let Some(inner) = inner.upgrade() else { return };
@@ -68,7 +70,19 @@ pub(crate) async fn follow_loop(inner: Weak<Inner>) {
                 Err(e @ (CellError::Unavailable(_) | CellError::NotLeader { .. })) => {
                     tracing::debug!(cell, error = %e, "carrying out follow-ups, retrying")
                 }
-                Err(e) => tracing::warn!(cell, error = %e, "carrying out follow-ups"),
+                Err(e) => {
+                    let now = tokio::time::Instant::now();
+                    let quiet = Duration::from_millis(crate::limits::FOLLOW_UP_WARN_MS);
+                    match warned_at.get(&cell) {
+                        Some(at) if now.duration_since(*at) < quiet => {
+                            tracing::debug!(cell, error = %e, "carrying out follow-ups")
+                        }
+                        _ => {
+                            tracing::warn!(cell, error = %e, "carrying out follow-ups");
+                            warned_at.insert(cell, now);
+                        }
+                    }
+                }
             }
         }
     }

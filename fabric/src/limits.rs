@@ -17,6 +17,9 @@ pub const INIT_WAIT_MS: u64 = 30_000;
 pub const ADMIN_TRY_MS: u64 = 5_000;
 /// How long a range change's step retries before each warning that it still does.
 pub const ADMIN_RETRY_WARN_MS: u64 = 5_000;
+/// A cell's follow-up rounds that keep failing (other than for want of a leader or a
+/// quorum) warn once per this long; the rounds between say so at debug level.
+pub const FOLLOW_UP_WARN_MS: u64 = 10_000;
 /// Rows copied per page when a range moves.
 pub const MOVE_PAGE_ROWS: u32 = 2_048;
 /// Keys a move's source record may hold when the range freezes: catch-up rounds before the
