@@ -339,6 +339,57 @@ mod tests {
         }
     }
 
+    /// The steps of a move's catch-up and of the registry's quota rounds are the servers':
+    /// an agent or the operator sending one (a forged floor, a drop of a move's record, an
+    /// ask naming another cell) is refused and changes nothing.
+    #[test]
+    fn clients_cannot_send_catch_up_or_quota_steps() {
+        let steps = [
+            Command::RangeDrained {
+                start: 0,
+                last: u64::MAX,
+                to_cell: 2,
+                after_key: Vec::new(),
+                through_key: vec![0xff],
+                upto_seq: u64::MAX,
+            },
+            Command::WorkQuotaAsk {
+                cell: 7,
+                want: 1_000,
+                live: 0,
+                ttl_ms: 30_000,
+            },
+            Command::WorkQuotaFloor { version: u64::MAX },
+        ];
+        for caller in [Caller::Agent("mallory".into()), Caller::Operator] {
+            for step in &steps {
+                let mut txn = crate::txn::MemTxn::default();
+                let stamp = crate::types::Stamp {
+                    index: 1,
+                    position: 0,
+                    time_ms: 1,
+                };
+                let request = crate::types::Request::by(caller.clone(), None, step.clone());
+                let outcome = crate::apply(&mut txn, stamp, &request).outcome;
+                assert!(
+                    matches!(
+                        outcome,
+                        crate::types::Outcome::Forbidden {
+                            refusal: AccessRefusal::ServerOnly { .. }
+                        }
+                    ),
+                    "{caller:?} {step:?}: {outcome:?}"
+                );
+                assert!(
+                    txn.map.is_empty(),
+                    "{caller:?} {step:?} wrote {:?}",
+                    txn.map
+                );
+                assert!(admit(&Caller::Server, step).is_ok());
+            }
+        }
+    }
+
     #[test]
     fn clients_cannot_touch_reserved_state_or_send_server_commands() {
         for key in [&b"agents/{alice}"[..], b"fabric/map", b"fabric/anything"] {
