@@ -42,6 +42,11 @@ impl ElectionPause {
         }
     }
 
+    /// Whether elections are paused now.
+    pub(crate) fn active(&self) -> bool {
+        self.lock().is_some()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
         self.until.lock().expect("election pause lock")
     }

@@ -34,6 +34,7 @@ mod election_pause;
 pub mod error;
 pub mod follow;
 mod heartbeats;
+pub mod hibernation;
 pub mod http;
 pub mod identity;
 pub mod limits;

@@ -46,6 +46,12 @@ pub const APPEND_ENTRIES_MAX: u64 = 4;
 pub const SNAPSHOT_AFTER_ENTRIES_DEFAULT: u64 = 20_000;
 /// How often the leader checks for due deadlines.
 pub const TICK_INTERVAL_MS: u64 = 100;
+/// A member whose cell made no progress for this long hibernates (`hibernation.rs`): its
+/// tick goes off, so it neither heartbeats nor times its leader out.
+pub const HIBERNATE_QUIET_MS: u64 = 2_000;
+/// A leader hibernates this long after its followers could have: they saw its last entry
+/// and commit index no later than one heartbeat after it did, and check every round.
+pub const HIBERNATE_LEADER_LAG_MS: u64 = 1_000;
 /// How long a request waits for a leader to appear before it is refused as unavailable.
 pub const LEADER_WAIT_MS: u64 = 3_000;
 /// Ticks one round of the tick loop proposes before yielding to the next interval.

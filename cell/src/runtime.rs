@@ -135,6 +135,8 @@ pub(crate) struct Inner {
     stages: Arc<Stages>,
     /// Elections off while a snapshot arrives.
     election_pause: Arc<ElectionPause>,
+    /// Whether this member's tick is off while its cell is idle (`hibernation.rs`).
+    hibernation: crate::hibernation::Hibernation,
 }
 
 /// What the tick check remembers between rounds, so an idle cell costs a clock read.
@@ -190,6 +192,7 @@ impl Cell {
             raft_refused: AtomicU64::new(0),
             stages,
             election_pause: Arc::default(),
+            hibernation: Default::default(),
         });
         tokio::spawn(proposer_loop(Arc::downgrade(&inner), rx));
         tokio::spawn(crate::role_log::watch(
@@ -243,6 +246,9 @@ impl Cell {
     /// Heartbeat the followers now if this member leads (a node calls it on every hosted
     /// cell each heartbeat interval when [`CellConfig::own_heartbeat`] is off).
     pub async fn heartbeat(&self) {
+        if self.inner.hibernation.asleep() {
+            return;
+        }
         let leads = self.inner.raft.metrics().borrow().current_leader == Some(self.inner.config.id);
         if !leads {
             return;
@@ -883,6 +889,21 @@ impl Cell {
         !memo.busy
             && (memo.seen != Some((term, applied))
                 || memo.next_due.is_some_and(|at| at <= self.inner.now_ms()))
+    }
+
+    pub(crate) fn inner_hibernation(&self) -> &crate::hibernation::Hibernation {
+        &self.inner.hibernation
+    }
+
+    /// Whether the next deadline was read at `(term, applied)` (nothing applied since).
+    pub(crate) fn deadline_read_at(&self, term: u64, applied: u64) -> bool {
+        let memo = self.inner.ticks.lock().expect("tick memo lock");
+        !memo.busy && memo.seen == Some((term, applied))
+    }
+
+    /// Whether a snapshot is arriving (elections paused).
+    pub(crate) fn snapshot_arriving(&self) -> bool {
+        self.inner.election_pause.active()
     }
 
     /// Read the next deadline and propose a `Tick` if it is due. Rounds never overlap.

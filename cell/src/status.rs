@@ -44,6 +44,7 @@ pub fn status(cell: &Cell) -> pb::StatusResponse {
         storage: cell.config().storage.name().to_string(),
         raft_refused: cell.raft_refused(),
         stages: stages(cell),
+        hibernating: cell.hibernating(),
     }
 }
 

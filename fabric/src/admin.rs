@@ -274,6 +274,7 @@ pub async fn status(node: &Node) -> Result<pb::FabricStatusResponse, CellError> 
             ranges,
             term: status.as_ref().map_or(0, |s| s.term),
             last_applied: status.as_ref().map_or(0, |s| s.last_applied),
+            hibernating: status.as_ref().is_some_and(|s| s.hibernating),
             public_key: map
                 .keys
                 .get(id)

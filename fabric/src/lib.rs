@@ -21,6 +21,8 @@
 //!   with a fence floor, publish, drop); each step a bounded try, alternating between this
 //!   node's member and another voter; the copy itself (`move_copy`) resumes from the
 //!   source's mark when an earlier driver of the same move stopped half-way;
+//! - hibernation (`hibernate`): pings of peer nodes, and the rounds that put idle hosted
+//!   cells to sleep and wake them (a peer's death, a peer's return);
 //! - the follow-up executor (`follow`): for every data cell a node leads, carries out what
 //!   board wrote to the cell's follow-up outbox and acknowledges it;
 //! - [`restore`]: a new fabric from `whip fabric backup` on empty nodes: each cell's voters
@@ -56,6 +58,7 @@ mod cell;
 pub mod client;
 pub mod envelope;
 mod follow;
+pub mod hibernate;
 pub mod identity;
 pub mod limits;
 pub mod map;

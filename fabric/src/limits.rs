@@ -55,6 +55,23 @@ pub const NODE_HEARTBEAT_MS: u64 = 150;
 /// follower campaigns after 0.45-0.9 s without its leader (three to six missed
 /// heartbeats), so a node's loss leaves every cell writable again within about 1 s.
 pub const NODE_ELECTION_TIMEOUT_MIN_MS: u64 = 450;
+/// How often a node runs its cells' hibernation rounds (`hibernate.rs`).
+pub const HIBERNATE_LOOK_MS: u64 = 100;
+/// How often a node pings each peer node (one empty `Raft/AppendBatch`): the liveness a
+/// hibernating cell's followers rely on instead of their leader's heartbeats.
+pub const NODE_PING_MS: u64 = NODE_HEARTBEAT_MS;
+/// A ping not answered within this long counts as not answered.
+pub const NODE_PING_TIMEOUT_MS: u64 = 2 * NODE_PING_MS;
+/// A peer node whose last answered ping was sent longer ago than this is dead: about an
+/// awake follower's election timeout (three or four missed pings).
+pub const NODE_DEAD_MS: u64 = NODE_ELECTION_TIMEOUT_MIN_MS + NODE_PING_MS;
+/// Most hibernating cells one round wakes after a peer node died (a round is
+/// `HIBERNATE_LOOK_MS`): a node of 1,000 cells elects a third of them in a few rounds
+/// rather than all at once.
+pub const HIBERNATE_WAKE_ROUND_CELLS: usize = 64;
+/// A survivor that is not first in a cell's wake order wakes this much later per place
+/// (the first one campaigns at once; this one is its fallback).
+pub const HIBERNATE_WAKE_BACKUP_MS: u64 = 2 * NODE_ELECTION_TIMEOUT_MIN_MS;
 /// How long a node keeps retrying a read of the range map while the meta cell elects.
 pub const META_READ_RETRY_MS: u64 = 5_000;
 /// Largest envelope payload a receiver accepts by default (1 MiB).

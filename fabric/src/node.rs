@@ -66,6 +66,8 @@ pub struct NodeConfig {
     /// from the meta cell; renewed every sixth of it. A cell that cannot renew admits
     /// nothing once it lapses, and its entries lapse with it.
     pub work_quota_ttl_ms: u64,
+    /// Whether idle hosted cells hibernate (`crate::hibernate`).
+    pub hibernate: crate::hibernate::Hibernate,
 }
 
 impl NodeConfig {
@@ -86,6 +88,7 @@ impl NodeConfig {
             range_admin_lease_ttl_ms: limits::RANGE_ADMIN_LEASE_TTL_MS,
             transport: whip_cell::tls::Transport::Insecure,
             work_quota_ttl_ms: limits::WORK_QUOTA_TTL_MS,
+            hibernate: crate::hibernate::Hibernate::On,
         }
     }
 }
@@ -112,11 +115,16 @@ pub(crate) struct Inner {
     pub(crate) range_change: crate::range_change::Tracker,
     /// The one log of every hosted cell (`LogLayout::Node`).
     node_log: Option<Arc<NodeLog>>,
+    /// Which peer nodes answer this node's pings (`crate::hibernate`).
+    pub(crate) liveness: crate::hibernate::Liveness,
+    /// A random id of this run of the node, which its ping answers carry: a peer tells a
+    /// restart from it.
+    boot: u64,
 }
 
 impl Inner {
     /// Every hosted member.
-    fn members(&self) -> Vec<Cell> {
+    pub(crate) fn members(&self) -> Vec<Cell> {
         self.cells
             .read()
             .expect("cells lock")
@@ -157,6 +165,8 @@ impl Node {
                 quota_rounds: Mutex::new(HashMap::new()),
                 rpc: whip_cell::metrics::RpcStats::default(),
                 range_change: Default::default(),
+                liveness: Default::default(),
+                boot: rand_index() | 1,
             }),
         };
         let mut found = Vec::new();
@@ -180,6 +190,11 @@ impl Node {
         tokio::spawn(crate::takeover::takeover_loop(Arc::downgrade(&node.inner)));
         tokio::spawn(crate::follow::follow_loop(Arc::downgrade(&node.inner)));
         tokio::spawn(crate::quota::quota_loop(Arc::downgrade(&node.inner)));
+        if node.inner.config.hibernate == crate::hibernate::Hibernate::On {
+            tokio::spawn(crate::hibernate::hibernate_loop(Arc::downgrade(
+                &node.inner,
+            )));
+        }
         tracing::info!(
             node = node.id(),
             cells = node.hosted_ids().len(),
@@ -711,5 +726,9 @@ impl whip_cell::service::Cells for Node {
 
     fn identity_secret(&self, id: u64) -> Result<Option<[u8; 32]>, CellError> {
         Ok(self.identity(id)?.map(|i| i.secret()))
+    }
+
+    fn boot_id(&self) -> u64 {
+        self.inner.boot
     }
 }

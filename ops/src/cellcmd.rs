@@ -242,6 +242,25 @@ async fn init(global: &Global, members: Vec<String>) -> Result<ExitCode> {
     done(global, r.message)
 }
 
+fn print_status_json(s: &pb::StatusResponse, stages_of: u64) {
+    let members: Vec<_> = s
+        .members
+        .iter()
+        .map(|m| {
+            json!({
+                "id": m.id, "addr": m.addr, "voter": m.voter, "matched_index": m.matched_index,
+                "lag": m.lag,
+            })
+        })
+        .collect();
+    output::json(&json!({
+        "id": s.id, "leader": s.leader, "term": s.term, "members": members, "state": s.state,
+        "last_log_index": s.last_log_index, "last_applied": s.last_applied,
+        "hibernating": s.hibernating, "storage": s.storage, "stages": stages_json(&s.stages),
+        "stages_member": stages_of,
+    }));
+}
+
 async fn status(global: &Global) -> Result<ExitCode> {
     let session = crate::connect::session(global).await?;
     let result = session.client.status(pb::StatusRequest::default()).await;
@@ -263,21 +282,7 @@ async fn status(global: &Global) -> Result<ExitCode> {
         s.stages = leader.stages;
     }
     if global.json {
-        let members: Vec<_> = s
-            .members
-            .iter()
-            .map(|m| {
-                json!({
-                    "id": m.id, "addr": m.addr, "voter": m.voter, "matched_index": m.matched_index,
-                    "lag": m.lag,
-                })
-            })
-            .collect();
-        output::json(&json!({
-            "id": s.id, "leader": s.leader, "term": s.term, "members": members, "state": s.state,
-            "last_log_index": s.last_log_index, "last_applied": s.last_applied,
-            "storage": s.storage, "stages": stages_json(&s.stages), "stages_member": stages_of,
-        }));
+        print_status_json(&s, stages_of);
         return Ok(ExitCode::SUCCESS);
     }
     let leader = s.leader.map_or("none".to_string(), |l| l.to_string());
@@ -286,8 +291,11 @@ async fn status(global: &Global) -> Result<ExitCode> {
         s.id, s.state, s.term
     ));
     output::line(&format!(
-        "last log {}, last applied {}, storage {}",
-        s.last_log_index, s.last_applied, s.storage
+        "last log {}, last applied {}, storage {}{}",
+        s.last_log_index,
+        s.last_applied,
+        s.storage,
+        if s.hibernating { ", hibernating" } else { "" }
     ));
     let mut members = Table::new(&["member", "addr", "role", "lag"]);
     for m in &s.members {

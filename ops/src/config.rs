@@ -280,16 +280,37 @@ pub(crate) mod storage_name {
     }
 }
 
-/// Where a node's cells keep their logs, as its name in files and JSON (`node`, `cell`).
-pub(crate) mod log_layout_name {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use whip_cell::storage::LogLayout;
+/// A setting stored by its name in files and JSON (`--log node|cell`, `--hibernate on|off`).
+pub(crate) trait Named: std::str::FromStr<Err = String> {
+    fn name(&self) -> &'static str;
+}
 
-    pub(crate) fn serialize<S: Serializer>(layout: &LogLayout, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(layout.name())
+impl Named for whip_cell::storage::LogLayout {
+    fn name(&self) -> &'static str {
+        whip_cell::storage::LogLayout::name(*self)
+    }
+}
+
+impl Named for whip_fabric::hibernate::Hibernate {
+    fn name(&self) -> &'static str {
+        whip_fabric::hibernate::Hibernate::name(*self)
+    }
+}
+
+/// Serde of a [`Named`] setting as its name.
+pub(crate) mod by_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<T: super::Named, S: Serializer>(
+        value: &T,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.serialize_str(value.name())
     }
 
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<LogLayout, D::Error> {
+    pub(crate) fn deserialize<'de, T: super::Named, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<T, D::Error> {
         let name = String::deserialize(d)?;
         name.parse().map_err(serde::de::Error::custom)
     }

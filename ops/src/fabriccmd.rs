@@ -46,8 +46,14 @@ pub(crate) struct NodeServe {
     /// A/B runs). A cell made with its own log keeps it; a cell made on the node log
     /// refuses to start with `--log cell`.
     #[arg(long = "log", env = "WHIP_NODE_LOG", default_value = "node")]
-    #[serde(with = "crate::config::log_layout_name")]
+    #[serde(with = "crate::config::by_name")]
     pub(crate) log: whip_cell::storage::LogLayout,
+    /// Whether idle hosted cells hibernate: `on` (the default: a cell with nothing to do
+    /// for 2 s stops its heartbeats and election timer until work or a peer's death wakes
+    /// it) or `off` (every cell heartbeats, for A/B runs).
+    #[arg(long = "hibernate", env = "WHIP_HIBERNATE", default_value = "on")]
+    #[serde(with = "crate::config::by_name")]
+    pub(crate) hibernate: whip_fabric::hibernate::Hibernate,
 }
 
 impl NodeServe {
@@ -166,6 +172,7 @@ pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> 
     config.transport = transport;
     config.storage = common.storage;
     config.log = settings.log;
+    config.hibernate = settings.hibernate;
     config.clock_offset = common.clock_offset();
     config.disk_faults = common.disk_faults();
     config.heartbeat_ms = settings.heartbeat_ms;
@@ -462,6 +469,7 @@ pub(crate) fn print_status(global: &Global, s: &pb::FabricStatusResponse, title:
                     "id": c.id, "leader": c.leader, "voters": c.voters,
                     "ranges": c.ranges.iter().map(range_json).collect::<Vec<_>>(),
                     "term": c.term, "last_applied": c.last_applied, "public_key": c.public_key,
+                    "hibernating": c.hibernating,
                 })
             })
             .collect();

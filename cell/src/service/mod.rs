@@ -129,6 +129,11 @@ pub trait Cells: Send + Sync + 'static {
         let _ = id;
         Ok(None)
     }
+    /// A random id of this run of the server, which its answers to node pings carry (0:
+    /// none; a standalone cell is pinged by no node).
+    fn boot_id(&self) -> u64 {
+        0
+    }
 }
 
 impl Cells for Cell {

@@ -346,7 +346,8 @@ impl raft_server::Raft for RaftApi {
         }
         let answers = blobs.into_iter().map(|blob| self.append_item(blob));
         let answers = futures::future::join_all(answers).await;
-        Ok(Response::new(pb::BlobAnswers { answers }))
+        let boot = self.cells.boot_id();
+        Ok(Response::new(pb::BlobAnswers { answers, boot }))
     }
 
     async fn vote(&self, req: GrpcRequest<pb::Blob>) -> GrpcResult<pb::Blob> {

@@ -7,6 +7,7 @@ mod t21_ephemeral;
 mod t22_watch;
 mod t25_direct;
 mod t26_heartbeats;
+mod t27_hibernation;
 mod t30_singletons;
 mod t40_moves;
 mod t42_stalled_move;

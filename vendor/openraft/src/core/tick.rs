@@ -28,12 +28,17 @@ where C: RaftTypeConfig
 
     /// Emit event or not
     enabled: Arc<AtomicBool>,
+
+    /// whip patch: a disabled loop parks here until it is enabled again, instead of waking
+    /// every interval to find it has nothing to send (a hibernating cell costs no wake-up).
+    resumed: Arc<tokio::sync::Notify>,
 }
 
 pub(crate) struct TickHandle<C>
 where C: RaftTypeConfig
 {
     enabled: Arc<AtomicBool>,
+    resumed: Arc<tokio::sync::Notify>,
     shutdown: Mutex<Option<oneshot::Sender<()>>>,
     join_handle: Mutex<Option<JoinHandleOf<C, ()>>>,
 }
@@ -55,9 +60,11 @@ where C: RaftTypeConfig
 {
     pub(crate) fn spawn(interval: Duration, tx: mpsc::UnboundedSender<Notify<C>>, enabled: bool) -> TickHandle<C> {
         let enabled = Arc::new(AtomicBool::from(enabled));
+        let resumed = Arc::new(tokio::sync::Notify::new());
         let this = Self {
             interval,
             enabled: enabled.clone(),
+            resumed: resumed.clone(),
             tx,
         };
 
@@ -73,6 +80,7 @@ where C: RaftTypeConfig
 
         TickHandle {
             enabled,
+            resumed,
             shutdown,
             join_handle: Mutex::new(Some(join_handle)),
         }
@@ -99,8 +107,13 @@ where C: RaftTypeConfig
                 }
             }
 
-            if !self.enabled.load(Ordering::Relaxed) {
-                continue;
+            // whip patch: park while disabled (see `resumed`).
+            while !self.enabled.load(Ordering::Relaxed) {
+                let resumed = std::pin::pin!(self.resumed.notified());
+                if let Either::Left(_) = futures::future::select(cancel.as_mut(), resumed).await {
+                    tracing::info!("TickLoop received cancel signal, quit");
+                    return;
+                }
             }
 
             i += 1;
@@ -121,6 +134,10 @@ where C: RaftTypeConfig
 {
     pub(crate) fn enable(&self, enabled: bool) {
         self.enabled.store(enabled, Ordering::Relaxed);
+        if enabled {
+            // whip patch: wake a parked loop (a stored permit if it is not parked yet).
+            self.resumed.notify_one();
+        }
     }
 
     /// Signal the tick loop to stop. And return a JoinHandle to wait for the loop to stop.
