@@ -54,6 +54,11 @@ struct Args {
     /// a recovery on purpose (`2s`, `1500ms`).
     #[arg(long, hide = true, value_parser = parse_duration)]
     recovery_bound: Option<Duration>,
+    /// Instead of workloads and faults: let a fabric of --fabric-cells cells idle, read
+    /// what each idle cell costs, SIGKILL the node leading the most cells and time every
+    /// cell until it takes a write again, then restart it (`storm.json` in --out).
+    #[arg(long)]
+    wake_storm: bool,
     /// Print the verdict as JSON.
     #[arg(long)]
     json: bool,
@@ -149,6 +154,9 @@ fn main() -> ExitCode {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build();
+    if args.wake_storm {
+        return wake_storm(runtime, &options, args.json);
+    }
     let report = match runtime
         .map_err(|e| e.to_string())
         .and_then(|rt| rt.block_on(chaos::run(options)))
@@ -160,6 +168,42 @@ fn main() -> ExitCode {
         }
     };
     print_report(&report, args.json)
+}
+
+fn wake_storm(
+    runtime: std::io::Result<tokio::runtime::Runtime>,
+    options: &Options,
+    json: bool,
+) -> ExitCode {
+    let run = |rt: tokio::runtime::Runtime| {
+        rt.block_on(async {
+            tokio::select! {
+                r = chaos::storm::run(options) => r,
+                _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+            }
+        })
+    };
+    match runtime.map_err(|e| e.to_string()).and_then(run) {
+        Ok(report) => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).expect("report encodes")
+                );
+            } else {
+                print!("{}", chaos::storm::table(&report));
+            }
+            if report.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("whip chaos: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn print_report(report: &chaos::Report, json: bool) -> ExitCode {

@@ -26,6 +26,7 @@ pub mod net;
 pub mod nodes;
 pub mod progress;
 pub mod registry;
+pub mod storm;
 pub mod vote;
 pub mod watch;
 pub mod workload;

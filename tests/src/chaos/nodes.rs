@@ -303,6 +303,11 @@ impl Nodes {
         node.paused = false;
     }
 
+    /// The process id of node `id`, while it runs.
+    pub fn pid(&self, id: usize) -> Option<u32> {
+        self.nodes[id - 1].child.as_ref().map(Child::id)
+    }
+
     /// Is node `id` running (possibly paused)?
     pub fn is_running(&self, id: usize) -> bool {
         self.nodes[id - 1].child.is_some()
