@@ -707,7 +707,7 @@ class MemberStatus(_message.Message):
     def __init__(self, id: _Optional[int] = ..., addr: _Optional[str] = ..., voter: _Optional[bool] = ..., matched_index: _Optional[int] = ..., lag: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("id", "leader", "term", "members", "last_log_index", "last_applied", "state", "storage", "raft_refused", "stages")
+    __slots__ = ("id", "leader", "term", "members", "last_log_index", "last_applied", "state", "storage", "raft_refused", "stages", "hibernating")
     ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
@@ -718,6 +718,7 @@ class StatusResponse(_message.Message):
     STORAGE_FIELD_NUMBER: _ClassVar[int]
     RAFT_REFUSED_FIELD_NUMBER: _ClassVar[int]
     STAGES_FIELD_NUMBER: _ClassVar[int]
+    HIBERNATING_FIELD_NUMBER: _ClassVar[int]
     id: int
     leader: int
     term: int
@@ -728,7 +729,8 @@ class StatusResponse(_message.Message):
     storage: str
     raft_refused: int
     stages: _containers.RepeatedCompositeFieldContainer[StageLatency]
-    def __init__(self, id: _Optional[int] = ..., leader: _Optional[int] = ..., term: _Optional[int] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., last_log_index: _Optional[int] = ..., last_applied: _Optional[int] = ..., state: _Optional[str] = ..., storage: _Optional[str] = ..., raft_refused: _Optional[int] = ..., stages: _Optional[_Iterable[_Union[StageLatency, _Mapping]]] = ...) -> None: ...
+    hibernating: bool
+    def __init__(self, id: _Optional[int] = ..., leader: _Optional[int] = ..., term: _Optional[int] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., last_log_index: _Optional[int] = ..., last_applied: _Optional[int] = ..., state: _Optional[str] = ..., storage: _Optional[str] = ..., raft_refused: _Optional[int] = ..., stages: _Optional[_Iterable[_Union[StageLatency, _Mapping]]] = ..., hibernating: _Optional[bool] = ...) -> None: ...
 
 class ErrorDetail(_message.Message):
     __slots__ = ("not_leader", "wrong_range", "refused")
@@ -1975,10 +1977,12 @@ class BlobAnswer(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class BlobAnswers(_message.Message):
-    __slots__ = ("answers",)
+    __slots__ = ("answers", "boot")
     ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    BOOT_FIELD_NUMBER: _ClassVar[int]
     answers: _containers.RepeatedCompositeFieldContainer[BlobAnswer]
-    def __init__(self, answers: _Optional[_Iterable[_Union[BlobAnswer, _Mapping]]] = ...) -> None: ...
+    boot: int
+    def __init__(self, answers: _Optional[_Iterable[_Union[BlobAnswer, _Mapping]]] = ..., boot: _Optional[int] = ...) -> None: ...
 
 class CreateCellRequest(_message.Message):
     __slots__ = ("cell", "voters", "identity_secret")
@@ -2013,7 +2017,7 @@ class RangeInfo(_message.Message):
     def __init__(self, start: _Optional[int] = ..., last: _Optional[int] = ..., epoch: _Optional[int] = ..., cell: _Optional[int] = ...) -> None: ...
 
 class CellInfo(_message.Message):
-    __slots__ = ("id", "leader", "voters", "ranges", "term", "last_applied", "public_key")
+    __slots__ = ("id", "leader", "voters", "ranges", "term", "last_applied", "public_key", "hibernating")
     ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     VOTERS_FIELD_NUMBER: _ClassVar[int]
@@ -2021,6 +2025,7 @@ class CellInfo(_message.Message):
     TERM_FIELD_NUMBER: _ClassVar[int]
     LAST_APPLIED_FIELD_NUMBER: _ClassVar[int]
     PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    HIBERNATING_FIELD_NUMBER: _ClassVar[int]
     id: int
     leader: int
     voters: _containers.RepeatedScalarFieldContainer[int]
@@ -2028,7 +2033,8 @@ class CellInfo(_message.Message):
     term: int
     last_applied: int
     public_key: str
-    def __init__(self, id: _Optional[int] = ..., leader: _Optional[int] = ..., voters: _Optional[_Iterable[int]] = ..., ranges: _Optional[_Iterable[_Union[RangeInfo, _Mapping]]] = ..., term: _Optional[int] = ..., last_applied: _Optional[int] = ..., public_key: _Optional[str] = ...) -> None: ...
+    hibernating: bool
+    def __init__(self, id: _Optional[int] = ..., leader: _Optional[int] = ..., voters: _Optional[_Iterable[int]] = ..., ranges: _Optional[_Iterable[_Union[RangeInfo, _Mapping]]] = ..., term: _Optional[int] = ..., last_applied: _Optional[int] = ..., public_key: _Optional[str] = ..., hibernating: _Optional[bool] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
     __slots__ = ("id", "addr", "reachable")
