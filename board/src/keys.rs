@@ -63,6 +63,8 @@ pub(crate) const MAIL: u8 = b'o';
 pub(crate) const MBOX_HEAD: u8 = b'M';
 /// Agent mail messages: family, address, sequence.
 pub(crate) const MBOX_MSG: u8 = b'N';
+/// Agent mail's take windows (`crate::mail_take`): family, address.
+pub(crate) const MBOX_TAKE: u8 = b'6';
 /// Tasks of this cell's cell-tier board (cell-local): family, origin team, sequence.
 pub(crate) const CELL_TASK: u8 = b'x';
 /// Ready index of the cell tier (cell-local): family, spill sequence, origin team,
@@ -152,7 +154,7 @@ pub(crate) const TIME_FLOOR: u8 = b'4';
 
 /// Every family above: a row of any other first byte is no row of this state machine.
 #[rustfmt::skip]
-pub(crate) const FAMILIES: [u8; 57] = [
+pub(crate) const FAMILIES: [u8; 58] = [
     KV, LEASE, HOLDER, COUNTER, LEDGER_HEAD, LEDGER_ENTRY, IDEMPOTENCY, DEADLINE, OUTBOX,
     OUTBOX_ITEM, INBOX, ALARM, ALARM_HEAD, RANGE, FENCE_OFFSET, FABRIC_MODE, ELECTION, SCHEDULE,
     TEAM, TASK, READY, CLAIM, MAIL_HEAD, MAIL, MBOX_HEAD, MBOX_MSG, CELL_TASK, CELL_READY,
@@ -160,7 +162,7 @@ pub(crate) const FAMILIES: [u8; 57] = [
     ALARM_CAUSE, VOTE_TEAM, PROPOSAL, BALLOT, ENGINE, INSTANCE_OWNER, META_MODE,
     WORK_OWNER, WATCH_EVENT, WATCH_META, ADMIN_FENCE, KV_ATTACH, KV_LEASED, PATH_RESERVATION,
     PATH_HOLDER, PATH_REPO, RANGE_TRACK, RANGE_CHANGED, FOLLOW_UP, FOLLOW_HEAD, TIME_FLOOR,
-    RANGE_COPIED,
+    RANGE_COPIED, MBOX_TAKE,
 ];
 
 /// Append `s` escaped but without its terminator (a prefix of every longer string's form).

@@ -77,6 +77,7 @@ mod lease;
 mod ledger;
 pub mod limits;
 pub mod mail;
+pub mod mail_take;
 mod mailbox;
 pub mod next;
 pub mod path_glob;
@@ -309,6 +310,19 @@ fn apply_mail(
             address,
             through_seq,
         } => mail::ack(txn, now_ms, caller, address, *through_seq),
+        Command::MailTake {
+            address,
+            ack_through,
+            max,
+            visibility_ms,
+        } => {
+            let take = mail_take::Take {
+                ack_through: *ack_through,
+                max: *max,
+                visibility_ms: *visibility_ms,
+            };
+            mail_take::take(txn, now_ms, caller, address, &take)
+        }
         Command::MailGrant {
             address,
             sender,

@@ -104,6 +104,13 @@ pub const MAIL_PAYLOAD_BYTES_MAX: usize = 64 << 10;
 pub const MAIL_REF_BYTES_MAX: usize = 256;
 /// Senders one mailbox's authority may grant the right to direct it.
 pub const MAIL_GRANTS_MAX: usize = 64;
+/// Most messages one take hands out.
+pub const MAIL_TAKE_MAX: u32 = 100;
+/// Longest visibility window of a take.
+pub const MAIL_VISIBILITY_MS_MAX: u64 = 3_600_000;
+/// Most take windows a mailbox keeps open; past it a take widens its newest one (its
+/// messages stay hidden a little longer, never shorter).
+pub const MAIL_TAKE_WINDOWS_MAX: usize = 64;
 /// Options of one proposal, at least.
 pub const VOTE_OPTIONS_MIN: usize = 2;
 /// Options of one proposal, at most.

@@ -291,7 +291,7 @@ fn head_key(address: &Address) -> Vec<u8> {
     keys::named(MBOX_HEAD, &address.code())
 }
 
-fn message_key(address: &Address, seq: u64) -> Vec<u8> {
+pub(crate) fn message_key(address: &Address, seq: u64) -> Vec<u8> {
     let mut key = keys::named(MBOX_MSG, &address.code());
     keys::push_u64(&mut key, seq);
     key
@@ -444,6 +444,15 @@ pub(crate) fn check(command: &Command) -> Result<(), String> {
             check_body(*kind, body)
         }
         Command::MailAck { address, .. } | Command::MailRelease { address, .. } => address.check(),
+        Command::MailTake {
+            address,
+            max,
+            visibility_ms,
+            ..
+        } => {
+            address.check()?;
+            crate::mail_take::check(*max, *visibility_ms)
+        }
         Command::MailGrant {
             address, sender, ..
         } => {
@@ -542,6 +551,15 @@ pub(crate) fn ack(
     if let Err(refusal) = guard_read(txn, now_ms, caller, address) {
         return refused(refusal);
     }
+    Outcome::MailAcked {
+        address: address.code(),
+        removed: remove_through(txn, address, through_seq),
+    }
+}
+
+/// Remove the messages of `address` through `through_seq`, except quarantined ones (they
+/// wait for the recipient's authority); how many went.
+pub(crate) fn remove_through(txn: &mut impl Txn, address: &Address, through_seq: u64) -> u32 {
     let start = message_key(address, 1);
     let end = message_key(address, through_seq.saturating_add(1));
     let mut removed = 0u32;
@@ -558,10 +576,7 @@ pub(crate) fn ack(
     if removed > 0 {
         txn.put(&head_key(address), &encode(&head));
     }
-    Outcome::MailAcked {
-        address: address.code(),
-        removed,
-    }
+    removed
 }
 
 /// The recipient's authority allows (or stops) `sender` directing it.
@@ -672,6 +687,11 @@ pub(crate) fn list(
     out
 }
 
+/// The message a stored row holds.
+pub(crate) fn view_of(address: &Address, key: &[u8], value: &[u8]) -> MailView {
+    view(address, key, decode(value))
+}
+
 fn view(address: &Address, key: &[u8], stored: Stored) -> MailView {
     let seq_bytes: [u8; 8] = key[key.len() - 8..].try_into().expect("seq is a u64");
     let seq = u64::from_be_bytes(seq_bytes);
@@ -710,6 +730,7 @@ pub(crate) fn purge_team(txn: &mut impl Txn, team: &str, budget: usize) -> (u32,
         txn.delete(&head_key(&address));
         removed += 1;
     }
+    crate::mail_take::forget(txn, &address);
     let done = !messages_left && txn.get(&head_key(&address)).is_none();
     (u32::try_from(removed).expect("budget fits u32"), done)
 }
@@ -725,6 +746,7 @@ pub(crate) fn purge_entry(txn: &mut impl Txn, id: &str) {
         txn.delete(&key);
     }
     txn.delete(&head_key(&address));
+    crate::mail_take::forget(txn, &address);
 }
 
 /// Mailboxes with messages waiting, in address order: (address, messages waiting), from
@@ -741,7 +763,7 @@ pub(crate) fn depths(txn: &impl Txn, limit: usize) -> Vec<(String, u64)> {
 }
 
 /// The first key after `key` in scan order.
-fn after(key: &[u8]) -> Vec<u8> {
+pub(crate) fn after(key: &[u8]) -> Vec<u8> {
     let mut next = key.to_vec();
     next.push(0);
     next

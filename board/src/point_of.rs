@@ -59,6 +59,7 @@ pub fn command(command: &Command) -> Result<Option<u64>, String> {
         }
         Command::MailSend { to: address, .. }
         | Command::MailAck { address, .. }
+        | Command::MailTake { address, .. }
         | Command::MailGrant { address, .. }
         | Command::MailRelease { address, .. } => Some(address.point()),
         Command::TeamRole { team, .. } | Command::VoteOpen { team, .. } => Some(team_point(team)),

@@ -437,7 +437,7 @@ pub(crate) fn row_point(key: &[u8], value: &[u8]) -> Option<u64> {
             let repo = String::from_utf8(parts.into_iter().nth(1)?).ok()?;
             Some(route::repo_point(&repo))
         }
-        keys::MBOX_HEAD | keys::MBOX_MSG => crate::mail::row_point(key),
+        keys::MBOX_HEAD | keys::MBOX_MSG | keys::MBOX_TAKE => crate::mail::row_point(key),
         // An instance's rows and its owner record move with the instance's tag.
         keys::ENGINE => Some(route::kv_point(rest)),
         keys::INSTANCE_OWNER => crate::instance::owner_row_point(key),

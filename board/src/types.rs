@@ -723,6 +723,19 @@ pub enum Command {
         /// The last sequence taken.
         through_seq: u64,
     },
+    /// A reader acknowledges its mail through `ack_through` and takes the next messages
+    /// in one apply; each taken one is hidden from other takes for `visibility_ms`
+    /// ([`crate::mail_take`]).
+    MailTake {
+        /// The mailbox.
+        address: crate::vocab::mail::Address,
+        /// Acknowledge (remove) every message up to this sequence first.
+        ack_through: Option<u64>,
+        /// At most this many messages.
+        max: u32,
+        /// How long the taken messages stay hidden from other takes.
+        visibility_ms: u64,
+    },
     /// The mailbox's authority allows (or stops) `sender` directing it.
     MailGrant {
         /// The mailbox.
@@ -1021,6 +1034,7 @@ crate::codes::stable_codes! {
         76 => RangeDrained,
         77 => WorkQuotaAsk,
         78 => WorkQuotaFloor,
+        79 => MailTake,
     }
 }
 
@@ -1504,6 +1518,17 @@ pub enum Outcome {
         /// Messages removed.
         removed: u32,
     },
+    /// A reader's take: what it acknowledged and the messages it got.
+    MailTaken {
+        /// The mailbox.
+        address: String,
+        /// Messages the take's acknowledgement removed.
+        removed: u32,
+        /// The messages taken, in sequence order.
+        messages: Vec<crate::vocab::mail::MailView>,
+        /// When they come back to other takes if not acknowledged (0: none taken).
+        visible_until_ms: u64,
+    },
     /// A grant was made or revoked.
     MailGranted {
         /// The mailbox.
@@ -1711,6 +1736,7 @@ crate::codes::stable_codes! {
         89 => AgentRefused,
         90 => RangeFrozenAt,
         91 => WorkQuotaFloored,
+        92 => MailTaken,
     }
 }
 
@@ -2165,8 +2191,7 @@ impl Command {
             | Command::HandoffBatch { .. }
             | Command::HandoffReset { .. }
             | Command::FollowUpDone { .. } => Family::Handoff,
-            Command::MailSend { .. }
-            | Command::MailAck { .. }
+            Command::MailSend { .. } | Command::MailAck { .. } | Command::MailTake { .. }
             | Command::MailGrant { .. }
             | Command::MailRelease { .. } => Family::Mail,
             Command::TeamRole { .. }

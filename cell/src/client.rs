@@ -554,6 +554,7 @@ impl CellClient {
     writes! {
         mail_send(pb::MailSendRequest) -> pb::MailSendResponse;
         mail_ack(pb::MailAckRequest) -> pb::MailResponse;
+        mail_take(pb::MailTakeRequest) -> pb::MailTakeResponse;
         mail_grant(pb::MailGrantRequest) -> pb::MailResponse;
         mail_release(pb::MailReleaseRequest) -> pb::MailResponse;
         team_role(pb::TeamRoleRequest) -> pb::VoteResponse;

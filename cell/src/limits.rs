@@ -46,6 +46,10 @@ pub const APPEND_ENTRIES_MAX: u64 = 4;
 pub const SNAPSHOT_AFTER_ENTRIES_DEFAULT: u64 = 20_000;
 /// How often the leader checks for due deadlines.
 pub const TICK_INTERVAL_MS: u64 = 100;
+/// Messages a mail take returns when the request names no maximum.
+pub const MAIL_TAKE_DEFAULT: u32 = 10;
+/// A mail take's visibility window when the request names none.
+pub const MAIL_VISIBILITY_MS_DEFAULT: u64 = 30_000;
 /// A member whose cell made no progress for this long hibernates (`hibernation.rs`): its
 /// tick goes off, so it neither heartbeats nor times its leader out.
 pub const HIBERNATE_QUIET_MS: u64 = 2_000;

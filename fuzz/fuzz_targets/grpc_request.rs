@@ -82,6 +82,7 @@ const CELL_METHODS: &[&str] = &[
     "MailSend",
     "MailInbox",
     "MailAck",
+    "MailTake",
     "MailGrant",
     "MailRelease",
 ];

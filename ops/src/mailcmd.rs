@@ -78,6 +78,27 @@ pub(crate) enum MailCommand {
         #[arg(long, default_value_t = 100)]
         limit: u32,
     },
+    /// Acknowledge every message through --ack-through and take up to --max next ones in
+    /// one call (default mailbox: your own). Each taken message stays hidden from other
+    /// takes for --visibility, then comes back unless acknowledged (at least once).
+    Take {
+        /// `agent:NAME`, `team:NAME` or `entry:ID` (default: `--agent`'s).
+        address: Option<String>,
+        /// Acknowledge (remove) every message up to this sequence first.
+        #[arg(long, value_name = "SEQ")]
+        ack_through: Option<u64>,
+        /// At most this many messages.
+        #[arg(long, default_value_t = whip_cell::limits::MAIL_TAKE_DEFAULT)]
+        max: u32,
+        /// When none is waiting, wait up to this long for one (e.g. `10s`), waking on the
+        /// mailbox cell's applies.
+        #[arg(long, value_name = "DURATION", value_parser = output::parse_duration_ms)]
+        wait: Option<u64>,
+        /// How long the taken messages stay hidden from other takes (e.g. `30s`).
+        #[arg(long, value_name = "DURATION", default_value = "30s",
+            value_parser = output::parse_duration_ms)]
+        visibility: u64,
+    },
     /// Answer message ID (its sender gets a `reply` naming it).
     Reply {
         id: String,
@@ -155,6 +176,22 @@ async fn mail_on(global: &Global, c: &CellClient, cmd: MailCommand) -> Result<Ex
         }
         MailCommand::Drain { address, limit } => {
             drain(global, c, own(global, address), limit).await
+        }
+        MailCommand::Take {
+            address,
+            ack_through,
+            max,
+            wait,
+            visibility,
+        } => {
+            let request = pb::MailTakeRequest {
+                address: own(global, address),
+                ack_through,
+                max,
+                visibility_ms: visibility,
+                idempotency_key: String::new(),
+            };
+            crate::mailtake::take(global, c, request, wait.unwrap_or(0)).await
         }
         MailCommand::Reply { id, text, payload } => reply(global, c, id, text, payload).await,
         MailCommand::Grant { address, sender } => grant(global, c, address, sender, true).await,
@@ -347,7 +384,7 @@ fn sent(global: &Global, r: &pb::MailSendResponse) -> ExitCode {
 }
 
 /// A refusal: its stable reason, exit code 1.
-fn refused(global: &Global, reason: &str, message: &str) -> ExitCode {
+pub(crate) fn refused(global: &Global, reason: &str, message: &str) -> ExitCode {
     if global.json {
         output::json(&json!({"outcome": "refused", "reason": reason, "error": message}));
     }
@@ -366,7 +403,7 @@ pub(crate) fn type_name(number: i32) -> &'static str {
     whip_cell::mail_wire::mail_type(number).map_or("unknown", |kind| kind.code())
 }
 
-fn message_json(m: &pb::MailMessage) -> Value {
+pub(crate) fn message_json(m: &pb::MailMessage) -> Value {
     let screen = m.screen.clone().unwrap_or_default();
     let findings: Vec<Value> = screen
         .findings
@@ -387,7 +424,7 @@ fn message_json(m: &pb::MailMessage) -> Value {
     })
 }
 
-fn print_messages(global: &Global, messages: &[pb::MailMessage]) {
+pub(crate) fn print_messages(global: &Global, messages: &[pb::MailMessage]) {
     if global.json {
         output::json(&Value::Array(messages.iter().map(message_json).collect()));
         return;

@@ -27,6 +27,7 @@ mod kvtxn;
 mod limits;
 mod logging;
 mod mailcmd;
+mod mailtake;
 mod mcp;
 mod observe;
 mod operate;

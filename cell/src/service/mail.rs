@@ -13,6 +13,7 @@ use whip_proto::v1::OutcomeCode as Code;
 
 use super::{CellApi, GrpcResult};
 use crate::convert::answered;
+use crate::limits::{MAIL_TAKE_DEFAULT, MAIL_VISIBILITY_MS_DEFAULT};
 
 /// The board's type for a wire type number; anything outside the closed set (or unset) is
 /// a decode failure, never passed through.
@@ -148,6 +149,49 @@ impl CellApi {
         };
         let outcome = self.submit(&caller, req.idempotency_key, command).await?;
         Ok(Response::new(mail_response(outcome)?))
+    }
+
+    pub(super) async fn mail_take_rpc(
+        &self,
+        req: GrpcRequest<pb::MailTakeRequest>,
+    ) -> GrpcResult<pb::MailTakeResponse> {
+        let caller = self.caller_of(&req).await?;
+        let req = req.into_inner();
+        let command = Command::MailTake {
+            address: address(&req.address)?,
+            ack_through: req.ack_through,
+            max: if req.max == 0 {
+                MAIL_TAKE_DEFAULT
+            } else {
+                req.max
+            },
+            visibility_ms: match req.visibility_ms {
+                0 => MAIL_VISIBILITY_MS_DEFAULT,
+                ms => ms,
+            },
+        };
+        let mut r = pb::MailTakeResponse::default();
+        match self.submit(&caller, req.idempotency_key, command).await? {
+            Outcome::MailTaken {
+                removed,
+                messages,
+                visible_until_ms,
+                ..
+            } => {
+                (r.code, r.outcome) = answered(Code::MailTaken);
+                r.removed = removed;
+                r.messages = messages
+                    .into_iter()
+                    .map(crate::mail_wire::message_pb)
+                    .collect();
+                r.visible_until_ms = visible_until_ms;
+            }
+            Outcome::MailRefused { refusal } => {
+                (r.code, r.outcome, r.reason, r.message) = refused(&refusal)
+            }
+            other => return Err(Status::internal(format!("unexpected answer {other:?}"))),
+        }
+        Ok(Response::new(r))
     }
 
     pub(super) async fn mail_grant_rpc(

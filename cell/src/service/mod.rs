@@ -1186,6 +1186,13 @@ impl cell_server::Cell for CellApi {
         self.mail_ack_rpc(req).await
     }
 
+    async fn mail_take(
+        &self,
+        req: GrpcRequest<pb::MailTakeRequest>,
+    ) -> GrpcResult<pb::MailTakeResponse> {
+        self.mail_take_rpc(req).await
+    }
+
     async fn mail_grant(
         &self,
         req: GrpcRequest<pb::MailGrantRequest>,

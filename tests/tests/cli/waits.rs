@@ -169,3 +169,90 @@ fn kv_watch_prints_one_json_line_per_change_and_ends_on_sigint() {
     let status = stop(&mut watch, libc::SIGINT);
     assert!(status.success(), "SIGINT ends a watch cleanly: {status:?}");
 }
+
+/// The sequences of a `whip mail take --json` answer's messages.
+fn taken_seqs(answer: &Value) -> Vec<u64> {
+    let messages = answer["messages"].as_array().expect("messages");
+    messages.iter().filter_map(|m| m["seq"].as_u64()).collect()
+}
+
+/// Issue 35's contract line: `whip mail take [ADDRESS] [--ack-through SEQ] [--max N]
+/// [--wait 10s] [--visibility 30s]` acknowledges and takes in one call; what is not
+/// acknowledged comes back after its window; a waiting take returns the message sent while
+/// it waits; a peer cannot take another's mail.
+#[test]
+fn mail_take_acknowledges_takes_redelivers_and_waits() {
+    let cli = DevCli::start();
+    ok(&cli.run(&["agent", "register", "--agent", "bob"]));
+    ok(&cli.run(&["agent", "register", "--agent", "eve"]));
+    for text in ["one", "two", "three"] {
+        ok(&cli.run(&["mail", "send", "bob", "--text", text, "--agent", "eve"]));
+    }
+    let take = |extra: &[&str]| {
+        let args = [&["mail", "take", "--agent", "bob", "--json"][..], extra].concat();
+        json_of(&cli.run(&args))
+    };
+    let first = take(&["--max", "2"]);
+    assert_eq!(taken_seqs(&first), vec![1, 2], "{first}");
+    assert_eq!(
+        (&first["removed"], &first["outcome"]),
+        (&0.into(), &"taken".into())
+    );
+    assert!(
+        first["visible_until_ms"].as_u64().is_some_and(|t| t > 0),
+        "{first}"
+    );
+    let second = take(&["--ack-through", "2", "--max", "5", "--visibility", "1s"]);
+    assert_eq!(
+        (taken_seqs(&second), &second["removed"]),
+        (vec![3], &2.into())
+    );
+    // Not acknowledged: message 3 comes back once its 1 s window ends, to a waiting take.
+    let again = take(&["--wait", "20s"]);
+    assert_eq!(taken_seqs(&again), vec![3], "{again}");
+
+    a_peer_cannot_take(&cli);
+
+    // A take that waits returns the message sent while it waits.
+    let args = [
+        "mail",
+        "take",
+        "--agent",
+        "bob",
+        "--ack-through",
+        "3",
+        "--wait",
+        "30s",
+        "--json",
+    ];
+    let mut waiting = spawn(&cli, &args);
+    ok(&cli.run(&["mail", "send", "bob", "--text", "four", "--agent", "eve"]));
+    let status = wait_exit(&mut waiting);
+    assert!(status.success(), "{status:?}");
+    let mut out = String::new();
+    std::io::Read::read_to_string(waiting.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let answer: Value = serde_json::from_str(out.trim()).expect("one JSON answer");
+    assert_eq!(
+        (taken_seqs(&answer), &answer["removed"]),
+        (vec![4], &1.into()),
+        "{answer}"
+    );
+}
+
+/// A peer cannot take bob's mail, nor acknowledge it.
+fn a_peer_cannot_take(cli: &DevCli) {
+    let peer = cli.run(&[
+        "mail",
+        "take",
+        "agent:bob",
+        "--ack-through",
+        "3",
+        "--agent",
+        "eve",
+    ]);
+    assert_eq!(peer.status.code(), Some(1), "{peer:?}");
+    assert!(
+        String::from_utf8_lossy(&peer.stderr).contains("not_reader"),
+        "{peer:?}"
+    );
+}

@@ -62,6 +62,7 @@ class OutcomeCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MAIL_REVOKED: _ClassVar[OutcomeCode]
     MAIL_RELEASED: _ClassVar[OutcomeCode]
     MAIL_DROPPED: _ClassVar[OutcomeCode]
+    MAIL_TAKEN: _ClassVar[OutcomeCode]
     ROLE_SET: _ClassVar[OutcomeCode]
     VOTE_OPENED: _ClassVar[OutcomeCode]
     VOTE_ACCEPTED: _ClassVar[OutcomeCode]
@@ -152,6 +153,7 @@ MAIL_GRANTED: OutcomeCode
 MAIL_REVOKED: OutcomeCode
 MAIL_RELEASED: OutcomeCode
 MAIL_DROPPED: OutcomeCode
+MAIL_TAKEN: OutcomeCode
 ROLE_SET: OutcomeCode
 VOTE_OPENED: OutcomeCode
 VOTE_ACCEPTED: OutcomeCode
@@ -1477,6 +1479,38 @@ class MailAckRequest(_message.Message):
     through_seq: int
     idempotency_key: str
     def __init__(self, address: _Optional[str] = ..., through_seq: _Optional[int] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class MailTakeRequest(_message.Message):
+    __slots__ = ("address", "ack_through", "max", "visibility_ms", "idempotency_key")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ACK_THROUGH_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    VISIBILITY_MS_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    ack_through: int
+    max: int
+    visibility_ms: int
+    idempotency_key: str
+    def __init__(self, address: _Optional[str] = ..., ack_through: _Optional[int] = ..., max: _Optional[int] = ..., visibility_ms: _Optional[int] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class MailTakeResponse(_message.Message):
+    __slots__ = ("outcome", "reason", "message", "code", "removed", "messages", "visible_until_ms")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    VISIBLE_UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    outcome: str
+    reason: str
+    message: str
+    code: OutcomeCode
+    removed: int
+    messages: _containers.RepeatedCompositeFieldContainer[MailMessage]
+    visible_until_ms: int
+    def __init__(self, outcome: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., code: _Optional[_Union[OutcomeCode, str]] = ..., removed: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[MailMessage, _Mapping]]] = ..., visible_until_ms: _Optional[int] = ...) -> None: ...
 
 class MailGrantRequest(_message.Message):
     __slots__ = ("address", "sender", "allow", "idempotency_key")
