@@ -307,10 +307,12 @@ impl RaftNetwork<TypeConfig> for Connection {
             true => RpcKind::Append,
             false => RpcKind::Heartbeat,
         };
-        let sent = std::time::Instant::now();
+        let (sent, sent_on) = (std::time::Instant::now(), crate::stages::here());
         let answer = self.call(kind, &rpc, &option).await;
         if carries_entries && answer.is_ok() {
             self.stages.record(Stage::FollowerAcked, sent.elapsed());
+            let switches = crate::stages::switched(sent_on);
+            self.stages.hop(Stage::FollowerAcked, switches);
         }
         answer
     }

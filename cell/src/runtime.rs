@@ -108,8 +108,10 @@ impl CellConfig {
 
 struct Pending {
     request: Request,
-    /// When the runtime accepted it (for the `queue` and `replied` stages).
+    /// When the runtime accepted it (for the `queue` and `replied` stages), and on which
+    /// thread (for their hops).
     accepted: std::time::Instant,
+    accepted_on: std::thread::ThreadId,
     /// False for requests forwarded to us: we answer `NotLeader` instead of forwarding again.
     forwardable: bool,
     reply: oneshot::Sender<Result<Outcome, CellError>>,
@@ -289,9 +291,11 @@ impl Cell {
             .map_err(CellError::InvalidArgument)?;
         let (reply, rx) = oneshot::channel();
         let accepted = std::time::Instant::now();
+        let accepted_on = crate::stages::here();
         let pending = Pending {
             request,
             accepted,
+            accepted_on,
             forwardable,
             reply,
         };
@@ -302,6 +306,8 @@ impl Cell {
             .map_err(|_| stopped())?;
         let answer = rx.await.map_err(|_| stopped())?;
         self.inner.stages.record(Stage::Replied, accepted.elapsed());
+        let stages = &self.inner.stages;
+        stages.hop(Stage::Replied, crate::stages::switched(accepted_on));
         CellError::answer(answer?)
     }
 
@@ -633,8 +639,11 @@ impl Inner {
     async fn propose(self: &Arc<Self>, batch: Vec<Pending>) {
         let requests = batch.iter().map(|p| p.request.clone()).collect();
         let proposed = std::time::Instant::now();
+        let proposed_on = crate::stages::here();
         for p in &batch {
             self.stages.record(Stage::Queue, proposed - p.accepted);
+            self.stages
+                .hop(Stage::Queue, u64::from(p.accepted_on != proposed_on));
         }
         let result = self
             .raft
@@ -646,6 +655,8 @@ impl Inner {
         match result {
             Ok(response) => {
                 self.stages.record(Stage::Committed, proposed.elapsed());
+                let switches = crate::stages::switched(proposed_on);
+                self.stages.hop(Stage::Committed, switches);
                 let outcomes = response.data.outcomes;
                 assert_eq!(outcomes.len(), batch.len(), "one outcome per request");
                 for (p, outcome) in batch.into_iter().zip(outcomes) {

@@ -5,9 +5,43 @@
 //! `SUB_BUCKETS` per power of two, so a percentile is within about 19 % of the true value).
 //! Recording is one atomic add; reading walks the buckets. The histograms are cumulative
 //! since the runtime started; `whip cell status --json` reports them as `stages`.
+//!
+//! Beside each histogram, a stage counts its **hops**: for each sample, how many times the
+//! write changed OS thread between the stage's start and its end (a channel to another
+//! task that runs on another worker, a blocking-pool call, the log writer's thread). Each
+//! record site knows where its stage began ([`here`]) and passes the switches it saw;
+//! `whip cell status --json` reports them as `hops`. Task switches on the same thread are
+//! not seen: the figure is a lower bound on a stage's handoffs.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::ThreadId;
 use std::time::Duration;
+
+/// The OS thread running now: where a stage begins, for [`Stages::hop`].
+pub fn here() -> ThreadId {
+    std::thread::current().id()
+}
+
+/// 1 when the running thread is not `from`, else 0.
+pub fn switched(from: ThreadId) -> u64 {
+    u64::from(here() != from)
+}
+
+/// One stage's thread switches.
+#[derive(Default)]
+struct Hops {
+    samples: AtomicU64,
+    switches: AtomicU64,
+}
+
+/// Thread switches of one stage since the runtime started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StageHops {
+    /// Samples that counted their switches.
+    pub samples: u64,
+    /// Thread switches over those samples.
+    pub switches: u64,
+}
 
 /// A stage of a write's life on this node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,12 +225,14 @@ pub struct StageHistogram {
 /// The histograms of every stage of one runtime.
 pub struct Stages {
     histograms: Vec<Histogram>,
+    hops: Vec<Hops>,
 }
 
 impl Default for Stages {
     fn default() -> Self {
         Stages {
             histograms: Stage::ALL.iter().map(|_| Histogram::new()).collect(),
+            hops: Stage::ALL.iter().map(|_| Hops::default()).collect(),
         }
     }
 }
@@ -206,6 +242,25 @@ impl Stages {
     pub fn record(&self, stage: Stage, took: Duration) {
         let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         self.histograms[stage.slot()].record(us);
+    }
+
+    /// Count one sample of `stage` that changed thread `switches` times.
+    pub fn hop(&self, stage: Stage, switches: u64) {
+        let hops = &self.hops[stage.slot()];
+        hops.samples.fetch_add(1, Ordering::Relaxed);
+        hops.switches.fetch_add(switches, Ordering::Relaxed);
+    }
+
+    /// Every stage's thread switches, in the order of [`Stage::ALL`].
+    pub fn hops(&self) -> Vec<(Stage, StageHops)> {
+        let read = |h: &Hops| StageHops {
+            samples: h.samples.load(Ordering::Relaxed),
+            switches: h.switches.load(Ordering::Relaxed),
+        };
+        Stage::ALL
+            .iter()
+            .map(|s| (*s, read(&self.hops[s.slot()])))
+            .collect()
     }
 
     /// Every stage with its percentiles, in the order of [`Stage::ALL`].

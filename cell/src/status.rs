@@ -45,7 +45,20 @@ pub fn status(cell: &Cell) -> pb::StatusResponse {
         raft_refused: cell.raft_refused(),
         stages: stages(cell),
         hibernating: cell.hibernating(),
+        hops: hops(cell),
     }
+}
+
+fn hops(cell: &Cell) -> Vec<pb::StageHops> {
+    cell.stages()
+        .hops()
+        .into_iter()
+        .map(|(stage, h)| pb::StageHops {
+            stage: stage.name().to_string(),
+            samples: h.samples,
+            thread_switches: h.switches,
+        })
+        .collect()
 }
 
 fn stages(cell: &Cell) -> Vec<pb::StageLatency> {

@@ -257,7 +257,7 @@ fn print_status_json(s: &pb::StatusResponse, stages_of: u64) {
         "id": s.id, "leader": s.leader, "term": s.term, "members": members, "state": s.state,
         "last_log_index": s.last_log_index, "last_applied": s.last_applied,
         "hibernating": s.hibernating, "storage": s.storage, "stages": stages_json(&s.stages),
-        "stages_member": stages_of,
+        "hops": hops_json(&s.hops), "stages_member": stages_of,
     }));
 }
 
@@ -280,6 +280,7 @@ async fn status(global: &Global) -> Result<ExitCode> {
         // Writes are proposed on the leader: its stages are the ones that tell.
         stages_of = leader.id;
         s.stages = leader.stages;
+        s.hops = leader.hops;
     }
     if global.json {
         print_status_json(&s, stages_of);
@@ -331,6 +332,22 @@ fn stages_json(stages: &[pb::StageLatency]) -> serde_json::Value {
                 "max_us": s.max_us,
             });
             (s.stage.clone(), v)
+        })
+        .collect::<serde_json::Map<_, _>>();
+    serde_json::Value::Object(map)
+}
+
+/// Per stage: samples, thread switches and switches per write (null before any sample).
+fn hops_json(hops: &[pb::StageHops]) -> serde_json::Value {
+    let map = hops
+        .iter()
+        .map(|h| {
+            let per_write = (h.samples > 0).then(|| h.thread_switches as f64 / h.samples as f64);
+            let v = json!({
+                "samples": h.samples, "thread_switches": h.thread_switches,
+                "per_write": per_write,
+            });
+            (h.stage.clone(), v)
         })
         .collect::<serde_json::Map<_, _>>();
     serde_json::Value::Object(map)

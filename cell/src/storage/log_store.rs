@@ -223,6 +223,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             ids,
             callback,
             submitted: std::time::Instant::now(),
+            submitted_on: crate::stages::here(),
         };
         // Into the tail before the queue, so a read right after this call finds them.
         self.tail().submit(entries);

@@ -109,6 +109,8 @@ pub(super) struct Append {
     pub(super) ids: Vec<LogId>,
     pub(super) callback: LogFlushed<TypeConfig>,
     pub(super) submitted: Instant,
+    /// The thread that submitted it (the `log_flushed` stage's hops).
+    pub(super) submitted_on: std::thread::ThreadId,
 }
 
 /// A write to run on the writer thread against the backend.
@@ -204,6 +206,8 @@ impl Writer {
         for append in batch {
             self.stages
                 .record(Stage::LogFlushed, append.submitted.elapsed());
+            let switches = crate::stages::switched(append.submitted_on);
+            self.stages.hop(Stage::LogFlushed, switches);
             let outcome = match &result {
                 Ok(()) => Ok(()),
                 Err(e) => Err(std::io::Error::other(e.to_string())),

@@ -381,12 +381,17 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         let (backend, applied) = (self.backend.clone(), self.applied.clone());
         let interval = std::time::Duration::from_millis(limits::STATE_DURABLE_EVERY_MS);
         let durable = self.last_durable.elapsed() >= interval;
-        let started = std::time::Instant::now();
-        let (applied, responses) =
-            blocking(move || apply_entries(backend.as_ref(), applied, entries, durable))
-                .await
-                .map_err(sm_err(ErrorVerb::Write))?;
+        let (started, started_on) = (std::time::Instant::now(), crate::stages::here());
+        let (applied, responses, applied_on) = blocking(move || {
+            apply_entries(backend.as_ref(), applied, entries, durable)
+                .map(|(applied, responses)| (applied, responses, crate::stages::here()))
+        })
+        .await
+        .map_err(sm_err(ErrorVerb::Write))?;
         self.stages.record(Stage::Applied, started.elapsed());
+        // There to the blocking thread and back.
+        let switches = u64::from(applied_on != started_on) + crate::stages::switched(applied_on);
+        self.stages.hop(Stage::Applied, switches);
         if durable {
             self.last_durable = std::time::Instant::now();
         }

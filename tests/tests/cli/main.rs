@@ -828,6 +828,27 @@ fn cell_status_shows_per_stage_latencies() {
     }
     let committed = &stages["committed"];
     assert!(committed["p50_us"].as_u64() <= committed["max_us"].as_u64());
+    stage_hops_are_counted(&status, &names);
+}
+
+/// Issue 35's `hops`: every stage with its samples and thread switches; the log writer is
+/// its own thread, so every flushed append switched at least once.
+fn stage_hops_are_counted(status: &Value, names: &[&str]) {
+    let hops = status["hops"].as_object().expect("hops object");
+    for name in names {
+        let hop = &hops[*name];
+        assert!(
+            hop["samples"].is_u64() && hop["thread_switches"].is_u64(),
+            "{name}: {hop}"
+        );
+    }
+    let flushed = &hops["log_flushed"];
+    let samples = flushed["samples"].as_u64().unwrap();
+    assert!(samples >= 5, "{status}");
+    assert!(
+        flushed["thread_switches"].as_u64() >= Some(samples),
+        "{status}"
+    );
 }
 
 #[test]

@@ -709,7 +709,7 @@ class MemberStatus(_message.Message):
     def __init__(self, id: _Optional[int] = ..., addr: _Optional[str] = ..., voter: _Optional[bool] = ..., matched_index: _Optional[int] = ..., lag: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("id", "leader", "term", "members", "last_log_index", "last_applied", "state", "storage", "raft_refused", "stages", "hibernating")
+    __slots__ = ("id", "leader", "term", "members", "last_log_index", "last_applied", "state", "storage", "raft_refused", "stages", "hibernating", "hops")
     ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
@@ -721,6 +721,7 @@ class StatusResponse(_message.Message):
     RAFT_REFUSED_FIELD_NUMBER: _ClassVar[int]
     STAGES_FIELD_NUMBER: _ClassVar[int]
     HIBERNATING_FIELD_NUMBER: _ClassVar[int]
+    HOPS_FIELD_NUMBER: _ClassVar[int]
     id: int
     leader: int
     term: int
@@ -732,7 +733,8 @@ class StatusResponse(_message.Message):
     raft_refused: int
     stages: _containers.RepeatedCompositeFieldContainer[StageLatency]
     hibernating: bool
-    def __init__(self, id: _Optional[int] = ..., leader: _Optional[int] = ..., term: _Optional[int] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., last_log_index: _Optional[int] = ..., last_applied: _Optional[int] = ..., state: _Optional[str] = ..., storage: _Optional[str] = ..., raft_refused: _Optional[int] = ..., stages: _Optional[_Iterable[_Union[StageLatency, _Mapping]]] = ..., hibernating: _Optional[bool] = ...) -> None: ...
+    hops: _containers.RepeatedCompositeFieldContainer[StageHops]
+    def __init__(self, id: _Optional[int] = ..., leader: _Optional[int] = ..., term: _Optional[int] = ..., members: _Optional[_Iterable[_Union[MemberStatus, _Mapping]]] = ..., last_log_index: _Optional[int] = ..., last_applied: _Optional[int] = ..., state: _Optional[str] = ..., storage: _Optional[str] = ..., raft_refused: _Optional[int] = ..., stages: _Optional[_Iterable[_Union[StageLatency, _Mapping]]] = ..., hibernating: _Optional[bool] = ..., hops: _Optional[_Iterable[_Union[StageHops, _Mapping]]] = ...) -> None: ...
 
 class ErrorDetail(_message.Message):
     __slots__ = ("not_leader", "wrong_range", "refused")
@@ -777,6 +779,16 @@ class StageLatency(_message.Message):
     p99_us: int
     max_us: int
     def __init__(self, stage: _Optional[str] = ..., count: _Optional[int] = ..., p50_us: _Optional[int] = ..., p90_us: _Optional[int] = ..., p99_us: _Optional[int] = ..., max_us: _Optional[int] = ...) -> None: ...
+
+class StageHops(_message.Message):
+    __slots__ = ("stage", "samples", "thread_switches")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    THREAD_SWITCHES_FIELD_NUMBER: _ClassVar[int]
+    stage: str
+    samples: int
+    thread_switches: int
+    def __init__(self, stage: _Optional[str] = ..., samples: _Optional[int] = ..., thread_switches: _Optional[int] = ...) -> None: ...
 
 class ElectionLeader(_message.Message):
     __slots__ = ("group", "candidate", "fence", "endpoints", "expires_at_ms")
