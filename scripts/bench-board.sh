@@ -7,13 +7,16 @@
 # Each line has system, workload, workers, clients, ops_per_sec, p50_us, p99_us (whip's
 # lines also keep its whole answer under "result"). A peer whose server is not installed
 # is skipped with a note on stderr. VOTERS=1 runs whip on a one-voter cell. WORKLOAD=mail
-# measures `whip bench mail` (send, read, acknowledge one message per cycle) against the
-# same peers instead of the board's claim/complete cycle.
+# measures `whip bench mail` against the same peers instead of the board's claim/complete
+# cycle: by default send then one take that acknowledges the previous message
+# (MAIL_CYCLE=take), or send, read, acknowledge (MAIL_CYCLE=read-ack).
 set -euo pipefail
 workload=${WORKLOAD:-board}
+mail_cycle=${MAIL_CYCLE:-take}
+extra=()
 case "$workload" in
   board) whip_workload=board-claim-complete ;;
-  mail) whip_workload=mail-send-read-ack ;;
+  mail) whip_workload=mail-send-$mail_cycle; extra=(--mail-cycle "$mail_cycle") ;;
   *) echo "bench-board: WORKLOAD is board or mail" >&2; exit 2 ;;
 esac
 duration=${1:-5s}
@@ -33,7 +36,8 @@ pids+=($!)
 for _ in $(seq 100); do grep -q ready "$work/cell.log" && break; sleep 0.1; done
 cells=$(seq -s, 7460 $((7459 + voters)) | sed 's/\([0-9]*\)/127.0.0.1:\1/g')
 for n in 1 16 64; do
-  "$whip" bench "$workload" --cell "$cells" --clients $n --duration "$duration" --json 2>/dev/null |
+  "$whip" bench "$workload" "${extra[@]}" --cell "$cells" --clients $n --duration "$duration" \
+    --json 2>/dev/null |
     tail -1 |
     python3 -c "
 import json, sys

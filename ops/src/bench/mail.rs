@@ -1,9 +1,12 @@
 //! `whip bench mail`: one message through a replicated mailbox and out again, the cycle the
 //! NATS JetStream comparison measures (`peer-bench nats-board`: a publish acknowledged by a
 //! replicated stream, a fetch, an acknowledged ack). Each client owns one mailbox (a work
-//! entry's, registered under one root for the run) and loops: send a message to it (one
-//! apply), read it (a linearizable read), acknowledge it (one apply). A cycle counts when
-//! its ack is answered; its latency runs from the send to the ack.
+//! entry's, registered under one root for the run) and loops. With `--mail-cycle take`
+//! (the default): send a message to it (one apply), then take it with a take that
+//! acknowledges the previous cycle's message (one apply); a cycle counts when the take
+//! hands out its message. With `--mail-cycle read-ack`: send, read it (a linearizable
+//! read), acknowledge it (one apply); a cycle counts when its ack is answered. Latency runs
+//! from the send to the cycle's last answer.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -12,7 +15,7 @@ use anyhow::{Result, anyhow, bail};
 use whip_cell::CellClient;
 use whip_proto::v1 as pb;
 
-use super::{BenchArgs, Worker, agent_clients, progress, report};
+use super::{BenchArgs, MailCycle, Worker, agent_clients, progress, report};
 use crate::Global;
 use crate::connect::Session;
 
@@ -32,7 +35,8 @@ pub(super) async fn run(
         .enumerate()
         .map(|(i, address)| {
             let c = clients[i % clients.len()].clone();
-            tokio::spawn(async move { cycle(&c, &address, from, end).await })
+            let kind = args.mail_cycle;
+            tokio::spawn(async move { cycle(&c, &address, kind, (from, end)).await })
         })
         .collect();
     let ticker = tokio::spawn(progress(start, end));
@@ -73,15 +77,24 @@ async fn mailboxes(c: &CellClient, clients: usize) -> Result<(String, Vec<String
     Ok((root, out))
 }
 
-async fn cycle(c: &CellClient, address: &str, from: Instant, end: Instant) -> Worker {
+async fn cycle(
+    c: &CellClient,
+    address: &str,
+    kind: MailCycle,
+    (from, end): (Instant, Instant),
+) -> Worker {
     let mut w = Worker {
         latencies_us: Vec::new(),
         commits: 0,
         errors: 0,
     };
+    let mut acked = None;
     while Instant::now() < end {
         let began = Instant::now();
-        let ok = round(c, address).await;
+        let ok = match kind {
+            MailCycle::Take => round_take(c, address, &mut acked).await,
+            MailCycle::ReadAck => round(c, address).await,
+        };
         let measured = began >= from;
         match ok {
             true if measured => {
@@ -96,19 +109,47 @@ async fn cycle(c: &CellClient, address: &str, from: Instant, end: Instant) -> Wo
     w
 }
 
-/// Send, read, acknowledge: true when all three answered as they should.
-async fn round(c: &CellClient, address: &str) -> bool {
+/// Send one message to `address`: true when it was delivered.
+async fn send(c: &CellClient, address: &str) -> bool {
     let send = pb::MailSendRequest {
         to: address.to_string(),
         r#type: pb::MailType::Inform.into(),
         text: "bench".into(),
         ..Default::default()
     };
-    if !c
-        .mail_send(send)
+    c.mail_send(send)
         .await
         .is_ok_and(|r| r.outcome == "delivered")
-    {
+}
+
+/// Send, then take it while acknowledging the previous one (`acked`): true when the take
+/// handed out a message.
+async fn round_take(c: &CellClient, address: &str, acked: &mut Option<u64>) -> bool {
+    if !send(c, address).await {
+        return false;
+    }
+    let take = pb::MailTakeRequest {
+        address: address.to_string(),
+        ack_through: *acked,
+        max: 1,
+        visibility_ms: 30_000,
+        idempotency_key: String::new(),
+    };
+    match c.mail_take(take).await {
+        Ok(r) => match r.messages.first() {
+            Some(m) => {
+                *acked = Some(m.seq);
+                true
+            }
+            None => false,
+        },
+        Err(_) => false,
+    }
+}
+
+/// Send, read, acknowledge: true when all three answered as they should.
+async fn round(c: &CellClient, address: &str) -> bool {
+    if !send(c, address).await {
         return false;
     }
     let read = pb::MailInboxRequest {

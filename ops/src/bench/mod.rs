@@ -63,6 +63,19 @@ pub(crate) struct BenchArgs {
     /// The program `bench engine` runs (each client is one runner).
     #[arg(long)]
     program: Option<std::path::PathBuf>,
+    /// `bench mail`'s cycle: `take` (send, then one take that acknowledges the previous
+    /// message and takes this one: two applies) or `read-ack` (send, read, acknowledge).
+    #[arg(long, value_enum, default_value = "take")]
+    pub(crate) mail_cycle: MailCycle,
+}
+
+/// How `whip bench mail` drains its message.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum MailCycle {
+    /// `MailTake` acknowledging the previous message: two applies per cycle.
+    Take,
+    /// A read, then `MailAck`: two applies and a linearizable read per cycle.
+    ReadAck,
 }
 
 /// The session acting for the CLI's agent (registered on first use), and `conns` clients
