@@ -174,6 +174,25 @@ async def test_mail_follow_proves_the_sender(
     assert got[0].trust in ("untrusted", "authority")
 
 
+async def test_mail_take_acks_takes_and_redelivers(
+    alice: whip_fabric.Client, bob: whip_fabric.Client
+) -> None:
+    team = unique("inbox")
+    await alice.team.create(team)
+    await alice.team.join(team, "bob")
+    address = f"team:{team}"
+    for n in range(3):
+        await alice.mail.send(address, type="inform", text=f"m{n}")
+    first = await bob.mail.take(address, max=2)
+    assert [m.text for m in first] == ["m0", "m1"]
+    second = await bob.mail.take(address, ack_through=first[-1].seq, max=5, visibility_s=1)
+    assert [m.text for m in second] == ["m2"]
+    # Not acknowledged: it comes back once its one-second window ends, to a waiting take.
+    again = await bob.mail.take(address, wait_s=30)
+    assert [m.seq for m in again] == [second[0].seq]
+    assert [m.text for m in await bob.mail.read(address)] == ["m2"]
+
+
 async def test_vote_open_cast_show(alice: whip_fabric.Client, bob: whip_fabric.Client) -> None:
     team = unique("vote")
     await alice.team.create(team)

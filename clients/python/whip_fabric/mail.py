@@ -1,4 +1,4 @@
-"""Agent mail: send, read and follow an inbox.
+"""Agent mail: send, read, follow and take from an inbox.
 
 The sender of a message is the caller the server proved (never a field the client sets),
 and ``trust`` says how far the server vouches for it: ``untrusted`` (a peer),
@@ -9,6 +9,7 @@ refusal's error class (``not_member``, ``mailbox_full``, ...).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -124,3 +125,33 @@ class Mail:
         if answer.code == pb.MAIL_REFUSED:
             raise errors.error_for(answer.reason, answer.message)
         return answer.removed
+
+    async def take(
+        self, address: str | None = None, *, ack_through: int | None = None, max: int = 10,
+        visibility_s: float = 30.0, wait_s: float = 0.0,
+    ) -> list[MailMessage]:
+        """Acknowledge the inbox through ``ack_through`` and take up to ``max`` next
+        messages, in one apply (default inbox: the agent's own). Each taken message is
+        hidden from other takes for ``visibility_s`` and comes back unless acknowledged (at
+        least once). When none waits, wait up to ``wait_s`` for one, woken by the mailbox
+        cell's applies; the acknowledgement rides the first take only."""
+        address = address or self._own
+        deadline = time.monotonic() + wait_s
+        waiter = await Waiter.mark(self._t, inbox=address) if wait_s > 0 else None
+        visibility_ms = int(visibility_s * 1000) if visibility_s >= 0.001 else 1
+        acknowledge = ack_through
+        while True:
+            request = pb.MailTakeRequest(
+                address=address, max=max, visibility_ms=visibility_ms,
+                idempotency_key=self._t.idempotency_key(),
+            )
+            if acknowledge is not None:
+                request.ack_through = acknowledge
+            answer = await self._t.unary("MailTake", request, pb.MailTakeResponse)
+            if answer.code == pb.MAIL_REFUSED:
+                raise errors.error_for(answer.reason, answer.message)
+            left = deadline - time.monotonic()
+            if answer.messages or waiter is None or left <= 0:
+                return [_message(m) for m in answer.messages]
+            acknowledge = None
+            await waiter.next(left)
