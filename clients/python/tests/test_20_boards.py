@@ -191,6 +191,13 @@ async def test_mail_take_acks_takes_and_redelivers(
     again = await bob.mail.take(address, wait_s=30)
     assert [m.seq for m in again] == [second[0].seq]
     assert [m.text for m in await bob.mail.read(address)] == ["m2"]
+    # Another agent naming bob's own inbox takes nothing and acknowledges nothing.
+    await alice.mail.send("agent:bob", type="inform", text=unique("private"))
+    before = await bob.mail.read()
+    with pytest.raises(errors.Refused) as refused:
+        await alice.mail.take("agent:bob", ack_through=before[-1].seq)
+    assert refused.value.code == "not_reader"
+    assert [m.seq for m in await bob.mail.read()] == [m.seq for m in before]
 
 
 async def test_vote_open_cast_show(alice: whip_fabric.Client, bob: whip_fabric.Client) -> None:
