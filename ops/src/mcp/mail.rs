@@ -1,5 +1,6 @@
 //! The mail tools. The sender is the proven agent (the server stamps it), and the only
-//! inbox these tools read or acknowledge is the caller's own: no argument names a mailbox.
+//! inbox these tools read, take or acknowledge is the caller's own: no argument names a
+//! mailbox.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,7 @@ use whip_proto::v1::wait_applied_request::Subject;
 
 use super::Agent;
 use super::answer::{Answer, Refusal, json_bytes, wait_ms};
-use super::params::{MailAck, MailInbox, MailKind, MailReply, MailSend};
+use super::params::{MailAck, MailInbox, MailKind, MailReply, MailSend, MailTake};
 use crate::limits::{MCP_PAGE_ITEMS_MAX, MCP_RESULT_BYTES_MAX};
 
 impl MailKind {
@@ -160,6 +161,49 @@ impl Agent {
             return Err(Refusal::answered(&r.reason, &r.message));
         }
         Ok(json!({"outcome": r.outcome, "removed": r.removed}))
+    }
+
+    /// Acknowledge and take from the caller's own inbox in one apply (no argument names a
+    /// mailbox); while nothing waits, wait up to `wait_s`, the acknowledgement riding the
+    /// first take only.
+    pub(super) async fn mail_take(&self, p: MailTake) -> Answer {
+        let wait = Duration::from_millis(wait_ms(p.wait_s)?.unwrap_or(0));
+        let visibility_s = p.visibility_s.unwrap_or(30);
+        let mut request = pb::MailTakeRequest {
+            address: self.address(),
+            ack_through: p.ack_through,
+            max: p.max.unwrap_or(10),
+            visibility_ms: visibility_s.saturating_mul(1_000),
+            idempotency_key: String::new(),
+        };
+        let started = Instant::now();
+        let mut waiter = match wait.is_zero() {
+            true => None,
+            false => Some(Waiter::mark(&self.client, Subject::Inbox(self.address())).await?),
+        };
+        let first = self.client.mail_take(request.clone()).await?;
+        let removed = first.removed;
+        let mut taken = first;
+        loop {
+            if taken.code() == Code::MailRefused {
+                return Err(Refusal::answered(&taken.reason, &taken.message));
+            }
+            let left = wait.saturating_sub(started.elapsed());
+            let Some(waiter) = waiter.as_mut().filter(|_| taken.messages.is_empty()) else {
+                break;
+            };
+            if left.is_zero() {
+                break;
+            }
+            waiter.next(left).await?;
+            request.ack_through = None;
+            taken = self.client.mail_take(request.clone()).await?;
+        }
+        let (listed, _) = page(&taken.messages, MCP_RESULT_BYTES_MAX);
+        Ok(json!({
+            "outcome": taken.outcome, "removed": removed, "messages": listed,
+            "visible_until_ms": taken.visible_until_ms,
+        }))
     }
 
     /// Answer a message of the caller's own inbox (any other mailbox is refused: these

@@ -146,6 +146,21 @@ pub(crate) struct MailAck {
     pub(crate) through_seq: u64,
 }
 
+/// `mail_take`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MailTake {
+    /// First acknowledge (remove) your messages up to and including this sequence number.
+    pub(crate) ack_through: Option<u64>,
+    /// Messages to take at most (default 10, at most 100).
+    pub(crate) max: Option<u32>,
+    /// Seconds the taken messages stay hidden from your other takes before they come back
+    /// unless acknowledged (default 30, at most 3600).
+    pub(crate) visibility_s: Option<u64>,
+    /// When nothing waits, wait up to this many seconds (at most 300) for a message.
+    pub(crate) wait_s: Option<u64>,
+}
+
 /// `mail_reply`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -10,7 +10,7 @@ use super::answer::result;
 use super::params::{
     BoardClaim, BoardComplete, BoardExtend, BoardFail, BoardPost, BoardRelease, BudgetConsume,
     DocGet, DocPut, LeaseAcquire, LeaseRelease, LedgerAppend, MailAck, MailInbox, MailReply,
-    MailSend, ReleasePaths, ReservePaths, StartSession, VoteCast, VoteOpen, VoteShow,
+    MailSend, MailTake, ReleasePaths, ReservePaths, StartSession, VoteCast, VoteOpen, VoteShow,
 };
 
 #[tool_router(router = tool_router, vis = "pub(super)")]
@@ -76,6 +76,14 @@ impl Server {
     #[tool]
     async fn mail_ack(&self, Parameters(p): Parameters<MailAck>) -> CallToolResult {
         result(self.agent().mail_ack(p).await)
+    }
+
+    /// Acknowledge your messages through ack_through and take the next ones in one call;
+    /// what you take stays hidden from your other takes for visibility_s, then comes back
+    /// unless acknowledged. With wait_s, wait for a message when none waits.
+    #[tool]
+    async fn mail_take(&self, Parameters(p): Parameters<MailTake>) -> CallToolResult {
+        result(self.agent().mail_take(p).await)
     }
 
     /// Reply to a message of your inbox (to its sender, in its thread).

@@ -112,6 +112,19 @@ fn an_agent_reads_acknowledges_and_answers_only_its_own_mail() {
     // An acknowledgement is of the caller's own mailbox: bob's message stays.
     mcp.call("mallory", "mail_ack", json!({"through_seq": 1}))
         .ok();
+    // So is a take: naming bob's mailbox is no argument at all, and mallory's own take
+    // acknowledges and takes only mallory's mail.
+    let named = json!({"address": "agent:bob", "ack_through": 1});
+    let take = mcp.call("mallory", "mail_take", named).refused();
+    assert_eq!(code(&take), "invalid_argument", "{take}");
+    let own = mcp
+        .call("mallory", "mail_take", json!({"ack_through": 1}))
+        .ok();
+    assert_eq!(
+        (&own["messages"], &own["removed"]),
+        (&json!([]), &json!(0)),
+        "{own}"
+    );
 
     let inbox = mcp.call("bob", "mail_inbox", json!({})).ok();
     let messages = inbox["messages"].as_array().unwrap();
@@ -121,6 +134,12 @@ fn an_agent_reads_acknowledges_and_answers_only_its_own_mail() {
         (&json!("alice"), &json!("ask"))
     );
     assert_eq!(messages[0]["trust"], "untrusted");
+    let taken = mcp.call("bob", "mail_take", json!({"max": 5})).ok();
+    assert_eq!(
+        taken["messages"][0]["id"],
+        id.as_str(),
+        "bob takes his own: {taken}"
+    );
     let answer = mcp
         .call("bob", "mail_reply", json!({"id": id, "text": "ask lead"}))
         .ok();
