@@ -154,12 +154,18 @@ async fn one_address_holding_its_share_does_not_lock_out_another() {
     // 127.0.0.2 opens more than the whole budget to member 0.
     let attacker = hold([127, 0, 0, 2], &dev.member(0), BUDGET + 20).await;
     assert_eq!(attacker.len(), BUDGET + 20);
-    let refused = counter(&http, "whip_connections_refused") - before;
-    assert!(
-        refused as usize >= BUDGET + 20 - SHARE,
-        "{refused} of {} refused",
-        attacker.len()
-    );
+    // A connect completes in the kernel's backlog before the server accepts (and refuses)
+    // it: under load the count catches up a little later.
+    let over = BUDGET + 20 - SHARE;
+    whip_tests::wait_for(
+        "the server to refuse past the share",
+        Duration::from_secs(20),
+        || {
+            let http = http.clone();
+            async move { counter(&http, "whip_connections_refused") - before >= over as u64 }
+        },
+    )
+    .await;
     // A new client from 127.0.0.1 is served at once, long before the attacker's idle
     // connections would time out (TLS handshake: 5 s).
     let started = Instant::now();
