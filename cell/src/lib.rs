@@ -6,14 +6,17 @@
 //! the applied log id, snapshots, the proposal batcher (many client requests per Raft
 //! entry), leader time stamping, the tick loop that proposes expiry, request forwarding to
 //! the leader, linearizable reads (read index), membership changes, heartbeats of many
-//! cells to one peer sent as one call (`heartbeats.rs`), a log line per role change
-//! (`role_log.rs`), the gRPC service ([`service`]), a retrying typed client ([`client`]),
+//! cells to one peer sent as one call (`heartbeats.rs`), a member's hibernation while its
+//! cell is idle ([`hibernation`]: the decision; the node that hosts it drives the rounds and
+//! the liveness that wakes it), per-stage latencies and thread switches ([`stages`]), a log
+//! line per role change (`role_log.rs`), the gRPC service ([`service`]), a retrying typed client ([`client`]),
 //! and carrying out the follow-ups board decided ([`follow`]: at once by the server that
 //! answered the request, and by a standalone cell's outbox executor).
 //!
 //! Invariants: a write is acknowledged only after its entry is fsynced on a quorum and
 //! applied; apply never reads a clock (the leader's stamp carries time); stamps never go
-//! backward, also across leader changes.
+//! backward, also across leader changes; hibernation turns timers off and on, never a Raft
+//! rule, so it can delay a failover but never make two leaders or lose a write.
 //!
 //! Must never: know about key ranges, other cells or the WhippleScript engine (that is
 //! `whip-fabric` and above); decide the meaning of a command or who may run it (that is
