@@ -217,4 +217,40 @@ mod tests {
 
         Ok(())
     }
+
+    /// whip patch: a disabled loop sends nothing, resumes when enabled again, goes quiet
+    /// once disabled again, and still shuts down.
+    #[cfg(not(feature = "singlethreaded"))]
+    #[tokio::test]
+    async fn test_a_disabled_loop_parks_and_resumes() -> anyhow::Result<()> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let th = Tick::<TickUTConfig>::spawn(Duration::from_millis(20), tx, false);
+
+        TickUTConfig::sleep(Duration::from_millis(300)).await;
+        assert!(rx.try_recv().is_err(), "no tick while disabled");
+
+        th.enable(true);
+        let resumed = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+        assert!(matches!(resumed, Ok(Some(_))), "ticks resume once enabled");
+
+        th.enable(false);
+        // Ticks already past the loop's check may still land; then a quiet window comes
+        // (a loop that kept ticking every 20 ms would fill every window).
+        let mut quiet = false;
+        for _ in 0..20 {
+            TickUTConfig::sleep(Duration::from_millis(300)).await;
+            let mut landed = 0;
+            while rx.try_recv().is_ok() {
+                landed += 1;
+            }
+            if landed == 0 {
+                quiet = true;
+                break;
+            }
+        }
+        assert!(quiet, "ticks stop once disabled");
+
+        th.shutdown().expect("a first shutdown").await?;
+        Ok(())
+    }
 }
