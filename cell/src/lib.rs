@@ -9,9 +9,9 @@
 //! cells to one peer sent as one call (`heartbeats.rs`), a member's hibernation while its
 //! cell is idle ([`hibernation`]: the decision; the node that hosts it drives the rounds and
 //! the liveness that wakes it), per-stage latencies and thread switches ([`stages`]), a log
-//! line per role change (`role_log.rs`), the gRPC service ([`service`]), a retrying typed client ([`client`]),
-//! and carrying out the follow-ups board decided ([`follow`]: at once by the server that
-//! answered the request, and by a standalone cell's outbox executor).
+//! line per role change (`role_log.rs`), the gRPC service ([`service`]), a retrying typed
+//! client ([`client`]), and carrying out the follow-ups board decided ([`follow`]: at once
+//! by the server that answered the request, and by a standalone cell's outbox executor).
 //!
 //! Invariants: a write is acknowledged only after its entry is fsynced on a quorum and
 //! applied; apply never reads a clock (the leader's stamp carries time); stamps never go
