@@ -221,8 +221,15 @@ pub const HEARTBEAT_ITEM_TIMEOUT_MS: u64 = 80;
 /// How often a member started with `--clock-offset-file` (a test-only fault) re-reads it.
 pub const CLOCK_OFFSET_FILE_POLL_MS: u64 = 100;
 /// Least time between a watch stream's progress answers (the cursor moved past other keys'
-/// events): a resuming watcher rescans at most this much history.
+/// events): a resuming watcher rescans at most this much history. A quiet stream beats
+/// this often too, after looking at its member (`push/fresh.rs`).
 pub const WATCH_PROGRESS_MS: u64 = 1_000;
+/// How long a watch-serving member may know no leader (or, leading, hear from no quorum)
+/// before its streams end `unavailable` and reopen on another node.
+pub const WATCH_STALE_MS: u64 = 2_000;
+/// How long a followed watch waits for any answer (the server's heartbeat comes every
+/// [`WATCH_PROGRESS_MS`]) before it drops the stream and reopens it on another node.
+pub const WATCH_SILENCE_MS: u64 = 5_000;
 /// How long a followed watch keeps reopening while no member answers it.
 pub const WATCH_RECONNECT_FOR_MS: u64 = 30_000;
 /// Longest pause between a followed watch's reopening tries.

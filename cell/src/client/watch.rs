@@ -5,7 +5,13 @@
 //! one cursor per cell (revisions are a cell's own) and reopens at it on any member that
 //! answers, so no event is lost or repeated; it gives up only on a typed refusal, a
 //! compacted history, or when no member answered for [`limits::WATCH_RECONNECT_FOR_MS`].
+//!
+//! A server beats every quiet stream once a second and ends it when its member is stale
+//! (`crate::push::fresh`): a stream silent for [`limits::WATCH_SILENCE_MS`], or ended
+//! `unavailable`, reopens on the next node. A prefix follow on a fabric opens a stream on
+//! every data cell, with ranges under the prefix or not: a range may move in later.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -95,7 +101,10 @@ impl CellClient {
     /// A fabric's data cells, or `[0]` on a standalone cell.
     async fn data_cells(&self) -> Result<Vec<u64>, CellError> {
         let routes = self.routes(pb::RoutesRequest::default()).await?;
-        let mut cells: Vec<u64> = routes.ranges.iter().map(|r| r.cell).collect();
+        // Every data cell, with ranges or not: a cell that owns nothing under the prefix
+        // now may take a range by a move later, and its stream is open by then.
+        let owners = routes.ranges.iter().map(|r| r.cell);
+        let mut cells: Vec<u64> = routes.cells.iter().map(|c| c.cell).chain(owners).collect();
         cells.sort_unstable();
         cells.dedup();
         Ok(if cells.is_empty() { vec![0] } else { cells })
@@ -111,7 +120,14 @@ impl CellClient {
         let mut backoff = Duration::from_millis(10);
         loop {
             let answered = match self.watch(request.clone()).await {
-                Ok(stream) => drain(stream, &mut request, &out).await?,
+                Ok(stream) => match drain(stream, &mut request, &out).await? {
+                    Drained::Silent(answered) | Drained::Refused(answered) => {
+                        // The member went quiet or stale: the next try opens elsewhere.
+                        self.next.fetch_add(1, Ordering::Relaxed);
+                        answered
+                    }
+                    Drained::Ended(answered) => answered,
+                },
                 Err(err) if reopens(&err) => Answered::Nothing,
                 Err(err) => return Err(err.into()),
             };
@@ -149,18 +165,35 @@ enum Answered {
     Nothing,
 }
 
+/// How a stream ended, and what it answered before.
+enum Drained {
+    /// It ended, or the caller's side closed.
+    Ended(Answered),
+    /// Nothing came for [`limits::WATCH_SILENCE_MS`] (a live stream beats every second).
+    Silent(Answered),
+    /// The member refused to go on (`unavailable`: stale, stopping, unreachable).
+    Refused(Answered),
+}
+
 /// Read `stream` to its end, moving `request`'s cursor past every answer; a moved key's
 /// request is re-aimed at whichever cell owns it now.
 async fn drain(
     mut stream: WatchStream,
     request: &mut pb::WatchRequest,
     out: &tokio::sync::mpsc::Sender<WatchBatch>,
-) -> Result<Answered, WatchEnd> {
+) -> Result<Drained, WatchEnd> {
     let mut answered = Answered::Nothing;
-    while let Some(item) = stream.next().await {
+    let silence = Duration::from_millis(limits::WATCH_SILENCE_MS);
+    loop {
+        let Ok(item) = tokio::time::timeout(silence, stream.next()).await else {
+            return Ok(Drained::Silent(answered));
+        };
+        let Some(item) = item else {
+            return Ok(Drained::Ended(answered));
+        };
         let answer = match item {
             Ok(answer) => answer,
-            Err(status) if retryable(&status) => break,
+            Err(status) if retryable(&status) => return Ok(Drained::Refused(answered)),
             Err(status) => return Err(CellError::from(status).into()),
         };
         if answer.compacted_below > 0 {
@@ -177,16 +210,15 @@ async fn drain(
                 events: answer.events,
             };
             if out.send(batch).await.is_err() {
-                return Ok(Answered::OutClosed);
+                return Ok(Drained::Ended(Answered::OutClosed));
             }
         }
         if answer.moved {
             // The node locates the key's new cell; its fences start above this cursor.
             request.cell = 0;
-            return Ok(Answered::Moved);
+            return Ok(Drained::Ended(Answered::Moved));
         }
     }
-    Ok(answered)
 }
 
 /// Whether opening a watch failed in a way another try may not.

@@ -2,7 +2,9 @@
 //! observers, team signals) and the bounded per-caller slots they hold.
 //!
 //! Owns: what a stream sends after its first answer, woken by the local member's applies
-//! (never polling), until the caller hangs up or the stream ends.
+//! (never polling the state), until the caller hangs up or the stream ends; a quiet watch
+//! stream's heartbeat, and whether the local member is fresh enough to serve it
+//! ([`fresh`]).
 //!
 //! Invariants: every answer a loop sends is what `whip_board` answered for the caller in
 //! one read (`Query::By`); a loop never writes. A stream holds one of its caller's slots
@@ -12,6 +14,7 @@
 //! of `crate::service`, which only translates one request into one submit or read and
 //! hands a stream's first answer here.
 
+pub(crate) mod fresh;
 pub(crate) mod streams;
 pub(crate) mod watch;
 

@@ -13,6 +13,7 @@ use whip_board::watch::{EventKind, KvEvent, WatchPage};
 use whip_board::{Query, QueryResult};
 use whip_proto::v1 as pb;
 
+use super::fresh;
 use super::streams::StreamSlot;
 use crate::error::CellError;
 use crate::limits::WATCH_PROGRESS_MS;
@@ -45,17 +46,25 @@ async fn read(
     }
 }
 
-/// The first read, made before the stream opens so that a refusal is the call's error.
+/// The first read, made before the stream opens so that a refusal is the call's error; a
+/// member that left the cell or leads unconfirmed refuses `unavailable` (the client opens
+/// the stream on another node).
 pub(crate) async fn first_page(
     member: &Cell,
     caller: &Caller,
     req: &pb::WatchRequest,
 ) -> Result<WatchPage, Status> {
+    if let Err(stale) = fresh::Look::default().judge(fresh::observe(member), 0) {
+        return Err(Status::unavailable(stale.to_string()));
+    }
     read(member, caller, req, req.from_revision).await
 }
 
 /// Send `first`, then every later page after each apply, until the caller hangs up, the
-/// history is compacted past the cursor or the key's range leaves this cell.
+/// history is compacted past the cursor or the key's range leaves this cell. Every
+/// [`WATCH_PROGRESS_MS`] without an apply the loop looks at the member ([`fresh`]): a
+/// fresh one sends a progress answer (the client knows the stream lives), a stale one ends
+/// the stream `unavailable`.
 pub(crate) async fn watch_loop(
     member: Cell,
     caller: Caller,
@@ -72,21 +81,31 @@ pub(crate) async fn watch_loop(
     let cell = member.cell_id();
     let mut from = req.from_revision;
     let mut page = first;
-    let mut told = std::time::Instant::now();
+    let began = std::time::Instant::now();
+    let mut told: Option<std::time::Instant> = None;
+    let mut look = fresh::Look::default();
     loop {
-        let tell = from == 0 || told.elapsed().as_millis() >= u128::from(WATCH_PROGRESS_MS);
+        let tell = told.is_none_or(|at| at.elapsed().as_millis() >= u128::from(WATCH_PROGRESS_MS));
         if tell {
-            told = std::time::Instant::now();
+            told = Some(std::time::Instant::now());
         }
-        match send_page(&tx, (cell, tell), from, &page).await {
-            Sent::Continue => {}
-            Sent::Ended => return,
+        if let Sent::Ended = send_page(&tx, (cell, tell), from, &page).await {
+            return;
         }
         from = page.next_from;
         if !page.more {
-            tokio::select! {
-                changed = applied.changed() => if changed.is_err() { return },
-                _ = tx.closed() => return,
+            let now_ms = || began.elapsed().as_millis() as u64;
+            match wait_apply(
+                &member,
+                &tx,
+                (cell, from),
+                (&mut applied, &mut look),
+                now_ms,
+            )
+            .await
+            {
+                Waited::Applied { beat } => told = beat.or(told),
+                Waited::Ended => return,
             }
         }
         // Reading after marking the signal seen: an apply during the read wakes us again.
@@ -98,6 +117,54 @@ pub(crate) async fn watch_loop(
                 return;
             }
         };
+    }
+}
+
+enum Waited {
+    /// The member applied; `beat` is when the last heartbeat went out, if one did.
+    Applied {
+        beat: Option<std::time::Instant>,
+    },
+    Ended,
+}
+
+/// Wait for the member's next apply, sending a heartbeat every [`WATCH_PROGRESS_MS`]
+/// meanwhile: a progress answer at the cursor while the member is fresh; a stale member's
+/// stream ends `unavailable`.
+async fn wait_apply(
+    member: &Cell,
+    tx: &Sender,
+    (cell, from): (u64, u64),
+    (applied, look): (&mut tokio::sync::watch::Receiver<u64>, &mut fresh::Look),
+    now_ms: impl Fn() -> u64,
+) -> Waited {
+    let beat = std::time::Duration::from_millis(WATCH_PROGRESS_MS);
+    let mut last_beat = None;
+    loop {
+        tokio::select! {
+            changed = applied.changed() => return match changed {
+                Ok(()) => Waited::Applied { beat: last_beat },
+                Err(_) => Waited::Ended,
+            },
+            _ = tx.closed() => return Waited::Ended,
+            () = tokio::time::sleep(beat) => {}
+        }
+        let answer = match look.judge(fresh::observe(member), now_ms()) {
+            Ok(()) => pb::WatchResponse {
+                next_from: from,
+                cell,
+                ..Default::default()
+            },
+            Err(stale) => {
+                tracing::debug!(cell, %stale, "a watch stream ends on a stale member");
+                let _ = tx.send(Err(Status::unavailable(stale.to_string()))).await;
+                return Waited::Ended;
+            }
+        };
+        if tx.send(Ok(answer)).await.is_err() {
+            return Waited::Ended;
+        }
+        last_beat = Some(std::time::Instant::now());
     }
 }
 
@@ -138,8 +205,9 @@ async fn send_page(tx: &Sender, (cell, tell): (u64, bool), from: u64, page: &Wat
         cell,
         ..Default::default()
     };
-    let quiet = page.events.is_empty() && page.next_from > from;
-    if (moved || tell && quiet) && tx.send(Ok(progress)).await.is_err() {
+    // A told page without events always answers: the first one tells the client the stream
+    // is served, a later one that the cursor moved past other keys' events.
+    if (moved || tell && page.events.is_empty()) && tx.send(Ok(progress)).await.is_err() {
         return Sent::Ended;
     }
     match moved {

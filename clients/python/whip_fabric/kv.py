@@ -34,6 +34,7 @@ __all__ = [
 LIST_PAGE = 500
 WATCH_RECONNECT_FOR_S = 30.0
 WATCH_BACKOFF_MAX_S = 0.5
+WATCH_SILENCE_S = 5.0
 
 
 class Compacted(errors.WhipError):
@@ -299,7 +300,8 @@ class _Watch:
 
     async def _cells(self) -> list[int]:
         routes = await self._t.unary("Routes", pb.RoutesRequest(), pb.RoutesResponse)
-        cells = sorted({r.cell for r in routes.ranges})
+        # Every data cell, with ranges or not: a range may move into an empty cell later.
+        cells = sorted({c.cell for c in routes.cells} | {r.cell for r in routes.ranges})
         return cells or [0]
 
     async def events(self) -> AsyncIterator[WatchEvent]:
@@ -345,7 +347,18 @@ class _Watch:
 
     async def _drain(self, request: pb.WatchRequest) -> bool:
         answered = False
-        async for answer in self._t.stream("Watch", request, pb.WatchResponse):
+        stream = self._t.stream("Watch", request, pb.WatchResponse)
+        while True:
+            try:
+                # A live stream beats every second: silence means the member is gone
+                # or cut off, so the next try opens on another node.
+                answer = await asyncio.wait_for(anext(stream), WATCH_SILENCE_S)
+            except StopAsyncIteration:
+                return answered
+            except asyncio.TimeoutError:
+                await stream.aclose()
+                self._t.rotate()
+                return answered
             if answer.compacted_below:
                 raise Compacted(
                     f"events below revision {answer.compacted_below} of cell "
@@ -360,5 +373,5 @@ class _Watch:
                     WatchEvent(kind, e.key, e.value, e.revision, e.version, answer.cell)
                 )
             if answer.moved:
+                await stream.aclose()
                 return answered
-        return answered

@@ -24,7 +24,7 @@ import asyncio
 import itertools
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, Protocol, TypeVar, cast
 
 import grpc
@@ -311,9 +311,13 @@ class Transport:
 
     # ------------------------------------------------------------------ streams
 
+    def rotate(self) -> None:
+        """Aim the next call at the next member (a stream went silent on this one)."""
+        self._next += 1
+
     async def stream(
         self, method: str, request: Message, response: type[R]
-    ) -> AsyncIterator[R]:
+    ) -> AsyncGenerator[R, None]:
         """A server stream of ``method`` from the current member (no retry: the caller
         resumes from its own cursor)."""
         addr = self.members[self._next % len(self.members)]
