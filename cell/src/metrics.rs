@@ -83,6 +83,15 @@ impl RpcStats {
             .observe(took.as_secs_f64());
     }
 
+    /// How many calls of `path` this server answered `ok` so far.
+    pub fn answered_ok(&self, path: &str) -> u64 {
+        let labels = vec![
+            ("method", self.method_label(path)),
+            ("code", code_name(tonic::Code::Ok).to_string()),
+        ];
+        self.inner.calls.get_or_create(&labels).get()
+    }
+
     /// Count `requests` this server sent on to another node: a member to its cell's leader,
     /// or a router to a cell it does not host. A client routing by the range map makes
     /// none.

@@ -32,6 +32,10 @@ fn raft_config(config: &CellConfig) -> openraft::Config {
         max_in_snapshot_log_to_keep: config.snapshot_after_entries.min(1000),
         snapshot_max_chunk_size: limits::SNAPSHOT_CHUNK_BYTES,
         install_snapshot_timeout: limits::SNAPSHOT_CHUNK_TIMEOUT_MS,
+        lease_read_ms: crate::lease_read::lease_read_ms(
+            config.lease_reads,
+            config.election_timeout_min_ms,
+        ),
         ..Default::default()
     }
 }
@@ -64,6 +68,8 @@ pub struct CellConfig {
     pub heartbeat_ms: u64,
     /// A follower hearing no leader for a random time in `[min, 2 × min)` campaigns.
     pub election_timeout_min_ms: u64,
+    /// Whether the leader serves linearizable reads under its lease (`lease_read.rs`).
+    pub lease_reads: crate::LeaseReads,
     /// Run this member's own tick loop. A node hosting many cells turns it off and drives
     /// every cell's [`Cell::tick_due`] / [`Cell::tick_round`] from one loop instead.
     pub own_tick_loop: bool,
@@ -97,6 +103,7 @@ impl CellConfig {
             disk_faults: crate::DiskFaults::default(),
             heartbeat_ms: limits::HEARTBEAT_MS,
             election_timeout_min_ms: limits::ELECTION_TIMEOUT_MIN_MS,
+            lease_reads: crate::LeaseReads::On,
             own_tick_loop: true,
             own_heartbeat: true,
             transport: crate::tls::Transport::Insecure,
@@ -311,8 +318,9 @@ impl Cell {
         CellError::answer(answer?)
     }
 
-    /// A linearizable read: the leader confirms its leadership with a quorum (read index)
-    /// and waits until it has applied that far; a follower forwards the read to the leader.
+    /// A linearizable read: the leader confirms its leadership, under its lease without a
+    /// round (`lease_read.rs`) or else with a quorum (read index), and waits until it has
+    /// applied that far; a follower forwards the read to the leader.
     pub async fn read(&self, query: Query) -> Result<QueryResult, CellError> {
         self.read_inner(query, true).await
     }
@@ -365,8 +373,8 @@ impl Cell {
             .map_err(|e| CellError::Fatal(e.to_string()))
     }
 
-    /// The leader's read barrier: confirm leadership with a quorum, then apply the whole
-    /// log as of now.
+    /// The leader's read barrier: confirm leadership (under the lease, or with a quorum),
+    /// then apply the whole log as of now.
     async fn barrier(&self) -> Result<(), CellError> {
         let log_end = self.inner.raft.metrics().borrow().last_log_index;
         match self.inner.raft.ensure_linearizable().await {

@@ -68,6 +68,8 @@ pub struct NodeConfig {
     pub work_quota_ttl_ms: u64,
     /// Whether idle hosted cells hibernate (`crate::hibernate`).
     pub hibernate: crate::hibernate::Hibernate,
+    /// Whether hosted cells' leaders serve reads under their lease (`whip_cell::lease_read`).
+    pub lease_reads: whip_cell::LeaseReads,
 }
 
 impl NodeConfig {
@@ -89,6 +91,7 @@ impl NodeConfig {
             transport: whip_cell::tls::Transport::Insecure,
             work_quota_ttl_ms: limits::WORK_QUOTA_TTL_MS,
             hibernate: crate::hibernate::Hibernate::On,
+            lease_reads: whip_cell::LeaseReads::On,
         }
     }
 }
@@ -275,6 +278,7 @@ impl Node {
         config.storage = c.storage;
         config.heartbeat_ms = c.heartbeat_ms;
         config.election_timeout_min_ms = c.election_timeout_min_ms;
+        config.lease_reads = c.lease_reads;
         config.clock_offset = c.clock_offset.clone();
         config.disk_faults = c.disk_faults.clone();
         config.transport = c.transport.clone();

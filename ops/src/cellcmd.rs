@@ -45,6 +45,9 @@ pub(crate) enum CellCommand {
         /// Serve the MCP tools over Streamable HTTP (`POST /mcp`) on this loopback address.
         #[arg(long, value_name = "ADDR")]
         mcp: Option<SocketAddr>,
+        /// Whether the leader serves reads under its lease (`on`, the default, or `off`).
+        #[arg(long = "lease-reads", env = "WHIP_LEASE_READS", default_value = "on")]
+        lease_reads: whip_cell::LeaseReads,
     },
     /// Add a non-voting learner (ID=ADDR) and wait until it caught up.
     AddLearner {
@@ -76,6 +79,7 @@ pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
             let mut config = CellConfig::new(id, settings.advertised(listen), data);
             config.transport = transport;
             config.storage = settings.storage;
+            config.lease_reads = settings.lease_reads;
             config.clock_offset = settings.clock_offset();
             config.disk_faults = settings.disk_faults();
             let http = crate::observe::HttpArgs {
@@ -93,6 +97,7 @@ pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
             storage,
             http,
             mcp,
+            lease_reads,
         } => {
             let dev_cell = DevArgs {
                 voters,
@@ -100,6 +105,7 @@ pub(crate) async fn run(global: &Global, cmd: CellCommand) -> Result<ExitCode> {
                 data,
                 storage,
                 mcp,
+                lease_reads,
             };
             dev(global, dev_cell, http).await
         }
@@ -360,6 +366,7 @@ struct DevArgs {
     data: PathBuf,
     storage: StorageKind,
     mcp: Option<SocketAddr>,
+    lease_reads: whip_cell::LeaseReads,
 }
 
 async fn dev(global: &Global, args: DevArgs, http: crate::observe::HttpArgs) -> Result<ExitCode> {
@@ -369,6 +376,7 @@ async fn dev(global: &Global, args: DevArgs, http: crate::observe::HttpArgs) -> 
         data,
         storage,
         mcp,
+        lease_reads,
     } = args;
     if voters == 0 {
         bail!("--voters must be at least 1");
@@ -386,6 +394,7 @@ async fn dev(global: &Global, args: DevArgs, http: crate::observe::HttpArgs) -> 
         let mut config = CellConfig::new(*id, addr.clone(), dir.clone());
         config.transport = crate::security::server_transport(global, &dir)?;
         config.storage = storage;
+        config.lease_reads = lease_reads;
         config.rpc_stats = rpc.clone();
         members.push(start_member(config, addr.parse()?).await?);
     }

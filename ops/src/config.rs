@@ -291,6 +291,12 @@ impl Named for whip_cell::storage::LogLayout {
     }
 }
 
+impl Named for whip_cell::LeaseReads {
+    fn name(&self) -> &'static str {
+        whip_cell::LeaseReads::name(*self)
+    }
+}
+
 impl Named for whip_fabric::hibernate::Hibernate {
     fn name(&self) -> &'static str {
         whip_fabric::hibernate::Hibernate::name(*self)
@@ -382,6 +388,13 @@ pub(crate) struct ServeCommon {
     /// Off unless given.
     #[arg(long, env = "WHIP_MCP", value_name = "ADDR")]
     pub(crate) mcp: Option<SocketAddr>,
+    /// Whether a cell's leader serves linearizable reads under its lease: `on` (the
+    /// default: while a quorum acknowledged it within the election timeout less a drift
+    /// margin, a read takes no round) or `off` (every read takes a read-index round, for
+    /// A/B runs).
+    #[arg(long = "lease-reads", env = "WHIP_LEASE_READS", default_value = "on")]
+    #[serde(with = "crate::config::by_name")]
+    pub(crate) lease_reads: whip_cell::LeaseReads,
     /// Plaintext (the global `--insecure`, `WHIP_INSECURE`): a file can set it too.
     #[arg(skip)]
     pub(crate) insecure: bool,

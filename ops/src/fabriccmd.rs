@@ -173,6 +173,7 @@ pub(crate) async fn node(global: &Global, cmd: NodeCommand) -> Result<ExitCode> 
     config.storage = common.storage;
     config.log = settings.log;
     config.hibernate = settings.hibernate;
+    config.lease_reads = common.lease_reads;
     config.clock_offset = common.clock_offset();
     config.disk_faults = common.disk_faults();
     config.heartbeat_ms = settings.heartbeat_ms;

@@ -190,6 +190,21 @@ impl ProcessCluster {
         }
         None
     }
+
+    /// Wait up to `timeout` until a running member reports a running leader: its id.
+    pub async fn wait_leader(&self, timeout: Duration) -> u64 {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(leader) = self.leader().await {
+                return leader;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no leader within {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 impl Drop for ProcessCluster {

@@ -28,6 +28,8 @@ pub(crate) enum Workload {
     Lease,
     /// Append to ledger partitions.
     Ledger,
+    /// Linearizable reads of shared keys (each key is put once before the run).
+    Get,
     /// Run a WhippleScript program (`--program FILE`) to completion, over and over:
     /// completed instances per second.
     Engine,
@@ -128,6 +130,9 @@ pub(crate) async fn run(global: &Global, args: BenchArgs) -> Result<ExitCode> {
         _ => {}
     }
     let clients = connect_clients(global, &session.client, args.conns.max(1)).await?;
+    if let Workload::Get = args.workload {
+        put_read_keys(&clients[0], &args).await?;
+    }
     let start = Instant::now();
     let measure_from = start + warmup;
     let end = measure_from + duration;
@@ -148,6 +153,25 @@ pub(crate) async fn run(global: &Global, args: BenchArgs) -> Result<ExitCode> {
     progress.abort();
     session.close().await;
     report(global, &args, duration, workers)
+}
+
+/// The keys a `get` run reads, each put once.
+async fn put_read_keys(client: &CellClient, args: &BenchArgs) -> Result<()> {
+    let keys: Vec<String> = match args.keys {
+        0 => (0..args.clients)
+            .map(|i| format!("bench/own/{i}"))
+            .collect(),
+        n => (0..n).map(|slot| format!("bench/{slot}")).collect(),
+    };
+    for key in keys {
+        let req = pb::KvPutRequest {
+            key: key.into_bytes(),
+            value: vec![b'x'; args.value_bytes],
+            ..Default::default()
+        };
+        client.kv_put(req).await?;
+    }
+    Ok(())
 }
 
 /// Clients go straight to the leader (found through any member), as a well-behaved client
@@ -248,6 +272,7 @@ async fn client_loop(
             Workload::Cas => cas(client, key, &value, &mut versions[slot]).await,
             Workload::Lease => lease(client, key, i).await,
             Workload::Ledger => ledger(client, i, &value).await,
+            Workload::Get => get(client, key).await,
             Workload::Engine | Workload::Board | Workload::Mail => {
                 unreachable!("runs in its own loop")
             }
@@ -282,6 +307,14 @@ async fn cas(client: &CellClient, key: String, value: &[u8], version: &mut u64) 
         *version = r.current_version;
         Ok(false)
     }
+}
+
+async fn get(client: &CellClient, key: String) -> Result<bool> {
+    let req = pb::KvGetRequest {
+        key: key.into_bytes(),
+        ..Default::default()
+    };
+    Ok(client.kv_get(req).await?.found)
 }
 
 async fn lease(client: &CellClient, key: String, i: usize) -> Result<bool> {

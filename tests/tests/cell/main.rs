@@ -5,6 +5,7 @@ mod t10_elect;
 mod t15_kv_txn;
 mod t16_watch;
 mod t20_follower;
+mod t22_lease_reads;
 mod t30_leader_kill;
 mod t35_process_kill;
 mod t36_process_pause;

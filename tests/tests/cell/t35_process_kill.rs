@@ -19,15 +19,7 @@ async fn sigkill_leader_process() {
             .expect("append");
         acked.push(r.seq);
     }
-    let mut leader = None;
-    for _ in 0..500 {
-        leader = cluster.leader().await;
-        if leader.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let old = leader.expect("a leader within 10s");
+    let old = cluster.wait_leader(Duration::from_secs(10)).await;
     let killed_at = Instant::now();
     cluster.kill(old);
     let r = client

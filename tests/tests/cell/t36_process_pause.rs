@@ -18,15 +18,7 @@ async fn sigstop_leader_does_not_stall_follower_writes() {
         .ledger_append(crate::append("p", 0, ""))
         .await
         .expect("append before the pause");
-    let mut leader = None;
-    for _ in 0..500 {
-        leader = cluster.leader().await;
-        if leader.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let old = leader.expect("a leader within 10s");
+    let old = cluster.wait_leader(Duration::from_secs(10)).await;
     let follower: usize = if old == 1 { 2 } else { 1 };
     let through_follower = CellClient::connect(&cluster.addrs[follower - 1..follower])
         .expect("client")

@@ -228,6 +228,15 @@ pub struct Config {
            default_missing_value = "true"
     )]
     pub enable_elect: bool,
+
+    /// whip patch: a leader answers a linearizable read's leadership check at once, without a
+    /// heartbeat round, while a quorum acknowledged a message it sent less than this many
+    /// milliseconds ago (0: never; every check takes a round). It must stay below
+    /// `election_timeout_min` by the clocks' drift margin: a follower grants no other
+    /// candidate its vote for `election_timeout_min` after it last accepted this leader, and
+    /// with this set a restarted node grants none for as long after its start.
+    #[clap(long, default_value = "0")]
+    pub lease_read_ms: u64,
 }
 
 /// Updatable config for a raft runtime.

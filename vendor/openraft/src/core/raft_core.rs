@@ -303,6 +303,19 @@ where
             (read_log_id, applied)
         };
 
+        // whip patch: under the leader lease no other leader can have been elected since a
+        // quorum acknowledged a message this leader sent at `acked` (each of those voters
+        // refuses every candidate for `election_timeout_min` after accepting it), so the read
+        // index is current without a round. See `Config::lease_read_ms`.
+        if self.config.lease_read_ms > 0 {
+            if let Some(acked) = self.last_quorum_acked_time() {
+                if C::now() < acked + Duration::from_millis(self.config.lease_read_ms) {
+                    let _ = tx.send(Ok(resp));
+                    return;
+                }
+            }
+        }
+
         let my_id = self.id.clone();
         let my_vote = self.engine.state.vote_ref().clone();
         let ttl = Duration::from_millis(self.config.heartbeat_interval);

@@ -26,6 +26,11 @@ pub(crate) struct EngineConfig<NID: NodeId> {
     pub(crate) max_payload_entries: u64,
 
     pub(crate) timer_config: time_state::Config,
+
+    /// whip patch: a (re)started node grants no vote for the leader lease after its start, as
+    /// if it had just accepted a leader: a leader serving reads under its lease
+    /// (`Config::lease_read_ms`) may count this node's acknowledgement from before a crash.
+    pub(crate) boot_lease: bool,
 }
 
 impl<NID: NodeId> Default for EngineConfig<NID> {
@@ -37,6 +42,7 @@ impl<NID: NodeId> Default for EngineConfig<NID> {
             purge_batch_size: 256,
             max_payload_entries: 300,
             timer_config: time_state::Config::default(),
+            boot_lease: false,
         }
     }
 }
@@ -57,6 +63,8 @@ impl<NID: NodeId> EngineConfig<NID> {
                 // election timeout, not the longest (see raft_core.rs `handle_tick_election`).
                 leader_lease: Duration::from_millis(config.election_timeout_min),
             },
+            // whip patch: see `Config::lease_read_ms`.
+            boot_lease: config.lease_read_ms > 0,
         }
     }
 }

@@ -159,6 +159,12 @@ where C: RaftTypeConfig
             self.state.membership_state.effective().is_voter(&self.config.id)
         );
 
+        // whip patch: with lease reads on, the lease this node may have granted before a crash
+        // holds from its start (see `EngineConfig::boot_lease`).
+        if self.config.boot_lease {
+            self.state.vote.touch(C::now());
+        }
+
         // whip patch: a leader replicates entries before its own flush lands, so after a crash
         // its log may lack entries that followers hold under its term. Resuming that term
         // would let it write different entries under the same log ids; it campaigns for a

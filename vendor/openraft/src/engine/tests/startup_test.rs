@@ -156,3 +156,33 @@ fn test_startup_as_learner() -> anyhow::Result<()> {
 
     Ok(())
 }
+
+/// A follower that restarts with `boot_lease` (whip patch, PATCH.md item 11) refuses a
+/// candidate within the leader lease after its start, as if it had just accepted a leader;
+/// without it (stock) the same request is granted at once.
+#[test]
+fn test_startup_with_boot_lease_refuses_votes_within_the_lease() -> anyhow::Result<()> {
+    use crate::raft::VoteRequest;
+    use std::time::Duration;
+
+    for boot_lease in [true, false] {
+        let mut eng = eng();
+        eng.config.boot_lease = boot_lease;
+        eng.config.timer_config.leader_lease = Duration::from_secs(60);
+        eng.state
+            .membership_state
+            .set_effective(Arc::new(EffectiveMembership::new(Some(log_id(1, 1, 1)), m23())));
+        // A follower of leader 3 in term 1, its vote loaded from storage with no time.
+        eng.state.vote = UTime::without_utime(Vote::new_committed(1, 3));
+
+        eng.startup();
+        assert_eq!(ServerState::Follower, eng.state.server_state);
+
+        let resp = eng.handle_vote_req(VoteRequest {
+            vote: Vote::new(2, 3),
+            last_log_id: Some(log_id(1, 1, 5)),
+        });
+        assert_eq!(!boot_lease, resp.vote_granted, "boot_lease {boot_lease}");
+    }
+    Ok(())
+}
