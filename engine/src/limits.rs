@@ -165,3 +165,5 @@ pub const PROMPT_BYTES_MAX: usize = 256 * 1024;
 /// How deep the fixture provider builds a value of a nested class for a `coerce` (deeper
 /// fields are left out, as a recursive class would never end).
 pub const FIXTURE_VALUE_DEPTH_MAX: usize = 16;
+/// Longest a fixture agent turn may be told to take (`--fixture-turn-ms`).
+pub const FIXTURE_TURN_MS_MAX: u64 = 60_000;

@@ -11,6 +11,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use whip_cell::CellClient;
+use whip_engine::limits::FIXTURE_TURN_MS_MAX;
 use whip_engine::runtime::state::Status;
 use whip_engine::runtime::{Engine, InstanceRow, Owner, Program, RunReport, RuntimeError, State};
 use whip_fabric::FabricClient;
@@ -165,6 +166,11 @@ pub(crate) struct ProviderArgs {
     /// Force every provider effect to be cancelled.
     #[arg(long)]
     cancel: bool,
+    /// Each fixture agent turn takes this long before it answers, in ms (at most 60000):
+    /// turns then overlap visibly, and an agent's capacity holds the rest back.
+    #[arg(long, value_name = "MS", default_value_t = 0,
+        value_parser = clap::value_parser!(u64).range(0..=FIXTURE_TURN_MS_MAX))]
+    fixture_turn_ms: u64,
 }
 
 /// The providers `--provider` names.
@@ -185,7 +191,9 @@ impl ProviderArgs {
             _ => None,
         };
         match self.provider {
-            ProviderChoice::Fixture => Arc::new(FixtureProvider::new(forced)),
+            ProviderChoice::Fixture => {
+                Arc::new(FixtureProvider::new(forced).with_turn_ms(self.fixture_turn_ms))
+            }
         }
     }
 }

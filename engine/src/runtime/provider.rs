@@ -13,7 +13,7 @@ use super::agent::{CoerceArgs, TellArgs};
 use super::state::Terminal;
 use super::worker::Ran;
 use crate::check::shape::Shape;
-use crate::limits::FIXTURE_VALUE_DEPTH_MAX;
+use crate::limits::{FIXTURE_TURN_MS_MAX, FIXTURE_VALUE_DEPTH_MAX};
 
 /// How a provider ended a turn or a coercion.
 #[derive(Clone, Debug, PartialEq)]
@@ -73,6 +73,9 @@ pub enum Forced {
 pub struct FixtureProvider {
     /// A terminal forced on every provider effect, or `None` (they complete).
     pub forced: Option<Forced>,
+    /// How long each agent turn takes before it answers (0: at once), so that a test or a
+    /// demo can see turns overlap and capacity hold them back.
+    pub turn_ms: u64,
 }
 
 /// The exit code of a forced failing fixture turn.
@@ -81,7 +84,15 @@ pub const FIXTURE_EXIT_CODE: i64 = 42;
 impl FixtureProvider {
     /// A fixture that forces `forced` (or completes every effect).
     pub fn new(forced: Option<Forced>) -> FixtureProvider {
-        FixtureProvider { forced }
+        FixtureProvider { forced, turn_ms: 0 }
+    }
+
+    /// The same fixture, each turn taking `turn_ms` (at most [`FIXTURE_TURN_MS_MAX`]).
+    pub fn with_turn_ms(self, turn_ms: u64) -> FixtureProvider {
+        FixtureProvider {
+            turn_ms: turn_ms.min(FIXTURE_TURN_MS_MAX),
+            ..self
+        }
     }
 
     /// The answer to a turn of an agent of provider kind `kind`.
@@ -131,7 +142,12 @@ impl FixtureProvider {
 
 impl Provider for FixtureProvider {
     fn tell<'a>(&'a self, turn: &'a TellArgs) -> BoxFuture<'a, ProviderOutcome> {
-        Box::pin(async move { self.turn(&turn.provider) })
+        Box::pin(async move {
+            if self.turn_ms > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(self.turn_ms)).await;
+            }
+            self.turn(&turn.provider)
+        })
     }
 
     fn coerce<'a>(&'a self, call: &'a CoerceArgs) -> BoxFuture<'a, ProviderOutcome> {
