@@ -278,7 +278,7 @@ fn tracker_and_channel_resources(wf: &Wf, resources: &mut Vec<Resource>) {
         resources.push(resource("tracker", name, &r.owner, params));
     }
     for (name, r) in &wf.channels {
-        let mut params = vec![("provider".into(), "fabric".into())];
+        let mut params = vec![("provider".into(), r.decl.provider_name().to_string())];
         if let Some((kind, to)) = &r.decl.to {
             params.push(("to".into(), format!("{}:{}", kind.name, to.value)));
         }

@@ -44,5 +44,6 @@ pub mod diag;
 pub mod executor;
 pub mod ir;
 pub mod limits;
+pub mod messaging;
 pub mod runtime;
 pub mod syntax;

@@ -283,9 +283,20 @@ pub(crate) type Eng = Engine<CellClient>;
 
 /// An engine on `client` with the compute plane the binary was configured with.
 pub(crate) fn engine(global: &Global, client: &Arc<CellClient>) -> Eng {
+    // `local` channels write beside the embedded store; against a cell they are blocked.
+    let local = match global.cell {
+        None => Some(
+            global
+                .store
+                .clone()
+                .unwrap_or_else(|| ".whipplescript".into()),
+        ),
+        Some(_) => None,
+    };
     Engine::new(Arc::clone(client))
         .with_config(global.engine)
         .with_executor(global.executor.clone())
+        .with_local_messaging(local)
 }
 
 pub(crate) fn engine_error(e: RuntimeError) -> anyhow::Error {

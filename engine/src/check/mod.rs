@@ -174,6 +174,17 @@ fn declarations(m: &Model, files: &[File], diags: &mut Vec<Diag>) {
     for f in files {
         collect_decls(&f.items, &mut all);
     }
+    let first_channel = all.iter().find_map(|item| match &item.kind {
+        ItemKind::Channel(d) => Some(d.name.span),
+        _ => None,
+    });
+    if let Some(span) = first_channel.filter(|_| !m.uses.contains("std.messaging")) {
+        let msg = "a `channel` declaration requires `use std.messaging` \
+                   (security.package_import_required): the import is the program's explicit \
+                   opt-in to this authority";
+        let help = "add `use std.messaging` at the top of the file";
+        diags.push(Diag::error("channel.missing_use", span, msg).help(help));
+    }
     for item in all {
         if item.recovered {
             continue;
@@ -498,16 +509,32 @@ fn recursion(edges: &BTreeMap<String, Vec<(String, Span)>>, diags: &mut Vec<Diag
     }
 }
 
-/// A channel's provider is `fabric` and its recipient an agent, a team or an entry with a
-/// valid name.
+/// A channel's provider is one of the messaging providers (LANGUAGE-AGENTS.md §4.5); only a
+/// `fabric` channel has a recipient, an agent, a team or an entry with a valid name.
 fn channel(d: &ChannelDecl, diags: &mut Vec<Diag>) {
-    if let Some(p) = d.provider.as_ref().filter(|p| p.name != "fabric") {
+    use crate::messaging::MessagingProvider;
+    if let Some(p) = d.provider.as_ref()
+        && MessagingProvider::from_code(&p.name).is_none()
+    {
         let msg = format!(
-            "channel `{}` uses unavailable provider `{}`",
+            "channel `{}` names unknown messaging provider `{}`",
             d.name.name, p.name
         );
-        let help = "the available provider is `fabric`";
+        let help = "the messaging providers are `local`, `stdio`, `fixture`, `desktop` and \
+                    `fabric`";
         diags.push(Diag::error("channel.provider", p.span, msg).help(help));
+        return;
+    }
+    if let (Some((kind, _)), Some(p)) = (&d.to, &d.provider)
+        && p.name != "fabric"
+    {
+        let msg = format!(
+            "channel `{}` names a recipient, which only provider `fabric` delivers to",
+            d.name.name
+        );
+        let help = "write `provider fabric`, or drop `to`";
+        diags.push(Diag::error("channel.recipient", kind.span, msg).help(help));
+        return;
     }
     let Some((kind, name)) = &d.to else {
         return;

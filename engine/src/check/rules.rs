@@ -81,6 +81,7 @@ impl Cx<'_> {
             }
             WhenKind::Message(c) => {
                 self.channel(c);
+                self.inbound(c);
                 Some(Bind::Runtime)
             }
             WhenKind::CompletedTurn(_) => {
@@ -137,6 +138,24 @@ impl Cx<'_> {
             let help = format!("declare it: `channel {} {{ provider fabric }}`", c.name);
             let help = suggest::help(&c.name, names, help);
             self.err("channel.undeclared", c.span, msg, help);
+        }
+    }
+
+    /// `when message from C`: C's provider must deliver inbound messages.
+    fn inbound(&mut self, c: &Ident) {
+        let Some(ch) = self.wf.channels.get(&c.name) else {
+            return;
+        };
+        let provider = crate::messaging::MessagingProvider::from_code(ch.decl.provider_name());
+        if provider.is_some_and(|p| !p.receives()) {
+            let msg = format!(
+                "`when message from {}` observes a channel whose provider `{}` is outbound-only \
+                 (its capability report cannot deliver inbound messages)",
+                c.name,
+                ch.decl.provider_name()
+            );
+            let help = "observe a channel of provider `local`, `stdio`, `fixture` or `fabric`";
+            self.err("channel.outbound_only", c.span, msg, help);
         }
     }
 
@@ -369,6 +388,7 @@ impl Cx<'_> {
         self.channel(&x.channel);
         if let Some(ch) = self.wf.channels.get(&x.channel.name)
             && ch.decl.to.is_none()
+            && ch.decl.provider_name() == "fabric"
         {
             let msg = format!(
                 "{} sends via channel `{}`, which only receives",

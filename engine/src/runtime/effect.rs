@@ -639,6 +639,13 @@ pub struct MailArgs {
     pub thread: Option<String>,
     /// How long an ask waits for its reply (0 for a send).
     pub within_ms: u64,
+    /// The channel's messaging provider when it is not `fabric` (`local`, `stdio`, …;
+    /// absent in a fabric send's stored arguments).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// The channel's `destination`, when it declares one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
 }
 
 /// `vote in TEAM {…} closes D`, with the language's defaults applied.

@@ -22,6 +22,8 @@
 //!
 //! - **Profile** (schedule time, `agent.tell`): a turn of an agent whose profile is not
 //!   registered is `blocked_by_profile` ([`super::agent::profile_block`]).
+//! - **Messaging** (binding time, `send via` a channel of provider `desktop`, or `local`
+//!   away from the embedded store): `provider_config` ([`super::messaging::send_block`]).
 //! - **Capacity** (`agent.tell`): decided inside the claim's guarded commit, not here
 //!   ([`super::agent::capacity_block`]), so the count and the start are one transaction.
 
@@ -118,7 +120,10 @@ impl<F: FabricClient> Engine<F> {
         let mut open = Vec::new();
         for id in ids {
             let e = &st.effects[&id];
-            match dependency_block(e, st).or_else(|| super::agent::profile_block(e)) {
+            let block = dependency_block(e, st)
+                .or_else(|| super::agent::profile_block(e))
+                .or_else(|| self.messaging_block(e));
+            match block {
                 Some(block) => blocks.push((id, block)),
                 None => open.push(id),
             }
@@ -159,6 +164,16 @@ impl<F: FabricClient> Engine<F> {
             tries.insert(key, (Instant::now(), seq));
         }
         Ok(gated)
+    }
+
+    /// A send through a messaging provider that cannot send from this worker.
+    fn messaging_block(&self, e: &Effect) -> Option<PolicyBlock> {
+        match &e.args {
+            Args::MessageSend(a) | Args::MessageAsk(a) => {
+                super::messaging::send_block(a, self.local_messaging.as_deref())
+            }
+            _ => None,
+        }
     }
 
     /// The `exec` effects among `ids`, each with the compute plane's block when its binding

@@ -174,6 +174,15 @@ impl<F: FabricClient> Engine<F> {
         a: &MailArgs,
         idem: &str,
     ) -> Result<Ran> {
+        if a.provider.is_some() {
+            let local = self.local_messaging.as_deref();
+            return Ok(super::messaging::send(
+                a,
+                (&header.id, &e.id),
+                local,
+                now_ms(),
+            ));
+        }
         let ask = e.kind() == EffectKind::MessageAsk;
         if ask && e.pass > 0 {
             let sent = e.output.as_ref().map_or(Value::Null, |o| o["sent"].clone());

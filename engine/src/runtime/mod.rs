@@ -24,6 +24,7 @@ pub mod effect;
 mod eval;
 pub mod gate;
 mod mail;
+mod messaging;
 pub mod program;
 pub mod provider;
 pub mod recover;
@@ -287,6 +288,9 @@ pub struct Engine<F: FabricClient> {
     admission_tries: Arc<Mutex<HashMap<String, (std::time::Instant, u64)>>>,
     /// What runs agent turns and coercions (the fixture unless given).
     provider: Arc<dyn provider::Provider>,
+    /// The embedded store's directory, where `local` channels write (`None` on a cell or
+    /// a fabric: their sends are blocked `provider_config`).
+    local_messaging: Option<std::path::PathBuf>,
 }
 
 impl<F: FabricClient> Engine<F> {
@@ -305,6 +309,7 @@ impl<F: FabricClient> Engine<F> {
             executor: crate::executor::ExecutorClient::new(None),
             admission_tries: Arc::default(),
             provider: Arc::new(provider::FixtureProvider::default()),
+            local_messaging: None,
         }
     }
 
@@ -347,6 +352,7 @@ impl<F: FabricClient> Engine<F> {
             executor: self.executor.clone(),
             admission_tries: self.admission_tries.clone(),
             provider: self.provider.clone(),
+            local_messaging: self.local_messaging.clone(),
         }))
     }
 
@@ -360,6 +366,13 @@ impl<F: FabricClient> Engine<F> {
     /// configured, so an `exec` effect is blocked with `provider_config`).
     pub fn with_executor(mut self, config: Option<crate::executor::ExecutorConfig>) -> Self {
         self.executor = crate::executor::ExecutorClient::new(config);
+        self
+    }
+
+    /// The same engine with `local` channels writing under `dir` (the embedded store's
+    /// directory; `None`: they are blocked `provider_config`).
+    pub fn with_local_messaging(mut self, dir: Option<std::path::PathBuf>) -> Self {
+        self.local_messaging = dir;
         self
     }
 

@@ -1033,10 +1033,16 @@ fn send_args<'s>(
     scope: &Scope<'_>,
 ) -> (&'s Option<crate::syntax::ast::Ident>, Args) {
     use crate::syntax::ast::SendKind;
-    let to = wf.channels.get(&m.channel.name).and_then(|r| {
-        let (kind, name) = r.decl.to.as_ref()?;
+    let decl = wf.channels.get(&m.channel.name).map(|r| &r.decl);
+    let to = decl.and_then(|d| {
+        let (kind, name) = d.to.as_ref()?;
         Some(format!("{}:{}", kind.name, name.value))
     });
+    let provider = decl
+        .map(|d| d.provider_name())
+        .filter(|p| *p != "fabric")
+        .map(str::to_string);
+    let destination = decl.and_then(|d| d.destination.as_ref().map(|s| s.value.clone()));
     let body = scope.object(&m.body);
     let word = match m.kind {
         SendKind::Inform => MailWord::Inform,
@@ -1051,6 +1057,8 @@ fn send_args<'s>(
         payload: body["payload"].clone(),
         thread: body.get("thread").map(text),
         within_ms: m.within.map_or(0, |d| d.seconds * 1000),
+        provider,
+        destination,
     };
     let args = match word {
         MailWord::Ask => Args::MessageAsk(args),

@@ -300,10 +300,26 @@ pub struct LedgerDecl {
 pub struct ChannelDecl {
     /// Its name.
     pub name: Ident,
-    /// `provider`, when given (only `fabric`).
+    /// `provider`, when given (`local`, `stdio`, `fixture`, `desktop` or `fabric`).
     pub provider: Option<Ident>,
-    /// `agent`, `team` or `entry`, and the name.
+    /// `agent`, `team` or `entry`, and the name (a `fabric` channel's recipient).
     pub to: Option<(Ident, StrLit)>,
+    /// `destination "…"`: where an outside provider delivers (recorded in the receipt).
+    pub destination: Option<StrLit>,
+    /// `workspace IDENT`: metadata, recorded only.
+    pub workspace: Option<Ident>,
+}
+
+impl ChannelDecl {
+    /// The provider's name: the declared one, else `fabric` for a channel with a recipient
+    /// (`to …`, ours), else `local` (LANGUAGE-AGENTS.md §1).
+    pub fn provider_name(&self) -> &str {
+        match (&self.provider, &self.to) {
+            (Some(p), _) => &p.name,
+            (None, Some(_)) => "fabric",
+            (None, None) => "local",
+        }
+    }
 }
 
 /// `tracker NAME [{ provider P }]`

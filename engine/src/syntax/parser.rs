@@ -636,23 +636,34 @@ impl Parser<'_> {
 
     fn channel(&mut self) -> R<ChannelDecl> {
         self.bump();
-        let help = "write `channel name { provider fabric to agent \"name\" }` (or `to team`, \
-                    `to entry`; without `to` the channel only receives)";
+        let help = concat!(
+            "write `channel name`, `channel name { provider local|stdio|fixture }` or ",
+            "`channel name { provider fabric to agent \"name\" }` (or `to team`, `to entry`; ",
+            "a fabric channel without `to` only receives)"
+        );
         let name = self.named("a channel name", help)?;
-        let (mut provider, mut to) = (None, None);
-        self.expect(Tok::LBrace, "`{`", help)?;
+        let mut decl = ChannelDecl {
+            name,
+            provider: None,
+            to: None,
+            destination: None,
+            workspace: None,
+        };
+        // A bare `channel NAME` is complete.
+        if !self.eat(&Tok::LBrace) {
+            return Ok(decl);
+        }
         while !self.eat(&Tok::RBrace) {
-            let field = self.ident("`provider` or `to`", help)?;
+            let field = self.ident("`provider`, `destination`, `workspace` or `to`", help)?;
             match field.name.as_str() {
-                "provider" => provider = Some(self.ident("a provider name", help)?),
+                "provider" => decl.provider = Some(self.ident("a provider name", help)?),
+                "workspace" => decl.workspace = Some(self.ident("a workspace name", help)?),
+                "destination" => {
+                    decl.destination = Some(self.str_lit("a quoted destination", help)?)
+                }
                 "to" => {
                     let kind = self.ident("`agent`, `team` or `entry`", help)?;
-                    let t = self.peek().clone();
-                    let Tok::Str(lit) = t.tok else {
-                        return Err(self.expected("a quoted name", help));
-                    };
-                    self.bump();
-                    to = Some((kind, lit));
+                    decl.to = Some((kind, self.str_lit("a quoted name", help)?));
                 }
                 _ => {
                     let msg = format!("unknown channel field `{}`", field.name);
@@ -660,7 +671,7 @@ impl Parser<'_> {
                 }
             }
         }
-        Ok(ChannelDecl { name, provider, to })
+        Ok(decl)
     }
 
     // ---- coordination declarations ----------------------------------------------------

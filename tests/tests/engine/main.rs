@@ -18,6 +18,7 @@ mod t98_operate;
 mod t99_blocked;
 mod t99_capacity_fabric;
 mod t99_exec;
+mod t99_messaging;
 mod t99_recover;
 
 use std::path::{Path, PathBuf};

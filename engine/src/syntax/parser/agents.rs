@@ -304,7 +304,8 @@ impl Parser<'_> {
         self.fail_at(word.span, "syntax.outside_subset", msg, OUTSIDE_HELP)
     }
 
-    fn str_lit(&mut self, what: &str, help: &str) -> R<StrLit> {
+    /// A string literal, or a failure naming `what`.
+    pub(super) fn str_lit(&mut self, what: &str, help: &str) -> R<StrLit> {
         let t = self.peek().clone();
         let Tok::Str(lit) = t.tok else {
             return Err(self.expected(what, help));
