@@ -42,6 +42,7 @@ pub mod check;
 pub mod cli;
 pub mod diag;
 pub mod executor;
+pub mod http1;
 pub mod ir;
 pub mod limits;
 pub mod messaging;

@@ -165,5 +165,13 @@ pub const PROMPT_BYTES_MAX: usize = 256 * 1024;
 /// How deep the fixture provider builds a value of a nested class for a `coerce` (deeper
 /// fields are left out, as a recursive class would never end).
 pub const FIXTURE_VALUE_DEPTH_MAX: usize = 16;
+/// Longest a coercion's answer may be (LANGUAGE-AGENTS.md §4.4: 16 MiB).
+pub const COERCE_ANSWER_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// A coercion's token bound unless `WHIPPLESCRIPT_COERCE_MAX_TOKENS` says otherwise.
+pub const COERCE_MAX_TOKENS_DEFAULT: u64 = 4_096;
+/// How long one coercion call may take unless `WHIPPLESCRIPT_COERCE_TIMEOUT_SECS` says.
+pub const COERCE_TIMEOUT_SECS_DEFAULT: u64 = 120;
+/// How long the gate waits for the model broker's health answer.
+pub const BROKER_HEALTH_WAIT_MS: u64 = 2_000;
 /// Longest a fixture agent turn may be told to take (`--fixture-turn-ms`).
 pub const FIXTURE_TURN_MS_MAX: u64 = 60_000;

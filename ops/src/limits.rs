@@ -56,3 +56,8 @@ pub(crate) const MCP_SESSION_TTL_MS: u64 = 60_000;
 pub(crate) const MCP_HTTP_REQUESTS_MAX: usize = 64;
 /// Proven agents the MCP listener keeps a connection for (more are served, not kept).
 pub(crate) const MCP_HTTP_AGENTS_MAX: usize = 1_024;
+
+/// Longest a model call the broker relays may take (`whip broker`).
+pub const BROKER_RELAY_TIMEOUT_MS: u64 = 120_000;
+/// Largest request the broker reads, and largest answer it relays (LANGUAGE-AGENTS.md §4.4).
+pub const BROKER_BODY_BYTES_MAX: usize = 16 * 1024 * 1024;

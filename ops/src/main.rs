@@ -16,6 +16,7 @@ mod agent;
 mod backup;
 mod bench;
 mod boardcmd;
+mod broker;
 mod cellcmd;
 mod config;
 mod connect;
@@ -164,6 +165,9 @@ enum Command {
     /// The compute-plane sidecar that runs `exec` effects (`whip-executor/1`); needs
     /// `WHIP_EXECUTOR_TOKEN`. Workers reach it through `WHIP_EXECUTOR_URL`.
     Executor(executorcmd::ExecutorArgs),
+    /// The model broker: keeps provider keys and injects them into workers' model calls
+    /// (`whip broker --bind ADDR`, `secret set NAME`, `token issue --worker W`).
+    Broker(broker::BrokerArgs),
     /// The servers' settings: `whip config show [cell] [--config FILE] [--data DIR]`.
     #[command(subcommand)]
     Config(Box<config::ConfigCommand>),
@@ -318,6 +322,7 @@ fn serves_until_stopped(command: &Command) -> bool {
             | Command::Node(fabriccmd::NodeCommand::Serve(_))
             | Command::Executor(_)
             | Command::Mcp
+            | Command::Broker(_)
     )
 }
 
@@ -355,6 +360,7 @@ async fn dispatch(global: &Global, command: Command) -> anyhow::Result<ExitCode>
         Command::Mcp => mcp::run(global).await,
         Command::Bench(args) => bench::run(global, args).await,
         Command::Executor(args) => executorcmd::serve(global, args).await,
+        Command::Broker(args) => broker::run(global, args).await,
         Command::Check(_)
         | Command::Chaos { .. }
         | Command::Completions { .. }

@@ -152,7 +152,7 @@ pub(crate) struct StartArgs {
 }
 
 /// The provider that runs agent turns and coercions (`agent.tell`, `schema.coerce`).
-#[derive(Args, Debug, Clone, Copy)]
+#[derive(Args, Debug, Clone)]
 pub(crate) struct ProviderArgs {
     /// The provider (the deterministic fixture; `owned` agents run on it too).
     #[arg(long, value_enum, default_value_t = ProviderChoice::Fixture)]
@@ -171,6 +171,12 @@ pub(crate) struct ProviderArgs {
     #[arg(long, value_name = "MS", default_value_t = 0,
         value_parser = clap::value_parser!(u64).range(0..=FIXTURE_TURN_MS_MAX))]
     fixture_turn_ms: u64,
+    /// Provider bindings for coercions over HTTP (`{"bindings": [{"provider_id",
+    /// "provider_kind", "model", "base_url", "credentials_ref"}]}`). With it, or with
+    /// `WHIPPLESCRIPT_COERCE_PROVIDER` set, coercions go to a model (through the broker
+    /// when `WHIP_MODEL_BROKER_URL` is set); agent turns stay on the fixture.
+    #[arg(long, value_name = "FILE")]
+    provider_config: Option<PathBuf>,
 }
 
 /// The providers `--provider` names.
@@ -181,8 +187,9 @@ enum ProviderChoice {
 }
 
 impl ProviderArgs {
-    /// The provider these flags choose.
-    fn provider(self) -> Arc<dyn whip_engine::runtime::provider::Provider> {
+    /// The provider these flags (and the coercion and broker variables) choose.
+    fn provider(&self) -> Result<Arc<dyn whip_engine::runtime::provider::Provider>> {
+        use whip_engine::runtime::egress::{EgressConfig, HttpProvider};
         use whip_engine::runtime::provider::{FixtureProvider, Forced};
         let forced = match (self.fail, self.timeout, self.cancel) {
             (true, _, _) => Some(Forced::Fail),
@@ -190,11 +197,62 @@ impl ProviderArgs {
             (_, _, true) => Some(Forced::Cancel),
             _ => None,
         };
-        match self.provider {
+        let fixture = match self.provider {
             ProviderChoice::Fixture => {
-                Arc::new(FixtureProvider::new(forced).with_turn_ms(self.fixture_turn_ms))
+                FixtureProvider::new(forced).with_turn_ms(self.fixture_turn_ms)
             }
+        };
+        let config = EgressConfig {
+            env: coerce_env()?,
+            bindings: self.bindings()?,
+            broker: broker_config()?,
+        };
+        if config.env.provider.is_none() && config.bindings.is_empty() {
+            return Ok(Arc::new(fixture));
         }
+        Ok(Arc::new(HttpProvider::new(fixture, config)))
+    }
+
+    fn bindings(&self) -> Result<Vec<whip_engine::runtime::egress::Binding>> {
+        let Some(path) = &self.provider_config else {
+            return Ok(Vec::new());
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let file: whip_engine::runtime::egress::Bindings = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a provider config", path.display()))?;
+        Ok(file.bindings)
+    }
+}
+
+/// `WHIPPLESCRIPT_COERCE_*` (LANGUAGE-AGENTS.md §4.3), read once.
+fn coerce_env() -> Result<whip_engine::runtime::egress::CoerceEnv> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let number = |name: &str| -> Result<u64> {
+        var(name).map_or(Ok(0), |v| {
+            v.parse()
+                .with_context(|| format!("{name} is not a number: {v}"))
+        })
+    };
+    Ok(whip_engine::runtime::egress::CoerceEnv {
+        provider: var("WHIPPLESCRIPT_COERCE_PROVIDER"),
+        model: var("WHIPPLESCRIPT_COERCE_MODEL"),
+        base_url: var("WHIPPLESCRIPT_COERCE_BASE_URL"),
+        max_tokens: number("WHIPPLESCRIPT_COERCE_MAX_TOKENS")?,
+        timeout_secs: number("WHIPPLESCRIPT_COERCE_TIMEOUT_SECS")?,
+    })
+}
+
+/// `WHIP_MODEL_BROKER_URL` and `WHIP_MODEL_BROKER_TOKEN`: both or neither.
+fn broker_config() -> Result<Option<whip_engine::runtime::egress::BrokerConfig>> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    match (var("WHIP_MODEL_BROKER_URL"), var("WHIP_MODEL_BROKER_TOKEN")) {
+        (Some(url), Some(token)) => Ok(Some(whip_engine::runtime::egress::BrokerConfig {
+            url,
+            token,
+        })),
+        (None, None) => Ok(None),
+        _ => bail!("WHIP_MODEL_BROKER_URL and WHIP_MODEL_BROKER_TOKEN go together"),
     }
 }
 
@@ -316,7 +374,7 @@ pub(crate) async fn run(global: &Global, cmd: EngineCommand) -> Result<ExitCode>
     let session = crate::agent::act_as_flag(global, session).await?;
     let mut engine = engine(global, &session.client);
     if let EngineCommand::Worker(args) = &cmd {
-        engine = engine.with_provider(args.providers.provider());
+        engine = engine.with_provider(args.providers.provider()?);
     }
     let result = dispatch(global, &engine, cmd).await;
     session.close().await;
@@ -361,7 +419,7 @@ async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let (program, input) = load_program(&args.start)?;
     let source = program.source.clone();
     let mut session = crate::agent::act_as_flag(global, session(global).await?).await?;
-    let provider = args.providers.provider();
+    let provider = args.providers.provider()?;
     let mut engine = engine(global, &session.client).with_provider(provider.clone());
     let started = engine.add_program(program);
     let id = whip_engine::runtime::fresh_id("ins_");

@@ -15,6 +15,7 @@ pub mod browser;
 pub mod chaos;
 pub mod executor;
 pub mod fabric;
+pub mod model_stub;
 mod process;
 pub mod table;
 

@@ -10,11 +10,8 @@
 
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Bytes;
-use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
-use hyper::{Method, Request};
-use hyper_util::rt::TokioIo;
+use hyper::Method;
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -261,66 +258,42 @@ impl ExecutorClient {
         let bytes = body.map_or_else(Vec::new, |b| {
             serde_json::to_vec(b).expect("requests encode")
         });
-        let request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(HOST, target.authority.as_str())
-            .header(AUTHORIZATION, format!("Bearer {}", target.token))
-            .header(CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(bytes)))
-            .map_err(|e| ExecutorError::Malformed(format!("cannot build the request: {e}")))?;
-        let mut sender = connect(&target.authority).await?;
-        let wait = wait.unwrap_or(Duration::from_millis(EXECUTOR_CALL_TIMEOUT_MS));
-        let exchange = async {
-            let response = sender
-                .send_request(request)
-                .await
-                .map_err(|e| e.to_string())?;
-            let status = response.status().as_u16();
-            let body = Limited::new(response.into_body(), EXECUTOR_ANSWER_BYTES_MAX)
-                .collect()
-                .await
-                .map_err(|e| format!("reading the answer: {e}"))?;
-            Ok::<_, String>((status, body.to_bytes()))
+        let url = crate::http1::HttpUrl {
+            authority: target.authority.clone(),
+            path: path.to_string(),
         };
-        let (status, body) = match tokio::time::timeout(wait, exchange).await {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(e)) => return Err(ExecutorError::Interrupted(e)),
-            Err(_) => {
-                let secs = wait.as_secs();
-                return Err(ExecutorError::Interrupted(format!(
-                    "no answer within {secs}s"
-                )));
+        let headers = [
+            (
+                AUTHORIZATION.to_string(),
+                format!("Bearer {}", target.token),
+            ),
+            (CONTENT_TYPE.to_string(), "application/json".to_string()),
+        ];
+        let sender = connect(&target.authority).await?;
+        let wait = wait.unwrap_or(Duration::from_millis(EXECUTOR_CALL_TIMEOUT_MS));
+        let limits = (EXECUTOR_ANSWER_BYTES_MAX, wait);
+        let answer = crate::http1::send(sender, method, &url, &headers, bytes, limits).await;
+        let (status, body) = match answer {
+            Ok(a) => (a.status, a.body),
+            Err(crate::http1::CallError::Unreachable(e)) => {
+                return Err(ExecutorError::Malformed(e));
+            }
+            Err(crate::http1::CallError::Interrupted(e)) => {
+                return Err(ExecutorError::Interrupted(e));
             }
         };
         decode(status, &body)
     }
 }
 
-type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+type Sender = crate::http1::Sender;
 
 /// Connect and hand the connection to a task; a failure here means nothing was sent.
 async fn connect(authority: &str) -> Result<Sender, ExecutorError> {
     let wait = Duration::from_millis(EXECUTOR_CONNECT_TIMEOUT_MS);
-    let stream = match tokio::time::timeout(wait, tokio::net::TcpStream::connect(authority)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => return Err(ExecutorError::Unreachable(format!("{authority}: {e}"))),
-        Err(_) => {
-            return Err(ExecutorError::Unreachable(format!(
-                "{authority}: no connection within {EXECUTOR_CONNECT_TIMEOUT_MS} ms"
-            )));
-        }
-    };
-    let _ = stream.set_nodelay(true);
-    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+    crate::http1::connect(authority, wait)
         .await
-        .map_err(|e| ExecutorError::Unreachable(format!("{authority}: {e}")))?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "executor connection ended");
-        }
-    });
-    Ok(sender)
+        .map_err(|e| ExecutorError::Unreachable(e.to_string()))
 }
 
 /// A 200 answer as `T`; any other status as the protocol's refusal.

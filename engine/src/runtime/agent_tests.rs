@@ -446,6 +446,7 @@ impl provider::Provider for Held {
     fn coerce<'a>(
         &'a self,
         call: &'a agent::CoerceArgs,
+        _key: &'a str,
     ) -> futures::future::BoxFuture<'a, provider::ProviderOutcome> {
         Box::pin(async move { FixtureProvider::default().coercion(&call.output) })
     }

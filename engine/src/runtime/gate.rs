@@ -22,6 +22,9 @@
 //!
 //! - **Profile** (schedule time, `agent.tell`): a turn of an agent whose profile is not
 //!   registered is `blocked_by_profile` ([`super::agent::profile_block`]).
+//! - **Coercion providers** (binding time, `schema.coerce`): the provider's own
+//!   [`super::provider::Provider::admit`] (`provider_config`, `credentials`,
+//!   `provider_health`: the HTTP backends and the model broker, `runtime::egress`).
 //! - **Messaging** (binding time, `send via` a channel of provider `desktop`, or `local`
 //!   away from the embedded store): `provider_config` ([`super::messaging::send_block`]).
 //! - **Capacity** (`agent.tell`): decided inside the claim's guarded commit, not here
@@ -130,6 +133,7 @@ impl<F: FabricClient> Engine<F> {
         }
         open.truncate(self.config.concurrency.max(1));
         blocks.extend(self.exec_blocks(st, &open).await);
+        blocks.extend(self.coerce_blocks(st, &open).await);
         let mut gated = Gated::default();
         let mut refused = Vec::new();
         for id in open {
@@ -164,6 +168,20 @@ impl<F: FabricClient> Engine<F> {
             tries.insert(key, (Instant::now(), seq));
         }
         Ok(gated)
+    }
+
+    /// The coercions among `ids` whose provider cannot run them now (binding, credential,
+    /// the broker's health: [`super::provider::Provider::admit`]).
+    async fn coerce_blocks(&self, st: &State, ids: &[String]) -> Vec<(String, PolicyBlock)> {
+        let mut blocks = Vec::new();
+        for id in ids {
+            if let Args::SchemaCoerce(c) = &st.effects[id].args
+                && let Some(block) = self.provider.admit(c).await
+            {
+                blocks.push((id.clone(), block));
+            }
+        }
+        blocks
     }
 
     /// A send through a messaging provider that cannot send from this worker.

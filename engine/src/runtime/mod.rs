@@ -21,6 +21,7 @@
 pub mod agent;
 mod cut;
 pub mod effect;
+pub mod egress;
 mod eval;
 pub mod gate;
 mod mail;

@@ -53,8 +53,19 @@ pub enum ProviderOutcome {
 pub trait Provider: Send + Sync + std::fmt::Debug {
     /// Runs one agent turn.
     fn tell<'a>(&'a self, turn: &'a TellArgs) -> BoxFuture<'a, ProviderOutcome>;
-    /// Runs one coercion; the worker checks the answer against the output shape.
-    fn coerce<'a>(&'a self, call: &'a CoerceArgs) -> BoxFuture<'a, ProviderOutcome>;
+    /// Runs one coercion under idempotency key `key` (the same on every run of the effect's
+    /// attempt, so a cut-off call is sent again under it); the worker checks the answer
+    /// against the output shape.
+    fn coerce<'a>(&'a self, call: &'a CoerceArgs, key: &'a str) -> BoxFuture<'a, ProviderOutcome>;
+    /// Why a coercion cannot run on this worker now (its binding, its credential, its
+    /// broker's health), asked by the gate before any claim: a block, never a failure.
+    fn admit<'a>(
+        &'a self,
+        call: &'a CoerceArgs,
+    ) -> BoxFuture<'a, Option<super::effect::PolicyBlock>> {
+        let _ = call;
+        Box::pin(async { None })
+    }
 }
 
 /// The terminal the fixture provider forces (`--fail`, `--timeout`, `--cancel`).
@@ -150,7 +161,7 @@ impl Provider for FixtureProvider {
         })
     }
 
-    fn coerce<'a>(&'a self, call: &'a CoerceArgs) -> BoxFuture<'a, ProviderOutcome> {
+    fn coerce<'a>(&'a self, call: &'a CoerceArgs, _key: &'a str) -> BoxFuture<'a, ProviderOutcome> {
         Box::pin(async move { self.coercion(&call.output) })
     }
 }

@@ -556,7 +556,7 @@ impl<F: FabricClient> Engine<F> {
             }
             Args::SchemaCoerce(c) => {
                 let ids = super::provider::RunIds { effect: &e.id, run };
-                let outcome = within(c.timeout_ms, self.provider.coerce(c)).await;
+                let outcome = within(c.timeout_ms, self.provider.coerce(c, &idem)).await;
                 super::provider::coerce_ran(c, &ids, outcome)
             }
             // A timer completes at its claim; one that reaches here was claimed elsewhere.

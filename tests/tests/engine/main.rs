@@ -16,6 +16,7 @@ mod t96_trace;
 mod t97_invoke_fabric;
 mod t98_operate;
 mod t99_blocked;
+mod t99_broker;
 mod t99_capacity_fabric;
 mod t99_exec;
 mod t99_messaging;

@@ -1,0 +1,312 @@
+//! Goal (issue 36, item 4): a coercion reaches a model through `whip broker`, and the
+//! provider key never enters the engine. Method: an OpenAI-compatible stub on loopback
+//! stands in for the model service; a `whip broker` process holds the key (`secret set`,
+//! from stdin) and issues the worker's token; `whip run` drives a program whose coerce is
+//! bound to the stub through the broker (`--provider-config`, `WHIP_MODEL_BROKER_URL`,
+//! `WHIP_MODEL_BROKER_TOKEN`).
+//!
+//! Checks: the key arrives at the stub (and only the injected copy); the store's files, the
+//! instance's log, effects and runs, and everything `whip run` printed (debug logs on) hold
+//! no byte of it. With the broker stopped, a new instance's coerce is blocked
+//! `provider_health` (not failed), and the next worker pass after the broker returns
+//! completes it. As an attacker: a token the broker never issued is refused 401, and an
+//! issued token naming another secret, or the right secret for another provider, 403;
+//! none of those reached the stub.
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use whip_tests::model_stub::ModelStub;
+
+const KEY: &str = "sk-test-SECRET-4242-only-the-model-sees-me";
+
+const PROGRAM: &str = r#"use std.coercion
+
+workflow Review
+
+output result Done
+
+class Done { verdict string }
+class Decision { verdict "merge" | "revise" }
+
+coerce review(text string) -> Decision {
+  provider gpt
+  prompt "Review {{ text }}. {{ ctx.output_format }}"
+}
+
+rule go when started => {
+  coerce review("the patch") as rv
+  after rv succeeds as d { complete result { verdict d.verdict } }
+  after rv fails as f { complete result { verdict f.reason } }
+}
+"#;
+
+struct Broker {
+    addr: String,
+    data: std::path::PathBuf,
+    child: Option<Child>,
+}
+
+impl Broker {
+    fn start(&mut self) {
+        let child = Command::new(crate::bin())
+            .args(["broker", "--bind", &self.addr, "--data"])
+            .arg(&self.data)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the broker");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&self.addr).is_err() {
+            assert!(Instant::now() < deadline, "the broker never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn admin(&self, args: &[&str], stdin: &str) -> String {
+        let mut child = Command::new(crate::bin())
+            .args(["broker", "--data"])
+            .arg(&self.data)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run whip broker");
+        use std::io::Write;
+        let mut input = child.stdin.take().expect("stdin");
+        input.write_all(stdin.as_bytes()).expect("write stdin");
+        drop(input);
+        crate::ok(&child.wait_with_output().expect("whip broker"))
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// `whip ARGS` in `dir` as the worker: the broker's address and token, debug logs on.
+fn worker(dir: &Path, broker: &Broker, token: &str, args: &[&str]) -> Output {
+    Command::new(crate::bin())
+        .current_dir(dir)
+        .args(args)
+        .env("WHIP_MODEL_BROKER_URL", format!("http://{}", broker.addr))
+        .env("WHIP_MODEL_BROKER_TOKEN", token)
+        .env("RUST_LOG", "debug")
+        .output()
+        .expect("run whip")
+}
+
+/// Every file under `dir`, concatenated.
+fn all_bytes(dir: &Path, out: &mut Vec<u8>) {
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            all_bytes(&path, out);
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            out.extend(bytes);
+        }
+    }
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// The last stdout line of a `--json` command.
+fn json_of(out: &Output) -> Value {
+    let text = crate::ok(out);
+    serde_json::from_str(text.lines().last().expect("a line")).expect("json")
+}
+
+fn setup(dir: &Path, stub: &ModelStub) -> (Broker, String) {
+    let mut broker = Broker {
+        addr: whip_tests::free_addrs(1)[0].to_string(),
+        data: dir.join("broker-data"),
+        child: None,
+    };
+    broker.admin(
+        &["secret", "set", "openai", "--provider", "gpt"],
+        &format!("{KEY}\n"),
+    );
+    let issued = broker.admin(&["--json", "token", "issue", "--worker", "w1"], "");
+    let issued: Value = serde_json::from_str(issued.trim()).expect("token json");
+    let token = issued["token"].as_str().expect("a token").to_string();
+    broker.start();
+    let config = json!({"bindings": [{"provider_id": "gpt", "provider_kind": "openai-generic",
+        "model": "stub-model", "base_url": format!("http://{}/v1", stub.addr),
+        "credentials_ref": "secret:openai"}]});
+    std::fs::write(dir.join("providers.json"), config.to_string()).unwrap();
+    std::fs::write(dir.join("review.whip"), PROGRAM).unwrap();
+    (broker, token)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coercion_through_the_broker_never_lets_the_key_into_the_engine() {
+    let stub = ModelStub::start(r#"{"verdict": "merge"}"#).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut broker, token) = setup(dir.path(), &stub);
+    let run = [
+        "run",
+        "review.whip",
+        "--wait",
+        "--json",
+        "--provider-config",
+        "providers.json",
+    ];
+    let out = worker(dir.path(), &broker, &token, &run);
+    let report = json_of(&out);
+    assert_eq!(
+        report["terminal"]["payload"],
+        json!({"verdict": "merge"}),
+        "{report}"
+    );
+    let id = report["id"].as_str().expect("an id").to_string();
+
+    let seen = stub.seen();
+    assert_eq!(seen.len(), 1, "one model call");
+    assert_eq!(seen[0].path, "/v1/chat/completions");
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert!(
+        seen[0]
+            .header("idempotency-key")
+            .is_some_and(|k| k.contains(&id))
+    );
+    let body: Value = serde_json::from_str(&seen[0].body).expect("a JSON body");
+    assert_eq!(body["model"], "stub-model");
+    no_key_in_the_engine(dir.path(), (&broker, &token), &id, &out);
+    blocked_while_the_broker_is_down(dir.path(), (&mut broker, &token), &stub);
+}
+
+/// With the broker stopped a new instance's coerce is blocked `provider_health`; once the
+/// broker is back, one worker pass completes it.
+fn blocked_while_the_broker_is_down(
+    dir: &Path,
+    (broker, token): (&mut Broker, &str),
+    stub: &ModelStub,
+) {
+    broker.stop();
+    let idle = [
+        "run",
+        "review.whip",
+        "--json",
+        "--provider-config",
+        "providers.json",
+    ];
+    let report = json_of(&worker(dir, broker, token, &idle));
+    assert_eq!(
+        report["status"], "running",
+        "a broker that is down is no failure: {report}"
+    );
+    let waiting = report["id"].as_str().expect("an id").to_string();
+    let effects = json_of(&worker(
+        dir,
+        broker,
+        token,
+        &["effects", &waiting, "--json"],
+    ));
+    let coerce = &effects[0];
+    assert_eq!(coerce["kind"], "schema.coerce");
+    assert_eq!(coerce["state"], "blocked", "{coerce}");
+    assert_eq!(
+        coerce["policy_block"]["category"], "provider_health",
+        "{coerce}"
+    );
+    broker.start();
+    let pass = ["worker", &waiting, "--provider-config", "providers.json"];
+    crate::ok(&worker(dir, broker, token, &pass));
+    let status = json_of(&worker(dir, broker, token, &["status", &waiting, "--json"]));
+    assert_eq!(status["status"], "completed", "{status}");
+    assert_eq!(
+        stub.seen().len(),
+        2,
+        "the recovered coerce called the model once"
+    );
+}
+
+/// The store's files, the instance's log, effects and runs and what `whip run` printed
+/// (`out`) hold no byte of the key.
+fn no_key_in_the_engine(dir: &Path, (broker, token): (&Broker, &str), id: &str, out: &Output) {
+    let mut engine_bytes = Vec::new();
+    all_bytes(&dir.join(".whipplescript"), &mut engine_bytes);
+    engine_bytes.extend(&out.stdout);
+    engine_bytes.extend(&out.stderr);
+    for view in ["log", "effects", "runs"] {
+        let shown = worker(dir, broker, token, &[view, id, "--json"]);
+        engine_bytes.extend(crate::ok(&shown).into_bytes());
+    }
+    assert!(
+        !contains(&engine_bytes, KEY),
+        "the key reached the engine's rows, output or logs"
+    );
+    assert!(
+        contains(&engine_bytes, "Review the patch"),
+        "the grep reads what the engine wrote"
+    );
+}
+
+/// POST an envelope to the broker with `token`: the status.
+async fn post(broker: &str, token: &str, envelope: &Value) -> u16 {
+    let url = whip_engine::http1::HttpUrl::parse(&format!("http://{broker}/v1/egress")).unwrap();
+    let headers = [
+        ("authorization".to_string(), format!("Bearer {token}")),
+        ("content-type".to_string(), "application/json".to_string()),
+    ];
+    let body = envelope.to_string().into_bytes();
+    let limits = (1 << 20, Duration::from_secs(10));
+    let method = whip_engine::http1::Method::POST;
+    let answer = whip_engine::http1::call(method, &url, &headers, body, limits).await;
+    answer.expect("the broker answers").status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_broker_refuses_a_stranger_another_secret_and_another_provider() {
+    let stub = ModelStub::start(r#"{"verdict": "merge"}"#).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, token) = setup(dir.path(), &stub);
+    let envelope = |reference: &str, provider: &str| {
+        json!({"protocol": "whipplescript.model-egress.v1", "credential_ref": reference,
+            "provider": provider, "request": {"url": format!("http://{}/v1/chat/completions",
+            stub.addr), "headers": [], "body": "{}"}})
+    };
+    let forged = "wbt_0000000000000000000000000000000000000000000000000000000000000000";
+    assert_eq!(
+        post(&broker.addr, forged, &envelope("secret:openai", "gpt")).await,
+        401
+    );
+    assert_eq!(
+        post(&broker.addr, &token, &envelope("secret:other", "gpt")).await,
+        403
+    );
+    assert_eq!(
+        post(&broker.addr, &token, &envelope("secret:openai", "mallory")).await,
+        403
+    );
+    assert_eq!(
+        post(&broker.addr, &token, &envelope("env:HOME", "gpt")).await,
+        403
+    );
+    assert!(stub.seen().is_empty(), "nothing refused reached the model");
+    assert_eq!(
+        post(&broker.addr, &token, &envelope("secret:openai", "gpt")).await,
+        200
+    );
+    assert_eq!(stub.seen().len(), 1);
+}
