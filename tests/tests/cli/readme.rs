@@ -319,6 +319,46 @@ fn the_demo_runs_and_leaves_the_users_config_alone() {
     );
 }
 
+/// `examples/agents/demo.sh` on this build's `whip`: the review team's tasks are worked and
+/// judged through the model broker, the council votes, the key reaches only the stub model
+/// and the engine's store holds none of it; the user's whip config is left alone.
+#[test]
+fn the_agents_demo_runs_and_keeps_the_key_out_of_the_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let home = root.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(root.join("tmp")).unwrap();
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agents/demo.sh");
+    let (stdout, stderr) = run_bash(root, &demo, |command| {
+        command
+            .env("WHIP_BIN", whip_binary())
+            .env("HOME", &home)
+            .env("WHIP_CELL", "127.0.0.1:1");
+    });
+    assert!(
+        stdout.contains(r#"result {"release":"ship","verdict":"merge"}"#),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains(r#"result {"reviewed":2,"verdict":"merge"}"#),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("conformance=ok").count(), 2, "{stdout}");
+    assert!(
+        stdout.contains("the key reached the model (through the broker)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("the key is nowhere in the engine's store"),
+        "{stdout}"
+    );
+    assert!(
+        !home.join(".config").exists(),
+        "the demo wrote into ~/.config"
+    );
+}
+
 /// `scripts/test.sh` (through `scripts/clean-env.sh`, which it sources before anything
 /// else) forgets the whip settings a quickstart left exported, but not `WHIP_LOG` or
 /// `WHIP_CONFIG_DIR`.
