@@ -587,12 +587,15 @@ fn print_run(global: &Global, r: &RunReport) -> ExitCode {
         output::line(&format!("run {}", r.id));
         output::line(&format!("workflow {}", r.workflow));
         output::line(&format!("iterations {}", r.iterations));
-        output::line(&format!("status {}", r.status));
+        output::line(&status_line(r));
         if let Some((name, payload)) = &r.terminal {
             output::line(&format!("{name} {payload}"));
         }
         if let Some(line) = idle_line(r) {
             output::line(&line);
+            for b in &r.blocked {
+                output::line(&blocked_detail_line(b));
+            }
         }
     }
     if r.status == Status::Failed {
@@ -600,6 +603,29 @@ fn print_run(global: &Global, r: &RunReport) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `status S`, and for a run that went idle short of a terminal with effects blocked
+/// (LANGUAGE-AGENTS.md §6): `status running (idle, not terminal — 1 blocked effect; run
+/// \`whip effects ID\` for detail)`.
+fn status_line(r: &RunReport) -> String {
+    if r.terminal.is_some() || r.blocked.is_empty() {
+        return format!("status {}", r.status);
+    }
+    let n = r.blocked.len();
+    let effects = if n == 1 { "effect" } else { "effects" };
+    format!(
+        "status {} (idle, not terminal — {n} blocked {effects}; run `whip effects {}` for \
+         detail)",
+        r.status, r.id
+    )
+}
+
+/// `  x000002 agent.tell blocked_by_capacity: agent \`w\` capacity exhausted (1/1 running)`
+/// under `whip run`'s idle status (LANGUAGE-AGENTS.md §6).
+fn blocked_detail_line(b: &whip_engine::runtime::BlockedEffect) -> String {
+    let detail = b.policy_block.as_ref().map_or("", |p| p.detail.as_str());
+    format!("  {} {} {}: {detail}", b.id, b.kind, b.state.code())
 }
 
 /// `idle, blocked: x000001 exec provider_config, …` when the run stopped short of a terminal

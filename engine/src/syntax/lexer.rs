@@ -304,7 +304,15 @@ impl Lexer<'_> {
                 self.error(start, "syntax.number", msg, "integers are 64-bit signed");
             }
             None if text.bytes().any(|c| c.is_ascii_alphabetic()) => {
-                let msg = format!("invalid duration `{text}`");
+                // After `timeout` the words are LANGUAGE-AGENTS.md §5's.
+                let after_timeout = (self.toks.last()).is_some_and(|t| {
+                    t.tok == Tok::Ident
+                        && &self.src[t.span.start as usize..t.span.end as usize] == "timeout"
+                });
+                let msg = match after_timeout {
+                    true => format!("invalid timeout duration `{text}`"),
+                    false => format!("invalid duration `{text}`"),
+                };
                 let help = "a duration is a whole number above zero with a unit `s`, `m`, `h` \
                             or `d`, such as `30s` or `10m`";
                 self.error(start, "syntax.duration", msg, help);

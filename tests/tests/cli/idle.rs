@@ -61,6 +61,22 @@ fn run_wait_lists_the_blocked_effects_it_waits_on() {
         ["idle, blocked: x000001 exec provider_config"],
         "{text}"
     );
+    // LANGUAGE-AGENTS.md §6: the status says why it stopped, each block its detail.
+    let status = text
+        .lines()
+        .find(|l| l.starts_with("status"))
+        .expect("a status line");
+    assert!(
+        status.starts_with(
+            "status running (idle, not terminal — 1 blocked effect; run `whip \
+                            effects ins_"
+        ) && status.ends_with("` for detail)"),
+        "{status}"
+    );
+    assert!(
+        text.contains("\n  x000001 exec blocked: executor not configured\n"),
+        "{text}"
+    );
 
     let out = whip(d, &[], &["--json", "run", "--wait", "build.whip"]);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
