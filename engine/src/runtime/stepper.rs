@@ -118,7 +118,12 @@ impl<F: FabricClient> Engine<F> {
         let id = st.header.id.as_str();
         if let Some(work) = &st.header.work {
             let key = format!("{id}/terminal/work");
-            self.fabric.work_revoke(work.clone(), key).await?;
+            // The terminal is committed: an entry whose cell cannot take the revoke now
+            // lapses with its lease (nobody renews a finished instance's entry).
+            if let Err(e) = self.fabric.work_revoke(work.clone(), key).await {
+                let why = "a finished instance's entry was not revoked; it lapses";
+                tracing::warn!(instance = id, error = %e, "{why}");
+            }
             self.forget_supervision(id);
         }
         if st.effects.values().any(|e| e.kind() == EffectKind::Acquire) {

@@ -46,6 +46,31 @@ async fn placed_instance(
     panic!("no instance landed two cells from its mailbox");
 }
 
+/// Wait until the mailbox cell of instance `id` no longer answers a read: its surviving
+/// member may still lead under its read lease (the election timeout less a drift margin,
+/// `cell/src/lease_read.rs`) right after its peers die; the outage begins once it cannot.
+async fn mailbox_stops_answering(fabric: &Fabric, engine: &Engine<CellClient>, id: &str) {
+    let work = engine
+        .load(id)
+        .await
+        .unwrap()
+        .state
+        .header
+        .work
+        .expect("an entry");
+    let reader = fabric.client_of_all();
+    let what = "the mailbox cell to stop answering";
+    whip_tests::wait_for(what, Duration::from_secs(20), || {
+        let (reader, address) = (&reader, whip_fabric::mail::Address::Entry(work.clone()));
+        async move {
+            let read = whip_fabric::FabricClient::mail_inbox(reader, address, 0, 1);
+            let answered = tokio::time::timeout(Duration::from_secs(2), read).await;
+            !matches!(answered, Ok(Ok(_)))
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_run_whose_mailbox_cell_is_down_still_steps_and_gets_the_mail_later_once() {
     let mut fabric = Fabric::start(5, 4).await;
@@ -79,6 +104,7 @@ async fn a_run_whose_mailbox_cell_is_down_still_steps_and_gets_the_mail_later_on
     for node in &kill {
         fabric.kill(*node).await;
     }
+    mailbox_stops_answering(&fabric, &engine, &id).await;
     let stepped = engine.step(&id).await;
     assert!(
         stepped.is_ok(),
