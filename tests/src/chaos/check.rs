@@ -62,6 +62,7 @@ pub fn check_all(ops: &[Op], bounds: Bounds) -> (Vec<WorkloadResult>, Vec<Violat
             "vote" => (super::vote::check_vote(&ops), 0),
             "watch" => (super::watch::check_watch(&ops), 0),
             "follow" => (super::follow::check_follow(&ops), 0),
+            "turns" => (super::turns::check_turns(&ops), 0),
             _ => (Vec::new(), 0),
         };
         result.violations = found.len() as u64;

@@ -27,6 +27,7 @@ pub mod nodes;
 pub mod progress;
 pub mod registry;
 pub mod storm;
+pub mod turns;
 pub mod vote;
 pub mod watch;
 pub mod workload;

@@ -43,6 +43,9 @@ pub enum Workload {
     /// Applies whose follow-ups run from the outbox: revokes of enrolled helpers' entries
     /// and team dissolves (see [`super::follow`]).
     Follow,
+    /// WhippleScript agent turns under a capacity bound, their workers killed mid-turn
+    /// (see [`super::turns`]).
+    Turns,
 }
 
 impl Workload {
@@ -59,9 +62,10 @@ impl Workload {
             "watch" => Ok(Workload::Watch),
             "vote" => Ok(Workload::Vote),
             "follow" => Ok(Workload::Follow),
+            "turns" => Ok(Workload::Turns),
             other => Err(format!(
                 "unknown workload {other:?} (cas, lease, counter, ledger, board, registry, mail, \
-                 vote, watch, follow)"
+                 vote, watch, follow, turns)"
             )),
         }
     }
@@ -79,6 +83,7 @@ impl Workload {
             Workload::Vote => "vote",
             Workload::Watch => "watch",
             Workload::Follow => "follow",
+            Workload::Turns => "turns",
         }
     }
 
@@ -86,7 +91,11 @@ impl Workload {
     /// one fixed group each (see [`super::mail`], [`super::vote`], [`super::watch`]).
     pub fn workers(self, concurrency: usize) -> usize {
         match self {
-            Workload::Mail | Workload::Vote | Workload::Watch | Workload::Follow => 1,
+            Workload::Mail
+            | Workload::Vote
+            | Workload::Watch
+            | Workload::Follow
+            | Workload::Turns => 1,
             _ => concurrency,
         }
     }
@@ -291,6 +300,7 @@ pub async fn run_worker(workload: Workload, shared: Shared, seed: u64) -> Result
         Workload::Vote => return super::vote::run_team(shared, seed).await,
         Workload::Watch => return super::watch::run(shared, seed).await,
         Workload::Follow => return super::follow::run(shared, seed).await,
+        Workload::Turns => return super::turns::run(shared, seed).await,
         _ => {}
     }
     let mut worker = Worker::new(shared, seed)?;
@@ -302,7 +312,11 @@ pub async fn run_worker(workload: Workload, shared: Shared, seed: u64) -> Result
             Workload::Ledger => ledger_round(&mut worker).await,
             Workload::Board => board_round(&mut worker).await,
             Workload::Registry => super::registry::registry_round(&mut worker).await,
-            Workload::Mail | Workload::Vote | Workload::Watch | Workload::Follow => {
+            Workload::Mail
+            | Workload::Vote
+            | Workload::Watch
+            | Workload::Follow
+            | Workload::Turns => {
                 unreachable!("a group workload runs on its own")
             }
         }
