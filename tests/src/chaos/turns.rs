@@ -11,7 +11,8 @@
 //! terminal of a turn as done, so the instance completes.
 //!
 //! History, on the key `turns/{instance}`: `start`, and one `final` with the instance's
-//! status and, in commit order, each turn's run starts (effect, attempt) and terminals.
+//! status and, in commit order, each turn's run starts (effect, attempt) and terminals
+//! (with their state: a turn a killed worker left is `failed` by `recover`).
 //! The checks ([`check_turns`]):
 //!
 //! 1. **No capacity overrun.** Walking the log in commit order (+1 at a turn's run start,
@@ -193,7 +194,7 @@ async fn final_read((recorder, process): (&Recorder, u64), engine: &Eng, id: &st
         })
         .map(|e| {
             json!({"seq": e.seq, "kind": e.kind.code(), "id": e.data["id"],
-            "attempt": e.data["attempt"]})
+            "attempt": e.data["attempt"], "state": e.data["state"]})
         })
         .collect();
     let status = loaded.state.header.status.code();
