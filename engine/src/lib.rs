@@ -16,7 +16,11 @@
 //! itself once the cause is gone.
 //!
 //! Agent turns (`agent.tell`) and coercions (`schema.coerce`) run through one provider trait
-//! ([`runtime::provider::Provider`]; the deterministic fixture is the default). An agent's
+//! ([`runtime::provider::Provider`]; the deterministic fixture is the default). Coercions
+//! reach a model over HTTP ([`runtime::egress`]), directly or through the model broker,
+//! which alone holds provider keys: the engine builds every request, and with a broker its
+//! auth headers carry only a sentinel. A provider's binding problems block through the
+//! gate's `Provider::admit`. Channels name a messaging provider ([`messaging`]). An agent's
 //! capacity is held where a turn starts: the worker's claim counts the instance's running
 //! turns of the agent in the same guarded commit that starts one ([`runtime::agent`]), so
 //! workers on any number of nodes run at most that many at once.
@@ -35,7 +39,10 @@
 //! client trait of the layer below. The front end reads no clock, does no I/O except
 //! reading the source files it is given, and keeps no global state. The runtime never runs
 //! an `exec` command itself (only the sidecar does, without a shell) and never reads the
-//! executor's URL or token from the environment (the binary passes them in).
+//! executor's URL or token, nor a coercion backend or broker setting, from the environment
+//! (the binary passes them in); the one variable it reads is an `env:NAME` credential
+//! reference, at the final fetch of a direct call, and it never stores, logs or records a
+//! provider key.
 #![deny(missing_docs, unreachable_pub)]
 
 pub mod check;
