@@ -287,18 +287,20 @@ fn readme_config_block_runs_as_written() {
     run_script("config", shows("config"));
 }
 
-/// `scripts/demo.sh` on this build's `whip`: it runs to the end and leaves the user's whip
-/// config alone (its store, tokens and config live in its own temporary directory).
-#[test]
-fn the_demo_runs_and_leaves_the_users_config_alone() {
+/// Run the repository script `script` (a path from the workspace root) on this build's
+/// `whip`, as a user with a fresh home would, with settings a quickstart may have left
+/// exported (`WHIP_CELL`, `WHIPPLESCRIPT_STORE`) that the script must not follow. Its
+/// stdout and stderr; the home and the stale store are checked untouched.
+fn run_demo(script: &str) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let home = root.join("home");
     std::fs::create_dir_all(&home).unwrap();
     std::fs::create_dir_all(root.join("tmp")).unwrap();
-    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/demo.sh");
-    let (stdout, _) = run_bash(root, &demo, |command| {
-        // Settings a quickstart may have left exported: the demo must not follow them.
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(script);
+    let out = run_bash(root, &demo, |command| {
         command
             .env("WHIP_BIN", whip_binary())
             .env("HOME", &home)
@@ -306,16 +308,24 @@ fn the_demo_runs_and_leaves_the_users_config_alone() {
             .env("WHIPPLESCRIPT_STORE", root.join("stale-store"));
     });
     assert!(
-        stdout.contains("shared::audit#1"),
-        "whip ledger list audit: {stdout}"
-    );
-    assert!(
         !home.join(".config").exists(),
-        "the demo wrote into ~/.config"
+        "{script} wrote into ~/.config"
     );
     assert!(
         !root.join("stale-store").exists(),
-        "an exported store was used"
+        "{script} used an exported store"
+    );
+    out
+}
+
+/// `scripts/demo.sh` on this build's `whip`: it runs to the end and leaves the user's whip
+/// config alone (its store, tokens and config live in its own temporary directory).
+#[test]
+fn the_demo_runs_and_leaves_the_users_config_alone() {
+    let (stdout, _) = run_demo("scripts/demo.sh");
+    assert!(
+        stdout.contains("shared::audit#1"),
+        "whip ledger list audit: {stdout}"
     );
 }
 
@@ -324,18 +334,7 @@ fn the_demo_runs_and_leaves_the_users_config_alone() {
 /// and the engine's store holds none of it; the user's whip config is left alone.
 #[test]
 fn the_agents_demo_runs_and_keeps_the_key_out_of_the_engine() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let home = root.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::create_dir_all(root.join("tmp")).unwrap();
-    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agents/demo.sh");
-    let (stdout, stderr) = run_bash(root, &demo, |command| {
-        command
-            .env("WHIP_BIN", whip_binary())
-            .env("HOME", &home)
-            .env("WHIP_CELL", "127.0.0.1:1");
-    });
+    let (stdout, stderr) = run_demo("examples/agents/demo.sh");
     assert!(
         stdout.contains(r#"result {"release":"ship","verdict":"merge"}"#),
         "{stdout}\n{stderr}"
@@ -352,10 +351,6 @@ fn the_agents_demo_runs_and_keeps_the_key_out_of_the_engine() {
     assert!(
         stdout.contains("the key is nowhere in the engine's store"),
         "{stdout}"
-    );
-    assert!(
-        !home.join(".config").exists(),
-        "the demo wrote into ~/.config"
     );
 }
 
