@@ -800,12 +800,12 @@ async fn status(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
     print(global, value, lines)
 }
 
-/// `  x000002 invoke blocked_by_capacity policy_block={"category":…,"detail":…}`: one
+/// `  x000002 invoke blocked_by_capacity policy_block: { category: …, detail: "…" }`: one
 /// blocked effect under `whip status`, its block as `whip effects` prints it.
 fn blocked_line(b: &whip_engine::runtime::BlockedEffect) -> String {
     let mut line = format!("  {} {} {}", b.id, b.kind, b.state);
     if let Some(p) = &b.policy_block {
-        line += &format!(" policy_block={}", json!(p));
+        line += &format!(" {p}");
     }
     line
 }
@@ -847,7 +847,7 @@ async fn effects(global: &Global, engine: &Eng, id: &str) -> Result<ExitCode> {
                 l += &format!(" output={o}");
             }
             if let Some(p) = &e.policy_block {
-                l += &format!(" policy_block={}", json!(p));
+                l += &format!(" {p}");
             }
             l
         })
@@ -910,7 +910,7 @@ fn diagnostic_line(e: &whip_engine::runtime::state::Effect) -> String {
         }
     }
     if let Some(b) = &e.policy_block {
-        line += &format!(" policy_block: {}: {}", b.category.code(), b.detail);
+        line += &format!(" {b}");
     }
     line
 }

@@ -306,6 +306,19 @@ impl PolicyBlock {
     }
 }
 
+/// `policy_block: { category: credentials, detail: "…" }`: the form `whip effects` and
+/// `whip status` print (the detail JSON-quoted, so a brace in it cannot end the block).
+impl std::fmt::Display for PolicyBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let detail = Value::String(self.detail.clone());
+        write!(
+            f,
+            "policy_block: {{ category: {}, detail: {detail} }}",
+            self.category.code()
+        )
+    }
+}
+
 /// How an effect settled (the `state` of an `effect.terminal` event).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -923,6 +936,11 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&block).unwrap(),
             json!({"category": "capacity", "detail": "full"})
+        );
+        let quoted = PolicyBlock::new(BlockCategory::Credentials, "no secret `k` } here");
+        assert_eq!(
+            quoted.to_string(),
+            r#"policy_block: { category: credentials, detail: "no secret `k` } here" }"#
         );
         assert!(serde_json::from_value::<BlockCategory>(json!("quota")).is_err());
     }

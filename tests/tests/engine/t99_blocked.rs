@@ -242,15 +242,17 @@ fn shows_block(dir: &Path, ins: &str, (id, kind): (&str, &str), state: &str, blo
     let listed = json!([{"id": id, "kind": kind, "state": state, "policy_block": block}]);
     assert_eq!(status["blocked"], listed, "{status}");
     assert_eq!(status["counts"]["blocked_effects"], 1, "{status}");
-    let (head, tail) = (
-        format!("{id} {kind} {state} "),
-        format!(" policy_block={block}"),
+    let shown_block = format!(
+        "policy_block: {{ category: {}, detail: {} }}",
+        block["category"].as_str().unwrap(),
+        block["detail"]
     );
+    let (head, tail) = (format!("{id} {kind} {state} "), format!(" {shown_block}"));
     let effects = ok(&whip(dir, &[], &["effects", ins]));
     let line = effects.lines().find(|l| l.starts_with(&head));
     assert!(line.is_some_and(|l| l.ends_with(&tail)), "{effects}");
     let status = ok(&whip(dir, &[], &["status", ins]));
-    let shown = format!("\n  {}policy_block={block}\n", head);
+    let shown = format!("\n  {head}{shown_block}\n");
     assert!(status.contains(&shown), "{status}");
 }
 

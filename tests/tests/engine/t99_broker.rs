@@ -229,6 +229,9 @@ fn blocked_while_the_broker_is_down(
         coerce["policy_block"]["category"], "provider_health",
         "{coerce}"
     );
+    let text = crate::ok(&worker(dir, broker, token, &["effects", &waiting]));
+    let shown = "binding=rv policy_block: { category: provider_health, detail: \"the model broker";
+    assert!(text.contains(shown), "{text}");
     broker.start();
     let pass = ["worker", &waiting, "--provider-config", "providers.json"];
     crate::ok(&worker(dir, broker, token, &pass));
