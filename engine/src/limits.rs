@@ -64,6 +64,9 @@ pub const WAIT_SLEEP_MS_MAX: u64 = 1_000;
 pub const READY_ISSUES_OBSERVED_MAX: u32 = 1_000;
 /// Messages one drain admits into an instance before a step (the rest wait for the next).
 pub const MAIL_DRAIN_MAX: u32 = 64;
+/// The longest line of a `local` channel's inbox file that is admitted (the fabric's mail
+/// text bound); a longer line is refused, not cut.
+pub const LOCAL_INBOX_LINE_BYTES_MAX: usize = 16 << 10;
 /// How often `whip run --wait` looks at the mailbox of an instance that declares channels.
 pub const MAIL_WAIT_LOOK_MS: u64 = 250;
 /// How long a drain waits for the instance's mailbox before the step goes on without it.

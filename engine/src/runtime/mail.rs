@@ -323,6 +323,8 @@ fn fact_value(m: &MailView, channel: String) -> Value {
     let findings: Vec<&str> = m.screen.findings.iter().map(|f| f.kind.code()).collect();
     json!({
         "id": m.id, "channel": channel, "from": m.from, "type": m.kind.code(),
+        "message_id": m.id, "sender": m.from, "provider": "fabric",
+        "thread_id": m.body.conversation,
         "text": m.body.text, "payload": payload, "thread": m.body.conversation,
         "in_reply_to": m.body.in_reply_to, "trust": m.trust.code(),
         "verdict": m.screen.verdict.code(), "findings": findings, "at_ms": m.at_ms,

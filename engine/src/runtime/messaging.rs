@@ -7,7 +7,8 @@
 //!
 //! A `local` line is written before the run's commit, so a worker killed between the two
 //! writes it again on the next run: delivery is at least once, each line carrying its
-//! message id (the same on every run of the effect).
+//! message id (the same on every run of the effect). The `local` inbound side is
+//! `inbox.rs`.
 
 use std::io::Write;
 use std::path::Path;

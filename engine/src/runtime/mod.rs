@@ -24,6 +24,7 @@ pub mod effect;
 pub mod egress;
 mod eval;
 pub mod gate;
+mod inbox;
 mod mail;
 mod messaging;
 pub mod program;

@@ -63,6 +63,7 @@ impl<F: FabricClient> Engine<F> {
         if loaded.state.header.status == state::Status::Running {
             rounds += self.observe_trackers(wf, loaded).await?;
             rounds += self.drain_mail(wf, loaded).await?;
+            rounds += self.drain_local(wf, loaded).await?;
         }
         let olds = self.pinned_programs(&loaded.state).await?;
         let mut pinned = Vec::new();
