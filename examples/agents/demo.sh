@@ -40,7 +40,8 @@ key="demo-key-$(python3 -c 'import secrets; print(secrets.token_hex(8))')"
 
 python3 "$here/stub_model.py" "$model_port" "$work/model.log" &
 pids+=($!)
-printf '%s\n' "$key" | "$whip" broker secret set model-key --provider gpt --data "$work/broker"
+printf '%s\n' "$key" |
+  "$whip" broker secret set model-key --provider gpt --origin "http://127.0.0.1:$model_port" --data "$work/broker"
 token=$("$whip" broker token issue --worker demo --data "$work/broker")
 "$whip" broker --bind "127.0.0.1:$broker_port" --data "$work/broker" &
 pids+=($!)

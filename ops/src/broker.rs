@@ -3,19 +3,26 @@
 //!
 //! - `whip broker --bind 127.0.0.1:PORT [--data DIR]` serves `POST /v1/egress` and
 //!   `GET /healthz` (loopback by default).
-//! - `whip broker secret set NAME [--provider ID] [--data DIR]` stores a key read from
-//!   stdin; `whip broker token issue --worker W [--data DIR]` prints a worker's token.
+//! - `whip broker secret set NAME [--provider ID] [--origin URL]… [--data DIR]` stores a
+//!   key read from stdin; `whip broker token issue --worker W [--data DIR]` prints a
+//!   worker's token.
 //!
 //! Only this process reads `secrets.json` (mode 0600 in the data directory). A request is
 //! answered only for a token the broker issued (it keeps each token's BLAKE3 hash), and only
 //! when its credential reference is `secret:NAME` of a stored secret whose provider (when
-//! the secret names one) equals the request's exactly ([`decide`], a pure function). The
-//! broker then takes out every auth header the worker left, refuses cookies and proxy
+//! the secret names one) equals the request's exactly ([`decide`], a pure function).
+//!
+//! A key goes only where its secret allows: the worker writes the model URL, so without
+//! this a worker holding a token could send any key to a server of its own. A secret names
+//! its origins (`--origin https://api.openai.com`, scheme, host and port); one stored
+//! without any is pinned to the origin of its first relay (kept in the store, logged), and
+//! every later request to another origin is refused 403 `origin` before anything is sent.
+//!
+//! The broker then takes out every auth header the worker left, refuses cookies and proxy
 //! credentials, injects the key (`x-api-key` for an Anthropic-shaped request, else
-//! `authorization: Bearer`) and relays the model's status and body. It never builds a
-//! prompt, picks a model, parses a reply or keeps evidence, and never logs a key or a body.
-//! This build relays over plain HTTP only: an `https://` model URL is refused 502 with that
-//! reason.
+//! `authorization: Bearer`) and relays the model's status and body, over TLS for an
+//! `https://` model (the system's roots, or `SSL_CERT_FILE`). It never builds a prompt,
+//! picks a model, parses a reply or keeps evidence, and never logs a key or a body.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -65,6 +72,10 @@ enum SecretCommand {
         /// The provider binding (its `provider_id`) the key may be used for; any when absent.
         #[arg(long)]
         provider: Option<String>,
+        /// Where the key may be sent (`https://api.openai.com`; repeatable). Without one,
+        /// the first relay's origin is pinned.
+        #[arg(long = "origin")]
+        origins: Vec<String>,
     },
 }
 
@@ -84,6 +95,10 @@ pub(crate) struct Secret {
     value: String,
     #[serde(default)]
     provider: Option<String>,
+    /// The origins (`scheme://host:port`) the key may be sent to; empty until the first
+    /// relay pins one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    origins: Vec<String>,
 }
 
 /// What a worker posts.
@@ -119,6 +134,8 @@ pub(crate) struct Forward {
     url: HttpUrl,
     headers: Vec<(String, String)>,
     body: String,
+    /// `(secret, origin)`: a secret without origins, to be pinned to this one first.
+    pin: Option<(String, String)>,
 }
 
 fn refuse(status: u16, error: &'static str, detail: impl Into<String>) -> Refusal {
@@ -175,18 +192,35 @@ pub(crate) fn decide(
             "the secret is bound to another provider",
         ));
     }
-    let url = HttpUrl::parse(&envelope.request.url).map_err(|e| {
-        refuse(
-            502,
-            "egress",
-            format!("this broker relays plain HTTP only: {e}"),
-        )
-    })?;
+    let url = HttpUrl::parse(&envelope.request.url)
+        .map_err(|e| refuse(400, "url", format!("the model URL: {e}")))?;
+    let origin = url.origin();
+    let pin = match secret.origins.as_slice() {
+        [] => Some((name.to_string(), origin)),
+        allowed if allowed.contains(&origin) => None,
+        allowed => {
+            let detail = format!(
+                "secret `{name}` may be sent only to {}, not {origin}",
+                allowed.join(", ")
+            );
+            return Err(refuse(403, "origin", detail));
+        }
+    };
     Ok(Forward {
         url,
         headers: with_key(&envelope.request.headers, &secret.value)?,
         body: envelope.request.body.clone(),
+        pin,
     })
+}
+
+/// `scheme://host:port` of `--origin` `text` (a path is refused: an origin is no URL).
+fn origin_of(text: &str) -> Result<String> {
+    let url = HttpUrl::parse(text).map_err(|e| anyhow::anyhow!("--origin {text}: {e}"))?;
+    if url.path != "/" {
+        bail!("--origin {text}: an origin has no path (https://host[:port])");
+    }
+    Ok(url.origin())
 }
 
 /// The request's headers without any auth header the worker left, the key injected:
@@ -223,7 +257,12 @@ fn with_key(headers: &[[String; 2]], key: &str) -> Result<Vec<(String, String)>,
 pub(crate) async fn run(global: &Global, args: BrokerArgs) -> Result<ExitCode> {
     let store = Store::open(&args.data)?;
     match args.command {
-        Some(BrokerCommand::Secret(SecretCommand::Set { name, provider })) => {
+        Some(BrokerCommand::Secret(SecretCommand::Set {
+            name,
+            provider,
+            origins,
+        })) => {
+            let origins = (origins.iter().map(|o| origin_of(o))).collect::<Result<Vec<_>>>()?;
             let mut value = String::new();
             std::io::stdin()
                 .read_to_string(&mut value)
@@ -232,12 +271,18 @@ pub(crate) async fn run(global: &Global, args: BrokerArgs) -> Result<ExitCode> {
             if value.is_empty() || name.is_empty() {
                 bail!("a secret needs a name and a value on stdin");
             }
-            store.set_secret(&name, Secret { value, provider })?;
-            print(
-                global,
-                json!({"secret": name, "stored": true}),
-                format!("secret {name} stored"),
-            );
+            let text = match origins.is_empty() {
+                true => format!("secret {name} stored; its first relay pins where it may go"),
+                false => format!("secret {name} stored for {}", origins.join(", ")),
+            };
+            let shown = json!({"secret": name, "stored": true, "origins": origins});
+            let secret = Secret {
+                value,
+                provider,
+                origins,
+            };
+            store.set_secret(&name, secret)?;
+            print(global, shown, text);
             Ok(ExitCode::SUCCESS)
         }
         Some(BrokerCommand::Token(TokenCommand::Issue { worker })) => {
@@ -255,6 +300,9 @@ fn print(global: &Global, value: Value, text: String) {
         false => output::line(&text),
     }
 }
+
+/// One writer of the store's files at a time within this process (a pin races a pin).
+static STORE_WRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The broker's directory: `secrets.json` and `tokens.json`, each mode 0600.
 #[derive(Clone, Debug)]
@@ -294,15 +342,40 @@ impl Store {
     }
 
     fn set_secret(&self, name: &str, secret: Secret) -> Result<()> {
+        let _one = STORE_WRITES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut secrets = self.secrets()?;
         secrets.insert(name.to_string(), secret);
         self.write("secrets.json", &secrets)
+    }
+
+    /// Pin secret `name` to `origin` if it has no origin yet. False when another request
+    /// pinned it elsewhere first (or the secret is gone).
+    fn pin_origin(&self, name: &str, origin: &str) -> Result<bool> {
+        let _one = STORE_WRITES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut secrets = self.secrets()?;
+        let Some(secret) = secrets.get_mut(name) else {
+            return Ok(false);
+        };
+        if !secret.origins.is_empty() {
+            return Ok(secret.origins.iter().any(|o| o == origin));
+        }
+        secret.origins.push(origin.to_string());
+        self.write("secrets.json", &secrets)?;
+        tracing::warn!(secret = %name, %origin, "secret pinned to its first relay's origin");
+        Ok(true)
     }
 
     fn issue_token(&self, worker: &str) -> Result<String> {
         let mut raw = [0u8; 32];
         rand::Rng::fill(&mut rand::rng(), &mut raw[..]);
         let token = format!("wbt_{}", blake3::Hash::from(raw).to_hex());
+        let _one = STORE_WRITES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut tokens: BTreeMap<String, String> = self.read("tokens.json")?;
         tokens.insert(token_hash(&token), worker.to_string());
         self.write("tokens.json", &tokens)?;
@@ -392,6 +465,19 @@ async fn egress(
             return reply(r.status, json!({"error": r.error, "detail": r.detail}));
         }
     };
+    if let Some((name, origin)) = &forward.pin {
+        match store.pin_origin(name, origin) {
+            Ok(true) => {}
+            Ok(false) => {
+                let detail = format!("secret `{name}` is pinned to another origin than {origin}");
+                return reply(403, json!({"error": "origin", "detail": detail}));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "the broker's store cannot be written");
+                return reply(500, json!({"error": "store"}));
+            }
+        }
+    }
     let key = (headers.get("idempotency-key").and_then(|v| v.to_str().ok()))
         .map(|k| ("idempotency-key".to_string(), k.to_string()));
     relay(forward, key, worker.unwrap_or_default(), &envelope.provider).await
@@ -458,8 +544,44 @@ mod tests {
         let bound = Secret {
             value: "sk-1".into(),
             provider: Some("gpt".into()),
+            origins: Vec::new(),
         };
-        BTreeMap::from([("openai".to_string(), bound)])
+        let placed = Secret {
+            value: "sk-2".into(),
+            provider: None,
+            origins: vec!["https://api.example.com:443".into()],
+        };
+        BTreeMap::from([
+            ("openai".to_string(), bound),
+            ("placed".to_string(), placed),
+        ])
+    }
+
+    #[test]
+    fn a_key_goes_only_to_its_origin_and_a_bare_one_is_pinned_first() {
+        let mut e = envelope("secret:placed", "any", &[]);
+        e.request.url = "https://API.example.com/v1/responses".into();
+        let forward = decide(Some("w1"), &e, &secrets()).unwrap();
+        assert_eq!((forward.pin, forward.url.tls), (None, true));
+        e.request.url = "http://127.0.0.1:9/steal".into();
+        let refused = decide(Some("w1"), &e, &secrets()).unwrap_err();
+        assert_eq!((refused.status, refused.error), (403, "origin"));
+        assert!(!refused.detail.contains("sk-2"), "{}", refused.detail);
+        let bare = envelope("secret:openai", "gpt", &[]);
+        let forward = decide(Some("w1"), &bare, &secrets()).unwrap();
+        let pin = ("openai".to_string(), "http://127.0.0.1:9".to_string());
+        assert_eq!(forward.pin, Some(pin));
+        let mut creds = envelope("secret:openai", "gpt", &[]);
+        creds.request.url = "https://user:pw@api.example.com/".into();
+        assert_eq!(
+            decide(Some("w1"), &creds, &secrets()).unwrap_err().error,
+            "url"
+        );
+        assert_eq!(
+            origin_of("https://api.openai.com").unwrap(),
+            "https://api.openai.com:443"
+        );
+        assert!(origin_of("https://api.openai.com/v1").is_err());
     }
 
     #[test]

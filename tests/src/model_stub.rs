@@ -2,10 +2,15 @@
 //! coercion tests: `POST …/chat/completions` answers one chat completion whose content is
 //! the JSON the test chose, and every request is kept (path, headers, body) so a test can
 //! check what reached the model, such as the key the broker injected.
+//!
+//! [`ModelStub::start_tls`] serves the same over TLS, with a certificate for `localhost`
+//! issued by a CA of its own; a client trusts it only through that CA's PEM (the test
+//! hands it over as `SSL_CERT_FILE`).
 
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio_rustls::rustls;
 
 /// One request the stub received.
 #[derive(Clone, Debug)]
@@ -38,6 +43,17 @@ pub struct ModelStub {
 impl ModelStub {
     /// Serve on a free loopback port; every completion's content is `content` (JSON text).
     pub async fn start(content: &str) -> ModelStub {
+        ModelStub::serve(content, None).await
+    }
+
+    /// The same over TLS: the stub, and the PEM of the CA that issued its certificate for
+    /// `localhost` (reach it as `https://localhost:PORT`).
+    pub async fn start_tls(content: &str) -> (ModelStub, String) {
+        let (acceptor, ca_pem) = tls_acceptor();
+        (ModelStub::serve(content, Some(acceptor)).await, ca_pem)
+    }
+
+    async fn serve(content: &str, tls: Option<tokio_rustls::TlsAcceptor>) -> ModelStub {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -52,8 +68,18 @@ impl ModelStub {
         let kept = seen.clone();
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let (kept, answer) = (kept.clone(), answer.clone());
-                tokio::spawn(async move { serve_one(stream, kept, answer).await });
+                let (kept, answer, tls) = (kept.clone(), answer.clone(), tls.clone());
+                tokio::spawn(async move {
+                    match tls {
+                        None => serve_one(stream, kept, answer).await,
+                        Some(tls) => {
+                            // A client that does not trust the CA ends the handshake.
+                            if let Ok(stream) = tls.accept(stream).await {
+                                serve_one(stream, kept, answer).await;
+                            }
+                        }
+                    }
+                });
             }
         });
         ModelStub { addr, seen, task }
@@ -71,7 +97,38 @@ impl Drop for ModelStub {
     }
 }
 
-async fn serve_one(mut stream: tokio::net::TcpStream, kept: Arc<Mutex<Vec<Seen>>>, answer: String) {
+/// A CA of its own and a server certificate for `localhost` it issued: the acceptor and
+/// the CA's PEM.
+fn tls_acceptor() -> (tokio_rustls::TlsAcceptor, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().expect("a CA key");
+    let mut ca = CertificateParams::new(Vec::new()).expect("CA params");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).expect("the CA certificate");
+    let key = KeyPair::generate().expect("a server key");
+    let leaf = CertificateParams::new(vec!["localhost".to_string()]).expect("leaf params");
+    let issuer = Issuer::from_params(&ca, &ca_key);
+    let cert = leaf
+        .signed_by(&key, &issuer)
+        .expect("the server certificate");
+    let chain = vec![rustls::pki_types::CertificateDer::from(cert.der().to_vec())];
+    let der = rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, der.into())
+        .expect("the server's certificate");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    (acceptor, ca_cert.pem())
+}
+
+async fn serve_one<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    kept: Arc<Mutex<Vec<Seen>>>,
+    answer: String,
+) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     let (head_end, length) = loop {

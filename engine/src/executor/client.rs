@@ -261,6 +261,7 @@ impl ExecutorClient {
         let url = crate::http1::HttpUrl {
             authority: target.authority.clone(),
             path: path.to_string(),
+            tls: false,
         };
         let headers = [
             (
@@ -269,7 +270,7 @@ impl ExecutorClient {
             ),
             (CONTENT_TYPE.to_string(), "application/json".to_string()),
         ];
-        let sender = connect(&target.authority).await?;
+        let sender = connect(&url).await?;
         let wait = wait.unwrap_or(Duration::from_millis(EXECUTOR_CALL_TIMEOUT_MS));
         let limits = (EXECUTOR_ANSWER_BYTES_MAX, wait);
         let answer = crate::http1::send(sender, method, &url, &headers, bytes, limits).await;
@@ -289,9 +290,9 @@ impl ExecutorClient {
 type Sender = crate::http1::Sender;
 
 /// Connect and hand the connection to a task; a failure here means nothing was sent.
-async fn connect(authority: &str) -> Result<Sender, ExecutorError> {
+async fn connect(url: &crate::http1::HttpUrl) -> Result<Sender, ExecutorError> {
     let wait = Duration::from_millis(EXECUTOR_CONNECT_TIMEOUT_MS);
-    crate::http1::connect(authority, wait)
+    crate::http1::connect(url, wait)
         .await
         .map_err(|e| ExecutorError::Unreachable(e.to_string()))
 }

@@ -13,9 +13,9 @@
 //! not answer), and every worker pass asks again. An answer that does not fit the output
 //! type fails with typed evidence (`schema_mismatch`, checked by `provider::coerce_ran`).
 //!
-//! This build speaks plain HTTP only, so a model endpoint (and a broker) must be reachable
-//! over `http://` (a loopback stub, a local gateway); an `https://` endpoint is blocked
-//! `provider_config` with that reason, never half-tried.
+//! Model endpoints are `https://` (verified against the system's roots, or
+//! `SSL_CERT_FILE`) or `http://`; the broker is `https://`, or `http://` on loopback only
+//! (its token travels in the request).
 
 use std::time::Duration;
 
@@ -460,9 +460,9 @@ fn failed(reason: String, class: &'static str, http_status: Option<u16>) -> Prov
 
 fn broker_url(broker: &BrokerConfig, path: &str) -> Result<HttpUrl, String> {
     let base = HttpUrl::parse(&broker.url).map_err(|e| format!("the model broker: {e}"))?;
-    if !base.is_loopback() {
+    if !base.tls && !base.is_loopback() {
         return Err(format!(
-            "the model broker {} is not on loopback (plain HTTP)",
+            "the model broker {} is plain HTTP off loopback: use https://",
             broker.url
         ));
     }

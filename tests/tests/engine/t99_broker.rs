@@ -47,11 +47,17 @@ struct Broker {
     addr: String,
     data: std::path::PathBuf,
     child: Option<Child>,
+    /// The CA file the broker trusts for `https://` models (`SSL_CERT_FILE`), if any.
+    ca_file: Option<std::path::PathBuf>,
 }
 
 impl Broker {
     fn start(&mut self) {
-        let child = Command::new(crate::bin())
+        let mut command = Command::new(crate::bin());
+        if let Some(ca) = &self.ca_file {
+            command.env("SSL_CERT_FILE", ca);
+        }
+        let child = command
             .args(["broker", "--bind", &self.addr, "--data"])
             .arg(&self.data)
             .stdout(Stdio::null())
@@ -138,6 +144,7 @@ fn setup(dir: &Path, stub: &ModelStub) -> (Broker, String) {
         addr: whip_tests::free_addrs(1)[0].to_string(),
         data: dir.join("broker-data"),
         child: None,
+        ca_file: None,
     };
     broker.admin(
         &["secret", "set", "openai", "--provider", "gpt"],
@@ -312,4 +319,134 @@ async fn the_broker_refuses_a_stranger_another_secret_and_another_provider() {
         200
     );
     assert_eq!(stub.seen().len(), 1);
+    // The first relay pinned the secret to the stub's origin: a worker that writes its own
+    // server into the model URL gets no key.
+    let thief = ModelStub::start("{}").await;
+    let mut stolen = envelope("secret:openai", "gpt");
+    stolen["request"]["url"] = json!(format!("http://{}/v1/chat/completions", thief.addr));
+    assert_eq!(post(&broker.addr, &token, &stolen).await, 403);
+    assert!(
+        thief.seen().is_empty(),
+        "the key went nowhere but its origin"
+    );
+    let secrets = std::fs::read_to_string(broker.data.join("secrets.json")).unwrap();
+    assert!(
+        secrets.contains(&format!("http://{}", stub.addr)),
+        "the pin is kept"
+    );
+}
+
+/// `https://` models (issue 36: TLS egress): a coercion reaches a TLS stub directly (its
+/// key read from `env:`) and through the broker (the secret placed on the stub's origin),
+/// each trusting the stub's CA through `SSL_CERT_FILE`; without that CA the worker refuses
+/// the stub's certificate and nothing reaches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coercion_reaches_an_https_model_directly_and_through_the_broker() {
+    let (stub, ca_pem) = ModelStub::start_tls(r#"{"verdict": "merge"}"#).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, ca_pem).unwrap();
+    std::fs::write(dir.path().join("review.whip"), PROGRAM).unwrap();
+    let port = stub.addr.rsplit_once(':').expect("a port").1.to_string();
+    let base = format!("https://localhost:{port}/v1");
+    let binding = |reference: &str| {
+        json!({"bindings": [{"provider_id": "gpt", "provider_kind": "openai-generic",
+            "model": "stub-model", "base_url": base, "credentials_ref": reference}]})
+    };
+    std::fs::write(
+        dir.path().join("direct.json"),
+        binding("env:STUB_KEY").to_string(),
+    )
+    .unwrap();
+    let direct = |ca: Option<&Path>| {
+        let mut command = Command::new(crate::bin());
+        command.current_dir(dir.path()).env("STUB_KEY", KEY);
+        command
+            .env_remove("SSL_CERT_FILE")
+            .env_remove("SSL_CERT_DIR");
+        if let Some(ca) = ca {
+            command.env("SSL_CERT_FILE", ca);
+        }
+        let run = [
+            "run",
+            "review.whip",
+            "--wait",
+            "--json",
+            "--provider-config",
+            "direct.json",
+        ];
+        json_of(&command.args(run).output().expect("run whip"))
+    };
+    let untrusted = direct(None);
+    let reason = untrusted["terminal"]["payload"]["verdict"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(reason.contains("certificate"), "{untrusted}");
+    assert!(
+        stub.seen().is_empty(),
+        "nothing reached a server the worker does not trust"
+    );
+    let report = direct(Some(&ca));
+    assert_eq!(
+        report["terminal"]["payload"],
+        json!({"verdict": "merge"}),
+        "{report}"
+    );
+    let bearer = format!("Bearer {KEY}");
+    assert_eq!(
+        stub.seen()[0].header("authorization"),
+        Some(bearer.as_str())
+    );
+    through_the_broker(dir.path(), &stub, (&ca, &base));
+}
+
+/// The same coercion through a broker that trusts the stub's CA, its secret placed on the
+/// stub's origin.
+fn through_the_broker(dir: &Path, stub: &ModelStub, (ca, base): (&Path, &str)) {
+    let mut broker = Broker {
+        addr: whip_tests::free_addrs(1)[0].to_string(),
+        data: dir.join("broker-data"),
+        child: None,
+        ca_file: Some(ca.to_path_buf()),
+    };
+    let origin = base.trim_end_matches("/v1");
+    let set = [
+        "--json",
+        "secret",
+        "set",
+        "openai",
+        "--provider",
+        "gpt",
+        "--origin",
+        origin,
+    ];
+    let stored: Value = serde_json::from_str(broker.admin(&set, KEY).trim()).expect("json");
+    assert_eq!(stored["origins"], json!([origin]));
+    let issued = broker.admin(&["--json", "token", "issue", "--worker", "w1"], "");
+    let issued: Value = serde_json::from_str(issued.trim()).expect("token json");
+    let token = issued["token"].as_str().expect("a token").to_string();
+    broker.start();
+    let config = json!({"bindings": [{"provider_id": "gpt", "provider_kind": "openai-generic",
+        "model": "stub-model", "base_url": base, "credentials_ref": "secret:openai"}]});
+    std::fs::write(dir.join("brokered.json"), config.to_string()).unwrap();
+    let run = [
+        "run",
+        "review.whip",
+        "--wait",
+        "--json",
+        "--provider-config",
+        "brokered.json",
+    ];
+    let report = json_of(&worker(dir, &broker, &token, &run));
+    assert_eq!(
+        report["terminal"]["payload"],
+        json!({"verdict": "merge"}),
+        "{report}"
+    );
+    let seen = stub.seen();
+    assert_eq!(seen.len(), 2, "the direct call and the brokered one");
+    assert_eq!(
+        seen[1].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
 }
