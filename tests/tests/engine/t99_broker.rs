@@ -133,6 +133,12 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
         .any(|w| w == needle.as_bytes())
 }
 
+/// `whip run review.whip --wait --json --provider-config CONFIG`.
+fn run_args(config: &str) -> [&str; 6] {
+    let run = ["run", "review.whip", "--wait", "--json"];
+    [run[0], run[1], run[2], run[3], "--provider-config", config]
+}
+
 /// The last stdout line of a `--json` command.
 fn json_of(out: &Output) -> Value {
     let text = crate::ok(out);
@@ -167,14 +173,7 @@ async fn a_coercion_through_the_broker_never_lets_the_key_into_the_engine() {
     let stub = ModelStub::start(r#"{"verdict": "merge"}"#).await;
     let dir = tempfile::tempdir().unwrap();
     let (mut broker, token) = setup(dir.path(), &stub);
-    let run = [
-        "run",
-        "review.whip",
-        "--wait",
-        "--json",
-        "--provider-config",
-        "providers.json",
-    ];
+    let run = run_args("providers.json");
     let out = worker(dir.path(), &broker, &token, &run);
     let report = json_of(&out);
     assert_eq!(
@@ -367,14 +366,7 @@ async fn a_coercion_reaches_an_https_model_directly_and_through_the_broker() {
         if let Some(ca) = ca {
             command.env("SSL_CERT_FILE", ca);
         }
-        let run = [
-            "run",
-            "review.whip",
-            "--wait",
-            "--json",
-            "--provider-config",
-            "direct.json",
-        ];
+        let run = run_args("direct.json");
         json_of(&command.args(run).output().expect("run whip"))
     };
     let untrusted = direct(None);
@@ -429,14 +421,7 @@ fn through_the_broker(dir: &Path, stub: &ModelStub, (ca, base): (&Path, &str)) {
     let config = json!({"bindings": [{"provider_id": "gpt", "provider_kind": "openai-generic",
         "model": "stub-model", "base_url": base, "credentials_ref": "secret:openai"}]});
     std::fs::write(dir.join("brokered.json"), config.to_string()).unwrap();
-    let run = [
-        "run",
-        "review.whip",
-        "--wait",
-        "--json",
-        "--provider-config",
-        "brokered.json",
-    ];
+    let run = run_args("brokered.json");
     let report = json_of(&worker(dir, &broker, &token, &run));
     assert_eq!(
         report["terminal"]["payload"],
