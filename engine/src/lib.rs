@@ -16,8 +16,9 @@
 //! itself once the cause is gone.
 //!
 //! Agent turns (`agent.tell`) and coercions (`schema.coerce`) run through one provider trait
-//! ([`runtime::provider::Provider`]; the deterministic fixture is the default). Coercions
-//! reach a model over HTTP ([`runtime::egress`]), directly or through the model broker,
+//! ([`runtime::provider::Provider`]; the deterministic fixture is the default). Coercions,
+//! and the turns of an `owned` agent a binding names, reach a model over HTTP or HTTPS
+//! ([`runtime::egress`]), directly or through the model broker,
 //! which alone holds provider keys: the engine builds every request, and with a broker its
 //! auth headers carry only a sentinel. A provider's binding problems block through the
 //! gate's `Provider::admit`. Channels name a messaging provider ([`messaging`]). An agent's

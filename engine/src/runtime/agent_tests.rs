@@ -431,6 +431,7 @@ impl provider::Provider for Held {
     fn tell<'a>(
         &'a self,
         turn: &'a agent::TellArgs,
+        _key: &'a str,
     ) -> futures::future::BoxFuture<'a, provider::ProviderOutcome> {
         use std::sync::atomic::Ordering::SeqCst;
         Box::pin(async move {

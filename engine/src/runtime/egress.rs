@@ -29,6 +29,7 @@ use super::provider::{FixtureProvider, Provider, ProviderOutcome};
 use crate::check::shape::Shape;
 use crate::http1::{self, CallError, HttpUrl};
 use crate::limits::{BROKER_HEALTH_WAIT_MS, COERCE_ANSWER_BYTES_MAX, COERCE_MAX_TOKENS_DEFAULT};
+use owned::OWNED;
 
 /// The egress protocol a worker and the broker speak.
 pub const EGRESS_PROTOCOL: &str = "whipplescript.model-egress.v1";
@@ -140,6 +141,14 @@ impl Wire {
         }
     }
 
+    fn name(self) -> &'static str {
+        match self {
+            Wire::OpenAi => "openai",
+            Wire::OpenAiGeneric => "openai-generic",
+            Wire::Anthropic => "anthropic",
+        }
+    }
+
     fn path(self) -> &'static str {
         match self {
             Wire::OpenAi => "/responses",
@@ -149,7 +158,7 @@ impl Wire {
     }
 }
 
-/// Where one coercion goes.
+/// Where one coercion or owned turn goes.
 #[derive(Clone, Debug)]
 struct Route {
     wire: Wire,
@@ -159,8 +168,8 @@ struct Route {
     credentials_ref: Option<String>,
 }
 
-/// The provider of coercions over HTTP; agent turns (and coercions no backend is
-/// configured for) stay on the fixture.
+/// The provider of coercions and owned agents' turns over HTTP; fixture agents, and
+/// coercions and owned agents no backend is configured for, stay on the fixture.
 #[derive(Debug)]
 pub struct HttpProvider {
     fixture: FixtureProvider,
@@ -195,32 +204,20 @@ impl HttpProvider {
             (None, Some(k)) => (k.clone(), self.by_kind(k)),
             (None, None) => return Ok(None),
         };
-        let Some(wire) = Wire::parse(&kind) else {
-            return Err(config(format!("unknown coercion backend `{kind}`")));
+        route_of(&kind, binding, Some(env)).map(Some)
+    }
+
+    /// Where an owned agent's turn goes: the binding named after the agent, or `None` (the
+    /// fixture) when there is none or the agent is not `owned`.
+    fn turn_route(&self, turn: &TellArgs) -> Result<Option<Route>, PolicyBlock> {
+        if turn.provider != OWNED {
+            return Ok(None);
+        }
+        let mut bindings = self.config.bindings.iter();
+        let Some(binding) = bindings.find(|b| b.provider_id == turn.agent) else {
+            return Ok(None);
         };
-        let model = binding
-            .and_then(|b| b.model.clone())
-            .or_else(|| env.model.clone());
-        let Some(model) = model else {
-            return Err(config(format!(
-                "no model is configured for backend `{kind}`"
-            )));
-        };
-        let base = (binding.and_then(|b| b.base_url.clone()))
-            .or_else(|| env.base_url.clone())
-            .or_else(|| wire.default_base().map(str::to_string));
-        let Some(base) = base else {
-            return Err(config(format!(
-                "no base URL is configured for backend `{kind}`"
-            )));
-        };
-        Ok(Some(Route {
-            wire,
-            provider_id: binding.map_or(kind.clone(), |b| b.provider_id.clone()),
-            model,
-            url: format!("{}{}", base.trim_end_matches('/'), wire.path()),
-            credentials_ref: binding.and_then(|b| b.credentials_ref.clone()),
-        }))
+        route_of(&binding.provider_kind, Some(binding), None).map(Some)
     }
 
     fn by_kind(&self, kind: &str) -> Option<&Binding> {
@@ -232,16 +229,29 @@ impl HttpProvider {
 
     /// Why `call` cannot run on this worker now, if it cannot (the gate asks every pass).
     pub async fn admit_coerce(&self, call: &CoerceArgs) -> Option<PolicyBlock> {
-        let route = match self.route(call) {
-            Ok(Some(route)) => route,
-            Ok(None) => return None,
-            Err(block) => return Some(block),
-        };
+        match self.route(call) {
+            Ok(Some(route)) => self.admit_route(&route).await,
+            Ok(None) => None,
+            Err(block) => Some(block),
+        }
+    }
+
+    /// Why an owned agent's turn cannot run on this worker now, if it cannot.
+    pub async fn admit_turn(&self, turn: &TellArgs) -> Option<PolicyBlock> {
+        match self.turn_route(turn) {
+            Ok(Some(route)) => self.admit_route(&route).await,
+            Ok(None) => None,
+            Err(block) => Some(block),
+        }
+    }
+
+    /// Why `route` cannot be taken now: its URL, its credential, the broker's health.
+    async fn admit_route(&self, route: &Route) -> Option<PolicyBlock> {
         if let Err(why) = HttpUrl::parse(&route.url) {
             let detail = format!("the model endpoint cannot be reached by this build: {why}");
             return Some(Self::block(BlockCategory::ProviderConfig, detail));
         }
-        if let Some(block) = self.credentials_block(&route) {
+        if let Some(block) = self.credentials_block(route) {
             return Some(block);
         }
         let broker = self.config.broker.as_ref()?;
@@ -297,18 +307,10 @@ impl HttpProvider {
         };
         let (wrapped, schema) = answer_schema(&c.output);
         let body = request_body(route.wire, &route.model, c, (&schema, self.max_tokens()));
-        let answer = match &self.config.broker {
-            Some(broker) => self.via_broker(broker, &route, body, key).await,
-            None => self.direct(&route, body, key).await,
-        };
-        let (status, text) = match answer {
-            Ok(answer) => answer,
+        let text = match self.exchange(&route, body, key).await {
+            Ok((_, text)) => text,
             Err(outcome) => return outcome,
         };
-        if status >= 300 {
-            let reason = format!("provider returned HTTP {status}");
-            return failed(reason, "http_status", Some(status));
-        }
         match reply_value(route.wire, &text, wrapped) {
             Ok(value) => ProviderOutcome::Completed {
                 value,
@@ -319,6 +321,36 @@ impl HttpProvider {
                 "malformed_answer",
                 None,
             ),
+        }
+    }
+
+    /// Send `body` on `route`: the status and the answer's text of a 2xx answer; any other
+    /// status fails ("provider returned HTTP N").
+    async fn exchange(
+        &self,
+        route: &Route,
+        body: Value,
+        key: &str,
+    ) -> Result<(u16, String), ProviderOutcome> {
+        let (status, text) = self.send(route, body, key).await?;
+        if status >= 300 {
+            let reason = format!("provider returned HTTP {status}");
+            return Err(failed(reason, "http_status", Some(status)));
+        }
+        Ok((status, text))
+    }
+
+    /// Send `body` on `route` (through the broker when one is configured): the status and
+    /// the answer's text.
+    async fn send(
+        &self,
+        route: &Route,
+        body: Value,
+        key: &str,
+    ) -> Result<(u16, String), ProviderOutcome> {
+        match &self.config.broker {
+            Some(broker) => self.via_broker(broker, route, body, key).await,
+            None => self.direct(route, body, key).await,
         }
     }
 
@@ -436,8 +468,8 @@ impl HttpProvider {
 }
 
 impl Provider for HttpProvider {
-    fn tell<'a>(&'a self, turn: &'a TellArgs) -> BoxFuture<'a, ProviderOutcome> {
-        self.fixture.tell(turn)
+    fn tell<'a>(&'a self, turn: &'a TellArgs, key: &'a str) -> BoxFuture<'a, ProviderOutcome> {
+        Box::pin(self.run_turn(turn, key))
     }
 
     fn coerce<'a>(&'a self, call: &'a CoerceArgs, key: &'a str) -> BoxFuture<'a, ProviderOutcome> {
@@ -447,6 +479,44 @@ impl Provider for HttpProvider {
     fn admit<'a>(&'a self, call: &'a CoerceArgs) -> BoxFuture<'a, Option<PolicyBlock>> {
         Box::pin(self.admit_coerce(call))
     }
+
+    fn admit_turn<'a>(&'a self, turn: &'a TellArgs) -> BoxFuture<'a, Option<PolicyBlock>> {
+        Box::pin(HttpProvider::admit_turn(self, turn))
+    }
+}
+
+/// Where a backend `kind` goes with `binding` (and, for a coercion, the environment's
+/// model and base URL): a block says what is missing.
+fn route_of(
+    kind: &str,
+    binding: Option<&Binding>,
+    env: Option<&CoerceEnv>,
+) -> Result<Route, PolicyBlock> {
+    let config = |d: String| HttpProvider::block(BlockCategory::ProviderConfig, d);
+    let Some(wire) = Wire::parse(kind) else {
+        return Err(config(format!("unknown coercion backend `{kind}`")));
+    };
+    let model = (binding.and_then(|b| b.model.clone())).or_else(|| env?.model.clone());
+    let Some(model) = model else {
+        return Err(config(format!(
+            "no model is configured for backend `{kind}`"
+        )));
+    };
+    let base = (binding.and_then(|b| b.base_url.clone()))
+        .or_else(|| env?.base_url.clone())
+        .or_else(|| wire.default_base().map(str::to_string));
+    let Some(base) = base else {
+        return Err(config(format!(
+            "no base URL is configured for backend `{kind}`"
+        )));
+    };
+    Ok(Route {
+        wire,
+        provider_id: binding.map_or(kind.to_string(), |b| b.provider_id.clone()),
+        model,
+        url: format!("{}{}", base.trim_end_matches('/'), wire.path()),
+        credentials_ref: binding.and_then(|b| b.credentials_ref.clone()),
+    })
 }
 
 fn failed(reason: String, class: &'static str, http_status: Option<u16>) -> ProviderOutcome {
@@ -583,5 +653,6 @@ fn reply_value(wire: Wire, text: &str, wrapped: bool) -> Result<Value, String> {
     }
 }
 
+mod owned;
 #[cfg(test)]
 mod tests;

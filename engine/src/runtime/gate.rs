@@ -133,7 +133,7 @@ impl<F: FabricClient> Engine<F> {
         }
         open.truncate(self.config.concurrency.max(1));
         blocks.extend(self.exec_blocks(st, &open).await);
-        blocks.extend(self.coerce_blocks(st, &open).await);
+        blocks.extend(self.provider_blocks(st, &open).await);
         let mut gated = Gated::default();
         let mut refused = Vec::new();
         for id in open {
@@ -170,14 +170,18 @@ impl<F: FabricClient> Engine<F> {
         Ok(gated)
     }
 
-    /// The coercions among `ids` whose provider cannot run them now (binding, credential,
-    /// the broker's health: [`super::provider::Provider::admit`]).
-    async fn coerce_blocks(&self, st: &State, ids: &[String]) -> Vec<(String, PolicyBlock)> {
+    /// The coercions and turns among `ids` whose provider cannot run them now (binding,
+    /// credential, the broker's health: [`super::provider::Provider::admit`],
+    /// [`super::provider::Provider::admit_turn`]).
+    async fn provider_blocks(&self, st: &State, ids: &[String]) -> Vec<(String, PolicyBlock)> {
         let mut blocks = Vec::new();
         for id in ids {
-            if let Args::SchemaCoerce(c) = &st.effects[id].args
-                && let Some(block) = self.provider.admit(c).await
-            {
+            let block = match &st.effects[id].args {
+                Args::SchemaCoerce(c) => self.provider.admit(c).await,
+                Args::AgentTell(t) => self.provider.admit_turn(t).await,
+                _ => None,
+            };
+            if let Some(block) = block {
                 blocks.push((id.clone(), block));
             }
         }

@@ -51,8 +51,8 @@ pub enum ProviderOutcome {
 /// Runs agent turns and coercions. Implementations never read the engine's rows; they get
 /// the effect's arguments and answer.
 pub trait Provider: Send + Sync + std::fmt::Debug {
-    /// Runs one agent turn.
-    fn tell<'a>(&'a self, turn: &'a TellArgs) -> BoxFuture<'a, ProviderOutcome>;
+    /// Runs one agent turn under idempotency key `key` (the effect attempt's).
+    fn tell<'a>(&'a self, turn: &'a TellArgs, key: &'a str) -> BoxFuture<'a, ProviderOutcome>;
     /// Runs one coercion under idempotency key `key` (the same on every run of the effect's
     /// attempt, so a cut-off call is sent again under it); the worker checks the answer
     /// against the output shape.
@@ -64,6 +64,15 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
         call: &'a CoerceArgs,
     ) -> BoxFuture<'a, Option<super::effect::PolicyBlock>> {
         let _ = call;
+        Box::pin(async { None })
+    }
+    /// Why a turn cannot run on this worker now (the binding of its agent's model, its
+    /// credential, the broker's health): a block, never a failure.
+    fn admit_turn<'a>(
+        &'a self,
+        turn: &'a TellArgs,
+    ) -> BoxFuture<'a, Option<super::effect::PolicyBlock>> {
+        let _ = turn;
         Box::pin(async { None })
     }
 }
@@ -152,7 +161,7 @@ impl FixtureProvider {
 }
 
 impl Provider for FixtureProvider {
-    fn tell<'a>(&'a self, turn: &'a TellArgs) -> BoxFuture<'a, ProviderOutcome> {
+    fn tell<'a>(&'a self, turn: &'a TellArgs, _key: &'a str) -> BoxFuture<'a, ProviderOutcome> {
         Box::pin(async move {
             if self.turn_ms > 0 {
                 tokio::time::sleep(std::time::Duration::from_millis(self.turn_ms)).await;

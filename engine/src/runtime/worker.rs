@@ -551,7 +551,7 @@ impl<F: FabricClient> Engine<F> {
             Args::Invoke(a) => self.execute_invoke((header, e), a, admitted).await?,
             Args::AgentTell(t) => {
                 let ids = super::provider::RunIds { effect: &e.id, run };
-                let outcome = within(t.timeout_ms, self.provider.tell(t)).await;
+                let outcome = within(t.timeout_ms, self.provider.tell(t, &idem)).await;
                 super::provider::turn_ran(t, &ids, outcome)
             }
             Args::SchemaCoerce(c) => {

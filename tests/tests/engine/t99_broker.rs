@@ -435,3 +435,117 @@ fn through_the_broker(dir: &Path, stub: &ModelStub, (ca, base): (&Path, &str)) {
         Some(format!("Bearer {KEY}").as_str())
     );
 }
+
+const TURN_PROGRAM: &str = r#"use std.agent
+
+workflow Ask
+
+output result Said
+
+class Said { said string }
+
+agent reviewer
+agent helper { provider fixture }
+
+rule go when started => {
+  tell reviewer "Review the patch please" as t
+  tell helper "tidy up" as h
+  after t succeeds as out {
+    after h succeeds as done { complete result { said "{{ out.summary }} / {{ done.summary }}" } }
+  }
+  after t fails as f { complete result { said f.reason } }
+  after h fails as f { complete result { said f.reason } }
+}
+"#;
+
+/// The owned harness with a model (issue 36): a turn of the bare (`owned`) agent
+/// `reviewer`, whose binding names it, goes through the broker to the stub model and its
+/// answer is the turn's summary; the `fixture` agent beside it never reaches a model. The
+/// key stays out of the engine. Without a credential reference the turn is blocked
+/// `credentials`, not failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owned_agents_turn_is_answered_by_its_bound_model_through_the_broker() {
+    let stub = ModelStub::start("Looks good: ship it.").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, token) = setup(dir.path(), &stub);
+    std::fs::write(dir.path().join("ask.whip"), TURN_PROGRAM).unwrap();
+    let binding = |reference: Value| {
+        json!({"bindings": [{"provider_id": "reviewer", "provider_kind": "openai-generic",
+            "model": "stub-model", "base_url": format!("http://{}/v1", stub.addr),
+            "credentials_ref": reference}]})
+        .to_string()
+    };
+    std::fs::write(
+        dir.path().join("agents.json"),
+        binding(json!("secret:openai")),
+    )
+    .unwrap();
+    // The secret is bound to provider `gpt`; this binding is `reviewer`'s.
+    broker.admin(&["secret", "set", "openai"], &format!("{KEY}\n"));
+    let run = [
+        "run",
+        "ask.whip",
+        "--wait",
+        "--json",
+        "--provider-config",
+        "agents.json",
+    ];
+    let out = worker(dir.path(), &broker, &token, &run);
+    let report = json_of(&out);
+    let said = "Looks good: ship it. / fixture completed";
+    assert_eq!(
+        report["terminal"]["payload"],
+        json!({"said": said}),
+        "{report}"
+    );
+    let seen = stub.seen();
+    assert_eq!(
+        seen.len(),
+        1,
+        "one model call: the fixture agent's turn made none"
+    );
+    let body: Value = serde_json::from_str(&seen[0].body).expect("a JSON body");
+    assert_eq!(body["messages"][0]["content"], "Review the patch please");
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let id = report["id"].as_str().expect("an id").to_string();
+    assert!(
+        seen[0]
+            .header("idempotency-key")
+            .is_some_and(|k| k.contains(&id))
+    );
+    no_key_in_the_engine(dir.path(), (&broker, &token), &id, &out);
+    std::fs::write(dir.path().join("bare.json"), binding(Value::Null)).unwrap();
+    a_turn_without_a_credential_is_blocked(dir.path(), (&broker, &token), &stub);
+}
+
+/// `bare.json` binds `reviewer` with no credential reference: its turn is blocked
+/// `credentials` and reaches no model.
+fn a_turn_without_a_credential_is_blocked(
+    dir: &Path,
+    (broker, token): (&Broker, &str),
+    stub: &ModelStub,
+) {
+    let run = [
+        "run",
+        "ask.whip",
+        "--json",
+        "--provider-config",
+        "bare.json",
+    ];
+    let report = json_of(&worker(dir, broker, token, &run));
+    assert_eq!(
+        report["status"], "running",
+        "a block is no failure: {report}"
+    );
+    let waiting = report["id"].as_str().expect("an id");
+    let effects = json_of(&worker(dir, broker, token, &["effects", waiting, "--json"]));
+    let turn = (effects.as_array().unwrap().iter())
+        .find(|e| e["args"]["agent"] == "reviewer")
+        .expect("the reviewer's turn");
+    assert_eq!(turn["state"], "blocked", "{turn}");
+    assert_eq!(turn["policy_block"]["category"], "credentials", "{turn}");
+    assert_eq!(stub.seen().len(), 1, "the blocked turn reached no model");
+}
