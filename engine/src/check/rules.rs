@@ -80,7 +80,7 @@ impl Cx<'_> {
                 Some(Bind::Runtime)
             }
             WhenKind::Message(c) => {
-                self.channel(c);
+                self.channel("when message from", c);
                 self.inbound(c);
                 Some(Bind::Runtime)
             }
@@ -131,9 +131,11 @@ impl Cx<'_> {
         }
     }
 
-    pub(crate) fn channel(&mut self, c: &Ident) {
+    /// Channel `c`, named after `word` (`send via`, `when message from`), must be declared
+    /// (LANGUAGE-AGENTS.md §5: "`send via C` names an unknown channel").
+    pub(crate) fn channel(&mut self, word: &str, c: &Ident) {
         if !self.wf.channels.contains_key(&c.name) && !self.m.poisoned.contains(&c.name) {
-            let msg = format!("{} uses undeclared channel `{}`", self.subject, c.name);
+            let msg = format!("`{word} {}` names an unknown channel", c.name);
             let names = self.wf.channels.keys().map(String::as_str);
             let help = format!("declare it: `channel {} {{ provider fabric }}`", c.name);
             let help = suggest::help(&c.name, names, help);
@@ -385,7 +387,7 @@ impl Cx<'_> {
 
     /// `send via CHANNEL [ask|directive] { text … payload … thread … } [within D] as x`.
     fn send(&mut self, x: &Send, span: Span) {
-        self.channel(&x.channel);
+        self.channel("send via", &x.channel);
         if let Some(ch) = self.wf.channels.get(&x.channel.name)
             && ch.decl.to.is_none()
             && ch.decl.provider_name() == "fabric"
@@ -437,7 +439,7 @@ impl Cx<'_> {
             }
         }
         if !text {
-            let msg = format!("{} sends a message without `text`", self.subject);
+            let msg = "`send` requires a `text` field".to_string();
             self.err("send.text", x.body.span, msg, "write `{ text \"…\" }`");
         }
     }
