@@ -418,9 +418,8 @@ impl Cx<'_> {
             }
             _ => {}
         }
-        if x.kind == SendKind::Ask {
-            self.requires_as("send … ask", &x.binding, span);
-        }
+        // Every send is observed (LANGUAGE-AGENTS.md §5: "`send` requires an `as` binding").
+        self.requires_as("send", &x.binding, span);
         let mut text = false;
         for (k, v) in &x.body.fields {
             match k.name.as_str() {
