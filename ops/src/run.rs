@@ -98,24 +98,36 @@ pub(crate) enum EngineCommand {
     /// an uncertain failure (`runtime.recovery_uncertain`) when there is none; idempotent
     /// effects queued again. Nothing is run again silently.
     Recover { id: String },
-    /// Send a message into an instance's mailbox; its next step admits it as a
-    /// `message.received` fact on channel CHANNEL (`when message from CHANNEL`).
-    Message {
-        id: String,
-        #[arg(long)]
-        channel: String,
-        #[arg(long)]
-        text: String,
-        /// A directive (delivered only from the instance's authority: its owner's parent
-        /// entries' owners or the operator) instead of an inform.
-        #[arg(long)]
-        directive: bool,
-    },
+    /// Send a message to an instance on its channel CHANNEL and admit it at once as a
+    /// `message.received` fact (`when message from CHANNEL`): a local channel's inbox line
+    /// or fabric mail.
+    Message(MessageArgs),
     /// Live leases and their holders (instances or any other holder):
     /// `<owner>::<lease>/<key> held by <holder> (expires …)`.
     Leases { name: Option<String> },
     /// Counters: `<owner>::<counter>/<key> consumed=<n> period=<p>`.
     Counters { name: Option<String> },
+}
+
+/// `whip message ID --channel C --text T [--by S] [--program F] [--directive]`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct MessageArgs {
+    id: String,
+    #[arg(long)]
+    channel: String,
+    #[arg(long)]
+    text: String,
+    /// A directive (delivered only from the instance's authority: its owner's parent
+    /// entries' owners or the operator) instead of an inform.
+    #[arg(long)]
+    directive: bool,
+    /// The sender label of a local channel's line (refused on a fabric channel, whose
+    /// sender is who you are).
+    #[arg(long)]
+    by: Option<String>,
+    /// The program file the instance runs: a different source is refused.
+    #[arg(long)]
+    program: Option<PathBuf>,
 }
 
 impl EngineCommand {
@@ -521,12 +533,7 @@ async fn dispatch(global: &Global, engine: &Eng, cmd: EngineCommand) -> Result<E
         EngineCommand::Pause { id } => transition(global, engine, &id, Status::Paused).await,
         EngineCommand::Resume { id } => transition(global, engine, &id, Status::Running).await,
         EngineCommand::Cancel { id } => transition(global, engine, &id, Status::Cancelled).await,
-        EngineCommand::Message {
-            id,
-            channel,
-            text,
-            directive,
-        } => message(global, engine, &id, (&channel, &text), directive).await,
+        EngineCommand::Message(args) => message(global, engine, args).await,
         EngineCommand::Retry { id, effect } => {
             let seq = engine.retry(&id, &effect).await.map_err(engine_error)?;
             let text = format!("{id} updated at event #{seq}");
@@ -1106,24 +1113,44 @@ pub(crate) async fn bench_engine(
 }
 
 /// `whip message ID --channel C --text T`: mail into an instance's entry mailbox.
-async fn message(
-    global: &Global,
-    engine: &Eng,
-    id: &str,
-    (channel, text): (&str, &str),
-    directive: bool,
-) -> Result<ExitCode> {
-    let answer = engine
-        .message(id, channel, text, directive)
-        .await
-        .map_err(engine_error)?;
-    match answer {
-        whip_fabric::MailAnswer::Delivered { id: mail, trust } => {
-            let trust = trust.code();
-            let value = json!({"outcome": "delivered", "id": mail, "trust": trust});
-            print(global, value, vec![format!("delivered {mail} ({trust})")])
+/// `whip message`: "delivered message on `C` to ID at event #N" (LANGUAGE-AGENTS.md §6).
+async fn message(global: &Global, engine: &Eng, args: MessageArgs) -> Result<ExitCode> {
+    let program = match &args.program {
+        Some(path) => {
+            let text = std::fs::read_to_string(path);
+            Some(text.with_context(|| format!("read {}", path.display()))?)
         }
-        whip_fabric::MailAnswer::Refused { reason, message } => {
+        None => None,
+    };
+    let (id, m) = (
+        args.id.as_str(),
+        whip_engine::runtime::Message {
+            channel: args.channel,
+            text: args.text,
+            by: args.by,
+            directive: args.directive,
+            program,
+        },
+    );
+    let answer = engine.deliver(id, &m).await.map_err(engine_error)?;
+    match answer {
+        whip_engine::runtime::Delivery::Delivered {
+            id: mail,
+            trust,
+            event,
+        } => {
+            let channel = &m.channel;
+            let text = match event {
+                Some(n) => format!("delivered message on `{channel}` to {id} at event #{n}"),
+                None => {
+                    format!("delivered message on `{channel}` to {id} (admitted at its next step)")
+                }
+            };
+            let value = json!({"outcome": "delivered", "id": mail, "trust": trust,
+                "channel": channel, "instance": id, "event": event});
+            print(global, value, vec![text])
+        }
+        whip_engine::runtime::Delivery::Refused { reason, message } => {
             if global.json {
                 crate::output::json(&json!({"outcome": "refused", "reason": reason,
                     "error": message}));

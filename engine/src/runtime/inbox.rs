@@ -37,6 +37,48 @@ pub(crate) fn inbox_file(channel: &str) -> String {
     format!("inbox.{channel}.jsonl")
 }
 
+/// The message id of line `line` of `channel`'s inbox.
+pub(crate) fn message_id(channel: &str, line: u64) -> String {
+    format!("local:{channel}:{line}")
+}
+
+/// Append `{text, sender}` to `dir`'s inbox of `channel` under an exclusive lock (so two
+/// senders never get one line number): the line's number. A last line someone left
+/// without its newline is ended first (and counted).
+pub(crate) fn append(
+    dir: &Path,
+    channel: &str,
+    text: &str,
+    sender: Option<&str>,
+) -> std::io::Result<u64> {
+    use std::io::{Read, Seek, Write};
+    use std::os::fd::AsRawFd;
+    let path = dir.join(inbox_file(channel));
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(&path)?;
+    // SAFETY: flock(2) on a descriptor this function owns; released when it closes.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut held = Vec::new();
+    file.rewind()?;
+    file.read_to_end(&mut held)?;
+    let mut count = held.iter().filter(|b| **b == b'\n').count() as u64;
+    if held.last().is_some_and(|b| *b != b'\n') {
+        file.write_all(b"\n")?;
+        count += 1;
+    }
+    let line = match sender {
+        Some(sender) => json!({"text": text, "sender": sender}),
+        None => json!({"text": text}),
+    };
+    writeln!(file, "{line}")?;
+    Ok(count + 1)
+}
+
 /// One line of an inbox file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -107,7 +149,7 @@ fn cursor(st: &State, channel: &str) -> u64 {
 
 /// The fact of line `n` of `channel`'s inbox: admitted, or refused with the reason.
 fn fact_of(channel: &str, n: Inbound, at_ms: u64) -> (&'static str, Value) {
-    let message_id = format!("local:{channel}:{}", n.line);
+    let message_id = message_id(channel, n.line);
     let said = match n.said {
         Ok(said) => said,
         Err(reason) => return (REFUSED_FACT, refused(channel, n.line, &message_id, &reason)),
@@ -224,6 +266,29 @@ mod tests {
         assert_eq!(rest.len(), 1);
         assert_eq!(rest[0].said.as_ref().unwrap().text, "b");
         assert_eq!(read_after(dir.path(), "desk", 0, 1).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn appended_lines_are_numbered_and_a_torn_line_is_ended() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(append(dir.path(), "desk", "a", None).unwrap(), 1);
+        let path = dir.path().join(inbox_file("desk"));
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        file.write_all(b"{\"text\":\"torn").unwrap();
+        assert_eq!(append(dir.path(), "desk", "c", Some("ana")).unwrap(), 3);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text.lines().count(),
+            3,
+            "the torn line was ended and counted"
+        );
+        assert_eq!(text.lines().nth(2), Some(r#"{"sender":"ana","text":"c"}"#));
+        let read = read_after(dir.path(), "desk", 0, 8).unwrap();
+        assert!(read[1].said.is_err() && read[2].said.is_ok());
     }
 
     #[test]

@@ -19,7 +19,9 @@
 //! loser re-reads and tries again.
 
 pub mod agent;
+pub use deliver::{Delivery, Message};
 mod cut;
+mod deliver;
 pub mod effect;
 pub mod egress;
 mod eval;

@@ -141,6 +141,22 @@ fn listening_instance_hears_the_operator(d: &Path, one: &str, other: &str) {
         assert!(Instant::now() < deadline, "no running instance: {listed}");
         std::thread::sleep(Duration::from_millis(100));
     };
+    // As the attacker: no argument names the sender of fabric mail.
+    let forged = [
+        "message",
+        &id,
+        "--channel",
+        "inbox",
+        "--text",
+        "x",
+        "--by",
+        "operator",
+    ];
+    let refused = whip(d, other, &forged);
+    assert!(
+        !refused.status.success(),
+        "--by is refused on a fabric channel"
+    );
     let args = [
         "--json",
         "message",

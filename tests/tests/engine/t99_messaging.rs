@@ -202,3 +202,65 @@ fn facts_of(dir: &Path, id: &str) -> Vec<Value> {
     let facts: Value = serde_json::from_str(&out).expect("facts json");
     facts.as_array().expect("facts").clone()
 }
+
+/// `whip message ID --channel C --text T --by S --program F` (LANGUAGE-AGENTS.md §6) on a
+/// local channel: the line lands in the inbox, is admitted at once ("delivered message on
+/// `desk` to ID at event #N", N the admitting event of the log), and the next step
+/// completes with it; a `--program` that is not the instance's source is refused and
+/// nothing is written.
+#[test]
+fn whip_message_delivers_on_a_local_channel_at_an_event() {
+    let dir = crate::workdir();
+    std::fs::write(dir.path().join("desk.whip"), DESK).expect("write the program");
+    std::fs::write(dir.path().join("other.whip"), "workflow Other\n").expect("write");
+    let out = crate::ok(&crate::whip(
+        dir.path(),
+        None,
+        &["run", "desk.whip", "--json"],
+    ));
+    let id = run_json(&out).0["id"].as_str().expect("an id").to_string();
+    let send = |text: &str, program: &str| {
+        let args = [
+            "message",
+            &id,
+            "--channel",
+            "desk",
+            "--text",
+            text,
+            "--by",
+            "ana",
+        ];
+        crate::whip(
+            dir.path(),
+            None,
+            &[&args[..], &["--program", program]].concat(),
+        )
+    };
+    let refused = send("done", "other.whip");
+    assert!(
+        !refused.status.success(),
+        "another program's source is refused"
+    );
+    let inbox = dir.path().join(".whipplescript/inbox.desk.jsonl");
+    assert!(!inbox.exists(), "nothing was written");
+    let said = crate::ok(&send("done", "desk.whip"));
+    let log: Value = serde_json::from_str(&crate::ok(&crate::whip(
+        dir.path(),
+        None,
+        &["log", &id, "--json"],
+    )))
+    .expect("log json");
+    let admitted = (log.as_array().expect("events").iter())
+        .find(|e| e["kind"] == "fact.derived" && e["data"]["fact"]["value"]["text"] == "done")
+        .expect("the admitting event");
+    let line = format!(
+        "delivered message on `desk` to {id} at event #{}",
+        admitted["seq"]
+    );
+    assert_eq!(said.trim(), line);
+    crate::ok(&crate::whip(dir.path(), None, &["step", &id]));
+    let status = crate::ok(&crate::whip(dir.path(), None, &["status", &id, "--json"]));
+    let status: Value = serde_json::from_str(&status).expect("status json");
+    let payload = &status["terminal"]["payload"];
+    assert_eq!(payload, &json!({"said": "done", "who": "ana"}), "{status}");
+}
