@@ -517,6 +517,13 @@ async fn an_owned_agents_turn_is_answered_by_its_bound_model_through_the_broker(
             .is_some_and(|k| k.contains(&id))
     );
     no_key_in_the_engine(dir.path(), (&broker, &token), &id, &out);
+    let trace = crate::ok(&worker(
+        dir.path(),
+        &broker,
+        &token,
+        &["trace", &id, "--check"],
+    ));
+    assert!(trace.contains("conformance=ok"), "{trace}");
     std::fs::write(dir.path().join("bare.json"), binding(Value::Null)).unwrap();
     a_turn_without_a_credential_is_blocked(dir.path(), (&broker, &token), &stub);
 }

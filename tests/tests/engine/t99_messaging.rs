@@ -151,6 +151,8 @@ fn a_local_inbox_is_admitted_once_a_line_and_screened() {
         status["terminal"]["payload"],
         json!({"said": "done", "who": "local"})
     );
+    let trace = crate::ok(&crate::whip(dir.path(), None, &["trace", &id, "--check"]));
+    assert!(trace.contains("conformance=ok"), "{trace}");
     assert_eq!(facts_of(dir.path(), &id).len(), facts.len() + 1);
 }
 
