@@ -66,6 +66,11 @@ pub const LEADER_WAIT_MS: u64 = 3_000;
 pub const TICKS_PER_ROUND_MAX: usize = 8;
 /// Newest log entries kept in memory for replication reads.
 pub const LOG_CACHE_ENTRIES_MAX: usize = 4096;
+/// A log read below the cache of at most this many entries is made on the caller's task
+/// (a few µs from the engine's pages); a longer one goes to the blocking pool. openraft's
+/// start reads one entry at a time to find each term's first entry, and the hop per read
+/// made that cost ~0.1 ms an entry.
+pub const LOG_READ_INLINE_ENTRIES_MAX: u64 = 16;
 /// Size the first log segment file is preallocated to; each next one doubles.
 pub const SEGMENT_BYTES_MIN: u64 = 1 << 20;
 /// Largest preallocated log segment (a bigger record gets a segment of its own size).

@@ -495,10 +495,16 @@ impl Cell {
         self.inner.addr_of(leader)
     }
 
-    /// Stop Raft and release storage.
+    /// Stop Raft, make the applied state durable (a short-lived process, `whip run` on the
+    /// embedded store, would otherwise never reach the periodic durable commit, and every
+    /// start would apply its predecessors' entries again) and release storage.
     pub async fn shutdown(&self) {
         if let Err(e) = self.inner.raft.shutdown().await {
             tracing::warn!(error = %e, "raft shutdown");
+            return;
+        }
+        if let Err(e) = self.inner.view.make_durable().await {
+            tracing::warn!(error = %e, "the applied state was not made durable at shutdown");
         }
     }
 }

@@ -11,6 +11,7 @@ use openraft::{ErrorSubject, ErrorVerb, RaftLogReader, Vote};
 
 use super::log_writer::{self, Append, MetaWrite, Op, Tail};
 use super::{Backend, BackendError, BackendResult, blocking};
+use crate::limits;
 use crate::stages::Stages;
 use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig, decode, encode};
 
@@ -145,9 +146,11 @@ impl RaftLogReader<TypeConfig> for LogStore {
             return Ok(cached);
         }
         let backend = self.shared.backend.clone();
-        let rows = blocking(move || backend.log_range(from, below))
-            .await
-            .map_err(read_err)?;
+        let rows = match below - from <= limits::LOG_READ_INLINE_ENTRIES_MAX {
+            true => backend.log_range(from, below),
+            false => blocking(move || backend.log_range(from, below)).await,
+        }
+        .map_err(read_err)?;
         let mut entries = rows
             .iter()
             .map(|(_, b)| decode(b).map_err(|e| read_err(BackendError::new("decode entry", e))))

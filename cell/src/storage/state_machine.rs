@@ -86,6 +86,14 @@ pub struct Dump {
 }
 
 impl StateMachineView {
+    /// Make the applied state durable now (the write-back layer's pending writes and the
+    /// applied point in one durable commit): what a clean shutdown does, so the next start
+    /// does not apply again what this run applied. Call it once Raft has stopped.
+    pub async fn make_durable(&self) -> BackendResult<()> {
+        let backend = self.backend.clone();
+        blocking(move || backend.sm_commit(super::WriteSet::default(), true)).await
+    }
+
     /// Dump the applied state at one applied point: the write-back layer hands its pending
     /// writes over and the engine is read under its write lock, so no apply lands between
     /// the first pair read and the last. Applies wait for the dump (as they do for a Raft
