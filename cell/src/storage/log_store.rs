@@ -146,9 +146,10 @@ impl RaftLogReader<TypeConfig> for LogStore {
             return Ok(cached);
         }
         let backend = self.shared.backend.clone();
-        let rows = match below - from <= limits::LOG_READ_INLINE_ENTRIES_MAX {
-            true => backend.log_range(from, below),
-            false => blocking(move || backend.log_range(from, below)).await,
+        let short = below - from <= limits::LOG_READ_INLINE_ENTRIES_MAX;
+        let rows = match short.then(|| backend.log_try_range(from, below)).flatten() {
+            Some(rows) => rows,
+            None => blocking(move || backend.log_range(from, below)).await,
         }
         .map_err(read_err)?;
         let mut entries = rows

@@ -4,8 +4,11 @@
 //! across every cell the node hosts).
 //!
 //! Both backends sit behind [`Backend`], so the openraft log store and state machine are one
-//! concrete type each (TRAPS.md 7) and both backends pass the same suites. Every backend call
-//! is synchronous and runs on the blocking pool (TRAPS.md 13), never on a tokio worker.
+//! concrete type each (TRAPS.md 7) and both backends pass the same suites. Backend calls are
+//! synchronous; any that may wait (a lock, the disk) runs on the blocking pool (TRAPS.md
+//! 13), never on a tokio worker. Two run on the caller's task only when the backend says
+//! they will not wait: a short log read ([`Backend::log_try_range`]) and an apply that only
+//! gathers in memory ([`Backend::sm_quick`]).
 //! [`open_backend`] puts a [`WriteBack`] in front of either engine: applied state-machine
 //! writes gather in memory and reach the engine in one commit once a second or every
 //! `STATE_WRITE_BACK_BYTES_MAX`, instead of one engine commit per applied batch.
@@ -129,6 +132,9 @@ pub type BackendResult<T> = Result<T, BackendError>;
 /// A set of state-machine writes to commit atomically: `None` deletes.
 pub type WriteSet = std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
+/// Log entries as stored: (index, encoded entry), in index order.
+pub type LogRows = Vec<(u64, Vec<u8>)>;
+
 /// A consistent read view of the state machine, held for the length of one apply or query
 /// so a batch of lookups costs one read transaction, not one per key.
 pub trait SmRead {
@@ -150,6 +156,13 @@ pub trait Backend: Send + Sync + 'static {
     fn log_append(&self, entries: &[(u64, Vec<u8>)]) -> BackendResult<()>;
     /// Entries with `from <= index < to`, in order.
     fn log_range(&self, from: u64, to: u64) -> BackendResult<Vec<(u64, Vec<u8>)>>;
+    /// [`Backend::log_range`] when it can answer without waiting for a lock another thread
+    /// holds (a writer's fsync); `None` means: ask `log_range` on the blocking pool
+    /// (TRAPS.md 13). The caller may be a tokio worker.
+    fn log_try_range(&self, from: u64, to: u64) -> Option<BackendResult<LogRows>> {
+        let _ = (from, to);
+        None
+    }
     /// The last log entry, if any.
     fn log_last(&self) -> BackendResult<Option<(u64, Vec<u8>)>>;
     /// Delete entries with `index >= from` (durably).
@@ -165,6 +178,12 @@ pub trait Backend: Send + Sync + 'static {
     /// Commit a write set atomically. Not necessarily durable on return: the log is the
     /// source of truth and a crash replays committed entries (`durable` forces it).
     fn sm_commit(&self, writes: WriteSet, durable: bool) -> BackendResult<()>;
+    /// Whether a non-durable apply can run now without waiting for a lock or writing to
+    /// the engine (the write-back layer uncontended, with room): then it may run on a
+    /// tokio worker; `false` sends it to the blocking pool (TRAPS.md 13).
+    fn sm_quick(&self) -> bool {
+        false
+    }
     /// Replace the whole state machine with `pairs`, durably (snapshot install).
     fn sm_replace(&self, pairs: Vec<(Vec<u8>, Vec<u8>)>) -> BackendResult<()>;
     /// Every state-machine pair (snapshot build; called while no apply runs).

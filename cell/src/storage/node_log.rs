@@ -49,7 +49,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use super::segment_log::{
     Loc, create_segment, io, list_segments, open_segment, read_at, segment_name, sync_dir,
 };
-use super::{BackendError, BackendResult};
+use super::{BackendError, BackendResult, LogRows};
 use crate::disk_fault::DiskFaults;
 use crate::limits;
 
@@ -667,7 +667,16 @@ impl CellLog {
 
     /// Entries with `from <= index < to`, in order.
     pub fn range(&self, from: u64, to: u64) -> BackendResult<Vec<(u64, Vec<u8>)>> {
-        let files = self.log.files();
+        self.range_in(&self.log.files(), from, to)
+    }
+
+    /// [`CellLog::range`] unless a group commit holds the node log now (`None`).
+    pub fn try_range(&self, from: u64, to: u64) -> Option<BackendResult<LogRows>> {
+        let files = self.log.files.try_lock().ok()?;
+        Some(self.range_in(&files, from, to))
+    }
+
+    fn range_in(&self, files: &Files, from: u64, to: u64) -> BackendResult<Vec<(u64, Vec<u8>)>> {
         let Some(state) = files.cells.get(&self.cell) else {
             return Ok(Vec::new());
         };

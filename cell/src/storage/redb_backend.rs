@@ -16,7 +16,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 
 use super::node_log::CellLog;
 use super::segment_log::SegmentLog;
-use super::{Backend, BackendError, BackendResult, SmRead, WriteSet};
+use super::{Backend, BackendError, BackendResult, LogRows, SmRead, WriteSet};
 use crate::disk_fault::DiskFaults;
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
@@ -180,6 +180,14 @@ impl Backend for RedbBackend {
             LogFiles::Redb(db) => redb_log::range(db, from, to),
             LogFiles::Segments(log) => log.range(from, to),
             LogFiles::Node(log) => log.range(from, to),
+        }
+    }
+
+    fn log_try_range(&self, from: u64, to: u64) -> Option<BackendResult<LogRows>> {
+        match &self.log {
+            LogFiles::Redb(_) => None,
+            LogFiles::Segments(log) => log.try_range(from, to),
+            LogFiles::Node(log) => log.try_range(from, to),
         }
     }
 

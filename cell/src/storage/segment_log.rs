@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::descriptors::opening;
-use super::{BackendError, BackendResult};
+use super::{BackendError, BackendResult, LogRows};
 use crate::disk_fault::DiskFaults;
 use crate::limits;
 
@@ -194,14 +194,13 @@ impl SegmentLog {
 
     /// Entries with `from <= index < to`, in order.
     pub(super) fn range(&self, from: u64, to: u64) -> BackendResult<Vec<(u64, Vec<u8>)>> {
-        let s = self.lock();
-        if from >= to {
-            return Ok(Vec::new());
-        }
-        let locs: Vec<(u64, Loc)> = s.index.range(from..to).map(|(i, l)| (*i, *l)).collect();
-        locs.into_iter()
-            .map(|(index, loc)| Ok((index, s.read(loc)?)))
-            .collect()
+        self.lock().range(from, to)
+    }
+
+    /// [`SegmentLog::range`] unless the writer holds the log now (`None`).
+    pub(super) fn try_range(&self, from: u64, to: u64) -> Option<BackendResult<LogRows>> {
+        let s = self.inner.try_lock().ok()?;
+        Some(s.range(from, to))
     }
 
     /// The last entry, if any.
@@ -304,6 +303,17 @@ fn read_meta(dir: &Path) -> BackendResult<BTreeMap<String, Vec<u8>>> {
 }
 
 impl Segments {
+    /// Entries with `from <= index < to`, in order.
+    fn range(&self, from: u64, to: u64) -> BackendResult<Vec<(u64, Vec<u8>)>> {
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        let locs: Vec<(u64, Loc)> = self.index.range(from..to).map(|(i, l)| (*i, *l)).collect();
+        locs.into_iter()
+            .map(|(index, loc)| Ok((index, self.read(loc)?)))
+            .collect()
+    }
+
     /// Index the valid records of segment `first` from the start, continuing `chain`; the
     /// write offset lands behind the last valid record.
     fn scan(&mut self, first: u64, chain: &mut Chain) -> BackendResult<()> {

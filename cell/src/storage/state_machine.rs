@@ -395,9 +395,11 @@ impl RaftStateMachine<TypeConfig> for SmStore {
                 .map(|(applied, responses)| (applied, responses, crate::stages::here()))
         };
         // A batch that only gathers in memory (the write-back layer) is CPU work of a few
-        // hundred µs: it runs here, on the state machine's task. Only the periodic durable
-        // commit, which waits for the disk, goes to the blocking pool.
-        let ran = if durable { blocking(run).await } else { run() };
+        // hundred µs: it runs here, on the state machine's task, when the layer says it will
+        // neither wait for a lock nor hand its writes to the engine. The periodic durable
+        // commit, and any apply that might wait, go to the blocking pool (TRAPS.md 13).
+        let quick = !durable && self.backend.sm_quick();
+        let ran = if quick { run() } else { blocking(run).await };
         let (applied, responses, applied_on) = ran.map_err(sm_err(ErrorVerb::Write))?;
         self.stages.record(Stage::Applied, started.elapsed());
         // There to the blocking thread and back, when it went there.

@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};
 
-use super::{Backend, BackendResult, SmRead, WriteSet};
+use super::{Backend, BackendResult, LogRows, SmRead, WriteSet};
 use crate::limits;
 
 /// State-machine rows, in key order.
@@ -79,6 +79,20 @@ impl Backend for WriteBack {
 
     fn log_range(&self, from: u64, to: u64) -> BackendResult<Vec<(u64, Vec<u8>)>> {
         self.inner.log_range(from, to)
+    }
+
+    fn log_try_range(&self, from: u64, to: u64) -> Option<BackendResult<LogRows>> {
+        self.inner.log_try_range(from, to)
+    }
+
+    fn sm_quick(&self) -> bool {
+        // Nobody holding the lock (a dump, a hand-off, a reader), and room for a batch
+        // below the hand-off bound: the apply will neither wait nor write to the engine.
+        let room = limits::STATE_WRITE_BACK_BYTES_MAX - limits::STATE_APPLY_INLINE_ROOM_BYTES;
+        match self.pending.try_write() {
+            Ok(pending) => pending.bytes < room,
+            Err(_) => false,
+        }
     }
 
     fn log_last(&self) -> BackendResult<Option<(u64, Vec<u8>)>> {
