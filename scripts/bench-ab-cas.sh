@@ -13,11 +13,15 @@ one() { # whip label
   "$whip" cell dev --voters 3 --data "$dir/d" --base-port $port >"$dir/dev.log" 2>&1 &
   local pid=$!
   trap 'kill $pid 2>/dev/null || true; rm -rf "$dir"' RETURN
-  for _ in $(seq 1 100); do "$whip" cell status --cell 127.0.0.1:$port --json >/dev/null 2>&1 && break; sleep 0.2; done
+  for _ in $(seq 1 100); do
+    "$whip" cell status --cell 127.0.0.1:$port --json >/dev/null 2>&1 && break
+    sleep 0.2
+  done
   for c in 1 16; do
     "$whip" bench cas --cell 127.0.0.1:$port --clients $c --keys 0 --value-bytes 256 \
       --duration 5s --json 2>/dev/null |
-      python3 -c "import json,sys; r=json.load(sys.stdin); print('$label', $c, round(r['ops_per_sec']), r['p50_us'], r['p99_us'])"
+      python3 -c "import json,sys; r=json.load(sys.stdin)
+print('$label', $c, round(r['ops_per_sec']), r['p50_us'], r['p99_us'])"
   done
   "$whip" cell status --cell 127.0.0.1:$port --json 2>/dev/null |
     python3 -c "

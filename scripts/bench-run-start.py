@@ -12,7 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
-PROGRAM = Path(__file__).resolve().parent.parent / "engine/tests/check/valid/seed_ledger_decisions.whip"
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "engine/tests/check/valid/seed_ledger_decisions.whip"
 
 
 def main() -> None:
@@ -40,10 +41,12 @@ def main() -> None:
         for d in dirs.values():
             shutil.rmtree(d)
     for label, xs in times.items():
-        med = statistics.median
-        print(f"{label}: runs 1-10 {med(xs[:10]):.1f} ms | 41-50 {med(xs[40:50]):.1f} ms"
-              f" | last 10 {med(xs[-10:]):.1f} ms (min {min(xs[-10:]):.1f})")
-
+        parts = [f"runs 1-10 {statistics.median(xs[:10]):.1f} ms"]
+        if len(xs) >= 60:
+            parts.append(f"41-50 {statistics.median(xs[40:50]):.1f} ms")
+        last = xs[-10:]
+        parts.append(f"last 10 {statistics.median(last):.1f} ms (min {min(last):.1f})")
+        print(f"{label}: " + " | ".join(parts))
 
 if __name__ == "__main__":
     main()
