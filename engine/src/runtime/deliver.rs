@@ -97,6 +97,12 @@ impl<F: FabricClient> Engine<F> {
                     .map_err(|e| RuntimeError::Invalid(format!("the inbox: {e}")))?;
                 self.drain_local(wf, &mut loaded).await?;
                 let message_id = super::inbox::message_id(&m.channel, line);
+                if let Some(reason) = super::inbox::refusal(&loaded.state, &message_id) {
+                    return Ok(Delivery::Refused {
+                        reason: "inbox_line".into(),
+                        message: reason,
+                    });
+                }
                 let event = self.admitted_at(id, "message_id", &message_id).await?;
                 let trust = "untrusted".to_string();
                 Ok(Delivery::Delivered {

@@ -136,6 +136,16 @@ fn parse(bytes: &[u8]) -> std::result::Result<InboxLine, String> {
         .map_err(|e| format!("not an object {{text, sender?, thread_id?, markdown?}}: {e}"))
 }
 
+/// Why the line of message id `message_id` was refused, if `st` refused it.
+pub(crate) fn refusal(st: &State, message_id: &str) -> Option<String> {
+    let refused = st.facts.values().filter(|f| f.class == REFUSED_FACT);
+    let fact = refused
+        .into_iter()
+        .find(|f| f.value["message_id"] == message_id)?;
+    let reason = fact.value["reason"].as_str().map(str::to_string);
+    Some(reason.unwrap_or_else(|| format!("refused: {}", fact.value)))
+}
+
 /// The highest line of `channel`'s inbox that `st` admitted or refused.
 fn cursor(st: &State, channel: &str) -> u64 {
     st.facts
