@@ -43,6 +43,9 @@ struct Pending {
     writes: WriteSet,
     /// Bytes of keys and values merged since the last hand-off (overwrites counted again).
     bytes: usize,
+    /// A hand-off since the last durable commit was not durable: a durable commit with no
+    /// pending writes still has something to make durable.
+    undurable: bool,
 }
 
 impl WriteBack {
@@ -65,10 +68,14 @@ impl WriteBack {
     fn hand_off(&self, pending: &mut Pending, durable: bool) -> BackendResult<()> {
         let writes = std::mem::take(&mut pending.writes);
         pending.bytes = 0;
-        if writes.is_empty() && !durable {
+        // Nothing pending and nothing handed over undurably: an idle cell's shutdown (or a
+        // dump) costs no commit.
+        if writes.is_empty() && !(durable && pending.undurable) {
             return Ok(());
         }
-        self.inner.sm_commit(writes, durable)
+        self.inner.sm_commit(writes, durable)?;
+        pending.undurable = !durable;
+        Ok(())
     }
 }
 
@@ -396,6 +403,33 @@ mod tests {
             let engine = backend.inner.sm_reader().unwrap().scan(&[0], &[255], 99).unwrap();
             prop_assert_eq!(engine, rows(&model));
         }
+    }
+
+    /// What only sits in the layer's memory is lost with the process unless a durable
+    /// commit hands it over: the empty durable commit of a clean shutdown does.
+    #[test]
+    fn an_empty_durable_commit_keeps_what_was_pending() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || WriteBack::new(Box::new(RedbBackend::open(dir.path(), false).unwrap()));
+        let key = |k: u8| -> WriteSet { [(vec![k], Some(vec![k]))].into_iter().collect() };
+        let read = |b: &WriteBack, k: u8| b.inner.sm_reader().unwrap().get(&[k]).unwrap();
+        let backend = open();
+        backend.sm_commit(key(1), false).unwrap();
+        drop(backend);
+        assert_eq!(
+            read(&open(), 1),
+            None,
+            "a pending write dies with the process"
+        );
+        let backend = open();
+        backend.sm_commit(key(2), false).unwrap();
+        backend.sm_commit(WriteSet::default(), true).unwrap();
+        drop(backend);
+        assert_eq!(
+            read(&open(), 2),
+            Some(vec![2]),
+            "the shutdown's commit kept it"
+        );
     }
 
     /// A queue's consumers delete its head row by row: each scan for the head reads past
