@@ -9,13 +9,17 @@
 # is skipped with a note on stderr. VOTERS=1 runs whip on a one-voter cell. WORKLOAD=mail
 # measures `whip bench mail` against the same peers instead of the board's claim/complete
 # cycle: by default send then one take that acknowledges the previous message
-# (MAIL_CYCLE=take), or send, read, acknowledge (MAIL_CYCLE=read-ack).
+# (MAIL_CYCLE=take), or send, read, acknowledge (MAIL_CYCLE=read-ack). PREFETCH=N (board)
+# makes each whip worker hold up to N claims, completing them all and claiming N more per
+# write (`whip board claim --max`); the peers still fetch one.
 set -euo pipefail
 workload=${WORKLOAD:-board}
 mail_cycle=${MAIL_CYCLE:-take}
 extra=()
+prefetch=${PREFETCH:-1}
 case "$workload" in
-  board) whip_workload=board-claim-complete ;;
+  board) whip_workload=board-claim-complete; extra=(--prefetch "$prefetch")
+    [ "$prefetch" = 1 ] || whip_workload=board-prefetch-$prefetch ;;
   mail) whip_workload=mail-send-$mail_cycle; extra=(--mail-cycle "$mail_cycle") ;;
   *) echo "bench-board: WORKLOAD is board or mail" >&2; exit 2 ;;
 esac

@@ -127,8 +127,8 @@ pub use taskboard::{
 pub use time_text::time_text;
 pub use txn::{MemTxn, Txn};
 pub use types::{
-    BoardRefusal, BoardSettings, Command, ElectionLeader, Failure, LeaseHolder, Outcome, Request,
-    Reset, ResourceId, Stamp, TaskState, TaskView, Tier,
+    BoardRefusal, BoardSettings, Claimed, Command, Completion, ElectionLeader, Failure,
+    LeaseHolder, Outcome, Request, Reset, ResourceId, Stamp, TaskState, TaskView, Tier,
 };
 pub use validate::{handoff_bytes, validate};
 
@@ -818,6 +818,31 @@ fn apply_board(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
             caller,
             bodies,
         } => taskboard::post_many(txn, now_ms, team, caller, bodies),
+        Command::BoardClaimMany { .. } | Command::BoardCompleteAndClaim { .. } => {
+            apply_cycle(txn, stamp, command)
+        }
+        _ => apply_presented(txn, now_ms, command),
+    }
+}
+
+/// A worker's loop in one apply: complete what it holds and claim what comes next.
+fn apply_cycle(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
+    match command {
+        Command::BoardClaimMany {
+            team,
+            caller,
+            worker,
+            completes,
+            max,
+            claim_ms,
+        } => {
+            let many = taskboard::Many {
+                completes,
+                max: *max,
+                claim_ms: *claim_ms,
+            };
+            taskboard::claim_many(txn, stamp, team, (caller, worker), &many)
+        }
         Command::BoardCompleteAndClaim {
             team,
             caller,
@@ -838,7 +863,7 @@ fn apply_board(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
                 refused => refused,
             }
         }
-        _ => apply_presented(txn, now_ms, command),
+        other => unreachable!("{other:?} is not a worker's cycle"),
     }
 }
 

@@ -1,7 +1,13 @@
 //! Every bound of the state machine, in one place.
 
-/// Commands in one Raft entry's batch (fences pack the position into 16 bits).
+/// Fence positions in one Raft entry (fences pack the position into 16 bits).
 pub const BATCH_COMMANDS_MAX: u32 = 1 << 16;
+/// Fences one command may grant: each request of an entry owns this many positions
+/// (`Stamp::of_request`), so a prefetching claim hands each task its own fence.
+pub const FENCES_PER_COMMAND: u32 = 16;
+/// Tasks one claim may take at once (`whip board claim --max`), and claims one command may
+/// complete before it: a worker's prefetch.
+pub const CLAIM_PREFETCH_MAX: u32 = FENCES_PER_COMMAND;
 /// Bytes of a CAS value or a ledger entry (default; the cell may configure a lower one).
 pub const VALUE_BYTES_MAX: usize = 1 << 20;
 /// Bytes of a key, resource owner, name, key value, holder or idempotency key.

@@ -46,6 +46,7 @@ pub fn command(command: &Command) -> Result<Option<u64>, String> {
         | Command::BoardRelease { team, .. }
         | Command::BoardComplete { team, .. }
         | Command::BoardCompleteAndClaim { team, .. }
+        | Command::BoardClaimMany { team, .. }
         | Command::BoardFail { team, .. }
         | Command::BoardExtend { team, .. }
         | Command::BoardRedrive { team, .. } => Some(team_point(team)),

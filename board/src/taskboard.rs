@@ -20,6 +20,12 @@
 //! the deadline (the leader proposes one when a deadline is due); until then reads still
 //! show the task claimed, with its passed `deadline_ms`.
 //!
+//! A worker's loop. Complete-and-claim completes one held task and claims the next in one
+//! apply; a prefetching claim ([`claim_many`]) completes every held claim it presents (all
+//! checked before any changes: all or none) and claims up to `CLAIM_PREFETCH_MAX` tasks,
+//! the `k`-th under the command's `k`-th fence (`Stamp::nth_fence`), each with its own
+//! deadline in the deadline index, so each lapses and is redelivered on its own.
+//!
 //! Failures. A failed or lapsed delivery is appended to the task's failure metadata and the
 //! task is ready again at its tier, keeping its place in post order, or dead-lettered once
 //! its deliveries reach the delivery limit; dead-lettering notifies the origin team's
@@ -46,7 +52,8 @@ use crate::query::{BoardStatsView, MessageKind};
 use crate::team::{self, Counts};
 use crate::txn::Txn;
 use crate::types::{
-    BoardRefusal, BoardSettings, Failure, Outcome, Stamp, TaskState, TaskView, Tier,
+    BoardRefusal, BoardSettings, Claimed, Completion, Failure, Outcome, Stamp, TaskState, TaskView,
+    Tier,
 };
 
 /// One task as stored (at the key of its tier).
@@ -459,8 +466,24 @@ fn take(
     who: (&str, &str),
     window_ms: u64,
 ) -> Outcome {
+    let claimed = take_fenced(txn, (stamp.fence(), stamp.time_ms), task, who, window_ms);
+    Outcome::TaskClaimed {
+        task: Box::new(claimed.task),
+        fence: claimed.fence,
+        deadline_ms: claimed.deadline_ms,
+        tier: claimed.tier,
+    }
+}
+
+/// [`take`] under `fence` at `now_ms` (a prefetching claim grants several fences).
+fn take_fenced(
+    txn: &mut impl Txn,
+    (fence, now_ms): (u64, u64),
+    task: &mut Task,
+    who: (&str, &str),
+    window_ms: u64,
+) -> Claimed {
     let (caller, worker) = who;
-    let now_ms = stamp.time_ms;
     assert_eq!(
         task.state,
         TaskState::Ready,
@@ -472,7 +495,6 @@ fn take(
         deadline::remove(txn, task.spill_at_ms, &task.spill_item());
         task.spill_at_ms = 0;
     }
-    let fence = stamp.fence();
     // Fences only grow: a stale worker must never hold a fence equal to a later claim's.
     assert!(
         fence > task.fence,
@@ -501,8 +523,8 @@ fn take(
     deadline::insert(txn, task.deadline_ms, &task.claim_item());
     store(txn, task);
     recount(txn, task, Some(TaskState::Ready), Some(TaskState::Claimed));
-    Outcome::TaskClaimed {
-        task: Box::new(task.view()),
+    Claimed {
+        task: task.view(),
         fence,
         deadline_ms: task.deadline_ms,
         tier: shown_tier(&task.team, task.tier),
@@ -573,15 +595,31 @@ pub(crate) fn complete(
     presented: &Presented<'_>,
     result: &[u8],
 ) -> Outcome {
-    let mut task = match held(txn, now_ms, presented) {
-        Ok(task) => task,
-        Err(refusal) => return refusal,
-    };
+    match completable(txn, now_ms, presented, result) {
+        Ok(task) => finish(txn, now_ms, task, result),
+        Err(refusal) => refusal,
+    }
+}
+
+/// The task when `presented` holds its live claim and `result` fits its board; else the
+/// refusal (nothing changed).
+fn completable(
+    txn: &impl Txn,
+    now_ms: u64,
+    presented: &Presented<'_>,
+    result: &[u8],
+) -> Result<Task, Outcome> {
+    let task = held(txn, now_ms, presented)?;
     let limit = task.settings.task_bytes_max;
     if result.len() > limit as usize {
         let reason = format!("result is {} bytes, limit is {limit}", result.len());
-        return Outcome::Invalid { reason };
+        return Err(Outcome::Invalid { reason });
     }
+    Ok(task)
+}
+
+/// Complete `task`, checked by [`completable`], with `result`.
+fn finish(txn: &mut impl Txn, now_ms: u64, mut task: Task, result: &[u8]) -> Outcome {
     deadline::remove(txn, task.deadline_ms, &task.claim_item());
     task.state = TaskState::Done;
     task.result = result.to_vec();
@@ -1030,6 +1068,66 @@ pub(crate) fn receive_fabric(
     store(txn, &stored);
     recount(txn, &stored, None, Some(TaskState::Ready));
     stored.id()
+}
+
+/// What a prefetching claim asks beyond its team and worker ([`claim_many`]).
+pub(crate) struct Many<'a> {
+    /// Held claims to complete first.
+    pub(crate) completes: &'a [Completion],
+    /// Most tasks to claim.
+    pub(crate) max: u32,
+    /// Each claim's window (0 = the team's `reclaim_ms`).
+    pub(crate) claim_ms: u64,
+}
+
+/// A prefetching worker's loop in one apply: complete every held claim of `many` (all or
+/// none: each is checked before any changes), then claim up to `many.max` of the oldest
+/// ready tasks (the team's board, then the cell tier), the `k`-th under the command's
+/// `k`-th fence (`Stamp::nth_fence`).
+pub(crate) fn claim_many(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    team_name: &str,
+    who: (&str, &str),
+    many: &Many<'_>,
+) -> Outcome {
+    let (caller, now_ms) = (who.0, stamp.time_ms);
+    if let Err(refusal) = team::member(txn, team_name, caller) {
+        return refusal;
+    }
+    let mut checked = Vec::with_capacity(many.completes.len());
+    for done in many.completes {
+        let presented = Presented {
+            team: team_name,
+            caller,
+            task_id: &done.task_id,
+            fence: done.fence,
+        };
+        match completable(txn, now_ms, &presented, &done.result) {
+            Ok(task) => checked.push((task, &done.result)),
+            Err(refusal) => return refusal,
+        }
+    }
+    let completed = checked
+        .into_iter()
+        .map(|(task, result)| {
+            let id = task.id();
+            finish(txn, now_ms, task, result);
+            id
+        })
+        .collect();
+    let mut claims = Vec::new();
+    for k in 0..many.max {
+        let oldest = oldest_local(txn, team_name).or_else(|| oldest_cell(txn, caller));
+        let Some(mut task) = oldest else { break };
+        let window_ms = match many.claim_ms {
+            0 => task.settings.reclaim_ms,
+            ms => ms,
+        };
+        let at = (stamp.nth_fence(k), now_ms);
+        claims.push(take_fenced(txn, at, &mut task, who, window_ms));
+    }
+    Outcome::TasksClaimed { completed, claims }
 }
 
 /// Post `bodies` in order, all or none: membership, sizes and room are checked first.

@@ -5,15 +5,16 @@ use serde::{Deserialize, Serialize};
 
 /// The leader's stamp on one command: where it sits in the log and what time it is.
 ///
-/// `index` is the Raft log index of the entry, `position` the command's place inside the
-/// entry's batch, `time_ms` the leader's monotonic wall clock when it proposed the entry
-/// (milliseconds since the Unix epoch). Apply never reads a clock: every deadline is
+/// `index` is the Raft log index of the entry, `position` the first fence position of the
+/// command inside the entry's batch (its place times `FENCES_PER_COMMAND`,
+/// [`Stamp::of_request`]), `time_ms` the leader's monotonic wall clock when it proposed
+/// the entry (milliseconds since the Unix epoch). Apply never reads a clock: every deadline is
 /// compared with `time_ms`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Stamp {
     /// Raft log index of the entry carrying the command.
     pub index: u64,
-    /// Position of the command inside the entry's batch.
+    /// The command's first fence position inside the entry's batch.
     pub position: u32,
     /// Leader time in milliseconds since the Unix epoch.
     pub time_ms: u64,
@@ -30,6 +31,33 @@ impl Stamp {
             self.position
         );
         (self.index << 16) | u64::from(self.position)
+    }
+
+    /// The stamp of request `request` of entry `index`: each request owns
+    /// [`FENCES_PER_COMMAND`](crate::limits::FENCES_PER_COMMAND) fence positions.
+    pub fn of_request(index: u64, request: u32, time_ms: u64) -> Self {
+        Stamp {
+            index,
+            position: request * crate::limits::FENCES_PER_COMMAND,
+            time_ms,
+        }
+    }
+
+    /// The `k`-th fence this command grants (`k = 0` is [`Stamp::fence`]): a command that
+    /// hands out several claims gives each its own. Panics when `k` is not below
+    /// [`FENCES_PER_COMMAND`](crate::limits::FENCES_PER_COMMAND): the next request's
+    /// fences start there.
+    pub fn nth_fence(&self, k: u32) -> u64 {
+        assert!(
+            k < crate::limits::FENCES_PER_COMMAND,
+            "fence {k} of one command is past its {} positions",
+            crate::limits::FENCES_PER_COMMAND
+        );
+        Stamp {
+            position: self.position + k,
+            ..*self
+        }
+        .fence()
     }
 }
 
@@ -543,6 +571,24 @@ pub enum Command {
         /// Who claims the next task.
         worker: String,
     },
+    /// A prefetching worker's loop in one write: complete every claim of `completes` (all
+    /// or none: one refused completion changes nothing and answers its refusal), then claim
+    /// up to `max` ready tasks of the team's board (local tier first, then the cell tier),
+    /// each with its own fence and a window of `claim_ms` (0 = the team's `reclaim_ms`).
+    BoardClaimMany {
+        /// The board the tasks live on (also the one claimed from).
+        team: String,
+        /// The acting agent, resolved by the server.
+        caller: String,
+        /// Who claims the next tasks.
+        worker: String,
+        /// Held claims to complete first, in order.
+        completes: Vec<Completion>,
+        /// Most tasks to claim (0 only completes).
+        max: u32,
+        /// Each claim's window (0 = the team's `reclaim_ms`).
+        claim_ms: u64,
+    },
     /// Several handoff sends or receives of one channel, applied in order in one write; the
     /// batch stops at the first item that neither queued, skipped, applied nor repeated.
     HandoffBatch {
@@ -1035,6 +1081,7 @@ crate::codes::stable_codes! {
         77 => WorkQuotaAsk,
         78 => WorkQuotaFloor,
         79 => MailTake,
+        80 => BoardClaimMany,
     }
 }
 
@@ -1390,6 +1437,14 @@ pub enum Outcome {
         /// One outcome per applied item.
         outcomes: Vec<Outcome>,
     },
+    /// A prefetching claim's answer: the tasks it completed, then the ones it claimed (none
+    /// when the board had no ready task).
+    TasksClaimed {
+        /// The completed tasks' ids, in the order presented.
+        completed: Vec<String>,
+        /// The claims, oldest task first, each with its own fence and deadline.
+        claims: Vec<Claimed>,
+    },
     /// Several tasks were posted, in order.
     TasksPosted {
         /// Their ids.
@@ -1737,6 +1792,7 @@ crate::codes::stable_codes! {
         90 => RangeFrozenAt,
         91 => WorkQuotaFloored,
         92 => MailTaken,
+        93 => TasksClaimed,
     }
 }
 
@@ -1906,6 +1962,31 @@ pub struct Failure {
     pub error: String,
     /// Stamp time of the failure.
     pub at_ms: u64,
+}
+
+/// One held claim a worker completes ([`Command::BoardClaimMany`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Completion {
+    /// The task.
+    pub task_id: String,
+    /// Its live claim's fence.
+    pub fence: u64,
+    /// The result.
+    #[serde(with = "serde_bytes")]
+    pub result: Vec<u8>,
+}
+
+/// One claim of a prefetching claim ([`Outcome::TasksClaimed`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claimed {
+    /// The task as claimed.
+    pub task: TaskView,
+    /// The fence of the claim (present it to complete, fail or extend).
+    pub fence: u64,
+    /// When the claim lapses unless extended.
+    pub deadline_ms: u64,
+    /// The board it came from.
+    pub tier: Tier,
 }
 
 /// A task as stored on a board.
@@ -2167,6 +2248,7 @@ impl Command {
             | Command::BoardRelease { .. }
             | Command::BoardComplete { .. }
             | Command::BoardCompleteAndClaim { .. }
+            | Command::BoardClaimMany { .. }
             | Command::BoardFail { .. }
             | Command::BoardExtend { .. }
             | Command::BoardRedrive { .. }

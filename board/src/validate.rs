@@ -226,6 +226,7 @@ fn board(command: &Command, value_bytes_max: usize) -> Result<(), String> {
             name("worker", worker.len())?;
             (team, caller)
         }
+        Command::BoardClaimMany { .. } => claim_many(command, value_bytes_max)?,
         Command::BoardClaimTask {
             team,
             caller,
@@ -242,6 +243,46 @@ fn board(command: &Command, value_bytes_max: usize) -> Result<(), String> {
     };
     name("team", team.len())?;
     name("caller", caller.len())
+}
+
+/// A prefetching claim's bounds: at most [`CLAIM_PREFETCH_MAX`] claims to take and as many
+/// to complete, each task named once, something to do, the results within the bounds.
+fn claim_many(command: &Command, value_bytes_max: usize) -> Result<(&String, &String), String> {
+    use crate::limits::CLAIM_PREFETCH_MAX;
+    let Command::BoardClaimMany {
+        team,
+        caller,
+        worker,
+        completes,
+        max,
+        claim_ms,
+    } = command
+    else {
+        unreachable!("{command:?} is not a prefetching claim")
+    };
+    let max = *max;
+    name("worker", worker.len())?;
+    duration("claim_ms", *claim_ms)?;
+    if max > CLAIM_PREFETCH_MAX || completes.len() > CLAIM_PREFETCH_MAX as usize {
+        return Err(format!(
+            "a claim takes and completes at most {CLAIM_PREFETCH_MAX} tasks each, got max {max} \
+             and {} completions",
+            completes.len()
+        ));
+    }
+    if max == 0 && completes.is_empty() {
+        return Err("a claim takes at least one task or completes one".to_string());
+    }
+    let total: usize = completes.iter().map(|c| c.result.len()).sum();
+    value("results", total, KV_TXN_BYTES_MAX)?;
+    for (i, done) in completes.iter().enumerate() {
+        name("task_id", done.task_id.len())?;
+        value("result", done.result.len(), value_bytes_max)?;
+        if completes[..i].iter().any(|c| c.task_id == done.task_id) {
+            return Err(format!("task {:?} is completed twice", done.task_id));
+        }
+    }
+    Ok((team, caller))
 }
 
 /// The team and caller of a command that names a task, its other fields checked.

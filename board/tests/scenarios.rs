@@ -14,8 +14,9 @@ use std::path::Path;
 use chrono::{DateTime, SecondsFormat};
 use whip_board::query::{LeaseView, LedgerEntryView, ScheduleView};
 use whip_board::{
-    BoardSettings, BoardStatsView, Command, ElectionLeader, MailboxMessage, MemTxn, Outcome, Query,
-    QueryResult, Request, Reset, ResourceId, Stamp, TaskState, TaskView, TeamView, apply, query,
+    BoardSettings, BoardStatsView, Command, Completion, ElectionLeader, MailboxMessage, MemTxn,
+    Outcome, Query, QueryResult, Request, Reset, ResourceId, Stamp, TaskState, TaskView, TeamView,
+    apply, query,
 };
 
 struct Runner {
@@ -213,14 +214,6 @@ fn board_command(line: &Line<'_>) -> Option<Command> {
                 .map(|b| b.as_bytes().to_vec())
                 .collect(),
         },
-        "complete-claim" => Command::BoardCompleteAndClaim {
-            team: team(),
-            caller: caller(),
-            task_id: line.text("task"),
-            fence: line.number("fence"),
-            result: line.bytes("result"),
-            worker: line.text("worker"),
-        },
         "handoff-send" => Command::HandoffSend {
             to_cell: line.number("to"),
             seq: line.number("seq"),
@@ -251,6 +244,31 @@ fn board_command(line: &Line<'_>) -> Option<Command> {
         "handoff-failed" => Command::HandoffFailed {
             task_id: line.text("task"),
             reason: line.text("reason"),
+        },
+        _ => return cycle_command(line),
+    })
+}
+
+/// A worker's loop in one command: complete and claim.
+fn cycle_command(line: &Line<'_>) -> Option<Command> {
+    let team = || line.text("team");
+    let caller = || line.text("caller");
+    Some(match line.verb {
+        "claim-many" => Command::BoardClaimMany {
+            team: team(),
+            caller: caller(),
+            worker: line.text("worker"),
+            completes: completions(line),
+            max: u32::try_from(line.number_or("max", 0)).expect("fits"),
+            claim_ms: line.number_or("window", 0),
+        },
+        "complete-claim" => Command::BoardCompleteAndClaim {
+            team: team(),
+            caller: caller(),
+            task_id: line.text("task"),
+            fence: line.number("fence"),
+            result: line.bytes("result"),
+            worker: line.text("worker"),
         },
         _ => return None,
     })
@@ -628,9 +646,43 @@ fn mail_row(message: &MailboxMessage) -> String {
     )
 }
 
-/// An outcome as `Debug`, except that a claimed task prints as a task row.
+/// `done=TASK:FENCE:RESULT,...` of a `claim-many` line (none without `done=`).
+fn completions(line: &Line<'_>) -> Vec<Completion> {
+    let Some(text) = line.args.get("done") else {
+        return Vec::new();
+    };
+    text.split(',')
+        .map(|item| {
+            let mut parts = item.splitn(3, ':');
+            let mut next = || parts.next().expect("done=TASK:FENCE:RESULT");
+            let (task_id, fence, result) = (next(), next(), next());
+            Completion {
+                task_id: task_id.to_string(),
+                fence: fence.parse().expect("a fence is a number"),
+                result: result.as_bytes().to_vec(),
+            }
+        })
+        .collect()
+}
+
+/// An outcome as `Debug`, except that a claimed task prints as a task row (a prefetching
+/// claim's as one row per claim on the lines after it).
 fn outcome_text(outcome: &Outcome) -> String {
     match outcome {
+        Outcome::TasksClaimed { completed, claims } => {
+            let mut text = format!("TasksClaimed {{ completed: {completed:?} }}");
+            for c in claims {
+                let (fence, deadline_ms, tier) = (c.fence, c.deadline_ms, c.tier);
+                let row = task_row(&c.task);
+                write!(
+                    text,
+                    "\n  claimed {{ fence: {fence}, deadline_ms: {deadline_ms}, "
+                )
+                .and_then(|()| write!(text, "tier: {tier:?} }} {row}"))
+                .expect("write to a string");
+            }
+            text
+        }
         Outcome::TaskClaimed {
             task,
             fence,

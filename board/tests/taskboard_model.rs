@@ -13,11 +13,13 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use whip_board::limits::{MAILBOX_MESSAGES_MAX, TASK_DONE_RETAIN_MS, TASK_FAILURES_MAX};
+use whip_board::limits::{
+    FENCES_PER_COMMAND, MAILBOX_MESSAGES_MAX, TASK_DONE_RETAIN_MS, TASK_FAILURES_MAX,
+};
 use whip_board::{
-    BoardRefusal, BoardSettings, BoardStatsView, Command, Failure, MailboxMessage, MemTxn,
-    MessageKind, Outcome, Query, QueryResult, Request, Stamp, TaskState, TaskView, TeamView, Tier,
-    apply, query,
+    BoardRefusal, BoardSettings, BoardStatsView, Claimed, Command, Completion, Failure,
+    MailboxMessage, MemTxn, MessageKind, Outcome, Query, QueryResult, Request, Stamp, TaskState,
+    TaskView, TeamView, Tier, apply, query,
 };
 
 const TEAMS: [&str; 2] = ["t1", "t1/sub"];
@@ -183,6 +185,14 @@ impl Model {
                 caller,
                 task_id,
             } => self.redrive(now, team, caller, task_id),
+            Command::BoardClaimMany {
+                team,
+                caller,
+                worker,
+                completes,
+                max,
+                claim_ms,
+            } => self.claim_many(stamp, (team, caller, worker), completes, (*max, *claim_ms)),
             Command::Tick => Outcome::Ticked {
                 processed: self.tick(now),
             },
@@ -270,6 +280,65 @@ impl Model {
     }
 
     fn claim(&mut self, stamp: Stamp, team: &str, caller: &str, worker: &str) -> Outcome {
+        let at = (stamp.fence(), stamp.time_ms, 0);
+        self.claim_at(at, (team, caller, worker))
+    }
+
+    /// A prefetching claim: every completion checked first (all or none), then up to
+    /// `max` claims, the `k`-th under the command's `k`-th fence.
+    fn claim_many(
+        &mut self,
+        stamp: Stamp,
+        who: (&str, &str, &str),
+        completes: &[Completion],
+        (max, claim_ms): (u32, u64),
+    ) -> Outcome {
+        let (team, caller, now) = (who.0, who.1, stamp.time_ms);
+        if let Err(refusal) = self.member(team, caller) {
+            return refusal;
+        }
+        let mut keys = Vec::new();
+        for c in completes {
+            let key = match self.held(now, team, caller, &c.task_id, c.fence) {
+                Ok(key) => key,
+                Err(refusal) => return refusal,
+            };
+            let limit = self.tasks[&key].settings.task_bytes_max as usize;
+            if c.result.len() > limit {
+                let reason = format!("result is {} bytes, limit is {limit}", c.result.len());
+                return Outcome::Invalid { reason };
+            }
+            keys.push(key);
+        }
+        let mut completed = Vec::new();
+        for (key, c) in keys.iter().zip(completes) {
+            self.complete(now, key, &c.result);
+            completed.push(c.task_id.clone());
+        }
+        let mut claims = Vec::new();
+        for k in 0..max {
+            match self.claim_at((stamp.nth_fence(k), now, claim_ms), who) {
+                Outcome::TaskClaimed {
+                    task,
+                    fence,
+                    deadline_ms,
+                    tier,
+                } => claims.push(Claimed {
+                    task: *task,
+                    fence,
+                    deadline_ms,
+                    tier,
+                }),
+                _ => break,
+            }
+        }
+        Outcome::TasksClaimed { completed, claims }
+    }
+
+    /// The oldest ready task (local, then the cell tier) claimed under `fence` at `now`
+    /// for `window_ms` (0 = the team's `reclaim_ms`).
+    fn claim_at(&mut self, at: (u64, u64, u64), who: (&str, &str, &str)) -> Outcome {
+        let ((fence, now, window_ms), (team, caller, worker)) = (at, who);
         if let Err(refusal) = self.member(team, caller) {
             return refusal;
         }
@@ -297,8 +366,11 @@ impl Model {
         task.view.delivery_count += 1;
         task.view.state = TaskState::Claimed;
         task.view.worker = Some(worker.into());
-        task.view.fence = stamp.fence();
-        task.view.deadline_ms = stamp.time_ms + task.settings.reclaim_ms;
+        task.view.fence = fence;
+        task.view.deadline_ms = match window_ms {
+            0 => now + task.settings.reclaim_ms,
+            ms => now + ms,
+        };
         Outcome::TaskClaimed {
             task: Box::new(task.view.clone()),
             fence: task.view.fence,
@@ -757,8 +829,43 @@ fn command() -> impl Strategy<Value = Command> {
                 Command::BoardClaimTask { team, caller, worker, task_id, claim_ms }
             }),
         5 => Just(Command::Tick),
-        1 => (team, agent).prop_map(|(team, caller)| Command::TeamDissolve { team, caller }),
+        1 => (team.clone(), agent.clone()).prop_map(|(team, caller)| {
+            Command::TeamDissolve { team, caller }
+        }),
+        2 => claim_many(team, agent),
     ]
+}
+
+/// A prefetching claim: up to three completions (fence 0 = the held claim's fence, see
+/// `resolve`; 1 = a stale one), one to four claims.
+fn claim_many(
+    team: impl Strategy<Value = String> + Clone,
+    agent: impl Strategy<Value = String> + Clone,
+) -> impl Strategy<Value = Command> {
+    let fence = prop::sample::select(vec![0u64, 0, 0, 0, 1]);
+    let done = (fence, prop::collection::vec(Just(b'r'), 0..4));
+    let completes = prop::collection::vec(done, 0..3);
+    let shape = (1u32..5, claim_windows());
+    (team, agent.clone(), agent, completes, shape).prop_map(
+        |(team, caller, worker, completes, (max, claim_ms))| {
+            let completes = completes
+                .into_iter()
+                .map(|(fence, result)| Completion {
+                    task_id: String::new(),
+                    fence,
+                    result,
+                })
+                .collect();
+            Command::BoardClaimMany {
+                team,
+                caller,
+                worker,
+                completes,
+                max,
+                claim_ms,
+            }
+        },
+    )
 }
 
 #[derive(Clone, Debug)]
@@ -787,7 +894,7 @@ fn step() -> impl Strategy<Value = Step> {
 /// both are generated so, the claim is presented through a team that reaches the task by
 /// a member of it.
 fn resolve(step: &Step, model: &Model) -> Command {
-    let mut command = step.command.clone();
+    let mut command = resolve_many(step.command.clone(), model);
     if let Command::BoardComplete {
         team,
         caller,
@@ -862,6 +969,39 @@ fn resolve(step: &Step, model: &Model) -> Command {
     command
 }
 
+/// A prefetching claim's completions become distinct claimed tasks of the model its team
+/// reaches (its own or the cell tier's), presented by the team's supervisor with their
+/// current fences (a generated 1 stays a stale fence); the rest are dropped. Any other
+/// command is left as it is.
+fn resolve_many(mut command: Command, model: &Model) -> Command {
+    let Command::BoardClaimMany {
+        team,
+        caller,
+        completes,
+        ..
+    } = &mut command
+    else {
+        return command;
+    };
+    let held = model.tasks.values().filter(|t| {
+        t.view.state == TaskState::Claimed && (t.view.team == *team || t.view.tier == Tier::Cell)
+    });
+    let held: Vec<&TaskView> = held.map(|t| &t.view).collect();
+    completes.truncate(held.len());
+    for (done, task) in completes.iter_mut().zip(held) {
+        done.task_id = task.id.clone();
+        if done.fence == 0 {
+            done.fence = task.fence;
+        }
+    }
+    if !completes.is_empty()
+        && let Some(t) = model.teams.get(team.as_str())
+    {
+        *caller = t.supervisor.clone();
+    }
+    command
+}
+
 // ----- the properties -----
 
 fn check_views(txn: &MemTxn, model: &Model, now: u64) -> Result<(), TestCaseError> {
@@ -922,6 +1062,9 @@ struct Observed {
     claims: BTreeMap<String, (u64, u64)>,
     /// Tasks posted; `None` once a team was dissolved (its tasks are gone by design).
     posted: Option<u64>,
+    /// The highest fence any new claim got: fences only grow, across commands and within a
+    /// prefetching one.
+    fence_high: u64,
 }
 
 impl Observed {
@@ -962,20 +1105,21 @@ impl Observed {
                     self.claims.insert(task.id.clone(), (*fence, *deadline_ms));
                     return;
                 }
-                let last = self.deliveries.insert(task.id.clone(), task.delivery_count);
-                assert_eq!(
-                    task.delivery_count,
-                    last.unwrap_or(0) + 1,
-                    "delivery {} of {} handed out out of order",
-                    task.delivery_count,
-                    task.id
-                );
-                self.claims.insert(task.id.clone(), (*fence, *deadline_ms));
+                self.claimed(task, *fence, *deadline_ms);
+            }
+            (
+                Command::BoardClaimMany { completes, .. },
+                Outcome::TasksClaimed { completed, claims },
+            ) => {
+                for (done, id) in completes.iter().zip(completed) {
+                    self.completed(now, done.fence, id);
+                }
+                for c in claims {
+                    self.claimed(&c.task, c.fence, c.deadline_ms);
+                }
             }
             (Command::BoardComplete { fence, .. }, Outcome::TaskCompleted { task_id }) => {
-                let (live, deadline) = self.claims.remove(task_id).expect("completed a claim");
-                assert_eq!(*fence, live, "{task_id} completed with a stale fence");
-                assert!(now < deadline, "{task_id} completed after its deadline");
+                self.completed(now, *fence, task_id);
             }
             (Command::BoardExtend { task_id, .. }, Outcome::TaskExtended { deadline_ms }) => {
                 let claim = self.claims.get_mut(task_id).expect("extended a claim");
@@ -990,6 +1134,33 @@ impl Observed {
             }
             _ => {}
         }
+    }
+
+    /// A new delivery of `task` under `fence`: the next delivery, above every fence before.
+    fn claimed(&mut self, task: &TaskView, fence: u64, deadline_ms: u64) {
+        let last = self.deliveries.insert(task.id.clone(), task.delivery_count);
+        assert_eq!(
+            task.delivery_count,
+            last.unwrap_or(0) + 1,
+            "delivery {} of {} handed out out of order",
+            task.delivery_count,
+            task.id
+        );
+        assert!(
+            fence > self.fence_high,
+            "{} claimed under fence {fence}, not above {}",
+            task.id,
+            self.fence_high
+        );
+        self.fence_high = fence;
+        self.claims.insert(task.id.clone(), (fence, deadline_ms));
+    }
+
+    /// `task_id` completed with `fence`: its live claim's, before its deadline.
+    fn completed(&mut self, now: u64, fence: u64, task_id: &str) {
+        let (live, deadline) = self.claims.remove(task_id).expect("completed a claim");
+        assert_eq!(fence, live, "{task_id} completed with a stale fence");
+        assert!(now < deadline, "{task_id} completed after its deadline");
     }
 
     /// Until a dissolve, every posted task is ready, claimed, done or dead on some board.
@@ -1020,7 +1191,7 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
     };
     for step in steps {
         if step.same_entry && stamp.index > 0 {
-            stamp.position += 1;
+            stamp.position += FENCES_PER_COMMAND;
         } else {
             stamp = Stamp {
                 index: stamp.index + 1,
@@ -1106,6 +1277,7 @@ fn generated_logs_cover_every_board_outcome() {
         "TaskDeadLettered",
         "TaskExtended",
         "TaskRedriven",
+        "TasksClaimed",
         "ticked",
         "Invalid",
         "UnknownTeam",

@@ -4,7 +4,7 @@
 use tonic::Status;
 use whip_board::query::{CounterView, LeaseView, LedgerEntryView};
 use whip_board::types::{BoardSettings, TaskState, TaskView};
-use whip_board::{ElectionLeader, LeaseHolder, Outcome, QueryResult, Reset, ResourceId};
+use whip_board::{Command, ElectionLeader, LeaseHolder, Outcome, QueryResult, Reset, ResourceId};
 use whip_proto::v1 as pb;
 use whip_proto::v1::OutcomeCode as Code;
 
@@ -493,6 +493,43 @@ pub(crate) fn team_response(outcome: Outcome) -> Result<pb::TeamResponse, Status
     Ok(r)
 }
 
+/// A prefetching claim's command (`BoardClaimRequest` with `max` or `completes`); it names
+/// no task of its own.
+pub(crate) fn claim_many(req: pb::BoardClaimRequest, caller: String) -> Result<Command, Status> {
+    if !req.task_id.is_empty() {
+        return Err(Status::invalid_argument(
+            "a claim names one task (task_id) or prefetches (max, completes), not both",
+        ));
+    }
+    let completes = req
+        .completes
+        .into_iter()
+        .map(|c| whip_board::Completion {
+            task_id: c.task_id,
+            fence: c.fence,
+            result: c.result,
+        })
+        .collect();
+    Ok(Command::BoardClaimMany {
+        team: req.team,
+        caller,
+        worker: req.worker,
+        completes,
+        max: req.max,
+        claim_ms: req.claim_ms,
+    })
+}
+
+/// One claim of a prefetching claim, as a task whose fence, deadline and tier are the
+/// claim's.
+fn claimed_pb(claimed: whip_board::Claimed) -> pb::Task {
+    let mut task = task_pb(claimed.task);
+    task.fence = claimed.fence;
+    task.deadline_ms = claimed.deadline_ms;
+    task.tier = claimed.tier.to_string();
+    task
+}
+
 pub(crate) fn board_response(outcome: Outcome) -> Result<pb::BoardResponse, Status> {
     let mut r = pb::BoardResponse::default();
     match outcome {
@@ -516,6 +553,11 @@ pub(crate) fn board_response(outcome: Outcome) -> Result<pb::BoardResponse, Stat
             r.tier = tier.to_string();
         }
         Outcome::BoardEmpty => r.code = Code::BoardEmpty as i32,
+        Outcome::TasksClaimed { completed, claims } => {
+            r.code = Code::TasksClaimed as i32;
+            r.completed = completed;
+            r.claims = claims.into_iter().map(claimed_pb).collect();
+        }
         Outcome::TasksPosted { task_ids } => {
             r.code = Code::TaskPosted as i32;
             r.tier = "local".into();

@@ -2,9 +2,12 @@
 
 /// Client requests in one Raft entry.
 pub const BATCH_REQUESTS_MAX: usize = 1024;
-// Every request of an entry gets a fence from its position: the batch must fit the
-// fence's position bits (`whip_board::Stamp::fence`).
-const _: () = assert!(BATCH_REQUESTS_MAX <= whip_board::limits::BATCH_COMMANDS_MAX as usize);
+// Every request of an entry gets its fences from its position: the batch's requests, each
+// with its fence positions, must fit the fence's position bits (`whip_board::Stamp`).
+const _: () = assert!(
+    BATCH_REQUESTS_MAX * whip_board::limits::FENCES_PER_COMMAND as usize
+        <= whip_board::limits::BATCH_COMMANDS_MAX as usize
+);
 /// Bytes of client payload in one Raft entry (a single larger request still goes alone).
 pub const BATCH_BYTES_MAX: usize = 128 * 1024;
 /// Raft entries proposed concurrently by one leader; more requests wait and batch up.

@@ -189,11 +189,8 @@ fn model(log: &[Request], per_entry: usize) -> MemTxn {
     let mut txn = MemTxn::default();
     for (i, chunk) in log.chunks(per_entry).enumerate() {
         for (position, request) in chunk.iter().enumerate() {
-            let stamp = Stamp {
-                index: i as u64 + 1,
-                position: position as u32,
-                time_ms: 1_700_000_000_000 + i as u64 * 97,
-            };
+            let time_ms = 1_700_000_000_000 + i as u64 * 97;
+            let stamp = Stamp::of_request(i as u64 + 1, position as u32, time_ms);
             whip_board::apply(&mut txn, stamp, request);
         }
     }

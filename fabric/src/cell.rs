@@ -450,6 +450,7 @@ impl FabricClient for CellClient {
             idempotency_key: key,
             task_id,
             claim_ms,
+            ..Default::default()
         };
         let r = CellClient::board_claim(self, request)
             .await

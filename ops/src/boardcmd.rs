@@ -92,6 +92,10 @@ pub(crate) enum BoardCommand {
         /// The result of the task `--complete` names (JSON).
         #[arg(long, requires = "complete", default_value = "null")]
         result: String,
+        /// Claim up to this many tasks at once (a prefetch, at most 16), each with its own
+        /// fence and window; with `--complete`, in the same write as the completion.
+        #[arg(long, value_name = "N", conflicts_with_all = ["task_id", "wait"])]
+        max: Option<u32>,
     },
     /// Complete a claimed task; refused (exit 1) when the fence is stale.
     Complete {
@@ -395,6 +399,33 @@ async fn claim(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<Exi
         BoardCommand::Claim {
             team,
             worker,
+            complete,
+            fence,
+            result,
+            window,
+            max: Some(max),
+            ..
+        } => {
+            let done = complete.map(|task_id| Finished {
+                task_id,
+                fence: fence.unwrap_or_default(),
+                result,
+            });
+            let claim_ms = window
+                .map(|w| parse_duration_ms(&w).map_err(anyhow::Error::msg))
+                .transpose()?;
+            let ask = Prefetch {
+                team,
+                worker,
+                done,
+                max,
+                claim_ms: claim_ms.unwrap_or(0),
+            };
+            return prefetch(global, c, ask).await;
+        }
+        BoardCommand::Claim {
+            team,
+            worker,
             complete: Some(done),
             fence,
             result,
@@ -426,7 +457,7 @@ async fn claim(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<Exi
                 worker,
                 task_id: task_id.unwrap_or_default(),
                 claim_ms: claim_ms.unwrap_or(0),
-                idempotency_key: String::new(),
+                ..Default::default()
             };
             match wait_ms {
                 Some(wait_ms) => claim_waiting(c, request, wait_ms, true, &|_| {}).await?,
@@ -483,6 +514,70 @@ async fn complete_and_claim(
         json!({"completed": completed, "claimed": claimed}),
         text,
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `board claim --max` asks.
+struct Prefetch {
+    team: String,
+    worker: String,
+    done: Option<Finished>,
+    max: u32,
+    claim_ms: u64,
+}
+
+/// `board claim --max N [--complete ID --fence F]`: complete the held task, if named, and
+/// claim up to `max` tasks in one write (`BoardClaimMany`), each with its own fence; print
+/// `{"completed": [ids], "claims": [{task, fence, deadline_ms, tier}, ...]}`, one line per
+/// claim in text. A refusal is the completion's (nothing was claimed) and exits 1.
+async fn prefetch(global: &Global, c: &CellClient, ask: Prefetch) -> Result<ExitCode> {
+    let completes = match ask.done {
+        Some(done) => vec![pb::BoardCompletion {
+            result: parse_json(&done.result, "--result")?
+                .to_string()
+                .into_bytes(),
+            task_id: done.task_id,
+            fence: done.fence,
+        }],
+        None => Vec::new(),
+    };
+    let request = pb::BoardClaimRequest {
+        team: ask.team,
+        worker: ask.worker,
+        claim_ms: ask.claim_ms,
+        max: ask.max,
+        completes,
+        ..Default::default()
+    };
+    let r = c.board_claim(request).await?;
+    if Code::try_from(r.code) != Ok(Code::TasksClaimed) {
+        return Ok(board_answer(global, &r, &Asked(None, false)));
+    }
+    let mut lines: Vec<String> = r
+        .completed
+        .iter()
+        .map(|id| format!("completed {id}"))
+        .collect();
+    lines.extend(r.claims.iter().map(|t| {
+        let until = time_text(t.deadline_ms);
+        format!(
+            "claimed {} fence={} until {until} ({} tier)",
+            t.id, t.fence, t.tier
+        )
+    }));
+    if r.claims.is_empty() {
+        lines.push("no ready task".into());
+    }
+    let claims: Vec<Value> = r
+        .claims
+        .iter()
+        .map(|t| {
+            json!({"task": task_json(t),
+        "fence": t.fence, "deadline_ms": t.deadline_ms, "tier": t.tier})
+        })
+        .collect();
+    let value = json!({"outcome": code_name(r.code), "completed": r.completed, "claims": claims});
+    print(global, value, lines.join("\n"));
     Ok(ExitCode::SUCCESS)
 }
 

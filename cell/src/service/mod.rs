@@ -820,7 +820,13 @@ impl cell_server::Cell for CellApi {
         req: GrpcRequest<pb::BoardClaimRequest>,
     ) -> GrpcResult<pb::BoardResponse> {
         let (who, caller) = self.board_caller(&req).await?;
-        let req = req.into_inner();
+        let mut req = req.into_inner();
+        if req.max > 0 || !req.completes.is_empty() {
+            let key = std::mem::take(&mut req.idempotency_key);
+            let command = convert::claim_many(req, caller)?;
+            let outcome = self.submit(&who, key, command).await?;
+            return Ok(Response::new(convert::board_response(outcome)?));
+        }
         if !req.task_id.is_empty() {
             let command = Command::BoardClaimTask {
                 team: task_team(req.team, &req.task_id),

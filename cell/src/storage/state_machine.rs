@@ -276,11 +276,8 @@ fn apply_entries(
                     .enumerate()
                     .map(|(position, request)| {
                         let position = u32::try_from(position).expect("batch length is bounded");
-                        let stamp = Stamp {
-                            index: entry.log_id.index,
-                            position,
-                            time_ms: applied.time_ms,
-                        };
+                        let stamp =
+                            Stamp::of_request(entry.log_id.index, position, applied.time_ms);
                         // Follow-ups are in the cell's outbox by now; its executor
                         // finds them there (`crate::follow`).
                         whip_board::apply(&mut txn, stamp, request).outcome

@@ -51,6 +51,33 @@ async def test_claims_wait_for_a_post(alice: whip_fabric.Client, bob: whip_fabri
     assert got == [posted]
 
 
+async def test_claim_many_prefetches_and_completes_in_one_call(
+    alice: whip_fabric.Client, bob: whip_fabric.Client
+) -> None:
+    team = unique("prefetch")
+    await alice.team.create(team)
+    await alice.team.join(team, "bob")
+    posted = await alice.board(team).post_many([{"n": n} for n in range(5)])
+    board = bob.board(team)
+    first = await board.claim_many("w", 3)
+    assert [t.id for t in first] == posted[:3]
+    fences = [t.fence for t in first]
+    assert fences == sorted(set(fences)), "each claim has its own fence"
+    stale = first[0]
+    forged = whip_fabric.Task(stale.id, stale.team, None, fence=stale.fence - 1)
+    with pytest.raises(errors.StaleFence):
+        await board.claim_many("w", 3, complete=[(forged, "x")])
+    stats = await board.stats()
+    assert (stats.ready, stats.claimed, stats.done) == (2, 3, 0), "nothing changed"
+    rest = await board.claim_many("w", 3, complete=[(t, {"ok": t.id}) for t in first])
+    assert [t.id for t in rest] == posted[3:]
+    assert all(t.state == "done" for t in first)
+    last = await board.claim_many("w", 3, complete=[(t, None) for t in rest])
+    assert last == []
+    done = await alice.board(team).get(posted[0])
+    assert done is not None and done.result == {"ok": posted[0]}
+
+
 async def test_a_completion_after_the_reclaim_window_is_stale(
     alice: whip_fabric.Client, bob: whip_fabric.Client
 ) -> None:

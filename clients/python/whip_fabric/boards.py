@@ -14,7 +14,7 @@ from __future__ import annotations
 import builtins
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,6 +133,26 @@ class Board:
         if answer.code != pb.TASK_CLAIMED or not answer.HasField("task"):
             return None
         return _task(answer.task, self)
+
+    async def claim_many(
+        self, worker: str, max: int, *, complete: Sequence[tuple[Task, Any]] = ()
+    ) -> builtins.list[Task]:
+        """A prefetch in one write: complete each ``(task, result)`` of ``complete`` (all
+        or none: one stale fence raises and changes nothing), then claim up to ``max``
+        (at most 16) of the oldest ready tasks, each with its own fence and window. The
+        claims, oldest first (empty when the board has none)."""
+        completes = [
+            pb.BoardCompletion(task_id=t.id, fence=t.fence, result=json.dumps(r).encode())
+            for t, r in complete
+        ]
+        request = pb.BoardClaimRequest(
+            team=self.team, worker=worker, max=max, completes=completes,
+            idempotency_key=self._t.idempotency_key(),
+        )
+        answer = _checked(await self._t.unary("BoardClaim", request, pb.BoardResponse))
+        for task, _ in complete:
+            task.state = "done"
+        return [_task(t, self) for t in answer.claims]
 
     async def claims(self, worker: str, *, wait: float) -> AsyncIterator[Task]:
         """Claim tasks one after another; while the board is empty wait for one (up to

@@ -5,7 +5,9 @@
 //! each) to a fresh team's board while fewer than `BACKLOG` are open, and each client is a
 //! worker that claims a task and then completes each one claiming the next in the same
 //! write (the board's complete-and-claim). A cycle counts when its completion is
-//! acknowledged; its latency runs from the claim to the completion.
+//! acknowledged; its latency runs from the claim to the completion. With `--prefetch N` a
+//! worker holds up to N claims and each call completes them all and claims up to N more
+//! (`BoardClaimMany`): N cycles per write.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -58,9 +60,14 @@ pub(super) async fn run(
         .map(|i| {
             let c = clients[i % clients.len()].clone();
             let (team, backlog) = (team.clone(), backlog.clone());
-            tokio::spawn(
-                async move { work(&c, &team, &format!("w{i}"), &backlog, from, end).await },
-            )
+            let (worker, prefetch) = (format!("w{i}"), args.prefetch);
+            tokio::spawn(async move {
+                let span = Span { from, end };
+                match prefetch {
+                    1 => work(&c, &team, &worker, &backlog, span).await,
+                    n => work_prefetch(&c, (&team, &worker), n, &backlog, span).await,
+                }
+            })
         })
         .collect();
     let ticker = tokio::spawn(progress(start, end));
@@ -100,14 +107,73 @@ async fn produce(c: &CellClient, team: &str, backlog: &AtomicI64, limit: i64, en
     }
 }
 
-async fn work(
-    c: &CellClient,
-    team: &str,
-    worker: &str,
-    backlog: &AtomicI64,
+/// The measured part of a run: cycles that start at `from` or later count, and the loop
+/// stops at `end`.
+#[derive(Clone, Copy)]
+struct Span {
     from: Instant,
     end: Instant,
+}
+
+/// A prefetching worker: each call completes every task it holds and claims up to
+/// `prefetch` more in one write (`BoardClaimMany`). Each completed task is a cycle, its
+/// latency from its claim's call to its completion's answer.
+async fn work_prefetch(
+    c: &CellClient,
+    (team, worker): (&str, &str),
+    prefetch: u32,
+    backlog: &AtomicI64,
+    span: Span,
 ) -> Worker {
+    let mut w = Worker {
+        latencies_us: Vec::new(),
+        commits: 0,
+        errors: 0,
+    };
+    // (task, fence, when the call that claimed it started)
+    let mut held: Vec<(String, u64, Instant)> = Vec::new();
+    while Instant::now() < span.end {
+        let sent = Instant::now();
+        let completes = held.iter().map(|(task_id, fence, _)| pb::BoardCompletion {
+            task_id: task_id.clone(),
+            fence: *fence,
+            result: b"{}".to_vec(),
+        });
+        let claim = pb::BoardClaimRequest {
+            team: team.to_string(),
+            worker: worker.to_string(),
+            max: prefetch,
+            completes: completes.collect(),
+            ..Default::default()
+        };
+        let r = match c.board_claim(claim).await {
+            Ok(r) if r.code == Code::TasksClaimed as i32 => r,
+            _ => {
+                w.errors += u64::from(sent >= span.from);
+                held.clear();
+                continue;
+            }
+        };
+        backlog.fetch_sub(r.completed.len() as i64, Ordering::Relaxed);
+        for (_, _, claimed_at) in held.drain(..).filter(|(_, _, at)| *at >= span.from) {
+            w.commits += 1;
+            let us = claimed_at.elapsed().as_micros().min(u128::from(u32::MAX));
+            w.latencies_us.push(us as u32);
+        }
+        held = r
+            .claims
+            .into_iter()
+            .map(|t| (t.id, t.fence, sent))
+            .collect();
+        if held.is_empty() {
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+    }
+    w
+}
+
+async fn work(c: &CellClient, team: &str, worker: &str, backlog: &AtomicI64, span: Span) -> Worker {
+    let Span { from, end } = span;
     let mut w = Worker {
         latencies_us: Vec::new(),
         commits: 0,

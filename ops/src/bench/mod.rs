@@ -69,6 +69,10 @@ pub(crate) struct BenchArgs {
     /// message and takes this one: two applies) or `read-ack` (send, read, acknowledge).
     #[arg(long, value_enum, default_value = "take")]
     pub(crate) mail_cycle: MailCycle,
+    /// `bench board`'s worker holds up to this many claims: each call completes every held
+    /// task and claims as many again in one write (1 = complete-and-claim-next).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub(crate) prefetch: u32,
 }
 
 /// How `whip bench mail` drains its message.

@@ -608,6 +608,80 @@ fn board_claim_completes_the_held_task_and_claims_the_next() {
     assert_eq!(last["claimed"]["task"], Value::Null, "nothing left: {last}");
 }
 
+/// `board claim --max N` (issue 35, item 3): a prefetch of several claims in one write, each
+/// with its own fence; with `--complete`, the held task completes in the same write; a
+/// stale completion is refused and claims nothing.
+#[test]
+fn board_claim_max_prefetches_claims_each_with_its_own_fence() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, creds) = (dir.path(), dir.path().join("credentials.json"));
+    let run = |args: &[&str]| whip_with_credentials(d, &creds, args);
+    let fence = crew_with_a_claim(d, &creds);
+    for job in 3..=5 {
+        let task = format!(r#"{{"job":{job}}}"#);
+        assert!(
+            run(&["board", "post", "crew", "--task", &task])
+                .status
+                .success()
+        );
+    }
+    let stale = claim_completing(d, &creds, ("crew-1", "1"), &["--max", "3"]);
+    assert_eq!(stale.status.code(), Some(1), "a stale fence is refused");
+    let stats = json_of(&run(&["board", "stats", "crew", "--json"]));
+    assert_eq!(
+        (&stats["ready"], &stats["claimed"]),
+        (&Value::from(4), &Value::from(1))
+    );
+    let both = json_of(&claim_completing(
+        d,
+        &creds,
+        ("crew-1", &fence),
+        &["--max", "3"],
+    ));
+    assert_eq!(both["completed"], serde_json::json!(["crew-1"]), "{both}");
+    let claims = both["claims"].as_array().expect("claims");
+    let ids: Vec<&str> = claims
+        .iter()
+        .map(|c| c["task"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["crew-2", "crew-3", "crew-4"], "oldest first: {both}");
+    let fences: Vec<u64> = claims
+        .iter()
+        .map(|c| c["fence"].as_u64().unwrap())
+        .collect();
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "own fences: {fences:?}"
+    );
+    assert!(
+        fences[0] > fence.parse::<u64>().unwrap(),
+        "{fences:?} after {fence}"
+    );
+    let rest = json_of(&run(&[
+        "board", "claim", "crew", "--worker", "w2", "--max", "4", "--json",
+    ]));
+    let ids: Vec<&str> = rest["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["task"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["crew-5"], "what is left: {rest}");
+    let text = run(&["board", "claim", "crew", "--worker", "w2", "--max", "2"]);
+    assert!(text.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&text.stdout).trim(),
+        "no ready task"
+    );
+    let too_many = run(&["board", "claim", "crew", "--worker", "w2", "--max", "17"]);
+    assert_ne!(too_many.status.code(), Some(0), "17 is past the bound");
+    assert!(
+        String::from_utf8_lossy(&too_many.stderr).contains("at most 16"),
+        "{}",
+        String::from_utf8_lossy(&too_many.stderr)
+    );
+}
+
 /// `board claim --complete` with a stale fence is refused (exit 1) and claims nothing; it
 /// does not combine with `--task`.
 #[test]

@@ -18,6 +18,7 @@ mod t55_listing;
 mod t56_watch;
 mod t60_registry;
 mod t65_team_state;
+mod t65_team_state_prefetch;
 mod t66_act_for;
 mod t70_mail;
 mod t80_executor;

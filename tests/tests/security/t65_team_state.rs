@@ -167,7 +167,7 @@ async fn a_member_cannot_add_members() {
 }
 
 /// Wait until the leader's tick spilled the task `get` names (a condition, not a time).
-async fn spilled(member: &CellClient, get: pb::BoardGetRequest) {
+pub(crate) async fn spilled(member: &CellClient, get: pb::BoardGetRequest) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let tasks = member.board_get(get.clone()).await.unwrap().tasks;

@@ -45,6 +45,7 @@ class OutcomeCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TASK_DEAD_LETTERED: _ClassVar[OutcomeCode]
     TASK_EXTENDED: _ClassVar[OutcomeCode]
     TASK_REDRIVEN: _ClassVar[OutcomeCode]
+    TASKS_CLAIMED: _ClassVar[OutcomeCode]
     BOARD_REFUSED: _ClassVar[OutcomeCode]
     KV_REFUSED: _ClassVar[OutcomeCode]
     KV_KEPT_ALIVE: _ClassVar[OutcomeCode]
@@ -136,6 +137,7 @@ TASK_RELEASED: OutcomeCode
 TASK_DEAD_LETTERED: OutcomeCode
 TASK_EXTENDED: OutcomeCode
 TASK_REDRIVEN: OutcomeCode
+TASKS_CLAIMED: OutcomeCode
 BOARD_REFUSED: OutcomeCode
 KV_REFUSED: OutcomeCode
 KV_KEPT_ALIVE: OutcomeCode
@@ -1013,18 +1015,32 @@ class BoardPostRequest(_message.Message):
     def __init__(self, team: _Optional[str] = ..., body: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., bodies: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class BoardClaimRequest(_message.Message):
-    __slots__ = ("team", "worker", "idempotency_key", "task_id", "claim_ms")
+    __slots__ = ("team", "worker", "idempotency_key", "task_id", "claim_ms", "max", "completes")
     TEAM_FIELD_NUMBER: _ClassVar[int]
     WORKER_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     CLAIM_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    COMPLETES_FIELD_NUMBER: _ClassVar[int]
     team: str
     worker: str
     idempotency_key: str
     task_id: str
     claim_ms: int
-    def __init__(self, team: _Optional[str] = ..., worker: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., task_id: _Optional[str] = ..., claim_ms: _Optional[int] = ...) -> None: ...
+    max: int
+    completes: _containers.RepeatedCompositeFieldContainer[BoardCompletion]
+    def __init__(self, team: _Optional[str] = ..., worker: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., task_id: _Optional[str] = ..., claim_ms: _Optional[int] = ..., max: _Optional[int] = ..., completes: _Optional[_Iterable[_Union[BoardCompletion, _Mapping]]] = ...) -> None: ...
+
+class BoardCompletion(_message.Message):
+    __slots__ = ("task_id", "fence", "result")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    fence: int
+    result: bytes
+    def __init__(self, task_id: _Optional[str] = ..., fence: _Optional[int] = ..., result: _Optional[bytes] = ...) -> None: ...
 
 class BoardTaskRequest(_message.Message):
     __slots__ = ("team", "task_id", "fence", "result", "error", "extend_ms", "idempotency_key", "claim_next", "worker")
@@ -1049,7 +1065,7 @@ class BoardTaskRequest(_message.Message):
     def __init__(self, team: _Optional[str] = ..., task_id: _Optional[str] = ..., fence: _Optional[int] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., extend_ms: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., claim_next: _Optional[bool] = ..., worker: _Optional[str] = ...) -> None: ...
 
 class BoardResponse(_message.Message):
-    __slots__ = ("code", "refusal", "message", "task_id", "tier", "task", "fence", "deadline_ms", "delivery_count", "task_ids")
+    __slots__ = ("code", "refusal", "message", "task_id", "tier", "task", "fence", "deadline_ms", "delivery_count", "task_ids", "claims", "completed")
     CODE_FIELD_NUMBER: _ClassVar[int]
     REFUSAL_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -1060,6 +1076,8 @@ class BoardResponse(_message.Message):
     DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_COUNT_FIELD_NUMBER: _ClassVar[int]
     TASK_IDS_FIELD_NUMBER: _ClassVar[int]
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
     code: OutcomeCode
     refusal: str
     message: str
@@ -1070,7 +1088,9 @@ class BoardResponse(_message.Message):
     deadline_ms: int
     delivery_count: int
     task_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, code: _Optional[_Union[OutcomeCode, str]] = ..., refusal: _Optional[str] = ..., message: _Optional[str] = ..., task_id: _Optional[str] = ..., tier: _Optional[str] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., fence: _Optional[int] = ..., deadline_ms: _Optional[int] = ..., delivery_count: _Optional[int] = ..., task_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    claims: _containers.RepeatedCompositeFieldContainer[Task]
+    completed: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, code: _Optional[_Union[OutcomeCode, str]] = ..., refusal: _Optional[str] = ..., message: _Optional[str] = ..., task_id: _Optional[str] = ..., tier: _Optional[str] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., fence: _Optional[int] = ..., deadline_ms: _Optional[int] = ..., delivery_count: _Optional[int] = ..., task_ids: _Optional[_Iterable[str]] = ..., claims: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., completed: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BoardListRequest(_message.Message):
     __slots__ = ("team", "state", "limit")
