@@ -84,7 +84,7 @@ pub(crate) enum BoardCommand {
         /// First complete this task the worker holds (with `--fence`), in the same write
         /// as the claim of the next: both outcomes are printed.
         #[arg(long, value_name = "TASK_ID", requires = "fence",
-            conflicts_with_all = ["task_id", "window", "wait"])]
+            conflicts_with_all = ["task_id", "wait"])]
         complete: Option<String>,
         /// The fence of the task `--complete` names.
         #[arg(long, requires = "complete")]
@@ -395,34 +395,10 @@ async fn board_on(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<
 /// `board claim`: the oldest ready task or a named one, waiting when asked, or with
 /// `--complete` the held task completed and the next claimed in one write.
 async fn claim(global: &Global, c: &CellClient, cmd: BoardCommand) -> Result<ExitCode> {
+    if let Some(ask) = Prefetch::of(&cmd)? {
+        return prefetch(global, c, ask).await;
+    }
     let r = match cmd {
-        BoardCommand::Claim {
-            team,
-            worker,
-            complete,
-            fence,
-            result,
-            window,
-            max: Some(max),
-            ..
-        } => {
-            let done = complete.map(|task_id| Finished {
-                task_id,
-                fence: fence.unwrap_or_default(),
-                result,
-            });
-            let claim_ms = window
-                .map(|w| parse_duration_ms(&w).map_err(anyhow::Error::msg))
-                .transpose()?;
-            let ask = Prefetch {
-                team,
-                worker,
-                done,
-                max,
-                claim_ms: claim_ms.unwrap_or(0),
-            };
-            return prefetch(global, c, ask).await;
-        }
         BoardCommand::Claim {
             team,
             worker,
@@ -524,6 +500,47 @@ struct Prefetch {
     done: Option<Finished>,
     max: u32,
     claim_ms: u64,
+}
+
+impl Prefetch {
+    /// The prefetch `board claim` asks for: with `--max`, or `--complete` with `--for` (a
+    /// window for the next claim needs the prefetching command; its `max` is then 1).
+    fn of(cmd: &BoardCommand) -> Result<Option<Prefetch>> {
+        let BoardCommand::Claim {
+            team,
+            worker,
+            complete,
+            fence,
+            result,
+            window,
+            max,
+            ..
+        } = cmd
+        else {
+            return Ok(None);
+        };
+        let max = match (max, complete, window) {
+            (Some(max), _, _) => *max,
+            (None, Some(_), Some(_)) => 1,
+            _ => return Ok(None),
+        };
+        let done = complete.as_ref().map(|task_id| Finished {
+            task_id: task_id.clone(),
+            fence: fence.unwrap_or_default(),
+            result: result.clone(),
+        });
+        let claim_ms = window
+            .as_ref()
+            .map(|w| parse_duration_ms(w).map_err(anyhow::Error::msg))
+            .transpose()?;
+        Ok(Some(Prefetch {
+            team: team.clone(),
+            worker: worker.clone(),
+            done,
+            max,
+            claim_ms: claim_ms.unwrap_or(0),
+        }))
+    }
 }
 
 /// `board claim --max N [--complete ID --fence F]`: complete the held task, if named, and

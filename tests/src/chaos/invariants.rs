@@ -399,22 +399,26 @@ fn check_posts<'a>(
     Ok(())
 }
 
-fn claimed(op: &Op) -> Option<(String, u64)> {
-    let id = str_at(&op.output, "task_id").ok()?;
-    Some((id, u64_at(&op.output, "fence").ok()?))
+/// Every (task, fence) a claim returned: its first claim, then a prefetch's `more`.
+fn claimed(op: &Op) -> Vec<(String, u64)> {
+    let one = |v: &Value| Some((str_at(v, "task_id").ok()?, u64_at(v, "fence").ok()?));
+    let more = op.output["more"].as_array().into_iter().flatten();
+    one(&op.output)
+        .into_iter()
+        .chain(more.filter_map(one))
+        .collect()
 }
 
 fn check_claims<'a>(claims: &[&'a Op]) -> Result<(), Broken<'a>> {
     let mut fences: BTreeMap<u64, &Op> = BTreeMap::new();
     for claim in claims.iter().filter(|o| o.kind == Kind::Ok) {
-        let Some((_, fence)) = claimed(claim) else {
-            continue;
-        };
-        if let Some(first) = fences.insert(fence, claim) {
-            return Err((
-                format!("fence {fence} handed out twice"),
-                vec![first, claim],
-            ));
+        for (_, fence) in claimed(claim) {
+            if let Some(first) = fences.insert(fence, claim) {
+                return Err((
+                    format!("fence {fence} handed out twice"),
+                    vec![first, claim],
+                ));
+            }
         }
     }
     Ok(())
@@ -446,7 +450,7 @@ fn check_completes<'a>(
         let later = claims.iter().find(|c| {
             c.kind == Kind::Ok
                 && c.ret < complete.call
-                && claimed(c).is_some_and(|(t, f)| t == id && f > fence)
+                && claimed(c).iter().any(|(t, f)| *t == id && *f > fence)
         });
         if let Some(later) = later {
             let message = format!("completion with stale fence {fence} of {id} acknowledged");

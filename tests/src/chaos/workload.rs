@@ -566,32 +566,59 @@ async fn board_round(w: &mut Worker) {
     .await;
 }
 
-/// Claim the oldest ready task of `team` for this worker's process: its id and fence.
+/// Claim the oldest ready task of `team` for this worker's process: its id and fence. One
+/// claim in four is a prefetch of 2 or 3 (`BoardClaimMany`): the first claim is worked, the
+/// others (`more` in the history) are left to lapse and be redelivered.
 async fn board_claim(w: &mut Worker, key: &str, team: &str) -> Option<(String, u64)> {
     let worker = format!("p{}", w.process);
+    let max = match w.rng.random_range(0..4) {
+        0 => w.rng.random_range(2..=3),
+        _ => 0,
+    };
     let request = pb::BoardClaimRequest {
         team: team.to_string(),
         worker: worker.clone(),
         idempotency_key: w.client.next_idempotency_key(),
+        max,
         ..Default::default()
     };
     let client = w.client.clone();
     let got = w
-        .run("claim", key, json!({ "worker": worker }), async move {
-            match client.board_claim(request).await {
-                Ok(r) if r.code == pb::OutcomeCode::TaskClaimed as i32 => Done::Ok(json!({
-                    "task_id": r.task_id, "fence": r.fence, "deadline_ms": r.deadline_ms,
-                })),
-                Ok(r) if r.code == pb::OutcomeCode::BoardEmpty as i32 => {
-                    Done::Ok(json!({ "task_id": null }))
+        .run(
+            "claim",
+            key,
+            json!({ "worker": worker, "max": max }),
+            async move {
+                match client.board_claim(request).await {
+                    Ok(r) if r.code == pb::OutcomeCode::TaskClaimed as i32 => Done::Ok(json!({
+                        "task_id": r.task_id, "fence": r.fence, "deadline_ms": r.deadline_ms,
+                    })),
+                    Ok(r) if r.code == pb::OutcomeCode::TasksClaimed as i32 => prefetched(&r),
+                    Ok(r) if r.code == pb::OutcomeCode::BoardEmpty as i32 => {
+                        Done::Ok(json!({ "task_id": null }))
+                    }
+                    Ok(r) => Done::Fail(json!({ "refusal": r.refusal, "message": r.message })),
+                    Err(e) => error_done(&e, false),
                 }
-                Ok(r) => Done::Fail(json!({ "refusal": r.refusal, "message": r.message })),
-                Err(e) => error_done(&e, false),
-            }
-        })
+            },
+        )
         .await?;
     let task_id = got.get("task_id")?.as_str()?.to_string();
     Some((task_id, got.get("fence")?.as_u64()?))
+}
+
+/// A prefetch's answer in the history: the first claim as `task_id` and `fence` (a null
+/// `task_id` when none), every other one under `more`.
+fn prefetched(r: &pb::BoardResponse) -> Done {
+    let claim = |t: &pb::Task| json!({ "task_id": t.id, "fence": t.fence });
+    let Some(first) = r.claims.first() else {
+        return Done::Ok(json!({ "task_id": null }));
+    };
+    let more: Vec<Value> = r.claims[1..].iter().map(claim).collect();
+    Done::Ok(json!({
+        "task_id": first.id, "fence": first.fence, "deadline_ms": first.deadline_ms,
+        "more": more,
+    }))
 }
 
 /// Every task of each board the history touched, as the final listing (`list`).
