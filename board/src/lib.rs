@@ -451,8 +451,10 @@ fn apply_kv(txn: &mut impl Txn, stamp: Stamp, command: &Command) -> Outcome {
 /// after the team's own cell found the caller a member and both its tiers empty (one apply
 /// there), so the caller is admitted to the queue before the claim.
 fn admit_vouched(txn: &mut impl Txn, request: &Request) {
-    if let (access::Caller::Server, Command::BoardClaim { team, caller, .. }) =
-        (&request.caller, &request.command)
+    if let (
+        access::Caller::Server,
+        Command::BoardClaim { team, caller, .. } | Command::BoardClaimMany { team, caller, .. },
+    ) = (&request.caller, &request.command)
         && team.starts_with(FABRIC_QUEUE_PREFIX)
     {
         team::admit(txn, team, caller);

@@ -215,6 +215,9 @@ pub enum Then {
         point: u64,
         /// The claim on the queue.
         request: Request,
+        /// What the team's own cell completed before (a prefetching claim's completions:
+        /// the answer carries them beside the queue's claims).
+        completed: Vec<String>,
     },
     /// Run one quota round for the cell that refused (it asks the meta cell to lend it
     /// more of the fabric ceiling), then submit `retry` on that cell once. Before: the cell
@@ -229,14 +232,28 @@ pub enum Then {
 impl Then {
     /// The answer the requester gets once this step answered `outcome`.
     pub fn settle(&self, outcome: Outcome) -> Outcome {
-        match (self, outcome) {
-            (
-                Then::ClaimFabricQueue { .. },
-                Outcome::BoardRefused {
-                    reason: crate::BoardRefusal::UnknownTeam { .. },
-                },
-            ) => Outcome::BoardEmpty,
-            (_, outcome) => outcome,
+        let Then::ClaimFabricQueue {
+            request, completed, ..
+        } = self
+        else {
+            return outcome;
+        };
+        let many = matches!(request.command, Command::BoardClaimMany { .. });
+        match outcome {
+            Outcome::BoardRefused {
+                reason: crate::BoardRefusal::UnknownTeam { .. },
+            } if many => Outcome::TasksClaimed {
+                completed: completed.clone(),
+                claims: Vec::new(),
+            },
+            Outcome::BoardRefused {
+                reason: crate::BoardRefusal::UnknownTeam { .. },
+            } => Outcome::BoardEmpty,
+            Outcome::TasksClaimed { claims, .. } => Outcome::TasksClaimed {
+                completed: completed.clone(),
+                claims,
+            },
+            outcome => outcome,
         }
     }
 }
@@ -246,7 +263,7 @@ impl Then {
 pub fn may_then(command: &Command) -> bool {
     matches!(
         command,
-        Command::BoardClaim { .. } | Command::WorkRegister { .. }
+        Command::BoardClaim { .. } | Command::BoardClaimMany { .. } | Command::WorkRegister { .. }
     )
 }
 
@@ -270,6 +287,32 @@ pub fn then(request: &Request, outcome: &Outcome) -> Option<Then> {
             Some(Then::ClaimFabricQueue {
                 point: crate::route::fabric_queue_point(team),
                 request: Request::server(suffixed(&request.idempotency_key, "fabric"), command),
+                completed: Vec::new(),
+            })
+        }
+        (
+            Command::BoardClaimMany {
+                team,
+                caller,
+                worker,
+                max,
+                claim_ms,
+                ..
+            },
+            Outcome::TasksClaimed { completed, claims },
+        ) if claims.is_empty() && *max > 0 && crate::taskboard::has_fabric_queue(team) => {
+            let command = Command::BoardClaimMany {
+                team: crate::taskboard::fabric_queue_team(team),
+                caller: caller.clone(),
+                worker: worker.clone(),
+                completes: Vec::new(),
+                max: *max,
+                claim_ms: *claim_ms,
+            };
+            Some(Then::ClaimFabricQueue {
+                point: crate::route::fabric_queue_point(team),
+                request: Request::server(suffixed(&request.idempotency_key, "fabric"), command),
+                completed: completed.clone(),
             })
         }
         (Command::WorkRegister { quota_retry, .. }, Outcome::WorkRefused { refusal })
@@ -445,6 +488,7 @@ mod tests {
         let expected = Then::ClaimFabricQueue {
             point: crate::route::fabric_queue_point("t"),
             request: Request::server(Some("k/fabric".into()), queue),
+            completed: Vec::new(),
         };
         assert_eq!(step, expected);
         let unknown = Outcome::BoardRefused {
@@ -466,6 +510,62 @@ mod tests {
         );
         assert!(may_then(&claim("t").command));
         assert!(!may_then(&Command::FollowUpDone { seq: 1 }));
+    }
+
+    /// A prefetch that claimed nothing on a user team goes on to its fabric queue for as
+    /// many, keeping what it completed for the answer; one that claimed something, or a
+    /// pure completion (max 0), goes nowhere.
+    #[test]
+    fn an_empty_prefetch_goes_on_to_the_fabric_queue_with_its_completions() {
+        let many = |team: &str, max: u32| {
+            let command = Command::BoardClaimMany {
+                team: team.into(),
+                caller: "sup".into(),
+                worker: "w".into(),
+                completes: Vec::new(),
+                max,
+                claim_ms: 0,
+            };
+            by_sup(Some("k"), command)
+        };
+        let answer = |claims: Vec<crate::types::Claimed>| Outcome::TasksClaimed {
+            completed: vec!["t-1".into()],
+            claims,
+        };
+        let Some(step) = then(&many("t", 4), &answer(Vec::new())) else {
+            panic!("an empty prefetch on a user team goes on to its queue");
+        };
+        let Then::ClaimFabricQueue { request, .. } = &step else {
+            panic!("{step:?}");
+        };
+        let Command::BoardClaimMany {
+            team,
+            max,
+            completes,
+            ..
+        } = &request.command
+        else {
+            panic!("{request:?}");
+        };
+        assert_eq!(
+            (team.as_str(), *max),
+            (crate::fabric_queue_team("t").as_str(), 4)
+        );
+        assert!(
+            completes.is_empty(),
+            "the completions were made on the team's cell"
+        );
+        let unknown = Outcome::BoardRefused {
+            reason: crate::BoardRefusal::UnknownTeam { team: "q".into() },
+        };
+        assert_eq!(step.settle(unknown), answer(Vec::new()));
+        let queue_answer = Outcome::TasksClaimed {
+            completed: Vec::new(),
+            claims: Vec::new(),
+        };
+        assert_eq!(step.settle(queue_answer), answer(Vec::new()));
+        assert_eq!(then(&many("t", 0), &answer(Vec::new())), None);
+        assert!(may_then(&many("t", 1).command));
     }
 
     /// A first registration short of quota gets a round and one audited retry; a last try,

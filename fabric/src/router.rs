@@ -60,7 +60,7 @@ impl Node {
                     return Ok(outcome);
                 };
                 match &step {
-                    Then::ClaimFabricQueue { point, request } => {
+                    Then::ClaimFabricQueue { point, request, .. } => {
                         let answer = self.submit_at(*point, request.clone()).await?;
                         whip_cell::test_hooks::crash_at("fabric_claim");
                         Ok(step.settle(answer))

@@ -657,6 +657,52 @@ async fn a_dissolve_whose_server_died_has_its_fabric_queue_purged_from_the_outbo
     fabric.shutdown().await;
 }
 
+/// A completion of `task_id` under `fence` for a prefetching claim.
+fn completion(task_id: &str, fence: u64) -> pb::BoardCompletion {
+    pb::BoardCompletion {
+        task_id: task_id.into(),
+        fence,
+        result: b"{}".to_vec(),
+    }
+}
+
+/// A prefetch on team `alone`, whose own tiers are empty, after the worker completed the
+/// fabric-tier claims it `held`: the fabric queue's claims.
+async fn fabric_prefetch(c: &CellClient, held: Vec<pb::BoardCompletion>) -> Vec<pb::Task> {
+    // A prefetch finds the team's own tiers empty and goes on to the fabric queue. Its
+    // completions are made on the team's cell, so a fabric-tier claim is not one of them
+    // (refused, nothing claimed): those complete one by one, routed by their ids.
+    let prefetch = |completes| pb::BoardClaimRequest {
+        team: "alone".into(),
+        worker: "w".into(),
+        max: 16,
+        completes,
+        ..Default::default()
+    };
+    let refused = c
+        .board_claim(prefetch(held.clone()))
+        .await
+        .expect("prefetch");
+    assert_eq!(refused.refusal, "unknown_task", "{refused:?}");
+    for done in held {
+        let request = pb::BoardTaskRequest {
+            team: "alone".into(),
+            task_id: done.task_id,
+            fence: done.fence,
+            ..Default::default()
+        };
+        let r = c.board_complete(request).await.expect("complete");
+        assert_eq!(r.code, Code::TaskCompleted as i32, "{r:?}");
+    }
+    let r = c.board_claim(prefetch(Vec::new())).await.expect("prefetch");
+    assert_eq!(
+        (r.code, r.claims.len()),
+        (Code::TasksClaimed as i32, 6),
+        "{r:?}"
+    );
+    r.claims
+}
+
 /// With one data cell, every team's fabric queue lives on the team's own cell: its tasks
 /// spill there in one apply each (no channel runs from a cell to itself), once, and are
 /// claimed at the fabric tier.
@@ -689,7 +735,8 @@ async fn tasks_spill_to_a_fabric_queue_on_their_own_cell() {
         "nothing left below the fabric tier"
     );
     let mut seen = BTreeMap::new();
-    for _ in 0..10 {
+    let mut held = Vec::new();
+    for _ in 0..4 {
         let claim = pb::BoardClaimRequest {
             team: "alone".into(),
             worker: "w".into(),
@@ -701,7 +748,12 @@ async fn tasks_spill_to_a_fabric_queue_on_their_own_cell() {
             (Code::TaskClaimed as i32, "fabric"),
             "{r:?}"
         );
+        held.push(completion(&r.task_id, r.fence));
         *seen.entry(n_of(&r.task.expect("task"))).or_insert(0) += 1;
+    }
+    for task in &fabric_prefetch(&c, held).await {
+        assert_eq!(task.tier, "fabric", "{task:?}");
+        *seen.entry(n_of(task)).or_insert(0) += 1;
     }
     assert_eq!(seen.len(), 10);
     assert!(seen.values().all(|&k| k == 1), "each task once");
