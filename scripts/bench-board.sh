@@ -11,7 +11,8 @@
 # cycle: by default send then one take that acknowledges the previous message
 # (MAIL_CYCLE=take), or send, read, acknowledge (MAIL_CYCLE=read-ack). PREFETCH=N (board)
 # makes each whip worker hold up to N claims, completing them all and claiming N more per
-# write (`whip board claim --max`); the peers still fetch one.
+# write (`whip board claim --max`); the peers still fetch one. SEND_BATCH=N (mail, take
+# cycle) sends N messages per write and takes them in one take.
 set -euo pipefail
 workload=${WORKLOAD:-board}
 mail_cycle=${MAIL_CYCLE:-take}
@@ -20,7 +21,9 @@ prefetch=${PREFETCH:-1}
 case "$workload" in
   board) whip_workload=board-claim-complete; extra=(--prefetch "$prefetch")
     [ "$prefetch" = 1 ] || whip_workload=board-prefetch-$prefetch ;;
-  mail) whip_workload=mail-send-$mail_cycle; extra=(--mail-cycle "$mail_cycle") ;;
+  mail) whip_workload=mail-send-$mail_cycle; send_batch=${SEND_BATCH:-1}
+    extra=(--mail-cycle "$mail_cycle" --send-batch "$send_batch")
+    [ "$send_batch" = 1 ] || whip_workload=mail-batch-$send_batch-$mail_cycle ;;
   *) echo "bench-board: WORKLOAD is board or mail" >&2; exit 2 ;;
 esac
 duration=${1:-5s}

@@ -95,6 +95,13 @@ pub fn admit(caller: &Caller, command: &Command) -> Result<(), AccessRefusal> {
             kind: crate::mail::MailType::Notice,
             ..
         } => server_only(command),
+        Command::MailSendMany { sends, .. }
+            if sends
+                .iter()
+                .any(|m| m.kind == crate::mail::MailType::Notice) =>
+        {
+            server_only(command)
+        }
         Command::WorkLimitsSet { .. } if *caller != Caller::Operator => {
             Err(AccessRefusal::OperatorOnly {
                 command: command_name(command),

@@ -306,6 +306,7 @@ fn apply_mail(
             };
             mail::send(txn, stamp, caller, &send)
         }
+        Command::MailSendMany { to, sends } => mail::send_many(txn, stamp, caller, to, sends),
         Command::MailAck {
             address,
             through_seq,

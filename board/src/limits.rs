@@ -102,6 +102,9 @@ pub const MAIL_DEPTH_MAX: u64 = 256;
 /// Messages one sender may have waiting in one mailbox: one peer cannot fill another's
 /// mailbox (a send past it is refused `sender_quota`).
 pub const MAIL_SENDER_PENDING_MAX: u64 = 64;
+/// Messages one batched send carries (`MailSendMany`, `whip mail send --text … --text …`):
+/// one sender's quota in one mailbox.
+pub const MAIL_SEND_BATCH_MAX: usize = MAIL_SENDER_PENDING_MAX as usize;
 /// Bytes of a message's text.
 pub const MAIL_TEXT_BYTES_MAX: usize = 16 << 10;
 /// Bytes of a message's JSON payload.

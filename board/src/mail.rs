@@ -38,14 +38,14 @@ use crate::access::{self, Caller};
 use crate::codec::{decode, encode};
 use crate::keys::{self, MBOX_HEAD, MBOX_MSG};
 use crate::limits::{
-    LIST_ROWS_MAX, MAIL_DEPTH_MAX, MAIL_GRANTS_MAX, MAIL_PAYLOAD_BYTES_MAX, MAIL_REF_BYTES_MAX,
-    MAIL_SENDER_PENDING_MAX, MAIL_TEXT_BYTES_MAX,
+    KV_TXN_BYTES_MAX, LIST_ROWS_MAX, MAIL_DEPTH_MAX, MAIL_GRANTS_MAX, MAIL_PAYLOAD_BYTES_MAX,
+    MAIL_REF_BYTES_MAX, MAIL_SEND_BATCH_MAX, MAIL_SENDER_PENDING_MAX, MAIL_TEXT_BYTES_MAX,
 };
 use crate::screen::{self, Finding, FindingKind, Screen, Verdict};
 use crate::txn::Txn;
 use crate::types::{Command, Outcome, Stamp};
 pub use crate::vocab::mail::{
-    Address, ExternalScreen, MailBody, MailRefusal, MailType, MailView, Trust,
+    Address, ExternalScreen, MailBody, MailItem, MailRefusal, MailType, MailView, Trust,
 };
 use crate::work::WorkEntryView;
 use crate::{kv, team, work};
@@ -432,10 +432,58 @@ pub(crate) fn send(txn: &mut impl Txn, stamp: Stamp, caller: &Caller, send: &Sen
     }
 }
 
+/// Send each of `sends` to `to` in order, each delivered or refused on its own.
+pub(crate) fn send_many(
+    txn: &mut impl Txn,
+    stamp: Stamp,
+    caller: &Caller,
+    to: &Address,
+    sends: &[MailItem],
+) -> Outcome {
+    let outcomes = sends
+        .iter()
+        .map(|item| {
+            let one = Send {
+                to,
+                kind: item.kind,
+                body: &item.body,
+                external: item.external.as_ref(),
+            };
+            send(txn, stamp, caller, &one)
+        })
+        .collect();
+    Outcome::MailSentMany { outcomes }
+}
+
 /// Whether a mail command is well formed: names, sizes, a JSON payload, a reply's
 /// `in_reply_to`.
 pub(crate) fn check(command: &Command) -> Result<(), String> {
     match command {
+        Command::MailSendMany { to, sends } => {
+            to.check()?;
+            if sends.is_empty() || sends.len() > MAIL_SEND_BATCH_MAX {
+                let n = sends.len();
+                return Err(format!(
+                    "a batch sends 1 to {MAIL_SEND_BATCH_MAX} messages, got {n}"
+                ));
+            }
+            for item in sends {
+                if let Some(reply_to) = &item.body.reply_to {
+                    reply_to.check()?;
+                }
+                check_body(item.kind, &item.body)?;
+            }
+            let bytes: usize = sends
+                .iter()
+                .map(|m| m.body.text.len() + m.body.payload.as_ref().map_or(0, String::len))
+                .sum();
+            match bytes > KV_TXN_BYTES_MAX {
+                true => Err(format!(
+                    "the batch has {bytes} bytes, the limit is {KV_TXN_BYTES_MAX}"
+                )),
+                false => Ok(()),
+            }
+        }
         Command::MailSend { to, kind, body, .. } => {
             to.check()?;
             if let Some(reply_to) = &body.reply_to {

@@ -59,6 +59,7 @@ pub fn command(command: &Command) -> Result<Option<u64>, String> {
             Some(kv_point(&crate::access::agent_key(agent)))
         }
         Command::MailSend { to: address, .. }
+        | Command::MailSendMany { to: address, .. }
         | Command::MailAck { address, .. }
         | Command::MailTake { address, .. }
         | Command::MailGrant { address, .. }

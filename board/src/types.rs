@@ -762,6 +762,14 @@ pub enum Command {
         /// The server's external validator's answer (set by the server that called it).
         external: Option<crate::vocab::mail::ExternalScreen>,
     },
+    /// Several messages from one sender to one mailbox in one write, sent in order; each is
+    /// delivered or refused on its own, as that many sends would be.
+    MailSendMany {
+        /// The mailbox.
+        to: crate::vocab::mail::Address,
+        /// The messages, in order.
+        sends: Vec<crate::vocab::mail::MailItem>,
+    },
     /// A reader took the mailbox's messages through `through_seq`.
     MailAck {
         /// The mailbox.
@@ -1082,6 +1090,7 @@ crate::codes::stable_codes! {
         78 => WorkQuotaFloor,
         79 => MailTake,
         80 => BoardClaimMany,
+        81 => MailSendMany,
     }
 }
 
@@ -1435,6 +1444,11 @@ pub enum Outcome {
     /// The outcomes of a handoff batch's items, in order, up to where it stopped.
     HandoffBatch {
         /// One outcome per applied item.
+        outcomes: Vec<Outcome>,
+    },
+    /// A batched send's answer: one `MailDelivered` or `MailRefused` per message, in order.
+    MailSentMany {
+        /// The messages' outcomes.
         outcomes: Vec<Outcome>,
     },
     /// A prefetching claim's answer: the tasks it completed, then the ones it claimed (none
@@ -1793,6 +1807,7 @@ crate::codes::stable_codes! {
         91 => WorkQuotaFloored,
         92 => MailTaken,
         93 => TasksClaimed,
+        94 => MailSentMany,
     }
 }
 
@@ -2273,8 +2288,8 @@ impl Command {
             | Command::HandoffBatch { .. }
             | Command::HandoffReset { .. }
             | Command::FollowUpDone { .. } => Family::Handoff,
-            Command::MailSend { .. } | Command::MailAck { .. } | Command::MailTake { .. }
-            | Command::MailGrant { .. }
+            Command::MailSend { .. } | Command::MailSendMany { .. } | Command::MailAck { .. }
+            | Command::MailTake { .. } | Command::MailGrant { .. }
             | Command::MailRelease { .. } => Family::Mail,
             Command::TeamRole { .. }
             | Command::VoteOpen { .. }

@@ -3,7 +3,7 @@
 
 use whip_board::access::{Caller, agent_key};
 use whip_board::limits::{MAIL_DEPTH_MAX, MAIL_SENDER_PENDING_MAX};
-use whip_board::mail::{Address, MailBody, MailRefusal, MailType, MailView, Trust};
+use whip_board::mail::{Address, MailBody, MailItem, MailRefusal, MailType, MailView, Trust};
 use whip_board::work::WorkKind;
 use whip_board::{Command, MemTxn, Outcome, Query, QueryResult, Request, Stamp, apply, query};
 
@@ -626,4 +626,77 @@ fn a_take_never_hands_out_quarantined_mail() {
     );
     let (_, seqs, _) = taken(cell.run(agent("bob"), take(&bob, None, 10)));
     assert_eq!(seqs, vec![1, 3]);
+}
+
+fn batch(to: &Address, texts: &[&str], kind: MailType) -> Command {
+    let sends = texts
+        .iter()
+        .map(|t| MailItem {
+            kind,
+            body: text(t),
+            external: None,
+        })
+        .collect();
+    Command::MailSendMany {
+        to: to.clone(),
+        sends,
+    }
+}
+
+fn outcomes(outcome: Outcome) -> Vec<Outcome> {
+    match outcome {
+        Outcome::MailSentMany { outcomes } => outcomes,
+        other => panic!("expected a batch's outcomes, got {other:?}"),
+    }
+}
+
+/// A batched send is that many sends in one apply: each delivered in order as its own
+/// message from the caller, or refused on its own (the sender's quota reached midway keeps
+/// what fit); a notice in a batch is a server's word; bounds are checked first.
+#[test]
+fn a_batched_send_delivers_each_message_as_its_own_send() {
+    let mut cell = Cell::new();
+    let bob = Address::Agent("bob".into());
+    let sent = outcomes(cell.run(
+        agent("eve"),
+        batch(&bob, &["a", "b", "c"], MailType::Inform),
+    ));
+    let ids: Vec<String> = sent.into_iter().map(|o| delivered(o).0).collect();
+    assert_eq!(ids, ["agent:bob#1", "agent:bob#2", "agent:bob#3"]);
+    let mail = cell.mail(agent("bob"), &bob, false);
+    let seen: Vec<(&str, &str)> = mail
+        .iter()
+        .map(|m| (m.from.as_str(), m.body.text.as_str()))
+        .collect();
+    assert_eq!(seen, [("eve", "a"), ("eve", "b"), ("eve", "c")]);
+    // 61 more fit eve's quota of 64 waiting; the last 3 of this batch are refused alone.
+    let many: Vec<String> = (0..MAIL_SENDER_PENDING_MAX)
+        .map(|n| format!("m{n}"))
+        .collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let sent = outcomes(cell.run(agent("eve"), batch(&bob, &many, MailType::Inform)));
+    let fit = MAIL_SENDER_PENDING_MAX as usize - 3;
+    assert!(
+        sent[..fit]
+            .iter()
+            .all(|o| matches!(o, Outcome::MailDelivered { .. }))
+    );
+    let over: Vec<&'static str> = sent[fit..]
+        .iter()
+        .map(|o| refusal(o.clone()).code())
+        .collect();
+    assert_eq!(over, ["sender_quota"; 3]);
+    let notice = cell.run(agent("parent"), batch(&bob, &["x", "y"], MailType::Notice));
+    assert!(
+        matches!(&notice, Outcome::Forbidden { refusal } if refusal.code() == "server_only"),
+        "{notice:?}"
+    );
+    let empty = cell.run(agent("eve"), batch(&bob, &[], MailType::Inform));
+    assert!(matches!(empty, Outcome::Invalid { .. }), "{empty:?}");
+    let blank = cell.run(agent("eve"), batch(&bob, &["ok", ""], MailType::Inform));
+    assert!(matches!(blank, Outcome::Invalid { .. }), "{blank:?}");
+    assert_eq!(
+        cell.mail(agent("bob"), &bob, false).len(),
+        MAIL_SENDER_PENDING_MAX as usize
+    );
 }

@@ -553,6 +553,7 @@ impl CellClient {
 
     writes! {
         mail_send(pb::MailSendRequest) -> pb::MailSendResponse;
+        mail_send_many(pb::MailSendManyRequest) -> pb::MailSendManyResponse;
         mail_ack(pb::MailAckRequest) -> pb::MailResponse;
         mail_take(pb::MailTakeRequest) -> pb::MailTakeResponse;
         mail_grant(pb::MailGrantRequest) -> pb::MailResponse;

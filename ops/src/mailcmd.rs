@@ -48,9 +48,11 @@ pub(crate) enum MailCommand {
         to: String,
         #[arg(long = "type", value_enum, default_value = "inform")]
         kind: SendType,
+        /// What it says. Repeated, each is a message of its own, all sent in one write
+        /// (at most 64; each delivered or refused on its own, in order).
         #[arg(long, default_value = "")]
-        text: String,
-        /// A JSON document carried with the text.
+        text: Vec<String>,
+        /// A JSON document carried with the text (with each text, when repeated).
         #[arg(long)]
         payload: Option<String>,
         /// The id of the message this answers (`agent:bob#3`).
@@ -138,32 +140,58 @@ pub(crate) async fn mail(global: &Global, cmd: MailCommand) -> Result<ExitCode> 
     result
 }
 
+/// `mail send`: one message, or with several `--text`s a batch in one write.
+async fn send_texts(global: &Global, c: &CellClient, cmd: MailCommand) -> Result<ExitCode> {
+    let MailCommand::Send {
+        to,
+        kind,
+        text,
+        payload,
+        in_reply_to,
+        thread,
+    } = cmd
+    else {
+        unreachable!("a send")
+    };
+    let payload = payload.map(|p| checked_json(&p)).transpose()?;
+    let mut items = text.into_iter().map(|text| pb::MailSendItem {
+        r#type: kind.wire().into(),
+        text,
+        payload: payload.clone(),
+        in_reply_to: in_reply_to.clone(),
+        thread: thread.clone(),
+        reply_to: None,
+    });
+    if items.len() > 1 {
+        let messages = items.collect();
+        let request = pb::MailSendManyRequest {
+            to,
+            messages,
+            idempotency_key: String::new(),
+        };
+        return Ok(sent_many(global, &c.mail_send_many(request).await?));
+    }
+    let one = items.next().unwrap_or_default();
+    let request = pb::MailSendRequest {
+        to,
+        r#type: one.r#type,
+        text: one.text,
+        payload: one.payload,
+        in_reply_to: one.in_reply_to,
+        thread: one.thread,
+        idempotency_key: String::new(),
+        reply_to: None,
+    };
+    Ok(sent(global, &c.mail_send(request).await?))
+}
+
 fn own(global: &Global, address: Option<String>) -> String {
     address.unwrap_or_else(|| format!("agent:{}", crate::agent::agent_name(global)))
 }
 
 async fn mail_on(global: &Global, c: &CellClient, cmd: MailCommand) -> Result<ExitCode> {
     match cmd {
-        MailCommand::Send {
-            to,
-            kind,
-            text,
-            payload,
-            in_reply_to,
-            thread,
-        } => {
-            let request = pb::MailSendRequest {
-                to,
-                r#type: kind.wire().into(),
-                text,
-                payload: payload.map(|p| checked_json(&p)).transpose()?,
-                in_reply_to,
-                thread,
-                idempotency_key: String::new(),
-                reply_to: None,
-            };
-            Ok(sent(global, &c.mail_send(request).await?))
-        }
+        cmd @ MailCommand::Send { .. } => send_texts(global, c, cmd).await,
         MailCommand::Inbox {
             address,
             after,
@@ -381,6 +409,31 @@ fn sent(global: &Global, r: &pb::MailSendResponse) -> ExitCode {
         format!("{} {} ({})", r.outcome, r.id, r.trust),
     );
     ExitCode::SUCCESS
+}
+
+/// A batched send's answers, one per message in order: `{"results": [...]}` (each as a
+/// single send prints it), one line each in text. Exit 1 when any was refused; the others
+/// were delivered all the same.
+fn sent_many(global: &Global, r: &pb::MailSendManyResponse) -> ExitCode {
+    let refused_any = r.results.iter().any(|m| m.code() == Code::MailRefused);
+    let one = |m: &pb::MailSendResponse| match m.code() == Code::MailRefused {
+        true => json!({"outcome": "refused", "reason": m.reason, "error": m.message}),
+        false => json!({"outcome": m.outcome, "id": m.id, "trust": m.trust}),
+    };
+    let lines: Vec<String> = r
+        .results
+        .iter()
+        .map(|m| match m.code() == Code::MailRefused {
+            true => format!("refused ({}): {}", m.reason, m.message),
+            false => format!("{} {} ({})", m.outcome, m.id, m.trust),
+        })
+        .collect();
+    let value = json!({"results": r.results.iter().map(one).collect::<Vec<_>>()});
+    print(global, value, lines.join("\n"));
+    match refused_any {
+        true => ExitCode::from(1),
+        false => ExitCode::SUCCESS,
+    }
 }
 
 /// A refusal: its stable reason, exit code 1.

@@ -98,6 +98,17 @@ pub struct MailBody {
     pub conversation: Option<String>,
 }
 
+/// One message of a batched send ([`crate::Command::MailSendMany`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MailItem {
+    /// Its type (a `notice` only from a server).
+    pub kind: MailType,
+    /// What it says.
+    pub body: MailBody,
+    /// The server's external validator's answer on it.
+    pub external: Option<ExternalScreen>,
+}
+
 /// What the server's external validator said about a message, as the server that
 /// called it puts it into the command (no client request carries it).
 ///

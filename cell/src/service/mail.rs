@@ -6,7 +6,7 @@
 
 use tonic::{Request as GrpcRequest, Response, Status};
 use whip_board::access::Caller;
-use whip_board::mail::{self, Address, MailBody, MailRefusal, MailType};
+use whip_board::mail::{self, Address, MailBody, MailItem, MailRefusal, MailType};
 use whip_board::{Command, Outcome, Query, QueryResult};
 use whip_proto::v1 as pb;
 use whip_proto::v1::OutcomeCode as Code;
@@ -69,6 +69,59 @@ fn mail_response(outcome: Outcome) -> Result<pb::MailResponse, Status> {
     Ok(r)
 }
 
+/// One message as the wire carries it (a send's or a batch item's fields).
+struct Wire {
+    r#type: i32,
+    text: String,
+    payload: Option<String>,
+    in_reply_to: Option<String>,
+    thread: Option<String>,
+    reply_to: Option<String>,
+}
+
+/// A message for `to` from `caller`, decoded and screened by the external validator. The
+/// validator judges the content; the state machine combines its answer. An anonymous send
+/// is refused by the state machine whatever the content, so it never costs the validator a
+/// call.
+async fn item(caller: &Caller, to: &Address, wire: Wire) -> Result<MailItem, Status> {
+    let kind = mail_type(wire.r#type)?;
+    let body = MailBody {
+        text: wire.text,
+        payload: wire.payload,
+        in_reply_to: wire.in_reply_to,
+        conversation: wire.thread,
+        reply_to: wire.reply_to.as_deref().map(address).transpose()?,
+    };
+    let external = match caller {
+        Caller::Anonymous => None,
+        _ => {
+            let (to, text) = (to.code(), body.text.as_str());
+            crate::screen_hook::external(&to, kind.code(), text, body.payload.as_deref()).await
+        }
+    };
+    Ok(MailItem {
+        kind,
+        body,
+        external,
+    })
+}
+
+/// A send's outcome on the wire.
+fn send_response(outcome: Outcome) -> Result<pb::MailSendResponse, Status> {
+    let mut r = pb::MailSendResponse::default();
+    match outcome {
+        Outcome::MailDelivered { id, trust, .. } => {
+            (r.code, r.outcome) = answered(Code::MailDelivered);
+            (r.id, r.trust) = (id, trust.code().into());
+        }
+        Outcome::MailRefused { refusal } => {
+            (r.code, r.outcome, r.reason, r.message) = refused(&refusal)
+        }
+        other => return Err(Status::internal(format!("unexpected answer {other:?}"))),
+    }
+    Ok(r)
+}
+
 impl CellApi {
     pub(super) async fn mail_send_rpc(
         &self,
@@ -76,42 +129,54 @@ impl CellApi {
     ) -> GrpcResult<pb::MailSendResponse> {
         let caller = self.caller_of(&req).await?;
         let req = req.into_inner();
-        let (to, kind) = (address(&req.to)?, mail_type(req.r#type)?);
-        let body = MailBody {
+        let to = address(&req.to)?;
+        let wire = Wire {
+            r#type: req.r#type,
             text: req.text,
             payload: req.payload,
             in_reply_to: req.in_reply_to,
-            conversation: req.thread,
-            reply_to: req.reply_to.as_deref().map(address).transpose()?,
+            thread: req.thread,
+            reply_to: req.reply_to,
         };
-        // The validator judges the content; the state machine combines its answer. An
-        // anonymous send is refused by the state machine whatever the content, so it never
-        // costs the validator a call.
-        let external = match caller {
-            Caller::Anonymous => None,
-            _ => {
-                let (to, text) = (to.code(), body.text.as_str());
-                crate::screen_hook::external(&to, kind.code(), text, body.payload.as_deref()).await
-            }
-        };
+        let item = item(&caller, &to, wire).await?;
         let command = Command::MailSend {
             to,
-            kind,
-            body,
-            external,
+            kind: item.kind,
+            body: item.body,
+            external: item.external,
         };
-        let mut r = pb::MailSendResponse::default();
-        match self.submit(&caller, req.idempotency_key, command).await? {
-            Outcome::MailDelivered { id, trust, .. } => {
-                (r.code, r.outcome) = answered(Code::MailDelivered);
-                (r.id, r.trust) = (id, trust.code().into());
-            }
-            Outcome::MailRefused { refusal } => {
-                (r.code, r.outcome, r.reason, r.message) = refused(&refusal)
-            }
-            other => return Err(Status::internal(format!("unexpected answer {other:?}"))),
+        let outcome = self.submit(&caller, req.idempotency_key, command).await?;
+        Ok(Response::new(send_response(outcome)?))
+    }
+
+    pub(super) async fn mail_send_many_rpc(
+        &self,
+        req: GrpcRequest<pb::MailSendManyRequest>,
+    ) -> GrpcResult<pb::MailSendManyResponse> {
+        let caller = self.caller_of(&req).await?;
+        let req = req.into_inner();
+        let to = address(&req.to)?;
+        let mut sends = Vec::with_capacity(req.messages.len());
+        for m in req.messages {
+            let wire = Wire {
+                r#type: m.r#type,
+                text: m.text,
+                payload: m.payload,
+                in_reply_to: m.in_reply_to,
+                thread: m.thread,
+                reply_to: m.reply_to,
+            };
+            sends.push(item(&caller, &to, wire).await?);
         }
-        Ok(Response::new(r))
+        let command = Command::MailSendMany { to, sends };
+        let results = match self.submit(&caller, req.idempotency_key, command).await? {
+            Outcome::MailSentMany { outcomes } => outcomes
+                .into_iter()
+                .map(send_response)
+                .collect::<Result<_, _>>()?,
+            other => return Err(Status::internal(format!("unexpected answer {other:?}"))),
+        };
+        Ok(Response::new(pb::MailSendManyResponse { results }))
     }
 
     pub(super) async fn mail_inbox_rpc(

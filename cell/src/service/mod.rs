@@ -1181,6 +1181,13 @@ impl cell_server::Cell for CellApi {
         self.mail_send_rpc(req).await
     }
 
+    async fn mail_send_many(
+        &self,
+        req: GrpcRequest<pb::MailSendManyRequest>,
+    ) -> GrpcResult<pb::MailSendManyResponse> {
+        self.mail_send_many_rpc(req).await
+    }
+
     async fn mail_inbox(
         &self,
         req: GrpcRequest<pb::MailInboxRequest>,

@@ -227,6 +227,22 @@ async def test_mail_take_acks_takes_and_redelivers(
     assert [m.seq for m in await bob.mail.read()] == [m.seq for m in before]
 
 
+async def test_mail_send_many_sends_in_one_write_each_on_its_own(
+    alice: whip_fabric.Client, bob: whip_fabric.Client
+) -> None:
+    team = unique("batch")
+    await alice.team.create(team)
+    await alice.team.join(team, "bob")
+    address = f"team:{team}"
+    ids = await alice.mail.send_many(address, ["a", "b", "c"])
+    assert all(isinstance(i, str) for i in ids) and len(set(ids)) == 3
+    taken = await bob.mail.take(address, max=10)
+    assert [(m.text, m.sender) for m in taken] == [("a", "alice"), ("b", "alice"), ("c", "alice")]
+    # bob is no authority over the team: each directive of his batch is refused alone.
+    refused = await bob.mail.send_many(address, ["x", "y"], type="directive")
+    assert [getattr(r, "code", None) for r in refused] == ["not_authorized", "not_authorized"]
+
+
 async def test_vote_open_cast_show(alice: whip_fabric.Client, bob: whip_fabric.Client) -> None:
     team = unique("vote")
     await alice.team.create(team)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +88,24 @@ class Mail:
         if answer.code != pb.MAIL_DELIVERED:
             raise errors.error_for(answer.reason, answer.message)
         return answer.id
+
+    async def send_many(
+        self, to: str, texts: Sequence[str], *, type: str = "inform"
+    ) -> list[str | errors.WhipError]:
+        """Send several messages of one ``type`` to ``to`` in one write (at most 64), in
+        order. Each is delivered or refused on its own: its id, or the typed error of its
+        refusal (the others are delivered all the same)."""
+        if type not in _TYPES:
+            raise errors.InvalidArgument(f"mail type {type!r} is not one of {sorted(_TYPES)}")
+        messages = [pb.MailSendItem(type=_TYPES[type], text=t) for t in texts]
+        request = pb.MailSendManyRequest(
+            to=to, messages=messages, idempotency_key=self._t.idempotency_key()
+        )
+        answer = await self._t.unary("MailSendMany", request, pb.MailSendManyResponse)
+        return [
+            r.id if r.code == pb.MAIL_DELIVERED else errors.error_for(r.reason, r.message)
+            for r in answer.results
+        ]
 
     async def read(
         self, address: str | None = None, *, after_seq: int = 0, limit: int = 0

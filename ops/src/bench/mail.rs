@@ -6,7 +6,8 @@
 //! acknowledges the previous cycle's message (one apply); a cycle counts when the take
 //! hands out its message. With `--mail-cycle read-ack`: send, read it (a linearizable
 //! read), acknowledge it (one apply); a cycle counts when its ack is answered. Latency runs
-//! from the send to the cycle's last answer.
+//! from the send to the cycle's last answer. With `--send-batch N` (take cycle) a round
+//! sends N messages in one write and takes them in one take: N cycles per two applies.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -35,8 +36,8 @@ pub(super) async fn run(
         .enumerate()
         .map(|(i, address)| {
             let c = clients[i % clients.len()].clone();
-            let kind = args.mail_cycle;
-            tokio::spawn(async move { cycle(&c, &address, kind, (from, end)).await })
+            let (kind, batch) = (args.mail_cycle, args.send_batch);
+            tokio::spawn(async move { cycle(&c, &address, (kind, batch), (from, end)).await })
         })
         .collect();
     let ticker = tokio::spawn(progress(start, end));
@@ -80,7 +81,7 @@ async fn mailboxes(c: &CellClient, clients: usize) -> Result<(String, Vec<String
 async fn cycle(
     c: &CellClient,
     address: &str,
-    kind: MailCycle,
+    (kind, batch): (MailCycle, u32),
     (from, end): (Instant, Instant),
 ) -> Worker {
     let mut w = Worker {
@@ -91,22 +92,61 @@ async fn cycle(
     let mut acked = None;
     while Instant::now() < end {
         let began = Instant::now();
-        let ok = match kind {
-            MailCycle::Take => round_take(c, address, &mut acked).await,
-            MailCycle::ReadAck => round(c, address).await,
+        let cycles = match (kind, batch) {
+            (MailCycle::Take, 1) => u32::from(round_take(c, address, &mut acked).await),
+            (MailCycle::Take, n) => round_take_many(c, address, &mut acked, n).await,
+            (MailCycle::ReadAck, _) => u32::from(round(c, address).await),
         };
-        let measured = began >= from;
-        match ok {
-            true if measured => {
-                w.commits += 1;
-                let us = began.elapsed().as_micros().min(u128::from(u32::MAX));
-                w.latencies_us.push(us as u32);
-            }
-            false if measured => w.errors += 1,
-            _ => {}
+        if began < from {
+            continue;
         }
+        if cycles == 0 {
+            w.errors += 1;
+        }
+        let us = began.elapsed().as_micros().min(u128::from(u32::MAX));
+        w.commits += u64::from(cycles);
+        w.latencies_us
+            .extend(std::iter::repeat_n(us as u32, cycles as usize));
     }
     w
+}
+
+/// Send `n` messages to `address` in one write, then take them while acknowledging the
+/// last round's (`acked`): how many the take handed out (0 when a send was refused).
+async fn round_take_many(c: &CellClient, address: &str, acked: &mut Option<u64>, n: u32) -> u32 {
+    let item = pb::MailSendItem {
+        r#type: pb::MailType::Inform.into(),
+        text: "bench".into(),
+        ..Default::default()
+    };
+    let send = pb::MailSendManyRequest {
+        to: address.to_string(),
+        messages: vec![item; n as usize],
+        idempotency_key: String::new(),
+    };
+    let delivered = c
+        .mail_send_many(send)
+        .await
+        .is_ok_and(|r| r.results.iter().all(|m| m.outcome == "delivered"));
+    if !delivered {
+        return 0;
+    }
+    let take = pb::MailTakeRequest {
+        address: address.to_string(),
+        ack_through: *acked,
+        max: n,
+        visibility_ms: 30_000,
+        idempotency_key: String::new(),
+    };
+    match c.mail_take(take).await {
+        Ok(r) => {
+            if let Some(last) = r.messages.last() {
+                *acked = Some(last.seq);
+            }
+            r.messages.len() as u32
+        }
+        Err(_) => 0,
+    }
 }
 
 /// Send one message to `address`: true when it was delivered.

@@ -73,6 +73,11 @@ pub(crate) struct BenchArgs {
     /// task and claims as many again in one write (1 = complete-and-claim-next).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub(crate) prefetch: u32,
+    /// `bench mail --mail-cycle take`: each round sends this many messages in one write
+    /// (`MailSendMany`), then one take acknowledges the last round's and takes these; each
+    /// message is a cycle (1 = one send per cycle).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) send_batch: u32,
 }
 
 /// How `whip bench mail` drains its message.

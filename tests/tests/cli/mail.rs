@@ -172,3 +172,49 @@ fn whip_token_alone_proves_the_agent_it_names() {
     assert_eq!(rows.len(), 1, "only the proven send arrived: {inbox}");
     assert_eq!(rows[0]["from"], "eve", "{inbox}");
 }
+
+/// `whip mail send TO --text A --text B …` (issue 35, item 4): several messages in one
+/// write, one answer each in order; a peer's batch of directives is refused message by
+/// message (exit 1) and lands nothing; then one take hands out the batch.
+#[test]
+fn mail_send_with_several_texts_sends_them_in_one_write() {
+    let cli = Cli::start();
+    ok(&cli.run(&["agent", "register", "--agent", "lead"]));
+    ok(&cli.run(&["agent", "enroll", "bob", "--agent", "lead"]));
+    ok(&cli.run(&["agent", "register", "--agent", "eve"]));
+    let send = ["mail", "send", "bob", "--agent", "eve", "--json"];
+    let texts = ["--text", "one", "--text", "two", "--text", "three"];
+    let sent: Value =
+        serde_json::from_str(ok(&cli.run(&[&send[..], &texts].concat())).trim()).expect("json");
+    let ids: Vec<&str> = sent["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["id"].as_str().expect("an id"))
+        .collect();
+    assert_eq!(ids, ["agent:bob#1", "agent:bob#2", "agent:bob#3"], "{sent}");
+    let directives = [
+        &send[..],
+        &["--type", "directive", "--text", "x", "--text", "y"],
+    ]
+    .concat();
+    let refused = cli.run(&directives);
+    assert_eq!(refused.status.code(), Some(1));
+    let refused: Value = serde_json::from_slice(&refused.stdout).expect("json");
+    let reasons: Vec<&str> = refused["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["reason"].as_str().expect("a reason"))
+        .collect();
+    assert_eq!(reasons, ["not_authorized", "not_authorized"], "{refused}");
+    let took = ok(&cli.run(&["mail", "take", "--agent", "bob", "--max", "10", "--json"]));
+    let took: Value = serde_json::from_str(took.trim()).expect("json");
+    let texts: Vec<&str> = took["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["text"].as_str().expect("a text"))
+        .collect();
+    assert_eq!(texts, ["one", "two", "three"], "{took}");
+}

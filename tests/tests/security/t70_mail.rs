@@ -363,3 +363,65 @@ async fn the_recipient_drops_its_quarantine_and_the_sender_cannot() {
     );
     still_serving(&operator).await;
 }
+
+/// A batched send of `texts` of type `kind` to `to`.
+fn batch(to: &str, kind: pb::MailType, texts: &[&str]) -> pb::MailSendManyRequest {
+    let item = |text: &&str| pb::MailSendItem {
+        r#type: kind.into(),
+        text: text.to_string(),
+        ..Default::default()
+    };
+    pb::MailSendManyRequest {
+        to: to.into(),
+        messages: texts.iter().map(item).collect(),
+        ..Default::default()
+    }
+}
+
+/// A batched send as the attacker sends it (issue 35, item 4): anonymous, it is refused
+/// whole; a peer's batch of directives is refused message by message; a batch hiding a
+/// notice among informs is a server's word and refused whole; a type number outside the
+/// enum does not decode. Only the honest batch lands, each message stored as the caller's.
+#[tokio::test]
+async fn a_batched_send_is_the_callers_and_refused_as_its_sends_would_be() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dev, operator) = target(dir.path()).await;
+    let (alice, _) = agent(&dev, &operator, "alice", false).await;
+    let (bob, _) = agent(&dev, &operator, "bob", false).await;
+    let stranger = CellClient::connect_with(&[dev.member(1)], &anonymous()).unwrap();
+    let informs = batch("bob", pb::MailType::Inform, &["a", "b"]);
+    let refused = stranger.mail_send_many(informs.clone()).await;
+    assert!(
+        matches!(&refused, Err(CellError::PermissionDenied(m)) if m.contains("anonymous_refused")),
+        "{refused:?}"
+    );
+    let directives = batch("bob", pb::MailType::Directive, &["stop", "deploy"]);
+    let answers = alice.mail_send_many(directives).await.unwrap().results;
+    let reasons: Vec<&str> = answers.iter().map(|r| r.reason.as_str()).collect();
+    assert_eq!(reasons, ["not_authorized", "not_authorized"]);
+    let mut hidden = batch("bob", pb::MailType::Inform, &["x", "y"]);
+    hidden.messages[1].r#type = pb::MailType::Notice.into();
+    let notice = alice.mail_send_many(hidden).await;
+    assert!(
+        matches!(&notice, Err(CellError::PermissionDenied(m)) if m.contains("server_only")),
+        "{notice:?}"
+    );
+    let mut undecodable = batch("bob", pb::MailType::Inform, &["x"]);
+    undecodable.messages[0].r#type = 99;
+    let bad = alice.mail_send_many(undecodable).await;
+    assert!(matches!(bad, Err(CellError::InvalidArgument(_))), "{bad:?}");
+    let answers = alice.mail_send_many(informs).await.unwrap().results;
+    let ids: Vec<&str> = answers.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["agent:bob#1", "agent:bob#2"], "{answers:?}");
+    let mail = bob.mail_inbox(inbox("agent:bob")).await.unwrap().messages;
+    let seen: Vec<(&str, &str)> = mail
+        .iter()
+        .map(|m| (m.from.as_str(), m.text.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [("alice", "a"), ("alice", "b")],
+        "nothing else landed"
+    );
+    still_serving(&operator).await;
+}

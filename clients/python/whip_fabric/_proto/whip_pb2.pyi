@@ -1419,6 +1419,38 @@ class MailSendRequest(_message.Message):
     reply_to: str
     def __init__(self, to: _Optional[str] = ..., type: _Optional[_Union[MailType, str]] = ..., text: _Optional[str] = ..., payload: _Optional[str] = ..., in_reply_to: _Optional[str] = ..., thread: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., reply_to: _Optional[str] = ...) -> None: ...
 
+class MailSendManyRequest(_message.Message):
+    __slots__ = ("to", "messages", "idempotency_key")
+    TO_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    to: str
+    messages: _containers.RepeatedCompositeFieldContainer[MailSendItem]
+    idempotency_key: str
+    def __init__(self, to: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[MailSendItem, _Mapping]]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class MailSendItem(_message.Message):
+    __slots__ = ("type", "text", "payload", "in_reply_to", "thread", "reply_to")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    IN_REPLY_TO_FIELD_NUMBER: _ClassVar[int]
+    THREAD_FIELD_NUMBER: _ClassVar[int]
+    REPLY_TO_FIELD_NUMBER: _ClassVar[int]
+    type: MailType
+    text: str
+    payload: str
+    in_reply_to: str
+    thread: str
+    reply_to: str
+    def __init__(self, type: _Optional[_Union[MailType, str]] = ..., text: _Optional[str] = ..., payload: _Optional[str] = ..., in_reply_to: _Optional[str] = ..., thread: _Optional[str] = ..., reply_to: _Optional[str] = ...) -> None: ...
+
+class MailSendManyResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[MailSendResponse]
+    def __init__(self, results: _Optional[_Iterable[_Union[MailSendResponse, _Mapping]]] = ...) -> None: ...
+
 class MailSendResponse(_message.Message):
     __slots__ = ("outcome", "id", "trust", "reason", "message", "code")
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
