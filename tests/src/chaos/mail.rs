@@ -13,8 +13,12 @@
 //! counts the messages as taken. Now and then a reader takes a break long enough for its
 //! mailbox to fill, so sends meet `mailbox_full`.
 //!
+//! One round in four, a sender sends 2 or 3 consecutive numbers in one batched send
+//! (`MailSendMany`, attempt 0, retried with its key until it answers); a refused message of
+//! a batch is not sent again.
+//!
 //! History, on the key `mail/{recipient}`: `send` (ok: delivered, with its id; fail:
-//! refused), `inbox`, `ack` (its input carries the messages it takes), and one `final` per
+//! refused), `send_batch` (read as one `send` per message by the checks), `inbox`, `ack` (its input carries the messages it takes), and one `final` per
 //! mailbox with everything still in it (deliverable and quarantined). The checks
 //! ([`check_mail`]), against the drained messages and the final mailboxes:
 //!
@@ -138,11 +142,75 @@ async fn register(lead: &Worker, name: &str) -> bool {
 async fn sender(mut w: Worker, me: Arc<CellClient>, name: String, recipients: Vec<String>) {
     let mut n = 0;
     while !w.stopped() {
-        n += 1;
         let to = recipients[w.rng.random_range(0..recipients.len())].clone();
-        send_message(&mut w, &me, (&name, n), &to).await;
+        // One round in four sends 2 or 3 numbered messages in one write.
+        match w.rng.random_range(0..4) {
+            0 => {
+                let count = w.rng.random_range(2..=3);
+                send_batch(&mut w, &me, (&name, n + 1..=n + count), &to).await;
+                n += count;
+            }
+            _ => {
+                n += 1;
+                send_message(&mut w, &me, (&name, n), &to).await;
+            }
+        }
         let pause = w.rng.random_range(0..20);
         sleep_ms(pause).await;
+    }
+}
+
+/// Send messages `numbers` to `to` in one `MailSendMany` (attempt 0, one key), retried with
+/// that key until it answers; a refused message of the batch is not sent again. History:
+/// one `send_batch` op (input `messages`, output `results`), which the checker reads as one
+/// `send` per message ([`expand_batches`]).
+async fn send_batch(
+    w: &mut Worker,
+    me: &Arc<CellClient>,
+    (name, numbers): (&str, std::ops::RangeInclusive<u64>),
+    to: &str,
+) {
+    let key = me.next_idempotency_key();
+    let texts: Vec<(u64, String)> = numbers.map(|n| (n, format!("{name}:{n}"))).collect();
+    let item = |text: &String| pb::MailSendItem {
+        r#type: pb::MailType::Inform as i32,
+        text: text.clone(),
+        payload: Some(json!({ "attempt": 0 }).to_string()),
+        ..Default::default()
+    };
+    let request = pb::MailSendManyRequest {
+        to: address_of(to),
+        messages: texts.iter().map(|(_, t)| item(t)).collect(),
+        idempotency_key: key.clone(),
+    };
+    let messages: Vec<Value> = texts
+        .iter()
+        .map(|(n, text)| json!({ "n": n, "text": text, "attempt": 0 }))
+        .collect();
+    let input = json!({ "from": name, "messages": messages, "key": key });
+    loop {
+        let (client, request) = (me.clone(), request.clone());
+        w.run("send_batch", &mailbox_key(to), input.clone(), async move {
+            match client.mail_send_many(request).await {
+                Ok(r) => {
+                    let results: Vec<Value> = r.results.iter().map(batch_result).collect();
+                    Done::Ok(json!({ "results": results }))
+                }
+                Err(e) => error_done(&e, false),
+            }
+        })
+        .await;
+        if w.last == Kind::Ok || w.stopped() {
+            return;
+        }
+    }
+}
+
+/// One message's answer in a batch: its id, or the reason it was refused.
+fn batch_result(r: &pb::MailSendResponse) -> Value {
+    match r.outcome.as_str() {
+        "delivered" => json!({ "id": r.id, "trust": r.trust }),
+        _ => json!({ "reason": r.reason, "message": r.message }),
     }
 }
 
@@ -439,8 +507,43 @@ fn violation(key: &str, message: String, ops: &[&Op]) -> Violation {
     }
 }
 
+/// The history with each `send_batch` read as one `send` per message: same process and
+/// times, the message's `n`, `text` and `attempt`; acknowledged with its id, refused with
+/// its reason, or unknown when the batch's outcome is.
+fn expand_batches(ops: &[Op]) -> Vec<Op> {
+    let mut out = Vec::with_capacity(ops.len());
+    for op in ops {
+        if op.f != "send_batch" {
+            out.push(op.clone());
+            continue;
+        }
+        let messages = op.input["messages"].as_array().into_iter().flatten();
+        for (i, m) in messages.enumerate() {
+            let result = &op.output["results"][i];
+            let kind = match op.kind {
+                Kind::Ok if result["id"].is_string() => Kind::Ok,
+                Kind::Ok => Kind::Fail,
+                other => other,
+            };
+            let mut input = m.clone();
+            input["from"] = op.input["from"].clone();
+            input["key"] = op.input["key"].clone();
+            out.push(Op {
+                f: "send".into(),
+                kind,
+                input,
+                output: result.clone(),
+                ..op.clone()
+            });
+        }
+    }
+    out
+}
+
 /// Check a mail history (see the module doc).
 pub fn check_mail(ops: &[Op]) -> Vec<Violation> {
+    let expanded = expand_batches(ops);
+    let ops = expanded.as_slice();
     let boxes = mailboxes(ops);
     let mut found = Vec::new();
     for (key, mailbox) in &boxes {
@@ -608,4 +711,72 @@ fn check_phantoms(key: &str, mailbox: &Mailbox<'_>) -> Vec<Violation> {
         found.push(violation(key, message, &shown));
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(f: &str, kind: Kind, input: Value, output: Value, call: u64) -> Op {
+        Op {
+            process: 1,
+            kind,
+            f: f.into(),
+            key: "mail/r".into(),
+            input,
+            output,
+            call,
+            ret: call + 1,
+        }
+    }
+
+    /// A batch of two, the first delivered and the second refused, and the final mailbox
+    /// holding `left`.
+    fn history(left: Value) -> Vec<Op> {
+        let messages = json!([
+            { "n": 1, "text": "s:1", "attempt": 0 },
+            { "n": 2, "text": "s:2", "attempt": 0 },
+        ]);
+        let results = json!([{ "id": "agent:r#1" }, { "reason": "mailbox_full" }]);
+        let input = json!({ "from": "s", "messages": messages, "key": "k" });
+        let batch = op(
+            "send_batch",
+            Kind::Ok,
+            input,
+            json!({ "results": results }),
+            10,
+        );
+        let last = op(
+            "final",
+            Kind::Ok,
+            Value::Null,
+            json!({ "messages": left }),
+            20,
+        );
+        vec![batch, last]
+    }
+
+    fn stored(seq: u64) -> Value {
+        json!({ "id": format!("agent:r#{seq}"), "seq": seq, "from": "s",
+            "text": format!("s:{seq}"), "attempt": 0 })
+    }
+
+    /// Each message of a batch is checked as its own send: the delivered one must be
+    /// found, the refused one must not be stored.
+    #[test]
+    fn a_batch_is_checked_message_by_message() {
+        assert!(check_mail(&history(json!([stored(1)]))).is_empty());
+        let lost = check_mail(&history(json!([])));
+        assert!(
+            lost.iter().any(|v| v.message.contains("s:1")),
+            "{:?}",
+            lost.iter().map(|v| &v.message).collect::<Vec<_>>()
+        );
+        let phantom = check_mail(&history(json!([stored(1), stored(2)])));
+        assert!(
+            phantom.iter().any(|v| v.message.contains("phantom")),
+            "{:?}",
+            phantom.iter().map(|v| &v.message).collect::<Vec<_>>()
+        );
+    }
 }
