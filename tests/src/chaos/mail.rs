@@ -18,8 +18,9 @@
 //! a batch is not sent again.
 //!
 //! History, on the key `mail/{recipient}`: `send` (ok: delivered, with its id; fail:
-//! refused), `send_batch` (read as one `send` per message by the checks), `inbox`, `ack` (its input carries the messages it takes), and one `final` per
-//! mailbox with everything still in it (deliverable and quarantined). The checks
+//! refused), `send_batch` (read as one `send` per message by the checks), `inbox`, `ack`
+//! (its input carries the messages it takes), and one `final` per mailbox with everything
+//! still in it (deliverable and quarantined). The checks
 //! ([`check_mail`]), against the drained messages and the final mailboxes:
 //!
 //! 1. **None lost.** Every send acknowledged `delivered` is drained or still in its mailbox,
