@@ -340,10 +340,20 @@ pub(crate) fn post(
 }
 
 fn oldest_local(txn: &impl Txn, team_name: &str) -> Option<Task> {
+    oldest_locals(txn, team_name, 1).pop()
+}
+
+/// The `n` oldest ready tasks of the team's board, oldest first (one scan of its ready
+/// index: a prefetch takes them in this order, and taking one adds no ready task).
+fn oldest_locals(txn: &impl Txn, team_name: &str, n: usize) -> Vec<Task> {
     let start = keys::named(READY, team_name);
-    let (key, _) = txn.scan(&start, &keys::prefix_end(&start), 1).pop()?;
-    let task = load(txn, Tier::Local, team_name, tail_u64(&key));
-    Some(task.expect("a ready index entry has its task"))
+    let rows = txn.scan(&start, &keys::prefix_end(&start), n);
+    rows.into_iter()
+        .map(|(key, _)| {
+            let task = load(txn, Tier::Local, team_name, tail_u64(&key));
+            task.expect("a ready index entry has its task")
+        })
+        .collect()
 }
 
 /// Whether `agent` is in the lineage of team `origin`: a member of it or of a team above
@@ -1116,10 +1126,11 @@ pub(crate) fn claim_many(
             id
         })
         .collect();
+    let mut locals = oldest_locals(txn, team_name, many.max as usize).into_iter();
     let mut claims = Vec::new();
     for k in 0..many.max {
-        let oldest = oldest_local(txn, team_name).or_else(|| oldest_cell(txn, caller));
-        let Some(mut task) = oldest else { break };
+        let next = locals.next().or_else(|| oldest_cell(txn, caller));
+        let Some(mut task) = next else { break };
         let window_ms = match many.claim_ms {
             0 => task.settings.reclaim_ms,
             ms => ms,
