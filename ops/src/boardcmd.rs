@@ -93,8 +93,9 @@ pub(crate) enum BoardCommand {
         #[arg(long, requires = "complete", default_value = "null")]
         result: String,
         /// Claim up to this many tasks at once (a prefetch, at most 16), each with its own
-        /// fence and window; with `--complete`, in the same write as the completion.
-        #[arg(long, value_name = "N", conflicts_with_all = ["task_id", "wait"])]
+        /// fence and window; with `--complete`, in the same write as the completion; with
+        /// `--wait`, waiting for the first ready task when none is.
+        #[arg(long, value_name = "N", conflicts_with = "task_id")]
         max: Option<u32>,
     },
     /// Complete a claimed task; refused (exit 1) when the fence is stale.
@@ -500,6 +501,8 @@ struct Prefetch {
     done: Option<Finished>,
     max: u32,
     claim_ms: u64,
+    /// How long to wait for a ready task when none is (`--wait`; never with `--complete`).
+    wait_ms: Option<u64>,
 }
 
 impl Prefetch {
@@ -514,6 +517,7 @@ impl Prefetch {
             result,
             window,
             max,
+            wait,
             ..
         } = cmd
         else {
@@ -529,16 +533,18 @@ impl Prefetch {
             fence: fence.unwrap_or_default(),
             result: result.clone(),
         });
-        let claim_ms = window
-            .as_ref()
-            .map(|w| parse_duration_ms(w).map_err(anyhow::Error::msg))
-            .transpose()?;
+        let ms = |text: &Option<String>| {
+            text.as_ref()
+                .map(|w| parse_duration_ms(w).map_err(anyhow::Error::msg))
+                .transpose()
+        };
         Ok(Some(Prefetch {
             team: team.clone(),
             worker: worker.clone(),
             done,
             max,
-            claim_ms: claim_ms.unwrap_or(0),
+            claim_ms: ms(window)?.unwrap_or(0),
+            wait_ms: ms(wait)?,
         }))
     }
 }
@@ -566,7 +572,10 @@ async fn prefetch(global: &Global, c: &CellClient, ask: Prefetch) -> Result<Exit
         completes,
         ..Default::default()
     };
-    let r = c.board_claim(request).await?;
+    let r = match ask.wait_ms {
+        Some(wait_ms) => claim_waiting(c, request, wait_ms, true, &|_| {}).await?,
+        None => c.board_claim(request).await?,
+    };
     if Code::try_from(r.code) != Ok(Code::TasksClaimed) {
         return Ok(board_answer(global, &r, &Asked(None, false)));
     }
@@ -629,7 +638,7 @@ pub(crate) async fn claim_waiting(
         if crate::signals::is_stopped() {
             return Err(give_back(c, &request.team, &r).await);
         }
-        if r.code != Code::BoardEmpty as i32 {
+        if !claimed_nothing(&r) {
             return Ok(r);
         }
         if !std::mem::replace(&mut told, true) {
@@ -657,16 +666,35 @@ pub(crate) async fn claim_waiting(
     unreachable!("the attempts never run out")
 }
 
-/// Interrupted as a claim landed: release what it took, then say so.
+/// Whether a claim's answer took no task: an empty board, or a prefetch that found none.
+fn claimed_nothing(r: &pb::BoardResponse) -> bool {
+    match Code::try_from(r.code) {
+        Ok(Code::BoardEmpty) => true,
+        Ok(Code::TasksClaimed) => r.claims.is_empty(),
+        _ => false,
+    }
+}
+
+/// Interrupted as a claim landed: release what it took (each claim of a prefetch), then
+/// say so.
 async fn give_back(c: &CellClient, team: &str, r: &pb::BoardResponse) -> anyhow::Error {
-    if r.code != Code::TaskClaimed as i32 {
+    let held: Vec<(String, u64)> = match Code::try_from(r.code) {
+        Ok(Code::TaskClaimed) => vec![(r.task_id.clone(), r.fence)],
+        Ok(Code::TasksClaimed) => r.claims.iter().map(|t| (t.id.clone(), t.fence)).collect(),
+        _ => Vec::new(),
+    };
+    if held.is_empty() {
         return anyhow::anyhow!("interrupted: claimed nothing");
     }
-    let release = task_request(team.to_string(), r.task_id.clone(), r.fence);
-    match c.board_release(release).await {
-        Ok(_) => anyhow::anyhow!("interrupted: released {} unworked", r.task_id),
-        Err(e) => anyhow::anyhow!("interrupted: could not release {}: {e}", r.task_id),
+    let mut released = Vec::new();
+    for (task_id, fence) in held {
+        let release = task_request(team.to_string(), task_id.clone(), fence);
+        if let Err(e) = c.board_release(release).await {
+            return anyhow::anyhow!("interrupted: could not release {task_id}: {e}");
+        }
+        released.push(task_id);
     }
+    anyhow::anyhow!("interrupted: released {} unworked", released.join(", "))
 }
 
 /// The human line of a write that changed a task (`asked`: the task the command named,

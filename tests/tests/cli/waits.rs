@@ -67,6 +67,29 @@ fn a_claim_wait_takes_a_task_posted_while_it_waits() {
     assert_eq!((&stats["ready"], &stats["claimed"]), (&0.into(), &1.into()));
 }
 
+/// `board claim --max N --wait D`: a prefetch that finds the board empty waits for the
+/// first ready task like a single claim, then answers its claims.
+#[test]
+fn a_prefetch_wait_takes_what_is_posted_while_it_waits() {
+    let cli = DevCli::start();
+    ok(&cli.run(&["team", "create", "crew"]));
+    let args = [
+        "board", "claim", "crew", "--worker", "w1", "--max", "4", "--wait", "120s", "--json",
+    ];
+    let mut waiting = spawn(&cli, &args);
+    let mut stderr = BufReader::new(waiting.stderr.take().unwrap());
+    await_line(&mut stderr, "waiting up to");
+    ok(&cli.run(&["board", "post", "crew", "--task", r#"{"job":7}"#]));
+    let status = wait_exit(&mut waiting);
+    assert!(status.success(), "{status:?}");
+    let out: Value = serde_json::from_reader(waiting.stdout.take().unwrap()).unwrap();
+    let claims = out["claims"].as_array().expect("claims");
+    assert_eq!(claims.len(), 1, "{out}");
+    assert_eq!(claims[0]["task"]["body"]["job"], 7, "{out}");
+    let stats = json_of(&cli.run(&["board", "stats", "crew", "--json"]));
+    assert_eq!((&stats["ready"], &stats["claimed"]), (&0.into(), &1.into()));
+}
+
 #[test]
 fn an_interrupted_claim_wait_claims_nothing() {
     let cli = DevCli::start();
