@@ -78,6 +78,19 @@ async def test_claim_many_prefetches_and_completes_in_one_call(
     assert done is not None and done.result == {"ok": posted[0]}
 
 
+async def test_claim_many_waits_for_a_post(
+    alice: whip_fabric.Client, bob: whip_fabric.Client
+) -> None:
+    team = unique("prefetch-wait")
+    await alice.team.create(team)
+    await alice.team.join(team, "bob")
+    waiting = asyncio.create_task(bob.board(team).claim_many("w", 4, wait=60))
+    posted = await alice.board(team).post({"n": 1})
+    claims = await asyncio.wait_for(waiting, 90)
+    assert [t.id for t in claims] == [posted]
+    assert await bob.board(team).claim_many("w", 4) == [], "nothing else is ready"
+
+
 async def test_a_completion_after_the_reclaim_window_is_stale(
     alice: whip_fabric.Client, bob: whip_fabric.Client
 ) -> None:

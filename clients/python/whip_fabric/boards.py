@@ -14,9 +14,9 @@ from __future__ import annotations
 import builtins
 import json
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from . import errors
 from ._proto import whip_pb2 as pb
@@ -24,6 +24,8 @@ from .transport import Transport
 from .waits import Waiter
 
 __all__ = ["Board", "BoardStats", "Task"]
+
+_Claimed = TypeVar("_Claimed")
 
 
 def _body(raw: bytes) -> Any:
@@ -135,23 +137,36 @@ class Board:
         return _task(answer.task, self)
 
     async def claim_many(
-        self, worker: str, max: int, *, complete: Sequence[tuple[Task, Any]] = ()
+        self, worker: str, max: int, *, complete: Sequence[tuple[Task, Any]] = (),
+        wait: float = 0,
     ) -> builtins.list[Task]:
         """A prefetch in one write: complete each ``(task, result)`` of ``complete`` (all
         or none: one stale fence raises and changes nothing), then claim up to ``max``
         (at most 16) of the oldest ready tasks, each with its own fence and window. The
-        claims, oldest first (empty when the board has none)."""
+        claims, oldest first (empty when the board has none). With ``wait`` seconds and
+        nothing claimed, wait for a ready task as :meth:`claims` does, then prefetch
+        again (the completions are made once, by the first call)."""
         completes = [
             pb.BoardCompletion(task_id=t.id, fence=t.fence, result=json.dumps(r).encode())
             for t, r in complete
         ]
+        claims = await self._prefetch(worker, max, completes)
+        for task, _ in complete:
+            task.state = "done"
+        if claims or wait <= 0:
+            return claims
+        async def again() -> builtins.list[Task] | None:
+            return await self._prefetch(worker, max, []) or None
+        return await self._waiting(again, wait) or []
+
+    async def _prefetch(
+        self, worker: str, max: int, completes: builtins.list[pb.BoardCompletion]
+    ) -> builtins.list[Task]:
         request = pb.BoardClaimRequest(
             team=self.team, worker=worker, max=max, completes=completes,
             idempotency_key=self._t.idempotency_key(),
         )
         answer = _checked(await self._t.unary("BoardClaim", request, pb.BoardResponse))
-        for task, _ in complete:
-            task.state = "done"
         return [_task(t, self) for t in answer.claims]
 
     async def claims(self, worker: str, *, wait: float) -> AsyncIterator[Task]:
@@ -164,11 +179,18 @@ class Board:
             yield task
 
     async def _claim_waiting(self, worker: str, wait: float) -> Task | None:
+        return await self._waiting(lambda: self.claim(worker), wait)
+
+    async def _waiting(
+        self, attempt: Callable[[], Awaitable[_Claimed | None]], wait: float
+    ) -> _Claimed | None:
+        """``attempt`` until it claims something; while it claims nothing, wait for the
+        board cell's applies (up to ``wait`` seconds in all), never polling."""
         started = time.monotonic()
         waiter = await Waiter.mark(self._t, board=self.team)
         seen: tuple[int, int, int] | None = None
         while True:
-            task = await self.claim(worker)
+            task = await attempt()
             if task is not None:
                 return task
             while True:
