@@ -58,17 +58,21 @@ pub enum Stage {
     Applied,
     /// Accepted → answered (the whole write as its caller sees it on this node).
     Replied,
+    /// On a follower: an AppendEntries carrying entries received → answered (its flush and
+    /// the hops around it; the leader's `follower_acked` adds the trip).
+    FollowerAnswered,
 }
 
 impl Stage {
     /// Every stage, in the order of a write's life.
-    pub const ALL: [Stage; 6] = [
+    pub const ALL: [Stage; 7] = [
         Stage::Queue,
         Stage::LogFlushed,
         Stage::FollowerAcked,
         Stage::Committed,
         Stage::Applied,
         Stage::Replied,
+        Stage::FollowerAnswered,
     ];
 
     /// The stable name used in status output.
@@ -80,6 +84,7 @@ impl Stage {
             Stage::Committed => "committed",
             Stage::Applied => "applied",
             Stage::Replied => "replied",
+            Stage::FollowerAnswered => "follower_answered",
         }
     }
 

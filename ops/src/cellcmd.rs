@@ -248,7 +248,8 @@ async fn init(global: &Global, members: Vec<String>) -> Result<ExitCode> {
     done(global, r.message)
 }
 
-fn print_status_json(s: &pb::StatusResponse, stages_of: u64) {
+/// `own`: the addressed member's own stages and hops (a follower's when it is one).
+fn print_status_json(s: &pb::StatusResponse, stages_of: u64, own: &pb::StatusResponse) {
     let members: Vec<_> = s
         .members
         .iter()
@@ -264,6 +265,7 @@ fn print_status_json(s: &pb::StatusResponse, stages_of: u64) {
         "last_log_index": s.last_log_index, "last_applied": s.last_applied,
         "hibernating": s.hibernating, "storage": s.storage, "stages": stages_json(&s.stages),
         "hops": hops_json(&s.hops), "stages_member": stages_of,
+        "member_stages": stages_json(&own.stages), "member_hops": hops_json(&own.hops),
     }));
 }
 
@@ -272,6 +274,7 @@ async fn status(global: &Global) -> Result<ExitCode> {
     let result = session.client.status(pb::StatusRequest::default()).await;
     session.close().await;
     let mut s = result?;
+    let own = s.clone();
     let mut stages_of = s.id;
     // Only the leader knows how far each voter got: take the member list from it.
     if s.leader.is_some_and(|l| l != s.id)
@@ -289,7 +292,7 @@ async fn status(global: &Global) -> Result<ExitCode> {
         s.hops = leader.hops;
     }
     if global.json {
-        print_status_json(&s, stages_of);
+        print_status_json(&s, stages_of, &own);
         return Ok(ExitCode::SUCCESS);
     }
     let leader = s.leader.map_or("none".to_string(), |l| l.to_string());

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 use tonic::{Request as GrpcRequest, Response, Status};
 use whip_board::{Query, Request};
@@ -11,6 +12,7 @@ use whip_proto::v1::{admin_server, raft_server};
 use super::{Cells, GrpcResult, hosted};
 use crate::limits;
 use crate::runtime::Cell;
+use crate::stages::{self, Stage};
 use crate::types::{TypeConfig, decode, encode};
 
 /// The `whip.v1.Admin` service: membership of hosted cells and the node's credential.
@@ -241,7 +243,15 @@ impl RaftApi {
         let (cell, rpc): (Cell, openraft::raft::AppendEntriesRequest<TypeConfig>) =
             self.open_blob(blob)?;
         admit_raft(&cell, &rpc.vote)?;
-        blob_of(&cell.raft().append_entries(rpc).await)
+        let (started, on, carries) = (Instant::now(), stages::here(), !rpc.entries.is_empty());
+        let answer = cell.raft().append_entries(rpc).await;
+        if carries {
+            cell.stages()
+                .record(Stage::FollowerAnswered, started.elapsed());
+            cell.stages()
+                .hop(Stage::FollowerAnswered, stages::switched(on));
+        }
+        blob_of(&answer)
     }
 
     /// One AppendEntries of a batch, given at most [`limits::HEARTBEAT_ITEM_TIMEOUT_MS`].

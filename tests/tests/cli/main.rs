@@ -903,6 +903,27 @@ fn cell_status_shows_per_stage_latencies() {
     let committed = &stages["committed"];
     assert!(committed["p50_us"].as_u64() <= committed["max_us"].as_u64());
     stage_hops_are_counted(&status, &names);
+    a_followers_answers_are_counted(dir.path(), &status);
+}
+
+/// Addressed to a follower, `member_stages` and `member_hops` are that follower's own: it
+/// answered the appends that carried the writes (`follower_answered`).
+fn a_followers_answers_are_counted(dir: &std::path::Path, status: &Value) {
+    let members = status["members"].as_array().expect("members");
+    let follower = members
+        .iter()
+        .find(|m| m["id"] != status["leader"])
+        .and_then(|m| m["addr"].as_str())
+        .expect("a follower");
+    let own = json_of(&whip(
+        dir,
+        &["cell", "status", "--cell", follower, "--json"],
+    ));
+    let answered = &own["member_stages"]["follower_answered"];
+    assert!(answered["count"].as_u64() >= Some(1), "{own}");
+    let hops = &own["member_hops"]["follower_answered"];
+    assert!(hops["samples"].as_u64() >= Some(1), "{own}");
+    assert!(hops["thread_switches"].is_u64(), "{own}");
 }
 
 /// Issue 35's `hops`: every stage with its samples and thread switches; the log writer is
