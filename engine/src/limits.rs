@@ -28,6 +28,9 @@ pub const RUN_LEASE_MS: u64 = 30_000;
 /// Most effects one worker pass runs at once by default (one per CPU up to this; the CLI's
 /// `WHIPPLESCRIPT_WORKER_CONCURRENCY` sets another number).
 pub const WORKER_CONCURRENCY_MAX: usize = 16;
+/// Registry entries of finished instances one engine takes out at once in the background
+/// (`runtime::removal`); a terminal past this waits for one of them to end.
+pub const REMOVALS_PENDING_MAX: usize = 64;
 
 // ---- the language's defaults, written into an effect's row when it is created ----------
 

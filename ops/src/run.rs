@@ -389,6 +389,8 @@ pub(crate) async fn run(global: &Global, cmd: EngineCommand) -> Result<ExitCode>
         engine = engine.with_provider(args.providers.provider()?);
     }
     let result = dispatch(global, &engine, cmd).await;
+    // What the command finished leaves the registry before the process goes.
+    engine.settle_removals().await;
     session.close().await;
     result
 }
@@ -462,6 +464,8 @@ async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
     loop {
         match engine.drive(&id, args.wait).await {
             Ok(report) => {
+                // A finished instance's entry is out of the registry when this reports.
+                engine.settle_removals().await;
                 session.close().await;
                 return Ok(print_run(global, &report));
             }

@@ -32,6 +32,7 @@ mod messaging;
 pub mod program;
 pub mod provider;
 pub mod recover;
+mod removal;
 pub mod revise;
 pub mod state;
 mod stepper;
@@ -295,6 +296,8 @@ pub struct Engine<F: FabricClient> {
     /// The embedded store's directory, where `local` channels write (`None` on a cell or
     /// a fabric: their sends are blocked `provider_config`).
     local_messaging: Option<std::path::PathBuf>,
+    /// Finished instances' registry entries being taken out (shared with owner views).
+    removals: removal::Removals,
 }
 
 impl<F: FabricClient> Engine<F> {
@@ -314,6 +317,7 @@ impl<F: FabricClient> Engine<F> {
             admission_tries: Arc::default(),
             provider: Arc::new(provider::FixtureProvider::default()),
             local_messaging: None,
+            removals: removal::Removals::default(),
         }
     }
 
@@ -357,6 +361,7 @@ impl<F: FabricClient> Engine<F> {
             admission_tries: self.admission_tries.clone(),
             provider: self.provider.clone(),
             local_messaging: self.local_messaging.clone(),
+            removals: self.removals.clone(),
         }))
     }
 
@@ -655,8 +660,15 @@ impl<F: FabricClient> Engine<F> {
 
     /// Register instance `id` as a `run` entry (under its parent instance's entry): the
     /// registry's admission decides whether it may start at all.
+    /// A refusal while this process still takes finished instances' entries out is asked
+    /// again once they are out (a fresh key: the first refusal is recorded under its own).
     async fn register_work(&self, id: &str, under: Option<String>) -> Result<Option<String>> {
-        match self.admission(under, format!("{id}/work")).await? {
+        let mut answer = self.admission(under.clone(), format!("{id}/work")).await?;
+        if matches!(answer, whip_fabric::WorkAnswer::Refused { .. }) && self.removals.pending() {
+            self.removals.settle().await;
+            answer = self.admission(under, format!("{id}/work/settled")).await?;
+        }
+        match answer {
             whip_fabric::WorkAnswer::Admitted { id: entry } => {
                 self.supervise(id);
                 Ok(Some(entry))
@@ -727,6 +739,12 @@ impl<F: FabricClient> Engine<F> {
         let mut supervised = self.supervised.lock().expect("supervised lock");
         supervised.insert(header.id.clone(), (std::time::Instant::now(), signal));
         Ok(signal)
+    }
+
+    /// Wait until the registry entries of the instances this engine finished are out: what
+    /// a process does before it reports or exits (see [`removal`]).
+    pub async fn settle_removals(&self) {
+        self.removals.settle().await;
     }
 
     /// Forget what this process knew of a finished instance's supervision.

@@ -118,13 +118,19 @@ impl<F: FabricClient> Engine<F> {
     pub(crate) async fn after_terminal_of(&self, st: &State) -> Result<()> {
         let id = st.header.id.as_str();
         if let Some(work) = &st.header.work {
-            let key = format!("{id}/terminal/work");
-            // The terminal is committed: an entry whose cell cannot take the revoke now
-            // lapses with its lease (nobody renews a finished instance's entry).
-            if let Err(e) = self.fabric.work_revoke(work.clone(), key).await {
-                let why = "a finished instance's entry was not revoked; it lapses";
-                tracing::warn!(instance = id, error = %e, "{why}");
-            }
+            // The terminal is committed: the entry goes in the background (`removal`); one
+            // whose cell cannot take the revoke lapses with its lease (nobody renews a
+            // finished instance's entry).
+            let (fabric, work) = (Arc::clone(&self.fabric), work.clone());
+            let (instance, key) = (id.to_string(), format!("{id}/terminal/work"));
+            self.removals
+                .start(async move {
+                    if let Err(e) = fabric.work_revoke(work, key).await {
+                        let why = "a finished instance's entry was not revoked; it lapses";
+                        tracing::warn!(instance, error = %e, "{why}");
+                    }
+                })
+                .await;
             self.forget_supervision(id);
         }
         if st.effects.values().any(|e| e.kind() == EffectKind::Acquire) {

@@ -388,6 +388,7 @@ async fn instances_are_registered_and_a_stop_cancels_them() {
     // A second run completes at once (the slot is busy) and leaves no entry behind.
     let second = e.run(&ship, Value::Null, false).await.unwrap();
     assert_eq!(second.status, Status::Completed);
+    e.settle_removals().await;
     assert_eq!(live_runs(&fabric).len(), 1);
     let stop = whip_fabric::Command::WorkSignal {
         id: runs[0].id.clone(),
@@ -398,6 +399,7 @@ async fn instances_are_registered_and_a_stop_cancels_them() {
     // within WORK_RENEW_MS; another worker process hears it at once).
     let other = engine(&fabric);
     other.work(&first.id).await.unwrap();
+    other.settle_removals().await;
     let after = e.load(&first.id).await.unwrap().state.header;
     assert_eq!(after.status, Status::Cancelled);
     assert!(
