@@ -408,6 +408,32 @@ async fn instances_are_registered_and_a_stop_cancels_them() {
     );
 }
 
+/// With room for one live entry, instances run back to back are each admitted: a finished
+/// instance's entry goes in the background, and a refusal met while it is still going is
+/// asked again once it is out.
+#[tokio::test]
+async fn back_to_back_instances_fit_a_limit_of_one_entry() {
+    let fabric = Arc::new(MemFabric::new());
+    let one = whip_fabric::Command::WorkLimitsSet {
+        update: whip_board::work::LimitsUpdate {
+            cell_max: Some(1),
+            ..Default::default()
+        },
+    };
+    fabric.apply(one, String::new()).unwrap();
+    let e = engine(&fabric);
+    let decisions = e.add_program(seed("seed_ledger_decisions"));
+    for _ in 0..5 {
+        let run = e.run(&decisions, Value::Null, false).await.unwrap();
+        assert_eq!(run.status, Status::Completed, "{run:?}");
+    }
+    e.settle_removals().await;
+    assert!(
+        live_runs(&fabric).is_empty(),
+        "every finished instance left"
+    );
+}
+
 /// A child workflow's entry sits under its parent's; a stop on the parent's entry reaches
 /// the child through its lineage.
 #[tokio::test]
