@@ -79,6 +79,9 @@ pub const LOG_READ_INLINE_ENTRIES_MAX: u64 = 16;
 pub const SEGMENT_BYTES_MIN: u64 = 1 << 20;
 /// Largest preallocated log segment (a bigger record gets a segment of its own size).
 pub const SEGMENT_BYTES_MAX: u64 = 16 << 20;
+/// Size of each of the segment log's two metadata slots (`storage::meta_slots`): the vote
+/// and the last purged id, with room to spare; a larger map is refused.
+pub const LOG_META_SLOT_BYTES: u64 = 4096;
 /// A storage file open (a new log segment, the log directory, a snapshot) that fails
 /// because the process is out of descriptors is retried for up to this long before the
 /// failure reaches openraft (which would stop the Raft core): `storage/descriptors.rs`.

@@ -16,6 +16,7 @@
 mod descriptors;
 mod log_store;
 mod log_writer;
+mod meta_slots;
 mod node_log;
 mod redb_backend;
 mod segment_log;

@@ -24,8 +24,8 @@
 //!   come back behind a new record: its crc is chained to the record it followed;
 //! - a segment exists only once every record before it is durable, so a segment whose
 //!   name is not the next expected index (a hole) ends the log and is removed;
-//! - metadata (vote, last purged) lives in `log/meta`, replaced atomically (write a temp
-//!   file, sync it, rename, sync the directory).
+//! - metadata (vote, last purged) lives in two slots overwritten in turn, one `fdatasync`
+//!   per save (`super::meta_slots`).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -34,13 +34,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::descriptors::opening;
+use super::meta_slots::MetaSlots;
 use super::{BackendError, BackendResult, LogRows};
 use crate::disk_fault::DiskFaults;
 use crate::limits;
 
 const HEADER_BYTES: u64 = 16;
-const META_FILE: &str = "meta";
-const META_TMP: &str = "meta.tmp";
 const SEGMENT_SUFFIX: &str = ".seg";
 
 /// Where one entry sits in a segment file: this log locates its record, the node log
@@ -84,6 +83,8 @@ struct Segments {
     segments: BTreeMap<u64, Segment>,
     index: BTreeMap<u64, Loc>,
     meta: BTreeMap<String, Vec<u8>>,
+    /// Where `meta` is saved.
+    slots: MetaSlots,
     /// The crc of the last record (the next record's seed).
     last_crc: u32,
     /// The index the next record must have: one past the last record in the files, which
@@ -144,12 +145,13 @@ impl SegmentLog {
     /// Open (or create) the log in `dir`, cutting off a torn tail.
     pub(super) fn open(dir: &Path, faults: DiskFaults) -> BackendResult<Self> {
         std::fs::create_dir_all(dir).map_err(io("create log directory"))?;
-        let meta = read_meta(dir)?;
+        let (slots, meta) = MetaSlots::open(dir)?;
         let mut segments = Segments {
             dir: dir.to_path_buf(),
             segments: BTreeMap::new(),
             index: BTreeMap::new(),
             meta,
+            slots,
             last_crc: 0,
             next: None,
             faults,
@@ -290,16 +292,6 @@ pub(super) fn list_segments(dir: &Path) -> BackendResult<Vec<u64>> {
     }
     firsts.sort_unstable();
     Ok(firsts)
-}
-
-fn read_meta(dir: &Path) -> BackendResult<BTreeMap<String, Vec<u8>>> {
-    match std::fs::read(dir.join(META_FILE)) {
-        Ok(bytes) => {
-            postcard::from_bytes(&bytes).map_err(|e| BackendError::new("decode log meta", e))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-        Err(e) => Err(BackendError::new("read log meta", e)),
-    }
 }
 
 impl Segments {
@@ -504,14 +496,7 @@ impl Segments {
         Ok(())
     }
 
-    fn write_meta(&self) -> BackendResult<()> {
-        let bytes =
-            postcard::to_allocvec(&self.meta).map_err(|e| BackendError::new("log meta", e))?;
-        let tmp = self.dir.join(META_TMP);
-        let mut file = opening("log meta", || File::create(&tmp)).map_err(io("write log meta"))?;
-        std::io::Write::write_all(&mut file, &bytes).map_err(io("write log meta"))?;
-        file.sync_all().map_err(io("sync log meta"))?;
-        std::fs::rename(&tmp, self.dir.join(META_FILE)).map_err(io("replace log meta"))?;
-        sync_dir(&self.dir)
+    fn write_meta(&mut self) -> BackendResult<()> {
+        self.slots.save(&self.meta)
     }
 }
