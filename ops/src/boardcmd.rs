@@ -675,14 +675,20 @@ fn claimed_nothing(r: &pb::BoardResponse) -> bool {
     }
 }
 
-/// Interrupted as a claim landed: release what it took (each claim of a prefetch), then
-/// say so.
-async fn give_back(c: &CellClient, team: &str, r: &pb::BoardResponse) -> anyhow::Error {
-    let held: Vec<(String, u64)> = match Code::try_from(r.code) {
+/// The task and fence of every claim a claim's answer took: one, each of a prefetch's, or
+/// none.
+pub(crate) fn claims_of(r: &pb::BoardResponse) -> Vec<(String, u64)> {
+    match Code::try_from(r.code) {
         Ok(Code::TaskClaimed) => vec![(r.task_id.clone(), r.fence)],
         Ok(Code::TasksClaimed) => r.claims.iter().map(|t| (t.id.clone(), t.fence)).collect(),
         _ => Vec::new(),
-    };
+    }
+}
+
+/// Interrupted as a claim landed: release what it took (each claim of a prefetch), then
+/// say so.
+async fn give_back(c: &CellClient, team: &str, r: &pb::BoardResponse) -> anyhow::Error {
+    let held = claims_of(r);
     if held.is_empty() {
         return anyhow::anyhow!("interrupted: claimed nothing");
     }

@@ -10,7 +10,7 @@ use whip_proto::v1::OutcomeCode as Code;
 use super::Agent;
 use super::answer::{Answer, Refusal, seconds_ms, wait_ms};
 use super::params::{BoardClaim, BoardComplete, BoardExtend, BoardFail, BoardPost, BoardRelease};
-use crate::boardcmd::task_request;
+use crate::boardcmd::{claims_of, task_request};
 use crate::primitives::code_name;
 
 /// A claim call not answered yet. Dropped unanswered (the MCP client cancelled, or went
@@ -49,14 +49,15 @@ impl Drop for Unanswered {
         runtime.spawn(async move {
             let team = request.team.clone();
             let r = match client.board_claim(request).await {
-                Ok(r) if r.code == Code::TaskClaimed as i32 => r,
-                Ok(_) => return,
+                Ok(r) => r,
                 Err(e) => return tracing::warn!(error = %e, "a cancelled claim was not checked"),
             };
-            let release = task_request(team, r.task_id.clone(), r.fence);
-            match client.board_release(release).await {
-                Ok(_) => tracing::info!(task = %r.task_id, "a cancelled claim gave its task back"),
-                Err(e) => tracing::warn!(task = %r.task_id, error = %e, "not given back"),
+            for (task, fence) in claims_of(&r) {
+                let release = task_request(team.clone(), task.clone(), fence);
+                match client.board_release(release).await {
+                    Ok(_) => tracing::info!(task, "a cancelled claim gave its task back"),
+                    Err(e) => tracing::warn!(task, error = %e, "not given back"),
+                }
             }
         });
     }
@@ -73,6 +74,26 @@ fn accepted(r: pb::BoardResponse) -> Result<pb::BoardResponse, Refusal> {
 pub(super) fn body_json(bytes: &[u8]) -> Value {
     serde_json::from_slice(bytes)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into()))
+}
+
+/// A claimed task as a claim's answer shows it.
+fn task_json(task: &pb::Task) -> Value {
+    json!({"id": task.id, "body": body_json(&task.body),
+        "delivery_count": task.delivery_count, "tier": task.tier})
+}
+
+/// A prefetch's answer: each claim with its own fence and deadline (none: an empty board).
+fn prefetched(r: &pb::BoardResponse) -> Value {
+    let claims: Vec<Value> = r
+        .claims
+        .iter()
+        .map(|t| json!({"task": task_json(t), "fence": t.fence, "deadline_ms": t.deadline_ms}))
+        .collect();
+    let outcome = match claims.is_empty() {
+        true => "empty",
+        false => "claimed",
+    };
+    json!({"outcome": outcome, "claims": claims})
 }
 
 /// A write to a claimed task: its outcome, the task, and what the outcome adds.
@@ -104,6 +125,7 @@ impl Agent {
             team: p.team,
             worker: self.name.clone(),
             idempotency_key: format!("mcp-claim/{}", whip_cell::identity::new_token()),
+            max: p.max.unwrap_or(0),
             ..Default::default()
         };
         let mut unanswered = Unanswered::new(self, &request);
@@ -121,13 +143,16 @@ impl Agent {
         };
         unanswered.answered = true;
         let r = accepted(r)?;
+        if p.max.is_some() {
+            return Ok(prefetched(&r));
+        }
         let Some(task) = r.task.filter(|_| r.code == Code::TaskClaimed as i32) else {
             return Ok(json!({"outcome": code_name(r.code), "task": null, "fence": 0}));
         };
-        let task = json!({"id": task.id, "body": body_json(&task.body),
-            "delivery_count": task.delivery_count, "tier": task.tier});
-        Ok(json!({"outcome": "claimed", "task": task, "fence": r.fence,
-            "deadline_ms": r.deadline_ms}))
+        Ok(
+            json!({"outcome": "claimed", "task": task_json(&task), "fence": r.fence,
+            "deadline_ms": r.deadline_ms}),
+        )
     }
 
     pub(super) async fn board_complete(&self, p: BoardComplete) -> Answer {

@@ -49,6 +49,10 @@ pub(crate) struct BoardClaim {
     /// When no task is ready, wait up to this many seconds for one (at most 300), woken by
     /// the board's changes.
     pub(crate) wait_s: Option<u64>,
+    /// Claim up to this many of the oldest ready tasks in one call (1 to 16), each with its
+    /// own fence and deadline, answered as `claims`; complete each with `board_complete`.
+    /// Without it, one task, answered as `task`.
+    pub(crate) max: Option<u32>,
 }
 
 /// `board_complete`.

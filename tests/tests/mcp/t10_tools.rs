@@ -190,3 +190,63 @@ fn a_vote_opened_through_mcp_keeps_its_method_and_electorate() {
     assert_eq!(shown["electorate"], json!(["w1"]), "{shown}");
     assert_eq!(shown["ballots"], 1, "{shown}");
 }
+
+/// `board_claim` with `max` claims several tasks in one call, each with its own fence: each
+/// completes under its own, another's fence is refused, and a `max` past the bound is a
+/// tool error that claims nothing.
+#[test]
+fn board_claim_with_max_claims_tasks_each_under_its_own_fence() {
+    let fabric = Fabric::start();
+    fabric.team("batch", &["lead", "worker"]);
+    let mut mcp = fabric.mcp(&["lead", "worker"]);
+    for n in 0..3 {
+        let post = json!({"team": "batch", "task": {"n": n}});
+        mcp.call("lead", "board_post", post).ok();
+    }
+    let too_many = json!({"team": "batch", "max": 17});
+    let refused = mcp.call("worker", "board_claim", too_many).refused();
+    assert!(refused.contains("at most 16"), "{refused}");
+    let stats = fabric.whip(&["board", "stats", "batch", "--agent", "lead"]);
+    assert_eq!(
+        stats["ready"], 3,
+        "a refused prefetch claims nothing: {stats}"
+    );
+
+    let taken = mcp
+        .call("worker", "board_claim", json!({"team": "batch", "max": 2}))
+        .ok();
+    assert_eq!(taken["outcome"], "claimed", "{taken}");
+    let claims = taken["claims"].as_array().expect("claims").clone();
+    let bodies: Vec<&serde_json::Value> = claims.iter().map(|c| &c["task"]["body"]).collect();
+    assert_eq!(
+        bodies,
+        [&json!({"n": 0}), &json!({"n": 1})],
+        "oldest first: {taken}"
+    );
+    let fences: Vec<u64> = claims
+        .iter()
+        .map(|c| c["fence"].as_u64().unwrap())
+        .collect();
+    assert_ne!(fences[0], fences[1], "each claim has its own fence");
+    let crossed = json!({"team": "batch", "task_id": claims[0]["task"]["id"], "fence": fences[1]});
+    let refused = mcp.call("worker", "board_complete", crossed).refused();
+    assert_eq!(code(&refused), "stale_fence", "{refused}");
+    for claim in &claims {
+        let done = json!({"team": "batch", "task_id": claim["task"]["id"],
+            "fence": claim["fence"]});
+        let completed = mcp.call("worker", "board_complete", done).ok();
+        assert_eq!(completed["outcome"], "completed", "{completed}");
+    }
+    let stats = fabric.whip(&["board", "stats", "batch", "--agent", "lead"]);
+    assert_eq!((&stats["done"], &stats["ready"]), (&json!(2), &json!(1)));
+
+    let rest = json!({"team": "batch", "max": 16});
+    let rest = mcp.call("worker", "board_claim", rest).ok();
+    assert_eq!(rest["claims"].as_array().map(Vec::len), Some(1), "{rest}");
+    let empty = json!({"team": "batch", "max": 4});
+    let empty = mcp.call("worker", "board_claim", empty).ok();
+    assert_eq!(
+        (&empty["outcome"], &empty["claims"]),
+        (&json!("empty"), &json!([]))
+    );
+}
