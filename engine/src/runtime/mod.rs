@@ -213,6 +213,19 @@ pub(crate) struct Draft {
 }
 
 impl Draft {
+    /// Put `next`, a round computed on this draft's state, on top of this draft: one
+    /// commit then carries the events of both and every row either changed.
+    pub(crate) fn absorb(&mut self, next: Draft) {
+        let mut dirty = std::mem::take(&mut self.state.dirty);
+        let mut removed = std::mem::take(&mut self.state.removed);
+        self.state = next.state;
+        dirty.append(&mut self.state.dirty);
+        removed.append(&mut self.state.removed);
+        self.state.dirty = dirty;
+        self.state.removed = removed;
+        self.events.extend(next.events);
+    }
+
     /// A draft on `state` whose events are stamped `at_ms` (time is the caller's input:
     /// the runtime reads the clock where it starts a step, not here).
     pub(crate) fn new(state: &State, at_ms: u64) -> Draft {
@@ -619,11 +632,7 @@ impl<F: FabricClient> Engine<F> {
         if step_first {
             // The first stepper round rides on the start's commit: one write fewer.
             if let Some(round) = stepper::round(program, wf, &draft.state) {
-                let mut dirty = std::mem::take(&mut draft.state.dirty);
-                draft.state = round.state;
-                dirty.append(&mut draft.state.dirty);
-                draft.state.dirty = dirty;
-                draft.events.extend(round.events);
+                draft.absorb(round);
             }
         }
         self.store_program(program).await?;

@@ -66,12 +66,7 @@ impl<F: FabricClient> Engine<F> {
             rounds += self.drain_local(wf, loaded).await?;
         }
         let olds = self.pinned_programs(&loaded.state).await?;
-        let mut pinned = Vec::new();
-        for old in &olds {
-            if let Ok(old_wf) = old.workflow(&loaded.state.header.workflow) {
-                pinned.push((Arc::clone(old), old_wf));
-            }
-        }
+        let pinned = pinned_of(&olds, &loaded.state.header.workflow);
         while rounds < ROUNDS_PER_STEP_MAX {
             let h = &loaded.state.header;
             if h.status != state::Status::Running {
@@ -95,6 +90,32 @@ impl<F: FabricClient> Engine<F> {
             }
         }
         Ok(rounds)
+    }
+
+    /// Fold into `draft` the round a step would run first once `draft` is committed, so
+    /// that one commit carries both; whether the instance ended in that round. Only for a
+    /// running instance whose workflow observes nothing between rounds (no tracker, issue
+    /// fact or channel): a step's observations would then add nothing before its first
+    /// round, and the events are the ones the step would have committed after this draft.
+    pub(crate) async fn ride_round(&self, draft: &mut Draft) -> Result<bool> {
+        let header = &draft.state.header;
+        if header.status != state::Status::Running || draft.events.is_empty() {
+            return Ok(false);
+        }
+        let program = self.program(&header.program).await?;
+        let wf = program
+            .workflow(&header.workflow)
+            .map_err(super::RuntimeError::Invalid)?;
+        if !observes_nothing(wf) {
+            return Ok(false);
+        }
+        let olds = self.pinned_programs(&draft.state).await?;
+        let pinned = pinned_of(&olds, &draft.state.header.workflow);
+        let Some(round) = round_with(&program, wf, &pinned, &draft.state) else {
+            return Ok(false);
+        };
+        draft.absorb(round);
+        Ok(draft.state.header.status.is_terminal())
     }
 
     /// The older program versions pending continuations are pinned to (after a revision).
@@ -227,6 +248,19 @@ fn filed_ids(st: &State) -> Vec<String> {
 }
 
 /// Trackers some rule matches with `when T has ready issue`.
+/// The workflow `workflow` of each older version, where it has one.
+fn pinned_of<'a>(olds: &'a [Arc<Program>], workflow: &str) -> Vec<Pinned<'a>> {
+    olds.iter()
+        .filter_map(|old| Some((Arc::clone(old), old.workflow(workflow).ok()?)))
+        .collect()
+}
+
+/// Whether a step of this workflow reads nothing before its rounds: no tracker it watches,
+/// no issue facts, no channel to drain.
+fn observes_nothing(wf: &Wf) -> bool {
+    wf.channels.is_empty() && watched_trackers(wf).is_empty() && !wants_issue_facts(wf)
+}
+
 fn watched_trackers(wf: &Wf) -> Vec<String> {
     let mut out = Vec::new();
     for (_, rule, _) in &wf.rules {

@@ -434,6 +434,55 @@ async fn back_to_back_instances_fit_a_limit_of_one_entry() {
     );
 }
 
+/// `drive` folds the round an effect's result enables into the result's commit when the
+/// workflow observes nothing between rounds: the events a step after the pass would have
+/// committed, in one write fewer.
+#[tokio::test]
+async fn a_drive_commits_the_round_a_result_enables_with_the_result() {
+    let fabric = Arc::new(MemFabric::new());
+    let e = engine(&fabric);
+    let decisions = e.add_program(seed("seed_ledger_decisions"));
+    let applied = || async { fabric.wait_change(Vec::new(), 0, 0).await.unwrap().unwrap() };
+    // The program's rows are stored once per process: the first run stores them.
+    e.run(&decisions, Value::Null, false).await.unwrap();
+    e.settle_removals().await;
+
+    let before = applied().await;
+    let driven = e.run(&decisions, Value::Null, false).await.unwrap();
+    e.settle_removals().await;
+    let by_drive = applied().await - before;
+    assert_eq!(driven.status, Status::Completed);
+
+    let before = applied().await;
+    let id = e
+        .start_and_step(&decisions, Value::Null, None)
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        e.work(&id).await.unwrap();
+        e.step(&id).await.unwrap();
+        if e.load(&id).await.unwrap().state.header.status.is_terminal() {
+            break;
+        }
+    }
+    e.settle_removals().await;
+    let by_steps = applied().await - before;
+    assert_eq!(
+        e.load(&id).await.unwrap().state.header.status,
+        Status::Completed
+    );
+    assert_eq!(
+        by_drive + 1,
+        by_steps,
+        "one write fewer ({by_drive} against {by_steps})"
+    );
+    let kinds = |events: Vec<state::Event>| -> Vec<EventKind> {
+        events.into_iter().map(|event| event.kind).collect()
+    };
+    let stepped = kinds(e.events(&id).await.unwrap());
+    assert_eq!(kinds(e.events(&driven.id).await.unwrap()), stepped);
+}
+
 /// A child workflow's entry sits under its parent's; a stop on the parent's entry reaches
 /// the child through its lineage.
 #[tokio::test]

@@ -103,7 +103,7 @@ impl<F: FabricClient> Engine<F> {
         loop {
             iterations += 1;
             let mut progress = self.step_loaded(&mut loaded).await? > 0;
-            let pass = self.work_loaded(&mut loaded).await?;
+            let pass = self.work_then_round(&mut loaded).await?;
             progress |= pass.settled > 0;
             for child in pass.children {
                 if !children.contains(&child) {

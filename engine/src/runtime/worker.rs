@@ -140,6 +140,17 @@ impl<F: FabricClient> Engine<F> {
 
     /// One worker pass over a loaded instance (the copy is kept current).
     pub async fn work_loaded(&self, loaded: &mut Loaded) -> Result<Pass> {
+        self.work_pass(loaded, false).await
+    }
+
+    /// A worker pass whose record carries the round its results enable, where that is the
+    /// round the next step would run first ([`Engine::ride_round`]): what `drive`, which
+    /// steps right after each pass, does.
+    pub(crate) async fn work_then_round(&self, loaded: &mut Loaded) -> Result<Pass> {
+        self.work_pass(loaded, true).await
+    }
+
+    async fn work_pass(&self, loaded: &mut Loaded, ride: bool) -> Result<Pass> {
         let mut pass = Pass::default();
         if loaded.state.header.status != state::Status::Running {
             return Ok(pass);
@@ -198,7 +209,7 @@ impl<F: FabricClient> Engine<F> {
                 pass.children.push(child_id(&header.id, effect));
             }
         }
-        pass.settled += self.record(loaded, results).await?;
+        pass.settled += self.record(loaded, results, ride).await?;
         Ok(pass)
     }
 
@@ -286,11 +297,13 @@ impl<F: FabricClient> Engine<F> {
         Ok((Vec::new(), 0))
     }
 
-    /// Record terminals of our runs; a run that lost its lease records nothing.
+    /// Record terminals of our runs; a run that lost its lease records nothing. With
+    /// `ride`, the round the results enable rides the same commit.
     async fn record(
         &self,
         loaded: &mut Loaded,
         results: Vec<(Effect, String, Ran)>,
+        ride: bool,
     ) -> Result<usize> {
         if results.is_empty() {
             return Ok(0);
@@ -336,7 +349,11 @@ impl<F: FabricClient> Engine<F> {
                     Ran::Pending => {}
                 }
             }
+            let ended = ride && self.ride_round(&mut draft).await?;
             if self.commit(loaded, draft).await? {
+                if ended {
+                    self.after_terminal_of(&loaded.state).await?;
+                }
                 return Ok(settled);
             }
             *loaded = self.load(&loaded.state.header.id).await?;
