@@ -274,7 +274,8 @@ impl<F: FabricClient> Engine<F> {
                 let engine = owned.as_ref().unwrap_or(self);
                 let mut loaded = engine.load(&id).await?;
                 let mut n = engine.step_loaded(&mut loaded).await?;
-                n += engine.work_loaded(&mut loaded).await?.settled;
+                // A step follows the pass: the round it would run first rides the record.
+                n += engine.work_then_round(&mut loaded).await?.settled;
                 n += engine.step_loaded(&mut loaded).await?;
                 Result::Ok(n)
             }

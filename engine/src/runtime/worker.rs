@@ -144,8 +144,8 @@ impl<F: FabricClient> Engine<F> {
     }
 
     /// A worker pass whose record carries the round its results enable, where that is the
-    /// round the next step would run first ([`Engine::ride_round`]): what `drive`, which
-    /// steps right after each pass, does.
+    /// round the next step would run first ([`Engine::ride_round`]): for callers that step
+    /// right after the pass (`drive`, `work_all_once`).
     pub(crate) async fn work_then_round(&self, loaded: &mut Loaded) -> Result<Pass> {
         self.work_pass(loaded, true).await
     }
