@@ -577,8 +577,9 @@ impl<F: FabricClient> Engine<F> {
         self.start_inner(program, input, start).await
     }
 
-    /// Start, committing the first stepper round with the start (one write fewer): what
-    /// `whip run` does.
+    /// Start, committing the first stepper round with the start, and with it the claims of
+    /// the effects that round made whose gates read only the instance's own state; those
+    /// run and are recorded before this returns (two writes fewer): what `whip run` does.
     pub async fn start_and_step(
         &self,
         program: &Arc<Program>,
@@ -629,10 +630,15 @@ impl<F: FabricClient> Engine<F> {
             ..Header::default()
         };
         let mut draft = Draft::started(&header, &input, facts);
+        let mut ahead = Vec::new();
         if step_first {
-            // The first stepper round rides on the start's commit: one write fewer.
+            // The first stepper round rides on the start's commit, and so do the claims of
+            // the effects it made that a worker pass would claim at once: two writes fewer.
             if let Some(round) = stepper::round(program, wf, &draft.state) {
                 draft.absorb(round);
+            }
+            if draft.state.header.status == state::Status::Running {
+                ahead = self.claim_ahead(&mut draft, now_ms());
             }
         }
         self.store_program(program).await?;
@@ -644,10 +650,35 @@ impl<F: FabricClient> Engine<F> {
                 self.after_terminal_of(&draft.state).await?;
                 Ok(id)
             }
-            TxnResult::Committed { .. } => Ok(id),
+            TxnResult::Committed { fence } => {
+                self.run_ahead_of(draft, fence, ahead).await?;
+                Ok(id)
+            }
             // The id exists already (a retried child start): the instance is there.
             TxnResult::Failed { .. } => Ok(id),
         }
+    }
+
+    /// Run what the start's commit (at revision `fence`) claimed ahead, on the state it
+    /// committed.
+    async fn run_ahead_of(
+        &self,
+        draft: Draft,
+        fence: u64,
+        ahead: Vec<(state::Effect, String)>,
+    ) -> Result<()> {
+        if ahead.is_empty() {
+            return Ok(());
+        }
+        let mut state = draft.state;
+        state.dirty.clear();
+        state.removed.clear();
+        let mut loaded = Loaded {
+            state,
+            version: fence,
+        };
+        self.run_ahead(&mut loaded, ahead).await?;
+        Ok(())
     }
 
     /// The registry entry instance `id` starts under: the one the worker's admission gate

@@ -434,11 +434,12 @@ async fn back_to_back_instances_fit_a_limit_of_one_entry() {
     );
 }
 
-/// `drive` folds the round an effect's result enables into the result's commit when the
-/// workflow observes nothing between rounds: the events a step after the pass would have
-/// committed, in one write fewer.
+/// A run folds into the commit before what the next commit would have carried: the start
+/// carries the first round and the claims of the effects it made, and the record of a pass
+/// carries the round its results enable (the workflow observes nothing between rounds).
+/// The same events as a start, then steps and worker passes, in three writes fewer.
 #[tokio::test]
-async fn a_drive_commits_the_round_a_result_enables_with_the_result() {
+async fn a_run_commits_rounds_and_claims_with_the_commit_before_them() {
     let fabric = Arc::new(MemFabric::new());
     let e = engine(&fabric);
     let decisions = e.add_program(seed("seed_ledger_decisions"));
@@ -450,15 +451,16 @@ async fn a_drive_commits_the_round_a_result_enables_with_the_result() {
     let before = applied().await;
     let driven = e.run(&decisions, Value::Null, false).await.unwrap();
     e.settle_removals().await;
-    let by_drive = applied().await - before;
+    let by_run = applied().await - before;
     assert_eq!(driven.status, Status::Completed);
 
     let before = applied().await;
     let id = e
-        .start_and_step(&decisions, Value::Null, None)
+        .start(&decisions, None, Value::Null, None, None)
         .await
         .unwrap();
     for _ in 0..10 {
+        e.step(&id).await.unwrap();
         e.work(&id).await.unwrap();
         e.step(&id).await.unwrap();
         if e.load(&id).await.unwrap().state.header.status.is_terminal() {
@@ -472,9 +474,9 @@ async fn a_drive_commits_the_round_a_result_enables_with_the_result() {
         Status::Completed
     );
     assert_eq!(
-        by_drive + 1,
+        by_run + 3,
         by_steps,
-        "one write fewer ({by_drive} against {by_steps})"
+        "three writes fewer ({by_run} against {by_steps})"
     );
     let kinds = |events: Vec<state::Event>| -> Vec<EventKind> {
         events.into_iter().map(|event| event.kind).collect()

@@ -92,6 +92,23 @@ pub(crate) fn lease_resource(a: &LeaseArgs) -> ResourceId {
     }
 }
 
+/// Kinds whose gates read only the instance's own state (no provider, executor, channel
+/// or admission to ask): the ones the start may claim ahead ([`Engine::claim_ahead`]).
+fn claimable_ahead(kind: EffectKind) -> bool {
+    matches!(
+        kind,
+        EffectKind::Acquire
+            | EffectKind::Release
+            | EffectKind::Renew
+            | EffectKind::Consume
+            | EffectKind::Append
+            | EffectKind::FileIssue
+            | EffectKind::Claim
+            | EffectKind::Finish
+            | EffectKind::Vote
+    )
+}
+
 fn ready(e: &Effect, now: u64) -> bool {
     match e.state {
         EffectState::Queued => e.not_before_ms <= now,
@@ -176,6 +193,37 @@ impl<F: FabricClient> Engine<F> {
             claimed = runs;
             pass.settled += fired;
         }
+        let ran = self.run_claimed(loaded, claimed, &admitted, children, ride);
+        let ran = ran.await?;
+        pass.settled += ran.settled;
+        pass.children = ran.children;
+        Ok(pass)
+    }
+
+    /// Run the effects the start's commit claimed ahead ([`Engine::claim_ahead`]) and
+    /// record them, the round they enable riding the record: what a worker pass right after
+    /// the start would have done, one commit (its claim) fewer. Effects settled.
+    pub(crate) async fn run_ahead(
+        &self,
+        loaded: &mut Loaded,
+        claimed: Vec<(Effect, String)>,
+    ) -> Result<usize> {
+        let admitted = std::collections::HashMap::new();
+        let ran = self.run_claimed(loaded, claimed, &admitted, Vec::new(), true);
+        Ok(ran.await?.settled)
+    }
+
+    /// Run the claimed effects (at most `concurrency` at once), collect the outcomes of the
+    /// running children, and record every terminal.
+    async fn run_claimed(
+        &self,
+        loaded: &mut Loaded,
+        claimed: Vec<(Effect, String)>,
+        admitted: &std::collections::HashMap<String, String>,
+        children: Vec<Effect>,
+        ride: bool,
+    ) -> Result<Pass> {
+        let mut pass = Pass::default();
         let header = loaded.state.header.clone();
         let mut results: Vec<(Effect, String, Ran)> = futures::stream::iter(claimed)
             .map(|(effect, run)| {
@@ -211,6 +259,69 @@ impl<F: FabricClient> Engine<F> {
         }
         pass.settled += self.record(loaded, results, ride).await?;
         Ok(pass)
+    }
+
+    /// Claim, in the start's draft, the effects its round made ready whose gates read only
+    /// the instance's own state ([`claimable_ahead`]), so that the start's commit carries
+    /// their claims; at most `concurrency`, as a pass would. The caller runs them
+    /// ([`Engine::run_ahead`]) once that commit landed; a process that dies first leaves
+    /// them to be reclaimed when their run lease lapses, as after any claim.
+    pub(crate) fn claim_ahead(&self, draft: &mut Draft, now: u64) -> Vec<(Effect, String)> {
+        let st = &draft.state;
+        let ids: Vec<String> = st
+            .effects
+            .values()
+            .filter(|e| claimable_ahead(e.kind()) && e.state == EffectState::Queued)
+            .filter(|e| e.not_before_ms <= now)
+            .filter(|e| super::gate::dependency_block(e, st).is_none())
+            .map(|e| e.id.clone())
+            .take(self.config.concurrency.max(1))
+            .collect();
+        let mut fired = 0;
+        ids.iter()
+            .filter_map(|id| self.claim_in(draft, id, now, &mut fired))
+            .collect()
+    }
+
+    /// Claim effect `id` in `draft` if it is ready at `now`: its run (`Some`), or `None`
+    /// for a due timer completed on the spot (counted in `fired`), a capacity block
+    /// recorded, or an effect not ready.
+    fn claim_in(
+        &self,
+        draft: &mut Draft,
+        id: &str,
+        now: u64,
+        fired: &mut usize,
+    ) -> Option<(Effect, String)> {
+        let effect = draft.state.effects.get(id).cloned()?;
+        if !ready(&effect, now) {
+            return None;
+        }
+        // The capacity count and the start are one guarded commit (see `agent`).
+        if let Some(block) = super::agent::capacity_block(&effect, &draft.state) {
+            super::gate::block_in(draft, &effect, &block);
+            return None;
+        }
+        let run = draft.next_id(3, "r");
+        let until = lease_until(&effect, now, self.config.run_lease_ms);
+        let mut started = json!({"id": id, "run": run, "worker": self.worker_id,
+            "lease_until_ms": until, "attempt": effect.attempt});
+        // An effect that waited for its dependency runs on what that one produced.
+        if let Some(args) = super::gate::settled_args(&effect, &draft.state) {
+            started["args"] = args.to_value();
+        }
+        draft.emit(EventKind::EffectRunStarted, started);
+        let effect = draft.state.effects[id].clone();
+        if effect.kind() == EffectKind::Timer {
+            draft.emit(
+                EventKind::EffectTerminal,
+                json!({"id": id, "run": run, "state": "completed",
+                    "output": {"outcome": "fired"}}),
+            );
+            *fired += 1;
+            return None;
+        }
+        Some((effect, run))
     }
 
     /// The parent (or the operator) steers the instance through its registry entry: a
@@ -254,41 +365,11 @@ impl<F: FabricClient> Engine<F> {
         for _ in 0..CONFLICT_RETRIES_MAX {
             let now = now_ms();
             let mut draft = Draft::new(&loaded.state, now_ms());
-            let mut claimed = Vec::new();
             let mut fired = 0;
-            for id in ids {
-                let Some(effect) = draft.state.effects.get(id).cloned() else {
-                    continue;
-                };
-                if !ready(&effect, now) {
-                    continue;
-                }
-                // The capacity count and the start are one guarded commit (see `agent`).
-                if let Some(block) = super::agent::capacity_block(&effect, &draft.state) {
-                    super::gate::block_in(&mut draft, &effect, &block);
-                    continue;
-                }
-                let run = draft.next_id(3, "r");
-                let until = lease_until(&effect, now, self.config.run_lease_ms);
-                let mut started = json!({"id": id, "run": run, "worker": self.worker_id,
-                    "lease_until_ms": until, "attempt": effect.attempt});
-                // An effect that waited for its dependency runs on what that one produced.
-                if let Some(args) = super::gate::settled_args(&effect, &draft.state) {
-                    started["args"] = args.to_value();
-                }
-                draft.emit(EventKind::EffectRunStarted, started);
-                let effect = draft.state.effects[id].clone();
-                if effect.kind() == EffectKind::Timer {
-                    draft.emit(
-                        EventKind::EffectTerminal,
-                        json!({"id": id, "run": run, "state": "completed",
-                            "output": {"outcome": "fired"}}),
-                    );
-                    fired += 1;
-                    continue;
-                }
-                claimed.push((effect, run));
-            }
+            let claimed: Vec<(Effect, String)> = ids
+                .iter()
+                .filter_map(|id| self.claim_in(&mut draft, id, now, &mut fired))
+                .collect();
             if self.commit(loaded, draft).await? {
                 return Ok((claimed, fired));
             }
