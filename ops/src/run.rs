@@ -438,31 +438,11 @@ async fn run_program(global: &Global, args: RunArgs) -> Result<ExitCode> {
     let started = engine.add_program(program);
     let id = whip_engine::runtime::fresh_id("ins_");
     let mut reconnects = 0;
-    // A retried start is safe: the start commit only applies while the instance is absent.
+    // A retried run is safe: the start commit only applies while the instance is absent,
+    // and a retry drives what is stored.
     loop {
-        match engine
-            .start_and_step(&started, input.clone(), Some(id.clone()))
-            .await
-        {
-            Ok(_) => break,
-            Err(RuntimeError::Fabric(e))
-                if session.is_guest(global) && reconnects < RECONNECTS_MAX =>
-            {
-                tracing::debug!(error = %e, "store holder went away; reconnecting");
-                reconnects += 1;
-                session.close().await;
-                session = session_retry(global).await?;
-                engine = self::engine(global, &session.client).with_provider(provider.clone());
-                engine.add_program(Program::check(source.clone()).map_err(|e| anyhow!("{e}"))?);
-            }
-            Err(e) => {
-                session.close().await;
-                return Err(engine_error(e));
-            }
-        }
-    }
-    loop {
-        match engine.drive(&id, args.wait).await {
+        let run = engine.run_id(&started, input.clone(), Some(id.clone()), args.wait);
+        match run.await {
             Ok(report) => {
                 // A finished instance's entry is out of the registry when this reports.
                 engine.settle_removals().await;

@@ -597,12 +597,42 @@ impl<F: FabricClient> Engine<F> {
         self.start_inner(program, input, start).await
     }
 
+    /// [`Engine::start_and_step`] of instance `id`, answering the state its start committed
+    /// (after what it claimed ahead ran), or `None` when the instance was there already.
+    pub(crate) async fn start_kept(
+        &self,
+        program: &Arc<Program>,
+        input: Value,
+        id: String,
+    ) -> Result<Option<Loaded>> {
+        let start = Start {
+            workflow: None,
+            parent: None,
+            under: None,
+            id: Some(id),
+            step_first: true,
+            admitted: None,
+        };
+        Ok(self.start_committed(program, input, start).await?.1)
+    }
+
     async fn start_inner(
         &self,
         program: &Arc<Program>,
         input: Value,
         start: Start<'_>,
     ) -> Result<String> {
+        Ok(self.start_committed(program, input, start).await?.0)
+    }
+
+    /// Start: the instance's id, and the state the start committed (`None`: the id existed
+    /// already, a retried start).
+    async fn start_committed(
+        &self,
+        program: &Arc<Program>,
+        input: Value,
+        start: Start<'_>,
+    ) -> Result<(String, Option<Loaded>)> {
         let Start {
             workflow,
             parent,
@@ -644,31 +674,14 @@ impl<F: FabricClient> Engine<F> {
         self.store_program(program).await?;
         let ops = commit_ops(0, &draft);
         let idem = format!("{id}/start");
-        match self.fabric.engine_txn(ops, idem).await? {
-            TxnResult::Committed { .. } if draft.state.header.status.is_terminal() => {
-                // Finished in its first round: nothing to hold on to.
-                self.after_terminal_of(&draft.state).await?;
-                Ok(id)
-            }
-            TxnResult::Committed { fence } => {
-                self.run_ahead_of(draft, fence, ahead).await?;
-                Ok(id)
-            }
+        let fence = match self.fabric.engine_txn(ops, idem).await? {
+            TxnResult::Committed { fence } => fence,
             // The id exists already (a retried child start): the instance is there.
-            TxnResult::Failed { .. } => Ok(id),
-        }
-    }
-
-    /// Run what the start's commit (at revision `fence`) claimed ahead, on the state it
-    /// committed.
-    async fn run_ahead_of(
-        &self,
-        draft: Draft,
-        fence: u64,
-        ahead: Vec<(state::Effect, String)>,
-    ) -> Result<()> {
-        if ahead.is_empty() {
-            return Ok(());
+            TxnResult::Failed { .. } => return Ok((id, None)),
+        };
+        if draft.state.header.status.is_terminal() {
+            // Finished in its first round: nothing to hold on to.
+            self.after_terminal_of(&draft.state).await?;
         }
         let mut state = draft.state;
         state.dirty.clear();
@@ -677,8 +690,10 @@ impl<F: FabricClient> Engine<F> {
             state,
             version: fence,
         };
-        self.run_ahead(&mut loaded, ahead).await?;
-        Ok(())
+        if !ahead.is_empty() {
+            self.run_ahead(&mut loaded, ahead).await?;
+        }
+        Ok((id, Some(loaded)))
     }
 
     /// The registry entry instance `id` starts under: the one the worker's admission gate

@@ -485,6 +485,33 @@ async fn a_run_commits_rounds_and_claims_with_the_commit_before_them() {
     assert_eq!(kinds(e.events(&driven.id).await.unwrap()), stepped);
 }
 
+/// `run_id` again with the id of an instance that exists (a `whip run` retried after its
+/// store went away) starts nothing and drives what is stored.
+#[tokio::test]
+async fn a_run_retried_with_its_id_drives_the_stored_instance() {
+    let fabric = Arc::new(MemFabric::new());
+    let e = engine(&fabric);
+    let decisions = e.add_program(seed("seed_ledger_decisions"));
+    let id = Some("ins_retried".to_string());
+    let first = e
+        .run_id(&decisions, Value::Null, id.clone(), false)
+        .await
+        .unwrap();
+    let again = e.run_id(&decisions, Value::Null, id, false).await.unwrap();
+    assert_eq!(
+        (first.status, again.status),
+        (Status::Completed, Status::Completed)
+    );
+    assert_eq!(again.id, "ins_retried");
+    assert_eq!(again.terminal, first.terminal);
+    let started = e.events(&again.id).await.unwrap();
+    let starts = started
+        .iter()
+        .filter(|event| event.kind == EventKind::ExternalStarted)
+        .count();
+    assert_eq!(starts, 1, "one start: {started:?}");
+}
+
 /// A child workflow's entry sits under its parent's; a stop on the parent's entry reaches
 /// the child through its lineage.
 #[tokio::test]

@@ -86,8 +86,32 @@ impl<F: FabricClient> Engine<F> {
         input: Value,
         wait: bool,
     ) -> Result<RunReport> {
-        let id = self.start_and_step(program, input, None).await?;
-        self.drive(&id, wait).await
+        self.run_id(program, input, None, wait).await
+    }
+
+    /// [`Engine::run`] with the instance's id (`whip run` names it, so that a retry after
+    /// a lost store finds the same instance: the start applies only while it is absent).
+    /// The instance this call started is driven from the state its start committed, as
+    /// this engine (its owner): no read of the owner or of the state it just wrote.
+    pub async fn run_id(
+        &self,
+        program: &Arc<super::Program>,
+        input: Value,
+        id: Option<String>,
+        wait: bool,
+    ) -> Result<RunReport> {
+        let id = id.unwrap_or_else(|| super::fresh_id("ins_"));
+        // The mark a wait starts from is taken before the state is known (here: before the
+        // start); a run that does not wait never sleeps on it.
+        let mark = match wait {
+            true => self.applied_mark(&id, 0, 0).await?,
+            false => 0,
+        };
+        let Some(loaded) = self.start_kept(program, input, id.clone()).await? else {
+            // It was there already (a retry): drive what is stored.
+            return self.drive(&id, wait).await;
+        };
+        self.drive_loaded(loaded, mark, wait).await
     }
 
     /// Alternate step and worker passes on `id` (and the children it invokes), acting as
@@ -96,8 +120,21 @@ impl<F: FabricClient> Engine<F> {
         if let Some(owned) = self.for_owner(id).await? {
             return Box::pin(owned.drive(id, wait)).await;
         }
-        let mut mark = self.applied_mark(id, 0, 0).await?;
-        let mut loaded = self.load(id).await?;
+        let mark = self.applied_mark(id, 0, 0).await?;
+        let loaded = self.load(id).await?;
+        self.drive_loaded(loaded, mark, wait).await
+    }
+
+    /// [`Engine::drive`] from `loaded`, read after `mark` (the applied index a wait
+    /// starts from), as this engine.
+    async fn drive_loaded(
+        &self,
+        mut loaded: Loaded,
+        mut mark: u64,
+        wait: bool,
+    ) -> Result<RunReport> {
+        let named = loaded.state.header.id.clone();
+        let id = named.as_str();
         let mut children: Vec<String> = Vec::new();
         let mut iterations = 0;
         loop {
