@@ -416,10 +416,6 @@ fn sent(global: &Global, r: &pb::MailSendResponse) -> ExitCode {
 /// were delivered all the same.
 fn sent_many(global: &Global, r: &pb::MailSendManyResponse) -> ExitCode {
     let refused_any = r.results.iter().any(|m| m.code() == Code::MailRefused);
-    let one = |m: &pb::MailSendResponse| match m.code() == Code::MailRefused {
-        true => json!({"outcome": "refused", "reason": m.reason, "error": m.message}),
-        false => json!({"outcome": m.outcome, "id": m.id, "trust": m.trust}),
-    };
     let lines: Vec<String> = r
         .results
         .iter()
@@ -428,12 +424,21 @@ fn sent_many(global: &Global, r: &pb::MailSendManyResponse) -> ExitCode {
             false => format!("{} {} ({})", m.outcome, m.id, m.trust),
         })
         .collect();
-    let value = json!({"results": r.results.iter().map(one).collect::<Vec<_>>()});
-    print(global, value, lines.join("\n"));
+    print(global, sent_many_json(r), lines.join("\n"));
     match refused_any {
         true => ExitCode::from(1),
         false => ExitCode::SUCCESS,
     }
+}
+
+/// A batched send's answers as JSON: `{"results": [...]}`, each delivered message's
+/// outcome, id and trust, or a refused one's reason and error (the CLI's and MCP's).
+pub(crate) fn sent_many_json(r: &pb::MailSendManyResponse) -> serde_json::Value {
+    let one = |m: &pb::MailSendResponse| match m.code() == Code::MailRefused {
+        true => json!({"outcome": "refused", "reason": m.reason, "error": m.message}),
+        false => json!({"outcome": m.outcome, "id": m.id, "trust": m.trust}),
+    };
+    json!({"results": r.results.iter().map(one).collect::<Vec<_>>()})
 }
 
 /// A refusal: its stable reason, exit code 1.

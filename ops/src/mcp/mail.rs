@@ -12,7 +12,7 @@ use whip_proto::v1::wait_applied_request::Subject;
 
 use super::Agent;
 use super::answer::{Answer, Refusal, json_bytes, wait_ms};
-use super::params::{MailAck, MailInbox, MailKind, MailReply, MailSend, MailTake};
+use super::params::{MailAck, MailInbox, MailKind, MailReply, MailSend, MailSendMany, MailTake};
 use crate::limits::{MCP_PAGE_ITEMS_MAX, MCP_RESULT_BYTES_MAX};
 
 impl MailKind {
@@ -91,6 +91,27 @@ impl Agent {
             ..Default::default()
         };
         sent(self.client.mail_send(request).await?)
+    }
+
+    /// Several messages to one mailbox in one write, each delivered or refused on its own.
+    pub(super) async fn mail_send_many(&self, p: MailSendMany) -> Answer {
+        let kind = p.kind.wire();
+        let messages = p
+            .texts
+            .into_iter()
+            .map(|text| pb::MailSendItem {
+                r#type: kind.into(),
+                text,
+                ..Default::default()
+            })
+            .collect();
+        let request = pb::MailSendManyRequest {
+            to: p.to,
+            messages,
+            idempotency_key: p.idempotency_key.unwrap_or_default(),
+        };
+        let answer = self.client.mail_send_many(request).await?;
+        Ok(crate::mailcmd::sent_many_json(&answer))
     }
 
     /// Up to `limit` messages of the caller's inbox after `after`.

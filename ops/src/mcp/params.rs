@@ -129,6 +129,21 @@ pub(crate) struct MailSend {
     pub(crate) idempotency_key: Option<String>,
 }
 
+/// `mail_send_many`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MailSendMany {
+    /// The recipient, as `mail_send`'s `to`: one mailbox for the whole batch.
+    pub(crate) to: String,
+    #[serde(rename = "type")]
+    pub(crate) kind: MailKind,
+    /// The messages, in order (at most 64, each at most 16 KiB).
+    pub(crate) texts: Vec<String>,
+    /// A key of your own for this batch: retried with the same key, it is delivered once
+    /// and answers the first attempt's results.
+    pub(crate) idempotency_key: Option<String>,
+}
+
 /// `mail_inbox`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

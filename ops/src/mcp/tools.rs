@@ -10,7 +10,8 @@ use super::answer::result;
 use super::params::{
     BoardClaim, BoardComplete, BoardExtend, BoardFail, BoardPost, BoardRelease, BudgetConsume,
     DocGet, DocPut, LeaseAcquire, LeaseRelease, LedgerAppend, MailAck, MailInbox, MailReply,
-    MailSend, MailTake, ReleasePaths, ReservePaths, StartSession, VoteCast, VoteOpen, VoteShow,
+    MailSend, MailSendMany, MailTake, ReleasePaths, ReservePaths, StartSession, VoteCast, VoteOpen,
+    VoteShow,
 };
 
 #[tool_router(router = tool_router, vis = "pub(super)")]
@@ -63,6 +64,13 @@ impl Server {
     #[tool]
     async fn mail_send(&self, Parameters(p): Parameters<MailSend>) -> CallToolResult {
         result(self.agent().mail_send(p).await)
+    }
+
+    /// Send several messages of one type to one recipient in one write, as yourself; each
+    /// is delivered or refused on its own, answered in order.
+    #[tool]
+    async fn mail_send_many(&self, Parameters(p): Parameters<MailSendMany>) -> CallToolResult {
+        result(self.agent().mail_send_many(p).await)
     }
 
     /// Your inbox, oldest first, one page (each message with its trust: untrusted,

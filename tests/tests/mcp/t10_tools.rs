@@ -250,3 +250,45 @@ fn board_claim_with_max_claims_tasks_each_under_its_own_fence() {
         (&json!("empty"), &json!([]))
     );
 }
+
+/// `mail_send_many` sends several messages to one mailbox in one call, as the caller: each
+/// arrives in order with the proven sender, a directive the caller may not give is refused
+/// alone, and a batch past the bound is a tool error that sends nothing.
+#[test]
+fn mail_send_many_delivers_each_message_as_its_own_send() {
+    let fabric = Fabric::start();
+    fabric.team("desk", &["lead", "ann", "bob"]);
+    let mut mcp = fabric.mcp(&["ann", "bob"]);
+    let batch = json!({"to": "bob", "type": "inform", "texts": ["one", "two", "three"]});
+    let sent = mcp.call("ann", "mail_send_many", batch).ok();
+    let results = sent["results"].as_array().expect("results").clone();
+    let outcomes: Vec<&serde_json::Value> = results.iter().map(|r| &r["outcome"]).collect();
+    assert_eq!(outcomes, [&json!("delivered"); 3], "{sent}");
+    let inbox = mcp.call("bob", "mail_inbox", json!({})).ok();
+    let messages = inbox["messages"].as_array().expect("messages");
+    let texts: Vec<&serde_json::Value> = messages.iter().map(|m| &m["text"]).collect();
+    assert_eq!(
+        texts,
+        [&json!("one"), &json!("two"), &json!("three")],
+        "{inbox}"
+    );
+    assert!(messages.iter().all(|m| m["from"] == "ann"), "{inbox}");
+
+    // A peer may not direct a peer: the directive is refused on its own, per message.
+    let directives = json!({"to": "bob", "type": "directive", "texts": ["go", "stop"]});
+    let answered = mcp.call("ann", "mail_send_many", directives).ok();
+    let refused: Vec<&serde_json::Value> = answered["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| &r["outcome"])
+        .collect();
+    assert_eq!(refused, [&json!("refused"); 2], "{answered}");
+
+    let texts: Vec<String> = (0..65).map(|n| format!("m{n}")).collect();
+    let too_many = json!({"to": "bob", "type": "inform", "texts": texts});
+    mcp.call("ann", "mail_send_many", too_many).refused();
+    let inbox = mcp.call("bob", "mail_inbox", json!({"after": 0})).ok();
+    let count = inbox["messages"].as_array().map(Vec::len);
+    assert_eq!(count, Some(3), "nothing more arrived: {inbox}");
+}
