@@ -245,6 +245,23 @@ mod tests {
         assert_eq!(MetaSlots::open(dir.path()).unwrap().1, new);
     }
 
+    /// The slot record's layout is a stored encoding: pinned byte for byte (len, crc over
+    /// seq and payload, seq, the postcard map), in slot `seq % 2`.
+    #[test]
+    fn the_slot_record_is_pinned() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut slots, _) = MetaSlots::open(dir.path()).unwrap();
+        slots.save(&map(&[("vote", &[1, 2])])).unwrap();
+        let bytes = std::fs::read(dir.path().join(slot_name(1))).unwrap();
+        let hex: String = bytes[..25].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, GOLDEN_SLOT_RECORD, "the layout of log/meta.N changed");
+        assert_eq!(bytes.len() as u64, LOG_META_SLOT_BYTES);
+        assert!(bytes[25..].iter().all(|b| *b == 0));
+    }
+
+    /// `{"vote": [1, 2]}` saved as the first save.
+    const GOLDEN_SLOT_RECORD: &str = "09000000e4bd595f01000000000000000104766f7465020102";
+
     #[test]
     fn a_map_larger_than_a_slot_is_refused_and_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
