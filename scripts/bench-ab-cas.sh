@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A/B of two whip builds on a 3-voter `whip cell dev` (fsync on), interleaved run by run so
 # that the machine's noise falls on both: `whip bench cas --keys 0 --value-bytes 256` at 1
-# and 16 clients for 5 s, then the leader's `whip cell status --json` stages and hops.
+# and 16 clients for 5 s, then the leader's `whip cell status --json` hops and each
+# follower's own answer to an append (`member_stages.follower_answered`, `log_flushed`).
 # Usage: scripts/bench-ab-cas.sh BEFORE_WHIP AFTER_WHIP [PAIRS=5]
 # Prints one line per run: label clients writes/s p50_us p99_us, then each build's last hops.
 set -euo pipefail
@@ -29,11 +30,20 @@ import json,sys
 def find(o):
     if isinstance(o,dict):
         for k,v in o.items():
-            if k=='hops': print('$label hops', {s: round(h['per_write'],3) for s,h in v.items()})
+            if k=='hops': print('$label hops', {s: round(h['per_write'] or 0, 3) for s,h in v.items()})
             else: find(v)
     elif isinstance(o,list):
         for v in o: find(v)
 find(json.load(sys.stdin))"
+  for member in $((port + 1)) $((port + 2)); do # the followers' own answer to an append
+    "$whip" cell status --cell 127.0.0.1:$member --json 2>/dev/null |
+      python3 -c "
+import json,sys
+d=json.load(sys.stdin); s=d['member_stages']; h=d['member_hops']
+a=s['follower_answered']; f=s['log_flushed']
+print('$label member', d['id'], 'answered p50/p99', a['p50_us'], a['p99_us'],
+      'flushed p50', f['p50_us'], 'answer hops', round(h['follower_answered']['per_write'] or 0, 3))"
+  done
   kill $pid; wait $pid 2>/dev/null || true
 }
 trap 'exit 130' INT

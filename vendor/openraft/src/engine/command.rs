@@ -249,6 +249,11 @@ where C: RaftTypeConfig
         Respond::from(ValueSender::new(res, tx))
     }
 
+    /// whip patch: whether this answers an AppendEntries that was accepted.
+    pub(crate) fn is_append_success(&self) -> bool {
+        matches!(self, Respond::AppendEntries(x) if matches!(x.value, Ok(AppendEntriesResponse::Success)))
+    }
+
     pub(crate) fn send(self) {
         match self {
             Respond::Vote(x) => x.send(),

@@ -5,6 +5,7 @@ use std::io;
 use tokio::sync::oneshot;
 
 use crate::async_runtime::AsyncOneshotSendExt;
+use crate::engine::Respond;
 use crate::raft_state::io_state::log_io_id::LogIOId;
 use crate::type_config::alias::OneshotSenderOf;
 use crate::LogId;
@@ -17,6 +18,9 @@ where C: RaftTypeConfig
 {
     log_io_id: LogIOId<C::NodeId>,
     tx: OneshotSenderOf<C, Result<LogIOId<C::NodeId>, io::Error>>,
+    /// whip patch: a follower's answer to the append these entries came in, sent from
+    /// the callback itself once they are durable (dropped unsent if the flush failed).
+    reply: Option<Respond<C>>,
 }
 
 impl<C> LogFlushed<C>
@@ -26,7 +30,26 @@ where C: RaftTypeConfig
         log_io_id: LogIOId<C::NodeId>,
         tx: OneshotSenderOf<C, Result<LogIOId<C::NodeId>, io::Error>>,
     ) -> Self {
-        Self { log_io_id, tx }
+        Self {
+            log_io_id,
+            tx,
+            reply: None,
+        }
+    }
+
+    /// whip patch: a callback that, on success, first sends `reply` (a follower's
+    /// AppendEntries answer) from the thread that completed the flush, then tells the core.
+    /// The leader learns the entries are durable without a hop through the follower's core.
+    pub(crate) fn with_reply(
+        log_io_id: LogIOId<C::NodeId>,
+        tx: OneshotSenderOf<C, Result<LogIOId<C::NodeId>, io::Error>>,
+        reply: Respond<C>,
+    ) -> Self {
+        Self {
+            log_io_id,
+            tx,
+            reply: Some(reply),
+        }
     }
 
     /// Report log io completion event.
@@ -37,6 +60,9 @@ where C: RaftTypeConfig
             tracing::error!("LogFlush error: {}, while flushing upto {}", e, self.log_io_id);
             self.tx.send(Err(e))
         } else {
+            if let Some(reply) = self.reply {
+                reply.send();
+            }
             self.tx.send(Ok(self.log_io_id))
         };
 
