@@ -262,3 +262,31 @@ fn an_unknown_code_is_refused_not_misread() {
     let outcome = [codec::VERSION, past(Outcome::CODES) as u8];
     assert!(codec::try_decode::<Outcome>(&outcome).is_none());
 }
+
+/// The fence layout is part of what apply derives from the log, not of any stored row: a
+/// member replaying an entry (after a restart, or catching up) must hand out the very
+/// fences the leader's apply did, so `Stamp::of_request` and `Stamp::nth_fence` may never
+/// change for an entry already written. A change of `FENCES_PER_COMMAND` or of the
+/// position's 16 bits needs a new encoding of the cell's `Batch` that keeps the old layout
+/// for entries of the old encoding.
+#[test]
+fn the_fence_layout_of_an_entry_is_pinned() {
+    use crate::Stamp;
+    assert_eq!(crate::limits::FENCES_PER_COMMAND, 16, "{BUMP}");
+    assert_eq!(crate::limits::BATCH_COMMANDS_MAX, 1 << 16, "{BUMP}");
+    let cases: [(u64, u32, u32, u64); 5] = [
+        (1, 0, 0, 0x1_0000),
+        (1, 1, 0, 0x1_0010),
+        (7, 3, 2, 0x7_0032),
+        (0x1234, 4095, 15, 0x1234_ffff),
+        (u64::MAX >> 16, 0, 1, 0xffff_ffff_ffff_0001),
+    ];
+    for (index, request, k, fence) in cases {
+        let stamp = Stamp::of_request(index, request, 0);
+        assert_eq!(
+            stamp.nth_fence(k),
+            fence,
+            "entry {index} request {request} fence {k}"
+        );
+    }
+}
