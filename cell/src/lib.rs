@@ -26,6 +26,7 @@
 // openraft's StorageError and RaftError are large by design and fixed by its traits.
 #![allow(clippy::result_large_err)]
 
+pub mod answer;
 pub mod backup;
 pub mod budget;
 pub mod client;

@@ -113,7 +113,7 @@ impl CellConfig {
     }
 }
 
-struct Pending {
+pub(crate) struct Pending {
     request: Request,
     /// When the runtime accepted it (for the `queue` and `replied` stages), and on which
     /// thread (for their hops).
@@ -122,6 +122,13 @@ struct Pending {
     /// False for requests forwarded to us: we answer `NotLeader` instead of forwarding again.
     forwardable: bool,
     reply: oneshot::Sender<Result<Outcome, CellError>>,
+}
+
+impl Pending {
+    /// Answer the request's caller (who may have gone: then nobody waits).
+    pub(crate) fn answer(self, answer: Result<Outcome, CellError>) {
+        let _ = self.reply.send(answer);
+    }
 }
 
 /// A running cell member. Cheap to clone.
@@ -649,7 +656,9 @@ impl Inner {
         }
     }
 
-    /// Propose one batch on this member (the leader) and answer each request.
+    /// Propose one batch on this member (the leader): its requests are answered from the
+    /// apply (`crate::answer`); this waits until they are, or takes the batch back when
+    /// Raft could not apply it.
     async fn propose(self: &Arc<Self>, batch: Vec<Pending>) {
         let requests = batch.iter().map(|p| p.request.clone()).collect();
         let proposed = std::time::Instant::now();
@@ -659,25 +668,21 @@ impl Inner {
             self.stages
                 .hop(Stage::Queue, u64::from(p.accepted_on != proposed_on));
         }
-        let result = self
-            .raft
-            .client_write(Batch {
-                time_ms: self.next_stamp_ms(),
-                requests,
-            })
-            .await;
-        match result {
-            Ok(response) => {
-                self.stages.record(Stage::Committed, proposed.elapsed());
-                let switches = crate::stages::switched(proposed_on);
-                self.stages.hop(Stage::Committed, switches);
-                let outcomes = response.data.outcomes;
-                assert_eq!(outcomes.len(), batch.len(), "one outcome per request");
-                for (p, outcome) in batch.into_iter().zip(outcomes) {
-                    let _ = p.reply.send(Ok(outcome));
-                }
-            }
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+        let (done, handback) = oneshot::channel();
+        let waiting = crate::answer::Proposed::new(batch, self.stages.clone(), done);
+        let entry = Batch {
+            time_ms: self.next_stamp_ms(),
+            requests,
+        };
+        let answer = crate::answer::Answer::Requests(Box::new(waiting));
+        // A refusal here drops the responder, which fails the batch as stopping.
+        let _ = self.raft.client_write_responding(entry, answer).await;
+        // Answered (`None`), or dropped unanswered (already failed): nothing left to do.
+        let Ok(Some((batch, error))) = handback.await else {
+            return;
+        };
+        match error {
+            ClientWriteError::ForwardToLeader(f) => {
                 // Leadership moved between our check and the proposal: the entry was not
                 // appended, so forwarding cannot apply anything twice.
                 match f.leader_id {
@@ -688,7 +693,7 @@ impl Inner {
                     ),
                 }
             }
-            Err(e) => fail_all(batch, write_error(e)),
+            e => fail_all(batch, write_error(RaftError::APIError(e))),
         }
     }
 
@@ -741,6 +746,13 @@ fn forward_timed_out(leader: NodeId) -> CellError {
         "leader {leader} did not answer within {} ms",
         limits::FORWARD_TIMEOUT_MS
     ))
+}
+
+/// Fail every request of `batch` as this member stopping (they retry elsewhere).
+pub(crate) fn fail_stopped(batch: Vec<Pending>) {
+    if !batch.is_empty() {
+        fail_all(batch, stopped());
+    }
 }
 
 fn fail_all(batch: Vec<Pending>, err: CellError) {

@@ -37,6 +37,7 @@ openraft::declare_raft_types!(
         NodeId = u64,
         Node = openraft::BasicNode,
         SnapshotData = Cursor<Vec<u8>>,
+        Responder = crate::answer::Answer,
 );
 
 /// A cell member's id.

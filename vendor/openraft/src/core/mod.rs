@@ -16,6 +16,7 @@ mod tick;
 
 pub(crate) use raft_core::ApplyResult;
 pub(crate) use raft_core::ApplyingEntry;
+pub(crate) use raft_core::respond_applied;
 pub use raft_core::RaftCore;
 pub(crate) use replication_state::replication_lag;
 pub use server_state::ServerState;

@@ -844,10 +844,22 @@ where
 
         let last_applied = entries[entries.len() - 1].get_log_id().clone();
 
-        let cmd = sm::Command::apply(entries).with_seq(seq);
+        // whip patch: the callers of these entries ride the apply command, and the state
+        // machine worker answers them as soon as their entries are applied.
+        let responders = self.take_responders(since, end);
+        let cmd = sm::Command::apply_answering(entries, responders).with_seq(seq);
         self.sm_handle.send(cmd).map_err(|e| StorageIOError::apply(last_applied, AnyError::error(e)))?;
 
         Ok(())
+    }
+
+    /// whip patch: the callers waiting on log indexes `since..end`, in index order, taken out
+    /// of `client_resp_channels` (those outside the range stay).
+    fn take_responders(&mut self, since: u64, end: u64) -> Vec<(u64, ResponderOf<C>)> {
+        let mut taken = self.client_resp_channels.split_off(&since);
+        let mut after = taken.split_off(&end);
+        self.client_resp_channels.append(&mut after);
+        taken.into_iter().collect()
     }
 
     /// When received results of applying log entries to the state machine, send back responses to
@@ -859,9 +871,11 @@ where
         let mut results = res.apply_results.into_iter();
         let mut applying_entries = res.applying_entries.into_iter();
 
+        // whip patch: empty when the state machine worker answered the callers itself.
         for log_index in res.since..res.end {
-            let ent = applying_entries.next().unwrap();
-            let apply_res = results.next().unwrap();
+            let (Some(ent), Some(apply_res)) = (applying_entries.next(), results.next()) else {
+                break;
+            };
             let tx = self.client_resp_channels.remove(&log_index);
 
             Self::send_response(ent, apply_res, tx);
@@ -878,15 +892,7 @@ where
             Some(x) => x,
         };
 
-        let membership = entry.membership;
-
-        let res = Ok(ClientWriteResponse {
-            log_id: entry.log_id,
-            data: resp,
-            membership,
-        });
-
-        tx.send(res);
+        respond_applied::<C>(entry, resp, tx);
     }
 
     /// Spawn a new replication stream returning its replication state handle.
@@ -1679,6 +1685,22 @@ where
         }
         true
     }
+}
+
+/// Send a caller the result of applying its entry (whip patch: shared by the core and the
+/// state machine worker, which answers the callers of the entries it applied).
+pub(crate) fn respond_applied<C: RaftTypeConfig>(
+    entry: ApplyingEntry<C::NodeId, C::Node>,
+    resp: C::R,
+    tx: ResponderOf<C>,
+) {
+    let res = Ok(ClientWriteResponse {
+        log_id: entry.log_id,
+        data: resp,
+        membership: entry.membership,
+    });
+
+    tx.send(res);
 }
 
 impl<C, N, LS, SM> RaftRuntime<C> for RaftCore<C, N, LS, SM>

@@ -9,6 +9,7 @@ use crate::error::ClientWriteError;
 use crate::error::RaftError;
 use crate::raft::message::ClientWriteResult;
 use crate::raft::responder::OneshotResponder;
+use crate::type_config::alias::ResponderOf;
 use crate::raft::ClientWriteResponse;
 use crate::summary::MessageSummary;
 use crate::type_config::alias::OneshotReceiverOf;
@@ -19,8 +20,12 @@ use crate::RaftTypeConfig;
 
 /// Implement blocking mode write operations those reply on oneshot channel for communication
 /// between Raft core and client.
+// whip patch: any responder a oneshot one converts into (stock 0.9: only the oneshot one),
+// so that a type config with its own responder keeps the membership calls.
 impl<C> Raft<C>
-where C: RaftTypeConfig<Responder = OneshotResponder<C>>
+where
+    C: RaftTypeConfig,
+    ResponderOf<C>: From<OneshotResponder<C>>,
 {
     /// Propose a cluster configuration change.
     ///
@@ -169,11 +174,14 @@ where C: RaftTypeConfig<Responder = OneshotResponder<C>>
     }
 }
 
-fn oneshot_channel<C>() -> (OneshotResponder<C>, OneshotReceiverOf<C, ClientWriteResult<C>>)
-where C: RaftTypeConfig {
+fn oneshot_channel<C>() -> (ResponderOf<C>, OneshotReceiverOf<C, ClientWriteResult<C>>)
+where
+    C: RaftTypeConfig,
+    ResponderOf<C>: From<OneshotResponder<C>>,
+{
     let (tx, rx) = C::AsyncRuntime::oneshot();
 
-    let tx = OneshotResponder::new(tx);
+    let tx = OneshotResponder::new(tx).into();
 
     (tx, rx)
 }

@@ -683,6 +683,14 @@ where C: RaftTypeConfig
         Ok(rx)
     }
 
+    /// whip patch: [`Raft::client_write_ff`] answered through `tx`, a responder the caller
+    /// made (openraft 0.10 takes one the same way): the state machine worker sends it the
+    /// result once the entry is applied, so the caller's own callers can be answered from
+    /// there without waking a task that waits on a receiver.
+    pub async fn client_write_responding(&self, app_data: C::D, tx: ResponderOf<C>) -> Result<(), Fatal<C::NodeId>> {
+        self.inner.send_msg(RaftMsg::ClientWriteRequest { app_data, tx }).await
+    }
+
     /// Return `true` if this node is already initialized and can not be initialized again with
     /// [`Raft::initialize`]
     pub async fn is_initialized(&self) -> Result<bool, Fatal<C::NodeId>> {

@@ -5,6 +5,7 @@ use crate::core::raft_msg::ResultSender;
 use crate::display_ext::DisplaySlice;
 use crate::error::Infallible;
 use crate::log_id::RaftLogId;
+use crate::type_config::alias::ResponderOf;
 use crate::type_config::alias::SnapshotDataOf;
 use crate::RaftTypeConfig;
 use crate::Snapshot;
@@ -69,8 +70,10 @@ where C: RaftTypeConfig
         Command::new(payload)
     }
 
-    pub(crate) fn apply(entries: Vec<C::Entry>) -> Self {
-        let payload = CommandPayload::Apply { entries };
+    /// whip patch: apply `entries` and answer each of `responders` (log index, caller) from
+    /// the state machine worker once its entry is applied.
+    pub(crate) fn apply_answering(entries: Vec<C::Entry>, responders: Vec<(u64, ResponderOf<C>)>) -> Self {
+        let payload = CommandPayload::Apply { entries, responders };
         Command::new(payload)
     }
 }
@@ -105,6 +108,9 @@ where C: RaftTypeConfig
     /// Apply the log entries to the state machine.
     Apply {
         entries: Vec<C::Entry>,
+        /// whip patch: the callers waiting on these entries, by log index, answered by the
+        /// worker right after the apply instead of by the core after the worker told it.
+        responders: Vec<(u64, ResponderOf<C>)>,
     },
 }
 
@@ -121,7 +127,7 @@ where C: RaftTypeConfig
             CommandPayload::BeginReceivingSnapshot { .. } => {
                 write!(f, "BeginReceivingSnapshot")
             }
-            CommandPayload::Apply { entries } => write!(f, "Apply: {}", DisplaySlice::<_>(entries)),
+            CommandPayload::Apply { entries, .. } => write!(f, "Apply: {}", DisplaySlice::<_>(entries)),
         }
     }
 }
@@ -139,7 +145,7 @@ where C: RaftTypeConfig
                 CommandPayload::InstallFullSnapshot { snapshot: s1 },
                 CommandPayload::InstallFullSnapshot { snapshot: s2 },
             ) => s1.meta == s2.meta,
-            (CommandPayload::Apply { entries: entries1 }, CommandPayload::Apply { entries: entries2 }) => {
+            (CommandPayload::Apply { entries: entries1, .. }, CommandPayload::Apply { entries: entries2, .. }) => {
                 // Entry may not be `Eq`, we just compare log id.
                 // This would be enough for testing.
                 entries1.iter().map(|e| e.get_log_id().clone()).collect::<Vec<_>>()

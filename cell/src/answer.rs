@@ -1,0 +1,123 @@
+//! How a leader answers the requests of an entry it proposed: the cell's openraft
+//! `Responder`.
+//!
+//! openraft's state machine worker hands an applied entry's result to the entry's
+//! responder right after the apply (patch item 13, `vendor/openraft/PATCH.md`).
+//! [`Answer::Requests`] carries each request's caller, so every caller is answered from
+//! there, with no task in between; the proposing task only hears that its batch is done,
+//! or gets the batch back to route elsewhere. [`Answer::Oneshot`] is openraft's own way,
+//! kept for `Raft::client_write`.
+//!
+//! Invariant: every request of a proposed batch is answered exactly once, with its
+//! outcome, or by the proposer after the batch is handed back (an error from Raft), or
+//! with `Unavailable` when the responder is dropped unanswered (Raft stopped before it
+//! applied the entry). This module decides nothing about a request: it carries outcomes.
+
+use std::sync::Arc;
+use std::thread::ThreadId;
+use std::time::Instant;
+
+use openraft::error::ClientWriteError;
+use openraft::impls::OneshotResponder;
+use openraft::raft::ClientWriteResult;
+use openraft::raft::responder::Responder;
+use tokio::sync::oneshot;
+
+use crate::runtime::Pending;
+use crate::stages::{Stage, Stages};
+use crate::types::{Batch, NodeId, TypeConfig};
+
+/// A batch Raft could not apply, handed back to its proposer with the reason.
+pub(crate) type Handback = (Vec<Pending>, ClientWriteError<NodeId, openraft::BasicNode>);
+
+/// Who waits on a proposed entry.
+pub enum Answer {
+    /// openraft's own: `Raft::client_write` and the membership calls wait on its receiver.
+    Oneshot(OneshotResponder<TypeConfig>),
+    /// The callers of each request of the entry's batch.
+    Requests(Box<Proposed>),
+}
+
+/// A batch this member proposed, waiting for its entry to apply.
+pub struct Proposed {
+    batch: Vec<Pending>,
+    stages: Arc<Stages>,
+    /// When and on which thread the batch was handed to Raft (the `committed` stage).
+    proposed: Instant,
+    proposed_on: ThreadId,
+    /// Told once the batch is answered (`None`) or handed back.
+    done: Option<oneshot::Sender<Option<Handback>>>,
+}
+
+impl Proposed {
+    /// A batch handed to Raft now; `done` hears how it ended.
+    pub(crate) fn new(
+        batch: Vec<Pending>,
+        stages: Arc<Stages>,
+        done: oneshot::Sender<Option<Handback>>,
+    ) -> Self {
+        Proposed {
+            batch,
+            stages,
+            proposed: Instant::now(),
+            proposed_on: crate::stages::here(),
+            done: Some(done),
+        }
+    }
+
+    fn answer(mut self, result: ClientWriteResult<TypeConfig>) {
+        let batch = std::mem::take(&mut self.batch);
+        let handback = match result {
+            Ok(response) => {
+                self.stages
+                    .record(Stage::Committed, self.proposed.elapsed());
+                let switches = crate::stages::switched(self.proposed_on);
+                self.stages.hop(Stage::Committed, switches);
+                let outcomes = response.data.outcomes;
+                assert_eq!(outcomes.len(), batch.len(), "one outcome per request");
+                for (p, outcome) in batch.into_iter().zip(outcomes) {
+                    p.answer(Ok(outcome));
+                }
+                None
+            }
+            Err(e) => Some((batch, e)),
+        };
+        if let Some(done) = self.done.take() {
+            // The proposer may be gone (its member stopping): then so are its callers'
+            // retries, and a handed-back batch fails below as the responder drops.
+            if let Err(Some((batch, _))) = done.send(handback) {
+                crate::runtime::fail_stopped(batch);
+            }
+        }
+    }
+}
+
+impl Drop for Proposed {
+    /// Raft dropped the entry's responder unanswered: it stopped before the apply.
+    fn drop(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        crate::runtime::fail_stopped(batch);
+    }
+}
+
+impl From<OneshotResponder<TypeConfig>> for Answer {
+    fn from(tx: OneshotResponder<TypeConfig>) -> Self {
+        Answer::Oneshot(tx)
+    }
+}
+
+impl Responder<TypeConfig> for Answer {
+    type Receiver = <OneshotResponder<TypeConfig> as Responder<TypeConfig>>::Receiver;
+
+    fn from_app_data(app_data: Batch) -> (Batch, Self, Self::Receiver) {
+        let (app_data, tx, rx) = OneshotResponder::from_app_data(app_data);
+        (app_data, Answer::Oneshot(tx), rx)
+    }
+
+    fn send(self, result: ClientWriteResult<TypeConfig>) {
+        match self {
+            Answer::Oneshot(tx) => tx.send(result),
+            Answer::Requests(proposed) => (*proposed).answer(result),
+        }
+    }
+}
