@@ -5,7 +5,8 @@
 //! [`storage::Backend`] trait), applying [`whip_board::apply`] inside one storage commit with
 //! the applied log id, snapshots, the proposal batcher (many client requests per Raft
 //! entry), leader time stamping, the tick loop that proposes expiry, request forwarding to
-//! the leader, linearizable reads (read index), membership changes, heartbeats of many
+//! the leader, answering a batch's callers from the apply ([`answer`]), linearizable reads
+//! (read index), membership changes, heartbeats of many
 //! cells to one peer sent as one call (`heartbeats.rs`), a member's hibernation while its
 //! cell is idle ([`hibernation`]: the decision; the node that hosts it drives the rounds and
 //! the liveness that wakes it), per-stage latencies and thread switches ([`stages`]), a log
