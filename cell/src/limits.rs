@@ -10,8 +10,15 @@ const _: () = assert!(
 );
 /// Bytes of client payload in one Raft entry (a single larger request still goes alone).
 pub const BATCH_BYTES_MAX: usize = 128 * 1024;
-/// Raft entries proposed concurrently by one leader; more requests wait and batch up.
+/// Raft entries proposed concurrently by the leader of a replicated cell; more requests wait
+/// and batch up. On two cores one bigger batch beats two smaller ones in flight once a
+/// follower's round is in each (BENCHMARKS.md, issue 14 and issue 35).
 pub const BATCHES_IN_FLIGHT_MAX: usize = 1;
+/// Raft entries proposed concurrently by a cell's only voter (the embedded store): with no
+/// round to a follower, the log's next fsync can start while the previous batch applies and
+/// answers, which one batch in flight leaves idle (BENCHMARKS.md, issue 35: the engine's
+/// instances/s at 8 runners +13 %).
+pub const BATCHES_IN_FLIGHT_MAX_ONE_VOTER: usize = 2;
 /// Requests queued for proposal before callers see back-pressure.
 pub const PROPOSAL_QUEUE_MAX: usize = 16 * 1024;
 /// Default byte limit of a CAS value or ledger entry (configurable per cell).

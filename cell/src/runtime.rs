@@ -539,6 +539,22 @@ fn write_error<E: std::fmt::Display>(e: RaftError<NodeId, E>) -> CellError {
 }
 
 impl Inner {
+    /// Batches the leader may have in flight: more when it is the cell's only voter.
+    fn batches_in_flight_max(&self) -> usize {
+        let metrics = self.raft.metrics();
+        let one_voter = metrics
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .nth(1)
+            .is_none();
+        match one_voter {
+            true => limits::BATCHES_IN_FLIGHT_MAX_ONE_VOTER,
+            false => limits::BATCHES_IN_FLIGHT_MAX,
+        }
+    }
+
     fn now_ms(&self) -> u64 {
         let wall = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -761,12 +777,16 @@ fn fail_all(batch: Vec<Pending>, err: CellError) {
     }
 }
 
-/// Gather queued requests into batches: while `BATCHES_IN_FLIGHT_MAX` entries are in flight,
-/// new requests wait in the queue and leave together in the next entry. This is what turns
+/// Gather queued requests into batches: while `BATCHES_IN_FLIGHT_MAX` entries are in flight
+/// (`BATCHES_IN_FLIGHT_MAX_ONE_VOTER` on a cell of one voter), new requests wait in the queue
+/// and leave together in the next entry. This is what turns
 /// one fsync per request into one fsync per batch.
 /// Holds only a weak handle, so dropping the cell ends the loop and releases storage.
 async fn proposer_loop(inner: std::sync::Weak<Inner>, mut rx: mpsc::Receiver<Pending>) {
-    let slots = Arc::new(Semaphore::new(limits::BATCHES_IN_FLIGHT_MAX));
+    // A batch takes `slots_per_batch` of these: all of them while the cell is replicated
+    // (`BATCHES_IN_FLIGHT_MAX` in flight), fewer while it has one voter.
+    const SLOTS: usize = limits::BATCHES_IN_FLIGHT_MAX_ONE_VOTER * limits::BATCHES_IN_FLIGHT_MAX;
+    let slots = Arc::new(Semaphore::new(SLOTS));
     // A request that did not fit the previous batch opens the next one.
     let mut carried: Option<Pending> = None;
     loop {
@@ -777,7 +797,12 @@ async fn proposer_loop(inner: std::sync::Weak<Inner>, mut rx: mpsc::Receiver<Pen
                 None => break,
             },
         };
-        let Ok(permit) = slots.clone().acquire_owned().await else {
+        let Some(cell) = inner.upgrade() else {
+            return fail_all(vec![first], stopped());
+        };
+        let per_batch = SLOTS / cell.batches_in_flight_max();
+        drop(cell);
+        let Ok(permit) = slots.clone().acquire_many_owned(per_batch as u32).await else {
             break;
         };
         let Some(inner) = inner.upgrade() else {
