@@ -75,6 +75,20 @@ struct Start<'a> {
     admitted: Option<String>,
 }
 
+impl Start<'_> {
+    /// A root instance's start that commits its first round with it (what `whip run` does).
+    fn root_stepped(id: Option<String>) -> Self {
+        Start {
+            workflow: None,
+            parent: None,
+            under: None,
+            id,
+            step_first: true,
+            admitted: None,
+        }
+    }
+}
+
 /// The lease of an instance's registry entry.
 pub const WORK_TTL_MS: u64 = 30_000;
 /// How often the process driving an instance renews its entry.
@@ -586,15 +600,8 @@ impl<F: FabricClient> Engine<F> {
         input: Value,
         id: Option<String>,
     ) -> Result<String> {
-        let start = Start {
-            workflow: None,
-            parent: None,
-            under: None,
-            id,
-            step_first: true,
-            admitted: None,
-        };
-        self.start_inner(program, input, start).await
+        self.start_inner(program, input, Start::root_stepped(id))
+            .await
     }
 
     /// [`Engine::start_and_step`] of instance `id`, answering the state its start committed
@@ -605,14 +612,7 @@ impl<F: FabricClient> Engine<F> {
         input: Value,
         id: String,
     ) -> Result<Option<Loaded>> {
-        let start = Start {
-            workflow: None,
-            parent: None,
-            under: None,
-            id: Some(id),
-            step_first: true,
-            admitted: None,
-        };
+        let start = Start::root_stepped(Some(id));
         Ok(self.start_committed(program, input, start).await?.1)
     }
 
