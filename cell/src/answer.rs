@@ -83,8 +83,8 @@ impl Proposed {
             Err(e) => Some((batch, e)),
         };
         if let Some(done) = self.done.take() {
-            // The proposer may be gone (its member stopping): then so are its callers'
-            // retries, and a handed-back batch fails below as the responder drops.
+            // The proposer is gone only when its member is stopping: a batch it can no
+            // longer route fails as stopping, and its callers retry elsewhere.
             if let Err(Some((batch, _))) = done.send(handback) {
                 crate::runtime::fail_stopped(batch);
             }

@@ -691,7 +691,8 @@ impl Inner {
             requests,
         };
         let answer = crate::answer::Answer::Requests(Box::new(waiting));
-        // A refusal here drops the responder, which fails the batch as stopping.
+        // Raft refuses only once its core has stopped (or died): the refusal drops the
+        // responder, which fails the batch as stopping, and callers retry elsewhere.
         let _ = self.raft.client_write_responding(entry, answer).await;
         // Answered (`None`), or dropped unanswered (already failed): nothing left to do.
         let Ok(Some((batch, error))) = handback.await else {
