@@ -121,3 +121,121 @@ impl Responder<TypeConfig> for Answer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use openraft::error::ForwardToLeader;
+    use openraft::raft::ClientWriteResponse;
+    use openraft::{CommittedLeaderId, LogId};
+    use whip_board::{Command, Outcome, Request};
+
+    use super::*;
+    use crate::CellError;
+    use crate::types::BatchOutcome;
+
+    type Reply = oneshot::Receiver<Result<Outcome, CellError>>;
+
+    /// `n` puts accepted now, their callers' receivers, and the proposer's `done` receiver.
+    fn proposed(n: usize) -> (Proposed, Vec<Reply>, oneshot::Receiver<Option<Handback>>) {
+        let (batch, replies): (Vec<_>, Vec<_>) = (0..n)
+            .map(|i| {
+                let command = Command::KvPut {
+                    key: format!("k{i}").into_bytes(),
+                    value: b"v".to_vec(),
+                    expect_version: None,
+                };
+                Pending::accepted(Request::new(Some(format!("key-{i}")), command))
+            })
+            .unzip();
+        let (done, heard) = oneshot::channel();
+        let proposed = Proposed::new(batch, Arc::new(Stages::default()), done);
+        (proposed, replies, heard)
+    }
+
+    fn written(version: u64) -> Outcome {
+        Outcome::KvWritten {
+            version,
+            fence: version,
+        }
+    }
+
+    #[test]
+    fn each_caller_gets_its_own_outcome_and_the_proposer_hears_done() {
+        let (proposed, replies, mut heard) = proposed(3);
+        let response = ClientWriteResponse {
+            log_id: LogId::new(CommittedLeaderId::new(2, 1), 7),
+            data: BatchOutcome {
+                outcomes: vec![written(10), written(11), written(12)],
+            },
+            membership: None,
+        };
+        Answer::Requests(Box::new(proposed)).send(Ok(response));
+        for (i, mut reply) in replies.into_iter().enumerate() {
+            let outcome = reply.try_recv().expect("answered").expect("an outcome");
+            assert_eq!(outcome, written(10 + i as u64), "caller {i}");
+        }
+        assert!(
+            matches!(heard.try_recv(), Ok(None)),
+            "done, nothing handed back"
+        );
+    }
+
+    #[test]
+    fn a_batch_raft_refused_goes_back_to_its_proposer_unanswered() {
+        let (proposed, mut replies, mut heard) = proposed(2);
+        let refusal = ClientWriteError::ForwardToLeader(ForwardToLeader {
+            leader_id: Some(3),
+            leader_node: None,
+        });
+        Answer::Requests(Box::new(proposed)).send(Err(refusal));
+        let Ok(Some((batch, error))) = heard.try_recv() else {
+            panic!("the batch comes back to be routed");
+        };
+        assert_eq!(batch.len(), 2);
+        assert!(matches!(error, ClientWriteError::ForwardToLeader(_)));
+        for reply in &mut replies {
+            assert!(reply.try_recv().is_err(), "nobody answered yet");
+        }
+        // The proposer answers them: here, by failing them as it would.
+        crate::runtime::fail_stopped(batch);
+        for mut reply in replies {
+            assert!(matches!(
+                reply.try_recv(),
+                Ok(Err(CellError::Unavailable(_)))
+            ));
+        }
+    }
+
+    #[test]
+    fn a_responder_dropped_unanswered_fails_every_caller_as_stopping() {
+        let (proposed, replies, mut heard) = proposed(3);
+        drop(Answer::Requests(Box::new(proposed)));
+        for mut reply in replies {
+            assert!(matches!(
+                reply.try_recv(),
+                Ok(Err(CellError::Unavailable(_)))
+            ));
+        }
+        assert!(
+            heard.try_recv().is_err(),
+            "the proposer hears nothing: already failed"
+        );
+    }
+
+    #[test]
+    fn a_batch_handed_back_to_a_proposer_that_is_gone_fails_as_stopping() {
+        let (proposed, replies, heard) = proposed(2);
+        drop(heard);
+        let refusal = ClientWriteError::ForwardToLeader(ForwardToLeader {
+            leader_id: None,
+            leader_node: None,
+        });
+        Answer::Requests(Box::new(proposed)).send(Err(refusal));
+        for mut reply in replies {
+            assert!(matches!(
+                reply.try_recv(),
+                Ok(Err(CellError::Unavailable(_)))
+            ));
+        }
+    }
+}

@@ -129,6 +129,22 @@ impl Pending {
     pub(crate) fn answer(self, answer: Result<Outcome, CellError>) {
         let _ = self.reply.send(answer);
     }
+
+    /// A request accepted now, and where its caller waits for the answer.
+    #[cfg(test)]
+    pub(crate) fn accepted(
+        request: Request,
+    ) -> (Self, oneshot::Receiver<Result<Outcome, CellError>>) {
+        let (reply, rx) = oneshot::channel();
+        let pending = Pending {
+            request,
+            accepted: std::time::Instant::now(),
+            accepted_on: crate::stages::here(),
+            forwardable: true,
+            reply,
+        };
+        (pending, rx)
+    }
 }
 
 /// A running cell member. Cheap to clone.
