@@ -567,7 +567,7 @@ impl<F: FabricClient> Engine<F> {
             step_first: false,
             admitted: None,
         };
-        self.start_inner(program, input, start).await
+        Ok(self.start_committed(program, input, start).await?.0)
     }
 
     /// Start a child of the instance whose header is `parent` from its effect `effect`,
@@ -588,7 +588,7 @@ impl<F: FabricClient> Engine<F> {
             step_first: false,
             admitted,
         };
-        self.start_inner(program, input, start).await
+        Ok(self.start_committed(program, input, start).await?.0)
     }
 
     /// Start, committing the first stepper round with the start, and with it the claims of
@@ -600,8 +600,8 @@ impl<F: FabricClient> Engine<F> {
         input: Value,
         id: Option<String>,
     ) -> Result<String> {
-        self.start_inner(program, input, Start::root_stepped(id))
-            .await
+        let start = Start::root_stepped(id);
+        Ok(self.start_committed(program, input, start).await?.0)
     }
 
     /// [`Engine::start_and_step`] of instance `id`, answering the state its start committed
@@ -614,15 +614,6 @@ impl<F: FabricClient> Engine<F> {
     ) -> Result<Option<Loaded>> {
         let start = Start::root_stepped(Some(id));
         Ok(self.start_committed(program, input, start).await?.1)
-    }
-
-    async fn start_inner(
-        &self,
-        program: &Arc<Program>,
-        input: Value,
-        start: Start<'_>,
-    ) -> Result<String> {
-        Ok(self.start_committed(program, input, start).await?.0)
     }
 
     /// Start: the instance's id, and the state the start committed (`None`: the id existed
